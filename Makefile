@@ -1,0 +1,45 @@
+# Two commands set everything up on a fresh clone: `make demo` and `make test`.
+# Every pip call goes through constraints.txt, which pins torch==2.13.0 (a bare torch pulls GBs of CUDA).
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check -q
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test test-fast lint format bench clean
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -c constraints.txt -e ".[video,track,plot,dev]" 2>&1 | grep -v "^WARNING: Location" || true
+	$(PY) -c "import torch, gymnasium, proxima; assert torch.__version__.startswith('2.13.0'), torch.__version__"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# Train PPO on CartPole-v1 with the seed's defaults, then score the saved agent on Gymnasium's own env.
+demo: $(STAMP)
+	rm -rf runs/demo
+	$(VENV)/bin/proxima train --env-id CartPole-v1 --run-dir runs/demo
+	$(VENV)/bin/proxima eval runs/demo --episodes 100 --deterministic
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+# Everything except the learning tests that train agents for several seconds.
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not slow"
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check proxima tests benchmarks
+	$(VENV)/bin/ruff format --check proxima tests benchmarks
+
+format: $(STAMP)
+	$(VENV)/bin/ruff format proxima tests benchmarks
+	$(VENV)/bin/ruff check --fix proxima tests benchmarks
+
+bench: $(STAMP)
+	$(PY) benchmarks/throughput.py
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache .ruff_cache

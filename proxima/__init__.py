@@ -1,0 +1,11 @@
+"""proxima: policy-gradient reinforcement learning (PPO, VPG, REINFORCE) in PyTorch."""
+
+from proxima.agent import Agent, load
+from proxima.config import PPOArgs
+from proxima.envs import make_vec_env
+from proxima.errors import UserError
+from proxima.evaluate import evaluate
+from proxima.trainer import train
+
+__version__ = "0.1.0"
+__all__ = ["Agent", "PPOArgs", "UserError", "evaluate", "load", "make_vec_env", "train"]

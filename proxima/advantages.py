@@ -1,0 +1,102 @@
+"""Advantage estimators as pure tensor functions (seed 000, detail #5).
+
+Conventions, shared by every estimator here (they are the seed's):
+
+- ``rewards``, ``values``, ``dones`` are time-major, shape ``(T, N)``.
+- ``dones[t] = 1`` marks step ``t`` as the *first* step of a new episode, i.e. the step before it ended one.
+  So the value of ``obs[t + 1]`` is cut off by ``dones[t + 1]``, and at the end of the rollout by ``next_done``.
+- ``next_value`` is ``V(obs_T)``, shape ``(1, N)`` or ``(N,)``; ``next_done`` says whether ``obs_T`` starts a new
+  episode, shape ``(N,)``.
+
+Time-limit truncation is not a special case here: the rollout adds ``gamma * V(final_obs)`` to the reward of a
+truncated step (see ``proxima.rollout``), after which a truncation is an ordinary episode boundary.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def _next_nonterminal(dones: Tensor, next_done: Tensor) -> Tensor:
+    """``1 - done`` of the step *after* each step: shape (T, N)."""
+    return 1.0 - torch.cat([dones[1:], next_done.reshape(1, -1).to(dones.dtype)], dim=0)
+
+
+def _next_values(values: Tensor, next_value: Tensor) -> Tensor:
+    return torch.cat([values[1:], next_value.reshape(1, -1).to(values.dtype)], dim=0)
+
+
+@torch.no_grad()
+def gae(
+    rewards: Tensor,
+    values: Tensor,
+    dones: Tensor,
+    next_value: Tensor,
+    next_done: Tensor,
+    gamma: float,
+    gae_lambda: float,
+) -> Tensor:
+    """Generalized Advantage Estimation, the reference reversed loop (PPO paper, eqs. 11-12).
+
+    ``A_t = delta_t + gamma * lambda * (1 - done_{t+1}) * A_{t+1}``, with
+    ``delta_t = r_t + gamma * (1 - done_{t+1}) * V_{t+1} - V_t``. Returns advantages of shape ``(T, N)``.
+    """
+    nonterminal = _next_nonterminal(dones, next_done)
+    deltas = rewards + gamma * _next_values(values, next_value) * nonterminal - values
+    advantages = torch.empty_like(deltas)
+    last = torch.zeros_like(deltas[0])
+    for t in reversed(range(deltas.shape[0])):
+        last = deltas[t] + gamma * gae_lambda * nonterminal[t] * last
+        advantages[t] = last
+    return advantages
+
+
+@torch.no_grad()
+def gae_vectorized(
+    rewards: Tensor,
+    values: Tensor,
+    dones: Tensor,
+    next_value: Tensor,
+    next_done: Tensor,
+    gamma: float,
+    gae_lambda: float,
+) -> Tensor:
+    """GAE with no Python loop over time: ``A = M @ delta`` with a per-env (T, T) discount matrix.
+
+    ``M[t, s] = prod_{k=t}^{s-1} gamma * lambda * nonterminal_k`` for ``s >= t`` and 0 below the diagonal, so
+    each advantage is the discounted sum of the deltas that follow it within its episode. A cumulative
+    product builds M; an episode end puts a 0 in the product, which cuts every later term. Costs
+    O(T^2 N) memory, so it suits short rollouts; ``gae`` is the loop it must agree with.
+    """
+    nonterminal = _next_nonterminal(dones, next_done)
+    deltas = rewards + gamma * _next_values(values, next_value) * nonterminal - values
+    T = deltas.shape[0]
+    factors = (gamma * gae_lambda) * nonterminal  # (T, N): discount from step k to k + 1
+    # step[t, s] = factors[s - 1] for s > t, else 1; the cumprod over s is then M[t, s] for s >= t.
+    later = torch.ones(T, T, dtype=torch.bool, device=deltas.device).triu(1)
+    step = torch.where(later.unsqueeze(-1), factors.roll(1, dims=0).unsqueeze(0), torch.ones_like(factors))
+    discount = step.cumprod(dim=1) * later.logical_not().T.unsqueeze(-1)  # zero below the diagonal
+    return torch.einsum("tsn,sn->tn", discount, deltas)
+
+
+@torch.no_grad()
+def discounted_returns(
+    rewards: Tensor,
+    dones: Tensor,
+    next_value: Tensor,
+    next_done: Tensor,
+    gamma: float,
+) -> Tensor:
+    """Discounted rewards-to-go, reset at episode ends and bootstrapped from ``next_value`` at the rollout's end.
+
+    ``R_t = r_t + gamma * (1 - done_{t+1}) * R_{t+1}``, with ``R_T = V(obs_T)``. Same conventions as ``gae``;
+    with ``gae_lambda = 1`` and zero values, ``gae`` gives the same numbers.
+    """
+    nonterminal = _next_nonterminal(dones, next_done)
+    returns = torch.empty_like(rewards)
+    last = next_value.reshape(-1).to(rewards.dtype)
+    for t in reversed(range(rewards.shape[0])):
+        last = rewards[t] + gamma * nonterminal[t] * last
+        returns[t] = last
+    return returns

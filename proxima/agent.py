@@ -1,0 +1,106 @@
+"""A trained agent: the network plus what is needed to use it on its environment, saved and loaded."""
+
+from __future__ import annotations
+
+import os
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from proxima.checkpoint import AGENT_JSON, WEIGHTS, read_json, read_tensors, write_json, write_tensors
+from proxima.distributions import make_head
+from proxima.errors import UserError
+from proxima.networks import ActorCritic, NetworkSpec
+
+FORMAT = "proxima-agent"
+VERSION = 1
+
+
+def space_to_json(space: gym.Space) -> dict:
+    if isinstance(space, gym.spaces.Discrete):
+        return {"type": "Discrete", "n": int(space.n)}
+    if isinstance(space, gym.spaces.Box):
+        return {"type": "Box", "shape": list(space.shape)}
+    raise UserError(f"cannot describe space {space}")
+
+
+class Agent:
+    """A policy ready to act: ``predict`` takes numpy observations and returns numpy actions."""
+
+    def __init__(
+        self, model: ActorCritic, env_id: str, observation_space: gym.Space, action_space: gym.Space
+    ):
+        self.model = model
+        self.env_id = env_id
+        self.observation_space = observation_space
+        self.action_space = action_space
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def predict(self, obs, deterministic: bool = False) -> np.ndarray:
+        """Actions for one observation ``(obs_dim,)`` or a batch ``(B, obs_dim)``, sampled or, if
+        ``deterministic``, the most probable."""
+        obs_t = torch.as_tensor(np.asarray(obs), dtype=torch.float32, device=self.device)
+        single = obs_t.ndim == len(self.observation_space.shape)
+        actions = self.model.predict(obs_t.unsqueeze(0) if single else obs_t, deterministic)
+        actions = actions.cpu().numpy()
+        return actions[0] if single else actions
+
+    def save(self, directory: str, **extra) -> None:
+        """Write ``model.safetensors`` and ``agent.json`` into ``directory``."""
+        write_tensors(os.path.join(directory, WEIGHTS), self.model.state_dict())
+        meta = {
+            "format": FORMAT,
+            "version": VERSION,
+            "env_id": self.env_id,
+            "observation_space": space_to_json(self.observation_space),
+            "action_space": space_to_json(self.action_space),
+            "network": self.model.spec.to_json(),
+            **extra,
+        }
+        write_json(os.path.join(directory, AGENT_JSON), meta)
+
+    @classmethod
+    def load(cls, run_dir: str, device: str | torch.device = "cpu") -> Agent:
+        """Rebuild the agent saved in ``run_dir``; a ``UserError`` says what is wrong with a bad directory."""
+        if not os.path.isdir(run_dir):
+            raise UserError(
+                f"run directory {run_dir!r} does not exist; give a directory written by `proxima train`"
+            )
+        meta = read_json(os.path.join(run_dir, AGENT_JSON))
+        if meta.get("format") != FORMAT or meta.get("version") != VERSION:
+            raise UserError(f"{run_dir}/{AGENT_JSON} is not a proxima agent (format version {VERSION})")
+        try:
+            spec = NetworkSpec.from_json(meta["network"])
+            observation_space = gym.spaces.Box(
+                -np.inf, np.inf, shape=tuple(meta["observation_space"]["shape"])
+            )
+            action_space = _action_space(meta["action_space"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise UserError(
+                f"{run_dir}/{AGENT_JSON} is missing or has a bad field ({e}); the checkpoint is corrupt"
+            ) from None
+        model = ActorCritic(spec, make_head(action_space))
+        state = read_tensors(os.path.join(run_dir, WEIGHTS))
+        try:
+            model.load_state_dict(state, strict=True)
+        except RuntimeError as e:
+            first = str(e).splitlines()[1].strip() if len(str(e).splitlines()) > 1 else str(e)
+            raise UserError(
+                f"{run_dir}/{WEIGHTS} does not match the network in {AGENT_JSON}: {first}"
+            ) from None
+        return cls(model.to(device).eval(), meta["env_id"], observation_space, action_space)
+
+
+def _action_space(data: dict) -> gym.Space:
+    if data["type"] == "Discrete":
+        return gym.spaces.Discrete(int(data["n"]))
+    raise ValueError(f"action space type {data['type']!r}")
+
+
+def load(run_dir: str, device: str | torch.device = "cpu") -> Agent:
+    """Load the agent that ``proxima train`` saved in ``run_dir``."""
+    return Agent.load(run_dir, device)

@@ -1,0 +1,126 @@
+"""The ``proxima`` command: ``proxima train`` and ``proxima eval``.
+
+Flags come from the typed dataclasses (``PPOArgs``, ``EvalArgs``) through tyro, so ``--help`` is their field
+docs. Every user error becomes one line on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import sys
+from dataclasses import dataclass
+from typing import Annotated
+
+import tyro
+
+from proxima.errors import UserError
+
+USAGE = """usage: proxima COMMAND [FLAGS]
+
+commands:
+  train   train an agent (proxima train --help lists every flag)
+  eval    evaluate a trained agent on Gymnasium's own env (proxima eval --help)
+"""
+
+_TRUE, _FALSE = {"true", "1", "yes", "y", "on"}, {"false", "0", "no", "n", "off"}
+
+
+def _bool_flags_as_tyro(cls, argv: list[str]) -> list[str]:
+    """Accept the seed's ``--cuda False`` / ``--cuda=true`` spelling beside tyro's ``--cuda`` / ``--no-cuda``."""
+    flags = {"--" + f.name.replace("_", "-") for f in dataclasses.fields(cls) if f.type in (bool, "bool")}
+    out, i = [], 0
+    while i < len(argv):
+        arg = argv[i]
+        name, _, inline = arg.partition("=")
+        value = inline if inline else (argv[i + 1] if i + 1 < len(argv) else "")
+        if name in flags and value.lower() in _TRUE | _FALSE:
+            out.append(name if value.lower() in _TRUE else "--no-" + name[2:])
+            i += 1 if inline else 2
+            continue
+        out.append(arg)
+        i += 1
+    return out
+
+
+def _parse(cls, argv: list[str], prog: str):
+    """``tyro.cli`` with its boxed multi-line errors cut down to one line (help still prints in full).
+
+    tyro draws the error in a box, with Unicode or ASCII rules depending on the terminal, and on stdout or
+    stderr depending on its version; so both streams are captured and the first line of the message kept.
+    """
+    argv = _bool_flags_as_tyro(cls, argv)
+    if "-h" in argv or "--help" in argv:
+        return tyro.cli(cls, args=argv, prog=prog)  # straight to the terminal, so it keeps its formatting
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            return tyro.cli(cls, args=argv, prog=prog)
+    except SystemExit:
+        text = err.getvalue() + out.getvalue()
+        lines = [line.strip(" │|╭╮╰╯─-+=") for line in text.splitlines()]
+        lines = [line for line in lines if line]
+        # The box's title ("Value error") has no colon; the message under it does.
+        message = next((line for line in lines if ":" in line), lines[0] if lines else "bad arguments")
+        raise UserError(f"{message.rstrip('.')} (see {prog} --help for the accepted flags)") from None
+
+
+@dataclass
+class EvalArgs:
+    run_dir: Annotated[str, tyro.conf.Positional]
+    """the run directory written by `proxima train`"""
+    episodes: int = 10
+    """how many complete episodes to run"""
+    deterministic: bool = False
+    """take the most probable action instead of sampling"""
+    seed: int = 0
+    """seed of the evaluation envs"""
+
+
+def cmd_train(argv: list[str]) -> int:
+    from proxima.config import PPOArgs
+    from proxima.trainer import train
+
+    args = _parse(PPOArgs, argv, "proxima train")
+    train(args)
+    return 0
+
+
+def cmd_eval(argv: list[str]) -> int:
+    from proxima.agent import load
+    from proxima.evaluate import evaluate
+
+    args = _parse(EvalArgs, argv, "proxima eval")
+    agent = load(args.run_dir)
+    returns = evaluate(agent, args.episodes, deterministic=args.deterministic, seed=args.seed)
+    print(
+        f"{agent.env_id}: mean_return={returns.mean():.2f} std_return={returns.std():.2f} "
+        f"episodes={len(returns)} deterministic={args.deterministic}"
+    )
+    return 0
+
+
+COMMANDS = {"train": cmd_train, "eval": cmd_eval}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE, end="")
+        return 0
+    command, rest = argv[0], argv[1:]
+    if command not in COMMANDS:
+        print(
+            f"proxima: error: unknown command {command!r}; accepted: {', '.join(COMMANDS)}", file=sys.stderr
+        )
+        return 2
+    try:
+        return COMMANDS[command](rest)
+    except UserError as e:
+        print(f"proxima {command}: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""Probe environments 1-5 (Andy Jones, "Debugging RL, Without the Agonizing Pain"; seed 000).
+
+Each isolates one part of an agent, and has an exact answer:
+
+1. One action, obs 0, reward 1, one step: V(0) = 1. Tests the value loss and optimizer.
+2. One action, obs ±1, reward = obs, one step: V(±1) = ±1. Tests that the value network uses the observation.
+3. One action, two steps: obs 0 with reward 0, then obs 1 with reward 1: V(0) = gamma, V(1) = 1. Tests discounting.
+4. Two actions, obs 0, reward +1 for action 1 and -1 for action 0: pi(1|0) = 1, V(0) = 1. Tests the policy
+   loss and advantages.
+5. Two actions, obs 0 or 1, reward +1 when the action equals the obs, else -1: pi(a=obs) = 1, V = 1. Tests
+   that the policy uses the observation, and that observations and actions stay aligned in batches.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.spaces import Box, Discrete
+
+
+class _Probe(gym.Env):
+    metadata = {"render_modes": []}
+    n_actions = 1
+
+    def __init__(self, render_mode: str | None = None):
+        self.observation_space = Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
+        self.action_space = Discrete(self.n_actions)
+        self.render_mode = render_mode
+        self._obs = 0.0
+
+    def _observe(self) -> np.ndarray:
+        return np.array([self._obs], dtype=np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self._obs = self._first_obs()
+        return self._observe(), {}
+
+    def _first_obs(self) -> float:
+        return 0.0
+
+
+class Probe1(_Probe):
+    """Constant observation 0, one action, reward 1, episode of one step."""
+
+    def step(self, action):
+        return self._observe(), 1.0, True, False, {}
+
+
+class Probe2(_Probe):
+    """Observation ±1 at random, one action, reward equal to the observation, episode of one step."""
+
+    def _first_obs(self) -> float:
+        return float(self.np_random.choice([-1.0, 1.0]))
+
+    def step(self, action):
+        return self._observe(), self._obs, True, False, {}
+
+
+class Probe3(_Probe):
+    """Two steps: observation 0 with reward 0, then observation 1 with reward 1."""
+
+    def step(self, action):
+        if self._obs == 0.0:
+            self._obs = 1.0
+            return self._observe(), 0.0, False, False, {}
+        return self._observe(), 1.0, True, False, {}
+
+
+class Probe4(_Probe):
+    """Observation 0, two actions: reward +1 for action 1, -1 for action 0, episode of one step."""
+
+    n_actions = 2
+
+    def step(self, action):
+        return self._observe(), 1.0 if int(action) == 1 else -1.0, True, False, {}
+
+
+class Probe5(_Probe):
+    """Observation 0 or 1 at random, two actions: reward +1 when the action equals the observation, else -1."""
+
+    n_actions = 2
+
+    def _first_obs(self) -> float:
+        return float(self.np_random.integers(2))
+
+    def step(self, action):
+        return self._observe(), 1.0 if int(action) == int(self._obs) else -1.0, True, False, {}
+
+
+PROBES = {
+    f"proxima/Probe{i}-v0": cls for i, cls in enumerate([Probe1, Probe2, Probe3, Probe4, Probe5], start=1)
+}
+
+for _env_id, _cls in PROBES.items():
+    if _env_id not in gym.registry:
+        gym.register(_env_id, entry_point=f"{__name__}:{_cls.__name__}")

@@ -1,0 +1,75 @@
+"""Run logging: one JSON line per update in ``metrics.jsonl``, the same values as TensorBoard scalars, and
+one JSON line per finished episode in ``episodes.jsonl`` (for per-episode curves and "last 20 episodes" means).
+
+TensorBoard tags follow CleanRL's grouping (``charts/`` and ``losses/``) with ``global_step`` on the x-axis.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+
+# metrics.jsonl key -> TensorBoard tag (detail #12's debug variables, plus episode statistics)
+TB_TAGS = {
+    "learning_rate": "charts/learning_rate",
+    "value_loss": "losses/value_loss",
+    "policy_loss": "losses/policy_loss",
+    "entropy": "losses/entropy",
+    "old_approx_kl": "losses/old_approx_kl",
+    "approx_kl": "losses/approx_kl",
+    "clipfrac": "losses/clipfrac",
+    "explained_variance": "losses/explained_variance",
+    "sps": "charts/SPS",
+    "episodic_return": "charts/episodic_return",
+    "episodic_length": "charts/episodic_length",
+}
+
+
+def _json_number(x):
+    """NaN and inf are not JSON; write them as null."""
+    return None if isinstance(x, float) and not math.isfinite(x) else x
+
+
+class RunLogger:
+    def __init__(self, run_dir: str, config: dict, tensorboard: bool = True, console: bool = True):
+        self.run_dir = run_dir
+        self.console = console
+        self._metrics = open(os.path.join(run_dir, "metrics.jsonl"), "w")
+        self._episodes = open(os.path.join(run_dir, "episodes.jsonl"), "w")
+        self._writer = None
+        if tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._writer = SummaryWriter(run_dir)
+            rows = "\n".join(f"|{k}|{v}|" for k, v in config.items())
+            self._writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{rows}")
+
+    def log_update(self, record: dict) -> None:
+        """Write one update's record (which must hold ``global_step``) to every sink."""
+        record = {k: _json_number(v) for k, v in record.items()}
+        self._metrics.write(json.dumps(record) + "\n")
+        self._metrics.flush()
+        if self._writer is not None:
+            step = record["global_step"]
+            for key, tag in TB_TAGS.items():
+                if record.get(key) is not None:
+                    self._writer.add_scalar(tag, record[key], step)
+
+    def log_episodes(self, global_step: int, returns: list[float], lengths: list[int]) -> None:
+        for ret, length in zip(returns, lengths, strict=True):
+            self._episodes.write(
+                json.dumps({"global_step": global_step, "return": ret, "length": length}) + "\n"
+            )
+        self._episodes.flush()
+
+    def print(self, line: str) -> None:
+        if self.console:
+            print(line, file=sys.stdout, flush=True)
+
+    def close(self) -> None:
+        self._metrics.close()
+        self._episodes.close()
+        if self._writer is not None:
+            self._writer.close()

@@ -1,0 +1,114 @@
+"""Actor and critic networks (seed 000, detail #2; detail #13 for separate networks)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import Tensor, nn
+
+ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
+
+
+def run(layers: nn.Module, x: Tensor) -> Tensor:
+    """Apply a ``Sequential`` (or any module) through ``forward`` directly, skipping ``__call__``'s hook dispatch.
+
+    At a rollout's batch of a few observations, that dispatch costs as much as the matrix products; proxima
+    registers no hooks, so the result is identical.
+    """
+    if isinstance(layers, nn.Sequential):
+        for layer in layers:
+            x = layer.forward(x)
+        return x
+    return layers.forward(x)
+
+
+def layer_init(layer: nn.Linear, row_norm: float = math.sqrt(2), bias_const: float = 0.0) -> nn.Linear:
+    """Orthogonal weights whose rows have norm ``row_norm``, constant bias (detail #2).
+
+    √2 suits hidden tanh/ReLU layers; 1 the critic's output; 0.01 the actor's output, so that the initial
+    policy is close to uniform and its value estimates do not depend on the actor's random start.
+    """
+    nn.init.orthogonal_(layer.weight, row_norm)
+    nn.init.constant_(layer.bias, bias_const)
+    return layer
+
+
+def mlp(sizes: list[int], activation: str, out_norm: float | None = None) -> nn.Sequential:
+    """Linear layers through ``sizes``; activation after every layer except a final one given ``out_norm``."""
+    layers: list[nn.Module] = []
+    for i, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:], strict=False)):
+        last = out_norm is not None and i == len(sizes) - 2
+        layers.append(layer_init(nn.Linear(fan_in, fan_out), out_norm if last else math.sqrt(2)))
+        if not last:
+            layers.append(ACTIVATIONS[activation]())
+    return nn.Sequential(*layers)
+
+
+@dataclass(frozen=True)
+class NetworkSpec:
+    """Everything needed to rebuild an ``ActorCritic`` from a checkpoint (stored as JSON)."""
+
+    obs_dim: int
+    logits_dim: int
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    activation: str = "tanh"
+    shared: bool = False
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> NetworkSpec:
+        return cls(**{**data, "hidden_sizes": tuple(data["hidden_sizes"])})
+
+
+class ActorCritic(nn.Module):
+    """Actor (policy logits) and critic (state value) over flat observations.
+
+    By default they are separate ``hidden_sizes`` MLPs (detail #13: better on simple envs); with
+    ``shared=True`` they share one trunk and differ only in their output layers.
+    """
+
+    def __init__(self, spec: NetworkSpec, head: nn.Module):
+        super().__init__()
+        self.spec = spec
+        self.head = head
+        sizes = [spec.obs_dim, *spec.hidden_sizes]
+        if spec.shared:
+            self.trunk = mlp(sizes, spec.activation)
+            self.actor = layer_init(nn.Linear(sizes[-1], spec.logits_dim), 0.01)
+            self.critic = layer_init(nn.Linear(sizes[-1], 1), 1.0)
+        else:
+            self.trunk = nn.Identity()
+            self.actor = mlp([*sizes, spec.logits_dim], spec.activation, out_norm=0.01)
+            self.critic = mlp([*sizes, 1], spec.activation, out_norm=1.0)
+
+    def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:
+        """Policy logits ``(B, logits_dim)`` and values ``(B,)`` in one pass over the batch."""
+        features = run(self.trunk, obs)
+        return run(self.actor, features), run(self.critic, features).squeeze(-1)
+
+    def value(self, obs: Tensor) -> Tensor:
+        return run(self.critic, run(self.trunk, obs)).squeeze(-1)
+
+    def logits(self, obs: Tensor) -> Tensor:
+        return run(self.actor, run(self.trunk, obs))
+
+    def act(self, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Sample actions for a batch of observations: ``(actions, log_probs, values)``."""
+        logits, values = self.forward(obs)
+        actions, logprobs = self.head.sample(logits)
+        return actions, logprobs, values
+
+    def evaluate(self, obs: Tensor, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Log-probs of stored actions, entropies and values under the current parameters."""
+        logits, values = self.forward(obs)
+        logprobs, entropy = self.head.log_prob_entropy(logits, actions)
+        return logprobs, entropy, values
+
+    @torch.no_grad()
+    def predict(self, obs: Tensor, deterministic: bool = False) -> Tensor:
+        logits = self.logits(obs)
+        return self.head.mode(logits) if deterministic else self.head.sample(logits)[0]

@@ -1,0 +1,59 @@
+"""The PPO update: several epochs of minibatch gradient steps on one rollout (seed 000, details #6-#11)."""
+
+from __future__ import annotations
+
+import torch
+
+from proxima.config import PPOArgs
+from proxima.losses import (
+    clipped_surrogate_loss,
+    clipped_value_loss,
+    entropy_bonus,
+    ratio_diagnostics,
+    value_loss,
+)
+from proxima.networks import ActorCritic
+from proxima.optim import clip_grad_norm
+from proxima.storage import Batch, minibatch_indices
+
+
+def ppo_update(model: ActorCritic, optimizer: torch.optim.Optimizer, batch: Batch, args: PPOArgs) -> dict:
+    """Train on ``batch`` for ``update_epochs`` epochs; return the update's debug variables (detail #12).
+
+    Like the seed, the losses and KL estimates reported are those of the last minibatch; clipfrac is the
+    mean over all minibatches.
+    """
+    clipfracs = []
+    for _ in range(args.update_epochs):
+        for index in minibatch_indices(len(batch), args.minibatch_size, batch.obs.device):  # detail #6
+            mb = batch[index]
+            logprobs, entropy, values = model.evaluate(mb.obs, mb.actions)
+            pg_loss = clipped_surrogate_loss(
+                logprobs, mb.logprobs, mb.advantages, args.clip_coef, args.norm_adv
+            )
+            if args.clip_vloss:
+                v_loss = clipped_value_loss(values, mb.values, mb.returns, args.clip_coef)
+            else:
+                v_loss = value_loss(values, mb.returns)
+            ent = entropy_bonus(entropy)
+            loss = (
+                pg_loss + args.vf_coef * v_loss - args.ent_coef * ent
+            )  # detail #10: the bonus is subtracted
+
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            clip_grad_norm(model, args.max_grad_norm)  # detail #11
+            optimizer.step()
+
+            diagnostics = ratio_diagnostics(logprobs.detach(), mb.logprobs, args.clip_coef)
+            clipfracs.append(diagnostics["clipfrac"])
+        if args.target_kl is not None and diagnostics["approx_kl"].item() > args.target_kl:
+            break  # early stopping on KL: the policy has already moved as far as we allow
+    return {
+        "value_loss": v_loss.item(),
+        "policy_loss": pg_loss.item(),
+        "entropy": ent.item(),
+        "old_approx_kl": diagnostics["old_approx_kl"].item(),
+        "approx_kl": diagnostics["approx_kl"].item(),
+        "clipfrac": torch.stack(clipfracs).mean().item(),
+    }

@@ -1,0 +1,64 @@
+"""The rollout phase (detail #1): N vector envs stepped ``num_steps`` times under the current policy.
+
+The collector keeps the state that outlives one rollout (the next observation, whether it starts an
+episode, and the running episode statistics), so consecutive rollouts continue the same episodes. It is
+shared by every algorithm: PPO, VPG and REINFORCE differ only in what they do with the buffer.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from proxima.envs import VecEnv
+from proxima.networks import ActorCritic
+from proxima.storage import RolloutBuffer
+
+
+class RolloutCollector:
+    def __init__(self, envs: VecEnv, num_steps: int, gamma: float, head, seed: int | None = None):
+        self.envs = envs
+        self.gamma = gamma
+        n, device = envs.num_envs, envs.device
+        self.buffer = RolloutBuffer(
+            num_steps, n, envs.single_observation_space.shape, head.action_shape, head.action_dtype, device
+        )
+        self.next_obs = envs.reset(seed=seed)
+        self.next_done = torch.zeros(n, device=device)
+        self._episode_return = torch.zeros(n, dtype=torch.float64, device=device)
+        self._episode_length = torch.zeros(n, dtype=torch.int64, device=device)
+
+    @torch.no_grad()
+    def collect(self, model: ActorCritic) -> tuple[Tensor, Tensor]:
+        """Fill the buffer; return ``(next_value, next_done)`` for bootstrapping at the rollout's end."""
+        buf = self.buffer
+        for t in range(buf.obs.shape[0]):
+            buf.obs[t] = self.next_obs
+            buf.dones[t] = self.next_done
+            # One forward pass over the whole batch gives the actions, their log-probs and the values.
+            actions, buf.logprobs[t], buf.values[t] = model.act(self.next_obs)
+            buf.actions[t] = actions
+            step = self.envs.step(actions)
+            done = step.terminated | step.truncated
+            self._record_episodes(t, step.reward, done)
+            reward = step.reward
+            # A time-limit truncation is not the end of the task: the return goes on past the cut, so the
+            # target for this step is r + gamma * V(final_obs). A termination's future is worth 0.
+            cut = step.truncated & ~step.terminated
+            if cut.any():
+                rows = cut.nonzero().squeeze(-1)
+                reward = reward.index_add(0, rows, self.gamma * model.value(step.final_obs[rows]))
+            buf.rewards[t] = reward
+            self.next_obs = step.obs
+            self.next_done = done.float()
+        return model.value(self.next_obs), self.next_done
+
+    def _record_episodes(self, t: int, reward: Tensor, done: Tensor) -> None:
+        buf = self.buffer
+        self._episode_return += reward
+        self._episode_length += 1
+        buf.episode_returns[t] = self._episode_return
+        buf.episode_lengths[t] = self._episode_length
+        buf.episode_ended[t] = done
+        self._episode_return.masked_fill_(done, 0.0)
+        self._episode_length.masked_fill_(done, 0)

@@ -1,0 +1,58 @@
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from proxima.envs import Step
+
+
+class ScriptedVecEnv:
+    """A VecEnv that replays a fixed script of steps, for hand-computed boundary tests."""
+
+    def __init__(self, first_obs, steps, n_actions=2):
+        self.num_envs = len(first_obs)
+        self.single_observation_space = gym.spaces.Box(-np.inf, np.inf, shape=(1,), dtype=np.float32)
+        self.single_action_space = gym.spaces.Discrete(n_actions)
+        self.device = torch.device("cpu")
+        self._first = torch.tensor(first_obs, dtype=torch.float32).reshape(-1, 1)
+        self._steps = list(steps)
+        self.actions_seen = []
+
+    def reset(self, seed=None):
+        return self._first.clone()
+
+    def step(self, actions):
+        self.actions_seen.append(actions.clone())
+        obs, reward, terminated, truncated, final_obs = self._steps.pop(0)
+        col = lambda x: torch.tensor(x, dtype=torch.float32).reshape(-1, 1)  # noqa: E731
+        return Step(
+            col(obs),
+            torch.tensor(reward, dtype=torch.float32),
+            torch.tensor(terminated),
+            torch.tensor(truncated),
+            col(final_obs),
+        )
+
+    def close(self):
+        pass
+
+
+class IdentityCritic:
+    """A stand-in model with V(s) = s[0] and action 0 always: values are known exactly."""
+
+    def act(self, obs):
+        n = obs.shape[0]
+        return torch.zeros(n, dtype=torch.int64), torch.zeros(n), obs[:, 0].clone()
+
+    def value(self, obs):
+        return obs[:, 0].clone()
+
+
+@pytest.fixture
+def scripted_env():
+    return ScriptedVecEnv
+
+
+@pytest.fixture
+def identity_critic():
+    return IdentityCritic()

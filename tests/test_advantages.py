@@ -1,0 +1,102 @@
+import pytest
+import torch
+
+from proxima.advantages import discounted_returns, gae, gae_vectorized
+
+
+def test_gae_hand_computed_single_env():
+    # gamma=0.5, lambda=0.5; an episode starts at t=2 (dones[2] = 1), so V(obs_2) is not bootstrapped into t=1.
+    rewards = torch.tensor([[1.0], [2.0], [3.0]])
+    values = torch.tensor([[0.5], [1.0], [2.0]])
+    dones = torch.tensor([[0.0], [0.0], [1.0]])
+    next_value, next_done = torch.tensor([[4.0]]), torch.tensor([0.0])
+    # deltas: d0 = 1 + .5*1 - .5 = 1; d1 = 2 + 0 - 1 = 1; d2 = 3 + .5*4 - 2 = 3
+    # A2 = 3; A1 = d1 (cut) = 1; A0 = 1 + .25*1 = 1.25
+    expected = torch.tensor([[1.25], [1.0], [3.0]])
+    out = gae(rewards, values, dones, next_value, next_done, gamma=0.5, gae_lambda=0.5)
+    torch.testing.assert_close(out, expected)
+
+
+def test_gae_next_done_cuts_bootstrap():
+    rewards, values = torch.ones(2, 1), torch.zeros(2, 1)
+    out = gae(rewards, values, torch.zeros(2, 1), torch.tensor([100.0]), torch.tensor([1.0]), 0.9, 1.0)
+    # next_done = 1: the value of the last observation belongs to a new episode and is ignored.
+    torch.testing.assert_close(out, torch.tensor([[1.9], [1.0]]))
+
+
+def test_gae_keyword_arguments_and_next_value_shapes():
+    torch.manual_seed(0)
+    r, v, d = torch.randn(5, 3), torch.randn(5, 3), (torch.rand(5, 3) < 0.3).float()
+    nv, nd = torch.randn(3), torch.zeros(3)
+    a = gae(rewards=r, values=v, dones=d, next_value=nv, next_done=nd, gamma=0.99, gae_lambda=0.95)
+    b = gae(r, v, d, nv.reshape(1, 3), nd, 0.99, 0.95)
+    assert a.shape == (5, 3)
+    torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize("T,N", [(1, 1), (2, 3), (7, 1), (16, 8), (128, 4), (33, 17)])
+@pytest.mark.parametrize("gamma,lam", [(0.99, 0.95), (1.0, 1.0), (0.5, 0.0), (0.9, 1.0)])
+def test_gae_vectorized_matches_loop(T, N, gamma, lam):
+    g = torch.Generator().manual_seed(T * 1000 + N)
+    rewards, values = torch.randn(T, N, generator=g), torch.randn(T, N, generator=g)
+    dones = (torch.rand(T, N, generator=g) < 0.2).float()
+    next_value, next_done = torch.randn(1, N, generator=g), (torch.rand(N, generator=g) < 0.2).float()
+    loop = gae(rewards, values, dones, next_value, next_done, gamma, lam)
+    vec = gae_vectorized(rewards, values, dones, next_value, next_done, gamma, lam)
+    torch.testing.assert_close(vec, loop, rtol=1e-5, atol=1e-5)
+
+
+def test_discounted_returns_hand_computed():
+    rewards = torch.tensor([[1.0], [1.0], [1.0], [1.0]])
+    dones = torch.tensor([[0.0], [0.0], [1.0], [0.0]])  # a new episode starts at t=2
+    out = discounted_returns(rewards, dones, torch.tensor([10.0]), torch.tensor([0.0]), gamma=0.5)
+    # R3 = 1 + .5*10 = 6; R2 = 1 + .5*6 = 4; R1 = 1 (episode ended); R0 = 1 + .5*1 = 1.5
+    torch.testing.assert_close(out, torch.tensor([[1.5], [1.0], [4.0], [6.0]]))
+
+
+def test_discounted_returns_equal_gae_with_lambda_one_and_zero_values():
+    g = torch.Generator().manual_seed(3)
+    r, d = torch.randn(20, 4, generator=g), (torch.rand(20, 4, generator=g) < 0.25).float()
+    nv, nd = torch.randn(4, generator=g), torch.zeros(4)
+    torch.testing.assert_close(
+        discounted_returns(r, d, nv, nd, 0.97), gae(r, torch.zeros(20, 4), d, nv, nd, 0.97, 1.0)
+    )
+
+
+def test_terminated_vs_truncated_hand_computed(scripted_env, identity_critic):
+    """Two envs end an episode at step 1: env 0 terminates, env 1 is truncated by a time limit.
+
+    V(s) = s. gamma = 0.5, lambda = 0.5. Observations 1 -> 2 -> (final 4, reset to 7) -> 8.
+    env 0 (terminated): deltas 1 + .5*2 - 1 = 1, 1 + 0 - 2 = -1, 1 + .5*8 - 7 = -2 -> A = [0.75, -1, -2].
+    env 1 (truncated): the reward at step 1 becomes 1 + .5*V(4) = 3, so delta_1 = 3 - 2 = 1 -> A = [1.25, 1, -2].
+    """
+    from proxima.distributions import CategoricalHead
+    from proxima.rollout import RolloutCollector
+
+    env = scripted_env(
+        [1.0, 1.0],
+        [
+            ([2.0, 2.0], [1.0, 1.0], [False, False], [False, False], [2.0, 2.0]),
+            ([7.0, 7.0], [1.0, 1.0], [True, False], [False, True], [4.0, 4.0]),
+            ([8.0, 8.0], [1.0, 1.0], [False, False], [False, False], [8.0, 8.0]),
+        ],
+    )
+    collector = RolloutCollector(env, num_steps=3, gamma=0.5, head=CategoricalHead(2))
+    next_value, next_done = collector.collect(identity_critic)
+    buf = collector.buffer
+    torch.testing.assert_close(buf.rewards, torch.tensor([[1.0, 1.0], [1.0, 3.0], [1.0, 1.0]]))
+    torch.testing.assert_close(buf.dones, torch.tensor([[0.0, 0.0], [0.0, 0.0], [1.0, 1.0]]))
+    adv = gae(buf.rewards, buf.values, buf.dones, next_value, next_done, gamma=0.5, gae_lambda=0.5)
+    torch.testing.assert_close(adv, torch.tensor([[0.75, 1.25], [-1.0, 1.0], [-2.0, -2.0]]))
+    # Episode statistics use the env's own rewards, not the bootstrapped ones.
+    assert buf.finished_episodes() == ([2.0, 2.0], [2, 2])
+
+
+def test_terminated_and_truncated_together_does_not_bootstrap(scripted_env, identity_critic):
+    from proxima.distributions import CategoricalHead
+    from proxima.rollout import RolloutCollector
+
+    env = scripted_env([1.0], [([5.0], [1.0], [True], [True], [9.0])])
+    collector = RolloutCollector(env, num_steps=1, gamma=0.5, head=CategoricalHead(2))
+    collector.collect(identity_critic)
+    assert collector.buffer.rewards.item() == 1.0  # terminal: no 0.5 * V(9) added

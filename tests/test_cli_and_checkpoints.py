@@ -1,0 +1,240 @@
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import proxima
+from proxima.cli import main
+from proxima.config import PPOArgs
+
+TINY = [
+    "--total-timesteps",
+    "256",
+    "--num-envs",
+    "2",
+    "--num-steps",
+    "64",
+    "--num-minibatches",
+    "2",
+    "--update-epochs",
+    "1",
+]
+
+METRIC_KEYS = {
+    "global_step", "time_s", "sps", "learning_rate", "value_loss", "policy_loss", "entropy", "old_approx_kl",
+    "approx_kl", "clipfrac", "explained_variance", "episodic_return", "episodic_length",
+}  # fmt: skip
+TB_TAGS = {
+    "charts/learning_rate", "losses/value_loss", "losses/policy_loss", "losses/entropy", "losses/old_approx_kl",
+    "losses/approx_kl", "losses/clipfrac", "losses/explained_variance", "charts/SPS", "charts/episodic_return",
+    "charts/episodic_length",
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory):
+    run_dir = str(tmp_path_factory.mktemp("runs") / "cartpole")
+    assert main(["train", "--run-dir", run_dir, "--total-timesteps", "2048", "--seed", "3"]) == 0
+    return run_dir
+
+
+def test_train_writes_every_output(trained_run):
+    names = set(os.listdir(trained_run))
+    assert {"config.json", "metrics.jsonl", "episodes.jsonl", "model.safetensors", "agent.json"} <= names
+    assert not any(n.endswith(".pkl") or n.endswith(".pt") for n in names)
+    records = [json.loads(line) for line in open(os.path.join(trained_run, "metrics.jsonl"))]
+    assert len(records) == 2048 // 512
+    assert all(set(r) == METRIC_KEYS for r in records)
+    assert [r["global_step"] for r in records] == [512, 1024, 1536, 2048]
+    assert records[0]["learning_rate"] == 2.5e-4 and records[-1]["learning_rate"] < 2.5e-4
+    assert all(r["episodic_return"] is None or r["episodic_return"] > 0 for r in records)
+    config = json.load(open(os.path.join(trained_run, "config.json")))
+    assert config["seed"] == 3 and config["env_id"] == "CartPole-v1"
+
+
+def test_tensorboard_has_every_debug_variable(trained_run):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(trained_run)
+    events.Reload()
+    assert TB_TAGS <= set(events.Tags()["scalars"])
+
+
+def test_load_predict_single_and_batch(trained_run):
+    agent = proxima.load(trained_run)
+    obs = np.zeros(4, dtype=np.float32)
+    single = agent.predict(obs, deterministic=True)
+    assert single.shape == () and single in (0, 1)
+    batch = agent.predict(np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32), deterministic=True)
+    assert batch.shape == (5,) and batch.dtype == np.int64
+    assert agent.predict(np.zeros((3, 4))).shape == (3,)
+
+
+def test_round_trip_gives_identical_weights_and_predictions(trained_run, tmp_path):
+    agent = proxima.load(trained_run)
+    agent.save(str(tmp_path))
+    again = proxima.load(str(tmp_path))
+    for (k, a), (_, b) in zip(
+        agent.model.state_dict().items(), again.model.state_dict().items(), strict=True
+    ):
+        assert torch.equal(a, b), k
+    obs = np.random.default_rng(1).normal(size=(64, 4)).astype(np.float32)
+    np.testing.assert_array_equal(agent.predict(obs, True), again.predict(obs, True))
+
+
+def test_eval_prints_mean_and_std(trained_run, capsys):
+    assert main(["eval", trained_run, "--episodes", "3", "--deterministic"]) == 0
+    out = capsys.readouterr().out
+    assert "mean_return=" in out and "std_return=" in out and "episodes=3" in out
+
+
+def test_evaluate_counts_exact_episodes(trained_run):
+    returns = proxima.evaluate(proxima.load(trained_run), episodes=21, deterministic=True)
+    assert returns.shape == (21,) and np.all(returns >= 8)  # CartPole episodes last at least 8 steps
+
+
+def _run_main(argv, capsys):
+    code = main(argv)
+    return code, capsys.readouterr()
+
+
+@pytest.mark.parametrize(
+    "flags,match",
+    [
+        (["--env-id", "NoSuchEnv-v0"], "unknown env id"),
+        (["--env-id", "Pendulum-v1"], "action space"),
+        (["--env-id", "Blackjack-v1"], "observation space"),
+        (["--num-minibatches", "3"], "does not divide"),
+        (["--learning-rate", "0"], "learning_rate must be positive"),
+        (["--learning-rate", "-1e-3"], "learning_rate must be positive"),
+        (["--total-timesteps", "0"], "total_timesteps must be a positive integer"),
+        (["--num-envs", "0"], "num_envs must be a positive integer"),
+        (["--num-envs", "-2"], "num_envs must be a positive integer"),
+        (["--num-steps", "0"], "num_steps must be a positive integer"),
+        (["--gamma", "0"], r"gamma must be in \(0, 1\]"),
+        (["--gamma", "1.01"], r"gamma must be in \(0, 1\]"),
+        (["--gae-lambda", "-0.5"], r"gae_lambda must be in \(0, 1\]"),
+        (["--gae-lambda", "2"], r"gae_lambda must be in \(0, 1\]"),
+        (["--seed", "abc"], "--seed"),
+        (["--no-such-flag", "1"], "Unrecognized"),
+    ],
+)
+def test_bad_train_input_is_one_line_exit_2_and_leaves_nothing(flags, match, capsys, tmp_path):
+    run_dir = tmp_path / "run"
+    code, captured = _run_main(["train", "--run-dir", str(run_dir), *flags], capsys)
+    assert code == 2
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("proxima train: error:")
+    assert __import__("re").search(match, lines[0])
+    assert not run_dir.exists()
+
+
+@pytest.mark.parametrize("setup", ["missing", "empty", "corrupt_json", "corrupt_weights", "wrong_shapes"])
+def test_bad_eval_directory(setup, trained_run, tmp_path, capsys):
+    import shutil
+
+    run_dir = tmp_path / "run"
+    if setup != "missing":
+        run_dir.mkdir()
+    if setup in ("corrupt_json", "corrupt_weights", "wrong_shapes"):
+        shutil.copy(os.path.join(trained_run, "agent.json"), run_dir)
+        shutil.copy(os.path.join(trained_run, "model.safetensors"), run_dir)
+    if setup == "corrupt_json":
+        (run_dir / "agent.json").write_text("{not json")
+    if setup == "corrupt_weights":
+        data = (run_dir / "model.safetensors").read_bytes()
+        (run_dir / "model.safetensors").write_bytes(data[: len(data) // 2])
+    if setup == "wrong_shapes":
+        meta = json.loads((run_dir / "agent.json").read_text())
+        meta["network"]["hidden_sizes"] = [32, 32]
+        (run_dir / "agent.json").write_text(json.dumps(meta))
+    code, captured = _run_main(["eval", str(run_dir)], capsys)
+    assert code == 2
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("proxima eval: error:"), captured.err
+
+
+def test_existing_run_dir_is_refused(trained_run, capsys):
+    code, captured = _run_main(["train", "--run-dir", trained_run, *TINY], capsys)
+    assert code == 2 and "already exists" in captured.err
+
+
+def test_help_documents_every_flag(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["train", "--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    import dataclasses
+
+    for field in dataclasses.fields(PPOArgs):
+        assert "--" + field.name.replace("_", "-") in out, field.name
+    for flag in ["--exp-name", "--torch-deterministic", "--cuda", "--track", "--wandb-project-name", "--wandb-entity",
+                 "--capture-video", "--env-id", "--total-timesteps", "--learning-rate", "--num-envs", "--num-steps",
+                 "--gamma", "--gae-lambda", "--num-minibatches", "--update-epochs", "--clip-coef", "--ent-coef",
+                 "--vf-coef", "--max-grad-norm", "--run-dir", "--clip-vloss", "--norm-adv", "--anneal-lr",
+                 "--target-kl"]:  # fmt: skip
+        assert flag in out
+
+
+def test_seed_style_boolean_values_are_accepted():
+    from proxima.cli import _bool_flags_as_tyro
+
+    argv = [
+        "--cuda",
+        "False",
+        "--torch-deterministic=true",
+        "--track",
+        "--seed",
+        "0",
+        "--capture-video",
+        "no",
+    ]
+    assert _bool_flags_as_tyro(PPOArgs, argv) == ["--no-cuda", "--torch-deterministic", "--track", "--seed", "0",
+                                                  "--no-capture-video"]  # fmt: skip
+
+
+def test_defaults_match_the_seed():
+    a = PPOArgs()
+    assert (a.seed, a.torch_deterministic, a.cuda, a.track, a.capture_video, a.env_id) == (
+        1,
+        True,
+        True,
+        False,
+        False,
+        "CartPole-v1",
+    )
+    assert (a.total_timesteps, a.learning_rate, a.num_envs, a.num_steps, a.gamma, a.gae_lambda) == (
+        500000,
+        2.5e-4,
+        4,
+        128,
+        0.99,
+        0.95,
+    )
+    assert (a.num_minibatches, a.update_epochs, a.clip_coef, a.ent_coef, a.vf_coef, a.max_grad_norm) == (
+        4,
+        4,
+        0.2,
+        0.01,
+        0.5,
+        0.5,
+    )
+    assert (a.batch_size, a.minibatch_size, a.num_updates) == (512, 128, 976)
+
+
+def test_console_script_error_has_no_traceback(tmp_path):
+    exe = os.path.join(os.path.dirname(sys.executable), "proxima")
+    result = subprocess.run([exe, "train", "--env-id", "NoSuchEnv-v0", "--run-dir", str(tmp_path / "r")],
+                            capture_output=True, text=True, cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "r").exists() and not (tmp_path / "runs").exists()
+
+
+def test_python_api_rejects_unknown_settings():
+    with pytest.raises(proxima.UserError, match="PPOArgs"):
+        proxima.train(no_such_setting=1)

@@ -1,0 +1,91 @@
+import math
+
+import gymnasium as gym
+import pytest
+import torch
+from torch.distributions import Categorical
+
+from proxima.distributions import CategoricalHead, make_head
+from proxima.errors import UserError
+from proxima.networks import ActorCritic, NetworkSpec, layer_init
+from proxima.optim import LinearLR, make_adam
+from proxima.storage import minibatch_indices
+
+
+def test_categorical_head_matches_torch_distributions():
+    torch.manual_seed(0)
+    logits, actions = torch.randn(64, 5), torch.randint(0, 5, (64,))
+    head = CategoricalHead(5)
+    logprob, entropy = head.log_prob_entropy(logits, actions)
+    ref = Categorical(logits=logits)
+    torch.testing.assert_close(logprob, ref.log_prob(actions))
+    torch.testing.assert_close(entropy, ref.entropy())
+
+
+def test_categorical_head_samples_with_the_right_frequencies():
+    torch.manual_seed(0)
+    probs = torch.tensor([0.1, 0.2, 0.7])
+    logits = probs.log().expand(200_000, 3)
+    actions, logprobs = CategoricalHead(3).sample(logits)
+    freq = torch.bincount(actions, minlength=3).float() / len(actions)
+    torch.testing.assert_close(freq, probs, atol=5e-3, rtol=0)
+    torch.testing.assert_close(logprobs, probs.log()[actions])
+
+
+def test_make_head_rejects_unsupported_spaces():
+    with pytest.raises(UserError, match="not supported yet"):
+        make_head(gym.spaces.MultiBinary(3))
+
+
+@pytest.mark.parametrize("shape,norm", [((64, 4), math.sqrt(2)), ((64, 64), math.sqrt(2)), ((2, 64), 0.01)])
+def test_layer_init_orthogonal_with_norm(shape, norm):
+    layer = layer_init(torch.nn.Linear(shape[1], shape[0]), norm)
+    w = layer.weight.detach()
+    # Orthogonal: the smaller Gram matrix is norm^2 * I (rows have norm `norm` whenever out <= in).
+    gram = w @ w.T if shape[0] <= shape[1] else w.T @ w
+    torch.testing.assert_close(gram, norm**2 * torch.eye(min(shape)), atol=1e-5, rtol=1e-4)
+    assert torch.all(layer.bias == 0)
+
+
+def test_actor_critic_structure_and_init():
+    model = ActorCritic(NetworkSpec(obs_dim=4, logits_dim=2), CategoricalHead(2))
+    linears = [m for m in model.actor if isinstance(m, torch.nn.Linear)]
+    assert [tuple(m.weight.shape) for m in linears] == [(64, 4), (64, 64), (2, 64)]
+    assert isinstance(model.actor[1], torch.nn.Tanh)
+    torch.testing.assert_close(linears[-1].weight.norm(dim=1), torch.full((2,), 0.01))
+    critic_out = [m for m in model.critic if isinstance(m, torch.nn.Linear)][-1]
+    assert critic_out.weight.norm().item() == pytest.approx(1.0, abs=1e-5)
+    logits, values = model(torch.randn(7, 4))
+    assert logits.shape == (7, 2) and values.shape == (7,)
+
+
+def test_shared_trunk_option():
+    model = ActorCritic(NetworkSpec(obs_dim=4, logits_dim=3, shared=True), CategoricalHead(3))
+    assert isinstance(model.actor, torch.nn.Linear) and isinstance(model.critic, torch.nn.Linear)
+    logits, values = model(torch.randn(5, 4))
+    assert logits.shape == (5, 3) and values.shape == (5,)
+
+
+def test_adam_eps_and_linear_schedule_reaches_end_exactly():
+    params = [torch.nn.Parameter(torch.zeros(3))]
+    opt = make_adam(params, lr=2.5e-4)
+    assert opt.param_groups[0]["eps"] == 1e-5
+    sched = LinearLR(opt, num_updates=7, end_lr=1e-5)
+    rates = [opt.param_groups[0]["lr"]]
+    for _ in range(9):
+        opt.step()
+        sched.step()
+        rates.append(opt.param_groups[0]["lr"])
+    assert rates[0] == 2.5e-4
+    assert rates[7] == 1e-5 and rates[9] == 1e-5  # exactly, and it stays there
+    assert rates[3] == pytest.approx(2.5e-4 + 3 / 7 * (1e-5 - 2.5e-4))
+    assert all(a > b for a, b in zip(rates[:7], rates[1:8], strict=True))
+
+
+def test_minibatch_indices_use_every_sample_once():
+    torch.manual_seed(0)
+    parts = minibatch_indices(512, 128)
+    assert len(parts) == 4 and all(len(p) == 128 for p in parts)
+    assert sorted(torch.cat(parts).tolist()) == list(range(512))
+    with pytest.raises(ValueError):
+        minibatch_indices(10, 3)

@@ -1,0 +1,95 @@
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from proxima.envs import make_vec_env
+from proxima.envs.probes import PROBES
+from proxima.errors import UserError
+
+SHORT = "proxima-test/CartPoleShort-v0"
+if SHORT not in gym.registry:
+    gym.register(
+        SHORT, entry_point="gymnasium.envs.classic_control.cartpole:CartPoleEnv", max_episode_steps=12
+    )
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_vector_env_matches_single_envs_and_never_returns_a_reset_step(asynchronous):
+    """Step N Gymnasium envs one by one beside the vector env: same obs, rewards and flags, and every
+    episode's final observation; no step of the vector env is the NEXT_STEP reset step (reward 0)."""
+    n, seed = 3, 11
+    venv = make_vec_env(SHORT, n, seed=seed, asynchronous=asynchronous)
+    singles = [gym.make(SHORT) for _ in range(n)]
+    obs = venv.reset()
+    ref = [e.reset(seed=seed + i)[0] for i, e in enumerate(singles)]
+    np.testing.assert_array_equal(obs.numpy(), np.stack(ref))
+    rng = np.random.default_rng(0)
+    ends = {"terminated": 0, "truncated": 0}
+    for _ in range(120):
+        actions = rng.integers(0, 2, n)
+        actions[0] = 0  # always pushing left drops the pole before the time limit: a termination
+        step = venv.step(torch.as_tensor(actions))
+        assert torch.all(step.reward == 1.0)  # CartPole pays 1 on every real step
+        for i, env in enumerate(singles):
+            o, r, term, trunc, _ = env.step(int(actions[i]))
+            assert (bool(step.terminated[i]), bool(step.truncated[i])) == (term, trunc)
+            np.testing.assert_array_equal(step.final_obs[i].numpy(), o)
+            if term or trunc:
+                ends["terminated" if term else "truncated"] += 1
+                o, _ = env.reset()
+            np.testing.assert_array_equal(step.obs[i].numpy(), o)
+    venv.close()
+    assert ends["terminated"] > 0 and ends["truncated"] > 0
+
+
+def test_final_obs_is_obs_when_nothing_ended():
+    venv = make_vec_env("CartPole-v1", 2, seed=0)
+    venv.reset()
+    step = venv.step(torch.tensor([0, 1]))
+    assert step.final_obs is step.obs
+    venv.close()
+
+
+def test_probe_envs_are_registered_and_behave():
+    assert sorted(PROBES) == [f"proxima/Probe{i}-v0" for i in range(1, 6)]
+    p1 = gym.make("proxima/Probe1-v0")
+    assert p1.reset(seed=0)[0].tolist() == [0.0] and p1.step(0)[1:3] == (1.0, True)
+    p2 = gym.make("proxima/Probe2-v0")
+    for s in range(10):
+        o, _ = p2.reset(seed=s)
+        assert p2.step(0)[1] == o[0] and o[0] in (-1.0, 1.0)
+    p3 = gym.make("proxima/Probe3-v0")
+    p3.reset(seed=0)
+    assert p3.step(0)[:3][1:] == (0.0, False) and p3.step(0)[1:3] == (1.0, True)
+    p4 = gym.make("proxima/Probe4-v0")
+    p4.reset(seed=0)
+    assert p4.step(1)[1] == 1.0 and p4.step(0)[1] == -1.0
+    p5 = gym.make("proxima/Probe5-v0")
+    seen = set()
+    for s in range(20):
+        o, _ = p5.reset(seed=s)
+        seen.add(o[0])
+        assert p5.step(int(o[0]))[1] == 1.0
+        p5.reset(seed=s)
+        assert p5.step(1 - int(o[0]))[1] == -1.0
+    assert seen == {0.0, 1.0}
+
+
+def test_module_prefixed_env_id_imports_the_module():
+    venv = make_vec_env("tests.fixtures.user_envs:UserCartPole-v0", 2, seed=0)
+    assert venv.reset().shape == (2, 4)
+    venv.close()
+
+
+@pytest.mark.parametrize(
+    "env_id,match",
+    [
+        ("NoSuchEnv-v0", "unknown env id"),
+        ("no_such_module:Foo-v0", "unknown env id"),
+        ("Pendulum-v1", "action space"),
+    ],
+)
+def test_bad_env_ids_and_spaces(env_id, match):
+    with pytest.raises(UserError, match=match):
+        make_vec_env(env_id, 2)
