@@ -94,8 +94,7 @@ def _train(args: PPOArgs, envs, run_dir: str, device: torch.device) -> Agent:
     optimizer = make_adam(model.parameters(), args.learning_rate)
     scheduler = LinearLR(optimizer, args.num_updates) if args.anneal_lr else None
     collector = RolloutCollector(envs, args.num_steps, args.gamma, head, seed=args.seed)
-    if args.track:
-        _init_wandb(args, run_dir)
+    wandb_run = _init_wandb(args, run_dir) if args.track else None  # before TensorBoard, which it mirrors
     logger = RunLogger(run_dir, args.to_json())
     agent = Agent(model, args.env_id, envs.single_observation_space, envs.single_action_space)
     print_every = max(1, args.num_updates // 20)
@@ -137,15 +136,18 @@ def _train(args: PPOArgs, envs, run_dir: str, device: torch.device) -> Agent:
         logger.print(f"saved agent to {run_dir}")
     finally:
         logger.close()
+        if wandb_run is not None:
+            wandb_run.finish()
     return agent
 
 
-def _init_wandb(args: PPOArgs, run_dir: str) -> None:
+def _init_wandb(args: PPOArgs, run_dir: str):
+    """Start a Weights & Biases run that mirrors the TensorBoard scalars (offline with WANDB_MODE=offline)."""
     try:
         import wandb
     except ImportError:
         raise UserError("--track needs Weights & Biases: pip install 'proxima[track]'") from None
-    wandb.init(
+    return wandb.init(
         project=args.wandb_project_name,
         entity=args.wandb_entity,
         sync_tensorboard=True,

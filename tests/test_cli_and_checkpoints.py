@@ -238,3 +238,20 @@ def test_console_script_error_has_no_traceback(tmp_path):
 def test_python_api_rejects_unknown_settings():
     with pytest.raises(proxima.UserError, match="PPOArgs"):
         proxima.train(no_such_setting=1)
+
+
+def test_capture_video_records_env_0(tmp_path):
+    run_dir = tmp_path / "run"
+    proxima.train(total_timesteps=1024, run_dir=str(run_dir), capture_video=True)
+    videos = sorted(p.name for p in (run_dir / "videos").iterdir())
+    assert "rl-video-episode-0.mp4" in videos
+    assert (run_dir / "videos" / "rl-video-episode-0.mp4").stat().st_size > 1000
+
+
+def test_track_logs_to_wandb_offline(tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    run_dir = tmp_path / "run"
+    proxima.train(total_timesteps=512, run_dir=str(run_dir), track=True, num_steps=128)
+    runs = list((run_dir / "wandb").glob("offline-run-*"))
+    assert len(runs) == 1 and any(runs[0].glob("*.wandb"))

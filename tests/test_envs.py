@@ -93,3 +93,17 @@ def test_module_prefixed_env_id_imports_the_module():
 def test_bad_env_ids_and_spaces(env_id, match):
     with pytest.raises(UserError, match=match):
         make_vec_env(env_id, 2)
+
+
+def test_training_with_async_envs_matches_sync(tmp_path):
+    """AsyncVectorEnv runs the same envs in subprocesses: same seed, same metrics as the in-process version."""
+    import json
+
+    import proxima
+
+    def metrics(name, **kw):
+        proxima.train(total_timesteps=1024, seed=5, run_dir=str(tmp_path / name), **kw)
+        lines = (tmp_path / name / "metrics.jsonl").read_text().splitlines()
+        return [{k: v for k, v in json.loads(line).items() if k not in ("time_s", "sps")} for line in lines]
+
+    assert metrics("sync") == metrics("async", async_envs=True)
