@@ -100,3 +100,27 @@ def discounted_returns(
         last = rewards[t] + gamma * nonterminal[t] * last
         returns[t] = last
     return returns
+
+
+ESTIMATORS = ("gae", "returns")
+
+
+def estimate_advantages(
+    estimator: str,
+    rewards: Tensor,
+    values: Tensor,
+    dones: Tensor,
+    next_value: Tensor,
+    next_done: Tensor,
+    gamma: float,
+    gae_lambda: float,
+) -> Tensor:
+    """Advantages by the named estimator: ``gae`` (GAE(lambda)) or ``returns`` (rewards-to-go minus V(s)).
+
+    Either way the value targets are ``advantages + values``: the lambda-returns, or the rewards-to-go.
+    """
+    if estimator == "gae":
+        return gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda)
+    if estimator == "returns":
+        return discounted_returns(rewards, dones, next_value, next_done, gamma) - values
+    raise ValueError(f"unknown advantage estimator {estimator!r}; accepted: {', '.join(ESTIMATORS)}")

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from proxima.checkpoint import AGENT_JSON, WEIGHTS, read_json, read_tensors, write_json, write_tensors
-from proxima.distributions import make_head
+from proxima.distributions import clip_to_space, make_head
 from proxima.errors import UserError
 from proxima.networks import ActorCritic, NetworkSpec
 
@@ -21,7 +21,9 @@ def space_to_json(space: gym.Space) -> dict:
     if isinstance(space, gym.spaces.Discrete):
         return {"type": "Discrete", "n": int(space.n)}
     if isinstance(space, gym.spaces.Box):
-        return {"type": "Box", "shape": list(space.shape)}
+        # JSON has no infinity: an unbounded side is written as null
+        bound = lambda a: [float(x) if np.isfinite(x) else None for x in a.reshape(-1)]  # noqa: E731
+        return {"type": "Box", "shape": list(space.shape), "low": bound(space.low), "high": bound(space.high)}
     raise UserError(f"cannot describe space {space}")
 
 
@@ -41,12 +43,13 @@ class Agent:
         return next(self.model.parameters()).device
 
     def predict(self, obs, deterministic: bool = False) -> np.ndarray:
-        """Actions for one observation ``(obs_dim,)`` or a batch ``(B, obs_dim)``, sampled or, if
-        ``deterministic``, the most probable."""
+        """Actions for one raw observation ``(obs_dim,)`` or a batch ``(B, obs_dim)``, sampled or, if
+        ``deterministic``, the most probable (the Gaussian's mean). Observations are normalized with the
+        statistics saved at the end of training; Box actions come back clipped to the action space."""
         obs_t = torch.as_tensor(np.asarray(obs), dtype=torch.float32, device=self.device)
         single = obs_t.ndim == len(self.observation_space.shape)
         actions = self.model.predict(obs_t.unsqueeze(0) if single else obs_t, deterministic)
-        actions = actions.cpu().numpy()
+        actions = clip_to_space(actions.cpu().numpy(), self.action_space)  # ready for env.step
         return actions[0] if single else actions
 
     def save(self, directory: str, **extra) -> None:
@@ -98,6 +101,11 @@ class Agent:
 def _action_space(data: dict) -> gym.Space:
     if data["type"] == "Discrete":
         return gym.spaces.Discrete(int(data["n"]))
+    if data["type"] == "Box":
+        shape = tuple(data["shape"])
+        low = np.array([-np.inf if x is None else x for x in data["low"]], dtype=np.float32).reshape(shape)
+        high = np.array([np.inf if x is None else x for x in data["high"]], dtype=np.float32).reshape(shape)
+        return gym.spaces.Box(low, high, dtype=np.float32)
     raise ValueError(f"action space type {data['type']!r}")
 
 

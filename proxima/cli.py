@@ -22,6 +22,8 @@ USAGE = """usage: proxima COMMAND [FLAGS]
 commands:
   train   train an agent (proxima train --help lists every flag)
   eval    evaluate a trained agent on Gymnasium's own env (proxima eval --help)
+  compare train several algorithms over several seeds and plot their learning curves (proxima compare --help)
+  presets list the presets that `proxima train --config NAME` accepts; `proxima presets NAME` shows one
 """
 
 _TRUE, _FALSE = {"true", "1", "yes", "y", "on"}, {"false", "0", "no", "n", "off"}
@@ -44,7 +46,18 @@ def _bool_flags_as_tyro(cls, argv: list[str]) -> list[str]:
     return out
 
 
-def _parse(cls, argv: list[str], prog: str):
+def _flag_value(argv: list[str], flag: str) -> str | None:
+    """The value of ``--flag VALUE`` or ``--flag=VALUE`` in ``argv`` (the last one wins), else None."""
+    value = None
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif arg.startswith(flag + "="):
+            value = arg.partition("=")[2]
+    return value
+
+
+def _parse(cls, argv: list[str], prog: str, default=None):
     """``tyro.cli`` with its boxed multi-line errors cut down to one line (help still prints in full).
 
     tyro draws the error in a box, with Unicode or ASCII rules depending on the terminal, and on stdout or
@@ -52,11 +65,12 @@ def _parse(cls, argv: list[str], prog: str):
     """
     argv = _bool_flags_as_tyro(cls, argv)
     if "-h" in argv or "--help" in argv:
-        return tyro.cli(cls, args=argv, prog=prog)  # straight to the terminal, so it keeps its formatting
+        # straight to the terminal, so it keeps its formatting
+        return tyro.cli(cls, args=argv, prog=prog, default=default)
     out, err = io.StringIO(), io.StringIO()
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            return tyro.cli(cls, args=argv, prog=prog)
+            return tyro.cli(cls, args=argv, prog=prog, default=default)
     except SystemExit:
         text = err.getvalue() + out.getvalue()
         lines = [line.strip(" │|╭╮╰╯─-+=") for line in text.splitlines()]
@@ -78,12 +92,38 @@ class EvalArgs:
     """seed of the evaluation envs"""
 
 
+def parse_train_args(argv: list[str], prog: str = "proxima train"):
+    """``PPOArgs`` from command-line flags, on top of the ``--algo`` defaults and the ``--config`` preset.
+
+    The two are read first, so that the preset's values become the defaults tyro shows and explicit flags
+    override them.
+    """
+    from proxima.config import PPOArgs, resolve_args
+
+    layers = {name: _flag_value(argv, "--" + name) for name in ("config", "algo")}
+    default = resolve_args(**{k: v for k, v in layers.items() if v is not None})
+    return _parse(PPOArgs, argv, prog, default=default)
+
+
 def cmd_train(argv: list[str]) -> int:
-    from proxima.config import PPOArgs
     from proxima.trainer import train
 
-    args = _parse(PPOArgs, argv, "proxima train")
-    train(args)
+    train(parse_train_args(argv))
+    return 0
+
+
+def cmd_presets(argv: list[str]) -> int:
+    from proxima.config import load_preset, preset_names, read_preset
+
+    if argv and argv[0] not in preset_names():
+        raise UserError(f"unknown preset {argv[0]!r}; accepted: {', '.join(preset_names())}")
+    if argv:  # one preset in full, as the flags it stands for
+        for key, value in load_preset(argv[0]).items():
+            value = " ".join(map(str, value)) if isinstance(value, list) else value
+            print(f"--{key.replace('_', '-')} {value}")
+        return 0
+    for name in preset_names():
+        print(f"{name:30s} {read_preset(name).get('description', '')}")
     return 0
 
 
@@ -101,7 +141,15 @@ def cmd_eval(argv: list[str]) -> int:
     return 0
 
 
-COMMANDS = {"train": cmd_train, "eval": cmd_eval}
+def cmd_compare(argv: list[str]) -> int:
+    from proxima.compare import CompareArgs, compare
+
+    out = compare(_parse(CompareArgs, argv, "proxima compare"))
+    print(f"wrote {out}/learning_curves.png, {out}/results.md and {out}/results.json")
+    return 0
+
+
+COMMANDS = {"train": cmd_train, "eval": cmd_eval, "presets": cmd_presets, "compare": cmd_compare}
 
 
 def main(argv: list[str] | None = None) -> int:

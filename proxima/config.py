@@ -1,15 +1,44 @@
-"""``PPOArgs``: every setting of a PPO run, one typed dataclass whose field docs become ``--help``.
+"""``PPOArgs``: every setting of a run, one typed dataclass whose field docs become ``--help``.
 
 Names and defaults of the seed's fields follow seed 000 (and CleanRL's ppo.py); the fields after them are
 proxima's additions. Derived sizes are properties, never written back into the object.
+
+Where a value comes from, lowest priority first: the field defaults here, then ``ALGO_DEFAULTS`` for the
+chosen ``--algo``, then a preset (``--config``), then explicit flags or keyword arguments (``resolve_args``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 from dataclasses import dataclass
+from importlib import resources
+from typing import Literal
 
 from proxima.errors import UserError
+
+ALGOS = ("ppo", "vpg", "reinforce")
+
+# What ``--algo`` changes when nothing more specific is given. REINFORCE and VPG take one full-batch
+# gradient step per rollout on raw rewards-to-go, as seed 001 does; PPO keeps seed 000's settings.
+ALGO_DEFAULTS: dict[str, dict] = {
+    "ppo": {},
+    "vpg": {
+        "exp_name": "vpg",
+        "advantage": "returns",
+        "norm_adv": False,
+        "update_epochs": 1,
+        "num_minibatches": 1,
+    },
+    "reinforce": {
+        "exp_name": "reinforce",
+        "advantage": "returns",
+        "norm_adv": False,
+        "update_epochs": 1,
+        "num_minibatches": 1,
+    },
+}
 
 
 @dataclass
@@ -55,9 +84,34 @@ class PPOArgs:
     vf_coef: float = 0.5
     """coefficient of the value function"""
     max_grad_norm: float = 0.5
-    """the maximum norm for the gradient clipping"""
+    """the maximum norm for the gradient clipping (0 turns clipping off)"""
 
     # proxima's additions
+    algo: Literal["ppo", "vpg", "reinforce"] = "ppo"
+    """the algorithm: ppo (clipped surrogate), vpg (policy gradient with a learned value baseline) or
+    reinforce (policy gradient on rewards-to-go, no critic)"""
+    config: str | None = None
+    """a preset (see `proxima presets`) or a JSON file whose values replace the defaults; other flags override it"""
+    advantage: Literal["gae", "returns"] = "gae"
+    """the advantage estimator: gae (GAE(lambda)) or returns (discounted rewards-to-go minus V(s))"""
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    """hidden layer sizes of the policy network (and of the shared trunk with --shared-network)"""
+    activation: Literal["tanh", "relu"] = "tanh"
+    """activation of the policy network's hidden layers"""
+    critic_hidden_sizes: tuple[int, ...] | None = None
+    """hidden layer sizes of the value network (default: the same as --hidden-sizes)"""
+    critic_activation: Literal["tanh", "relu"] | None = None
+    """activation of the value network's hidden layers (default: the same as --activation)"""
+    norm_obs: bool = False
+    """normalize observations by their running mean and std, then clip them (saved with the model)"""
+    norm_reward: bool = False
+    """scale rewards by the running std of the discounted return, then clip them"""
+    clip_obs: float = 10.0
+    """the bound of normalized observations"""
+    clip_reward: float = 10.0
+    """the bound of scaled rewards"""
+    value_learning_rate: float | None = None
+    """give the value network its own optimizer with this learning rate (default: one optimizer for both)"""
     run_dir: str | None = None
     """where to write the run (default: runs/{env_id}__{exp_name}__{seed}__{unix time})"""
     norm_adv: bool = True
@@ -91,6 +145,18 @@ class PPOArgs:
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
 
+    @classmethod
+    def from_json(cls, data: dict, source: str = "settings") -> PPOArgs:
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise UserError(
+                f"{source} has unknown settings {unknown}; the accepted names are PPOArgs' fields"
+            )
+        tuples = {"hidden_sizes", "critic_hidden_sizes"}
+        data = {k: tuple(v) if k in tuples and v is not None else v for k, v in data.items()}
+        return cls(**data)
+
     def validate(self) -> PPOArgs:
         """Raise a ``UserError`` naming the first bad value and what is accepted; return self if all is well."""
         positive_ints = ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs")
@@ -101,13 +167,25 @@ class PPOArgs:
         for name in positive_ints:
             if getattr(self, name) < 1:
                 raise UserError(f"{name} must be a positive integer, got {getattr(self, name)}")
-        for name in ("learning_rate", "clip_coef", "max_grad_norm"):
+        for name in ("learning_rate", "clip_coef", "clip_obs", "clip_reward"):
             if not getattr(self, name) > 0:
                 raise UserError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.value_learning_rate is not None and not self.value_learning_rate > 0:
+            raise UserError(
+                f"value_learning_rate must be positive when given, got {self.value_learning_rate}"
+            )
+        if self.value_learning_rate is not None and self.shared_network:
+            raise UserError("value_learning_rate needs separate networks; drop it or --shared-network")
+        if self.value_learning_rate is not None and self.algo == "reinforce":
+            raise UserError("reinforce has no value network, so value_learning_rate does not apply")
+        for name in ("hidden_sizes", "critic_hidden_sizes"):
+            sizes = getattr(self, name)
+            if sizes is not None and (not sizes or min(sizes) < 1):
+                raise UserError(f"{name} must be one or more positive layer widths, got {sizes}")
         for name in ("gamma", "gae_lambda"):
             if not 0 < getattr(self, name) <= 1:
                 raise UserError(f"{name} must be in (0, 1], got {getattr(self, name)}")
-        for name in ("ent_coef", "vf_coef"):
+        for name in ("ent_coef", "vf_coef", "max_grad_norm"):
             if getattr(self, name) < 0:
                 raise UserError(f"{name} must be non-negative, got {getattr(self, name)}")
         if self.target_kl is not None and not self.target_kl > 0:
@@ -123,3 +201,60 @@ class PPOArgs:
                 f"{self.batch_size}; give at least {self.batch_size}"
             )
         return self
+
+
+PRESET_PACKAGE = "proxima.presets"
+
+
+def preset_names() -> list[str]:
+    files = resources.files(PRESET_PACKAGE).iterdir()
+    return sorted(f.name[: -len(".json")] for f in files if f.name.endswith(".json"))
+
+
+def load_preset(name_or_path: str) -> dict:
+    """The settings of a shipped preset (by name) or of a JSON file (by path), without its description."""
+    data = read_preset(name_or_path)
+    data.pop("description", None)
+    PPOArgs.from_json(data, source=f"config {name_or_path!r}")  # names checked here, values by validate()
+    return data
+
+
+def read_preset(name_or_path: str) -> dict:
+    if name_or_path.endswith(".json") or os.sep in name_or_path:
+        try:
+            with open(name_or_path) as f:
+                data = json.load(f)
+        except OSError as e:
+            raise UserError(f"cannot read config file {name_or_path!r}: {e.strerror}") from None
+        except json.JSONDecodeError as e:
+            raise UserError(f"config file {name_or_path!r} is not valid JSON: {e}") from None
+    elif name_or_path in preset_names():
+        data = json.loads(resources.files(PRESET_PACKAGE).joinpath(name_or_path + ".json").read_text())
+    else:
+        raise UserError(
+            f"unknown preset {name_or_path!r}; accepted: {', '.join(preset_names())}, or a path to a .json file"
+        )
+    if not isinstance(data, dict):
+        raise UserError(f"config {name_or_path!r} must be a JSON object of PPOArgs fields")
+    return data
+
+
+def resolve_args(args: PPOArgs | None = None, **overrides) -> PPOArgs:
+    """Layer the defaults: field defaults < ``ALGO_DEFAULTS[algo]`` < preset (``config``) < ``overrides``.
+
+    With ``args`` given, it is the base instead and only ``overrides`` are applied on top.
+    """
+    names = {f.name for f in dataclasses.fields(PPOArgs)}
+    unknown = sorted(set(overrides) - names)
+    if unknown:
+        raise UserError(
+            f"unknown settings {unknown}; the accepted settings are the fields of proxima.PPOArgs"
+        )
+    if args is not None:
+        return dataclasses.replace(args, **overrides)
+    config = overrides.get("config")
+    preset = load_preset(config) if config else {}
+    algo = overrides.get("algo", preset.get("algo", "ppo"))
+    if algo not in ALGOS:
+        raise UserError(f"unknown algo {algo!r}; accepted: {', '.join(ALGOS)}")
+    return PPOArgs.from_json({**ALGO_DEFAULTS[algo], **preset, **overrides, "config": config})

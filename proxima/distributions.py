@@ -9,7 +9,10 @@ policy's forward pass at small batch sizes, and the numbers are the same (tests 
 
 from __future__ import annotations
 
+import math
+
 import gymnasium as gym
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -50,6 +53,43 @@ class CategoricalHead(nn.Module):
         return logits.softmax(dim=-1)
 
 
+_HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+
+
+class DiagGaussianHead(nn.Module):
+    """Diagonal Gaussian policy for a 1-D Box action space (continuous-control details #1-#3).
+
+    The actor outputs the mean; the log standard deviation is one learned parameter per action component,
+    independent of the state and initialised to 0 (std 1). The components are independent, so log-probs
+    and entropies are sums over them. Actions are unbounded samples: they are stored and trained on as
+    drawn, and only the copy sent to the environment is clipped to its bounds (by the vector env).
+    """
+
+    action_dtype = torch.float32
+
+    def __init__(self, action_dim: int):
+        super().__init__()
+        self.logits_dim = action_dim
+        self.action_shape: tuple[int, ...] = (action_dim,)
+        self.log_std = nn.Parameter(torch.zeros(action_dim))
+
+    def sample(self, mean: Tensor) -> tuple[Tensor, Tensor]:
+        noise = torch.randn_like(mean)
+        actions = mean + noise * self.log_std.exp()
+        # log N(a; mean, std) with (a - mean) / std = noise, summed over the components
+        logprob = -(0.5 * noise.square() + self.log_std + _HALF_LOG_2PI).sum(-1)
+        return actions, logprob
+
+    def mode(self, mean: Tensor) -> Tensor:
+        return mean
+
+    def log_prob_entropy(self, mean: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
+        z = (actions - mean) * (-self.log_std).exp()
+        logprob = -(0.5 * z.square() + self.log_std + _HALF_LOG_2PI).sum(-1)
+        entropy = (0.5 + _HALF_LOG_2PI + self.log_std).sum(-1).expand(mean.shape[:-1])
+        return logprob, entropy
+
+
 def make_head(action_space: gym.Space) -> nn.Module:
     """The head for an action space, or a ``UserError`` naming what is accepted."""
     if isinstance(action_space, gym.spaces.Discrete):
@@ -58,6 +98,16 @@ def make_head(action_space: gym.Space) -> nn.Module:
                 f"action space {action_space} starts at {action_space.start}; proxima accepts Discrete(n) starting at 0"
             )
         return CategoricalHead(int(action_space.n))
+    if isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1:
+        return DiagGaussianHead(int(action_space.shape[0]))
     raise UserError(
-        f"action space {action_space} is not supported yet; proxima accepts Discrete action spaces"
+        f"action space {action_space} is not supported yet; proxima accepts Discrete(n) and 1-D Box action spaces"
     )
+
+
+def clip_to_space(actions: np.ndarray, action_space: gym.Space) -> np.ndarray:
+    """What an env receives: Box actions clipped to the space's finite bounds (an unbounded component is
+    sent as sampled); other actions unchanged."""
+    if isinstance(action_space, gym.spaces.Box):
+        return np.clip(actions, action_space.low, action_space.high).astype(action_space.dtype, copy=False)
+    return actions

@@ -8,6 +8,8 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import Tensor, nn
 
+from proxima.normalization import Normalization
+
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
 
 
@@ -55,13 +57,23 @@ class NetworkSpec:
     hidden_sizes: tuple[int, ...] = (64, 64)
     activation: str = "tanh"
     shared: bool = False
+    critic_hidden_sizes: tuple[int, ...] | None = None  # None: the same as hidden_sizes
+    critic_activation: str | None = None  # None: the same as activation
+    has_critic: bool = True  # REINFORCE learns no value function; V(s) is then 0 everywhere
+    norm_obs: bool = False
+    norm_reward: bool = False
+    clip_obs: float = 10.0
+    clip_reward: float = 10.0
 
     def to_json(self) -> dict:
         return asdict(self)
 
     @classmethod
     def from_json(cls, data: dict) -> NetworkSpec:
-        return cls(**{**data, "hidden_sizes": tuple(data["hidden_sizes"])})
+        sizes = {
+            k: tuple(data[k]) for k in ("hidden_sizes", "critic_hidden_sizes") if data.get(k) is not None
+        }
+        return cls(**{**data, **sizes})
 
 
 class ActorCritic(nn.Module):
@@ -75,23 +87,48 @@ class ActorCritic(nn.Module):
         super().__init__()
         self.spec = spec
         self.head = head
+        self.normalization = Normalization(
+            (spec.obs_dim,), spec.norm_obs, spec.norm_reward, spec.clip_obs, spec.clip_reward
+        )
         sizes = [spec.obs_dim, *spec.hidden_sizes]
+        critic_sizes = [spec.obs_dim, *(spec.critic_hidden_sizes or spec.hidden_sizes)]
+        critic_activation = spec.critic_activation or spec.activation
         if spec.shared:
             self.trunk = mlp(sizes, spec.activation)
             self.actor = layer_init(nn.Linear(sizes[-1], spec.logits_dim), 0.01)
-            self.critic = layer_init(nn.Linear(sizes[-1], 1), 1.0)
+            self.critic = layer_init(nn.Linear(sizes[-1], 1), 1.0) if spec.has_critic else None
         else:
             self.trunk = nn.Identity()
             self.actor = mlp([*sizes, spec.logits_dim], spec.activation, out_norm=0.01)
-            self.critic = mlp([*sizes, 1], spec.activation, out_norm=1.0)
+            self.critic = (
+                mlp([*critic_sizes, 1], critic_activation, out_norm=1.0) if spec.has_critic else None
+            )
 
     def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:
         """Policy logits ``(B, logits_dim)`` and values ``(B,)`` in one pass over the batch."""
         features = run(self.trunk, obs)
-        return run(self.actor, features), run(self.critic, features).squeeze(-1)
+        return run(self.actor, features), self._value(features)
+
+    def _value(self, features: Tensor) -> Tensor:
+        if self.critic is None:
+            return features.new_zeros(features.shape[0])
+        return run(self.critic, features).squeeze(-1)
 
     def value(self, obs: Tensor) -> Tensor:
-        return run(self.critic, run(self.trunk, obs)).squeeze(-1)
+        return self._value(run(self.trunk, obs))
+
+    def param_groups(self, learning_rate: float, value_learning_rate: float | None) -> list[dict]:
+        """Parameters for the optimizer: one group, or the critic apart with its own rate.
+
+        Adam keeps its statistics per parameter, so two groups in one Adam step exactly as two separate Adam
+        optimizers would (seed 002's set-up), with one ``zero_grad``/``step`` and one LR schedule for both.
+        """
+        if value_learning_rate is None:
+            return [{"params": list(self.parameters()), "lr": learning_rate}]
+        critic = list(self.critic.parameters())
+        critic_ids = {id(p) for p in critic}
+        policy = [p for p in self.parameters() if id(p) not in critic_ids]
+        return [{"params": policy, "lr": learning_rate}, {"params": critic, "lr": value_learning_rate}]
 
     def logits(self, obs: Tensor) -> Tensor:
         return run(self.actor, run(self.trunk, obs))
@@ -110,5 +147,7 @@ class ActorCritic(nn.Module):
 
     @torch.no_grad()
     def predict(self, obs: Tensor, deterministic: bool = False) -> Tensor:
-        logits = self.logits(obs)
+        """Actions for raw environment observations (normalized here with the frozen statistics); the other
+        methods take observations already normalized, as the rollout stores them."""
+        logits = self.logits(self.normalization.obs(obs))
         return self.head.mode(logits) if deterministic else self.head.sample(logits)[0]

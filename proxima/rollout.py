@@ -27,31 +27,40 @@ class RolloutCollector:
         self.next_done = torch.zeros(n, device=device)
         self._episode_return = torch.zeros(n, dtype=torch.float64, device=device)
         self._episode_length = torch.zeros(n, dtype=torch.int64, device=device)
+        self._discounted_return = torch.zeros(n, device=device)  # for reward scaling only
 
     @torch.no_grad()
     def collect(self, model: ActorCritic) -> tuple[Tensor, Tensor]:
-        """Fill the buffer; return ``(next_value, next_done)`` for bootstrapping at the rollout's end."""
-        buf = self.buffer
+        """Fill the buffer; return ``(next_value, next_done)`` for bootstrapping at the rollout's end.
+
+        The buffer holds observations and rewards as the networks see them: normalized and scaled when
+        those are on (with the statistics of the moment they were collected), raw otherwise.
+        """
+        buf, norm = self.buffer, model.normalization
         for t in range(buf.obs.shape[0]):
-            buf.obs[t] = self.next_obs
+            obs = norm.obs(self.next_obs, update=True)
+            buf.obs[t] = obs
             buf.dones[t] = self.next_done
             # One forward pass over the whole batch gives the actions, their log-probs and the values.
-            actions, buf.logprobs[t], buf.values[t] = model.act(self.next_obs)
-            buf.actions[t] = actions
+            actions, buf.logprobs[t], buf.values[t] = model.act(obs)
+            buf.actions[t] = actions  # as sampled: a Box action is clipped only on its way into the env
             step = self.envs.step(actions)
             done = step.terminated | step.truncated
             self._record_episodes(t, step.reward, done)
-            reward = step.reward
+            self._discounted_return.mul_(self.gamma).add_(step.reward)
+            reward = norm.reward(step.reward, self._discounted_return)
+            self._discounted_return.masked_fill_(done, 0.0)
             # A time-limit truncation is not the end of the task: the return goes on past the cut, so the
             # target for this step is r + gamma * V(final_obs). A termination's future is worth 0.
             cut = step.truncated & ~step.terminated
             if cut.any():
                 rows = cut.nonzero().squeeze(-1)
-                reward = reward.index_add(0, rows, self.gamma * model.value(step.final_obs[rows]))
+                final_value = model.value(norm.obs(step.final_obs[rows]))
+                reward = reward.index_add(0, rows, self.gamma * final_value)
             buf.rewards[t] = reward
             self.next_obs = step.obs
             self.next_done = done.float()
-        return model.value(self.next_obs), self.next_done
+        return model.value(norm.obs(self.next_obs)), self.next_done
 
     def _record_episodes(self, t: int, reward: Tensor, done: Tensor) -> None:
         buf = self.buffer

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import random
 import time
@@ -10,10 +9,11 @@ import time
 import numpy as np
 import torch
 
-from proxima.advantages import gae
+from proxima import update as updates
+from proxima.advantages import estimate_advantages
 from proxima.agent import Agent
 from proxima.checkpoint import write_json
-from proxima.config import PPOArgs
+from proxima.config import PPOArgs, resolve_args
 from proxima.distributions import make_head
 from proxima.envs import make_vec_env
 from proxima.errors import UserError
@@ -21,7 +21,6 @@ from proxima.logger import RunLogger
 from proxima.losses import explained_variance
 from proxima.networks import ActorCritic, NetworkSpec
 from proxima.optim import LinearLR, make_adam
-from proxima.ppo import ppo_update
 from proxima.rollout import RolloutCollector
 
 
@@ -51,14 +50,13 @@ def _check_run_dir_free(run_dir: str) -> None:
 
 
 def train(args: PPOArgs | None = None, **overrides) -> Agent:
-    """Train PPO as ``proxima train`` does and return the trained agent.
+    """Train as ``proxima train`` does and return the trained agent.
 
-    Takes a ``PPOArgs``, keyword overrides of its fields, or both: ``train(env_id="Acrobot-v1", seed=2)``.
+    Takes a ``PPOArgs``, keyword overrides of its fields, or both: ``train(env_id="Acrobot-v1", seed=2)``,
+    ``train(algo="vpg")``, ``train(config="seed3-ppo-pendulum-discrete", seed=2)``. Without ``args``, the
+    overrides are layered on the algorithm's defaults and the preset as on the command line.
     """
-    try:
-        args = dataclasses.replace(args or PPOArgs(), **overrides)
-    except TypeError as e:
-        raise UserError(f"{e}; the accepted settings are the fields of proxima.PPOArgs") from None
+    args = resolve_args(args, **overrides)
     args.validate()
     run_dir = args.run_dir or default_run_dir(args)
     _check_run_dir_free(run_dir)
@@ -88,10 +86,21 @@ def _train(args: PPOArgs, envs, run_dir: str, device: torch.device) -> Agent:
     spec = NetworkSpec(
         obs_dim=int(np.prod(envs.single_observation_space.shape)),
         logits_dim=head.logits_dim,
+        hidden_sizes=args.hidden_sizes,
+        activation=args.activation,
         shared=args.shared_network,
+        critic_hidden_sizes=args.critic_hidden_sizes,
+        critic_activation=args.critic_activation,
+        has_critic=args.algo != "reinforce",
+        norm_obs=args.norm_obs,
+        norm_reward=args.norm_reward,
+        clip_obs=args.clip_obs,
+        clip_reward=args.clip_reward,
     )
     model = ActorCritic(spec, head).to(device)
-    optimizer = make_adam(model.parameters(), args.learning_rate)
+    optimizer = make_adam(
+        model.param_groups(args.learning_rate, args.value_learning_rate), args.learning_rate
+    )
     scheduler = LinearLR(optimizer, args.num_updates) if args.anneal_lr else None
     collector = RolloutCollector(envs, args.num_steps, args.gamma, head, seed=args.seed)
     wandb_run = _init_wandb(args, run_dir) if args.track else None  # before TensorBoard, which it mirrors
@@ -104,11 +113,18 @@ def _train(args: PPOArgs, envs, run_dir: str, device: torch.device) -> Agent:
             learning_rate = optimizer.param_groups[0]["lr"]
             next_value, next_done = collector.collect(model)
             buf = collector.buffer
-            advantages = gae(
-                buf.rewards, buf.values, buf.dones, next_value, next_done, args.gamma, args.gae_lambda
+            advantages = estimate_advantages(
+                args.advantage,
+                buf.rewards,
+                buf.values,
+                buf.dones,
+                next_value,
+                next_done,
+                args.gamma,
+                args.gae_lambda,
             )
             batch = buf.flatten(advantages, advantages + buf.values)  # returns = advantages + values
-            stats = ppo_update(model, optimizer, batch, args)
+            stats = updates.update(model, optimizer, batch, args)
             if scheduler is not None:
                 scheduler.step()
             global_step += args.batch_size

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from proxima.envs import Step
+from proxima.normalization import Normalization
 
 
 class ScriptedVecEnv:
@@ -39,6 +40,8 @@ class ScriptedVecEnv:
 
 class IdentityCritic:
     """A stand-in model with V(s) = s[0] and action 0 always: values are known exactly."""
+
+    normalization = Normalization((1,))  # off: the rollout sees raw observations and rewards
 
     def act(self, obs):
         n = obs.shape[0]

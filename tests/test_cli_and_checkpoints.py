@@ -106,7 +106,9 @@ def _run_main(argv, capsys):
     "flags,match",
     [
         (["--env-id", "NoSuchEnv-v0"], "unknown env id"),
-        (["--env-id", "Pendulum-v1"], "action space"),
+        (["--env-id", "tests.fixtures.user_envs:MultiBinaryActions-v0"], "action space MultiBinary"),
+        (["--env-id", "tests.fixtures.user_envs:DictActions-v0"], "action space Dict"),
+        (["--env-id", "tests.fixtures.user_envs:TupleActions-v0"], "action space Tuple"),
         (["--env-id", "Blackjack-v1"], "observation space"),
         (["--num-minibatches", "3"], "does not divide"),
         (["--learning-rate", "0"], "learning_rate must be positive"),

@@ -52,7 +52,11 @@ def test_final_obs_is_obs_when_nothing_ended():
 
 
 def test_probe_envs_are_registered_and_behave():
-    assert sorted(PROBES) == [f"proxima/Probe{i}-v0" for i in range(1, 6)]
+    assert sorted(PROBES) == [f"proxima/Probe{i}-v0" for i in range(1, 6)] + ["proxima/ProbeContinuous-v0"]
+    pc = gym.make("proxima/ProbeContinuous-v0")
+    pc.reset(seed=0)
+    assert pc.step(np.array([0.5], dtype=np.float32))[1:3] == (0.0, True)
+    assert pc.step(np.array([1.5], dtype=np.float32))[1] == -1.0
     p1 = gym.make("proxima/Probe1-v0")
     assert p1.reset(seed=0)[0].tolist() == [0.0] and p1.step(0)[1:3] == (1.0, True)
     p2 = gym.make("proxima/Probe2-v0")
@@ -87,7 +91,7 @@ def test_module_prefixed_env_id_imports_the_module():
     [
         ("NoSuchEnv-v0", "unknown env id"),
         ("no_such_module:Foo-v0", "unknown env id"),
-        ("Pendulum-v1", "action space"),
+        ("tests.fixtures.user_envs:MultiBinaryActions-v0", "action space MultiBinary"),
     ],
 )
 def test_bad_env_ids_and_spaces(env_id, match):

@@ -1,6 +1,6 @@
 """Environments: the vector-env interface the training loop talks to, its backends, and proxima's own envs."""
 
-from proxima.envs import probes  # noqa: F401  (registers proxima/Probe*-v0 with Gymnasium)
+from proxima.envs import pendulum, probes  # noqa: F401  (register proxima/* ids with Gymnasium)
 from proxima.envs.vector import Step, VecEnv, check_spaces, make_vec_env
 
 __all__ = ["Step", "VecEnv", "check_spaces", "make_vec_env"]

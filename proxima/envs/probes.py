@@ -9,6 +9,9 @@ Each isolates one part of an agent, and has an exact answer:
    loss and advantages.
 5. Two actions, obs 0 or 1, reward +1 when the action equals the obs, else -1: pi(a=obs) = 1, V = 1. Tests
    that the policy uses the observation, and that observations and actions stay aligned in batches.
+
+ProbeContinuous: one step, obs 0, a 1-D action in [-2, 2], reward -(a - 0.5)^2: the Gaussian's mean must
+converge to 0.5 and V(0) to minus its variance. Tests the continuous head (log-probs, log-std) end to end.
 """
 
 from __future__ import annotations
@@ -88,9 +91,29 @@ class Probe5(_Probe):
         return self._observe(), 1.0 if int(action) == int(self._obs) else -1.0, True, False, {}
 
 
+class ProbeContinuous(_Probe):
+    """Observation 0, one continuous action in [-2, 2], reward -(action - 0.5)^2, episode of one step."""
+
+    target = 0.5
+
+    def __init__(self, render_mode: str | None = None):
+        super().__init__(render_mode)
+        self.action_space = Box(-2.0, 2.0, shape=(1,), dtype=np.float32)
+
+    def step(self, action):
+        return (
+            self._observe(),
+            -float((np.asarray(action).reshape(-1)[0] - self.target) ** 2),
+            True,
+            False,
+            {},
+        )
+
+
 PROBES = {
     f"proxima/Probe{i}-v0": cls for i, cls in enumerate([Probe1, Probe2, Probe3, Probe4, Probe5], start=1)
 }
+PROBES["proxima/ProbeContinuous-v0"] = ProbeContinuous
 
 for _env_id, _cls in PROBES.items():
     if _env_id not in gym.registry:

@@ -22,6 +22,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 from torch import Tensor
 
+from proxima.distributions import clip_to_space, make_head
 from proxima.errors import UserError
 
 
@@ -52,8 +53,6 @@ class VecEnv(Protocol):
 
 def check_spaces(observation_space: gym.Space, action_space: gym.Space) -> None:
     """Raise a ``UserError`` for spaces proxima cannot train on yet."""
-    from proxima.distributions import make_head
-
     if not (isinstance(observation_space, gym.spaces.Box) and len(observation_space.shape) == 1):
         raise UserError(
             f"observation space {observation_space} is not supported yet; proxima accepts 1-D Box observations"
@@ -112,7 +111,9 @@ class GymnasiumVecEnv:
         return self._tensor(obs)
 
     def step(self, actions: Tensor) -> Step:
-        obs, reward, terminated, truncated, info = self.envs.step(actions.cpu().numpy())
+        obs, reward, terminated, truncated, info = self.envs.step(
+            clip_to_space(actions.cpu().numpy(), self.single_action_space)
+        )
         obs_t = self._tensor(obs)
         final_obs = obs_t
         if "_final_obs" in info:

@@ -1,14 +1,22 @@
-"""The PPO update: several epochs of minibatch gradient steps on one rollout (seed 000, details #6-#11)."""
+"""The update phase: epochs of minibatch gradient steps on one rollout (seed 000, details #6-#11).
+
+PPO, VPG and REINFORCE share all of it and differ only in the policy term (``policy_loss``): PPO's clipped
+surrogate, or the plain policy gradient of seed 001, whose weights are R - V(s) for VPG and R for REINFORCE
+(a model without a critic predicts V = 0).
+"""
 
 from __future__ import annotations
 
 import torch
+from torch import Tensor
 
 from proxima.config import PPOArgs
 from proxima.losses import (
     clipped_surrogate_loss,
     clipped_value_loss,
     entropy_bonus,
+    normalize,
+    policy_gradient_loss,
     ratio_diagnostics,
     value_loss,
 )
@@ -17,7 +25,13 @@ from proxima.optim import clip_grad_norm
 from proxima.storage import Batch, minibatch_indices
 
 
-def ppo_update(model: ActorCritic, optimizer: torch.optim.Optimizer, batch: Batch, args: PPOArgs) -> dict:
+def policy_loss(args: PPOArgs, logprobs: Tensor, mb: Batch) -> Tensor:
+    if args.algo == "ppo":
+        return clipped_surrogate_loss(logprobs, mb.logprobs, mb.advantages, args.clip_coef, args.norm_adv)
+    return policy_gradient_loss(logprobs, normalize(mb.advantages) if args.norm_adv else mb.advantages)
+
+
+def update(model: ActorCritic, optimizer: torch.optim.Optimizer, batch: Batch, args: PPOArgs) -> dict:
     """Train on ``batch`` for ``update_epochs`` epochs; return the update's debug variables (detail #12).
 
     Like the seed, the losses and KL estimates reported are those of the last minibatch; clipfrac is the
@@ -28,10 +42,10 @@ def ppo_update(model: ActorCritic, optimizer: torch.optim.Optimizer, batch: Batc
         for index in minibatch_indices(len(batch), args.minibatch_size, batch.obs.device):  # detail #6
             mb = batch[index]
             logprobs, entropy, values = model.evaluate(mb.obs, mb.actions)
-            pg_loss = clipped_surrogate_loss(
-                logprobs, mb.logprobs, mb.advantages, args.clip_coef, args.norm_adv
-            )
-            if args.clip_vloss:
+            pg_loss = policy_loss(args, logprobs, mb)
+            if model.critic is None:
+                v_loss = values.new_zeros(())  # REINFORCE: nothing to fit
+            elif args.clip_vloss:
                 v_loss = clipped_value_loss(values, mb.values, mb.returns, args.clip_coef)
             else:
                 v_loss = value_loss(values, mb.returns)
@@ -42,7 +56,8 @@ def ppo_update(model: ActorCritic, optimizer: torch.optim.Optimizer, batch: Batc
 
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            clip_grad_norm(model, args.max_grad_norm)  # detail #11
+            if args.max_grad_norm > 0:
+                clip_grad_norm(model, args.max_grad_norm)  # detail #11
             optimizer.step()
 
             diagnostics = ratio_diagnostics(logprobs.detach(), mb.logprobs, args.clip_coef)

@@ -4,8 +4,8 @@ from proxima.config import PPOArgs
 from proxima.distributions import CategoricalHead
 from proxima.networks import ActorCritic, NetworkSpec
 from proxima.optim import make_adam
-from proxima.ppo import ppo_update
 from proxima.storage import Batch
+from proxima.update import update
 
 
 def _setup(seed=0, shared=False):
@@ -25,7 +25,7 @@ def _steps_taken(optimizer):
 def test_every_minibatch_of_every_epoch_takes_a_step():
     model, opt, batch = _setup()
     args = PPOArgs(num_envs=8, num_steps=8, num_minibatches=4, update_epochs=3)
-    stats = ppo_update(model, opt, batch, args)
+    stats = update(model, opt, batch, args)
     assert _steps_taken(opt) == 12
     assert set(stats) == {"value_loss", "policy_loss", "entropy", "old_approx_kl", "approx_kl", "clipfrac"}
     assert 0.0 <= stats["clipfrac"] <= 1.0 and stats["approx_kl"] >= 0.0
@@ -34,7 +34,7 @@ def test_every_minibatch_of_every_epoch_takes_a_step():
 def test_target_kl_stops_after_the_first_epoch():
     model, opt, batch = _setup()
     args = PPOArgs(num_envs=8, num_steps=8, num_minibatches=4, update_epochs=3, target_kl=1e-12)
-    stats = ppo_update(model, opt, batch, args)
+    stats = update(model, opt, batch, args)
     assert stats["approx_kl"] > 1e-12
     assert _steps_taken(opt) == 4  # one epoch of 4 minibatches, then early stop
 
@@ -44,7 +44,7 @@ def test_clipped_value_loss_and_shared_trunk_train():
         model, opt, batch = _setup(shared=shared)
         before = [p.detach().clone() for p in model.parameters()]
         args = PPOArgs(num_envs=8, num_steps=8, num_minibatches=2, update_epochs=2, clip_vloss=clip_vloss)
-        ppo_update(model, opt, batch, args)
+        update(model, opt, batch, args)
         assert all(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
 
 

@@ -1,0 +1,193 @@
+"""Continuous actions: the Gaussian head, action clipping, normalization that travels with the model."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+import proxima
+from proxima.distributions import DiagGaussianHead, clip_to_space, make_head
+from proxima.envs import make_vec_env
+from proxima.errors import UserError
+from proxima.networks import ActorCritic, NetworkSpec
+from proxima.normalization import Normalization, RunningMeanStd
+from proxima.rollout import RolloutCollector
+
+
+def test_gaussian_log_prob_and_entropy_match_torch_distributions():
+    torch.manual_seed(0)
+    head = DiagGaussianHead(3)
+    with torch.no_grad():
+        head.log_std.copy_(torch.tensor([-0.5, 0.0, 0.7]))
+    mean, actions = torch.randn(8, 3), torch.randn(8, 3) * 2
+    logprob, entropy = head.log_prob_entropy(mean, actions)
+    reference = torch.distributions.Normal(mean, head.log_std.exp())
+    torch.testing.assert_close(logprob, reference.log_prob(actions).sum(-1))
+    torch.testing.assert_close(entropy, reference.entropy().sum(-1))
+    sampled, sampled_logprob = head.sample(mean)
+    torch.testing.assert_close(sampled_logprob, reference.log_prob(sampled).sum(-1))
+
+
+def test_gaussian_samples_have_the_head_mean_and_std():
+    torch.manual_seed(1)
+    head = DiagGaussianHead(2)
+    with torch.no_grad():
+        head.log_std.copy_(torch.tensor([np.log(0.5), np.log(2.0)]))
+    samples, _ = head.sample(torch.tensor([1.0, -3.0]).expand(200_000, 2))
+    torch.testing.assert_close(samples.mean(0), torch.tensor([1.0, -3.0]), atol=0.02, rtol=0)
+    torch.testing.assert_close(samples.std(0), torch.tensor([0.5, 2.0]), atol=0.02, rtol=0)
+    assert torch.equal(head.mode(torch.tensor([[0.3, 0.4]])), torch.tensor([[0.3, 0.4]]))
+
+
+def test_make_head_for_box_and_unsupported_spaces():
+    assert isinstance(make_head(gym.spaces.Box(-1, 1, (4,))), DiagGaussianHead)
+    for space in (
+        gym.spaces.MultiBinary(3),
+        gym.spaces.Box(-1, 1, (2, 2)),
+        gym.spaces.Tuple((gym.spaces.Discrete(2),)),
+    ):
+        with pytest.raises(UserError, match="not supported yet"):
+            make_head(space)
+
+
+def test_clipping_rule_bounds_and_unbounded_components():
+    space = gym.spaces.Box(
+        np.array([-1.0, -np.inf], dtype=np.float32), np.array([2.0, np.inf], dtype=np.float32)
+    )
+    out = clip_to_space(np.array([[5.0, 1e6], [-5.0, -1e6]], dtype=np.float32), space)
+    np.testing.assert_array_equal(out, [[2.0, 1e6], [-1.0, -1e6]])  # finite bounds clip; infinite ones do not
+    np.testing.assert_array_equal(clip_to_space(np.array([3, 0]), gym.spaces.Discrete(4)), [3, 0])
+
+
+class _RecordingEnv(gym.Env):
+    """Box(-1, 1) actions; remembers every action it receives."""
+
+    received: list = []
+
+    def __init__(self, render_mode=None):
+        self.observation_space = gym.spaces.Box(-1, 1, (2,), dtype=np.float32)
+        self.action_space = gym.spaces.Box(-1, 1, (1,), dtype=np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(2, dtype=np.float32), {}
+
+    def step(self, action):
+        _RecordingEnv.received.append(np.array(action))
+        return np.zeros(2, dtype=np.float32), 0.0, False, False, {}
+
+
+def test_buffer_keeps_the_sampled_action_and_the_env_gets_it_clipped():
+    if "RecordingBox-v0" not in gym.registry:
+        gym.register("RecordingBox-v0", entry_point=_RecordingEnv)
+    _RecordingEnv.received = []
+    envs = make_vec_env("RecordingBox-v0", 2, seed=0)
+    head = make_head(envs.single_action_space)
+    model = ActorCritic(NetworkSpec(2, head.logits_dim), head)
+    with torch.no_grad():
+        head.log_std.fill_(np.log(3.0))  # std 3: most samples fall outside [-1, 1]
+    collector = RolloutCollector(envs, 16, 0.99, head, seed=0)
+    collector.collect(model)
+    stored = collector.buffer.actions.reshape(-1)
+    received = np.concatenate(_RecordingEnv.received).reshape(-1)
+    assert stored.abs().max() > 1.5
+    np.testing.assert_allclose(received, stored.clamp(-1, 1).numpy(), rtol=1e-6)
+    envs.close()
+
+
+def test_running_mean_std_matches_numpy_over_batches():
+    rng = np.random.default_rng(0)
+    data = [rng.normal(3, 2, size=(n, 3)) for n in (1, 7, 100, 33)]
+    rms = RunningMeanStd((3,), epsilon=0.0 + 1e-12)
+    for batch in data:
+        rms.update(torch.as_tensor(batch))
+    everything = np.concatenate(data)
+    np.testing.assert_allclose(rms.mean.numpy(), everything.mean(0), rtol=1e-9)
+    np.testing.assert_allclose(rms.var.numpy(), everything.var(0), rtol=1e-9)
+
+
+def test_normalization_clips_and_is_frozen_unless_asked():
+    norm = Normalization((2,), norm_obs=True, norm_reward=True, clip_obs=3.0, clip_reward=2.0)
+    x = torch.tensor([[0.0, 0.0], [2.0, 4.0]])
+    out = norm.obs(x, update=True)
+    torch.testing.assert_close(
+        norm.obs_rms.mean, torch.tensor([1.0, 2.0], dtype=torch.float64), atol=1e-3, rtol=0
+    )
+    torch.testing.assert_close(out, torch.tensor([[-1.0, -1.0], [1.0, 1.0]]), atol=1e-3, rtol=0)
+    before = norm.obs_rms.mean.clone()
+    far = norm.obs(torch.tensor([[100.0, -100.0]]))  # no update: frozen
+    assert torch.equal(norm.obs_rms.mean, before)
+    torch.testing.assert_close(far, torch.tensor([[3.0, -3.0]]))
+    # rewards: divided by the std of the discounted returns seen, then clipped
+    r = norm.reward(torch.tensor([1.0, 1.0]), torch.tensor([1.0, 3.0]))
+    torch.testing.assert_close(r, torch.tensor([1.0, 1.0]), atol=1e-3, rtol=0)  # std of {1, 3} is 1
+    torch.testing.assert_close(
+        norm.reward(torch.tensor([50.0]), torch.tensor([0.0]), update=False), torch.tensor([2.0])
+    )
+
+
+def test_normalization_off_is_the_identity():
+    norm = Normalization((2,))
+    x = torch.randn(4, 2)
+    assert norm.obs(x, update=True) is x
+    reward = x[:, 0]
+    assert norm.reward(reward, x[:, 1]) is reward
+
+
+@pytest.fixture(scope="module")
+def pendulum_run(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("pendulum") / "run"
+    agent = proxima.train(
+        env_id="Pendulum-v1",
+        total_timesteps=4096,
+        num_envs=2,
+        num_steps=512,
+        norm_obs=True,
+        norm_reward=True,
+        run_dir=str(run_dir),
+    )
+    return agent, str(run_dir)
+
+
+def test_normalization_statistics_survive_the_checkpoint(pendulum_run):
+    agent, run_dir = pendulum_run
+    loaded = proxima.load(run_dir)
+    trained, restored = agent.model.normalization, loaded.model.normalization
+    assert trained.obs_rms.count.item() > 4000  # the statistics really were collected
+    for name in (
+        "obs_rms.mean",
+        "obs_rms.var",
+        "obs_rms.count",
+        "return_rms.mean",
+        "return_rms.var",
+        "return_rms.count",
+    ):
+        a, b = trained.get_buffer(name), restored.get_buffer(name)
+        assert torch.equal(a, b), name
+    assert restored.norm_obs and restored.norm_reward
+    obs = np.random.default_rng(0).uniform(-1, 1, size=(16, 3)).astype(np.float32)
+    np.testing.assert_array_equal(
+        loaded.predict(obs, deterministic=True), agent.predict(obs, deterministic=True)
+    )
+
+
+def test_loaded_agent_scores_exactly_as_the_trained_one(pendulum_run):
+    agent, run_dir = pendulum_run
+    loaded = proxima.load(run_dir)
+    a = proxima.evaluate(agent, 4, deterministic=True, seed=3)
+    b = proxima.evaluate(loaded, 4, deterministic=True, seed=3)
+    np.testing.assert_array_equal(a, b)
+    # and the statistics matter: without them the same weights act differently
+    loaded.model.normalization.norm_obs = False
+    obs = np.random.default_rng(0).uniform(-1, 1, size=(16, 3)).astype(np.float32)
+    assert not np.array_equal(loaded.predict(obs, deterministic=True), agent.predict(obs, deterministic=True))
+
+
+def test_predict_returns_actions_inside_the_bounds(pendulum_run):
+    agent, _ = pendulum_run
+    with torch.no_grad():
+        agent.model.head.log_std.fill_(2.0)
+    actions = agent.predict(np.zeros((256, 3), dtype=np.float32))
+    assert actions.shape == (256, 1) and actions.min() >= -2.0 and actions.max() <= 2.0
+    with torch.no_grad():
+        agent.model.head.log_std.fill_(0.0)

@@ -1,0 +1,360 @@
+"""The policy-gradient family (seed 001 and 002): losses with the seeds' exact numbers, the rewards-to-go
+estimator against the seeds' own loops, per-network architectures, separate optimizers, presets, and the
+modified Pendulum."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import proxima
+from proxima.advantages import discounted_returns, estimate_advantages, gae
+from proxima.cli import main, parse_train_args
+from proxima.config import ALGO_DEFAULTS, PPOArgs, load_preset, preset_names, resolve_args
+from proxima.distributions import CategoricalHead
+from proxima.envs.pendulum import DiscreteTorques, ScaleAngularVelocity, ScaleReward
+from proxima.errors import UserError
+from proxima.losses import clipped_surrogate_loss, policy_gradient_loss, value_loss
+from proxima.networks import ActorCritic, NetworkSpec
+from proxima.optim import make_adam
+
+
+def _seed2_traj_data(ppo: bool = False):
+    """The tensors of seed 001's unit tests: TrajData(10, 5, 4, 1) filled in its order after manual_seed(0)."""
+    s, e, o = 10, 5, 4
+    torch.manual_seed(0)
+    states = torch.rand(s, e, o)
+    actions = torch.randint(0, 1, (s, e))
+    _rewards = torch.rand(s, e)
+    _not_dones = torch.randint(0, 2, (s, e))
+    log_probs = torch.rand(s, e)
+    returns = 2 * torch.rand(s, e) - 1 if ppo else torch.rand(s, e)
+    return states, actions, log_probs, returns
+
+
+def _seed2_linear_nets():
+    torch.manual_seed(0)
+    return nn.Linear(4, 1), nn.Linear(4, 1)  # a.policy, then a.value, as the seed's tests build them
+
+
+def test_seed2_reinforce_loss_value():
+    _, _, log_probs, returns = _seed2_traj_data()
+    assert abs(policy_gradient_loss(log_probs, returns).item() - (-0.2369)) < 1e-4
+
+
+def test_seed2_vpg_loss_value():
+    states, _, log_probs, returns = _seed2_traj_data()
+    _, value_net = _seed2_linear_nets()
+    values = value_net(states).squeeze(-1)
+    # The seed's value term is the MSE without the 1/2: value_loss (1/2 MSE) with vf_coef 2, as its presets use.
+    loss = policy_gradient_loss(log_probs, returns - values) + 2.0 * value_loss(values, returns)
+    assert abs(loss.item() - 0.0618) < 1e-4
+
+
+def test_seed2_ppo_loss_value():
+    states, actions, old_log_probs, returns = _seed2_traj_data(ppo=True)
+    policy_net, value_net = _seed2_linear_nets()
+    head = CategoricalHead(1)
+    new_log_probs, _ = head.log_prob_entropy(policy_net(states).reshape(-1, 1), actions.reshape(-1))
+    values = value_net(states).squeeze(-1).reshape(-1)
+    advantages = returns.reshape(-1) - values
+    pg = clipped_surrogate_loss(
+        new_log_probs, old_log_probs.reshape(-1), advantages, clip_coef=0.1, normalize_advantages=False
+    )
+    loss = pg + 2.0 * value_loss(values, returns.reshape(-1))
+    assert abs(loss.item() - 0.9314) < 1e-4
+
+
+def test_vpg_policy_loss_does_not_backprop_into_the_baseline():
+    values = torch.tensor([1.0, 2.0], requires_grad=True)
+    logprobs = torch.tensor([-0.5, -0.2], requires_grad=True)
+    policy_gradient_loss(logprobs, torch.tensor([3.0, 1.0]) - values).backward()
+    assert values.grad is None or torch.all(values.grad == 0)
+    torch.testing.assert_close(logprobs.grad, -torch.tensor([2.0, -1.0]) / 2)
+
+
+def _seed2_calc_returns(rewards, not_dones, gamma):
+    returns = rewards.clone()
+    for t in reversed(range(rewards.shape[0] - 1)):
+        returns[t] += returns[t + 1] * not_dones[t] * gamma
+    return returns
+
+
+def test_discounted_returns_match_seed2_calc_returns():
+    g = torch.Generator().manual_seed(3)
+    rewards = torch.rand(12, 4, generator=g)
+    ended = (torch.rand(12, 4, generator=g) < 0.25).float()  # the seed's `done`: the episode ended at step t
+    # proxima's dones[t] = 1 marks obs t as a new episode's first: the seed's flags shifted by one.
+    dones = torch.cat([torch.zeros(1, 4), ended[:-1]])
+    ours = discounted_returns(rewards, dones, torch.zeros(4), ended[-1], gamma=0.99)
+    torch.testing.assert_close(ours, _seed2_calc_returns(rewards, 1 - ended, 0.99))
+
+
+def test_discounted_returns_match_seed3_loop_with_bootstrap():
+    rng = np.random.default_rng(0)
+    for trial in range(20):
+        rewards = rng.normal(size=9).tolist()
+        dones = (rng.random(9) < 0.2).tolist()
+        final_value = float(rng.normal())
+        # seed 002's loop, verbatim in logic: bootstrap from V(s_T) unless the last step ended an episode
+        R = final_value if not dones[-1] else 0.0
+        expected = []
+        for r, done in zip(reversed(rewards), reversed(dones), strict=True):
+            R = r + 0.99 * (0.0 if done else R)
+            expected.insert(0, R)
+        starts = torch.tensor([[0.0]] + [[float(d)] for d in dones[:-1]])
+        ours = discounted_returns(
+            torch.tensor(rewards).reshape(9, 1),
+            starts,
+            torch.tensor([final_value]),
+            torch.tensor([float(dones[-1])]),
+            0.99,
+        )
+        torch.testing.assert_close(ours.reshape(-1), torch.tensor(expected), msg=f"trial {trial}")
+
+
+def test_returns_estimator_is_rewards_to_go_minus_values_and_gae_lambda_1_agrees():
+    g = torch.Generator().manual_seed(1)
+    r, v = torch.randn(6, 3, generator=g), torch.randn(6, 3, generator=g)
+    d, nv, nd = (torch.rand(6, 3, generator=g) < 0.3).float(), torch.randn(3, generator=g), torch.zeros(3)
+    adv = estimate_advantages("returns", r, v, d, nv, nd, 0.9, 0.5)
+    torch.testing.assert_close(adv, discounted_returns(r, d, nv, nd, 0.9) - v)
+    torch.testing.assert_close(adv, gae(r, v, d, nv, nd, 0.9, 1.0))  # GAE(1) is the Monte Carlo advantage
+    torch.testing.assert_close(
+        estimate_advantages("gae", r, v, d, nv, nd, 0.9, 0.5), gae(r, v, d, nv, nd, 0.9, 0.5)
+    )
+
+
+def _linears(seq):
+    return [(m.in_features, m.out_features) for m in seq if isinstance(m, nn.Linear)]
+
+
+def test_per_network_hidden_sizes_and_activations():
+    spec = NetworkSpec(
+        3, 5, hidden_sizes=(64, 32), activation="relu", critic_hidden_sizes=(64,), critic_activation="relu"
+    )
+    model = ActorCritic(spec, CategoricalHead(5))
+    assert _linears(model.actor) == [(3, 64), (64, 32), (32, 5)]
+    assert _linears(model.critic) == [(3, 64), (64, 1)]
+    assert all(isinstance(m, nn.ReLU) for m in model.actor if not isinstance(m, nn.Linear))
+    spec2 = NetworkSpec(4, 2, hidden_sizes=(128,), activation="relu")  # seed 001's 128-unit ReLU nets
+    model2 = ActorCritic(spec2, CategoricalHead(2))
+    assert _linears(model2.actor) == [(4, 128), (128, 2)] and _linears(model2.critic) == [(4, 128), (128, 1)]
+    assert NetworkSpec.from_json(spec.to_json()) == spec
+
+
+def test_reinforce_model_has_no_critic_and_zero_values():
+    model = ActorCritic(NetworkSpec(4, 2, has_critic=False), CategoricalHead(2))
+    assert model.critic is None
+    obs = torch.randn(7, 4)
+    assert torch.equal(model.value(obs), torch.zeros(7))
+    assert torch.equal(model(obs)[1], torch.zeros(7))
+
+
+def test_two_param_groups_step_exactly_like_two_adam_optimizers():
+    torch.manual_seed(0)
+    spec = NetworkSpec(3, 5, hidden_sizes=(8,), critic_hidden_sizes=(6,))
+    a = ActorCritic(spec, CategoricalHead(5))
+    b = ActorCritic(spec, CategoricalHead(5))
+    b.load_state_dict(a.state_dict())
+    joint = make_adam(a.param_groups(3e-4, 1e-3), 3e-4)
+    policy_opt = make_adam([p for n, p in b.named_parameters() if not n.startswith("critic")], 3e-4)
+    value_opt = make_adam(b.critic.parameters(), 1e-3)
+    obs, actions, targets = torch.randn(16, 3), torch.randint(0, 5, (16,)), torch.randn(16)
+    for _ in range(5):
+        for model, opts in ((a, [joint]), (b, [policy_opt, value_opt])):
+            logprobs, _, values = model.evaluate(obs, actions)
+            loss = -logprobs.mean() + value_loss(values, targets)
+            for opt in opts:
+                opt.zero_grad()
+            loss.backward()
+            for opt in opts:
+                opt.step()
+    for (name, pa), pb in zip(a.named_parameters(), b.parameters(), strict=True):
+        torch.testing.assert_close(pa, pb, msg=name)
+
+
+def test_algo_defaults_then_preset_then_flags():
+    assert resolve_args().algo == "ppo" and resolve_args().update_epochs == 4
+    vpg = resolve_args(algo="vpg")
+    assert (vpg.update_epochs, vpg.num_minibatches, vpg.advantage, vpg.norm_adv) == (1, 1, "returns", False)
+    assert resolve_args(algo="reinforce", update_epochs=3).update_epochs == 3
+    args = resolve_args(config="seed2-ppo-cartpole", seed=4, num_envs=8)
+    assert (args.update_epochs, args.clip_coef, args.seed, args.num_envs) == (10, 0.1, 4, 8)
+    assert set(ALGO_DEFAULTS) == {"ppo", "vpg", "reinforce"}
+
+
+def test_cli_flags_override_a_preset():
+    args = parse_train_args(
+        ["--config", "seed3-ppo-pendulum-discrete", "--seed", "7", "--value-learning-rate", "5e-4"]
+    )
+    assert args.env_id == "proxima/PendulumDiscrete-v1" and args.seed == 7
+    assert (
+        args.value_learning_rate == 5e-4
+        and args.learning_rate == 3e-4
+        and args.config == "seed3-ppo-pendulum-discrete"
+    )
+    assert parse_train_args(["--algo=vpg"]).update_epochs == 1
+    assert parse_train_args(["--algo", "vpg", "--update-epochs", "2"]).update_epochs == 2
+
+
+REQUIRED_PRESETS = {
+    "seed1-ppo-cartpole",
+    "seed2-reinforce-cartpole",
+    "seed2-vpg-cartpole",
+    "seed2-ppo-cartpole",
+    "seed3-ppo-pendulum-discrete",
+    "pendulum-discrete",
+}
+
+
+def test_every_required_preset_ships_and_validates():
+    assert REQUIRED_PRESETS <= set(preset_names())
+    for name in preset_names():
+        resolve_args(config=name).validate()
+
+
+def test_presets_hold_the_seeds_settings():
+    assert resolve_args(config="seed1-ppo-cartpole") == resolve_args(
+        config="seed1-ppo-cartpole",
+        **{
+            f: getattr(PPOArgs(), f)
+            for f in ("learning_rate", "num_envs", "num_steps", "ent_coef", "clip_coef")
+        },
+    )
+    for algo in ("reinforce", "vpg", "ppo"):
+        a = resolve_args(config=f"seed2-{algo}-cartpole")
+        assert (a.algo, a.num_envs, a.num_steps, a.learning_rate, a.num_updates) == (algo, 64, 256, 1e-3, 250)
+        assert a.hidden_sizes == (128,) and a.activation == "relu"
+    assert resolve_args(config="seed2-ppo-cartpole").update_epochs == 10
+    s3 = resolve_args(config="seed3-ppo-pendulum-discrete")
+    assert (s3.num_envs, s3.batch_size, s3.gamma, s3.clip_coef) == (1, 64, 0.99, 0.2)
+    assert (s3.learning_rate, s3.value_learning_rate) == (3e-4, 1e-3)
+    assert (s3.hidden_sizes, s3.critic_hidden_sizes) == ((64, 32), (64,))
+
+
+def test_preset_from_a_file_and_bad_presets(tmp_path, capsys):
+    path = tmp_path / "mine.json"
+    path.write_text('{"algo": "vpg", "num_envs": 2}')
+    assert load_preset(str(path)) == {"algo": "vpg", "num_envs": 2}
+    assert resolve_args(config=str(path)).update_epochs == 1  # the preset's algo brings its defaults
+    (tmp_path / "bad.json").write_text('{"num_envz": 2}')
+    with pytest.raises(UserError, match="unknown settings"):
+        load_preset(str(tmp_path / "bad.json"))
+    for config in ("no-such-preset", str(tmp_path / "bad.json"), str(tmp_path / "missing.json")):
+        assert main(["train", "--config", config, "--run-dir", str(tmp_path / "run")]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("proxima train: error:")
+        assert not (tmp_path / "run").exists()
+
+
+def test_presets_command_lists_every_preset(capsys):
+    assert main(["presets"]) == 0
+    out = capsys.readouterr().out
+    assert all(name in out for name in REQUIRED_PRESETS)
+    assert main(["presets", "seed2-ppo-cartpole"]) == 0
+    assert "--update-epochs 10" in capsys.readouterr().out
+
+
+def test_invalid_family_settings_are_one_line_errors(tmp_path, capsys):
+    cases = [
+        ["--algo", "sarsa"],
+        ["--advantage", "td"],
+        ["--shared-network", "--value-learning-rate", "1e-3"],
+        ["--algo", "reinforce", "--value-learning-rate", "1e-3"],
+        ["--hidden-sizes", "0"],
+    ]
+    for flags in cases:
+        assert main(["train", *flags, "--run-dir", str(tmp_path / "run")]) == 2, flags
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1, err
+        assert not (tmp_path / "run").exists()
+
+
+def test_pendulum_discrete_matches_pendulum_with_the_seed_transforms():
+    ours = gym.make("proxima/PendulumDiscrete-v1")
+    base = gym.make("Pendulum-v1")
+    assert ours.action_space == gym.spaces.Discrete(5)
+    assert np.allclose(ours.observation_space.high, [1, 1, 1]) and np.allclose(
+        ours.observation_space.low, [-1, -1, -1]
+    )
+    obs, _ = ours.reset(seed=5)
+    ref, _ = base.reset(seed=5)
+    rng = np.random.default_rng(0)
+    steps = 0
+    for _ in range(200):
+        steps += 1
+        a = int(rng.integers(5))
+        np.testing.assert_allclose(obs, ref * np.array([1, 1, 1 / 8], dtype=np.float32), rtol=1e-6)
+        obs, r, term, trunc, _ = ours.step(a)
+        ref, r_ref, term_ref, trunc_ref, _ = base.step(
+            np.array([[-2.0, -1.0, 0.0, 1.0, 2.0][a]], dtype=np.float32)
+        )
+        assert r == pytest.approx(r_ref / 10) and (term, trunc) == (term_ref, trunc_ref)
+    assert trunc and not term and steps == 200  # Pendulum only ever truncates, at 200 steps
+
+
+def test_pendulum_wrappers_are_public_and_composable():
+    env = ScaleReward(
+        DiscreteTorques(ScaleAngularVelocity(gym.make("Pendulum-v1")), torques=(-2.0, 2.0)), scale=0.5
+    )
+    assert env.action_space.n == 2
+    obs, _ = env.reset(seed=0)
+    assert abs(obs[2]) <= 1.0
+    _, r, *_ = env.step(1)
+    assert -16.3 / 2 <= r <= 0
+    assert proxima.envs.pendulum.TORQUES == (-2.0, -1.0, 0.0, 1.0, 2.0)
+
+
+@pytest.mark.parametrize("algo", ["reinforce", "vpg"])
+def test_reinforce_and_vpg_train_save_and_load(algo, tmp_path):
+    agent = proxima.train(algo=algo, total_timesteps=2048, run_dir=str(tmp_path / "run"))
+    assert (agent.model.critic is None) == (algo == "reinforce")
+    loaded = proxima.load(str(tmp_path / "run"))
+    obs = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
+    np.testing.assert_array_equal(
+        loaded.predict(obs, deterministic=True), agent.predict(obs, deterministic=True)
+    )
+    metrics = (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    assert len(metrics) == 2048 // 512
+
+
+def test_one_gradient_step_per_rollout_for_vpg(tmp_path):
+    # With 1 epoch x 1 minibatch, Adam's step count equals the number of rollouts.
+    agent = proxima.train(algo="vpg", total_timesteps=4 * 512, run_dir=str(tmp_path / "run"))
+    assert agent.model is not None
+    config = resolve_args(algo="vpg")
+    assert config.update_epochs * config.num_minibatches == 1
+
+
+def test_compare_writes_plot_and_table(tmp_path, capsys):
+    out = tmp_path / "cmp"
+    code = main(
+        [
+            "compare",
+            "--algos",
+            "reinforce",
+            "ppo",
+            "--seeds",
+            "2",
+            "--total-timesteps",
+            "1024",
+            "--output-dir",
+            str(out),
+        ]
+    )
+    assert code == 0
+    assert str(out) in capsys.readouterr().out
+    png = (out / "learning_curves.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
+    table = (out / "results.md").read_text()
+    assert "| reinforce |" in table and "| ppo |" in table
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == [
+        "ppo__seed1",
+        "ppo__seed2",
+        "reinforce__seed1",
+        "reinforce__seed2",
+    ]
+    assert main(["compare", "--algos", "dqn", "--output-dir", str(tmp_path / "x")]) == 2
+    assert not (tmp_path / "x").exists()
