@@ -122,6 +122,8 @@ class PPOArgs:
     """toggles linear learning-rate annealing to 0 over the run"""
     target_kl: float | None = None
     """stop an update's epochs early once the approximate KL exceeds this (off by default)"""
+    env_backend: Literal["gymnasium", "native"] = "gymnasium"
+    """gymnasium: Gymnasium's vector envs, any id; native: proxima's batched torch envs (CartPole-v1 so far)"""
     async_envs: bool = False
     """run each environment in its own process (Gymnasium's AsyncVectorEnv) instead of in-process"""
     shared_network: bool = False

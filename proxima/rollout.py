@@ -47,9 +47,11 @@ class RolloutCollector:
             step = self.envs.step(actions)
             done = step.terminated | step.truncated
             self._record_episodes(t, step.reward, done)
-            self._discounted_return.mul_(self.gamma).add_(step.reward)
-            reward = norm.reward(step.reward, self._discounted_return)
-            self._discounted_return.masked_fill_(done, 0.0)
+            reward = step.reward
+            if norm.norm_reward:
+                self._discounted_return.mul_(self.gamma).add_(step.reward)
+                reward = norm.reward(step.reward, self._discounted_return)
+                self._discounted_return.masked_fill_(done, 0.0)
             # A time-limit truncation is not the end of the task: the return goes on past the cut, so the
             # target for this step is r + gamma * V(final_obs). A termination's future is worth 0.
             cut = step.truncated & ~step.terminated

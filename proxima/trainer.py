@@ -68,6 +68,7 @@ def train(args: PPOArgs | None = None, **overrides) -> Agent:
     envs = make_vec_env(
         args.env_id,
         args.num_envs,
+        backend=args.env_backend,
         seed=args.seed,
         asynchronous=args.async_envs,
         device=device,

@@ -191,3 +191,23 @@ def test_predict_returns_actions_inside_the_bounds(pendulum_run):
     assert actions.shape == (256, 1) and actions.min() >= -2.0 and actions.max() <= 2.0
     with torch.no_grad():
         agent.model.head.log_std.fill_(0.0)
+
+
+@pytest.mark.parametrize("env_id", ["MountainCarContinuous-v0", "Hopper-v5", "HalfCheetah-v5"])
+def test_trains_saves_and_evaluates_on_continuous_envs(env_id, tmp_path):
+    if env_id.endswith("-v5"):
+        pytest.importorskip("mujoco")  # the mujoco extra, which make installs
+    run_dir = str(tmp_path / "run")
+    proxima.train(
+        env_id=env_id,
+        total_timesteps=1024,
+        num_envs=2,
+        num_steps=256,
+        norm_obs=True,
+        norm_reward=True,
+        run_dir=run_dir,
+    )
+    agent = proxima.load(run_dir)
+    assert agent.action_space.shape == gym.make(env_id).action_space.shape
+    returns = proxima.evaluate(agent, 2, deterministic=True)
+    assert returns.shape == (2,) and np.isfinite(returns).all()

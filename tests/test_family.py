@@ -2,6 +2,8 @@
 estimator against the seeds' own loops, per-network architectures, separate optimizers, presets, and the
 modified Pendulum."""
 
+import dataclasses
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -264,6 +266,8 @@ def test_invalid_family_settings_are_one_line_errors(tmp_path, capsys):
         ["--shared-network", "--value-learning-rate", "1e-3"],
         ["--algo", "reinforce", "--value-learning-rate", "1e-3"],
         ["--hidden-sizes", "0"],
+        ["--env-backend", "jax"],
+        ["--env-backend", "native", "--env-id", "Acrobot-v1"],
     ]
     for flags in cases:
         assert main(["train", *flags, "--run-dir", str(tmp_path / "run")]) == 2, flags
@@ -358,3 +362,9 @@ def test_compare_writes_plot_and_table(tmp_path, capsys):
     ]
     assert main(["compare", "--algos", "dqn", "--output-dir", str(tmp_path / "x")]) == 2
     assert not (tmp_path / "x").exists()
+
+
+def test_seed1_preset_is_exactly_the_defaults():
+    # so tests/test_learning.py's CartPole test (default flags) is this preset's short-budget learning test
+    preset = resolve_args(config="seed1-ppo-cartpole")
+    assert dataclasses.replace(preset, config=None) == PPOArgs()

@@ -142,7 +142,7 @@ def _env_factory(env_id: str, video_dir: str | None):
     return make
 
 
-BACKENDS = ("gymnasium",)
+BACKENDS = ("gymnasium", "native")
 
 
 def make_vec_env(
@@ -157,6 +157,10 @@ def make_vec_env(
 ) -> VecEnv:
     """Build ``num_envs`` copies of ``env_id`` behind the ``VecEnv`` interface; the first ``reset()`` uses ``seed``.
 
+    ``backend="gymnasium"`` wraps Gymnasium's vector envs (any registered id); ``backend="native"`` uses
+    proxima's batched torch implementation (``proxima.envs.native.NATIVE_ENVS``), which steps all envs as
+    tensor ops with no numpy round trip.
+
     ``asynchronous`` runs each copy in its own process (Gymnasium's AsyncVectorEnv), which pays off only when
     one env step costs far more than the inter-process round trip. ``video_dir`` records env 0 there.
     """
@@ -164,6 +168,19 @@ def make_vec_env(
         raise UserError(f"unknown env backend {backend!r}; accepted: {', '.join(BACKENDS)}")
     if num_envs < 1:
         raise UserError(f"num_envs must be a positive integer, got {num_envs}")
+    if backend == "native":
+        from proxima.envs.native import NATIVE_ENVS
+
+        if env_id not in NATIVE_ENVS:
+            raise UserError(
+                f"no native implementation of {env_id!r}; native envs: {', '.join(NATIVE_ENVS)} "
+                "(use --env-backend gymnasium for any other id)"
+            )
+        if asynchronous or video_dir:
+            raise UserError(
+                "native envs run in-process as tensor ops: --async-envs and --capture-video need the gymnasium backend"
+            )
+        return NATIVE_ENVS[env_id](num_envs, seed=seed, device=device)
     return GymnasiumVecEnv(
         env_id, num_envs, asynchronous=asynchronous, seed=seed, device=device, video_dir=video_dir
     )
