@@ -122,6 +122,13 @@ class PPOArgs:
     """toggles linear learning-rate annealing to 0 over the run"""
     target_kl: float | None = None
     """stop an update's epochs early once the approximate KL exceeds this (off by default)"""
+    eval_every: int = 0
+    """every this many updates, evaluate the deterministic policy on --eval-episodes fresh episodes of the
+    training backend and log eval_return (0: never)"""
+    eval_episodes: int = 32
+    """episodes per evaluation during training, one env each"""
+    stop_return: float | None = None
+    """stop training as soon as an evaluation's mean return reaches this (needs --eval-every)"""
     env_backend: Literal["gymnasium", "native"] = "gymnasium"
     """gymnasium: Gymnasium's vector envs, any id; native: proxima's batched torch envs (CartPole-v1 so far)"""
     async_envs: bool = False
@@ -129,7 +136,7 @@ class PPOArgs:
     shared_network: bool = False
     """let the actor and critic share one hidden trunk instead of two separate networks"""
     torch_threads: int = 0
-    """torch's CPU threads; 0 picks 1 for minibatches under 4096 samples (where threads cost more than they
+    """torch's CPU threads; 0 picks 1 for minibatches under 512 samples (where threads cost more than they
     save) and torch's default otherwise"""
 
     @property
@@ -190,6 +197,13 @@ class PPOArgs:
         for name in ("ent_coef", "vf_coef", "max_grad_norm"):
             if getattr(self, name) < 0:
                 raise UserError(f"{name} must be non-negative, got {getattr(self, name)}")
+        if self.eval_every < 0 or self.eval_episodes < 1:
+            raise UserError(
+                f"eval_every must be 0 or a positive number of updates and eval_episodes positive, got "
+                f"{self.eval_every} and {self.eval_episodes}"
+            )
+        if self.stop_return is not None and not self.eval_every:
+            raise UserError("stop_return needs evaluations during training: give --eval-every N as well")
         if self.target_kl is not None and not self.target_kl > 0:
             raise UserError(f"target_kl must be positive when given, got {self.target_kl}")
         if self.batch_size % self.num_minibatches:

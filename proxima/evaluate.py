@@ -1,14 +1,42 @@
-"""Evaluate a trained agent on Gymnasium's own implementation of its environment."""
+"""Evaluation: complete episodes of a policy, on Gymnasium's own env or on any ``VecEnv`` during training."""
 
 from __future__ import annotations
 
-import gymnasium as gym
 import numpy as np
-from gymnasium.vector import AutoresetMode
+import torch
 
 from proxima.agent import Agent
-from proxima.envs.vector import make_single_env
+from proxima.envs.vector import VecEnv, make_vec_env
 from proxima.errors import UserError
+from proxima.networks import ActorCritic
+
+
+@torch.no_grad()
+def run_episodes(
+    model: ActorCritic, envs: VecEnv, episodes: int, *, deterministic: bool, seed: int
+) -> np.ndarray:
+    """Returns of exactly ``episodes`` complete episodes of ``model`` in ``envs``, ordered by env.
+
+    Each env is given a fixed quota of episodes before it starts, so short episodes are not over-counted
+    (taking the first N episodes to finish across envs would favour them). Observations are raw; the
+    model normalizes them with its frozen statistics.
+    """
+    n = envs.num_envs
+    quota = np.array([episodes // n + (i < episodes % n) for i in range(n)])
+    returns: list[list[float]] = [[] for _ in range(n)]
+    running = torch.zeros(n, dtype=torch.float64, device=envs.device)
+    obs = envs.reset(seed=seed)
+    while any(len(r) < q for r, q in zip(returns, quota, strict=True)):
+        step = envs.step(model.predict(obs, deterministic))
+        running += step.reward
+        done = step.terminated | step.truncated
+        if done.any():
+            for i in done.nonzero().flatten().tolist():
+                if len(returns[i]) < quota[i]:
+                    returns[i].append(float(running[i]))
+            running.masked_fill_(done, 0.0)
+        obs = step.obs
+    return np.array([r for env_returns in returns for r in env_returns])
 
 
 def evaluate(
@@ -20,37 +48,18 @@ def evaluate(
     env_id: str | None = None,
     max_envs: int = 16,
 ) -> np.ndarray:
-    """Returns of exactly ``episodes`` complete episodes, run in up to ``max_envs`` envs at once.
-
-    Each env is given a fixed quota of episodes before it starts, so short episodes are not over-counted
-    (taking the first N episodes to finish across envs would favour them).
-    """
+    """Returns of exactly ``episodes`` complete episodes on Gymnasium's own implementation of the env, run in
+    up to ``max_envs`` envs at once."""
     if episodes < 1:
         raise UserError(f"episodes must be a positive integer, got {episodes}")
     env_id = env_id or agent.env_id
-    n = min(episodes, max_envs)
-    quota = np.array([episodes // n + (i < episodes % n) for i in range(n)])
-    envs = gym.vector.SyncVectorEnv(
-        [lambda: make_single_env(env_id) for _ in range(n)], autoreset_mode=AutoresetMode.SAME_STEP
-    )
+    envs = make_vec_env(env_id, min(episodes, max_envs), backend="gymnasium", device=agent.device)
     try:
         if envs.single_observation_space.shape != agent.observation_space.shape:
             raise UserError(
                 f"{env_id} has observations of shape {envs.single_observation_space.shape}, but the agent was "
                 f"trained on shape {agent.observation_space.shape}"
             )
-        obs, _ = envs.reset(seed=seed)
-        running = np.zeros(n)
-        returns: list[list[float]] = [[] for _ in range(n)]
-        done_count = np.zeros(n, dtype=int)
-        while (done_count < quota).any():
-            obs, reward, terminated, truncated, _ = envs.step(agent.predict(obs, deterministic))
-            running += reward
-            for i in np.flatnonzero(terminated | truncated):
-                if done_count[i] < quota[i]:
-                    returns[i].append(float(running[i]))
-                    done_count[i] += 1
-                running[i] = 0.0
+        return run_episodes(agent.model, envs, episodes, deterministic=deterministic, seed=seed)
     finally:
         envs.close()
-    return np.array([r for env_returns in returns for r in env_returns])

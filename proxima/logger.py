@@ -24,6 +24,7 @@ TB_TAGS = {
     "sps": "charts/SPS",
     "episodic_return": "charts/episodic_return",
     "episodic_length": "charts/episodic_length",
+    "eval_return": "charts/eval_return",
 }
 
 

@@ -130,3 +130,10 @@ def test_seed2_reinforce_and_vpg_presets_learn_on_a_short_budget(algo, tmp_path)
         config=f"seed2-{algo}-cartpole", total_timesteps=64 * 256 * 50, run_dir=str(tmp_path / "run")
     )
     assert _last20(tmp_path / "run") > 35
+
+
+def test_cartpole_fast_preset_solves_gymnasium_cartpole(tmp_path):
+    # issue 5's goal, as a test on one seed: the preset's final checkpoint, evaluated deterministically on
+    # 100 episodes of Gymnasium's own CartPole-v1 (not the native env it trained on), scores >= 475
+    agent = proxima.train(config="cartpole-fast", seed=1, run_dir=str(tmp_path / "run"))
+    assert proxima.evaluate(agent, 100, deterministic=True).mean() >= 475

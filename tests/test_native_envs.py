@@ -103,3 +103,40 @@ def test_native_backend_through_make_vec_env_and_training(tmp_path):
         make_vec_env("CartPole-v1", 2, backend="jax")
     agent = proxima.train(env_backend="native", total_timesteps=4096, run_dir=str(tmp_path / "run"))
     assert proxima.evaluate(agent, 2).shape == (2,)  # evaluated on Gymnasium's own CartPole
+
+
+def test_an_envs_episode_starts_do_not_depend_on_its_neighbours():
+    pair, alone = CartPole(2, seed=10), CartPole(1, seed=11)  # env 1 of the pair is seeded 11, like `alone`
+    pair.reset(), alone.reset()
+    starts_pair, starts_alone = [], []
+    for t in range(400):
+        # env 0 of the pair always pushes right and fails every few steps; env 1 and `alone` act alike
+        a = int(t % 7 < 3)
+        s_pair = pair.step(torch.tensor([1, a]))
+        s_alone = alone.step(torch.tensor([a]))
+        if s_pair.terminated[1] or s_pair.truncated[1]:
+            starts_pair.append(s_pair.obs[1])
+        if s_alone.terminated[0] or s_alone.truncated[0]:
+            starts_alone.append(s_alone.obs[0])
+    assert len(starts_pair) >= 3
+    torch.testing.assert_close(torch.stack(starts_pair), torch.stack(starts_alone))
+
+
+def test_evaluation_during_training_and_early_stop(tmp_path):
+    import json
+
+    run = tmp_path / "run"
+    proxima.train(
+        env_backend="native", num_envs=8, num_steps=16, total_timesteps=8 * 16 * 20, eval_every=3,
+        eval_episodes=4, stop_return=5.0, run_dir=str(run),
+    )  # fmt: skip
+    metrics = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert len(metrics) == 3  # any policy lasts 5 steps: the first evaluation stops the run
+    assert "eval_return" in metrics[2] and "eval_return" not in metrics[0]
+    assert metrics[2]["eval_return"] >= 5.0
+    assert (run / "model.safetensors").exists()  # the stopped run still saves its agent
+
+
+def test_stop_return_needs_eval_every():
+    with pytest.raises(UserError, match="needs evaluations"):
+        proxima.train(stop_return=500.0)

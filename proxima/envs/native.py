@@ -6,8 +6,9 @@ Each env auto-resets inside the step that ends its episode (returning the real f
 random stream, so env i's episodes do not depend on how many envs run beside it.
 
 The random streams are counter-based: the k-th draw of env i is a hash of (seed + i, k), computed for all
-envs at once. Draws are made for every env on every step (cheap) and used only where an episode ended,
-which avoids a data-dependent gather and the host synchronisation it would need on a GPU.
+envs at once, and env i's counter advances only when env i resets. So the n-th episode of env i always
+starts from the same state, whatever the other envs do. New initial states are drawn only on steps where
+some episode ended (one ``any()`` check: cheap on a CPU, a host synchronisation on a GPU).
 """
 
 from __future__ import annotations
@@ -52,11 +53,12 @@ class CounterRNG:
         self.key = hash32(hash32(ids) ^ 0x9E3779B9)
         self.counter.zero_()
 
-    def uniform(self, size: int, low: float, high: float, dtype=torch.float64) -> Tensor:
-        """``(num_envs, size)`` uniforms in [low, high); advances every env's stream by ``size`` draws."""
+    def uniform(self, size: int, low: float, high: float, advance: Tensor, dtype=torch.float64) -> Tensor:
+        """``(num_envs, size)`` uniforms in [low, high); the streams of envs where ``advance`` is true move on
+        by ``size`` draws (the other rows are to be discarded)."""
         k = self.counter.unsqueeze(1) + torch.arange(size, device=self.device)
-        bits = hash32(hash32(k ^ self.key.unsqueeze(1)) + self.key.unsqueeze(1))
-        self.counter += size
+        bits = hash32(k * 0x9E3779B1 + self.key.unsqueeze(1))
+        self.counter += advance.to(torch.int64) * size
         return low + (high - low) * (bits >> 8).to(dtype) / float(1 << 24)
 
 
@@ -80,19 +82,21 @@ class NativeVecEnv:
         """Reset all envs; env i's stream is seeded with seed + i (the seed given at construction, if none)."""
         seed, self._seed = (self._seed if seed is None else seed), None
         self.rng.seed(0 if seed is None else seed)
-        self.state = self._initial_state()
+        self.state = self._initial_state(torch.ones(self.num_envs, dtype=torch.bool, device=self.device))
         self.elapsed.zero_()
         return self._observe(self.state)
 
     def step(self, actions: Tensor) -> Step:
         state, reward, terminated = self._dynamics(self.state, actions.to(self.device))
         self.elapsed += 1
-        truncated = (
-            self.elapsed >= self.max_episode_steps
-        )  # as Gymnasium's TimeLimit: may coincide with terminated
+        # as Gymnasium's TimeLimit: truncation may coincide with termination
+        truncated = self.elapsed >= self.max_episode_steps
         done = terminated | truncated
         final_obs = self._observe(state)
-        self.state = torch.where(done.unsqueeze(1), self._initial_state(), state)
+        if not done.any():
+            self.state = state
+            return Step(final_obs, reward, terminated, truncated, final_obs)
+        self.state = torch.where(done.unsqueeze(1), self._initial_state(done), state)
         self.elapsed.masked_fill_(done, 0)
         obs = torch.where(done.unsqueeze(1), self._observe(self.state), final_obs)
         return Step(obs, reward, terminated, truncated, final_obs)
@@ -101,7 +105,8 @@ class NativeVecEnv:
         pass
 
     # --- what each env defines -------------------------------------------------------------------------
-    def _initial_state(self) -> Tensor:
+    def _initial_state(self, reset: Tensor) -> Tensor:
+        """Initial states for every env (rows where ``reset`` is false are discarded); draws from ``self.rng``."""
         raise NotImplementedError
 
     def _dynamics(self, state: Tensor, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -129,8 +134,8 @@ class CartPole(NativeVecEnv):
     single_observation_space = gym.spaces.Box(-_high, _high, dtype=np.float32)
     single_action_space = gym.spaces.Discrete(2)
 
-    def _initial_state(self) -> Tensor:
-        return self.rng.uniform(4, -0.05, 0.05)
+    def _initial_state(self, reset: Tensor) -> Tensor:
+        return self.rng.uniform(4, -0.05, 0.05, advance=reset)
 
     def _dynamics(self, state: Tensor, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         x, x_dot, theta, theta_dot = state.unbind(1)
