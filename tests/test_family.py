@@ -267,7 +267,7 @@ def test_invalid_family_settings_are_one_line_errors(tmp_path, capsys):
         ["--algo", "reinforce", "--value-learning-rate", "1e-3"],
         ["--hidden-sizes", "0"],
         ["--env-backend", "jax"],
-        ["--env-backend", "native", "--env-id", "Acrobot-v1"],
+        ["--env-backend", "native", "--env-id", "Blackjack-v1"],
     ]
     for flags in cases:
         assert main(["train", *flags, "--run-dir", str(tmp_path / "run")]) == 2, flags

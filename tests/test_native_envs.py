@@ -98,7 +98,7 @@ def test_native_backend_through_make_vec_env_and_training(tmp_path):
     envs = make_vec_env("CartPole-v1", 3, backend="native", seed=0)
     assert envs.reset().shape == (3, 4)
     with pytest.raises(UserError, match="no native implementation"):
-        make_vec_env("Acrobot-v1", 2, backend="native")
+        make_vec_env("tests.fixtures.user_envs:UserCartPole-v0", 2, backend="native")
     with pytest.raises(UserError, match="unknown env backend"):
         make_vec_env("CartPole-v1", 2, backend="jax")
     agent = proxima.train(env_backend="native", total_timesteps=4096, run_dir=str(tmp_path / "run"))
@@ -140,3 +140,123 @@ def test_evaluation_during_training_and_early_stop(tmp_path):
 def test_stop_return_needs_eval_every():
     with pytest.raises(UserError, match="needs evaluations"):
         proxima.train(stop_return=500.0)
+
+
+# env id -> (sampler of random states, sampler of random actions, native action as a tensor)
+def _uniform(rng, low, high):
+    return lambda n: rng.uniform(low, high, size=(n, len(low)))
+
+
+_CASES = {
+    "Pendulum-v1": ([-2 * np.pi, -8.0], [2 * np.pi, 8.0], "box", 2.5),
+    "proxima/PendulumDiscrete-v1": ([-2 * np.pi, -8.0], [2 * np.pi, 8.0], 5, None),
+    "MountainCar-v0": ([-1.2, -0.07], [0.6, 0.07], 3, None),
+    "MountainCarContinuous-v0": ([-1.2, -0.07], [0.6, 0.07], "box", 1.5),
+    "Acrobot-v1": ([-np.pi, -np.pi, -4 * np.pi, -9 * np.pi], [np.pi, np.pi, 4 * np.pi, 9 * np.pi], 3, None),
+}
+
+
+def _actions(rng, kind, scale, n):
+    if kind == "box":
+        return rng.uniform(-scale, scale, size=(n, 1)).astype(np.float32)
+    return rng.integers(kind, size=n)
+
+
+def _to_env(action, space):
+    # what proxima's gymnasium backend sends: Box actions clipped to the bounds
+    if isinstance(space, gym.spaces.Box):
+        return np.clip(action, space.low, space.high).astype(np.float32)
+    return int(action)
+
+
+@pytest.mark.parametrize("env_id", list(_CASES))
+def test_native_one_step_matches_gymnasium_from_random_states(env_id):
+    from proxima.envs.native import NATIVE_ENVS
+
+    low, high, kind, scale = _CASES[env_id]
+    rng = np.random.default_rng(0)
+    n = 500
+    states = rng.uniform(low, high, size=(n, len(low)))
+    states[:20, 0] = low[0]  # the left wall of the mountain cars, exactly
+    actions = _actions(rng, kind, scale, n)
+    native = NATIVE_ENVS[env_id](n, seed=0)
+    native.reset()
+    native.state = torch.as_tensor(states)
+    step = native.step(torch.as_tensor(actions))
+    ref = gym.make(env_id)
+    for i in range(n):
+        ref.reset(seed=i)
+        ref.unwrapped.state = states[i].copy()
+        obs, r, term, _, _ = ref.step(_to_env(actions[i], ref.action_space))
+        np.testing.assert_allclose(
+            step.final_obs[i].numpy(), obs, atol=1e-5, rtol=0, err_msg=f"{env_id} state {i}"
+        )
+        assert step.reward[i].item() == pytest.approx(r, abs=1e-5) and bool(step.terminated[i]) == term
+
+
+@pytest.mark.parametrize("env_id", list(_CASES))
+def test_native_rollouts_match_gymnasium_including_time_limits(env_id):
+    from proxima.envs.native import NATIVE_ENVS
+
+    _, _, kind, scale = _CASES[env_id]
+    rng = np.random.default_rng(1)
+    native = NATIVE_ENVS[env_id](1, seed=3)
+    obs = native.reset()[0]
+    ref = gym.make(env_id)
+    ends = set()
+    for _episode in range(2):
+        ref.reset(seed=0)
+        ref.unwrapped.state = native.state[0].numpy().copy()
+        for _t in range(1000):
+            a = _actions(rng, kind, scale, 1)
+            step = native.step(torch.as_tensor(a))
+            ref_obs, r, term, trunc, _ = ref.step(_to_env(a[0], ref.action_space))
+            np.testing.assert_allclose(step.final_obs[0].numpy(), ref_obs, atol=1e-5, rtol=0)
+            assert step.reward[0].item() == pytest.approx(r, abs=1e-5)
+            assert (bool(step.terminated[0]), bool(step.truncated[0])) == (term, trunc)
+            if term or trunc:
+                ends.add("terminated" if term else "truncated")
+                break
+    assert "truncated" in ends or env_id == "Acrobot-v1"  # random play rarely swings the acrobot up in time
+    assert obs.shape == native.single_observation_space.shape
+
+
+@pytest.mark.parametrize("probe", ["Probe1", "Probe2", "Probe3", "Probe4", "Probe5", "ProbeContinuous"])
+def test_native_probes_match_the_gymnasium_probes(probe):
+    from proxima.envs.native import NATIVE_ENVS
+
+    env_id = f"proxima/{probe}-v0"
+    n = 64
+    native = NATIVE_ENVS[env_id](n, seed=0)
+    ref = gym.make(env_id)
+    rng = np.random.default_rng(0)
+    obs = native.reset()
+    firsts = set()
+    for _ in range(4):
+        if probe == "ProbeContinuous":
+            actions = torch.as_tensor(rng.uniform(-3, 3, size=(n, 1)), dtype=torch.float32)
+        else:
+            actions = torch.as_tensor(rng.integers(native.single_action_space.n, size=n))
+        step = native.step(actions)
+        for i in range(n):
+            ref.reset(seed=0)
+            ref.unwrapped._obs = float(obs[i, 0])
+            firsts.add(float(obs[i, 0]))
+            ref_obs, r, term, trunc, _ = ref.step(_to_env(actions[i].numpy(), ref.action_space))
+            np.testing.assert_allclose(step.final_obs[i].numpy(), ref_obs, atol=1e-6)
+            assert (
+                step.reward[i].item(),
+                bool(step.terminated[i]),
+                bool(step.truncated[i]),
+            ) == pytest.approx((r, term, trunc))
+        obs = step.obs
+    expected_firsts = {"Probe2": {-1.0, 1.0}, "Probe5": {0.0, 1.0}, "Probe3": {0.0, 1.0}}
+    assert firsts == expected_firsts.get(probe, {0.0})
+
+
+def test_ppo_passes_probe_1_on_the_native_backend(tmp_path):
+    model = proxima.train(
+        env_id="proxima/Probe1-v0", env_backend="native", total_timesteps=10_000, run_dir=str(tmp_path / "r")
+    ).model
+    with torch.no_grad():
+        torch.testing.assert_close(model.value(torch.zeros(1, 1)), torch.ones(1), atol=1e-4, rtol=0)

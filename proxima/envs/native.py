@@ -76,6 +76,13 @@ class NativeVecEnv:
         self._seed = seed
         self.rng = CounterRNG(num_envs, self.device)
         self.state = torch.zeros(num_envs, self.state_dim, dtype=torch.float64, device=self.device)
+        if isinstance(self.single_action_space, gym.spaces.Box):
+            self._action_low = torch.as_tensor(
+                self.single_action_space.low, dtype=torch.float64, device=self.device
+            )
+            self._action_high = torch.as_tensor(
+                self.single_action_space.high, dtype=torch.float64, device=self.device
+            )
         self.elapsed = torch.zeros(num_envs, dtype=torch.int64, device=self.device)
 
     def reset(self, seed: int | None = None) -> Tensor:
@@ -87,7 +94,10 @@ class NativeVecEnv:
         return self._observe(self.state)
 
     def step(self, actions: Tensor) -> Step:
-        state, reward, terminated = self._dynamics(self.state, actions.to(self.device))
+        actions = actions.to(self.device)
+        if isinstance(self.single_action_space, gym.spaces.Box):  # what a Gymnasium env would receive
+            actions = actions.to(torch.float64).clamp(self._action_low, self._action_high)
+        state, reward, terminated = self._dynamics(self.state, actions)
         self.elapsed += 1
         # as Gymnasium's TimeLimit: truncation may coincide with termination
         truncated = self.elapsed >= self.max_episode_steps
@@ -156,4 +166,249 @@ class CartPole(NativeVecEnv):
         return next_state, reward, terminated
 
 
-NATIVE_ENVS = {"CartPole-v1": CartPole}
+def _angle_normalize(x: Tensor) -> Tensor:
+    return torch.remainder(x + math.pi, 2 * math.pi) - math.pi
+
+
+class Pendulum(NativeVecEnv):
+    """Gymnasium's Pendulum-v1: torque in [-2, 2], g = 10, 200 steps; it never terminates."""
+
+    max_episode_steps = 200
+    state_dim = 2
+    max_speed, max_torque, dt, g, m, length = 8.0, 2.0, 0.05, 10.0, 1.0, 1.0
+    single_observation_space = gym.spaces.Box(
+        np.array([-1.0, -1.0, -8.0], dtype=np.float32), np.array([1.0, 1.0, 8.0], dtype=np.float32)
+    )
+    single_action_space = gym.spaces.Box(-2.0, 2.0, shape=(1,), dtype=np.float32)
+
+    def _initial_state(self, reset: Tensor) -> Tensor:
+        u = self.rng.uniform(2, 0.0, 1.0, advance=reset)
+        return torch.stack((math.pi * (2 * u[:, 0] - 1), 2 * u[:, 1] - 1), dim=1)
+
+    def _torque(self, actions: Tensor) -> Tensor:
+        return actions.reshape(-1).to(torch.float64)
+
+    def _dynamics(self, state: Tensor, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        th, thdot = state.unbind(1)
+        # Gymnasium receives a float32 torque, and under NumPy 2's promotion rules the terms in u stay float32
+        # while the rest is float64; rounding them the same way keeps long rollouts within 1e-5 of it.
+        u = self._torque(actions).to(torch.float32)
+        costs = _angle_normalize(th) ** 2 + 0.1 * thdot**2 + (0.001 * u**2).double()
+        push = (3.0 / (self.m * self.length**2) * u).double()
+        newthdot = thdot + (3 * self.g / (2 * self.length) * torch.sin(th) + push) * self.dt
+        newthdot = newthdot.clamp(-self.max_speed, self.max_speed)
+        newth = th + newthdot * self.dt
+        terminated = torch.zeros(state.shape[0], dtype=torch.bool, device=state.device)
+        return torch.stack((newth, newthdot), dim=1), (-costs).to(torch.float32), terminated
+
+    def _observe(self, state: Tensor) -> Tensor:
+        th, thdot = state.unbind(1)
+        return torch.stack((torch.cos(th), torch.sin(th), thdot), dim=1).to(torch.float32)
+
+
+class PendulumDiscrete(Pendulum):
+    """``proxima/PendulumDiscrete-v1``: 5 torques, angular velocity / 8, reward / 10 (seed 002)."""
+
+    single_observation_space = gym.spaces.Box(-1.0, 1.0, shape=(3,), dtype=np.float32)
+    single_action_space = gym.spaces.Discrete(5)
+
+    def _torque(self, actions: Tensor) -> Tensor:
+        return actions.to(torch.float64) - 2.0  # action i -> torque i - 2, i.e. -2, -1, 0, 1, 2
+
+    def _dynamics(self, state, actions):
+        next_state, reward, terminated = super()._dynamics(state, actions)
+        return next_state, reward / 10, terminated
+
+    def _observe(self, state: Tensor) -> Tensor:
+        return super()._observe(state) * torch.tensor([1.0, 1.0, 1 / 8], device=state.device)
+
+
+class MountainCar(NativeVecEnv):
+    """Gymnasium's MountainCar-v0: push left, none or right; -1 per step until the flag; 200 steps."""
+
+    max_episode_steps = 200
+    state_dim = 2
+    min_position, max_position, max_speed, goal_position, goal_velocity = -1.2, 0.6, 0.07, 0.5, 0.0
+    force, gravity = 0.001, 0.0025
+    single_observation_space = gym.spaces.Box(
+        np.array([-1.2, -0.07], dtype=np.float32), np.array([0.6, 0.07], dtype=np.float32)
+    )
+    single_action_space = gym.spaces.Discrete(3)
+
+    def _initial_state(self, reset: Tensor) -> Tensor:
+        position = self.rng.uniform(1, -0.6, -0.4, advance=reset)
+        return torch.cat((position, torch.zeros_like(position)), dim=1)
+
+    def _push(self, actions: Tensor) -> Tensor:
+        return (actions.to(torch.float64) - 1) * self.force
+
+    def _reward(self, actions: Tensor, terminated: Tensor) -> Tensor:
+        return -torch.ones(terminated.shape[0], dtype=torch.float32, device=terminated.device)
+
+    def _dynamics(self, state: Tensor, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        position, velocity = state.unbind(1)
+        velocity = velocity + self._push(actions) + torch.cos(3 * position) * (-self.gravity)
+        velocity = velocity.clamp(-self.max_speed, self.max_speed)
+        position = (position + velocity).clamp(self.min_position, self.max_position)
+        velocity = torch.where((position == self.min_position) & (velocity < 0), 0.0, velocity)
+        terminated = (position >= self.goal_position) & (velocity >= self.goal_velocity)
+        return torch.stack((position, velocity), dim=1), self._reward(actions, terminated), terminated
+
+
+class MountainCarContinuous(MountainCar):
+    """Gymnasium's MountainCarContinuous-v0: force in [-1, 1]; +100 at the flag, -0.1 * force^2; 999 steps."""
+
+    max_episode_steps = 999
+    goal_position, power = 0.45, 0.0015
+    single_action_space = gym.spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
+
+    def _push(self, actions: Tensor) -> Tensor:
+        return (actions.reshape(-1).to(torch.float32) * self.power).double()  # float32, as in Gymnasium
+
+    def _reward(self, actions: Tensor, terminated: Tensor) -> Tensor:
+        return (100.0 * terminated - 0.1 * actions.reshape(-1) ** 2).to(torch.float32)
+
+
+class Acrobot(NativeVecEnv):
+    """Gymnasium's Acrobot-v1 ("book" dynamics, RK4 over dt = 0.2, no torque noise); 500 steps."""
+
+    max_episode_steps = 500
+    state_dim = 4
+    dt, l1, m1, m2, lc1, lc2, moi, g = 0.2, 1.0, 1.0, 1.0, 0.5, 0.5, 1.0, 9.8
+    max_vel_1, max_vel_2 = 4 * math.pi, 9 * math.pi
+    _high = np.array([1.0, 1.0, 1.0, 1.0, 4 * math.pi, 9 * math.pi], dtype=np.float32)
+    single_observation_space = gym.spaces.Box(-_high, _high, dtype=np.float32)
+    single_action_space = gym.spaces.Discrete(3)
+
+    def _initial_state(self, reset: Tensor) -> Tensor:
+        return self.rng.uniform(4, -0.1, 0.1, advance=reset)
+
+    def _derivatives(self, s: Tensor, torque: Tensor) -> Tensor:
+        m1, m2, l1, lc1, lc2, moi, g = self.m1, self.m2, self.l1, self.lc1, self.lc2, self.moi, self.g
+        theta1, theta2, dtheta1, dtheta2 = s.unbind(1)
+        d1 = m1 * lc1**2 + m2 * (l1**2 + lc2**2 + 2 * l1 * lc2 * torch.cos(theta2)) + moi + moi
+        d2 = m2 * (lc2**2 + l1 * lc2 * torch.cos(theta2)) + moi
+        phi2 = m2 * lc2 * g * torch.cos(theta1 + theta2 - math.pi / 2.0)
+        phi1 = (
+            -m2 * l1 * lc2 * dtheta2**2 * torch.sin(theta2)
+            - 2 * m2 * l1 * lc2 * dtheta2 * dtheta1 * torch.sin(theta2)
+            + (m1 * lc1 + m2 * l1) * g * torch.cos(theta1 - math.pi / 2)
+            + phi2
+        )
+        ddtheta2 = (torque + d2 / d1 * phi1 - m2 * l1 * lc2 * dtheta1**2 * torch.sin(theta2) - phi2) / (
+            m2 * lc2**2 + moi - d2**2 / d1
+        )
+        ddtheta1 = -(d2 * ddtheta2 + phi1) / d1
+        return torch.stack((dtheta1, dtheta2, ddtheta1, ddtheta2), dim=1)
+
+    def _dynamics(self, state: Tensor, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        torque = actions.to(torch.float64) - 1.0  # actions 0, 1, 2 -> torques -1, 0, 1
+        dt = self.dt
+        k1 = self._derivatives(state, torque)
+        k2 = self._derivatives(state + dt / 2 * k1, torque)
+        k3 = self._derivatives(state + dt / 2 * k2, torque)
+        k4 = self._derivatives(state + dt * k3, torque)
+        ns = state + dt / 6.0 * (k1 + 2 * k2 + 2 * k3 + k4)
+        theta1, theta2 = _wrap(ns[:, 0]), _wrap(ns[:, 1])
+        ns = torch.stack(
+            (
+                theta1,
+                theta2,
+                ns[:, 2].clamp(-self.max_vel_1, self.max_vel_1),
+                ns[:, 3].clamp(-self.max_vel_2, self.max_vel_2),
+            ),
+            dim=1,
+        )
+        terminated = -torch.cos(theta1) - torch.cos(theta2 + theta1) > 1.0
+        reward = torch.where(terminated, 0.0, -1.0).to(torch.float32)
+        return ns, reward, terminated
+
+    def _observe(self, state: Tensor) -> Tensor:
+        t1, t2, d1, d2 = state.unbind(1)
+        return torch.stack((torch.cos(t1), torch.sin(t1), torch.cos(t2), torch.sin(t2), d1, d2), dim=1).to(
+            torch.float32
+        )
+
+
+def _wrap(x: Tensor) -> Tensor:
+    """Gymnasium's ``wrap(x, -pi, pi)``: shift by 2 pi until inside, leaving values already inside alone."""
+    return torch.where((x > math.pi) | (x < -math.pi), torch.remainder(x + math.pi, 2 * math.pi) - math.pi, x)
+
+
+class _NativeProbe(NativeVecEnv):
+    """Base of the native probes (see ``proxima.envs.probes``): state = (observation, steps taken)."""
+
+    max_episode_steps = 2**62  # probes end themselves; no time limit
+    state_dim = 2
+    single_observation_space = gym.spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
+    single_action_space = gym.spaces.Discrete(1)
+
+    def _first_obs(self, reset: Tensor) -> Tensor:
+        return torch.zeros(self.num_envs, dtype=torch.float64, device=self.device)
+
+    def _initial_state(self, reset: Tensor) -> Tensor:
+        obs = self._first_obs(reset)
+        return torch.stack((obs, torch.zeros_like(obs)), dim=1)
+
+    def _observe(self, state: Tensor) -> Tensor:
+        return state[:, :1].to(torch.float32)
+
+    def _one_step(self, state: Tensor, reward: Tensor):
+        done = torch.ones(state.shape[0], dtype=torch.bool, device=state.device)
+        return state, reward.to(torch.float32), done
+
+
+class Probe1(_NativeProbe):
+    def _dynamics(self, state, actions):
+        return self._one_step(state, torch.ones_like(state[:, 0]))
+
+
+class Probe2(_NativeProbe):
+    def _first_obs(self, reset: Tensor) -> Tensor:
+        return torch.where(self.rng.uniform(1, 0.0, 1.0, advance=reset)[:, 0] < 0.5, -1.0, 1.0).double()
+
+    def _dynamics(self, state, actions):
+        return self._one_step(state, state[:, 0])
+
+
+class Probe3(_NativeProbe):
+    def _dynamics(self, state, actions):
+        first = state[:, 1] == 0  # obs 0, reward 0, then obs 1, reward 1 and the end
+        next_state = torch.where(first.unsqueeze(1), state.new_tensor([1.0, 1.0]), state)
+        return next_state, torch.where(first, 0.0, 1.0).to(torch.float32), ~first
+
+
+class Probe4(_NativeProbe):
+    single_action_space = gym.spaces.Discrete(2)
+
+    def _dynamics(self, state, actions):
+        return self._one_step(state, torch.where(actions == 1, 1.0, -1.0))
+
+
+class Probe5(Probe4):
+    def _first_obs(self, reset: Tensor) -> Tensor:
+        return (self.rng.uniform(1, 0.0, 1.0, advance=reset)[:, 0] < 0.5).double()
+
+    def _dynamics(self, state, actions):
+        return self._one_step(state, torch.where(actions == state[:, 0].long(), 1.0, -1.0))
+
+
+class ProbeContinuous(_NativeProbe):
+    single_action_space = gym.spaces.Box(-2.0, 2.0, shape=(1,), dtype=np.float32)
+
+    def _dynamics(self, state, actions):
+        return self._one_step(state, -((actions.reshape(-1) - 0.5) ** 2))
+
+
+NATIVE_ENVS = {
+    **{
+        f"proxima/Probe{i}-v0": cls for i, cls in enumerate([Probe1, Probe2, Probe3, Probe4, Probe5], start=1)
+    },
+    "proxima/ProbeContinuous-v0": ProbeContinuous,
+    "CartPole-v1": CartPole,
+    "Acrobot-v1": Acrobot,
+    "MountainCar-v0": MountainCar,
+    "MountainCarContinuous-v0": MountainCarContinuous,
+    "Pendulum-v1": Pendulum,
+    "proxima/PendulumDiscrete-v1": PendulumDiscrete,
+}
