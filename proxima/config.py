@@ -129,8 +129,9 @@ class PPOArgs:
     """episodes per evaluation during training, one env each"""
     stop_return: float | None = None
     """stop training as soon as an evaluation's mean return reaches this (needs --eval-every)"""
-    env_backend: Literal["gymnasium", "native"] = "gymnasium"
-    """gymnasium: Gymnasium's vector envs, any id; native: proxima's batched torch envs (CartPole-v1 so far)"""
+    env_backend: Literal["auto", "gymnasium", "native"] = "auto"
+    """native: proxima's batched torch envs (classic control, PendulumDiscrete, probes); gymnasium: Gymnasium's
+    vector envs, any id; auto: native where it exists (and without --async-envs or --capture-video)"""
     async_envs: bool = False
     """run each environment in its own process (Gymnasium's AsyncVectorEnv) instead of in-process"""
     shared_network: bool = False

@@ -19,7 +19,7 @@ def test_vector_env_matches_single_envs_and_never_returns_a_reset_step(asynchron
     """Step N Gymnasium envs one by one beside the vector env: same obs, rewards and flags, and every
     episode's final observation; no step of the vector env is the NEXT_STEP reset step (reward 0)."""
     n, seed = 3, 11
-    venv = make_vec_env(SHORT, n, seed=seed, asynchronous=asynchronous)
+    venv = make_vec_env(SHORT, n, seed=seed, asynchronous=asynchronous, backend="gymnasium")
     singles = [gym.make(SHORT) for _ in range(n)]
     obs = venv.reset()
     ref = [e.reset(seed=seed + i)[0] for i, e in enumerate(singles)]
@@ -44,7 +44,7 @@ def test_vector_env_matches_single_envs_and_never_returns_a_reset_step(asynchron
 
 
 def test_final_obs_is_obs_when_nothing_ended():
-    venv = make_vec_env("CartPole-v1", 2, seed=0)
+    venv = make_vec_env("CartPole-v1", 2, seed=0, backend="gymnasium")
     venv.reset()
     step = venv.step(torch.tensor([0, 1]))
     assert step.final_obs is step.obs
@@ -110,4 +110,4 @@ def test_training_with_async_envs_matches_sync(tmp_path):
         lines = (tmp_path / name / "metrics.jsonl").read_text().splitlines()
         return [{k: v for k, v in json.loads(line).items() if k not in ("time_s", "sps")} for line in lines]
 
-    assert metrics("sync") == metrics("async", async_envs=True)
+    assert metrics("sync", env_backend="gymnasium") == metrics("async", async_envs=True)

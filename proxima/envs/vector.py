@@ -142,14 +142,26 @@ def _env_factory(env_id: str, video_dir: str | None):
     return make
 
 
-BACKENDS = ("gymnasium", "native")
+BACKENDS = ("auto", "gymnasium", "native")
+
+
+def resolve_backend(
+    env_id: str, backend: str = "auto", *, asynchronous: bool = False, video: bool = False
+) -> str:
+    """``auto`` is ``native`` for the ids proxima implements in torch (shown step for step identical to
+    Gymnasium's in tests/test_native_envs.py), unless processes or video are asked for; else ``gymnasium``."""
+    if backend != "auto":
+        return backend
+    from proxima.envs.native import NATIVE_ENVS
+
+    return "native" if env_id in NATIVE_ENVS and not asynchronous and not video else "gymnasium"
 
 
 def make_vec_env(
     env_id: str,
     num_envs: int,
     *,
-    backend: str = "gymnasium",
+    backend: str = "auto",
     seed: int | None = None,
     asynchronous: bool = False,
     device: torch.device | str = "cpu",
@@ -159,13 +171,14 @@ def make_vec_env(
 
     ``backend="gymnasium"`` wraps Gymnasium's vector envs (any registered id); ``backend="native"`` uses
     proxima's batched torch implementation (``proxima.envs.native.NATIVE_ENVS``), which steps all envs as
-    tensor ops with no numpy round trip.
+    tensor ops with no numpy round trip; ``"auto"`` (the default) picks native where it exists.
 
     ``asynchronous`` runs each copy in its own process (Gymnasium's AsyncVectorEnv), which pays off only when
     one env step costs far more than the inter-process round trip. ``video_dir`` records env 0 there.
     """
     if backend not in BACKENDS:
         raise UserError(f"unknown env backend {backend!r}; accepted: {', '.join(BACKENDS)}")
+    backend = resolve_backend(env_id, backend, asynchronous=asynchronous, video=video_dir is not None)
     if num_envs < 1:
         raise UserError(f"num_envs must be a positive integer, got {num_envs}")
     if backend == "native":
