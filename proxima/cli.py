@@ -23,6 +23,7 @@ commands:
   train   train an agent (proxima train --help lists every flag)
   eval    evaluate a trained agent on Gymnasium's own env (proxima eval --help)
   compare train several algorithms over several seeds and plot their learning curves (proxima compare --help)
+  plot    overlay the learning curves of runs: proxima plot RUN_DIR... --output FILE.png
   presets list the presets that `proxima train --config NAME` accepts; `proxima presets NAME` shows one
 """
 
@@ -141,6 +142,32 @@ def cmd_eval(argv: list[str]) -> int:
     return 0
 
 
+@dataclass
+class PlotArgs:
+    run_dirs: Annotated[tuple[str, ...], tyro.conf.Positional]
+    """one or more run directories written by `proxima train`"""
+    output: str = "learning_curves.png"
+    """the PNG to write"""
+
+
+def cmd_plot(argv: list[str]) -> int:
+    import os
+
+    from proxima.plotting import plot_runs
+
+    args = _parse(PlotArgs, argv, "proxima plot")
+    if not args.run_dirs:
+        raise UserError("give at least one run directory")
+    if not args.output.endswith(".png"):
+        raise UserError(f"--output must be a .png file, got {args.output!r}")
+    labels = [os.path.basename(os.path.normpath(d)) for d in args.run_dirs]
+    if len(set(labels)) < len(labels):  # same last component: label by the whole path
+        labels = list(args.run_dirs)
+    plot_runs({label: [d] for label, d in zip(labels, args.run_dirs, strict=True)}, args.output)
+    print(f"wrote {args.output}")
+    return 0
+
+
 def cmd_compare(argv: list[str]) -> int:
     from proxima.compare import CompareArgs, compare
 
@@ -149,7 +176,13 @@ def cmd_compare(argv: list[str]) -> int:
     return 0
 
 
-COMMANDS = {"train": cmd_train, "eval": cmd_eval, "presets": cmd_presets, "compare": cmd_compare}
+COMMANDS = {
+    "train": cmd_train,
+    "eval": cmd_eval,
+    "presets": cmd_presets,
+    "compare": cmd_compare,
+    "plot": cmd_plot,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

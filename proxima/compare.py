@@ -6,8 +6,6 @@ run can later be evaluated, plotted or inspected like any other.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import time
 from dataclasses import dataclass
@@ -54,6 +52,7 @@ def compare(args: CompareArgs) -> str:
             seed=seed,
             total_timesteps=args.total_timesteps,
             run_dir=os.path.join(out, f"{algo}__seed{seed}"),
+            quiet=True,
         ).validate()
         for algo in args.algos
         for seed in range(1, args.seeds + 1)
@@ -63,8 +62,7 @@ def compare(args: CompareArgs) -> str:
     results = []
     for (algo, seed), config in configs.items():
         start = time.perf_counter()
-        with contextlib.redirect_stdout(io.StringIO()):
-            train(config)
+        train(config)
         wall = time.perf_counter() - start
         results.append(
             {"algo": algo, "seed": seed, "final_return": final_return(config.run_dir), "wall_s": wall}

@@ -136,6 +136,8 @@ class PPOArgs:
     """run each environment in its own process (Gymnasium's AsyncVectorEnv) instead of in-process"""
     shared_network: bool = False
     """let the actor and critic share one hidden trunk instead of two separate networks"""
+    quiet: bool = False
+    """no console output (no progress bar or progress lines); the run directory still gets everything"""
     torch_threads: int = 0
     """torch's CPU threads; 0 picks 1 for minibatches under 512 samples (where threads cost more than they
     save) and torch's default otherwise"""

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import sys
 
 # metrics.jsonl key -> TensorBoard tag (detail #12's debug variables, plus episode statistics)
 TB_TAGS = {
@@ -34,9 +33,8 @@ def _json_number(x):
 
 
 class RunLogger:
-    def __init__(self, run_dir: str, config: dict, tensorboard: bool = True, console: bool = True):
+    def __init__(self, run_dir: str, config: dict, tensorboard: bool = True):
         self.run_dir = run_dir
-        self.console = console
         self._metrics = open(os.path.join(run_dir, "metrics.jsonl"), "w")
         self._episodes = open(os.path.join(run_dir, "episodes.jsonl"), "w")
         self._writer = None
@@ -64,10 +62,6 @@ class RunLogger:
                 json.dumps({"global_step": global_step, "return": ret, "length": length}) + "\n"
             )
         self._episodes.flush()
-
-    def print(self, line: str) -> None:
-        if self.console:
-            print(line, file=sys.stdout, flush=True)
 
     def close(self) -> None:
         self._metrics.close()

@@ -22,6 +22,7 @@ from proxima.logger import RunLogger
 from proxima.losses import explained_variance
 from proxima.networks import ActorCritic, NetworkSpec
 from proxima.optim import LinearLR, make_adam
+from proxima.progress import ProgressReport
 from proxima.rollout import RolloutCollector
 
 
@@ -109,7 +110,7 @@ def _train(args: PPOArgs, envs, run_dir: str, device: torch.device) -> Agent:
     wandb_run = _init_wandb(args, run_dir) if args.track else None  # before TensorBoard, which it mirrors
     logger = RunLogger(run_dir, args.to_json())
     agent = Agent(model, args.env_id, envs.single_observation_space, envs.single_action_space)
-    print_every = max(1, args.num_updates // 20)
+    report = ProgressReport(args.num_updates * args.batch_size, args.num_updates, quiet=args.quiet)
     evaluator = _Evaluator(args, device) if args.eval_every else None
     start, global_step = time.perf_counter(), 0
     try:
@@ -150,21 +151,17 @@ def _train(args: PPOArgs, envs, run_dir: str, device: torch.device) -> Agent:
                 solved = args.stop_return is not None and record["eval_return"] >= args.stop_return
             logger.log_update(record)
             logger.log_episodes(global_step, episode_returns, episode_lengths)
-            if update % print_every == 0 or update == args.num_updates or solved:
-                ret = record["episodic_return"]
-                logger.print(
-                    f"global_step={global_step} episodic_return={'n/a' if ret is None else f'{ret:.1f}'} "
-                    f"SPS={record['sps']:.0f}"
-                    + (f" eval_return={record['eval_return']:.1f}" if "eval_return" in record else "")
-                )
+            report.update(update, record, episode_returns, force=solved)
             if solved:
-                logger.print(
+                report.message(
                     f"stopping: eval_return {record['eval_return']:.1f} >= stop_return {args.stop_return}"
                 )
                 break
         agent.save(run_dir, global_step=global_step)
-        logger.print(f"saved agent to {run_dir}")
+        report.close()
+        report.message(f"saved agent to {run_dir}")
     finally:
+        report.close()
         logger.close()
         if wandb_run is not None:
             wandb_run.finish()
