@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
+import os
 import sys
 from dataclasses import dataclass
 from typing import Annotated
@@ -91,6 +92,8 @@ class EvalArgs:
     """take the most probable action instead of sampling"""
     seed: int = 0
     """seed of the evaluation envs"""
+    video: bool = False
+    """record env 0's episodes as MP4 into RUN_DIR/eval-videos (needs the video extra)"""
 
 
 def parse_train_args(argv: list[str], prog: str = "proxima train"):
@@ -134,11 +137,17 @@ def cmd_eval(argv: list[str]) -> int:
 
     args = _parse(EvalArgs, argv, "proxima eval")
     agent = load(args.run_dir)
-    returns = evaluate(agent, args.episodes, deterministic=args.deterministic, seed=args.seed)
+    video_dir = os.path.join(args.run_dir, "eval-videos") if args.video else None
+    returns = evaluate(
+        agent, args.episodes, deterministic=args.deterministic, seed=args.seed, video_dir=video_dir
+    )
     print(
         f"{agent.env_id}: mean_return={returns.mean():.2f} std_return={returns.std():.2f} "
         f"episodes={len(returns)} deterministic={args.deterministic}"
     )
+    if video_dir is not None:
+        videos = sorted(f for f in os.listdir(video_dir) if f.endswith(".mp4"))
+        print(f"videos: {', '.join(os.path.join(video_dir, f) for f in videos)}")
     return 0
 
 
@@ -151,8 +160,6 @@ class PlotArgs:
 
 
 def cmd_plot(argv: list[str]) -> int:
-    import os
-
     from proxima.plotting import plot_runs
 
     args = _parse(PlotArgs, argv, "proxima plot")

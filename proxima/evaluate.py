@@ -47,13 +47,23 @@ def evaluate(
     seed: int = 0,
     env_id: str | None = None,
     max_envs: int = 16,
+    video_dir: str | None = None,
 ) -> np.ndarray:
     """Returns of exactly ``episodes`` complete episodes on Gymnasium's own implementation of the env, run in
-    up to ``max_envs`` envs at once."""
+    up to ``max_envs`` envs at once; with ``video_dir``, every episode env 0 plays is recorded there as an
+    MP4 (through the env's rgb_array rendering)."""
     if episodes < 1:
         raise UserError(f"episodes must be a positive integer, got {episodes}")
     env_id = env_id or agent.env_id
-    envs = make_vec_env(env_id, min(episodes, max_envs), backend="gymnasium", device=agent.device)
+    n = min(episodes, max_envs)
+    envs = make_vec_env(
+        env_id,
+        n,
+        backend="gymnasium",
+        device=agent.device,
+        video_dir=video_dir,
+        video_episodes=-(-episodes // n),
+    )
     try:
         if envs.single_observation_space.shape != agent.observation_space.shape:
             raise UserError(

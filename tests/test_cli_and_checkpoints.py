@@ -257,3 +257,14 @@ def test_track_logs_to_wandb_offline(tmp_path, monkeypatch):
     proxima.train(total_timesteps=512, run_dir=str(run_dir), track=True, num_steps=128)
     runs = list((run_dir / "wandb").glob("offline-run-*"))
     assert len(runs) == 1 and any(runs[0].glob("*.wandb"))
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
+def test_eval_video_writes_an_mp4_per_episode_of_env_0(env_id, tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    proxima.train(env_id=env_id, total_timesteps=1024, quiet=True, run_dir=str(run_dir))
+    assert main(["eval", str(run_dir), "--episodes", "2", "--video"]) == 0
+    videos = sorted(p.name for p in (run_dir / "eval-videos").iterdir())
+    assert videos == ["rl-video-episode-0.mp4"]  # 2 episodes over 2 envs: env 0 plays one
+    assert (run_dir / "eval-videos" / videos[0]).stat().st_size > 1000
+    assert "eval-videos/rl-video-episode-0.mp4" in capsys.readouterr().out

@@ -14,6 +14,7 @@ into the loop unchanged.
 
 from __future__ import annotations
 
+import os
 from typing import NamedTuple, Protocol
 
 import gymnasium as gym
@@ -88,12 +89,13 @@ class GymnasiumVecEnv:
         seed: int | None = None,
         device: torch.device | str = "cpu",
         video_dir: str | None = None,
+        video_episodes: int | None = None,
     ):
         self._seed = seed
         probe = make_single_env(env_id)  # fail fast, in this process, on a bad id or unsupported spaces
         check_spaces(probe.observation_space, probe.action_space)
         probe.close()
-        fns = [_env_factory(env_id, video_dir if i == 0 else None) for i in range(num_envs)]
+        fns = [_env_factory(env_id, video_dir if i == 0 else None, video_episodes) for i in range(num_envs)]
         vector_cls = gym.vector.AsyncVectorEnv if asynchronous else gym.vector.SyncVectorEnv
         self.envs = vector_cls(fns, autoreset_mode=AutoresetMode.SAME_STEP)
         self.num_envs = num_envs
@@ -132,12 +134,16 @@ class GymnasiumVecEnv:
         self.envs.close()
 
 
-def _env_factory(env_id: str, video_dir: str | None):
+def _env_factory(env_id: str, video_dir: str | None, video_episodes: int | None = None):
+    """``video_episodes``: record the first that many episodes; None: Gymnasium's 0, 1, 8, 27, ... schedule."""
+
     def make() -> gym.Env:
         if video_dir is None:
             return make_single_env(env_id)
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # rgb_array needs no display; keeps SDL quiet
         env = make_single_env(env_id, render_mode="rgb_array")
-        return gym.wrappers.RecordVideo(env, video_dir, disable_logger=True)
+        trigger = None if video_episodes is None else (lambda episode: episode < video_episodes)
+        return gym.wrappers.RecordVideo(env, video_dir, episode_trigger=trigger, disable_logger=True)
 
     return make
 
@@ -166,6 +172,7 @@ def make_vec_env(
     asynchronous: bool = False,
     device: torch.device | str = "cpu",
     video_dir: str | None = None,
+    video_episodes: int | None = None,
 ) -> VecEnv:
     """Build ``num_envs`` copies of ``env_id`` behind the ``VecEnv`` interface; the first ``reset()`` uses ``seed``.
 
@@ -195,5 +202,11 @@ def make_vec_env(
             )
         return NATIVE_ENVS[env_id](num_envs, seed=seed, device=device)
     return GymnasiumVecEnv(
-        env_id, num_envs, asynchronous=asynchronous, seed=seed, device=device, video_dir=video_dir
+        env_id,
+        num_envs,
+        asynchronous=asynchronous,
+        seed=seed,
+        device=device,
+        video_dir=video_dir,
+        video_episodes=video_episodes,
     )
