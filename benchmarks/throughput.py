@@ -1,9 +1,11 @@
-"""Full-loop throughput: env steps per second of rollout plus update, default PPO flags, CartPole-v1.
+"""Full-loop throughput: env steps per second of rollout plus update.
 
 Runs `proxima train` as a user would (timed from process start, so imports and set-up count) and also
 reports the steady-state SPS that the run itself logs. Peak RSS is read from the child's rusage.
 
-    .venv/bin/python benchmarks/throughput.py [--total-timesteps 100000] [--async-envs]
+    .venv/bin/python benchmarks/throughput.py [--total-timesteps 100000] [-- --async-envs]
+    .venv/bin/python benchmarks/throughput.py --suite   # every backend on CartPole-v1 and Pendulum-v1,
+                                                        # then cartpole-fast's time to solve, seeds 1-5
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -18,6 +21,50 @@ import tempfile
 import time
 
 BIN = os.path.join(os.path.dirname(sys.executable), "proxima")
+BACKENDS = {
+    "gymnasium sync": ["--env-backend", "gymnasium"],
+    "gymnasium async": ["--async-envs"],
+    "native": ["--env-backend", "native"],
+}
+# (env, steps, flags): settings where the env's cost shows, so that the backends can differ
+SUITE = [
+    ("CartPole-v1", 200_000, ["--num-envs", "64", "--num-steps", "32"]),
+    ("Pendulum-v1", 51_200, ["--config", "pendulum"]),
+]
+
+
+def train(env_id: str, steps: int, flags: list[str]) -> tuple[str, float, dict]:
+    """Run `proxima train`; return its run directory, wall time from process start, and last metrics line."""
+    run_dir = os.path.join(tempfile.mkdtemp(prefix="proxima-bench-"), "run")
+    start = time.perf_counter()
+    subprocess.run([BIN, "train", "--env-id", env_id, "--total-timesteps", str(steps), "--run-dir", run_dir,
+                    "--quiet", *flags], check=True)  # fmt: skip
+    wall = time.perf_counter() - start
+    last = json.loads(open(os.path.join(run_dir, "metrics.jsonl")).read().splitlines()[-1])
+    return run_dir, wall, last
+
+
+def suite() -> None:
+    print("| env | backend | flags | steps | wall s (process) | steps/s (process) | steps/s (loop, logged) |")
+    print("|---|---|---|---|---|---|---|")
+    for env_id, steps, flags in SUITE:
+        for backend, backend_flags in BACKENDS.items():
+            _, wall, last = train(env_id, steps, [*flags, *backend_flags])
+            done = last["global_step"]
+            print(f"| {env_id} | {backend} | {' '.join(flags)} | {done} | {wall:.1f} | {done / wall:.0f} | "
+                  f"{last['sps']:.0f} |", flush=True)  # fmt: skip
+    print(
+        "\n| cartpole-fast, seed | steps | wall s (process) | eval mean ± std (100 ep, det., Gymnasium env) |"
+    )
+    print("|---|---|---|---|")
+    for seed in range(1, 6):
+        run_dir, wall, last = train(
+            "CartPole-v1", 300_000, ["--config", "cartpole-fast", "--seed", str(seed)]
+        )
+        out = subprocess.run([BIN, "eval", run_dir, "--episodes", "100", "--deterministic"],
+                             check=True, capture_output=True, text=True).stdout  # fmt: skip
+        mean, std = re.search(r"mean_return=(\S+) std_return=(\S+)", out).groups()
+        print(f"| {seed} | {last['global_step']} | {wall:.1f} | {mean} ± {std} |", flush=True)
 
 
 def main() -> None:
@@ -25,19 +72,19 @@ def main() -> None:
     parser.add_argument("--env-id", default="CartPole-v1")
     parser.add_argument("--total-timesteps", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--suite", action="store_true", help="every backend on CartPole and Pendulum, then cartpole-fast"
+    )
     parser.add_argument("extra", nargs="*", help="extra flags for proxima train, after --")
     args = parser.parse_args()
+    if args.suite:
+        return suite()
     print("| env | flags | steps | wall s (process) | steps/s (process) | steps/s (logged) | peak RSS MB |")
     print("|---|---|---|---|---|---|---|")
     for _ in range(args.repeats):
-        run_dir = os.path.join(tempfile.mkdtemp(prefix="proxima-bench-"), "run")
         before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-        start = time.perf_counter()
-        subprocess.run([BIN, "train", "--env-id", args.env_id, "--total-timesteps", str(args.total_timesteps),
-                        "--run-dir", run_dir, *args.extra], check=True, stdout=subprocess.DEVNULL)  # fmt: skip
-        wall = time.perf_counter() - start
+        _, wall, last = train(args.env_id, args.total_timesteps, args.extra)
         peak = max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
-        last = json.loads(open(os.path.join(run_dir, "metrics.jsonl")).read().splitlines()[-1])
         steps = last["global_step"]
         print(f"| {args.env_id} | {' '.join(args.extra) or 'defaults'} | {steps} | {wall:.1f} | {steps / wall:.0f} | "
               f"{last['sps']:.0f} | {peak:.0f} |", flush=True)  # fmt: skip
