@@ -5,7 +5,7 @@ from proxima.config import PPOArgs
 from proxima.envs import make_vec_env
 from proxima.errors import UserError
 from proxima.evaluate import evaluate
-from proxima.trainer import train
+from proxima.trainer import resume, train
 
 __version__ = "0.1.0"
-__all__ = ["Agent", "PPOArgs", "UserError", "evaluate", "load", "make_vec_env", "train"]
+__all__ = ["Agent", "PPOArgs", "UserError", "evaluate", "load", "make_vec_env", "resume", "train"]

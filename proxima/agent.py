@@ -8,7 +8,15 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from proxima.checkpoint import AGENT_JSON, WEIGHTS, read_json, read_tensors, write_json, write_tensors
+from proxima.checkpoint import (
+    AGENT_JSON,
+    WEIGHTS,
+    load_module_state,
+    read_json,
+    read_tensors,
+    write_json,
+    write_tensors,
+)
 from proxima.distributions import clip_to_space, make_head
 from proxima.errors import UserError
 from proxima.networks import ActorCritic, NetworkSpec
@@ -87,14 +95,8 @@ class Agent:
                 f"{run_dir}/{AGENT_JSON} is missing or has a bad field ({e}); the checkpoint is corrupt"
             ) from None
         model = ActorCritic(spec, make_head(action_space))
-        state = read_tensors(os.path.join(run_dir, WEIGHTS))
-        try:
-            model.load_state_dict(state, strict=True)
-        except RuntimeError as e:
-            first = str(e).splitlines()[1].strip() if len(str(e).splitlines()) > 1 else str(e)
-            raise UserError(
-                f"{run_dir}/{WEIGHTS} does not match the network in {AGENT_JSON}: {first}"
-            ) from None
+        path = os.path.join(run_dir, WEIGHTS)
+        load_module_state(model, read_tensors(path), path)
         return cls(model.to(device).eval(), meta["env_id"], observation_space, action_space)
 
 

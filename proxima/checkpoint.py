@@ -11,7 +11,7 @@ import os
 import tempfile
 
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from proxima.errors import UserError
@@ -45,6 +45,28 @@ def write_tensors(path: str, tensors: dict[str, torch.Tensor]) -> None:
     _atomic(path, lambda tmp: save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, tmp))
 
 
+def write_checkpoint(path: str, tensors: dict[str, torch.Tensor], meta: dict) -> None:
+    """One safetensors file holding tensors plus a JSON object in its header, written atomically, so the
+    tensors and the counters that go with them can never come from two different moments."""
+    tensors = {k: v.detach().cpu().contiguous() for k, v in tensors.items()}
+    metadata = {"proxima": json.dumps(meta, allow_nan=False)}
+    _atomic(path, lambda tmp: save_file(tensors, tmp, metadata=metadata))
+
+
+def read_checkpoint(path: str) -> tuple[dict[str, torch.Tensor], dict]:
+    """The tensors and the JSON object of a file written by ``write_checkpoint``; ``UserError`` if it is not one."""
+    tensors = read_tensors(path)
+    with safe_open(path, "pt") as f:
+        text = (f.metadata() or {}).get("proxima")
+    try:
+        meta = json.loads(text) if text is not None else None
+    except json.JSONDecodeError:
+        meta = None
+    if not isinstance(meta, dict):
+        raise UserError(f"{path} has no proxima training state in its header; the checkpoint is corrupt")
+    return tensors, meta
+
+
 def read_json(path: str) -> dict:
     try:
         with open(path) as f:
@@ -68,3 +90,13 @@ def read_tensors(path: str) -> dict[str, torch.Tensor]:
         raise UserError(
             f"{path} is not a readable safetensors file ({reason}); the checkpoint is corrupt"
         ) from None
+
+
+def load_module_state(module: torch.nn.Module, state: dict[str, torch.Tensor], path: str) -> None:
+    """``module.load_state_dict(state, strict=True)`` with a mismatch reported as a one-line ``UserError``."""
+    try:
+        module.load_state_dict(state, strict=True)
+    except RuntimeError as e:
+        lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+        detail = lines[1] if len(lines) > 1 else lines[0]
+        raise UserError(f"{path} does not match the network it should hold: {detail}") from None

@@ -16,7 +16,7 @@ from typing import Annotated
 
 import tyro
 
-from proxima.errors import UserError
+from proxima.errors import NonFiniteError, TrainingInterrupted, UserError
 
 USAGE = """usage: proxima COMMAND [FLAGS]
 
@@ -25,6 +25,7 @@ commands:
   eval    evaluate a trained agent on Gymnasium's own env (proxima eval --help)
   compare train several algorithms over several seeds and plot their learning curves (proxima compare --help)
   plot    overlay the learning curves of runs: proxima plot RUN_DIR... --output FILE.png
+  probe   train the agent on the probe envs and name the component a failure points to (proxima probe --help)
   presets list the presets that `proxima train --config NAME` accepts; `proxima presets NAME` shows one
 """
 
@@ -109,11 +110,63 @@ def parse_train_args(argv: list[str], prog: str = "proxima train"):
     return _parse(PPOArgs, argv, prog, default=default)
 
 
-def cmd_train(argv: list[str]) -> int:
-    from proxima.trainer import train
+@dataclass
+class ResumeArgs:
+    resume: str
+    """the run directory to continue from its last checkpoint"""
+    quiet: bool = False
+    """no console output"""
 
-    train(parse_train_args(argv))
+
+def cmd_train(argv: list[str]) -> int:
+    from proxima.trainer import resume, train
+
+    if _flag_value(argv, "--resume") is not None:  # the saved config.json holds every other setting
+        args = _parse(ResumeArgs, argv, "proxima train --resume")
+        resume(args.resume, quiet=args.quiet)
+    else:
+        train(parse_train_args(argv))
     return 0
+
+
+def _pop_flag(argv: list[str], flag: str, nargs: int | None = 1) -> tuple[list[str], list[str] | None]:
+    """Remove ``--flag VALUE`` (or, with ``nargs=None``, ``--flag V1 V2 ...`` up to the next flag) from argv."""
+    if flag not in argv:
+        return argv, None
+    i = argv.index(flag)
+    j = i + 1
+    while j < len(argv) and not argv[j].startswith("--") and (nargs is None or j - i <= nargs):
+        j += 1
+    return argv[:i] + argv[j:], argv[i + 1 : j]
+
+
+def cmd_probe(argv: list[str]) -> int:
+    from proxima.probe import PROBE_NAMES, print_table, run_probes
+
+    if "-h" in argv or "--help" in argv:
+        print(
+            "usage: proxima probe [--probes NAME...] [TRAIN FLAGS]\n\n"
+            "Trains the agent that `proxima train` would build with the same flags (--algo, --config, "
+            "--learning-rate, ...) on each probe env, prints what each one expects and what was learned, and "
+            "names the component a failure points to. Exit status 1 if a probe fails.\n\n"
+            f"  --probes NAME...     which probes to run (default: all of {' '.join(PROBE_NAMES)})\n"
+            "  --total-timesteps N  one budget for every probe (default: each probe's own, seed 000's)\n"
+            "  --run-dir DIR        keep each probe's run in DIR/probe-NAME (default: deleted)\n"
+            "Every other flag is a `proxima train` flag: see proxima train --help."
+        )
+        return 0
+    argv, names = _pop_flag(argv, "--probes", nargs=None)
+    if names is not None:
+        unknown = [n for n in names if n not in PROBE_NAMES] or ([] if names else ["(none)"])
+        if unknown:
+            raise UserError(f"unknown probe {unknown[0]!r}; accepted: {', '.join(PROBE_NAMES)}")
+    if _flag_value(argv, "--env-id") is not None:
+        raise UserError("proxima probe chooses the envs itself; drop --env-id")
+    args = parse_train_args(argv, prog="proxima probe")
+    timesteps = args.total_timesteps if _flag_value(argv, "--total-timesteps") is not None else None
+    results = run_probes(args, names, timesteps, run_dir=args.run_dir)
+    print_table(results)
+    return 1 if any(r.passed is False for r in results) else 0
 
 
 def cmd_presets(argv: list[str]) -> int:
@@ -189,6 +242,7 @@ COMMANDS = {
     "presets": cmd_presets,
     "compare": cmd_compare,
     "plot": cmd_plot,
+    "probe": cmd_probe,
 }
 
 
@@ -208,6 +262,14 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as e:
         print(f"proxima {command}: error: {e}", file=sys.stderr)
         return 2
+    except NonFiniteError as e:
+        print(f"proxima {command}: error: {e}", file=sys.stderr)
+        return 1
+    except TrainingInterrupted as e:
+        print(
+            f"proxima {command}: {e}; continue it with: proxima train --resume {e.run_dir}", file=sys.stderr
+        )
+        return 130
 
 
 if __name__ == "__main__":

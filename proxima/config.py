@@ -138,6 +138,14 @@ class PPOArgs:
     """let the actor and critic share one hidden trunk instead of two separate networks"""
     quiet: bool = False
     """no console output (no progress bar or progress lines); the run directory still gets everything"""
+    checkpoint_every: int = 10
+    """save the whole training state to RUN_DIR/checkpoint.safetensors every this many updates (0: only at the
+    end and on Ctrl-C), so that `--resume` can continue the run after a crash"""
+    resume: str | None = None
+    """continue the interrupted run in this directory from its last checkpoint, with its saved settings
+    (only --quiet may be given with it)"""
+    plot: bool = True
+    """write RUN_DIR/learning_curve.png (episodic return against env steps) at the end (needs the plot extra)"""
     torch_threads: int = 0
     """torch's CPU threads; 0 picks 1 for minibatches under 512 samples (where threads cost more than they
     save) and torch's default otherwise"""
@@ -200,6 +208,10 @@ class PPOArgs:
         for name in ("ent_coef", "vf_coef", "max_grad_norm"):
             if getattr(self, name) < 0:
                 raise UserError(f"{name} must be non-negative, got {getattr(self, name)}")
+        if self.checkpoint_every < 0:
+            raise UserError(
+                f"checkpoint_every must be 0 (only at the end) or a positive number of updates, got {self.checkpoint_every}"
+            )
         if self.eval_every < 0 or self.eval_episodes < 1:
             raise UserError(
                 f"eval_every must be 0 or a positive number of updates and eval_episodes positive, got "

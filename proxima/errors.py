@@ -6,3 +6,15 @@ The CLI turns it into a single line on stderr and exit status 2; the Python API 
 
 class UserError(ValueError):
     """Bad input from the user: the message names the bad value and what is accepted."""
+
+
+class NonFiniteError(RuntimeError):
+    """A NaN or infinity appeared during training; the message names where it appeared first."""
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C during training: a checkpoint was saved at the end of the update in progress."""
+
+    def __init__(self, run_dir: str, update: int, num_updates: int):
+        super().__init__(f"interrupted after update {update} of {num_updates}; checkpoint saved in {run_dir}")
+        self.run_dir = run_dir

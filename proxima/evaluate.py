@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from proxima.agent import Agent
+from proxima.agent import Agent, space_to_json
 from proxima.envs.vector import VecEnv, make_vec_env
 from proxima.errors import UserError
 from proxima.networks import ActorCritic
@@ -69,6 +69,10 @@ def evaluate(
             raise UserError(
                 f"{env_id} has observations of shape {envs.single_observation_space.shape}, but the agent was "
                 f"trained on shape {agent.observation_space.shape}"
+            )
+        if space_to_json(envs.single_action_space) != space_to_json(agent.action_space):
+            raise UserError(
+                f"{env_id} has actions {envs.single_action_space}, but the agent was trained on {agent.action_space}"
             )
         return run_episodes(agent.model, envs, episodes, deterministic=deterministic, seed=seed)
     finally:

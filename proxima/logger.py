@@ -24,6 +24,7 @@ TB_TAGS = {
     "episodic_return": "charts/episodic_return",
     "episodic_length": "charts/episodic_length",
     "eval_return": "charts/eval_return",
+    "grad_norm": "losses/grad_norm",
 }
 
 
@@ -33,17 +34,42 @@ def _json_number(x):
 
 
 class RunLogger:
-    def __init__(self, run_dir: str, config: dict, tensorboard: bool = True):
+    """Writes a run's logs; ``resume_from`` (from ``offsets()`` at a checkpoint) continues them from there."""
+
+    def __init__(self, run_dir: str, config: dict, tensorboard: bool = True, resume_from: dict | None = None):
         self.run_dir = run_dir
-        self._metrics = open(os.path.join(run_dir, "metrics.jsonl"), "w")
-        self._episodes = open(os.path.join(run_dir, "episodes.jsonl"), "w")
+        self._metrics = self._open("metrics.jsonl", resume_from)
+        self._episodes = self._open("episodes.jsonl", resume_from)
         self._writer = None
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
-            self._writer = SummaryWriter(run_dir)
-            rows = "\n".join(f"|{k}|{v}|" for k, v in config.items())
-            self._writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{rows}")
+            if resume_from is None:
+                self._writer = SummaryWriter(run_dir)
+                rows = "\n".join(f"|{k}|{v}|" for k, v in config.items())
+                self._writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{rows}")
+            else:  # TensorBoard hides what the interrupted process logged after the checkpoint
+                self._writer = SummaryWriter(run_dir, purge_step=resume_from["global_step"] + 1)
+
+    def _open(self, name: str, resume_from: dict | None):
+        path = os.path.join(self.run_dir, name)
+        if resume_from is None:
+            return open(path, "w")
+        # Lines written after the checkpoint (and a line cut off by a kill) belong to the lost future.
+        os.truncate(path, resume_from[name])
+        return open(path, "a")
+
+    def offsets(self, global_step: int) -> dict:
+        """Where the logs end now, for a checkpoint taken at ``global_step``."""
+        return {
+            "global_step": global_step,
+            "metrics.jsonl": self._metrics.tell(),
+            "episodes.jsonl": self._episodes.tell(),
+        }
+
+    def text(self, tag: str, text: str, global_step: int) -> None:
+        if self._writer is not None:
+            self._writer.add_text(tag, text, global_step)
 
     def log_update(self, record: dict) -> None:
         """Write one update's record (which must hold ``global_step``) to every sink."""

@@ -64,6 +64,23 @@ class RolloutCollector:
             self.next_done = done.float()
         return model.value(norm.obs(self.next_obs)), self.next_done
 
+    _STATE = ("next_obs", "next_done", "_episode_return", "_episode_length", "_discounted_return")
+
+    def state_dict(self) -> dict[str, Tensor] | None:
+        """What the next rollout continues from, the envs included; None if the envs cannot be captured."""
+        env_state = self.envs.state_dict()
+        if env_state is None:
+            return None
+        return {
+            **{name.lstrip("_"): getattr(self, name) for name in self._STATE},
+            **{f"env/{k}": v for k, v in env_state.items()},
+        }
+
+    def load_state_dict(self, state: dict[str, Tensor]) -> None:
+        for name in self._STATE:
+            setattr(self, name, state[name.lstrip("_")].to(getattr(self, name)))
+        self.envs.load_state_dict({k[len("env/") :]: v for k, v in state.items() if k.startswith("env/")})
+
     def _record_episodes(self, t: int, reward: Tensor, done: Tensor) -> None:
         buf = self.buffer
         self._episode_return += reward

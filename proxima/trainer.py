@@ -2,26 +2,33 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
+import signal
+import threading
 import time
 
+import gymnasium as gym
 import numpy as np
 import torch
+from torch import Tensor
 
 from proxima import update as updates
 from proxima.advantages import estimate_advantages
-from proxima.agent import Agent
-from proxima.checkpoint import write_json
+from proxima.agent import Agent, space_to_json
+from proxima.checkpoint import load_module_state, read_checkpoint, read_json, write_checkpoint, write_json
 from proxima.config import PPOArgs, resolve_args
 from proxima.distributions import make_head
 from proxima.envs import make_vec_env
-from proxima.errors import UserError
+from proxima.errors import NonFiniteError, TrainingInterrupted, UserError
 from proxima.evaluate import run_episodes
+from proxima.health import HealthMonitor, first_non_finite_in_rollout
 from proxima.logger import RunLogger
 from proxima.losses import explained_variance
 from proxima.networks import ActorCritic, NetworkSpec
 from proxima.optim import LinearLR, make_adam
+from proxima.plotting import plot_runs
 from proxima.progress import ProgressReport
 from proxima.rollout import RolloutCollector
 
@@ -52,42 +59,92 @@ def _check_run_dir_free(run_dir: str) -> None:
         raise UserError(f"run directory {run_dir!r} already exists and is not empty; give a new --run-dir")
 
 
+CHECKPOINT = "checkpoint.safetensors"
+CHECKPOINT_FORMAT, CHECKPOINT_VERSION = "proxima-checkpoint", 1
+
+
 def train(args: PPOArgs | None = None, **overrides) -> Agent:
     """Train as ``proxima train`` does and return the trained agent.
 
     Takes a ``PPOArgs``, keyword overrides of its fields, or both: ``train(env_id="Acrobot-v1", seed=2)``,
     ``train(algo="vpg")``, ``train(config="seed3-ppo-pendulum-discrete", seed=2)``. Without ``args``, the
     overrides are layered on the algorithm's defaults and the preset as on the command line.
+    ``train(resume=RUN_DIR)`` continues an interrupted run instead (see ``resume``).
     """
     args = resolve_args(args, **overrides)
+    if args.resume is not None:
+        return resume(args.resume, quiet=args.quiet)
     args.validate()
     run_dir = args.run_dir or default_run_dir(args)
     _check_run_dir_free(run_dir)
+    device = _setup(args)
+    # Built before the run directory, so a bad env id or unsupported space leaves nothing behind.
+    envs = _make_envs(args, run_dir, device)
+    try:
+        os.makedirs(run_dir, exist_ok=True)
+        write_json(os.path.join(run_dir, "config.json"), args.to_json())
+        return _Run(args, envs, run_dir, device).train()
+    finally:
+        envs.close()
+
+
+def resume(run_dir: str, quiet: bool = False) -> Agent:
+    """Continue the run in ``run_dir`` from its last checkpoint, with the settings in its ``config.json``.
+
+    On native envs the continuation is exact: the final weights and every ``metrics.jsonl`` value except the
+    times are those of a run that was never interrupted. Gymnasium envs cannot be saved without pickling, so
+    there the envs start fresh episodes and the rest of the run differs from an uninterrupted one.
+    """
+    if not os.path.isdir(run_dir):
+        raise UserError(
+            f"run directory {run_dir!r} does not exist; give a directory written by `proxima train`"
+        )
+    saved = read_json(os.path.join(run_dir, "config.json"))
+    args = PPOArgs.from_json(
+        {**saved, "run_dir": run_dir, "quiet": quiet, "resume": None}, f"{run_dir}/config.json"
+    )
+    args.validate()
+    path = os.path.join(run_dir, CHECKPOINT)
+    if not os.path.exists(path):
+        raise UserError(
+            f"{path} is missing: the run stopped before its first checkpoint (see --checkpoint-every)"
+        )
+    tensors, meta = read_checkpoint(path)
+    if meta.get("format") != CHECKPOINT_FORMAT or meta.get("version") != CHECKPOINT_VERSION:
+        raise UserError(f"{path} is not a proxima checkpoint (format version {CHECKPOINT_VERSION})")
+    if meta.get("finished"):
+        raise UserError(f"the run in {run_dir} already finished (update {meta['update']}); nothing to resume")
+    device = _setup(args)
+    envs = _make_envs(args, run_dir, device)
+    try:
+        run = _Run(args, envs, run_dir, device)
+        run.load_state_dict(tensors, meta, path)
+        return run.train()
+    finally:
+        envs.close()
+
+
+def _setup(args: PPOArgs) -> torch.device:
     device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
     set_threads(args)
     seed_everything(args.seed, args.torch_deterministic)
-    video_dir = os.path.join(run_dir, "videos") if args.capture_video else None
-    # Built before the run directory, so a bad env id or unsupported space leaves nothing behind.
-    envs = make_vec_env(
+    return device
+
+
+def _make_envs(args: PPOArgs, run_dir: str, device: torch.device):
+    return make_vec_env(
         args.env_id,
         args.num_envs,
         backend=args.env_backend,
         seed=args.seed,
         asynchronous=args.async_envs,
         device=device,
-        video_dir=video_dir,
+        video_dir=os.path.join(run_dir, "videos") if args.capture_video else None,
     )
-    try:
-        os.makedirs(run_dir, exist_ok=True)
-        write_json(os.path.join(run_dir, "config.json"), args.to_json())
-        return _train(args, envs, run_dir, device)
-    finally:
-        envs.close()
 
 
-def _train(args: PPOArgs, envs, run_dir: str, device: torch.device) -> Agent:
-    head = make_head(envs.single_action_space)
-    spec = NetworkSpec(
+def network_spec(args: PPOArgs, envs, head) -> NetworkSpec:
+    return NetworkSpec(
         obs_dim=int(np.prod(envs.single_observation_space.shape)),
         logits_dim=head.logits_dim,
         hidden_sizes=args.hidden_sizes,
@@ -101,73 +158,260 @@ def _train(args: PPOArgs, envs, run_dir: str, device: torch.device) -> Agent:
         clip_obs=args.clip_obs,
         clip_reward=args.clip_reward,
     )
-    model = ActorCritic(spec, head).to(device)
-    optimizer = make_adam(
-        model.param_groups(args.learning_rate, args.value_learning_rate), args.learning_rate
-    )
-    scheduler = LinearLR(optimizer, args.num_updates) if args.anneal_lr else None
-    collector = RolloutCollector(envs, args.num_steps, args.gamma, head, seed=args.seed)
-    wandb_run = _init_wandb(args, run_dir) if args.track else None  # before TensorBoard, which it mirrors
-    logger = RunLogger(run_dir, args.to_json())
-    agent = Agent(model, args.env_id, envs.single_observation_space, envs.single_action_space)
-    report = ProgressReport(args.num_updates * args.batch_size, args.num_updates, quiet=args.quiet)
-    evaluator = _Evaluator(args, device) if args.eval_every else None
-    start, global_step = time.perf_counter(), 0
-    try:
-        for update in range(1, args.num_updates + 1):
-            learning_rate = optimizer.param_groups[0]["lr"]
-            next_value, next_done = collector.collect(model)
-            buf = collector.buffer
-            advantages = estimate_advantages(
-                args.advantage,
-                buf.rewards,
-                buf.values,
-                buf.dones,
-                next_value,
-                next_done,
-                args.gamma,
-                args.gae_lambda,
-            )
-            batch = buf.flatten(advantages, advantages + buf.values)  # returns = advantages + values
-            stats = updates.update(model, optimizer, batch, args)
-            if scheduler is not None:
-                scheduler.step()
-            global_step += args.batch_size
-            episode_returns, episode_lengths = buf.finished_episodes()
-            elapsed = time.perf_counter() - start
-            record = {
-                "global_step": global_step,
-                "time_s": elapsed,
-                "sps": global_step / elapsed,
-                "learning_rate": learning_rate,
-                **stats,
-                "explained_variance": explained_variance(batch.values, batch.returns),
-                "episodic_return": float(np.mean(episode_returns)) if episode_returns else None,
-                "episodic_length": float(np.mean(episode_lengths)) if episode_lengths else None,
-            }
-            solved = False
-            if args.eval_every and update % args.eval_every == 0:
-                record["eval_return"] = float(evaluator(model).mean())
-                solved = args.stop_return is not None and record["eval_return"] >= args.stop_return
-            logger.log_update(record)
-            logger.log_episodes(global_step, episode_returns, episode_lengths)
-            report.update(update, record, episode_returns, force=solved)
-            if solved:
-                report.message(
-                    f"stopping: eval_return {record['eval_return']:.1f} >= stop_return {args.stop_return}"
+
+
+class _Run:
+    """One training run: its parts, its counters, and the loop over updates.
+
+    ``state_dict`` captures everything the rest of the run depends on (weights and normalization statistics,
+    optimizer and schedule, RNG states, the envs mid-episode, the counters, where the logs end), so that a
+    checkpoint continues exactly where it was taken.
+    """
+
+    def __init__(self, args: PPOArgs, envs, run_dir: str, device: torch.device):
+        self.args, self.envs, self.run_dir, self.device = args, envs, run_dir, device
+        head = make_head(envs.single_action_space)
+        self.model = ActorCritic(network_spec(args, envs, head), head).to(device)
+        self.optimizer = make_adam(
+            self.model.param_groups(args.learning_rate, args.value_learning_rate), args.learning_rate
+        )
+        self.scheduler = LinearLR(self.optimizer, args.num_updates) if args.anneal_lr else None
+        self.collector = RolloutCollector(envs, args.num_steps, args.gamma, head, seed=args.seed)
+        self.agent = Agent(self.model, args.env_id, envs.single_observation_space, envs.single_action_space)
+        self.health = HealthMonitor(
+            args.num_updates,
+            discrete=isinstance(envs.single_action_space, gym.spaces.Discrete),
+            action_dim=int(np.prod(head.action_shape or (1,))),
+            has_critic=self.model.critic is not None,
+        )
+        self.update = self.global_step = 0
+        self.elapsed = 0.0
+        self.finished = False
+        self.log_offsets: dict | None = None  # where a resumed run's logs continue
+        self.checkpoint_update: int | None = None  # the last checkpoint's update
+        self.notes: list[str] = []  # shown when training starts
+
+    def iterate(self) -> tuple[dict, list[float], list[int]]:
+        """One update: a rollout, its advantages, the gradient steps. Returns the update's record (without
+        times) and the returns and lengths of the episodes that ended in the rollout."""
+        args = self.args
+        learning_rate = self.optimizer.param_groups[0]["lr"]
+        next_value, next_done = self.collector.collect(self.model)
+        buf = self.collector.buffer
+        bad = first_non_finite_in_rollout(buf)
+        if bad is not None:
+            self._stop_non_finite(bad, self.update + 1)
+        advantages = estimate_advantages(
+            args.advantage,
+            buf.rewards,
+            buf.values,
+            buf.dones,
+            next_value,
+            next_done,
+            args.gamma,
+            args.gae_lambda,
+        )
+        batch = buf.flatten(advantages, advantages + buf.values)  # returns = advantages + values
+        stats = updates.update(self.model, self.optimizer, batch, args)
+        if self.scheduler is not None:
+            self.scheduler.step()
+        self.update += 1
+        self.global_step += args.batch_size
+        episode_returns, episode_lengths = buf.finished_episodes()
+        record = {
+            "global_step": self.global_step,
+            "learning_rate": learning_rate,
+            **stats,
+            "explained_variance": explained_variance(batch.values, batch.returns),
+            "episodic_return": float(np.mean(episode_returns)) if episode_returns else None,
+            "episodic_length": float(np.mean(episode_lengths)) if episode_lengths else None,
+        }
+        return record, episode_returns, episode_lengths
+
+    def train(self) -> Agent:
+        args, run_dir = self.args, self.run_dir
+        wandb_run = _init_wandb(args, run_dir) if args.track else None  # before TensorBoard, which it mirrors
+        self.logger = RunLogger(run_dir, args.to_json(), resume_from=self.log_offsets)
+        report = ProgressReport(args.num_updates * args.batch_size, args.num_updates, quiet=args.quiet)
+        evaluator = _Evaluator(args, self.device) if args.eval_every else None
+        for note in self.notes:
+            report.message(note)
+        start = time.perf_counter() - self.elapsed
+        try:
+            with _deferred_sigint() as interrupted:
+                while self.update < args.num_updates and not self.finished:
+                    record, episode_returns = self._logged_iteration(start, evaluator)
+                    for warning in self.health.check(self.update, record):
+                        report.message(f"warning: {warning.text} (see docs/HEALTH.md, {warning.kind})")
+                        self.logger.text(f"health/{warning.kind}", warning.text, self.global_step)
+                    report.update(self.update, record, episode_returns, force=self.finished)
+                    if self.finished:
+                        report.message(
+                            f"stopping: eval_return {record['eval_return']:.1f} >= stop_return {args.stop_return}"
+                        )
+                    if interrupted() or (args.checkpoint_every and self.update % args.checkpoint_every == 0):
+                        self.save_checkpoint()
+                    if interrupted():
+                        raise TrainingInterrupted(run_dir, self.update, args.num_updates)
+            self.finished = True
+            self.agent.save(run_dir, global_step=self.global_step)
+            self.save_checkpoint()  # marked finished: there is nothing left to resume
+            report.close()
+            for line in self.health.summary(self.update):
+                report.message(f"health: {line}")
+            if args.plot:
+                _plot_curve(run_dir, report)
+            report.message(f"saved agent to {run_dir}")
+        finally:
+            report.close()
+            self.logger.close()
+            if wandb_run is not None:
+                wandb_run.finish()
+            if evaluator is not None:
+                evaluator.envs.close()
+        return self.agent
+
+    def _logged_iteration(self, start: float, evaluator: _Evaluator | None) -> tuple[dict, list[float]]:
+        """``iterate``, then the times and the periodic evaluation added to its record, which is logged.
+        Stops the run if the update met a NaN or infinity (after logging it, for the post-mortem)."""
+        args = self.args
+        record, episode_returns, episode_lengths = self.iterate()
+        self.elapsed = time.perf_counter() - start
+        record = {
+            "global_step": self.global_step,
+            "time_s": self.elapsed,
+            "sps": self.global_step / self.elapsed,
+            **record,
+        }
+        if evaluator is not None and self.update % args.eval_every == 0:
+            record["eval_return"] = float(evaluator(self.model).mean())
+            self.finished = args.stop_return is not None and record["eval_return"] >= args.stop_return
+        self.logger.log_update(record)
+        self.logger.log_episodes(self.global_step, episode_returns, episode_lengths)
+        if "non_finite" in record:
+            self._stop_non_finite(record["non_finite"], self.update)
+        return record, episode_returns
+
+    def _stop_non_finite(self, where: str, update: int) -> None:
+        kept = (
+            f"the last good checkpoint, from update {self.checkpoint_update}, is {self.run_dir}/{CHECKPOINT}"
+            if self.checkpoint_update is not None
+            else "no checkpoint had been written yet"
+        )
+        raise NonFiniteError(
+            f"NaN or infinity in the {where} at update {update}; training stopped and {kept}"
+        )
+
+    # --- checkpoints ------------------------------------------------------------------------------------
+    def state_dict(self) -> tuple[dict[str, Tensor], dict]:
+        tensors = {f"model/{k}": v for k, v in self.model.state_dict().items()}
+        optim = self.optimizer.state_dict()
+        for index, state in optim["state"].items():
+            tensors.update({f"optimizer/{index}/{k}": v for k, v in state.items()})
+        tensors["rng/torch"] = torch.get_rng_state()
+        if self.device.type == "cuda":
+            tensors["rng/cuda"] = torch.cuda.get_rng_state(self.device)
+        collector = self.collector.state_dict()
+        tensors.update({f"collector/{k}": v for k, v in (collector or {}).items()})
+        np_state = np.random.get_state()
+        meta = {
+            "format": CHECKPOINT_FORMAT,
+            "version": CHECKPOINT_VERSION,
+            "update": self.update,
+            "global_step": self.global_step,
+            "elapsed_s": self.elapsed,
+            "finished": self.finished,
+            "envs_saved": collector is not None,
+            "observation_space": space_to_json(self.envs.single_observation_space),
+            "action_space": space_to_json(self.envs.single_action_space),
+            "optimizer_groups": optim["param_groups"],
+            "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
+            "numpy_rng": [np_state[0], np_state[1].tolist(), *np_state[2:]],
+            "python_rng": random.getstate(),
+            "health": vars(self.health),
+            "logs": self.logger.offsets(self.global_step),
+        }
+        return tensors, meta
+
+    def save_checkpoint(self) -> None:
+        write_checkpoint(os.path.join(self.run_dir, CHECKPOINT), *self.state_dict())
+        self.checkpoint_update = self.update
+
+    def load_state_dict(self, tensors: dict[str, Tensor], meta: dict, path: str) -> None:
+        spaces = {
+            k: space_to_json(getattr(self.envs, f"single_{k}")) for k in ("observation_space", "action_space")
+        }
+        for key, space in spaces.items():
+            if meta.get(key) != space:
+                raise UserError(
+                    f"{path} was written for another env: its {key} is {meta.get(key)}, {self.args.env_id}'s is {space}"
                 )
-                break
-        agent.save(run_dir, global_step=global_step)
-        report.close()
-        report.message(f"saved agent to {run_dir}")
+        part = lambda prefix: {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)}  # noqa: E731
+        load_module_state(self.model, part("model/"), path)
+        optim_state: dict = {}
+        for key, value in part("optimizer/").items():
+            index, name = key.split("/")
+            optim_state.setdefault(int(index), {})[name] = value
+        try:
+            self.optimizer.load_state_dict({"state": optim_state, "param_groups": meta["optimizer_groups"]})
+            if self.scheduler is not None:
+                self.scheduler.load_state_dict(meta["scheduler"])
+        except (KeyError, ValueError, TypeError) as e:
+            raise UserError(
+                f"{path} has optimizer state that does not fit this network ({e}); the checkpoint is corrupt"
+            ) from None
+        torch.set_rng_state(tensors["rng/torch"])
+        if "rng/cuda" in tensors and self.device.type == "cuda":
+            torch.cuda.set_rng_state(tensors["rng/cuda"], self.device)
+        name, keys, *rest = meta["numpy_rng"]
+        np.random.set_state((name, np.array(keys, dtype=np.uint32), *rest))
+        version, internal, gauss = meta["python_rng"]
+        random.setstate((version, tuple(internal), gauss))
+        if meta["envs_saved"]:
+            self.collector.load_state_dict(part("collector/"))
+        else:  # new episodes, from a seed the run has not used yet
+            self.collector.next_obs = self.envs.reset(seed=self.args.seed + meta["global_step"])
+        vars(self.health).update(meta["health"])
+        self.update, self.global_step, self.elapsed = meta["update"], meta["global_step"], meta["elapsed_s"]
+        self.notes.append(f"resuming {self.run_dir} after update {self.update} of {self.args.num_updates}")
+        if not meta["envs_saved"]:
+            self.notes.append(
+                "note: Gymnasium envs cannot be saved without pickling, so they start new episodes; the rest of "
+                "this run will differ from an uninterrupted one (native envs resume exactly)"
+            )
+        self.log_offsets = meta["logs"]
+        self.checkpoint_update = self.update
+
+
+@contextlib.contextmanager
+def _deferred_sigint():
+    """While training, Ctrl-C only sets a flag, which the loop reads after each update to checkpoint at a
+    clean boundary. A second Ctrl-C interrupts at once, as usual."""
+    hit = []
+    if threading.current_thread() is not threading.main_thread():  # signals can only be caught there
+        yield lambda: False
+        return
+
+    def handler(signum, frame):
+        if hit:
+            raise KeyboardInterrupt
+        hit.append(signum)
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield lambda: bool(hit)
     finally:
-        report.close()
-        logger.close()
-        if wandb_run is not None:
-            wandb_run.finish()
-        if evaluator is not None:
-            evaluator.envs.close()
-    return agent
+        signal.signal(signal.SIGINT, previous)
+
+
+def _plot_curve(run_dir: str, report: ProgressReport) -> None:
+    try:
+        plot_runs(
+            {os.path.basename(os.path.normpath(run_dir)): [run_dir]},
+            os.path.join(run_dir, "learning_curve.png"),
+        )
+    except UserError as e:  # matplotlib is an extra; the run itself is complete
+        report.message(f"no learning_curve.png: {e}")
 
 
 class _Evaluator:

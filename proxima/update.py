@@ -37,7 +37,7 @@ def update(model: ActorCritic, optimizer: torch.optim.Optimizer, batch: Batch, a
     Like the seed, the losses and KL estimates reported are those of the last minibatch; clipfrac is the
     mean over all minibatches.
     """
-    clipfracs = []
+    clipfracs, losses, grad_norms = [], [], []
     for _ in range(args.update_epochs):
         for index in minibatch_indices(len(batch), args.minibatch_size, batch.obs.device):  # detail #6
             mb = batch[index]
@@ -57,14 +57,16 @@ def update(model: ActorCritic, optimizer: torch.optim.Optimizer, batch: Batch, a
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             if args.max_grad_norm > 0:
-                clip_grad_norm(model, args.max_grad_norm)  # detail #11
+                grad_norms.append(clip_grad_norm(model, args.max_grad_norm))  # detail #11
             optimizer.step()
+            losses.append(loss.detach())
 
             diagnostics = ratio_diagnostics(logprobs.detach(), mb.logprobs, args.clip_coef)
             clipfracs.append(diagnostics["clipfrac"])
         if args.target_kl is not None and diagnostics["approx_kl"].item() > args.target_kl:
             break  # early stopping on KL: the policy has already moved as far as we allow
     return {
+        **_grad_stats(losses, grad_norms),
         "value_loss": v_loss.item(),
         "policy_loss": pg_loss.item(),
         "entropy": ent.item(),
@@ -72,3 +74,15 @@ def update(model: ActorCritic, optimizer: torch.optim.Optimizer, batch: Batch, a
         "approx_kl": diagnostics["approx_kl"].item(),
         "clipfrac": torch.stack(clipfracs).mean().item(),
     }
+
+
+def _grad_stats(losses: list[Tensor], grad_norms: list[Tensor]) -> dict:
+    """The largest gradient norm before clipping, and where a NaN or infinity first appeared, if one did:
+    in a minibatch's loss, or in its gradients while the loss was still finite (checked once per update)."""
+    loss_ok = torch.isfinite(torch.stack(losses))
+    grad_ok = torch.isfinite(torch.stack(grad_norms)) if grad_norms else torch.ones_like(loss_ok)
+    stats = {"grad_norm": torch.stack(grad_norms).max().item() if grad_norms else None}
+    if not bool(loss_ok.all() & grad_ok.all()):
+        first = int((~(loss_ok & grad_ok)).nonzero()[0])
+        stats["non_finite"] = "loss" if not loss_ok[first] else "gradients"
+    return stats

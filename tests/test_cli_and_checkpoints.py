@@ -26,7 +26,7 @@ TINY = [
 
 METRIC_KEYS = {
     "global_step", "time_s", "sps", "learning_rate", "value_loss", "policy_loss", "entropy", "old_approx_kl",
-    "approx_kl", "clipfrac", "explained_variance", "episodic_return", "episodic_length",
+    "approx_kl", "clipfrac", "explained_variance", "episodic_return", "episodic_length", "grad_norm",
 }  # fmt: skip
 TB_TAGS = {
     "charts/learning_rate", "losses/value_loss", "losses/policy_loss", "losses/entropy", "losses/old_approx_kl",
@@ -44,7 +44,10 @@ def trained_run(tmp_path_factory):
 
 def test_train_writes_every_output(trained_run):
     names = set(os.listdir(trained_run))
-    assert {"config.json", "metrics.jsonl", "episodes.jsonl", "model.safetensors", "agent.json"} <= names
+    assert {
+        "config.json", "metrics.jsonl", "episodes.jsonl", "model.safetensors", "agent.json", "checkpoint.safetensors",
+        "learning_curve.png",
+    } <= names  # fmt: skip
     assert not any(n.endswith(".pkl") or n.endswith(".pt") for n in names)
     records = [json.loads(line) for line in open(os.path.join(trained_run, "metrics.jsonl"))]
     assert len(records) == 2048 // 512
@@ -158,6 +161,15 @@ def test_bad_eval_directory(setup, trained_run, tmp_path, capsys):
     assert code == 2
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("proxima eval: error:"), captured.err
+
+
+def test_eval_refuses_an_env_with_other_actions(trained_run):
+    import gymnasium as gym
+
+    agent = proxima.load(trained_run)
+    agent.action_space = gym.spaces.Discrete(3)  # as if trained on an env with three actions
+    with pytest.raises(proxima.UserError, match="has actions Discrete"):
+        proxima.evaluate(agent, 1)
 
 
 def test_existing_run_dir_is_refused(trained_run, capsys):

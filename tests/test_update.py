@@ -27,7 +27,15 @@ def test_every_minibatch_of_every_epoch_takes_a_step():
     args = PPOArgs(num_envs=8, num_steps=8, num_minibatches=4, update_epochs=3)
     stats = update(model, opt, batch, args)
     assert _steps_taken(opt) == 12
-    assert set(stats) == {"value_loss", "policy_loss", "entropy", "old_approx_kl", "approx_kl", "clipfrac"}
+    assert set(stats) == {
+        "value_loss",
+        "policy_loss",
+        "entropy",
+        "old_approx_kl",
+        "approx_kl",
+        "clipfrac",
+        "grad_norm",
+    }
     assert 0.0 <= stats["clipfrac"] <= 1.0 and stats["approx_kl"] >= 0.0
 
 

@@ -114,6 +114,22 @@ class NativeVecEnv:
     def close(self) -> None:
         pass
 
+    def state_dict(self) -> dict[str, Tensor]:
+        """Everything the next steps depend on, so a checkpoint can continue the very same episodes."""
+        return {
+            "state": self.state,
+            "elapsed": self.elapsed,
+            "rng_key": self.rng.key,
+            "rng_counter": self.rng.counter,
+        }
+
+    def load_state_dict(self, state: dict[str, Tensor]) -> None:
+        self._seed = None  # the restored streams replace the construction seed's
+        self.state = state["state"].to(self.device, torch.float64)
+        self.elapsed = state["elapsed"].to(self.device, torch.int64)
+        self.rng.key = state["rng_key"].to(self.device, torch.int64)
+        self.rng.counter = state["rng_counter"].to(self.device, torch.int64)
+
     # --- what each env defines -------------------------------------------------------------------------
     def _initial_state(self, reset: Tensor) -> Tensor:
         """Initial states for every env (rows where ``reset`` is false are discarded); draws from ``self.rng``."""

@@ -15,6 +15,7 @@ into the loop unchanged.
 from __future__ import annotations
 
 import os
+import signal
 from typing import NamedTuple, Protocol
 
 import gymnasium as gym
@@ -50,6 +51,12 @@ class VecEnv(Protocol):
     def step(self, actions: Tensor) -> Step: ...
 
     def close(self) -> None: ...
+
+    def state_dict(self) -> dict[str, Tensor] | None:
+        """The envs' complete state as tensors, or None where it cannot be captured without pickling."""
+        ...
+
+    def load_state_dict(self, state: dict[str, Tensor]) -> None: ...
 
 
 def check_spaces(observation_space: gym.Space, action_space: gym.Space) -> None:
@@ -95,7 +102,10 @@ class GymnasiumVecEnv:
         probe = make_single_env(env_id)  # fail fast, in this process, on a bad id or unsupported spaces
         check_spaces(probe.observation_space, probe.action_space)
         probe.close()
-        fns = [_env_factory(env_id, video_dir if i == 0 else None, video_episodes) for i in range(num_envs)]
+        fns = [
+            _env_factory(env_id, video_dir if i == 0 else None, video_episodes, worker=asynchronous)
+            for i in range(num_envs)
+        ]
         vector_cls = gym.vector.AsyncVectorEnv if asynchronous else gym.vector.SyncVectorEnv
         self.envs = vector_cls(fns, autoreset_mode=AutoresetMode.SAME_STEP)
         self.num_envs = num_envs
@@ -133,11 +143,23 @@ class GymnasiumVecEnv:
     def close(self) -> None:
         self.envs.close()
 
+    def state_dict(self) -> None:
+        # A Gymnasium env's state is an arbitrary Python object; saving it would mean pickling it.
+        return None
 
-def _env_factory(env_id: str, video_dir: str | None, video_episodes: int | None = None):
-    """``video_episodes``: record the first that many episodes; None: Gymnasium's 0, 1, 8, 27, ... schedule."""
+    def load_state_dict(self, state: dict[str, Tensor]) -> None:
+        raise NotImplementedError("Gymnasium envs cannot be restored; reset them instead")
+
+
+def _env_factory(env_id: str, video_dir: str | None, video_episodes: int | None = None, worker: bool = False):
+    """``video_episodes``: record the first that many episodes; None: Gymnasium's 0, 1, 8, 27, ... schedule.
+    ``worker``: the env lives in its own process (AsyncVectorEnv), where this runs."""
 
     def make() -> gym.Env:
+        if worker:
+            # Ctrl-C reaches the whole process group; the trainer handles it (checkpoint, then exit), so a
+            # worker must not die of it mid-update.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
         if video_dir is None:
             return make_single_env(env_id)
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # rgb_array needs no display; keeps SDL quiet

@@ -1,0 +1,166 @@
+"""``proxima probe``: train the configured agent on each probe environment and name the part that is broken.
+
+Each probe has one exact answer and isolates one component (``proxima/envs/probes.py``). They are ordered so
+that each probe relies only on the parts the earlier ones checked. So the first failure points at the broken
+part, and later failures are usually the same bug seen again. The tolerances are seed 000's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from proxima.config import PPOArgs
+from proxima.networks import ActorCritic
+
+
+@dataclass(frozen=True)
+class Probe:
+    name: str
+    env_id: str
+    tests: str
+    blame: str  # the component a failure points to
+    timesteps: int  # the budget the probe passes within at the default settings (seed 000's)
+    check: Callable[[ActorCritic, PPOArgs], tuple[str, str, bool]]  # -> (expected, learned, passed)
+
+
+def _query(model: ActorCritic, obs: list[float]):
+    x = model.normalization.obs(torch.tensor(obs, dtype=torch.float32).reshape(-1, 1))
+    with torch.no_grad():
+        return model.value(x), model.logits(x)
+
+
+def _fmt(values) -> str:
+    return ", ".join(f"{float(v):.4f}" for v in values)
+
+
+def _obs(obs: list[float]) -> str:
+    return ", ".join(f"{v:g}" for v in obs)
+
+
+def _values(obs: list[float], targets: Callable[[PPOArgs], list[float]], atol: float):
+    def check(model: ActorCritic, args: PPOArgs):
+        target = torch.tensor(targets(args))
+        values, _ = _query(model, obs)
+        expected = f"V({_obs(obs)}) = {_obs(target.tolist())} ± {atol:g}"
+        if model.critic is None or args.norm_reward:
+            return expected, "n/a: " + ("no critic" if model.critic is None else "values are scaled"), None
+        return expected, f"V = {_fmt(values)}", bool(((values - target).abs() <= atol).all())
+
+    return check
+
+
+def _policy(obs: list[float], best_actions: list[int], value: float, atol: float):
+    def check(model: ActorCritic, args: PPOArgs):
+        values, logits = _query(model, obs)
+        probs = model.head.probs(logits)
+        p_best = probs[torch.arange(len(obs)), torch.tensor(best_actions)]
+        expected = f"π(best | {_obs(obs)}) = 1 ± {atol:g}"
+        learned = f"π(best) = {_fmt(p_best)}"
+        passed = bool(((1 - p_best) <= atol).all())
+        if model.critic is not None and not args.norm_reward:
+            expected += f", V = {value:g} ± {atol:g}"
+            learned += f", V = {_fmt(values)}"
+            passed &= bool(((values - value).abs() <= atol).all())
+        return expected, learned, passed
+
+    return check
+
+
+def _gaussian(model: ActorCritic, args: PPOArgs):
+    values, mean = _query(model, [0.0])
+    mean, std = mean.item(), model.head.log_std.exp().item()
+    implied = -(std**2) - (mean - 0.5) ** 2  # E[-(a - 0.5)^2] for a ~ N(mean, std^2)
+    expected = "mean = 0.5 ± 0.1, std < 1, V(0) = -std² - (mean - 0.5)² ± 0.1"
+    learned = f"mean = {mean:.4f}, std = {std:.4f}"
+    passed = abs(mean - 0.5) <= 0.1 and std < 1.0
+    if model.critic is not None and not args.norm_reward:
+        learned += f", V(0) = {values.item():.4f} (implied {implied:.4f})"
+        passed &= abs(values.item() - implied) <= 0.1
+    return expected, learned, passed
+
+
+PROBES = [
+    Probe("1", "proxima/Probe1-v0", "constant reward: V(0) = 1", "value loss or optimizer", 10_000,
+          _values([0.0], lambda a: [1.0], 1e-4)),
+    Probe("2", "proxima/Probe2-v0", "reward = observation: V(±1) = ±1", "backprop or network", 10_000,
+          _values([-1.0, 1.0], lambda a: [-1.0, 1.0], 1e-4)),
+    Probe("3", "proxima/Probe3-v0", "reward one step later: V(0) = gamma", "discounting", 20_000,
+          _values([0.0, 1.0], lambda a: [a.gamma, 1.0], 1e-3)),
+    Probe("4", "proxima/Probe4-v0", "the better of two actions", "advantages or policy loss", 30_000,
+          _policy([0.0], [1], 1.0, 1e-2)),
+    Probe("5", "proxima/Probe5-v0", "the action that matches the observation", "batching or stale data", 30_000,
+          _policy([0.0, 1.0], [0, 1], 1.0, 1e-2)),
+    Probe("continuous", "proxima/ProbeContinuous-v0", "a Gaussian's mean to a target of 0.5",
+          "Gaussian head: log-probs or log-std", 50_000, _gaussian),
+]  # fmt: skip
+PROBE_NAMES = [p.name for p in PROBES]
+
+
+@dataclass
+class ProbeResult:
+    probe: Probe
+    expected: str
+    learned: str
+    passed: bool | None  # None: does not apply to this agent (no critic, or scaled rewards)
+
+
+def run_probes(
+    args: PPOArgs, names: list[str] | None = None, timesteps: int | None = None, run_dir: str | None = None
+) -> list[ProbeResult]:
+    """Train ``args`` (its env aside) on each probe in ``names`` (all by default) and check the answer.
+
+    ``timesteps`` replaces every probe's own budget; ``run_dir`` keeps the runs (one sub-directory per probe)
+    instead of deleting them.
+    """
+    from proxima.trainer import train
+
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for probe in PROBES:
+            if names is not None and probe.name not in names:
+                continue
+            probe_args = dataclasses.replace(
+                args,
+                env_id=probe.env_id,
+                total_timesteps=timesteps or probe.timesteps,
+                run_dir=f"{run_dir or tmp}/probe-{probe.name}",
+                quiet=True,
+                plot=False,
+                checkpoint_every=0,
+                track=False,
+                capture_video=False,
+                eval_every=0,
+                stop_return=None,
+                config=None,
+            ).validate()
+            model = train(probe_args).model.cpu()
+            results.append(ProbeResult(probe, *probe.check(model, probe_args)))
+    return results
+
+
+def print_table(results: list[ProbeResult]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("probe", "tests", "expected", "learned", "result", "points to")
+    for r in results:
+        table.add_row(
+            r.probe.name, r.probe.tests, r.expected, r.learned, {True: "pass", False: "FAIL", None: "n/a"}[r.passed],
+            r.probe.blame if r.passed is False else "",
+        )  # fmt: skip
+    console = Console(width=200) if not Console().is_terminal else Console()
+    console.print(table)
+    failed = [r for r in results if r.passed is False]
+    if failed:
+        first = failed[0].probe
+        console.print(
+            f"first failure: probe {first.name}, which points to the {first.blame}. Fix that first: later probes "
+            "rely on what earlier ones test, so their failures are often the same bug."
+        )
+    else:
+        console.print(f"no probe failed ({sum(r.passed is True for r in results)} passed)")

@@ -1,0 +1,123 @@
+"""Training health: non-finite numbers stop the run and name where they appeared; warnings fire on known cues."""
+
+import math
+import os
+
+import pytest
+import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from proxima.checkpoint import read_checkpoint
+from proxima.cli import main
+from proxima.health import HealthMonitor, first_non_finite_in_rollout
+from proxima.storage import RolloutBuffer
+from proxima.trainer import CHECKPOINT
+from proxima.update import _grad_stats
+
+HEALTHY = {"approx_kl": 0.01, "clipfrac": 0.1, "entropy": 0.69, "explained_variance": 0.5}
+
+
+def _monitor(**kw):
+    defaults = {"num_updates": 100, "discrete": True, "action_dim": 1, "has_critic": True}
+    return HealthMonitor(**{**defaults, **kw})
+
+
+def test_each_warning_fires_once_on_its_cue_and_is_counted():
+    monitor = _monitor()
+    assert monitor.check(1, HEALTHY) == []
+    kinds = [w.kind for w in monitor.check(2, {**HEALTHY, "approx_kl": 0.2, "clipfrac": 0.5})]
+    assert kinds == ["approx_kl", "clipfrac"]
+    assert monitor.check(3, {**HEALTHY, "approx_kl": 0.2, "clipfrac": 0.5}) == []  # already said
+    assert monitor.summary(3) == [
+        "approx_kl: unhealthy in 2 of 3 updates, first at update 2",
+        "clipfrac: unhealthy in 2 of 3 updates, first at update 2",
+    ]
+
+
+def test_thresholds_are_strict():
+    monitor = _monitor()
+    monitor.check(1, HEALTHY)
+    assert monitor.check(2, {**HEALTHY, "approx_kl": 0.05, "clipfrac": 0.3}) == []
+
+
+def test_entropy_collapse_counts_only_early_in_the_run():
+    early = _monitor()
+    early.check(1, {**HEALTHY, "entropy": 0.69})
+    assert [w.kind for w in early.check(10, {**HEALTHY, "entropy": 0.05})] == ["entropy"]
+    late = _monitor()
+    late.check(1, {**HEALTHY, "entropy": 0.69})
+    assert late.check(26, {**HEALTHY, "entropy": 0.05}) == []  # after the first quarter: converging is fine
+    assert late.check(20, {**HEALTHY, "entropy": 0.07}) == []  # 0.07 > 0.069: not below a tenth
+
+
+def test_gaussian_entropy_collapse_is_a_tenfold_drop_of_the_std():
+    monitor = _monitor(discrete=False, action_dim=2)
+    monitor.check(1, {**HEALTHY, "entropy": 2.0})
+    # entropy = sum over dims of log(std) + const: a tenfold drop of both stds is -2 ln 10
+    assert monitor.check(2, {**HEALTHY, "entropy": 2.0 - 2 * math.log(10) + 0.01}) == []
+    assert [w.kind for w in monitor.check(3, {**HEALTHY, "entropy": 2.0 - 2 * math.log(10) - 0.01})] == [
+        "entropy"
+    ]
+
+
+def test_negative_explained_variance_warns_after_20_updates_in_a_row():
+    monitor = _monitor()
+    for update in range(1, 20):
+        assert monitor.check(update, {**HEALTHY, "explained_variance": -0.1}) == []
+    monitor.check(20, {**HEALTHY, "explained_variance": 0.1})  # the streak breaks
+    for update in range(21, 40):
+        assert monitor.check(update, {**HEALTHY, "explained_variance": -0.1}) == []
+    assert [w.kind for w in monitor.check(40, {**HEALTHY, "explained_variance": -0.1})] == [
+        "explained_variance"
+    ]
+    assert _monitor(has_critic=False).check(1, {**HEALTHY, "explained_variance": -1.0}) == []
+
+
+def test_non_finite_is_located_in_the_rollout():
+    buf = RolloutBuffer(4, 2, (3,), (), torch.int64, torch.device("cpu"))
+    assert first_non_finite_in_rollout(buf) is None
+    buf.rewards[2, 1] = math.inf
+    assert first_non_finite_in_rollout(buf) == "rewards"
+    buf.obs[3, 0, 2] = math.nan
+    assert first_non_finite_in_rollout(buf) == "observations"  # observations come before rewards
+
+
+def test_non_finite_is_located_in_the_minibatch_where_it_first_appeared():
+    one, nan = torch.tensor(1.0), torch.tensor(math.nan)
+    assert _grad_stats([one, one], [one, torch.tensor(3.0)]) == {"grad_norm": 3.0}
+    assert _grad_stats([one, nan], [nan, nan])["non_finite"] == "gradients"  # the gradient went first
+    assert _grad_stats([nan, nan], [nan, nan])["non_finite"] == "loss"
+    assert _grad_stats([one, nan], [])["non_finite"] == "loss"  # no clipping: no gradient norms
+
+
+@pytest.mark.parametrize("env,where", [("NaNObservations-v0", "observations"), ("HugeRewards-v0", "loss")])
+def test_non_finite_stops_the_run_naming_where_and_keeps_the_last_good_checkpoint(
+    env, where, tmp_path, capsys
+):
+    run_dir = str(tmp_path / "run")
+    # One env of 128 steps per update; the env turns bad after its 300th step, in update 3.
+    flags = ["--num-envs", "1", "--num-steps", "128", "--total-timesteps", "1280", "--checkpoint-every", "1"]
+    code = main(
+        ["train", "--env-id", f"tests.fixtures.user_envs:{env}", "--run-dir", run_dir, *flags, "--quiet"]
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and len(err) == 1, err
+    assert f"NaN or infinity in the {where} at update 3" in err[0]
+    assert "last good checkpoint, from update 2" in err[0]
+    tensors, meta = read_checkpoint(os.path.join(run_dir, CHECKPOINT))
+    assert meta["update"] == 2 and all(
+        torch.isfinite(t).all() for k, t in tensors.items() if k.startswith("model/")
+    )
+    assert not os.path.exists(os.path.join(run_dir, "model.safetensors"))  # no final agent from bad weights
+
+
+def test_warnings_reach_the_console_and_tensorboard(tmp_path, capsys):
+    run_dir = str(tmp_path / "run")
+    # A learning rate 200x the default moves the policy far past the clip range.
+    assert main(["train", "--learning-rate", "0.05", "--total-timesteps", "8192", "--run-dir", run_dir]) == 0
+    out = capsys.readouterr().out
+    assert "warning: clipfrac" in out and "see docs/HEALTH.md, clipfrac" in out
+    assert "health: clipfrac: unhealthy in" in out
+    events = EventAccumulator(run_dir)
+    events.Reload()
+    assert "health/clipfrac/text_summary" in events.Tags()["tensors"]

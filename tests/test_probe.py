@@ -1,0 +1,102 @@
+"""`proxima probe`: the agent passes every probe, and a component broken on purpose is named by the table."""
+
+import pytest
+import torch
+
+import proxima.trainer
+import proxima.update
+from proxima.cli import main
+from proxima.losses import value_loss
+from proxima.networks import ActorCritic
+from proxima.storage import Batch
+
+pytestmark = pytest.mark.slow
+
+
+def _probe(capsys, *argv):
+    code = main(["probe", *argv])
+    out = capsys.readouterr().out
+    rows = {
+        line.split("│")[1].strip(): line
+        for line in out.splitlines()
+        if line.startswith("│") and line.split("│")[1].strip()
+    }
+    return code, out, rows
+
+
+def test_the_default_agent_passes_every_probe(capsys):
+    code, out, rows = _probe(capsys)
+    assert code == 0, out
+    assert set(rows) == {"1", "2", "3", "4", "5", "continuous"}
+    assert all("│ pass" in row for row in rows.values()), out
+    assert "no probe failed (6 passed)" in out
+
+
+def _assert_blames(capsys, probes, failing, blame):
+    code, out, rows = _probe(capsys, "--probes", *probes)
+    assert code == 1, out
+    names = list(rows)
+    assert names == probes, out
+    assert all("│ pass" in rows[name] for name in names[: names.index(failing)]), out  # the earlier ones pass
+    assert "│ FAIL" in rows[failing], out
+    assert f"first failure: probe {failing}, which points to the {blame}" in out.replace("\n", " "), out
+
+
+def test_a_value_loss_without_gradient_is_blamed_on_the_value_loss(capsys, monkeypatch):
+    monkeypatch.setattr(
+        proxima.update, "value_loss", lambda values, returns: value_loss(values.detach(), returns)
+    )
+    _assert_blames(capsys, ["1", "2"], "1", "value loss or optimizer")
+
+
+def test_a_critic_that_ignores_its_input_is_blamed_on_the_network(capsys, monkeypatch):
+    original = ActorCritic._value
+    monkeypatch.setattr(ActorCritic, "_value", lambda self, features: original(self, features * 0))
+    _assert_blames(capsys, ["1", "2"], "2", "backprop or network")
+
+
+def test_a_dropped_discount_is_blamed_on_discounting(capsys, monkeypatch):
+    original = proxima.trainer.estimate_advantages
+
+    def undiscounted(estimator, rewards, values, dones, next_value, next_done, gamma, gae_lambda):
+        return original(estimator, rewards, values, dones, next_value, next_done, 1.0, gae_lambda)
+
+    monkeypatch.setattr(proxima.trainer, "estimate_advantages", undiscounted)
+    _assert_blames(capsys, ["1", "2", "3"], "3", "discounting")
+
+
+def test_a_flipped_policy_loss_is_blamed_on_the_policy_loss(capsys, monkeypatch):
+    original = proxima.update.policy_loss
+    monkeypatch.setattr(
+        proxima.update, "policy_loss", lambda args, logprobs, mb: -original(args, logprobs, mb)
+    )
+    _assert_blames(capsys, ["1", "2", "3", "4"], "4", "advantages or policy loss")
+
+
+def test_observations_misaligned_with_actions_in_minibatches_are_blamed_on_batching(capsys, monkeypatch):
+    def misaligned(self, index):
+        # Observations travel with their values and returns, actions with their log-probs and advantages,
+        # but the two halves come from different samples: an indexing bug in the minibatch code.
+        other = torch.roll(index, 1)
+        return Batch(
+            self.obs[index], self.actions[other], self.logprobs[other], self.values[index],
+            self.advantages[other], self.returns[index],
+        )  # fmt: skip
+
+    monkeypatch.setattr(Batch, "__getitem__", misaligned)
+    _assert_blames(capsys, ["1", "2", "3", "4", "5"], "5", "batching or stale data")
+
+
+def test_reinforce_has_no_values_to_probe(capsys):
+    code, out, rows = _probe(capsys, "--algo", "reinforce", "--probes", "1")
+    assert code == 0 and "│ n/a" in rows["1"] and "no critic" in rows["1"], out
+
+
+@pytest.mark.parametrize(
+    "argv,match",
+    [(["--probes", "7"], "unknown probe '7'"), (["--env-id", "CartPole-v1"], "drop --env-id")],
+)
+def test_bad_probe_input_is_one_line_exit_2(argv, match, capsys):
+    assert main(["probe", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and match in err[0], err

@@ -1,0 +1,259 @@
+"""Checkpoints and resume: atomic, complete, exact after SIGKILL or Ctrl-C, and never unpickled."""
+
+import json
+import os
+import pickle
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from proxima.checkpoint import read_checkpoint
+from proxima.cli import main
+from proxima.trainer import CHECKPOINT
+
+# 12 updates of 8 envs x 128 steps on native CartPole, a checkpoint every 2 updates.
+RUN = [
+    "--total-timesteps", "12288", "--num-envs", "8", "--num-steps", "128", "--checkpoint-every", "2",
+    "--quiet", "--no-plot", "--seed", "4",
+]  # fmt: skip
+TIMES = {"time_s", "sps"}
+
+
+def _cli(*argv: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "proxima.cli", *argv], stderr=subprocess.PIPE, text=True, cwd=os.getcwd()
+    )
+
+
+def _metrics(run_dir) -> list[dict]:
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        return [{k: v for k, v in json.loads(line).items() if k not in TIMES} for line in f]
+
+
+def _wait_for_updates(run_dir, n: int, proc: subprocess.Popen) -> None:
+    path = os.path.join(run_dir, "metrics.jsonl")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if os.path.exists(path):
+            with open(path) as f:
+                if sum(1 for _ in f) >= n:
+                    return
+        assert proc.poll() is None, "the run ended before it could be interrupted"
+        time.sleep(0.01)
+    raise AssertionError(f"no {n} updates within 120 s")
+
+
+def _assert_same_run(a, b) -> None:
+    wa, wb = load_file(os.path.join(a, "model.safetensors")), load_file(os.path.join(b, "model.safetensors"))
+    assert wa.keys() == wb.keys()
+    for key in wa:
+        assert (wa[key] == wb[key]).all(), key
+    assert _metrics(a) == _metrics(b)
+    with open(os.path.join(a, "episodes.jsonl")) as fa, open(os.path.join(b, "episodes.jsonl")) as fb:
+        assert fa.read() == fb.read()
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    run_dir = str(tmp_path_factory.mktemp("resume") / "uninterrupted")
+    assert main(["train", "--run-dir", run_dir, *RUN, "--no-cuda"]) == 0
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_cuda(tmp_path_factory):
+    run_dir = str(tmp_path_factory.mktemp("resume") / "uninterrupted-cuda")
+    assert main(["train", "--run-dir", run_dir, *RUN, "--cuda"]) == 0
+    return run_dir
+
+
+@pytest.mark.parametrize(
+    "device",
+    [
+        "cpu",
+        pytest.param(
+            "cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+        ),
+    ],
+)
+def test_sigkill_at_a_random_point_then_resume_matches_an_uninterrupted_run(device, request, tmp_path):
+    uninterrupted = request.getfixturevalue("uninterrupted" if device == "cpu" else "uninterrupted_cuda")
+    run_dir = str(tmp_path / "killed")
+    # updates logged before the kill: by 3 a checkpoint (every 2) exists, and by 9 of 12 the run is not over
+    kill_after = random.randint(3, 9)
+    print(f"killing after {kill_after} updates")
+    proc = _cli("train", "--run-dir", run_dir, *RUN, "--cuda" if device == "cuda" else "--no-cuda")
+    _wait_for_updates(run_dir, kill_after, proc)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert len(_metrics(run_dir)) < 12
+    assert main(["train", "--resume", run_dir, "--quiet"]) == 0
+    _assert_same_run(uninterrupted, run_dir)
+
+
+def test_ctrl_c_saves_a_checkpoint_says_how_to_resume_and_resumes_exactly(uninterrupted, tmp_path):
+    run_dir = str(tmp_path / "interrupted")
+    # only the Ctrl-C checkpoint
+    proc = _cli("train", "--run-dir", run_dir, *RUN, "--no-cuda", "--checkpoint-every", "0")
+    _wait_for_updates(run_dir, 3, proc)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert "Traceback" not in err
+    assert f"proxima train --resume {run_dir}" in err.strip().splitlines()[-1]
+    _, meta = read_checkpoint(os.path.join(run_dir, CHECKPOINT))
+    assert 3 <= meta["update"] < 12 and not meta["finished"]
+    assert main(["train", "--resume", run_dir, "--quiet"]) == 0
+    _assert_same_run(uninterrupted, run_dir)
+
+
+def test_checkpoint_holds_every_part_of_the_training_state(uninterrupted):
+    tensors, meta = read_checkpoint(os.path.join(uninterrupted, CHECKPOINT))
+    prefixes = {key.split("/")[0] for key in tensors}
+    assert prefixes == {"model", "optimizer", "rng", "collector"}
+    assert {"collector/env/state", "collector/env/rng_counter", "collector/next_obs"} <= tensors.keys()
+    assert any(k.endswith("exp_avg_sq") for k in tensors)  # Adam's moments
+    assert meta["update"] == 12 and meta["global_step"] == 12288 and meta["finished"]
+    assert meta["scheduler"]["last_epoch"] == 12
+    assert {"numpy_rng", "python_rng", "logs", "health", "optimizer_groups"} <= meta.keys()
+    # the final checkpoint's weights are the saved agent's
+    weights = load_file(os.path.join(uninterrupted, "model.safetensors"))
+    assert all((tensors[f"model/{k}"] == v).all() for k, v in weights.items())
+
+
+def test_checkpoints_are_written_atomically(tmp_path, monkeypatch):
+    """A write that dies halfway leaves the previous checkpoint whole and no temporary file behind."""
+    import proxima.checkpoint as checkpoint
+
+    run_dir = str(tmp_path / "run")
+    assert main(["train", "--run-dir", run_dir, *RUN, "--total-timesteps", "4096"]) == 0
+    path = os.path.join(run_dir, CHECKPOINT)
+    before = open(path, "rb").read()
+
+    def dying_save(tensors, tmp, metadata=None):
+        with open(tmp, "wb") as f:
+            f.write(b"half a file")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(checkpoint, "save_file", dying_save)
+    with pytest.raises(OSError):
+        checkpoint.write_checkpoint(path, {}, {"x": 1})
+    assert open(path, "rb").read() == before
+    assert sorted(os.listdir(run_dir)) == sorted(
+        [
+            "agent.json",
+            "checkpoint.safetensors",
+            "config.json",
+            "episodes.jsonl",
+            "metrics.jsonl",
+            "model.safetensors",
+        ]
+        + [f for f in os.listdir(run_dir) if f.startswith("events.out")]
+    )
+
+
+def test_gymnasium_envs_resume_with_new_episodes_and_say_so(tmp_path, capsys):
+    run_dir = str(tmp_path / "gym")
+    proc = _cli("train", "--run-dir", run_dir, *RUN, "--env-backend", "gymnasium")
+    _wait_for_updates(run_dir, 3, proc)
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    tensors, meta = read_checkpoint(os.path.join(run_dir, CHECKPOINT))
+    assert not meta["envs_saved"] and not any(k.startswith("collector/") for k in tensors)
+    assert main(["train", "--resume", run_dir]) == 0
+    out = capsys.readouterr().out
+    assert f"resuming {run_dir} after update {meta['update']} of 12" in out
+    assert "start new episodes" in out
+    steps = [m["global_step"] for m in _metrics(run_dir)]
+    assert steps == [1024 * (i + 1) for i in range(12)]
+
+
+def _one_line_exit_2(argv, capsys, match: str) -> None:
+    code = main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("proxima train: error:"), err
+    assert match in err[0], err[0]
+
+
+@pytest.fixture
+def interrupted_run(tmp_path):
+    """A run whose last checkpoint is from update 2 of 4, as if it had been killed."""
+    run_dir = str(tmp_path / "run")
+    assert (
+        main(["train", "--run-dir", run_dir, *RUN, "--total-timesteps", "2048", "--checkpoint-every", "2"])
+        == 0
+    )
+    from proxima.checkpoint import write_checkpoint
+
+    tensors, meta = read_checkpoint(os.path.join(run_dir, CHECKPOINT))
+    write_checkpoint(os.path.join(run_dir, CHECKPOINT), tensors, {**meta, "finished": False})
+    return run_dir
+
+
+def test_resume_refuses_other_flags(interrupted_run, capsys):
+    _one_line_exit_2(["train", "--resume", interrupted_run, "--seed", "3"], capsys, "--seed")
+
+
+def test_resume_refuses_a_missing_checkpoint(interrupted_run, capsys):
+    os.remove(os.path.join(interrupted_run, CHECKPOINT))
+    _one_line_exit_2(["train", "--resume", interrupted_run], capsys, "before its first checkpoint")
+
+
+def test_resume_refuses_a_truncated_checkpoint(interrupted_run, capsys):
+    path = os.path.join(interrupted_run, CHECKPOINT)
+    data = open(path, "rb").read()
+    open(path, "wb").write(data[: len(data) // 3])
+    _one_line_exit_2(["train", "--resume", interrupted_run], capsys, "not a readable safetensors file")
+
+
+def test_resume_refuses_a_checkpoint_of_other_env_spaces(interrupted_run, capsys):
+    path = os.path.join(interrupted_run, CHECKPOINT)
+    tensors, meta = read_checkpoint(path)
+    from proxima.checkpoint import write_checkpoint
+
+    write_checkpoint(path, tensors, {**meta, "action_space": {"type": "Discrete", "n": 3}})
+    _one_line_exit_2(["train", "--resume", interrupted_run], capsys, "written for another env")
+
+
+def test_resume_refuses_weights_of_the_wrong_shape(interrupted_run, capsys):
+    config_path = os.path.join(interrupted_run, "config.json")
+    config = json.load(open(config_path))
+    json.dump({**config, "hidden_sizes": [32, 32]}, open(config_path, "w"))
+    _one_line_exit_2(["train", "--resume", interrupted_run], capsys, "does not match the network")
+
+
+class _CreatesAFile:
+    """Unpickling this creates a file: the proof that a loader unpickled."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+@pytest.mark.parametrize("command", ["eval", "resume"])
+def test_a_malicious_pickle_is_rejected_without_being_unpickled(interrupted_run, tmp_path, capsys, command):
+
+    marker = tmp_path / "pwned"
+    name = "model.safetensors" if command == "eval" else CHECKPOINT
+    # torch.save's zip format and a bare pickle: the two forms a .pt "checkpoint" comes in
+    for writer in (
+        lambda f: torch.save({"x": _CreatesAFile(str(marker))}, f),
+        lambda f: pickle.dump(_CreatesAFile(str(marker)), f),
+    ):
+        with open(os.path.join(interrupted_run, name), "wb") as f:
+            writer(f)
+        assert not marker.exists()  # writing it did not run it
+        argv = ["eval", interrupted_run] if command == "eval" else ["train", "--resume", interrupted_run]
+        code = main(argv)
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1 and "not a readable safetensors file" in err[0], err
+        assert not marker.exists()
