@@ -21,7 +21,7 @@ from proxima.losses import (
     value_loss,
 )
 from proxima.networks import ActorCritic
-from proxima.optim import clip_grad_norm
+from proxima.optim import Adam, clip_grad_norm
 from proxima.storage import Batch, minibatch_indices
 
 
@@ -31,7 +31,7 @@ def policy_loss(args: PPOArgs, logprobs: Tensor, mb: Batch) -> Tensor:
     return policy_gradient_loss(logprobs, normalize(mb.advantages) if args.norm_adv else mb.advantages)
 
 
-def update(model: ActorCritic, optimizer: torch.optim.Optimizer, batch: Batch, args: PPOArgs) -> dict:
+def update(model: ActorCritic, optimizer: Adam, batch: Batch, args: PPOArgs) -> dict:
     """Train on ``batch`` for ``update_epochs`` epochs; return the update's debug variables (detail #12).
 
     Like the seed, the losses and KL estimates reported are those of the last minibatch; clipfrac is the

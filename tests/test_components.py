@@ -1,4 +1,7 @@
+import copy
 import math
+import subprocess
+import sys
 
 import gymnasium as gym
 import pytest
@@ -80,6 +83,58 @@ def test_adam_eps_and_linear_schedule_reaches_end_exactly():
     assert rates[7] == 1e-5 and rates[9] == 1e-5  # exactly, and it stays there
     assert rates[3] == pytest.approx(2.5e-4 + 3 / 7 * (1e-5 - 2.5e-4))
     assert all(a > b for a, b in zip(rates[:7], rates[1:8], strict=True))
+
+
+@pytest.mark.parametrize("groups", [1, 2])
+def test_adam_steps_bit_for_bit_like_torch_adam_and_saves_the_same_state(groups):
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    twin = copy.deepcopy(net)
+
+    def param_groups(model):
+        params = list(model.parameters())
+        return (
+            [{"params": params}]
+            if groups == 1
+            else [{"params": params[:2]}, {"params": params[2:], "lr": 1e-3}]
+        )
+
+    ours = make_adam(param_groups(net), lr=2.5e-4)
+    theirs = torch.optim.Adam(param_groups(twin), lr=2.5e-4, eps=1e-5, fused=True)
+    for _ in range(6):
+        x = torch.randn(16, 3)
+        for model, opt in ((net, ours), (twin, theirs)):
+            opt.zero_grad()
+            (model(x) ** 2).mean().backward()
+            opt.step()
+            opt.param_groups[0]["lr"] *= 0.9  # as a schedule would
+    for a, b in zip(net.parameters(), twin.parameters(), strict=True):
+        assert torch.equal(a, b)
+    mine, torchs = ours.state_dict(), theirs.state_dict()
+    assert mine["state"].keys() == torchs["state"].keys()
+    for i, state in mine["state"].items():
+        assert state.keys() == torchs["state"][i].keys()
+        assert all(torch.equal(state[k], torchs["state"][i][k]) for k in state)
+    assert [g["params"] for g in mine["param_groups"]] == [g["params"] for g in torchs["param_groups"]]
+    assert [g["lr"] for g in mine["param_groups"]] == [g["lr"] for g in torchs["param_groups"]]
+    # and a fresh optimizer loaded from it continues identically
+    again = make_adam(param_groups(copy.deepcopy(net)), lr=0.0)
+    again.load_state_dict(mine)
+    assert again.param_groups[0]["lr"] == ours.param_groups[0]["lr"] and again.param_groups[0]["betas"] == (
+        0.9,
+        0.999,
+    )
+
+
+def test_building_the_optimizer_does_not_import_dynamo():
+    """torch.optim optimizers import torch._dynamo when built (about 1 s here); proxima's must not."""
+    code = (
+        "import sys, torch; from proxima.optim import make_adam, LinearLR; "
+        "p = [torch.nn.Parameter(torch.ones(2))]; o = make_adam(p, 1e-3); s = LinearLR(o, 3); "
+        "p[0].sum().backward(); o.step(); s.step(); o.zero_grad(); o.state_dict(); "
+        "assert 'torch._dynamo' not in sys.modules, 'imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_minibatch_indices_use_every_sample_once():
