@@ -17,9 +17,9 @@ from proxima.checkpoint import read_checkpoint
 from proxima.cli import main
 from proxima.trainer import CHECKPOINT
 
-# 12 updates of 8 envs x 128 steps on native CartPole, a checkpoint every 2 updates.
+# 12 updates of 16 envs x 128 steps on native CartPole (long enough to interrupt), a checkpoint every 2.
 RUN = [
-    "--total-timesteps", "12288", "--num-envs", "8", "--num-steps", "128", "--checkpoint-every", "2",
+    "--total-timesteps", "24576", "--num-envs", "16", "--num-steps", "128", "--checkpoint-every", "2",
     "--quiet", "--no-plot", "--seed", "4",
 ]  # fmt: skip
 TIMES = {"time_s", "sps"}
@@ -119,7 +119,7 @@ def test_checkpoint_holds_every_part_of_the_training_state(uninterrupted):
     assert prefixes == {"model", "optimizer", "rng", "collector"}
     assert {"collector/env/state", "collector/env/rng_counter", "collector/next_obs"} <= tensors.keys()
     assert any(k.endswith("exp_avg_sq") for k in tensors)  # Adam's moments
-    assert meta["update"] == 12 and meta["global_step"] == 12288 and meta["finished"]
+    assert meta["update"] == 12 and meta["global_step"] == 24576 and meta["finished"]
     assert meta["scheduler"]["last_epoch"] == 12
     assert {"numpy_rng", "python_rng", "logs", "health", "optimizer_groups"} <= meta.keys()
     # the final checkpoint's weights are the saved agent's
@@ -172,7 +172,7 @@ def test_gymnasium_envs_resume_with_new_episodes_and_say_so(tmp_path, capsys):
     assert f"resuming {run_dir} after update {meta['update']} of 12" in out
     assert "start new episodes" in out
     steps = [m["global_step"] for m in _metrics(run_dir)]
-    assert steps == [1024 * (i + 1) for i in range(12)]
+    assert steps == [2048 * (i + 1) for i in range(12)]
 
 
 def _one_line_exit_2(argv, capsys, match: str) -> None:
@@ -184,12 +184,9 @@ def _one_line_exit_2(argv, capsys, match: str) -> None:
 
 @pytest.fixture
 def interrupted_run(tmp_path):
-    """A run whose last checkpoint is from update 2 of 4, as if it had been killed."""
+    """A short run whose final checkpoint is marked unfinished, as if it had been killed just before the end."""
     run_dir = str(tmp_path / "run")
-    assert (
-        main(["train", "--run-dir", run_dir, *RUN, "--total-timesteps", "2048", "--checkpoint-every", "2"])
-        == 0
-    )
+    assert main(["train", "--run-dir", run_dir, *RUN, "--total-timesteps", "2048"]) == 0
     from proxima.checkpoint import write_checkpoint
 
     tensors, meta = read_checkpoint(os.path.join(run_dir, CHECKPOINT))
