@@ -1,7 +1,7 @@
 """Full-loop throughput: env steps per second of rollout plus update.
 
 Runs `proxima train` as a user would (timed from process start, so imports and set-up count) and also
-reports the steady-state SPS that the run itself logs. Peak RSS is read from the child's rusage.
+reports the steady-state SPS that the run itself logs. Peak RSS is the training process's own (os.wait4).
 
     .venv/bin/python benchmarks/throughput.py [--total-timesteps 100000] [-- --async-envs]
     .venv/bin/python benchmarks/throughput.py --suite   # every backend on CartPole-v1 and Pendulum-v1,
@@ -14,7 +14,6 @@ import argparse
 import json
 import os
 import re
-import resource
 import subprocess
 import sys
 import tempfile
@@ -33,38 +32,45 @@ SUITE = [
 ]
 
 
-def train(env_id: str, steps: int, flags: list[str]) -> tuple[str, float, dict]:
-    """Run `proxima train`; return its run directory, wall time from process start, and last metrics line."""
+def train(env_id: str, steps: int, flags: list[str]) -> tuple[str, float, dict, float]:
+    """Run `proxima train`; return its run directory, wall time from process start, last metrics line, and
+    the peak RSS in MB of the training process itself (its env worker processes, with --async-envs, aside)."""
     run_dir = os.path.join(tempfile.mkdtemp(prefix="proxima-bench-"), "run")
     start = time.perf_counter()
-    subprocess.run([BIN, "train", "--env-id", env_id, "--total-timesteps", str(steps), "--run-dir", run_dir,
-                    "--quiet", *flags], check=True)  # fmt: skip
+    proc = subprocess.Popen([BIN, "train", "--env-id", env_id, "--total-timesteps", str(steps),
+                             "--run-dir", run_dir, "--quiet", *flags])  # fmt: skip
+    _, status, usage = os.wait4(proc.pid, 0)  # this child's own rusage, unlike RUSAGE_CHILDREN's running max
     wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        raise subprocess.CalledProcessError(proc.returncode, proc.args)
     last = json.loads(open(os.path.join(run_dir, "metrics.jsonl")).read().splitlines()[-1])
-    return run_dir, wall, last
+    return run_dir, wall, last, usage.ru_maxrss / 1024
 
 
 def suite() -> None:
-    print("| env | backend | flags | steps | wall s (process) | steps/s (process) | steps/s (loop, logged) |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| env | backend | flags | steps | wall s (process) | steps/s (process) | steps/s (loop, logged) | peak RSS MB |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for env_id, steps, flags in SUITE:
         for backend, backend_flags in BACKENDS.items():
-            _, wall, last = train(env_id, steps, [*flags, *backend_flags])
+            _, wall, last, rss = train(env_id, steps, [*flags, *backend_flags])
             done = last["global_step"]
             print(f"| {env_id} | {backend} | {' '.join(flags)} | {done} | {wall:.1f} | {done / wall:.0f} | "
-                  f"{last['sps']:.0f} |", flush=True)  # fmt: skip
+                  f"{last['sps']:.0f} | {rss:.0f} |", flush=True)  # fmt: skip
     print(
-        "\n| cartpole-fast, seed | steps | wall s (process) | eval mean ± std (100 ep, det., Gymnasium env) |"
+        "\n| cartpole-fast, seed | steps | wall s (process) | peak RSS MB | eval mean ± std (100 ep, det., Gymnasium env) |"
     )
-    print("|---|---|---|---|")
+    print("|---|---|---|---|---|")
     for seed in range(1, 6):
-        run_dir, wall, last = train(
+        run_dir, wall, last, rss = train(
             "CartPole-v1", 300_000, ["--config", "cartpole-fast", "--seed", str(seed)]
         )
         out = subprocess.run([BIN, "eval", run_dir, "--episodes", "100", "--deterministic"],
                              check=True, capture_output=True, text=True).stdout  # fmt: skip
         mean, std = re.search(r"mean_return=(\S+) std_return=(\S+)", out).groups()
-        print(f"| {seed} | {last['global_step']} | {wall:.1f} | {mean} ± {std} |", flush=True)
+        print(f"| {seed} | {last['global_step']} | {wall:.1f} | {rss:.0f} | {mean} ± {std} |", flush=True)
 
 
 def main() -> None:
@@ -82,9 +88,7 @@ def main() -> None:
     print("| env | flags | steps | wall s (process) | steps/s (process) | steps/s (logged) | peak RSS MB |")
     print("|---|---|---|---|---|---|---|")
     for _ in range(args.repeats):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-        _, wall, last = train(args.env_id, args.total_timesteps, args.extra)
-        peak = max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
+        _, wall, last, peak = train(args.env_id, args.total_timesteps, args.extra)
         steps = last["global_step"]
         print(f"| {args.env_id} | {' '.join(args.extra) or 'defaults'} | {steps} | {wall:.1f} | {steps / wall:.0f} | "
               f"{last['sps']:.0f} | {peak:.0f} |", flush=True)  # fmt: skip

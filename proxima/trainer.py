@@ -115,7 +115,8 @@ def resume(run_dir: str, quiet: bool = False) -> Agent:
     if meta.get("finished"):
         raise UserError(f"the run in {run_dir} already finished (update {meta['update']}); nothing to resume")
     device = _setup(args)
-    envs = _make_envs(args, run_dir, device)
+    # Gymnasium's recorder numbers a new process's episodes from 0 again: keep the earlier videos apart.
+    envs = _make_envs(args, run_dir, device, video_subdir=f"resumed-after-update-{meta['update']}")
     try:
         run = _Run(args, envs, run_dir, device)
         run.load_state_dict(tensors, meta, path)
@@ -131,7 +132,7 @@ def _setup(args: PPOArgs) -> torch.device:
     return device
 
 
-def _make_envs(args: PPOArgs, run_dir: str, device: torch.device):
+def _make_envs(args: PPOArgs, run_dir: str, device: torch.device, video_subdir: str = ""):
     return make_vec_env(
         args.env_id,
         args.num_envs,
@@ -139,7 +140,7 @@ def _make_envs(args: PPOArgs, run_dir: str, device: torch.device):
         seed=args.seed,
         asynchronous=args.async_envs,
         device=device,
-        video_dir=os.path.join(run_dir, "videos") if args.capture_video else None,
+        video_dir=os.path.join(run_dir, "videos", video_subdir) if args.capture_video else None,
     )
 
 
@@ -190,6 +191,7 @@ class _Run:
         self.log_offsets: dict | None = None  # where a resumed run's logs continue
         self.checkpoint_update: int | None = None  # the last checkpoint's update
         self.notes: list[str] = []  # shown when training starts
+        self.wandb_id: str | None = None
 
     def iterate(self) -> tuple[dict, list[float], list[int]]:
         """One update: a rollout, its advantages, the gradient steps. Returns the update's record (without
@@ -230,7 +232,9 @@ class _Run:
 
     def train(self) -> Agent:
         args, run_dir = self.args, self.run_dir
-        wandb_run = _init_wandb(args, run_dir) if args.track else None  # before TensorBoard, which it mirrors
+        # before TensorBoard, which it mirrors; a resumed run continues the same W&B run
+        wandb_run = _init_wandb(args, run_dir, self.wandb_id) if args.track else None
+        self.wandb_id = wandb_run.id if wandb_run is not None else None
         self.logger = RunLogger(run_dir, args.to_json(), resume_from=self.log_offsets)
         report = ProgressReport(args.num_updates * args.batch_size, args.num_updates, quiet=args.quiet)
         evaluator = _Evaluator(args, self.device) if args.eval_every else None
@@ -330,6 +334,7 @@ class _Run:
             "python_rng": random.getstate(),
             "health": vars(self.health),
             "logs": self.logger.offsets(self.global_step),
+            "wandb_id": self.wandb_id,
         }
         return tensors, meta
 
@@ -380,6 +385,7 @@ class _Run:
                 "this run will differ from an uninterrupted one (native envs resume exactly)"
             )
         self.log_offsets = meta["logs"]
+        self.wandb_id = meta.get("wandb_id")
         self.checkpoint_update = self.update
 
 
@@ -426,7 +432,7 @@ class _Evaluator:
         return run_episodes(model, self.envs, self.envs.num_envs, deterministic=True, seed=self.seed)
 
 
-def _init_wandb(args: PPOArgs, run_dir: str):
+def _init_wandb(args: PPOArgs, run_dir: str, run_id: str | None = None):
     """Start a Weights & Biases run that mirrors the TensorBoard scalars (offline with WANDB_MODE=offline)."""
     try:
         import wandb
@@ -440,4 +446,6 @@ def _init_wandb(args: PPOArgs, run_dir: str):
         name=os.path.basename(os.path.normpath(run_dir)),
         dir=run_dir,
         save_code=False,
+        id=run_id,
+        resume="allow" if run_id else None,
     )

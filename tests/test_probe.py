@@ -100,3 +100,9 @@ def test_bad_probe_input_is_one_line_exit_2(argv, match, capsys):
     assert main(["probe", *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and match in err[0], err
+
+
+def test_probe_help_names_its_own_flags(capsys):
+    assert main(["probe", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--probes NAME" in out and "--total-timesteps" in out and "proxima train --help" in out

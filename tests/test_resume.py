@@ -254,3 +254,39 @@ def test_a_malicious_pickle_is_rejected_without_being_unpickled(interrupted_run,
         err = capsys.readouterr().err.strip().splitlines()
         assert code == 2 and len(err) == 1 and "not a readable safetensors file" in err[0], err
         assert not marker.exists()
+
+
+def test_a_resumed_run_continues_the_same_wandb_run(interrupted_run, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    run_dir = os.path.join(os.path.dirname(interrupted_run), "tracked")
+    assert main(["train", "--run-dir", run_dir, *RUN, "--total-timesteps", "2048", "--track"]) == 0
+    from proxima.checkpoint import write_checkpoint
+
+    tensors, meta = read_checkpoint(os.path.join(run_dir, CHECKPOINT))
+    assert meta["wandb_id"]
+    write_checkpoint(os.path.join(run_dir, CHECKPOINT), tensors, {**meta, "finished": False})
+    assert main(["train", "--resume", run_dir, "--quiet"]) == 0
+    runs = sorted(os.listdir(os.path.join(run_dir, "wandb")))
+    offline = [r for r in runs if r.startswith("offline-run-")]
+    assert len(offline) == 2 and all(r.endswith("-" + meta["wandb_id"]) for r in offline), runs
+
+
+def test_videos_from_before_the_interruption_are_kept(tmp_path):
+    run_dir = str(tmp_path / "video")
+    proc = _cli("train", "--run-dir", run_dir, *RUN, "--capture-video")
+    _wait_for_updates(run_dir, 2, proc)
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    before = sorted(f for f in os.listdir(os.path.join(run_dir, "videos")) if f.endswith(".mp4"))
+    assert before
+    assert main(["train", "--resume", run_dir, "--quiet"]) == 0
+    after = sorted(f for f in os.listdir(os.path.join(run_dir, "videos")) if f.endswith(".mp4"))
+    assert after == before
+    _, meta = read_checkpoint(os.path.join(run_dir, CHECKPOINT))
+    resumed = [
+        d for d in os.listdir(os.path.join(run_dir, "videos")) if d.startswith("resumed-after-update-")
+    ]
+    assert len(resumed) == 1
+    assert any(f.endswith(".mp4") for f in os.listdir(os.path.join(run_dir, "videos", resumed[0])))
