@@ -32,14 +32,19 @@ from proxima.plotting import plot_runs
 from proxima.progress import ProgressReport
 from proxima.rollout import RolloutCollector
 
+# torch's own choice for this machine, read before any run changes it
+DEFAULT_THREADS = torch.get_num_threads()
 
-def set_threads(args: PPOArgs) -> None:
-    if args.torch_threads:
-        torch.set_num_threads(args.torch_threads)
-    elif args.minibatch_size < 512:
+
+def set_threads(args: PPOArgs, threads: int | None = None) -> None:
+    """Set torch's CPU threads for this run, always explicitly: the thread count changes the order of float
+    sums, so a run must not inherit whatever an earlier run in the same process left (``threads``: a resumed
+    run's saved count, for the same numbers on another machine)."""
+    if threads is None:
         # Measured on 2 cores: CartPole defaults (minibatch 128) run at 10.0k steps/s with 1 thread, 8.3k with
         # 2; a 512-sample minibatch step takes 2.04 ms with 1 thread, 1.71 ms with 2.
-        torch.set_num_threads(1)
+        threads = args.torch_threads or (1 if args.minibatch_size < 512 else DEFAULT_THREADS)
+    torch.set_num_threads(threads)
 
 
 def seed_everything(seed: int, deterministic: bool) -> None:
@@ -114,7 +119,7 @@ def resume(run_dir: str, quiet: bool = False) -> Agent:
         raise UserError(f"{path} is not a proxima checkpoint (format version {CHECKPOINT_VERSION})")
     if meta.get("finished"):
         raise UserError(f"the run in {run_dir} already finished (update {meta['update']}); nothing to resume")
-    device = _setup(args)
+    device = _setup(args, meta.get("torch_threads"))
     # Gymnasium's recorder numbers a new process's episodes from 0 again: keep the earlier videos apart.
     envs = _make_envs(args, run_dir, device, video_subdir=f"resumed-after-update-{meta['update']}")
     try:
@@ -125,9 +130,9 @@ def resume(run_dir: str, quiet: bool = False) -> Agent:
         envs.close()
 
 
-def _setup(args: PPOArgs) -> torch.device:
+def _setup(args: PPOArgs, threads: int | None = None) -> torch.device:
     device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
-    set_threads(args)
+    set_threads(args, threads)
     seed_everything(args.seed, args.torch_deterministic)
     return device
 
@@ -335,6 +340,7 @@ class _Run:
             "health": vars(self.health),
             "logs": self.logger.offsets(self.global_step),
             "wandb_id": self.wandb_id,
+            "torch_threads": torch.get_num_threads(),
         }
         return tensors, meta
 

@@ -290,3 +290,26 @@ def test_videos_from_before_the_interruption_are_kept(tmp_path):
     ]
     assert len(resumed) == 1
     assert any(f.endswith(".mp4") for f in os.listdir(os.path.join(run_dir, "videos", resumed[0])))
+
+
+def test_every_run_sets_its_thread_count_instead_of_inheriting_one():
+    """The thread count changes float sums: a run must not take whatever an earlier run in the process left."""
+    from proxima.config import PPOArgs
+    from proxima.trainer import DEFAULT_THREADS, set_threads
+
+    big = PPOArgs(num_envs=16, num_steps=128)  # minibatches of 512: torch's default thread count
+    try:
+        torch.set_num_threads(DEFAULT_THREADS + 1)
+        set_threads(big)
+        assert torch.get_num_threads() == DEFAULT_THREADS
+        set_threads(PPOArgs())  # minibatches of 128: one thread
+        assert torch.get_num_threads() == 1
+        set_threads(big, threads=3)  # a resumed run's saved count wins
+        assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(DEFAULT_THREADS)
+
+
+def test_the_checkpoint_records_the_thread_count(uninterrupted):
+    _, meta = read_checkpoint(os.path.join(uninterrupted, CHECKPOINT))
+    assert meta["torch_threads"] >= 1
