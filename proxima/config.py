@@ -129,6 +129,9 @@ class PPOArgs:
     """episodes per evaluation during training, one env each"""
     stop_return: float | None = None
     """stop training as soon as an evaluation's mean return reaches this (needs --eval-every)"""
+    save_best: bool = False
+    """also keep the agent with the best eval_return so far in RUN_DIR/best (needs --eval-every); the run
+    directory itself always holds the final agent"""
     env_backend: Literal["auto", "gymnasium", "native"] = "auto"
     """native: proxima's batched torch envs (classic control, PendulumDiscrete, probes); gymnasium: Gymnasium's
     vector envs, any id; auto: native where it exists (and without --async-envs or --capture-video)"""
@@ -219,6 +222,8 @@ class PPOArgs:
             )
         if self.stop_return is not None and not self.eval_every:
             raise UserError("stop_return needs evaluations during training: give --eval-every N as well")
+        if self.save_best and not self.eval_every:
+            raise UserError("save_best needs evaluations during training: give --eval-every N as well")
         if self.target_kl is not None and not self.target_kl > 0:
             raise UserError(f"target_kl must be positive when given, got {self.target_kl}")
         if self.batch_size % self.num_minibatches:

@@ -197,6 +197,7 @@ class _Run:
         self.checkpoint_update: int | None = None  # the last checkpoint's update
         self.notes: list[str] = []  # shown when training starts
         self.wandb_id: str | None = None
+        self.best_return: float | None = None  # with --save-best: the eval_return of RUN_DIR/best
 
     def iterate(self) -> tuple[dict, list[float], list[int]]:
         """One update: a rollout, its advantages, the gradient steps. Returns the update's record (without
@@ -295,6 +296,11 @@ class _Run:
         if evaluator is not None and self.update % args.eval_every == 0:
             record["eval_return"] = float(evaluator(self.model).mean())
             self.finished = args.stop_return is not None and record["eval_return"] >= args.stop_return
+            if args.save_best and (self.best_return is None or record["eval_return"] > self.best_return):
+                self.best_return = record["eval_return"]
+                best_dir = os.path.join(self.run_dir, "best")
+                os.makedirs(best_dir, exist_ok=True)
+                self.agent.save(best_dir, global_step=self.global_step, eval_return=self.best_return)
         self.logger.log_update(record)
         self.logger.log_episodes(self.global_step, episode_returns, episode_lengths)
         if "non_finite" in record:
@@ -341,6 +347,7 @@ class _Run:
             "logs": self.logger.offsets(self.global_step),
             "wandb_id": self.wandb_id,
             "torch_threads": torch.get_num_threads(),
+            "best_return": self.best_return,
         }
         return tensors, meta
 
@@ -392,6 +399,7 @@ class _Run:
             )
         self.log_offsets = meta["logs"]
         self.wandb_id = meta.get("wandb_id")
+        self.best_return = meta.get("best_return")
         self.checkpoint_update = self.update
 
 

@@ -137,9 +137,37 @@ def test_evaluation_during_training_and_early_stop(tmp_path):
     assert (run / "model.safetensors").exists()  # the stopped run still saves its agent
 
 
-def test_stop_return_needs_eval_every():
-    with pytest.raises(UserError, match="needs evaluations"):
+def test_stop_return_and_save_best_need_eval_every():
+    with pytest.raises(UserError, match="stop_return needs evaluations"):
         proxima.train(stop_return=500.0)
+    with pytest.raises(UserError, match="save_best needs evaluations"):
+        proxima.train(save_best=True)
+
+
+def test_save_best_keeps_the_best_evaluated_agent(tmp_path):
+    import json
+
+    run = tmp_path / "run"
+    proxima.train(
+        env_backend="native", num_envs=8, num_steps=64, total_timesteps=8 * 64 * 12, eval_every=2,
+        eval_episodes=8, save_best=True, learning_rate=1e-3, run_dir=str(run), quiet=True,
+    )  # fmt: skip
+    evals = [
+        m["eval_return"]
+        for m in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())
+        if "eval_return" in m
+    ]
+    assert len(evals) == 6
+    saved = json.loads((run / "best" / "agent.json").read_text())
+    assert saved["eval_return"] == max(evals)
+    first_best = evals.index(max(evals))  # a later tie does not replace it
+    assert saved["global_step"] == 8 * 64 * 2 * (first_best + 1)
+    # RUN_DIR/best is a complete agent: evaluated as during training, it gives the logged number back
+    from proxima.trainer import _Evaluator
+
+    best = proxima.load(str(run / "best"))
+    evaluator = _Evaluator(proxima.PPOArgs(env_backend="native", eval_episodes=8), best.device)
+    assert evaluator(best.model).mean() == max(evals)
 
 
 # env id -> (sampler of random states, sampler of random actions, native action as a tensor)
