@@ -16,9 +16,17 @@ from proxima.storage import RolloutBuffer
 
 KL_LIMIT = 0.05  # CleanRL-style runs that learn well sit around 0.01-0.02
 CLIPFRAC_LIMIT = 0.3  # many samples clipped: the policy moves further than the trust region allows
+SPIKE_UPDATES = 3  # approx_kl and clipfrac must stay above their limits this many updates in a row: one
+# spike is common in healthy runs (the tuned Pendulum preset has one approx_kl of 0.052 in 195 updates)
 ENTROPY_EARLY = 0.25  # "early": within the first quarter of the updates
 ENTROPY_FRACTION = 0.1  # discrete: entropy below a tenth of its first value
-NEGATIVE_EV_UPDATES = 20  # explained variance below 0 for this many updates in a row
+# Explained variance clearly below 0, for many updates in a row: a critic at chance level hovers around 0
+# (-0.02 to 0.02 in seed 001's set-ups), and one that lags fast-rising returns dips for a while.
+EV_LIMIT = -0.1
+NEGATIVE_EV_UPDATES = 20
+# Below this spread of the value targets (std / mean |target|) there is nothing left to explain: a solved
+# CartPole's bootstrapped returns are all about 100, and explained variance is then noise around any value.
+FLAT_RETURNS = 0.01
 
 
 def first_non_finite_in_rollout(buf: RolloutBuffer) -> str | None:
@@ -37,8 +45,9 @@ class HealthWarning(NamedTuple):
 class HealthMonitor:
     """Watches each update's record and says, once per kind, when a debug variable looks unhealthy.
 
-    ``check`` returns the new warnings (the first occurrence of each kind); ``summary`` counts every
-    occurrence at the end of the run.
+    A cue must last: ``streaks`` counts the updates in a row that show it, and a warning fires when the
+    streak reaches the cue's length. ``check`` returns the new warnings (the first of each kind);
+    ``summary`` counts every unhealthy update at the end of the run.
     """
 
     def __init__(self, num_updates: int, discrete: bool, action_dim: int, has_critic: bool):
@@ -47,7 +56,7 @@ class HealthMonitor:
         self.action_dim = action_dim
         self.has_critic = has_critic
         self.first_entropy: float | None = None
-        self.negative_ev_streak = 0
+        self.streaks: dict[str, int] = {}
         self.counts: dict[str, int] = {}
         self.first_update: dict[str, int] = {}
 
@@ -63,47 +72,45 @@ class HealthMonitor:
         # means the standard deviations shrank tenfold on average.
         return self.first_entropy - entropy > math.log(10) * self.action_dim
 
-    def check(self, update: int, record: dict) -> list[HealthWarning]:
-        found = []
+    def check(self, update: int, record: dict, return_spread: float | None = None) -> list[HealthWarning]:
+        """``return_spread``: std / mean |value target| of the update's batch (None: unknown)."""
         kl, clipfrac, entropy, ev = (
             record.get(k) for k in ("approx_kl", "clipfrac", "entropy", "explained_variance")
         )
-        if kl is not None and kl > KL_LIMIT:
-            found.append(
-                HealthWarning(
-                    "approx_kl",
-                    f"approx_kl {kl:.3f} is above {KL_LIMIT}: the policy changed a lot in one update",
-                )
-            )
-        if clipfrac is not None and clipfrac > CLIPFRAC_LIMIT:
-            found.append(
-                HealthWarning(
-                    "clipfrac",
-                    f"clipfrac {clipfrac:.2f} is above {CLIPFRAC_LIMIT}: many samples hit the clip",
-                )
-            )
-        if entropy is not None and self._entropy_collapsed(update, entropy):
-            found.append(
-                HealthWarning(
-                    "entropy",
-                    f"entropy fell from {self.first_entropy:.3f} to {entropy:.3f} in the first quarter of the run",
-                )
-            )
-        if self.has_critic and ev is not None:
-            self.negative_ev_streak = self.negative_ev_streak + 1 if ev < 0 else 0
-            if self.negative_ev_streak >= NEGATIVE_EV_UPDATES:
-                found.append(
-                    HealthWarning(
-                        "explained_variance",
-                        f"explained variance below 0 for {self.negative_ev_streak} updates in a row",
-                    )
-                )
+        flat = return_spread is not None and return_spread < FLAT_RETURNS
+        cues = {  # kind: (unhealthy now, updates in a row needed, message)
+            "approx_kl": (
+                kl is not None and kl > KL_LIMIT,
+                SPIKE_UPDATES,
+                f"approx_kl above {KL_LIMIT} for {SPIKE_UPDATES} updates in a row (now {kl or 0:.3f}): the "
+                "policy changes a lot in each update",
+            ),
+            "clipfrac": (
+                clipfrac is not None and clipfrac > CLIPFRAC_LIMIT,
+                SPIKE_UPDATES,
+                f"clipfrac above {CLIPFRAC_LIMIT} for {SPIKE_UPDATES} updates in a row (now {clipfrac or 0:.2f}): "
+                "many samples hit the clip",
+            ),
+            "entropy": (
+                entropy is not None and self._entropy_collapsed(update, entropy),
+                1,
+                f"entropy fell from {self.first_entropy or 0:.3f} to {entropy or 0:.3f} in the first quarter of the run",
+            ),
+            "explained_variance": (
+                self.has_critic and ev is not None and ev < EV_LIMIT and not flat,
+                NEGATIVE_EV_UPDATES,
+                f"explained variance below {EV_LIMIT} for {NEGATIVE_EV_UPDATES} updates in a row (now {ev or 0:.2f})",
+            ),
+        }
         new = []
-        for w in found:
-            self.counts[w.kind] = self.counts.get(w.kind, 0) + 1
-            if w.kind not in self.first_update:
-                self.first_update[w.kind] = update
-                new.append(w)
+        for kind, (unhealthy, needed, text) in cues.items():
+            self.streaks[kind] = self.streaks.get(kind, 0) + 1 if unhealthy else 0
+            if self.streaks[kind] < needed:
+                continue
+            self.counts[kind] = self.counts.get(kind, 0) + 1
+            if kind not in self.first_update:
+                self.first_update[kind] = update
+                new.append(HealthWarning(kind, text))
         return new
 
     def summary(self, updates: int) -> list[str]:

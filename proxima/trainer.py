@@ -198,6 +198,7 @@ class _Run:
         self.notes: list[str] = []  # shown when training starts
         self.wandb_id: str | None = None
         self.best_return: float | None = None  # with --save-best: the eval_return of RUN_DIR/best
+        self.return_spread: float | None = None  # of the last batch's value targets, for the health checks
 
     def iterate(self) -> tuple[dict, list[float], list[int]]:
         """One update: a rollout, its advantages, the gradient steps. Returns the update's record (without
@@ -226,6 +227,7 @@ class _Run:
         self.update += 1
         self.global_step += args.batch_size
         episode_returns, episode_lengths = buf.finished_episodes()
+        self.return_spread = float(batch.returns.std() / batch.returns.abs().mean().clamp_min(1e-8))
         record = {
             "global_step": self.global_step,
             "learning_rate": learning_rate,
@@ -251,7 +253,7 @@ class _Run:
             with _deferred_sigint() as interrupted:
                 while self.update < args.num_updates and not self.finished:
                     record, episode_returns = self._logged_iteration(start, evaluator)
-                    for warning in self.health.check(self.update, record):
+                    for warning in self.health.check(self.update, record, self.return_spread):
                         report.message(f"warning: {warning.text} (see docs/HEALTH.md, {warning.kind})")
                         self.logger.text(f"health/{warning.kind}", warning.text, self.global_step)
                     report.update(self.update, record, episode_returns, force=self.finished)

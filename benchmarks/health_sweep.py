@@ -1,0 +1,48 @@
+"""False alarms: train the shipped configurations and list every health warning they print.
+
+A healthy run should print none. Each run is the real `proxima train` command line.
+
+    .venv/bin/python benchmarks/health_sweep.py
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+BIN = os.path.join(os.path.dirname(sys.executable), "proxima")
+RUNS = {
+    "CartPole-v1, defaults": [],
+    "Acrobot-v1, defaults": ["--env-id", "Acrobot-v1"],
+    "cartpole-fast": ["--config", "cartpole-fast"],
+    "pendulum": ["--config", "pendulum"],
+    "pendulum-discrete": ["--config", "pendulum-discrete"],
+    "seed2-ppo-cartpole, 400k steps": ["--config", "seed2-ppo-cartpole", "--total-timesteps", "400000"],
+    "seed2-vpg-cartpole, 400k steps": ["--config", "seed2-vpg-cartpole", "--total-timesteps", "400000"],
+    "seed2-reinforce-cartpole, 400k steps": [
+        "--config",
+        "seed2-reinforce-cartpole",
+        "--total-timesteps",
+        "400000",
+    ],
+    "MountainCar-v0, defaults, 200k steps": ["--env-id", "MountainCar-v0", "--total-timesteps", "200000"],
+}
+
+
+def main() -> None:
+    print("| run | wall s | warnings and health lines |")
+    print("|---|---|---|")
+    for name, flags in RUNS.items():
+        run_dir = os.path.join(tempfile.mkdtemp(prefix="proxima-health-"), "run")
+        start = time.perf_counter()
+        out = subprocess.run([BIN, "train", "--run-dir", run_dir, "--no-plot", *flags],
+                             check=True, capture_output=True, text=True).stdout  # fmt: skip
+        lines = [line for line in out.splitlines() if line.startswith(("warning:", "health:"))]
+        print(f"| {name} | {time.perf_counter() - start:.0f} | {'<br>'.join(lines) or 'none'} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
