@@ -136,6 +136,8 @@ def run_probes(
                 capture_video=False,
                 eval_every=0,
                 stop_return=None,
+                save_best=False,
+                resume=None,
                 config=None,
             ).validate()
             model = train(probe_args).model.cpu()

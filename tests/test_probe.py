@@ -92,6 +92,24 @@ def test_reinforce_has_no_values_to_probe(capsys):
     assert code == 0 and "│ n/a" in rows["1"] and "no critic" in rows["1"], out
 
 
+def test_run_level_flags_do_not_get_in_the_way(capsys, tmp_path):
+    """Evaluation, best-agent and plotting flags belong to long runs; probe runs drop them and still pass."""
+    argv = [
+        "--probes",
+        "1",
+        "--eval-every",
+        "5",
+        "--save-best",
+        "--stop-return",
+        "1",
+        "--run-dir",
+        str(tmp_path),
+    ]
+    code, out, rows = _probe(capsys, *argv)
+    assert code == 0 and "│ pass" in rows["1"], out
+    assert (tmp_path / "probe-1" / "model.safetensors").exists()  # --run-dir keeps the probe runs
+
+
 @pytest.mark.parametrize(
     "argv,match",
     [(["--probes", "7"], "unknown probe '7'"), (["--env-id", "CartPole-v1"], "drop --env-id")],
