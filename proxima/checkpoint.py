@@ -26,10 +26,20 @@ def _atomic(path: str, write) -> None:
     os.close(fd)
     try:
         write(tmp)
+        _fsync(tmp)  # the data reaches the disk before the name does, so a power cut cannot leave it empty
         os.replace(tmp, path)
+        _fsync(directory)  # and the rename itself is on disk
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def _fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def write_json(path: str, data: dict) -> None:

@@ -10,6 +10,8 @@ import json
 import math
 import os
 
+from proxima.errors import UserError
+
 # metrics.jsonl key -> TensorBoard tag (detail #12's debug variables, plus episode statistics)
 TB_TAGS = {
     "learning_rate": "charts/learning_rate",
@@ -38,6 +40,12 @@ class RunLogger:
 
     def __init__(self, run_dir: str, config: dict, tensorboard: bool = True, resume_from: dict | None = None):
         self.run_dir = run_dir
+        for name in ("metrics.jsonl", "episodes.jsonl") if resume_from is not None else ():
+            path = os.path.join(run_dir, name)  # both checked before either is cut back
+            if not os.path.exists(path) or os.path.getsize(path) < resume_from[name]:
+                raise UserError(
+                    f"{path} is shorter than its checkpoint says; the run directory was changed after it"
+                )
         self._metrics = self._open("metrics.jsonl", resume_from)
         self._episodes = self._open("episodes.jsonl", resume_from)
         self._writer = None
@@ -60,7 +68,11 @@ class RunLogger:
         return open(path, "a")
 
     def offsets(self, global_step: int) -> dict:
-        """Where the logs end now, for a checkpoint taken at ``global_step``."""
+        """Where the logs end now, for a checkpoint taken at ``global_step``; the logs are on disk up to there
+        before the checkpoint that records it can be."""
+        for f in (self._metrics, self._episodes):
+            f.flush()
+            os.fsync(f.fileno())
         return {
             "global_step": global_step,
             "metrics.jsonl": self._metrics.tell(),

@@ -313,3 +313,13 @@ def test_every_run_sets_its_thread_count_instead_of_inheriting_one():
 def test_the_checkpoint_records_the_thread_count(uninterrupted):
     _, meta = read_checkpoint(os.path.join(uninterrupted, CHECKPOINT))
     assert meta["torch_threads"] >= 1
+
+
+def test_resume_refuses_logs_shorter_than_the_checkpoint_says(interrupted_run, capsys):
+    metrics = os.path.join(interrupted_run, "metrics.jsonl")
+    with open(metrics, "a") as f:
+        f.write('{"global_step": 99999}\n')  # a line from after the checkpoint, which a resume would cut
+    before = open(metrics).read()
+    open(os.path.join(interrupted_run, "episodes.jsonl"), "w").close()  # emptied after the checkpoint
+    _one_line_exit_2(["train", "--resume", interrupted_run], capsys, "shorter than its checkpoint says")
+    assert open(metrics).read() == before  # both logs are checked before either is cut back
