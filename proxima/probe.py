@@ -140,6 +140,8 @@ def run_probes(
                 resume=None,
                 config=None,
             ).validate()
+            if not args.quiet:  # a probe takes seconds: say what is running
+                print(f"probe {probe.name}: {probe.tests}, {probe_args.total_timesteps} steps", flush=True)
             model = train(probe_args).model.cpu()
             results.append(ProbeResult(probe, *probe.check(model, probe_args)))
     return results

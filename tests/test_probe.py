@@ -30,6 +30,7 @@ def test_the_default_agent_passes_every_probe(capsys):
     assert set(rows) == {"1", "2", "3", "4", "5", "continuous"}
     assert all("│ pass" in row for row in rows.values()), out
     assert "no probe failed (6 passed)" in out
+    assert "probe 4: the better of two actions, 30000 steps" in out  # said before each probe's training
 
 
 def _assert_blames(capsys, probes, failing, blame):
