@@ -302,16 +302,19 @@ class Acrobot(NativeVecEnv):
     def _derivatives(self, s: Tensor, torque: Tensor) -> Tensor:
         m1, m2, l1, lc1, lc2, moi, g = self.m1, self.m2, self.l1, self.lc1, self.lc2, self.moi, self.g
         theta1, theta2, dtheta1, dtheta2 = s.unbind(1)
-        d1 = m1 * lc1**2 + m2 * (l1**2 + lc2**2 + 2 * l1 * lc2 * torch.cos(theta2)) + moi + moi
-        d2 = m2 * (lc2**2 + l1 * lc2 * torch.cos(theta2)) + moi
+        # Gymnasium's _dsdt term for term; cos and sin of theta2 are computed once (the same values)
+        # because at a few envs each tensor op's fixed cost, not the arithmetic, is the step's time.
+        cos2, sin2 = torch.cos(theta2), torch.sin(theta2)
+        d1 = m1 * lc1**2 + m2 * (l1**2 + lc2**2 + 2 * l1 * lc2 * cos2) + moi + moi
+        d2 = m2 * (lc2**2 + l1 * lc2 * cos2) + moi
         phi2 = m2 * lc2 * g * torch.cos(theta1 + theta2 - math.pi / 2.0)
         phi1 = (
-            -m2 * l1 * lc2 * dtheta2**2 * torch.sin(theta2)
-            - 2 * m2 * l1 * lc2 * dtheta2 * dtheta1 * torch.sin(theta2)
+            -m2 * l1 * lc2 * dtheta2**2 * sin2
+            - 2 * m2 * l1 * lc2 * dtheta2 * dtheta1 * sin2
             + (m1 * lc1 + m2 * l1) * g * torch.cos(theta1 - math.pi / 2)
             + phi2
         )
-        ddtheta2 = (torque + d2 / d1 * phi1 - m2 * l1 * lc2 * dtheta1**2 * torch.sin(theta2) - phi2) / (
+        ddtheta2 = (torque + d2 / d1 * phi1 - m2 * l1 * lc2 * dtheta1**2 * sin2 - phi2) / (
             m2 * lc2**2 + moi - d2**2 / d1
         )
         ddtheta1 = -(d2 * ddtheta2 + phi1) / d1
