@@ -129,13 +129,13 @@ def cmd_train(argv: list[str]) -> int:
     return 0
 
 
-def _pop_flag(argv: list[str], flag: str, nargs: int | None = 1) -> tuple[list[str], list[str] | None]:
-    """Remove ``--flag VALUE`` (or, with ``nargs=None``, ``--flag V1 V2 ...`` up to the next flag) from argv."""
+def _pop_flag(argv: list[str], flag: str) -> tuple[list[str], list[str] | None]:
+    """Remove ``--flag V1 V2 ...`` (its values run up to the next flag) from argv; return the rest and them."""
     if flag not in argv:
         return argv, None
-    i = argv.index(flag)
-    j = i + 1
-    while j < len(argv) and not argv[j].startswith("--") and (nargs is None or j - i <= nargs):
+    i = j = argv.index(flag)
+    j += 1
+    while j < len(argv) and not argv[j].startswith("--"):
         j += 1
     return argv[:i] + argv[j:], argv[i + 1 : j]
 
@@ -150,12 +150,13 @@ def cmd_probe(argv: list[str]) -> int:
             "--learning-rate, ...) on each probe env, prints what each one expects and what was learned, and "
             "names the component a failure points to. Exit status 1 if a probe fails.\n\n"
             f"  --probes NAME...     which probes to run (default: all of {' '.join(PROBE_NAMES)})\n"
-            "  --total-timesteps N  one budget for every probe (default: each probe's own, seed 000's)\n"
+            "  --total-timesteps N  one budget for every probe (default: each probe's own, seed 000's, set for its PPO's\n"
+            "                       16 gradient steps per 512 samples; vpg and reinforce take 1 and need more)\n"
             "  --run-dir DIR        keep each probe's run in DIR/probe-NAME (default: deleted)\n"
             "Every other flag is a `proxima train` flag: see proxima train --help."
         )
         return 0
-    argv, names = _pop_flag(argv, "--probes", nargs=None)
+    argv, names = _pop_flag(argv, "--probes")
     if names is not None:
         unknown = [n for n in names if n not in PROBE_NAMES] or ([] if names else ["(none)"])
         if unknown:
@@ -165,7 +166,7 @@ def cmd_probe(argv: list[str]) -> int:
     args = parse_train_args(argv, prog="proxima probe")
     timesteps = args.total_timesteps if _flag_value(argv, "--total-timesteps") is not None else None
     results = run_probes(args, names, timesteps, run_dir=args.run_dir)
-    print_table(results)
+    print_table(results, args)
     return 1 if any(r.passed is False for r in results) else 0
 
 

@@ -99,6 +99,13 @@ PROBES = [
           "Gaussian head: log-probs or log-std", 50_000, _gaussian),
 ]  # fmt: skip
 PROBE_NAMES = [p.name for p in PROBES]
+# The budgets above are seed 000's, for its PPO: 4 epochs x 4 minibatches per 512-sample rollout.
+BUDGET_STEPS_PER_SAMPLE = 16 / 512
+
+
+def steps_per_sample(args: PPOArgs) -> float:
+    """Gradient steps per collected sample: what a probe's env-step budget buys this agent."""
+    return args.update_epochs * args.num_minibatches / args.batch_size
 
 
 @dataclass
@@ -147,7 +154,7 @@ def run_probes(
     return results
 
 
-def print_table(results: list[ProbeResult]) -> None:
+def print_table(results: list[ProbeResult], args: PPOArgs | None = None) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -166,5 +173,11 @@ def print_table(results: list[ProbeResult]) -> None:
             f"first failure: probe {first.name}, which points to the {first.blame}. Fix that first: later probes "
             "rely on what earlier ones test, so their failures are often the same bug."
         )
+        if args is not None and steps_per_sample(args) < BUDGET_STEPS_PER_SAMPLE:
+            console.print(
+                f"note: this agent takes {args.update_epochs * args.num_minibatches} gradient steps per "
+                f"{args.batch_size} samples, fewer than the 16 per 512 the probes' budgets were set for, so a "
+                "failure may only mean too few steps: try a larger --total-timesteps."
+            )
     else:
         console.print(f"no probe failed ({sum(r.passed is True for r in results)} passed)")

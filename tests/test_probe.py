@@ -125,3 +125,15 @@ def test_probe_help_names_its_own_flags(capsys):
     assert main(["probe", "--help"]) == 0
     out = capsys.readouterr().out
     assert "--probes NAME" in out and "--total-timesteps" in out and "proxima train --help" in out
+
+
+def test_a_failure_with_fewer_gradient_steps_than_the_budgets_assume_says_so(capsys):
+    # VPG's default is one gradient step per rollout: probe 1's 10k steps are 19 steps, too few to fit V(0) = 1
+    code, out, rows = _probe(capsys, "--algo", "vpg", "--probes", "1")
+    assert code == 1 and "│ FAIL" in rows["1"], out
+    assert "1 gradient steps per 512 samples, fewer than the 16 per 512" in " ".join(out.split()), out
+    code, out, _ = _probe(
+        capsys, "--probes", "1", "--learning-rate", "1e-9"
+    )  # PPO's step count, but no learning
+    assert code == 1 and "first failure: probe 1" in out
+    assert "fewer than the 16" not in out  # the step count is not the reason, so no such note
