@@ -1,6 +1,7 @@
 """False alarms: train the shipped configurations and list every health warning they print.
 
-A healthy run should print none. Each run is the real `proxima train` command line.
+A healthy run should print none. Each run is the real `proxima train` command line. The last run is a known
+unhealthy one, seed 000's critic on CartPole (docs/HEALTH.md, flat_critic), which should warn.
 
     .venv/bin/python benchmarks/health_sweep.py
 """
@@ -29,6 +30,7 @@ RUNS = {
         "400000",
     ],
     "MountainCar-v0, defaults, 200k steps": ["--env-id", "MountainCar-v0", "--total-timesteps", "200000"],
+    "CartPole-v1, --no-norm-value --seed 3 (unhealthy)": ["--no-norm-value", "--seed", "3"],
 }
 
 

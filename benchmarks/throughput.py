@@ -6,6 +6,7 @@ reports the steady-state SPS that the run itself logs. Peak RSS is the training 
     .venv/bin/python benchmarks/throughput.py [--total-timesteps 100000] [-- --async-envs]
     .venv/bin/python benchmarks/throughput.py --suite   # every backend on CartPole-v1 and Pendulum-v1,
                                                         # then cartpole-fast's time to solve, seeds 1-5
+    .venv/bin/python benchmarks/throughput.py --cartpole-fast [-- FLAGS]   # only the latter
 """
 
 from __future__ import annotations
@@ -59,13 +60,19 @@ def suite() -> None:
             done = last["global_step"]
             print(f"| {env_id} | {backend} | {' '.join(flags)} | {done} | {wall:.1f} | {done / wall:.0f} | "
                   f"{last['sps']:.0f} | {rss:.0f} |", flush=True)  # fmt: skip
+    print()
+    cartpole_fast([])
+
+
+def cartpole_fast(extra: list[str]) -> None:
+    """cartpole-fast's time to solve from process start, seeds 1-5, with ``extra`` flags."""
     print(
-        "\n| cartpole-fast, seed | steps | wall s (process) | peak RSS MB | eval mean ± std (100 ep, det., Gymnasium env) |"
+        "| cartpole-fast, seed | steps | wall s (process) | peak RSS MB | eval mean ± std (100 ep, det., Gymnasium env) |"
     )
     print("|---|---|---|---|---|")
     for seed in range(1, 6):
         run_dir, wall, last, rss = train(
-            "CartPole-v1", 300_000, ["--config", "cartpole-fast", "--seed", str(seed)]
+            "CartPole-v1", 300_000, ["--config", "cartpole-fast", "--seed", str(seed), *extra]
         )
         out = subprocess.run([BIN, "eval", run_dir, "--episodes", "100", "--deterministic"],
                              check=True, capture_output=True, text=True).stdout  # fmt: skip
@@ -81,10 +88,13 @@ def main() -> None:
     parser.add_argument(
         "--suite", action="store_true", help="every backend on CartPole and Pendulum, then cartpole-fast"
     )
+    parser.add_argument("--cartpole-fast", action="store_true", help="only cartpole-fast's time to solve")
     parser.add_argument("extra", nargs="*", help="extra flags for proxima train, after --")
     args = parser.parse_args()
     if args.suite:
         return suite()
+    if args.cartpole_fast:
+        return cartpole_fast(args.extra)
     print("| env | flags | steps | wall s (process) | steps/s (process) | steps/s (logged) | peak RSS MB |")
     print("|---|---|---|---|---|---|---|")
     for _ in range(args.repeats):

@@ -12,11 +12,14 @@ import io
 import os
 import sys
 from dataclasses import dataclass
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import tyro
 
 from proxima.errors import NonFiniteError, TrainingInterrupted, UserError
+
+if TYPE_CHECKING:  # imported lazily at run time: the CLI starts fast
+    from proxima.config import PPOArgs
 
 USAGE = """usage: proxima COMMAND [FLAGS]
 
@@ -164,10 +167,28 @@ def cmd_probe(argv: list[str]) -> int:
     if _flag_value(argv, "--env-id") is not None:
         raise UserError("proxima probe chooses the envs itself; drop --env-id")
     args = parse_train_args(argv, prog="proxima probe")
+    args = _probe_critic(args, argv)
     timesteps = args.total_timesteps if _flag_value(argv, "--total-timesteps") is not None else None
     results = run_probes(args, names, timesteps, run_dir=args.run_dir)
     print_table(results, args)
     return 1 if any(r.passed is False for r in results) else 0
+
+
+def _probe_critic(args: PPOArgs, argv: list[str]) -> PPOArgs:
+    """Probes 1 to 3 check a critic that learns its values. A normalized one gets probe 1's constant value
+    from its statistics alone, whatever its value loss does, so unless the flags or the preset ask for
+    --norm-value, the probes train seed 000's critic."""
+    from proxima.config import load_preset
+
+    asked = any(a.split("=")[0] in ("--norm-value", "--no-norm-value") for a in argv)
+    if not args.norm_value or asked or (args.config and "norm_value" in load_preset(args.config)):
+        return args
+    if not args.quiet:
+        print(
+            "probing seed 000's critic (--no-norm-value): with value normalization, probe 1 passes whatever the "
+            "value loss does; give --norm-value to probe the critic as configured"
+        )
+    return dataclasses.replace(args, norm_value=False)
 
 
 def cmd_presets(argv: list[str]) -> int:

@@ -106,6 +106,9 @@ class PPOArgs:
     """normalize observations by their running mean and std, then clip them (saved with the model)"""
     norm_reward: bool = False
     """scale rewards by the running std of the discounted return, then clip them"""
+    norm_value: bool = True
+    """let the critic predict its targets standardized by their running mean and std (values stay in reward
+    units); --no-norm-value gives seed 000's critic, which saturates on CartPole's returns of about 100"""
     clip_obs: float = 10.0
     """the bound of normalized observations"""
     clip_reward: float = 10.0

@@ -27,6 +27,12 @@ NEGATIVE_EV_UPDATES = 20
 # Below this spread of the value targets (std / mean |target|) there is nothing left to explain: a solved
 # CartPole's bootstrapped returns are all about 100, and explained variance is then noise around any value.
 FLAT_RETURNS = 0.01
+# A critic whose predictions across a batch vary less than this fraction of its targets' std, for many updates
+# in a row, predicts about the same value everywhere: its hidden units have usually saturated (seed 000's
+# critic on CartPole's bootstrapped returns of about 100 ends at 0.004). One that is merely still learning
+# starts from its random initialization, whose outputs vary far more than that.
+FLAT_VALUES = 0.02
+FLAT_VALUE_UPDATES = 20
 
 
 def first_non_finite_in_rollout(buf: RolloutBuffer) -> str | None:
@@ -38,7 +44,8 @@ def first_non_finite_in_rollout(buf: RolloutBuffer) -> str | None:
 
 
 class HealthWarning(NamedTuple):
-    kind: str  # approx_kl, clipfrac, entropy or explained_variance: the section of docs/HEALTH.md
+    # approx_kl, clipfrac, entropy, explained_variance or flat_critic: the section of docs/HEALTH.md
+    kind: str
     text: str
 
 
@@ -46,8 +53,9 @@ class HealthMonitor:
     """Watches each update's record and says, once per kind, when a debug variable looks unhealthy.
 
     A cue must last: ``streaks`` counts the updates in a row that show it, and a warning fires when the
-    streak reaches the cue's length. ``check`` returns the new warnings (the first of each kind);
-    ``summary`` counts every unhealthy update at the end of the run.
+    streak reaches the cue's length. The critic's cues say nothing about updates whose value targets are
+    flat (``FLAT_RETURNS``): those neither extend nor break a streak. ``check`` returns the new warnings
+    (the first of each kind); ``summary`` counts every unhealthy update at the end of the run.
     """
 
     def __init__(self, num_updates: int, discrete: bool, action_dim: int, has_critic: bool):
@@ -72,13 +80,21 @@ class HealthMonitor:
         # means the standard deviations shrank tenfold on average.
         return self.first_entropy - entropy > math.log(10) * self.action_dim
 
-    def check(self, update: int, record: dict, return_spread: float | None = None) -> list[HealthWarning]:
-        """``return_spread``: std / mean |value target| of the update's batch (None: unknown)."""
+    def check(
+        self,
+        update: int,
+        record: dict,
+        return_spread: float | None = None,
+        value_spread: float | None = None,
+    ) -> list[HealthWarning]:
+        """``return_spread``: std / mean |value target| of the update's batch; ``value_spread``: std of the
+        batch's predicted values / std of its targets (None: unknown)."""
         kl, clipfrac, entropy, ev = (
             record.get(k) for k in ("approx_kl", "clipfrac", "entropy", "explained_variance")
         )
         flat = return_spread is not None and return_spread < FLAT_RETURNS
-        cues = {  # kind: (unhealthy now, updates in a row needed, message)
+        critic = None if flat else self.has_critic  # None: no evidence either way
+        cues = {  # kind: (unhealthy now, or None for no evidence; updates in a row needed; message)
             "approx_kl": (
                 kl is not None and kl > KL_LIMIT,
                 SPIKE_UPDATES,
@@ -97,13 +113,22 @@ class HealthMonitor:
                 f"entropy fell from {self.first_entropy or 0:.3f} to {entropy or 0:.3f} in the first quarter of the run",
             ),
             "explained_variance": (
-                self.has_critic and ev is not None and ev < EV_LIMIT and not flat,
+                critic and ev is not None and ev < EV_LIMIT,
                 NEGATIVE_EV_UPDATES,
                 f"explained variance below {EV_LIMIT} for {NEGATIVE_EV_UPDATES} updates in a row (now {ev or 0:.2f})",
+            ),
+            "flat_critic": (
+                critic and value_spread is not None and value_spread < FLAT_VALUES,
+                FLAT_VALUE_UPDATES,
+                f"the critic's values varied less than {FLAT_VALUES:.0%} as much as their targets for "
+                f"{FLAT_VALUE_UPDATES} updates in a row (now {value_spread or 0:.1%}): it predicts about the "
+                "same value everywhere",
             ),
         }
         new = []
         for kind, (unhealthy, needed, text) in cues.items():
+            if unhealthy is None:
+                continue
             self.streaks[kind] = self.streaks.get(kind, 0) + 1 if unhealthy else 0
             if self.streaks[kind] < needed:
                 continue

@@ -62,6 +62,7 @@ class NetworkSpec:
     has_critic: bool = True  # REINFORCE learns no value function; V(s) is then 0 everywhere
     norm_obs: bool = False
     norm_reward: bool = False
+    norm_value: bool = False
     clip_obs: float = 10.0
     clip_reward: float = 10.0
 
@@ -88,7 +89,12 @@ class ActorCritic(nn.Module):
         self.spec = spec
         self.head = head
         self.normalization = Normalization(
-            (spec.obs_dim,), spec.norm_obs, spec.norm_reward, spec.clip_obs, spec.clip_reward
+            (spec.obs_dim,),
+            spec.norm_obs,
+            spec.norm_reward,
+            spec.clip_obs,
+            spec.clip_reward,
+            norm_value=spec.norm_value and spec.has_critic,
         )
         sizes = [spec.obs_dim, *spec.hidden_sizes]
         critic_sizes = [spec.obs_dim, *(spec.critic_hidden_sizes or spec.hidden_sizes)]
@@ -112,10 +118,32 @@ class ActorCritic(nn.Module):
     def _value(self, features: Tensor) -> Tensor:
         if self.critic is None:
             return features.new_zeros(features.shape[0])
-        return run(self.critic, features).squeeze(-1)
+        return self.normalization.value(run(self.critic, features).squeeze(-1))
 
     def value(self, obs: Tensor) -> Tensor:
         return self._value(run(self.trunk, obs))
+
+    @torch.no_grad()
+    def update_value_normalization(self, targets: Tensor) -> None:
+        """Merge ``targets`` into the critic's statistics (``norm_value``) without moving any value it predicts.
+
+        From the second call on, the critic's output layer is rescaled to absorb the change of mean and std
+        (PopArt's "preserving outputs precisely", van Hasselt et al. 2016). Otherwise every update would shift
+        all values by the change of the statistics, and late in a run, with the learning rate annealed to
+        almost 0, nothing would undo that shift: seed 000's probe 2 then misses its ±1e-4 by 2e-3.
+        """
+        norm = self.normalization
+        if not norm.norm_value:
+            return
+        first = bool(norm.value_rms.count < 1)  # only the prior so far
+        old_mean, old_std = norm.value_mean.clone(), norm.value_std.clone()
+        norm.update_value(targets)
+        if first:  # the initial critic's outputs are random: nothing learned to preserve, and keeping them
+            return  # would leave it as far from targets of about 100 as seed 000's critic
+        last = self.critic if isinstance(self.critic, nn.Linear) else self.critic[-1]
+        # (W h + b) * old_std + old_mean == (W' h + b') * std + mean
+        last.weight.mul_(old_std / norm.value_std)
+        last.bias.mul_(old_std).add_(old_mean - norm.value_mean).div_(norm.value_std)
 
     def param_groups(self, learning_rate: float, value_learning_rate: float | None) -> list[dict]:
         """Parameters for the optimizer: one group, or the critic apart with its own rate.

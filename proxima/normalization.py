@@ -1,4 +1,5 @@
-"""Observation normalization and reward scaling (continuous-control details #6-#9), saved with the model.
+"""Observation normalization, reward scaling (continuous-control details #6-#9) and value-target
+normalization, saved with the model.
 
 The statistics are buffers of an ``nn.Module`` that lives inside ``ActorCritic``, so they are written to
 ``model.safetensors`` with the weights, and a loaded agent normalizes exactly as the trained one did at the
@@ -40,20 +41,41 @@ class RunningMeanStd(nn.Module):
 
 
 class Normalization(nn.Module):
-    """``obs -> clip((obs - mean) / std, ±clip_obs)`` and ``reward -> clip(reward / std(return), ±clip_reward)``.
+    """``obs -> clip((obs - mean) / std, ±clip_obs)``, ``reward -> clip(reward / std(return), ±clip_reward)``
+    and ``critic output -> output * std(targets) + mean(targets)``.
 
     Reward scaling divides by the running std of the discounted return (not of the reward), as the PPO
     reference code does; the per-env return being accumulated belongs to the rollout, which passes it in.
+
+    Value normalization (``norm_value``, PopArt without its per-task heads) lets the critic's network predict
+    the value targets standardized by their running mean and std, while the critic still returns values in the
+    rewards' units; ``ActorCritic.update_value_normalization`` updates the statistics without moving the
+    values. Without it, a critic whose targets sit far from 0 (about 100 for CartPole's bootstrapped returns)
+    must build that offset from its hidden units, because Adam moves the output bias by at most about the
+    learning rate per step; the units saturate, and the critic ends up predicting nearly the same value
+    everywhere, which leaves the policy without a baseline.
     """
 
     def __init__(
-        self, obs_shape, norm_obs=False, norm_reward=False, clip_obs=10.0, clip_reward=10.0, eps=1e-8
+        self,
+        obs_shape,
+        norm_obs=False,
+        norm_reward=False,
+        clip_obs=10.0,
+        clip_reward=10.0,
+        eps=1e-8,
+        norm_value=False,
     ):
         super().__init__()
-        self.norm_obs, self.norm_reward = norm_obs, norm_reward
+        self.norm_obs, self.norm_reward, self.norm_value = norm_obs, norm_reward, norm_value
         self.clip_obs, self.clip_reward, self.eps = clip_obs, clip_reward, eps
         self.obs_rms = RunningMeanStd(tuple(obs_shape))
         self.return_rms = RunningMeanStd(())
+        if norm_value:  # only then, so that agents saved before it existed still load
+            self.value_rms = RunningMeanStd(())
+            # float32 copies for the per-step rescaling, refreshed when the statistics change
+            self.register_buffer("value_mean", torch.zeros(()))
+            self.register_buffer("value_std", torch.ones(()))
 
     def obs(self, obs: Tensor, update: bool = False) -> Tensor:
         if not self.norm_obs:
@@ -70,3 +92,22 @@ class Normalization(nn.Module):
             self.return_rms.update(discounted_return)
         std = (self.return_rms.var + self.eps).sqrt()
         return (reward / std).clamp(-self.clip_reward, self.clip_reward).to(reward.dtype)
+
+    def value(self, output: Tensor) -> Tensor:
+        """The critic network's output in the rewards' units."""
+        if not self.norm_value:
+            return output
+        return torch.addcmul(self.value_mean, output, self.value_std)  # one op: it runs at every rollout step
+
+    def value_scale(self) -> Tensor | None:
+        """The std that the critic's errors are divided by in the value loss (None: not normalized)."""
+        return self.value_std if self.norm_value else None
+
+    @torch.no_grad()
+    def update_value(self, targets: Tensor) -> None:
+        """Merge a batch of value targets into the statistics (once per update, before its epochs)."""
+        if not self.norm_value:
+            return
+        self.value_rms.update(targets)
+        self.value_mean.copy_(self.value_rms.mean)
+        self.value_std.copy_((self.value_rms.var + self.eps).sqrt())

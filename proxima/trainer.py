@@ -161,6 +161,7 @@ def network_spec(args: PPOArgs, envs, head) -> NetworkSpec:
         has_critic=args.algo != "reinforce",
         norm_obs=args.norm_obs,
         norm_reward=args.norm_reward,
+        norm_value=args.norm_value,
         clip_obs=args.clip_obs,
         clip_reward=args.clip_reward,
     )
@@ -198,7 +199,7 @@ class _Run:
         self.notes: list[str] = []  # shown when training starts
         self.wandb_id: str | None = None
         self.best_return: float | None = None  # with --save-best: the eval_return of RUN_DIR/best
-        self.return_spread: float | None = None  # of the last batch's value targets, for the health checks
+        self.critic_spread: tuple[float, float] = (1.0, 1.0)  # the last batch's, for the health checks
 
     def iterate(self) -> tuple[dict, list[float], list[int]]:
         """One update: a rollout, its advantages, the gradient steps. Returns the update's record (without
@@ -227,7 +228,11 @@ class _Run:
         self.update += 1
         self.global_step += args.batch_size
         episode_returns, episode_lengths = buf.finished_episodes()
-        self.return_spread = float(batch.returns.std() / batch.returns.abs().mean().clamp_min(1e-8))
+        target_std = batch.returns.std()
+        self.critic_spread = (  # of the targets around their size, and of the predictions against the targets
+            float(target_std / batch.returns.abs().mean().clamp_min(1e-8)),
+            float(batch.values.std() / target_std.clamp_min(1e-8)),
+        )
         record = {
             "global_step": self.global_step,
             "learning_rate": learning_rate,
@@ -253,7 +258,7 @@ class _Run:
             with _deferred_sigint() as interrupted:
                 while self.update < args.num_updates and not self.finished:
                     record, episode_returns = self._logged_iteration(start, evaluator)
-                    for warning in self.health.check(self.update, record, self.return_spread):
+                    for warning in self.health.check(self.update, record, *self.critic_spread):
                         report.message(f"warning: {warning.text} (see docs/HEALTH.md, {warning.kind})")
                         self.logger.text(f"health/{warning.kind}", warning.text, self.global_step)
                     report.update(self.update, record, episode_returns, force=self.finished)

@@ -364,7 +364,14 @@ def test_compare_writes_plot_and_table(tmp_path, capsys):
     assert not (tmp_path / "x").exists()
 
 
-def test_seed1_preset_is_exactly_the_defaults():
-    # so tests/test_learning.py's CartPole test (default flags) is this preset's short-budget learning test
+def test_seed1_preset_is_the_defaults_with_the_seeds_critic():
+    # the one default beyond seed 000 is value normalization; tests/test_learning.py trains both on CartPole
     preset = resolve_args(config="seed1-ppo-cartpole")
-    assert dataclasses.replace(preset, config=None) == PPOArgs()
+    assert preset.norm_value is False and PPOArgs().norm_value is True
+    assert dataclasses.replace(preset, config=None, norm_value=True) == PPOArgs()
+
+
+def test_seed_presets_run_the_seeds_critic():
+    for name in preset_names():
+        if name.startswith("seed"):
+            assert resolve_args(config=name).norm_value is False, name

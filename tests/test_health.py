@@ -1,5 +1,6 @@
 """Training health: non-finite numbers stop the run and name where they appeared; warnings fire on known cues."""
 
+import json
 import math
 import os
 
@@ -100,6 +101,27 @@ def test_negative_explained_variance_on_flat_returns_is_not_a_warning():
     ] == ["explained_variance"]
 
 
+def test_a_flat_critic_warns_after_20_updates_and_flat_targets_neither_extend_nor_break_the_streak():
+    monitor = _monitor()
+    for update in range(1, 11):
+        assert monitor.check(update, HEALTHY, return_spread=0.3, value_spread=0.004) == []
+    for update in range(11, 31):  # a solved stretch: every target about 100, nothing to tell apart
+        assert monitor.check(update, HEALTHY, return_spread=0.002, value_spread=0.004) == []
+    for update in range(31, 40):
+        assert monitor.check(update, HEALTHY, return_spread=0.3, value_spread=0.004) == []
+    assert [w.kind for w in monitor.check(40, HEALTHY, return_spread=0.3, value_spread=0.004)] == [
+        "flat_critic"
+    ]
+    assert monitor.summary(40) == ["flat_critic: unhealthy in 1 of 40 updates, first at update 40"]
+
+
+def test_a_critic_whose_values_vary_is_not_flat():
+    monitor, reinforce = _monitor(), _monitor(has_critic=False)
+    for update in range(1, 50):  # 0.02 is the limit, and it is strict; REINFORCE has no critic to check
+        assert monitor.check(update, HEALTHY, return_spread=0.3, value_spread=0.02) == []
+        assert reinforce.check(update, HEALTHY, return_spread=0.3, value_spread=0.0) == []
+
+
 def test_non_finite_is_located_in_the_rollout():
     buf = RolloutBuffer(4, 2, (3,), (), torch.int64, torch.device("cpu"))
     assert first_non_finite_in_rollout(buf) is None
@@ -117,15 +139,42 @@ def test_non_finite_is_located_in_the_minibatch_where_it_first_appeared():
     assert _grad_stats([one, nan], [])["non_finite"] == "loss"  # no clipping: no gradient norms
 
 
-@pytest.mark.parametrize("env,where", [("NaNObservations-v0", "observations"), ("HugeRewards-v0", "loss")])
+# One env of 128 steps per update; the env turns bad after its 300th step, in update 3.
+BAD_ENV_FLAGS = [
+    "--num-envs",
+    "1",
+    "--num-steps",
+    "128",
+    "--total-timesteps",
+    "1280",
+    "--checkpoint-every",
+    "1",
+]
+
+
+@pytest.mark.parametrize(
+    "env,where,flags",
+    [
+        ("NaNObservations-v0", "observations", []),
+        # seed 000's critic: rewards of 1e30 overflow its squared errors; a normalized critic's do not (below)
+        ("HugeRewards-v0", "loss", ["--no-norm-value"]),
+    ],
+)
 def test_non_finite_stops_the_run_naming_where_and_keeps_the_last_good_checkpoint(
-    env, where, tmp_path, capsys
+    env, where, flags, tmp_path, capsys
 ):
     run_dir = str(tmp_path / "run")
-    # One env of 128 steps per update; the env turns bad after its 300th step, in update 3.
-    flags = ["--num-envs", "1", "--num-steps", "128", "--total-timesteps", "1280", "--checkpoint-every", "1"]
     code = main(
-        ["train", "--env-id", f"tests.fixtures.user_envs:{env}", "--run-dir", run_dir, *flags, "--quiet"]
+        [
+            "train",
+            "--env-id",
+            f"tests.fixtures.user_envs:{env}",
+            "--run-dir",
+            run_dir,
+            *BAD_ENV_FLAGS,
+            *flags,
+            "--quiet",
+        ]
     )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 1 and len(err) == 1, err
@@ -136,6 +185,14 @@ def test_non_finite_stops_the_run_naming_where_and_keeps_the_last_good_checkpoin
         torch.isfinite(t).all() for k, t in tensors.items() if k.startswith("model/")
     )
     assert not os.path.exists(os.path.join(run_dir, "model.safetensors"))  # no final agent from bad weights
+
+
+def test_a_normalized_critic_keeps_its_loss_finite_on_huge_rewards(tmp_path):
+    run_dir = tmp_path / "run"
+    env_id = "tests.fixtures.user_envs:HugeRewards-v0"
+    assert main(["train", "--env-id", env_id, "--run-dir", str(run_dir), *BAD_ENV_FLAGS, "--quiet"]) == 0
+    metrics = [json.loads(line) for line in open(run_dir / "metrics.jsonl")]
+    assert len(metrics) == 10 and all(math.isfinite(m["value_loss"]) for m in metrics)
 
 
 def test_warnings_reach_the_console_and_tensorboard(tmp_path, capsys):

@@ -51,8 +51,9 @@ def test_probe5_policy_depends_on_observation(tmp_path):
     torch.testing.assert_close(values, torch.tensor([1.0, 1.0]), atol=1e-2, rtol=0)
 
 
-def test_cartpole_learns_on_a_short_budget(tmp_path):
-    _train(tmp_path, "CartPole-v1", 61_440)
+@pytest.mark.parametrize("norm_value", [True, False], ids=["defaults", "seed-critic"])
+def test_cartpole_learns_on_a_short_budget(norm_value, tmp_path):
+    _train(tmp_path, "CartPole-v1", 61_440, norm_value=norm_value)
     episodes = [json.loads(line) for line in open(tmp_path / "run" / "episodes.jsonl")]
     last20 = np.mean([e["return"] for e in episodes[-20:]])
     assert last20 >= 150, last20  # a random policy scores about 22

@@ -50,6 +50,17 @@ def test_a_value_loss_without_gradient_is_blamed_on_the_value_loss(capsys, monke
     _assert_blames(capsys, ["1", "2"], "1", "value loss or optimizer")
 
 
+def test_probes_train_the_seeds_critic_unless_value_normalization_is_asked_for(capsys, monkeypatch):
+    """A normalized critic gets probe 1's constant value from its statistics, so it would hide a broken loss."""
+    monkeypatch.setattr(
+        proxima.update, "value_loss", lambda values, returns: value_loss(values.detach(), returns)
+    )
+    code, out, rows = _probe(capsys, "--probes", "1")
+    assert code == 1 and "│ FAIL" in rows["1"] and "probing seed 000's critic (--no-norm-value)" in out, out
+    code, out, rows = _probe(capsys, "--probes", "1", "--norm-value")
+    assert code == 0 and "│ pass" in rows["1"] and "probing seed 000's critic" not in out, out
+
+
 def test_a_critic_that_ignores_its_input_is_blamed_on_the_network(capsys, monkeypatch):
     original = ActorCritic._value
     monkeypatch.setattr(ActorCritic, "_value", lambda self, features: original(self, features * 0))

@@ -2,6 +2,7 @@ import torch
 
 from proxima.config import PPOArgs
 from proxima.distributions import CategoricalHead
+from proxima.losses import explained_variance
 from proxima.networks import ActorCritic, NetworkSpec
 from proxima.optim import make_adam
 from proxima.storage import Batch
@@ -64,3 +65,80 @@ def test_gradient_norm_is_clipped_globally():
     clip_grad_norm(model, 0.5)
     total = torch.sqrt(sum(p.grad.pow(2).sum() for p in model.parameters() if p.grad is not None))
     assert abs(total.item() - 0.5) < 1e-4
+
+
+def _norm_value_model(seed=0, norm_value=True):
+    torch.manual_seed(seed)
+    return ActorCritic(NetworkSpec(obs_dim=4, logits_dim=2, norm_value=norm_value), CategoricalHead(2))
+
+
+def test_value_normalization_keeps_values_in_reward_units():
+    model = _norm_value_model()
+    obs = torch.randn(8, 4)
+    raw = model.critic(obs).squeeze(-1)
+    assert torch.equal(model.value(obs), raw)  # statistics start at mean 0, std 1
+    targets = 100.0 + 10.0 * torch.randn(100_000, dtype=torch.float64)
+    model.normalization.update_value(targets)
+    mean, std = targets.mean().item(), targets.std(correction=0).item()
+    assert abs(model.normalization.value_mean.item() - mean) < 1e-3
+    assert abs(model.normalization.value_std.item() - std) < 1e-3
+    torch.testing.assert_close(model.value(obs), raw * std + mean, rtol=1e-5, atol=1e-4)
+    assert _norm_value_model(norm_value=False).normalization.value_scale() is None
+
+
+def test_value_normalization_measures_the_value_loss_in_stds_of_the_targets():
+    """With a learning rate of 0 nothing moves, so the reported loss is the one of the initial critic."""
+    model = _norm_value_model()
+    obs = torch.randn(64, 4)
+    returns = 50.0 + 5.0 * torch.randn(64)
+    with torch.no_grad():
+        actions, logprobs, values = model.act(obs)
+    args = PPOArgs(num_envs=8, num_steps=8, num_minibatches=1, update_epochs=1)
+    stats = update(
+        model,
+        make_adam(model.parameters(), 0.0),
+        Batch(obs, actions, logprobs, values, returns, returns),
+        args,
+    )
+    std = returns.double().std(correction=0).item()
+    with torch.no_grad():
+        expected = 0.5 * ((model.value(obs) - returns) / std).pow(2).mean().item()
+    # 1e-3: the running statistics start from a prior of mean 0 and variance 1 with a weight of 1e-4 samples
+    assert abs(stats["value_loss"] - expected) < 1e-3 * expected
+
+
+def test_value_normalization_lets_the_critic_fit_targets_far_from_zero():
+    """Seed 000's critic, at its learning rate, cannot reach targets of about 100 with a bias that Adam moves by
+    at most about the learning rate per step; standardized targets are in reach at once."""
+    torch.set_num_threads(1)
+    args = PPOArgs(num_envs=4, num_steps=128, ent_coef=0.0)
+    explained = {}
+    for norm_value in (False, True):
+        model = _norm_value_model(norm_value=norm_value)
+        optimizer = make_adam(model.parameters(), args.learning_rate)
+        for _ in range(30):
+            obs = torch.randn(512, 4)
+            returns = 100.0 + 20.0 * torch.tanh(obs[:, 0])
+            with torch.no_grad():
+                actions, logprobs, values = model.act(obs)
+            update(model, optimizer, Batch(obs, actions, logprobs, values, torch.zeros(512), returns), args)
+        obs = torch.randn(4096, 4)
+        with torch.no_grad():
+            explained[norm_value] = explained_variance(model.value(obs), 100.0 + 20.0 * torch.tanh(obs[:, 0]))
+    assert explained[True] > 0.95 and explained[False] < 0.2, explained
+
+
+def test_value_statistics_change_without_moving_any_value():
+    """PopArt's output preservation: the critic's last layer absorbs each change of mean and std."""
+    for shared in (False, True):
+        torch.manual_seed(0)
+        spec = NetworkSpec(obs_dim=4, logits_dim=2, shared=shared, norm_value=True)
+        model = ActorCritic(spec, CategoricalHead(2))
+        obs = torch.randn(16, 4)
+        model.update_value_normalization(100.0 + 10.0 * torch.randn(512))  # the first: nothing to preserve
+        assert abs(model.normalization.value_mean.item() - 100.0) < 2.0
+        for targets in (300.0 + 50.0 * torch.randn(512), -3.0 + 0.01 * torch.randn(512)):
+            before, mean = model.value(obs), model.normalization.value_mean.item()
+            model.update_value_normalization(targets)
+            assert abs(model.normalization.value_mean.item() - mean) > 50.0  # the statistics moved
+            torch.testing.assert_close(model.value(obs), before, rtol=1e-5, atol=1e-4)
