@@ -105,6 +105,7 @@ def resume(run_dir: str, quiet: bool = False) -> Agent:
             f"run directory {run_dir!r} does not exist; give a directory written by `proxima train`"
         )
     saved = read_json(os.path.join(run_dir, "config.json"))
+    saved.setdefault("norm_value", False)  # a run from before value normalization had seed 000's critic
     args = PPOArgs.from_json(
         {**saved, "run_dir": run_dir, "quiet": quiet, "resume": None}, f"{run_dir}/config.json"
     )
