@@ -7,6 +7,8 @@ surrogate, or the plain policy gradient of seed 001, whose weights are R - V(s) 
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 from torch import Tensor
 
@@ -41,21 +43,23 @@ def update(model: ActorCritic, optimizer: Adam, batch: Batch, args: PPOArgs) -> 
     model.update_value_normalization(batch.returns)
     # With --norm-value the critic's errors are measured in standard deviations of its targets, the scale its
     # network predicts in; dividing values, old values and returns alike keeps the clipped loss consistent.
+    # The batch's share is divided once here; each minibatch divides only its new values.
     scale = model.normalization.value_scale()
+    if scale is not None:
+        batch = dataclasses.replace(batch, values=batch.values / scale, returns=batch.returns / scale)
     for _ in range(args.update_epochs):
         for index in minibatch_indices(len(batch), args.minibatch_size, batch.obs.device):  # detail #6
             mb = batch[index]
             logprobs, entropy, values = model.evaluate(mb.obs, mb.actions)
             pg_loss = policy_loss(args, logprobs, mb)
-            old_values, returns = mb.values, mb.returns
             if scale is not None:
-                values, old_values, returns = values / scale, old_values / scale, returns / scale
+                values = values / scale
             if model.critic is None:
                 v_loss = values.new_zeros(())  # REINFORCE: nothing to fit
             elif args.clip_vloss:
-                v_loss = clipped_value_loss(values, old_values, returns, args.clip_coef)
+                v_loss = clipped_value_loss(values, mb.values, mb.returns, args.clip_coef)
             else:
-                v_loss = value_loss(values, returns)
+                v_loss = value_loss(values, mb.returns)
             ent = entropy_bonus(entropy)
             loss = (
                 pg_loss + args.vf_coef * v_loss - args.ent_coef * ent
