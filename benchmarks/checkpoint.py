@@ -13,29 +13,34 @@ import os
 import tempfile
 import time
 
+from proxima import checkpoint
+from proxima.callbacks import default_callbacks
 from proxima.config import resolve_args
-from proxima.logger import RunLogger
-from proxima.trainer import CHECKPOINT, _make_envs, _Run, _setup
+from proxima.trainer import Run, _make_envs, _setup
 
 
 def measure(config: str | None, writes: int) -> dict:
     args = resolve_args(**({"config": config} if config else {}))
     run_dir = tempfile.mkdtemp()
-    device = _setup(args)
+    device, _ = _setup(args)
     envs = _make_envs(args, run_dir, device)
     try:
-        run = _Run(args, envs, run_dir, device)
-        run.logger = RunLogger(run_dir, {}, tensorboard=False)
+        run = Run(args, envs, run_dir, device)
+        run.callbacks = default_callbacks(run)
+        for callback in run.callbacks:  # what a checkpoint holds: the logs' offsets too
+            callback.on_train_start(run)
         run.iterate()
         start = time.perf_counter()
         for _ in range(writes):
-            run.save_checkpoint()
+            checkpoint.save(run)
         write_s = (time.perf_counter() - start) / writes
         start = time.perf_counter()
         run.iterate()
         update_s = time.perf_counter() - start
-        size = os.path.getsize(os.path.join(run_dir, CHECKPOINT))
+        size = os.path.getsize(os.path.join(run_dir, checkpoint.FILE))
     finally:
+        for callback in run.callbacks:
+            callback.close(run)
         envs.close()
     return {"write_ms": write_s * 1e3, "update_ms": update_s * 1e3, "size_kb": size / 1024}
 

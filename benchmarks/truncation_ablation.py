@@ -30,7 +30,8 @@ import numpy as np
 import torch
 
 import proxima
-from proxima.envs.vector import GymnasiumVecEnv, Step
+from proxima.envs import Step
+from proxima.envs.gymnasium_backend import GymnasiumVecEnv
 
 VARIANTS = ("bootstrap", "as-termination", "bootstrap-ent0", "bootstrap-norm-value")
 

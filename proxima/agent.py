@@ -8,7 +8,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from proxima.checkpoint import (
+from proxima.files import (
     AGENT_JSON,
     WEIGHTS,
     load_module_state,
@@ -17,7 +17,8 @@ from proxima.checkpoint import (
     write_json,
     write_tensors,
 )
-from proxima.distributions import clip_to_space, make_head
+from proxima.distributions import make_head
+from proxima.envs.interface import clip_to_space
 from proxima.errors import UserError
 from proxima.networks import ActorCritic, NetworkSpec
 
@@ -31,7 +32,13 @@ def space_to_json(space: gym.Space) -> dict:
     if isinstance(space, gym.spaces.Box):
         # JSON has no infinity: an unbounded side is written as null
         bound = lambda a: [float(x) if np.isfinite(x) else None for x in a.reshape(-1)]  # noqa: E731
-        return {"type": "Box", "shape": list(space.shape), "low": bound(space.low), "high": bound(space.high)}
+        return {
+            "type": "Box",
+            "shape": list(space.shape),
+            "low": bound(space.low),
+            "high": bound(space.high),
+            "dtype": np.dtype(space.dtype).name,
+        }
     raise UserError(f"cannot describe space {space}")
 
 
@@ -54,7 +61,7 @@ class Agent:
         """Actions for one raw observation ``(obs_dim,)`` or a batch ``(B, obs_dim)``, sampled or, if
         ``deterministic``, the most probable (the Gaussian's mean). Observations are normalized with the
         statistics saved at the end of training; Box actions come back clipped to the action space."""
-        obs_t = torch.as_tensor(np.asarray(obs), dtype=torch.float32, device=self.device)
+        obs_t = torch.as_tensor(np.asarray(obs, dtype=self.observation_space.dtype), device=self.device)
         single = obs_t.ndim == len(self.observation_space.shape)
         actions = self.model.predict(obs_t.unsqueeze(0) if single else obs_t, deterministic)
         actions = clip_to_space(actions.cpu().numpy(), self.action_space)  # ready for env.step
@@ -86,8 +93,9 @@ class Agent:
             raise UserError(f"{run_dir}/{AGENT_JSON} is not a proxima agent (format version {VERSION})")
         try:
             spec = NetworkSpec.from_json(meta["network"])
+            observation = meta["observation_space"]  # agents saved before "dtype" had float32 observations
             observation_space = gym.spaces.Box(
-                -np.inf, np.inf, shape=tuple(meta["observation_space"]["shape"])
+                -np.inf, np.inf, shape=tuple(observation["shape"]), dtype=observation.get("dtype", "float32")
             )
             action_space = _action_space(meta["action_space"])
         except (KeyError, TypeError, ValueError) as e:
@@ -107,7 +115,7 @@ def _action_space(data: dict) -> gym.Space:
         shape = tuple(data["shape"])
         low = np.array([-np.inf if x is None else x for x in data["low"]], dtype=np.float32).reshape(shape)
         high = np.array([np.inf if x is None else x for x in data["high"]], dtype=np.float32).reshape(shape)
-        return gym.spaces.Box(low, high, dtype=np.float32)
+        return gym.spaces.Box(low, high, dtype=data.get("dtype", "float32"))
     raise ValueError(f"action space type {data['type']!r}")
 
 

@@ -1,112 +1,171 @@
-"""Checkpoint files: weights as safetensors, everything else as JSON. Nothing is ever unpickled.
+"""The checkpoint: the whole training state in one file, ``RUN_DIR/checkpoint.safetensors``.
 
-Every file is written atomically (a temporary file in the same directory, then a rename), so a reader
-sees either the old file or the new one, never half of one.
+One safetensors file holds every tensor, and its header holds a JSON object with the rest, written
+atomically, so the tensors and the counters that go with them can never come from two different moments.
+Nothing is pickled.
+
+The schema (version 2): each component of a run contributes its own ``state_dict()``, a tree of dicts
+whose leaves are tensors or JSON values. The run's components are the model (weights and normalization
+statistics), the optimizer, the LR schedule, the collector (the envs mid-episode, when they can be
+captured), and the RNGs; each stateful callback (health, logging's offsets, evaluation's best return, a
+user's own) is one more, under its ``state_key``. Tensor leaves are stored as ``COMPONENT/path/to/leaf``;
+the rest of each tree goes to the header under ``components``. Beside them the header holds the counters,
+the spaces and the schema version. A file of an unknown or newer version is refused; version 1 (the layout
+before this module existed) is upgraded on reading.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import tempfile
+from typing import TYPE_CHECKING
 
-import torch
-from safetensors import SafetensorError, safe_open
-from safetensors.torch import load_file, save_file
+from torch import Tensor
 
 from proxima.errors import UserError
+from proxima.files import read_checkpoint, write_checkpoint
 
-WEIGHTS = "model.safetensors"
-AGENT_JSON = "agent.json"
+if TYPE_CHECKING:
+    from proxima.trainer import Run
 
-
-def _atomic(path: str, write) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=os.path.basename(path))
-    os.close(fd)
-    try:
-        write(tmp)
-        _fsync(tmp)  # the data reaches the disk before the name does, so a power cut cannot leave it empty
-        os.replace(tmp, path)
-        _fsync(directory)  # and the rename itself is on disk
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+FILE = "checkpoint.safetensors"
+FORMAT, VERSION = "proxima-checkpoint", 2
 
 
-def _fsync(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def _split(tree, path: str, tensors: dict[str, Tensor]):
+    """``tree`` without its tensor leaves, which go into ``tensors`` under their paths."""
+    if isinstance(tree, Tensor):
+        tensors[path] = tree
+        return None
+    if isinstance(tree, dict):
+        kept = {}
+        for key, value in tree.items():
+            rest = _split(value, f"{path}/{key}", tensors)
+            if rest is not None or not isinstance(value, Tensor):
+                kept[str(key)] = rest
+        return kept
+    if isinstance(tree, list | tuple) and any(isinstance(v, Tensor) for v in tree):
+        raise TypeError(f"{path}: a state_dict may hold tensors in dicts, not in lists")
+    return tree
 
 
-def write_json(path: str, data: dict) -> None:
-    def write(tmp: str) -> None:
-        with open(tmp, "w") as f:
-            json.dump(data, f, indent=2, allow_nan=False)
-            f.write("\n")
-
-    _atomic(path, write)
-
-
-def write_tensors(path: str, tensors: dict[str, torch.Tensor]) -> None:
-    _atomic(path, lambda tmp: save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, tmp))
-
-
-def write_checkpoint(path: str, tensors: dict[str, torch.Tensor], meta: dict) -> None:
-    """One safetensors file holding tensors plus a JSON object in its header, written atomically, so the
-    tensors and the counters that go with them can never come from two different moments."""
-    tensors = {k: v.detach().cpu().contiguous() for k, v in tensors.items()}
-    metadata = {"proxima": json.dumps(meta, allow_nan=False)}
-    _atomic(path, lambda tmp: save_file(tensors, tmp, metadata=metadata))
+def _join(tree, tensors: dict[str, Tensor], component: str):
+    """The inverse of ``_split`` for one component."""
+    prefix = component + "/"
+    mine = {key: tensor for key, tensor in tensors.items() if key.startswith(prefix)}
+    if tree is None and not mine:
+        return None
+    tree = {} if tree is None else tree
+    for key, tensor in mine.items():
+        *parents, leaf = key[len(prefix) :].split("/")
+        node = tree
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = tensor
+    return tree
 
 
-def read_checkpoint(path: str) -> tuple[dict[str, torch.Tensor], dict]:
-    """The tensors and the JSON object of a file written by ``write_checkpoint``; ``UserError`` if it is not one."""
-    tensors = read_tensors(path)
-    with safe_open(path, "pt") as f:
-        text = (f.metadata() or {}).get("proxima")
-    try:
-        meta = json.loads(text) if text is not None else None
-    except json.JSONDecodeError:
-        meta = None
-    if not isinstance(meta, dict):
-        raise UserError(f"{path} has no proxima training state in its header; the checkpoint is corrupt")
-    return tensors, meta
+def components(run: Run) -> dict:
+    """Every component's state, by name: the run's own, then each stateful callback's."""
+    states = run.state_dict()
+    for callback in run.callbacks:
+        key = getattr(callback, "state_key", None)
+        if key is not None:
+            if key in states:
+                raise ValueError(f"two checkpoint components are named {key!r}")
+            states[key] = callback.state_dict()
+    return states
 
 
-def read_json(path: str) -> dict:
-    try:
-        with open(path) as f:
-            data = json.load(f)
-    except FileNotFoundError:
-        raise UserError(f"{path} is missing; give a run directory written by `proxima train`") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise UserError(f"{path} is not valid JSON ({e}); the checkpoint is corrupt") from None
-    if not isinstance(data, dict):
-        raise UserError(f"{path} does not hold a JSON object; the checkpoint is corrupt")
-    return data
+def save(run: Run, finished: bool = False) -> None:
+    """Write the run's state to ``RUN_DIR/checkpoint.safetensors`` (atomically)."""
+    tensors: dict[str, Tensor] = {}
+    parts = {name: _split(state, name, tensors) for name, state in components(run).items()}
+    meta = {
+        "format": FORMAT,
+        "version": VERSION,
+        **run.counters(),
+        "finished": finished,
+        **run.spaces(),
+        "components": parts,
+    }
+    write_checkpoint(os.path.join(run.run_dir, FILE), tensors, meta)
 
 
-def read_tensors(path: str) -> dict[str, torch.Tensor]:
-    if not os.path.isfile(path):
-        raise UserError(f"{path} is missing; give a run directory written by `proxima train`")
-    try:
-        return load_file(path)
-    except (SafetensorError, OSError, ValueError) as e:
-        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+def read(path: str) -> tuple[dict, dict]:
+    """``(meta, states)`` of a checkpoint file: its header and each component's state; a ``UserError`` for
+    a file that is not a checkpoint this proxima can read."""
+    tensors, meta = read_checkpoint(path)
+    if meta.get("format") != FORMAT or not isinstance(meta.get("version"), int):
+        raise UserError(f"{path} is not a proxima checkpoint")
+    if meta["version"] == 1:
+        tensors, meta = _upgrade_v1(tensors, meta)
+    if meta["version"] != VERSION:
         raise UserError(
-            f"{path} is not a readable safetensors file ({reason}); the checkpoint is corrupt"
-        ) from None
+            f"{path} has checkpoint version {meta['version']}; this proxima reads versions 1 to {VERSION} "
+            "(a newer proxima wrote it: upgrade proxima to resume it)"
+        )
+    states = {name: _join(part, tensors, name) for name, part in meta["components"].items()}
+    return meta, states
 
 
-def load_module_state(module: torch.nn.Module, state: dict[str, torch.Tensor], path: str) -> None:
-    """``module.load_state_dict(state, strict=True)`` with a mismatch reported as a one-line ``UserError``."""
+def load(run: Run, path: str, meta: dict, states: dict) -> None:
+    """Restore every component of ``run`` and its callbacks from ``read``'s output."""
+    for key, saved in meta["spaces"].items():
+        current = run.spaces()["spaces"][key]
+        if {k: current.get(k) for k in saved} != saved:  # a version-1 file has no dtype: not compared
+            raise UserError(f"{path} was written for another env: its {key} is {saved}, {run.args.env_id}'s is {current}")
     try:
-        module.load_state_dict(state, strict=True)
-    except RuntimeError as e:
-        lines = [line.strip() for line in str(e).splitlines() if line.strip()]
-        detail = lines[1] if len(lines) > 1 else lines[0]
-        raise UserError(f"{path} does not match the network it should hold: {detail}") from None
+        run.load_state_dict(meta, states)
+        for callback in run.callbacks:
+            key = getattr(callback, "state_key", None)
+            if key is not None and key in states:
+                callback.load_state_dict(states[key])
+    except (KeyError, ValueError, TypeError) as e:
+        raise UserError(f"{path} has state that does not fit this run ({type(e).__name__}: {e}); the checkpoint is corrupt") from None
+
+
+def last_checkpoint_note(run_dir: str) -> str:
+    """Where a failed run can be continued from, in words."""
+    path = os.path.join(run_dir, FILE)
+    try:
+        meta, _ = read(path)
+    except UserError:
+        return "no checkpoint had been written yet, so it cannot be resumed"
+    return f"the last good checkpoint, from update {meta['update']}, is {path}; continue with: proxima train --resume {run_dir}"
+
+
+def _upgrade_v1(tensors: dict[str, Tensor], meta: dict) -> tuple[dict[str, Tensor], dict]:
+    """A version-1 checkpoint (one flat layout, written by ``_Run.state_dict`` before this module) in the
+    version-2 schema."""
+    renamed = {}
+    for key, tensor in tensors.items():
+        head, _, rest = key.partition("/")
+        if head == "optimizer":
+            renamed[f"optimizer/state/{rest}"] = tensor
+        elif head == "rng":
+            renamed[f"rng/{rest}"] = tensor
+        else:  # model/..., collector/...
+            renamed[key] = tensor
+    health = meta["health"]
+    components = {
+        "model": {},
+        "optimizer": {"state": {}, "param_groups": meta["optimizer_groups"]},
+        "scheduler": meta["scheduler"],
+        "collector": {} if meta["envs_saved"] else None,
+        "rng": {"numpy": meta["numpy_rng"], "python": meta["python_rng"]},
+        "health": {k: health[k] for k in ("first_entropy", "streaks", "counts", "first_update")},
+        "logging": {"offsets": meta["logs"], "wandb_id": meta.get("wandb_id")},
+        "evaluation": {"best_return": meta.get("best_return")},
+    }
+    upgraded = {
+        "format": FORMAT,
+        "version": VERSION,
+        "update": meta["update"],
+        "global_step": meta["global_step"],
+        "elapsed_s": meta["elapsed_s"],
+        "torch_threads": meta.get("torch_threads"),
+        "finished": meta["finished"],
+        "spaces": {k: meta[k] for k in ("observation_space", "action_space")},
+        "components": components,
+    }
+    return renamed, upgraded

@@ -108,8 +108,9 @@ def parse_train_args(argv: list[str], prog: str = "proxima train"):
     """
     from proxima.config import PPOArgs, resolve_args
 
-    layers = {name: _flag_value(argv, "--" + name) for name in ("config", "algo")}
-    default = resolve_args(**{k: v for k, v in layers.items() if v is not None})
+    config, algo = _flag_value(argv, "--config"), _flag_value(argv, "--algo")
+    default = resolve_args(config=config, **({"algo": algo} if algo is not None else {}))
+    argv, _ = _pop_flag(argv, "--config")
     return _parse(PPOArgs, argv, prog, default=default)
 
 

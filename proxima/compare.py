@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from proxima.checkpoint import write_json
-from proxima.config import ALGOS, resolve_args
+from proxima.files import write_json
+from proxima.algorithms import ALGOS
+from proxima.config import resolve_args
 from proxima.errors import UserError
 from proxima.plotting import final_return, plot_runs
 

@@ -1,10 +1,13 @@
 """``PPOArgs``: every setting of a run, one typed dataclass whose field docs become ``--help``.
 
-Names and defaults of the seed's fields follow seed 000 (and CleanRL's ppo.py); the fields after them are
-proxima's additions. Derived sizes are properties, never written back into the object.
+Names and defaults of the seed's fields follow seed 000 (and CleanRL's ppo.py); proxima adds the rest.
+The fields are grouped by concern (env, network, algorithm, run). Derived sizes are properties, never
+written back into the object.
 
-Where a value comes from, lowest priority first: the field defaults here, then ``ALGO_DEFAULTS`` for the
-chosen ``--algo``, then a preset (``--config``), then explicit flags or keyword arguments (``resolve_args``).
+Where a value comes from, lowest priority first: the field defaults here, then the chosen algorithm's
+defaults (``proxima.algorithms``), then a preset (``config``), then explicit flags or keyword arguments
+(``resolve_args``). ``config`` and ``resume`` are instructions, not settings: they are not fields and are
+not written to ``config.json``.
 """
 
 from __future__ import annotations
@@ -16,84 +19,42 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Literal
 
+from proxima.algorithms import get_algorithm
+
 from proxima.errors import UserError
 
-ALGOS = ("ppo", "vpg", "reinforce")
+# Keys that older config.json files hold but that are instructions, not settings: ignored when read.
+INSTRUCTIONS = ("config", "resume")
 
-# What ``--algo`` changes when nothing more specific is given. REINFORCE and VPG take one full-batch
-# gradient step per rollout on raw rewards-to-go, as seed 001 does; PPO keeps seed 000's settings.
-ALGO_DEFAULTS: dict[str, dict] = {
-    "ppo": {},
-    "vpg": {
-        "exp_name": "vpg",
-        "advantage": "returns",
-        "norm_adv": False,
-        "update_epochs": 1,
-        "num_minibatches": 1,
-    },
-    "reinforce": {
-        "exp_name": "reinforce",
-        "advantage": "returns",
-        "norm_adv": False,
-        "update_epochs": 1,
-        "num_minibatches": 1,
-    },
+# The seed presets were first numbered 1-3; the seed files are 000-002. The old names still work.
+PRESET_ALIASES = {
+    "seed1-ppo-cartpole": "seed000-ppo-cartpole",
+    "seed2-reinforce-cartpole": "seed001-reinforce-cartpole",
+    "seed2-vpg-cartpole": "seed001-vpg-cartpole",
+    "seed2-ppo-cartpole": "seed001-ppo-cartpole",
+    "seed3-ppo-pendulum-discrete": "seed002-ppo-pendulum-discrete",
 }
 
 
 @dataclass
 class PPOArgs:
-    exp_name: str = "ppo"
-    """the name of this experiment"""
-    seed: int = 1
-    """seed of the experiment"""
-    torch_deterministic: bool = True
-    """if toggled, `torch.backends.cudnn.deterministic=True` and torch picks deterministic algorithms"""
-    cuda: bool = True
-    """if toggled, cuda will be used when a GPU is present (the CPU otherwise)"""
-    track: bool = False
-    """if toggled, this experiment will be tracked with Weights and Biases"""
-    wandb_project_name: str = "mlab2_ppo"
-    """the wandb's project name"""
-    wandb_entity: str | None = None
-    """the entity (team) of wandb's project"""
-    capture_video: bool = False
-    """whether to capture videos of the agent performances (into the run directory's `videos` folder)"""
+    """Every setting of a run. The fields are grouped by concern (``GROUPS``); the flags stay flat."""
+
+    # --- env: the environment
     env_id: str = "CartPole-v1"
     """the id of the environment: any registered Gymnasium id, or module:EnvName-v0 to import module first"""
-    total_timesteps: int = 500000
-    """total timesteps of the experiments"""
-    learning_rate: float = 2.5e-4
-    """the learning rate of the optimizer"""
     num_envs: int = 4
     """the number of parallel game environments"""
-    num_steps: int = 128
-    """the number of steps to run in each environment per policy rollout"""
-    gamma: float = 0.99
-    """the discount factor gamma"""
-    gae_lambda: float = 0.95
-    """the lambda for the general advantage estimation"""
-    num_minibatches: int = 4
-    """the number of mini-batches"""
-    update_epochs: int = 4
-    """the K epochs to update the policy"""
-    clip_coef: float = 0.2
-    """the surrogate clipping coefficient"""
-    ent_coef: float = 0.01
-    """coefficient of the entropy"""
-    vf_coef: float = 0.5
-    """coefficient of the value function"""
-    max_grad_norm: float = 0.5
-    """the maximum norm for the gradient clipping (0 turns clipping off)"""
+    env_backend: str = "auto"
+    """native: proxima's batched torch envs (classic control, PendulumDiscrete, probes); gymnasium: Gymnasium's
+    vector envs, any id; auto: native where it exists (and without --async-envs or --capture-video); or the
+    name of a backend registered with proxima.envs.register_backend"""
+    async_envs: bool = False
+    """run each environment in its own process (Gymnasium's AsyncVectorEnv) instead of in-process"""
+    capture_video: bool = False
+    """whether to capture videos of the agent performances (into the run directory's `videos` folder)"""
 
-    # proxima's additions
-    algo: Literal["ppo", "vpg", "reinforce"] = "ppo"
-    """the algorithm: ppo (clipped surrogate), vpg (policy gradient with a learned value baseline) or
-    reinforce (policy gradient on rewards-to-go, no critic)"""
-    config: str | None = None
-    """a preset (see `proxima presets`) or a JSON file whose values replace the defaults; other flags override it"""
-    advantage: Literal["gae", "returns"] = "gae"
-    """the advantage estimator: gae (GAE(lambda)) or returns (discounted rewards-to-go minus V(s))"""
+    # --- network: the networks and normalization
     hidden_sizes: tuple[int, ...] = (64, 64)
     """hidden layer sizes of the policy network (and of the shared trunk with --shared-network)"""
     activation: Literal["tanh", "relu"] = "tanh"
@@ -102,6 +63,8 @@ class PPOArgs:
     """hidden layer sizes of the value network (default: the same as --hidden-sizes)"""
     critic_activation: Literal["tanh", "relu"] | None = None
     """activation of the value network's hidden layers (default: the same as --activation)"""
+    shared_network: bool = False
+    """let the actor and critic share one hidden trunk instead of two separate networks"""
     norm_obs: bool = False
     """normalize observations by their running mean and std, then clip them (saved with the model)"""
     norm_reward: bool = False
@@ -113,18 +76,66 @@ class PPOArgs:
     """the bound of normalized observations"""
     clip_reward: float = 10.0
     """the bound of scaled rewards"""
+
+    # --- algorithm: the algorithm and its optimization
+    algo: Literal["ppo", "vpg", "reinforce"] = "ppo"
+    """the algorithm: ppo (clipped surrogate), vpg (policy gradient with a learned value baseline) or
+    reinforce (policy gradient on rewards-to-go, no critic)"""
+    total_timesteps: int = 500000
+    """total timesteps of the experiments"""
+    learning_rate: float = 2.5e-4
+    """the learning rate of the optimizer"""
     value_learning_rate: float | None = None
     """give the value network its own optimizer with this learning rate (default: one optimizer for both)"""
-    run_dir: str | None = None
-    """where to write the run (default: runs/{env_id}__{exp_name}__{seed}__{unix time})"""
-    norm_adv: bool = True
-    """toggles per-minibatch advantage normalization"""
-    clip_vloss: bool = False
-    """toggles the clipped value loss of the PPO paper"""
     anneal_lr: bool = True
     """toggles linear learning-rate annealing to 0 over the run"""
+    num_steps: int = 128
+    """the number of steps to run in each environment per policy rollout"""
+    gamma: float = 0.99
+    """the discount factor gamma"""
+    gae_lambda: float = 0.95
+    """the lambda for the general advantage estimation"""
+    advantage: Literal["gae", "returns"] = "gae"
+    """the advantage estimator: gae (GAE(lambda)) or returns (discounted rewards-to-go minus V(s))"""
+    num_minibatches: int = 4
+    """the number of mini-batches"""
+    update_epochs: int = 4
+    """the K epochs to update the policy"""
+    norm_adv: bool = True
+    """toggles per-minibatch advantage normalization"""
+    clip_coef: float = 0.2
+    """the surrogate clipping coefficient"""
+    clip_vloss: bool = False
+    """toggles the clipped value loss of the PPO paper"""
+    ent_coef: float = 0.01
+    """coefficient of the entropy"""
+    vf_coef: float = 0.5
+    """coefficient of the value function"""
+    max_grad_norm: float = 0.5
+    """the maximum norm for the gradient clipping (0 turns clipping off)"""
     target_kl: float | None = None
     """stop an update's epochs early once the approximate KL exceeds this (off by default)"""
+
+    # --- run: the run: seeding, devices, logging, evaluation, checkpoints
+    exp_name: str = "ppo"
+    """the name of this experiment"""
+    seed: int = 1
+    """seed of the experiment"""
+    torch_deterministic: bool = True
+    """if toggled, `torch.backends.cudnn.deterministic=True` and torch picks deterministic algorithms"""
+    cuda: bool = True
+    """if toggled, cuda will be used when a GPU is present (the CPU otherwise)"""
+    torch_threads: int = 0
+    """torch's CPU threads; 0 picks 1 for minibatches under 512 samples (where threads cost more than they
+    save) and torch's default otherwise"""
+    run_dir: str | None = None
+    """where to write the run (default: runs/{env_id}__{exp_name}__{seed}__{unix time})"""
+    track: bool = False
+    """if toggled, this experiment will be tracked with Weights and Biases"""
+    wandb_project_name: str = "mlab2_ppo"
+    """the wandb's project name"""
+    wandb_entity: str | None = None
+    """the entity (team) of wandb's project"""
     eval_every: int = 0
     """every this many updates, evaluate the deterministic policy on --eval-episodes fresh episodes of the
     training backend and log eval_return (0: never)"""
@@ -135,26 +146,13 @@ class PPOArgs:
     save_best: bool = False
     """also keep the agent with the best eval_return so far in RUN_DIR/best (needs --eval-every); the run
     directory itself always holds the final agent"""
-    env_backend: Literal["auto", "gymnasium", "native"] = "auto"
-    """native: proxima's batched torch envs (classic control, PendulumDiscrete, probes); gymnasium: Gymnasium's
-    vector envs, any id; auto: native where it exists (and without --async-envs or --capture-video)"""
-    async_envs: bool = False
-    """run each environment in its own process (Gymnasium's AsyncVectorEnv) instead of in-process"""
-    shared_network: bool = False
-    """let the actor and critic share one hidden trunk instead of two separate networks"""
-    quiet: bool = False
-    """no console output (no progress bar or progress lines); the run directory still gets everything"""
     checkpoint_every: int = 10
     """save the whole training state to RUN_DIR/checkpoint.safetensors every this many updates (0: only at the
     end and on Ctrl-C), so that `--resume` can continue the run after a crash"""
-    resume: str | None = None
-    """continue the interrupted run in this directory from its last checkpoint, with its saved settings
-    (only --quiet may be given with it)"""
     plot: bool = True
     """write RUN_DIR/learning_curve.png (episodic return against env steps) at the end (needs the plot extra)"""
-    torch_threads: int = 0
-    """torch's CPU threads; 0 picks 1 for minibatches under 512 samples (where threads cost more than they
-    save) and torch's default otherwise"""
+    quiet: bool = False
+    """no console output (no progress bar or progress lines); the run directory still gets everything"""
 
     @property
     def batch_size(self) -> int:
@@ -173,7 +171,9 @@ class PPOArgs:
 
     @classmethod
     def from_json(cls, data: dict, source: str = "settings") -> PPOArgs:
+        """From ``to_json``'s output, or an older ``config.json`` (its instructions are ignored)."""
         names = {f.name for f in dataclasses.fields(cls)}
+        data = {k: v for k, v in data.items() if k not in INSTRUCTIONS}
         unknown = sorted(set(data) - names)
         if unknown:
             raise UserError(
@@ -202,8 +202,12 @@ class PPOArgs:
             )
         if self.value_learning_rate is not None and self.shared_network:
             raise UserError("value_learning_rate needs separate networks; drop it or --shared-network")
-        if self.value_learning_rate is not None and self.algo == "reinforce":
-            raise UserError("reinforce has no value network, so value_learning_rate does not apply")
+        if self.value_learning_rate is not None and not get_algorithm(self.algo).has_critic:
+            raise UserError(f"{self.algo} has no value network, so value_learning_rate does not apply")
+        from proxima.envs.registry import backend_names
+
+        if self.env_backend not in backend_names():
+            raise UserError(f"unknown env backend {self.env_backend!r}; accepted: {', '.join(backend_names())}")
         for name in ("hidden_sizes", "critic_hidden_sizes"):
             sizes = getattr(self, name)
             if sizes is not None and (not sizes or min(sizes) < 1):
@@ -242,10 +246,30 @@ class PPOArgs:
         return self
 
 
+# Each group is one concern, in the order of PPOArgs' fields; ``--help`` shows one section per group.
+GROUPS: dict[str, tuple[str, ...]] = {
+    "env": ("env_id", "num_envs", "env_backend", "async_envs", "capture_video"),
+    "network": (
+        "hidden_sizes", "activation", "critic_hidden_sizes", "critic_activation", "shared_network",
+        "norm_obs", "norm_reward", "norm_value", "clip_obs", "clip_reward",
+    ),
+    "algorithm": (
+        "algo", "total_timesteps", "learning_rate", "value_learning_rate", "anneal_lr", "num_steps", "gamma",
+        "gae_lambda", "advantage", "num_minibatches", "update_epochs", "norm_adv", "clip_coef", "clip_vloss",
+        "ent_coef", "vf_coef", "max_grad_norm", "target_kl",
+    ),
+    "run": (
+        "exp_name", "seed", "torch_deterministic", "cuda", "torch_threads", "run_dir", "track",
+        "wandb_project_name", "wandb_entity", "eval_every", "eval_episodes", "stop_return", "save_best",
+        "checkpoint_every", "plot", "quiet",
+    ),
+}  # fmt: skip
+
 PRESET_PACKAGE = "proxima.presets"
 
 
 def preset_names() -> list[str]:
+    """The shipped presets' names (their old aliases aside: ``PRESET_ALIASES``)."""
     files = resources.files(PRESET_PACKAGE).iterdir()
     return sorted(f.name[: -len(".json")] for f in files if f.name.endswith(".json"))
 
@@ -267,7 +291,8 @@ def read_preset(name_or_path: str) -> dict:
             raise UserError(f"cannot read config file {name_or_path!r}: {e.strerror}") from None
         except json.JSONDecodeError as e:
             raise UserError(f"config file {name_or_path!r} is not valid JSON: {e}") from None
-    elif name_or_path in preset_names():
+    elif name_or_path in preset_names() or name_or_path in PRESET_ALIASES:
+        name_or_path = PRESET_ALIASES.get(name_or_path, name_or_path)
         data = json.loads(resources.files(PRESET_PACKAGE).joinpath(name_or_path + ".json").read_text())
     else:
         raise UserError(
@@ -278,8 +303,8 @@ def read_preset(name_or_path: str) -> dict:
     return data
 
 
-def resolve_args(args: PPOArgs | None = None, **overrides) -> PPOArgs:
-    """Layer the defaults: field defaults < ``ALGO_DEFAULTS[algo]`` < preset (``config``) < ``overrides``.
+def resolve_args(args: PPOArgs | None = None, config: str | None = None, **overrides) -> PPOArgs:
+    """Layer the defaults: field defaults < the algorithm's defaults < preset (``config``) < ``overrides``.
 
     With ``args`` given, it is the base instead and only ``overrides`` are applied on top.
     """
@@ -290,10 +315,9 @@ def resolve_args(args: PPOArgs | None = None, **overrides) -> PPOArgs:
             f"unknown settings {unknown}; the accepted settings are the fields of proxima.PPOArgs"
         )
     if args is not None:
+        if config is not None:
+            raise UserError("give either a PPOArgs or a config preset to layer on the defaults, not both")
         return dataclasses.replace(args, **overrides)
-    config = overrides.get("config")
     preset = load_preset(config) if config else {}
-    algo = overrides.get("algo", preset.get("algo", "ppo"))
-    if algo not in ALGOS:
-        raise UserError(f"unknown algo {algo!r}; accepted: {', '.join(ALGOS)}")
-    return PPOArgs.from_json({**ALGO_DEFAULTS[algo], **preset, **overrides, "config": config})
+    algo = get_algorithm(overrides.get("algo", preset.get("algo", "ppo")))
+    return PPOArgs.from_json({**algo.defaults, **preset, **overrides})

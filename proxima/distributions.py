@@ -2,7 +2,7 @@
 
 A head turns the actor network's output into actions, log-probabilities and entropies. The training loop
 only ever calls these methods, so adding an action space means adding a head, not a branch in the loop
-(STYLE.md, point 3). The methods are written as plain tensor ops rather than through
+(docs/ARCHITECTURE.md). The methods are written as plain tensor ops rather than through
 ``torch.distributions`` objects: building a distribution object on every rollout step costs more than the
 policy's forward pass at small batch sizes, and the numbers are the same (tests compare them).
 """
@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 
 import gymnasium as gym
-import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -103,11 +102,3 @@ def make_head(action_space: gym.Space) -> nn.Module:
     raise UserError(
         f"action space {action_space} is not supported yet; proxima accepts Discrete(n) and 1-D Box action spaces"
     )
-
-
-def clip_to_space(actions: np.ndarray, action_space: gym.Space) -> np.ndarray:
-    """What an env receives: Box actions clipped to the space's finite bounds (an unbounded component is
-    sent as sampled); other actions unchanged."""
-    if isinstance(action_space, gym.spaces.Box):
-        return np.clip(actions, action_space.low, action_space.high).astype(action_space.dtype, copy=False)
-    return actions

@@ -18,3 +18,7 @@ class TrainingInterrupted(KeyboardInterrupt):
     def __init__(self, run_dir: str, update: int, num_updates: int):
         super().__init__(f"interrupted after update {update} of {num_updates}; checkpoint saved in {run_dir}")
         self.run_dir = run_dir
+
+
+class EnvError(RuntimeError):
+    """The environment itself failed (its constructor, reset or step raised); the message names its exception."""

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from proxima.agent import Agent, space_to_json
-from proxima.envs.vector import VecEnv, make_vec_env
+from proxima.envs import VecEnv, make_vec_env
 from proxima.errors import UserError
 from proxima.networks import ActorCritic
 

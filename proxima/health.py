@@ -138,6 +138,16 @@ class HealthMonitor:
                 new.append(HealthWarning(kind, text))
         return new
 
+    _STATE = ("first_entropy", "streaks", "counts", "first_update")
+
+    def state_dict(self) -> dict:
+        """What the next checks depend on (the settings come from the run's config)."""
+        return {name: getattr(self, name) for name in self._STATE}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.first_entropy = state["first_entropy"]
+        self.streaks, self.counts, self.first_update = (dict(state[k]) for k in self._STATE[1:])
+
     def summary(self, updates: int) -> list[str]:
         return [
             f"{kind}: unhealthy in {count} of {updates} updates, first at update {self.first_update[kind]}"

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import Tensor, nn
 
+from proxima.encoders import make_encoder
 from proxima.normalization import Normalization
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
@@ -52,7 +53,7 @@ def mlp(sizes: list[int], activation: str, out_norm: float | None = None) -> nn.
 class NetworkSpec:
     """Everything needed to rebuild an ``ActorCritic`` from a checkpoint (stored as JSON)."""
 
-    obs_dim: int
+    obs_dim: int  # the encoder's input size, flattened (kept for agents saved before obs_shape)
     logits_dim: int
     hidden_sizes: tuple[int, ...] = (64, 64)
     activation: str = "tanh"
@@ -65,6 +66,12 @@ class NetworkSpec:
     norm_value: bool = False
     clip_obs: float = 10.0
     clip_reward: float = 10.0
+    encoder: str = "flatten-mlp"  # proxima.encoders: chosen from the observation space
+    obs_shape: tuple[int, ...] | None = None  # None: (obs_dim,)
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return self.obs_shape or (self.obs_dim,)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -72,13 +79,15 @@ class NetworkSpec:
     @classmethod
     def from_json(cls, data: dict) -> NetworkSpec:
         sizes = {
-            k: tuple(data[k]) for k in ("hidden_sizes", "critic_hidden_sizes") if data.get(k) is not None
+            k: tuple(data[k])
+            for k in ("hidden_sizes", "critic_hidden_sizes", "obs_shape")
+            if data.get(k) is not None
         }
         return cls(**{**data, **sizes})
 
 
 class ActorCritic(nn.Module):
-    """Actor (policy logits) and critic (state value) over flat observations.
+    """Actor (policy logits) and critic (state value) on the features of an observation encoder.
 
     By default they are separate ``hidden_sizes`` MLPs (detail #13: better on simple envs); with
     ``shared=True`` they share one trunk and differ only in their output layers.
@@ -89,15 +98,17 @@ class ActorCritic(nn.Module):
         self.spec = spec
         self.head = head
         self.normalization = Normalization(
-            (spec.obs_dim,),
+            spec.input_shape,
             spec.norm_obs,
             spec.norm_reward,
             spec.clip_obs,
             spec.clip_reward,
             norm_value=spec.norm_value and spec.has_critic,
         )
-        sizes = [spec.obs_dim, *spec.hidden_sizes]
-        critic_sizes = [spec.obs_dim, *(spec.critic_hidden_sizes or spec.hidden_sizes)]
+        self.encoder = make_encoder(spec.encoder, spec.input_shape)
+        features = self.encoder.features_dim
+        sizes = [features, *spec.hidden_sizes]
+        critic_sizes = [features, *(spec.critic_hidden_sizes or spec.hidden_sizes)]
         critic_activation = spec.critic_activation or spec.activation
         if spec.shared:
             self.trunk = mlp(sizes, spec.activation)
@@ -112,8 +123,12 @@ class ActorCritic(nn.Module):
 
     def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:
         """Policy logits ``(B, logits_dim)`` and values ``(B,)`` in one pass over the batch."""
-        features = run(self.trunk, obs)
+        features = self._features(obs)
         return run(self.actor, features), self._value(features)
+
+    def _features(self, obs: Tensor) -> Tensor:
+        """The encoder's features, through the shared trunk if there is one."""
+        return run(self.trunk, self.encoder.forward(obs))
 
     def _value(self, features: Tensor) -> Tensor:
         if self.critic is None:
@@ -121,7 +136,7 @@ class ActorCritic(nn.Module):
         return self.normalization.value(run(self.critic, features).squeeze(-1))
 
     def value(self, obs: Tensor) -> Tensor:
-        return self._value(run(self.trunk, obs))
+        return self._value(self._features(obs))
 
     @torch.no_grad()
     def update_value_normalization(self, targets: Tensor) -> None:
@@ -159,7 +174,7 @@ class ActorCritic(nn.Module):
         return [{"params": policy, "lr": learning_rate}, {"params": critic, "lr": value_learning_rate}]
 
     def logits(self, obs: Tensor) -> Tensor:
-        return run(self.actor, run(self.trunk, obs))
+        return run(self.actor, self._features(obs))
 
     def act(self, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Sample actions for a batch of observations: ``(actions, log_probs, values)``."""

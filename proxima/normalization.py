@@ -83,7 +83,11 @@ class Normalization(nn.Module):
         if update:
             self.obs_rms.update(obs)
         std = (self.obs_rms.var + self.eps).sqrt()
-        return ((obs - self.obs_rms.mean) / std).clamp(-self.clip_obs, self.clip_obs).to(obs.dtype)
+        return ((obs - self.obs_rms.mean) / std).clamp(-self.clip_obs, self.clip_obs).to(torch.float32)
+
+    def obs_dtype(self, raw: torch.dtype) -> torch.dtype:
+        """The dtype of what ``obs`` returns for raw observations of dtype ``raw`` (what the rollout stores)."""
+        return torch.float32 if self.norm_obs else raw
 
     def reward(self, reward: Tensor, discounted_return: Tensor, update: bool = True) -> Tensor:
         if not self.norm_reward:

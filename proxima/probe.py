@@ -144,8 +144,6 @@ def run_probes(
                 eval_every=0,
                 stop_return=None,
                 save_best=False,
-                resume=None,
-                config=None,
             ).validate()
             if not args.quiet:  # a probe takes seconds: say what is running
                 print(f"probe {probe.name}: {probe.tests}, {probe_args.total_timesteps} steps", flush=True)

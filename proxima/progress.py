@@ -36,18 +36,24 @@ class ProgressReport:
             self.task = self.bar.add_task("training", total=total_steps, sps="-", ret="-")
             self.bar.start()
 
-    def update(self, update: int, record: dict, episode_returns: list[float], force: bool = False) -> None:
+    def update(self, update: int, record: dict, episode_returns: list[float], force: bool = False) -> bool:
+        """Show the update; True if it is on screen now (the bar, or a line printed for it)."""
         self.recent.extend(episode_returns)
         if self.bar is not None:
             ret = f"{np.mean(self.recent):.1f}" if self.recent else "-"
             self.bar.update(self.task, completed=record["global_step"], sps=f"{record['sps']:.0f}", ret=ret)
-        elif not self.quiet and (update % self.every == 0 or update == self.num_updates or force):
+            return True
+        if self.quiet:
+            return True
+        if update % self.every == 0 or update == self.num_updates or force:
             ret = record["episodic_return"]
             line = f"global_step={record['global_step']} episodic_return={'n/a' if ret is None else f'{ret:.1f}'} "
             line += f"SPS={record['sps']:.0f}"
             if "eval_return" in record:
                 line += f" eval_return={record['eval_return']:.1f}"
             print(line, file=self.stream, flush=True)
+            return True
+        return False
 
     def message(self, text: str) -> None:
         if self.bar is not None:

@@ -11,19 +11,33 @@ import torch
 from torch import Tensor
 
 from proxima.envs import VecEnv
+from proxima.envs.interface import torch_dtype
+from proxima.errors import EnvError, UserError
 from proxima.networks import ActorCritic
 from proxima.storage import RolloutBuffer
 
 
+def env_call(method, *args, **kwargs):
+    """``method(...)`` of a VecEnv, with an exception raised inside the env (its simulator crashed, a bug in a
+    user's env) turned into an ``EnvError`` that names it; the trainer adds what survives of the run."""
+    try:
+        return method(*args, **kwargs)
+    except (UserError, EnvError, KeyboardInterrupt):
+        raise
+    except Exception as e:
+        raise EnvError(f"the env raised {type(e).__name__}: {e}") from e
+
+
 class RolloutCollector:
-    def __init__(self, envs: VecEnv, num_steps: int, gamma: float, head, seed: int | None = None):
+    def __init__(self, envs: VecEnv, num_steps: int, gamma: float, model: ActorCritic, seed: int | None = None):
         self.envs = envs
         self.gamma = gamma
-        n, device = envs.num_envs, envs.device
+        n, device, head, space = envs.num_envs, envs.device, model.head, envs.single_observation_space
+        obs_dtype = model.normalization.obs_dtype(torch_dtype(space))
         self.buffer = RolloutBuffer(
-            num_steps, n, envs.single_observation_space.shape, head.action_shape, head.action_dtype, device
+            num_steps, n, space.shape, obs_dtype, head.action_shape, head.action_dtype, device
         )
-        self.next_obs = envs.reset(seed=seed)
+        self.next_obs = env_call(envs.reset, seed=seed)
         self.next_done = torch.zeros(n, device=device)
         self._episode_return = torch.zeros(n, dtype=torch.float64, device=device)
         self._episode_length = torch.zeros(n, dtype=torch.int64, device=device)
@@ -44,7 +58,7 @@ class RolloutCollector:
             # One forward pass over the whole batch gives the actions, their log-probs and the values.
             actions, buf.logprobs[t], buf.values[t] = model.act(obs)
             buf.actions[t] = actions  # as sampled: a Box action is clipped only on its way into the env
-            step = self.envs.step(actions)
+            step = env_call(self.envs.step, actions)
             done = step.terminated | step.truncated
             self._record_episodes(t, step.reward, done)
             reward = step.reward

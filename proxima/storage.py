@@ -45,6 +45,7 @@ class RolloutBuffer:
         num_steps: int,
         num_envs: int,
         obs_shape: tuple[int, ...],
+        obs_dtype: torch.dtype,
         action_shape: tuple[int, ...],
         action_dtype: torch.dtype,
         device: torch.device,
@@ -52,7 +53,7 @@ class RolloutBuffer:
         def zeros(*shape, dtype=torch.float32):
             return torch.zeros((num_steps, num_envs, *shape), dtype=dtype, device=device)
 
-        self.obs = zeros(*obs_shape)
+        self.obs = zeros(*obs_shape, dtype=obs_dtype)  # the space's own dtype: uint8 images stay uint8
         self.actions = zeros(*action_shape, dtype=action_dtype)
         self.logprobs = zeros()
         self.rewards = zeros()  # includes gamma * V(final_obs) on time-limit truncations

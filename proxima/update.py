@@ -1,39 +1,49 @@
 """The update phase: epochs of minibatch gradient steps on one rollout (seed 000, details #6-#11).
 
-PPO, VPG and REINFORCE share all of it and differ only in the policy term (``policy_loss``): PPO's clipped
-surrogate, or the plain policy gradient of seed 001, whose weights are R - V(s) for VPG and R for REINFORCE
-(a model without a critic predicts V = 0).
+PPO, VPG and REINFORCE share all of it and differ only in the policy term (``UpdateSettings.policy_loss``,
+from ``proxima.algorithms``): PPO's clipped surrogate, or the plain policy gradient of seed 001, whose weights
+are R - V(s) for VPG and R for REINFORCE (a model without a critic predicts V = 0).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from proxima.config import PPOArgs
-from proxima.losses import (
-    clipped_surrogate_loss,
-    clipped_value_loss,
-    entropy_bonus,
-    normalize,
-    policy_gradient_loss,
-    ratio_diagnostics,
-    value_loss,
-)
+from proxima.algorithms import get_algorithm
+from proxima.losses import clipped_value_loss, entropy_bonus, ratio_diagnostics, value_loss
 from proxima.networks import ActorCritic
 from proxima.optim import Adam, clip_grad_norm
 from proxima.storage import Batch, minibatch_indices
 
 
-def policy_loss(args: PPOArgs, logprobs: Tensor, mb: Batch) -> Tensor:
-    if args.algo == "ppo":
-        return clipped_surrogate_loss(logprobs, mb.logprobs, mb.advantages, args.clip_coef, args.norm_adv)
-    return policy_gradient_loss(logprobs, normalize(mb.advantages) if args.norm_adv else mb.advantages)
+@dataclass(frozen=True)
+class UpdateSettings:
+    """What one update needs to know, and nothing else of a run's settings."""
+
+    policy_loss: Callable[[Tensor, Batch, UpdateSettings], Tensor]  # (logprobs, minibatch, settings) -> loss
+    update_epochs: int = 4
+    minibatch_size: int = 128
+    clip_coef: float = 0.2
+    norm_adv: bool = True
+    clip_vloss: bool = False
+    vf_coef: float = 0.5
+    ent_coef: float = 0.01
+    max_grad_norm: float = 0.5
+    target_kl: float | None = None
+
+    @classmethod
+    def from_args(cls, args) -> UpdateSettings:
+        """From a ``PPOArgs`` (or anything with its field names)."""
+        names = [f.name for f in dataclasses.fields(cls) if f.name != "policy_loss"]
+        return cls(get_algorithm(args.algo).policy_loss, **{name: getattr(args, name) for name in names})
 
 
-def update(model: ActorCritic, optimizer: Adam, batch: Batch, args: PPOArgs) -> dict:
+def update(model: ActorCritic, optimizer: Adam, batch: Batch, settings: UpdateSettings) -> dict:
     """Train on ``batch`` for ``update_epochs`` epochs; return the update's debug variables (detail #12).
 
     Like the seed, the losses and KL estimates reported are those of the last minibatch; clipfrac is the
@@ -47,34 +57,34 @@ def update(model: ActorCritic, optimizer: Adam, batch: Batch, args: PPOArgs) -> 
     scale = model.normalization.value_scale()
     if scale is not None:
         batch = dataclasses.replace(batch, values=batch.values / scale, returns=batch.returns / scale)
-    for _ in range(args.update_epochs):
-        for index in minibatch_indices(len(batch), args.minibatch_size, batch.obs.device):  # detail #6
+    for _ in range(settings.update_epochs):
+        for index in minibatch_indices(len(batch), settings.minibatch_size, batch.obs.device):  # detail #6
             mb = batch[index]
             logprobs, entropy, values = model.evaluate(mb.obs, mb.actions)
-            pg_loss = policy_loss(args, logprobs, mb)
+            pg_loss = settings.policy_loss(logprobs, mb, settings)
             if scale is not None:
                 values = values / scale
             if model.critic is None:
                 v_loss = values.new_zeros(())  # REINFORCE: nothing to fit
-            elif args.clip_vloss:
-                v_loss = clipped_value_loss(values, mb.values, mb.returns, args.clip_coef)
+            elif settings.clip_vloss:
+                v_loss = clipped_value_loss(values, mb.values, mb.returns, settings.clip_coef)
             else:
                 v_loss = value_loss(values, mb.returns)
             ent = entropy_bonus(entropy)
             loss = (
-                pg_loss + args.vf_coef * v_loss - args.ent_coef * ent
+                pg_loss + settings.vf_coef * v_loss - settings.ent_coef * ent
             )  # detail #10: the bonus is subtracted
 
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            if args.max_grad_norm > 0:
-                grad_norms.append(clip_grad_norm(model, args.max_grad_norm))  # detail #11
+            if settings.max_grad_norm > 0:
+                grad_norms.append(clip_grad_norm(model, settings.max_grad_norm))  # detail #11
             optimizer.step()
             losses.append(loss.detach())
 
-            diagnostics = ratio_diagnostics(logprobs.detach(), mb.logprobs, args.clip_coef)
+            diagnostics = ratio_diagnostics(logprobs.detach(), mb.logprobs, settings.clip_coef)
             clipfracs.append(diagnostics["clipfrac"])
-        if args.target_kl is not None and diagnostics["approx_kl"].item() > args.target_kl:
+        if settings.target_kl is not None and diagnostics["approx_kl"].item() > settings.target_kl:
             break  # early stopping on KL: the policy has already moved as far as we allow
     return {
         **_grad_stats(losses, grad_norms),

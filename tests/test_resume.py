@@ -13,7 +13,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from proxima.checkpoint import read_checkpoint
+from proxima.files import read_checkpoint
 from proxima.cli import main
 from proxima.trainer import CHECKPOINT
 
@@ -187,7 +187,7 @@ def interrupted_run(tmp_path):
     """A short run whose final checkpoint is marked unfinished, as if it had been killed just before the end."""
     run_dir = str(tmp_path / "run")
     assert main(["train", "--run-dir", run_dir, *RUN, "--total-timesteps", "2048"]) == 0
-    from proxima.checkpoint import write_checkpoint
+    from proxima.files import write_checkpoint
 
     tensors, meta = read_checkpoint(os.path.join(run_dir, CHECKPOINT))
     write_checkpoint(os.path.join(run_dir, CHECKPOINT), tensors, {**meta, "finished": False})
@@ -197,7 +197,7 @@ def interrupted_run(tmp_path):
 def test_a_run_from_before_value_normalization_resumes_with_the_seeds_critic(tmp_path):
     run_dir = str(tmp_path / "run")
     assert main(["train", "--run-dir", run_dir, *RUN, "--total-timesteps", "2048", "--no-norm-value"]) == 0
-    from proxima.checkpoint import write_checkpoint
+    from proxima.files import write_checkpoint
 
     tensors, meta = read_checkpoint(os.path.join(run_dir, CHECKPOINT))
     write_checkpoint(os.path.join(run_dir, CHECKPOINT), tensors, {**meta, "finished": False})
@@ -226,7 +226,7 @@ def test_resume_refuses_a_truncated_checkpoint(interrupted_run, capsys):
 def test_resume_refuses_a_checkpoint_of_other_env_spaces(interrupted_run, capsys):
     path = os.path.join(interrupted_run, CHECKPOINT)
     tensors, meta = read_checkpoint(path)
-    from proxima.checkpoint import write_checkpoint
+    from proxima.files import write_checkpoint
 
     write_checkpoint(path, tensors, {**meta, "action_space": {"type": "Discrete", "n": 3}})
     _one_line_exit_2(["train", "--resume", interrupted_run], capsys, "written for another env")
@@ -274,7 +274,7 @@ def test_a_resumed_run_continues_the_same_wandb_run(interrupted_run, monkeypatch
     monkeypatch.setenv("WANDB_SILENT", "true")
     run_dir = os.path.join(os.path.dirname(interrupted_run), "tracked")
     assert main(["train", "--run-dir", run_dir, *RUN, "--total-timesteps", "2048", "--track"]) == 0
-    from proxima.checkpoint import write_checkpoint
+    from proxima.files import write_checkpoint
 
     tensors, meta = read_checkpoint(os.path.join(run_dir, CHECKPOINT))
     assert meta["wandb_id"]

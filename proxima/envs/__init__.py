@@ -1,6 +1,11 @@
-"""Environments: the vector-env interface the training loop talks to, its backends, and proxima's own envs."""
+"""Environments: the vector-env interface the training loop talks to, its backends, and proxima's own envs.
 
-from proxima.envs import pendulum, probes  # noqa: F401  (register proxima/* ids with Gymnasium)
-from proxima.envs.vector import Step, VecEnv, check_spaces, make_vec_env
+Importing this package registers the built-in backends (Gymnasium's first, then native) and proxima's
+Gymnasium ids (``proxima/...``).
+"""
 
-__all__ = ["Step", "VecEnv", "check_spaces", "make_vec_env"]
+from proxima.envs import gymnasium_backend, native, pendulum, probes  # noqa: F401  (registrations)
+from proxima.envs.interface import Step, VecEnv, clip_to_space
+from proxima.envs.registry import backend_names, make_vec_env, register_backend
+
+__all__ = ["Step", "VecEnv", "backend_names", "clip_to_space", "make_vec_env", "register_backend"]

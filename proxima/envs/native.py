@@ -20,7 +20,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from proxima.envs.vector import Step
+from proxima.envs.interface import Step
+from proxima.envs.registry import register_backend
 
 _MASK32 = 0xFFFFFFFF
 
@@ -431,3 +432,11 @@ NATIVE_ENVS = {
     "Pendulum-v1": Pendulum,
     "proxima/PendulumDiscrete-v1": PendulumDiscrete,
 }
+
+
+def _make(env_id: str, num_envs: int, *, seed=None, device="cpu", **unused) -> NativeVecEnv:
+    return NATIVE_ENVS[env_id](num_envs, seed=seed, device=device)
+
+
+# In-process tensor ops: no worker processes, no rendering.
+register_backend("native", _make, handles=NATIVE_ENVS)

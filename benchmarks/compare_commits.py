@@ -1,0 +1,101 @@
+"""Check that a refactor changed no result: run fixed-seed trainings at two commits and compare their outputs.
+
+    .venv/bin/python benchmarks/compare_commits.py BASE [OTHER]      # OTHER: a commit, or the work tree (default)
+
+Each commit is exported to a temporary directory (``git archive``) and its ``proxima`` runs from there with this
+checkout's ``.venv``. ``metrics.jsonl`` (without ``time_s`` and ``sps``), ``episodes.jsonl`` and
+``model.safetensors`` must be byte-identical; the script prints one line per run and exits 1 on any difference.
+``--keep DIR`` keeps the outputs of every run in DIR/<label>/<run>.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PYTHON = os.path.join(ROOT, ".venv", "bin", "python")
+
+RUNS = {  # name: flags of `proxima train` (the issue-12 set)
+    "ppo-cartpole": ["--env-id", "CartPole-v1", "--seed", "1", "--total-timesteps", "20480"],
+    "reinforce-cartpole": ["--env-id", "CartPole-v1", "--seed", "1", "--total-timesteps", "20480", "--algo", "reinforce"],
+    "vpg-cartpole": ["--env-id", "CartPole-v1", "--seed", "1", "--total-timesteps", "20480", "--algo", "vpg"],
+    "pendulum": ["--config", "pendulum", "--total-timesteps", "10240"],
+    "seed3-pendulum-discrete": ["--config", "seed3-ppo-pendulum-discrete", "--total-timesteps", "4096"],
+    "acrobot-gymnasium": ["--env-id", "Acrobot-v1", "--env-backend", "gymnasium", "--total-timesteps", "8192"],
+}  # fmt: skip
+IGNORED_METRICS = ("time_s", "sps")
+
+
+def export(commit: str | None, into: str) -> str:
+    """The tree of ``commit`` (None: the work tree, tracked and untracked files) in ``into``."""
+    os.makedirs(into)
+    if commit is None:
+        files = subprocess.run(
+            ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True, capture_output=True
+        ).stdout.decode().split("\0")
+        for name in filter(None, files):
+            if os.path.isfile(os.path.join(ROOT, name)):
+                os.makedirs(os.path.join(into, os.path.dirname(name)), exist_ok=True)
+                shutil.copy2(os.path.join(ROOT, name), os.path.join(into, name))
+        return into
+    archive = subprocess.run(["git", "archive", commit], cwd=ROOT, check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", into], input=archive, check=True)
+    return into
+
+
+def run_all(tree: str, out: str) -> None:
+    env = {**os.environ, "PYTHONPATH": tree}  # the exported proxima, not the checkout's editable install
+    for name, flags in RUNS.items():
+        run_dir = os.path.join(out, name)
+        cmd = [PYTHON, "-m", "proxima.cli", "train", *flags, "--run-dir", run_dir, "--quiet", "--no-plot"]
+        result = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True)
+        if result.returncode != 0:
+            sys.exit(f"{' '.join(cmd)} failed in {tree}:\n{result.stderr}")
+
+
+def metrics(path: str) -> list[dict]:
+    with open(path) as f:
+        return [{k: v for k, v in json.loads(line).items() if k not in IGNORED_METRICS} for line in f]
+
+
+def differences(a: str, b: str) -> list[str]:
+    found = []
+    if metrics(os.path.join(a, "metrics.jsonl")) != metrics(os.path.join(b, "metrics.jsonl")):
+        found.append("metrics.jsonl")
+    for name in ("episodes.jsonl", "model.safetensors"):
+        with open(os.path.join(a, name), "rb") as fa, open(os.path.join(b, name), "rb") as fb:
+            if fa.read() != fb.read():
+                found.append(name)
+    return found
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("base", help="the commit to compare against")
+    parser.add_argument("other", nargs="?", default=None, help="another commit (default: the work tree)")
+    parser.add_argument("--keep", default=None, help="keep every run's outputs under this directory")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = args.keep or tmp
+        outputs = {}
+        for label, commit in (("base", args.base), ("other", args.other)):
+            tree = export(commit, os.path.join(tmp, "tree-" + label))
+            outputs[label] = os.path.join(root, label)
+            run_all(tree, outputs[label])
+        failed = False
+        for name in RUNS:
+            diff = differences(os.path.join(outputs["base"], name), os.path.join(outputs["other"], name))
+            failed |= bool(diff)
+            print(f"{name:26s} {'differs: ' + ', '.join(diff) if diff else 'identical'}")
+    print(f"{args.base} vs {args.other or 'work tree'}: {'DIFFERENT' if failed else 'all identical'}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

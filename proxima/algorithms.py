@@ -1,0 +1,70 @@
+"""The algorithms ``--algo`` chooses from, as one table: each one's defaults, whether it learns a critic,
+and its policy term. PPO, VPG and REINFORCE share everything else (rollout, advantages, ``update``), so
+the loop and the update never branch on an algorithm's name; adding one is adding a row here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from torch import Tensor
+
+from proxima.errors import UserError
+from proxima.losses import clipped_surrogate_loss, normalize, policy_gradient_loss
+
+if TYPE_CHECKING:
+    from proxima.storage import Batch
+    from proxima.update import UpdateSettings
+
+
+def ppo_policy_loss(logprobs: Tensor, mb: Batch, s: UpdateSettings) -> Tensor:
+    """Seed 000's clipped surrogate (details #7 and #8)."""
+    return clipped_surrogate_loss(logprobs, mb.logprobs, mb.advantages, s.clip_coef, s.norm_adv)
+
+
+def pg_policy_loss(logprobs: Tensor, mb: Batch, s: UpdateSettings) -> Tensor:
+    """Seed 001's plain policy gradient: weights R - V(s) for VPG, R for REINFORCE (whose V is 0)."""
+    return policy_gradient_loss(logprobs, normalize(mb.advantages) if s.norm_adv else mb.advantages)
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    name: str
+    summary: str
+    policy_loss: Callable[[Tensor, Batch, UpdateSettings], Tensor]
+    has_critic: bool = True
+    defaults: dict = field(default_factory=dict)  # PPOArgs fields it sets, under a preset and explicit flags
+
+
+# REINFORCE and VPG take one full-batch gradient step per rollout on raw rewards-to-go, as seed 001 does;
+# PPO keeps seed 000's settings.
+_ONE_STEP_ON_RETURNS = {"advantage": "returns", "norm_adv": False, "update_epochs": 1, "num_minibatches": 1}
+
+ALGORITHMS: dict[str, Algorithm] = {
+    a.name: a
+    for a in (
+        Algorithm("ppo", "the clipped surrogate", ppo_policy_loss),
+        Algorithm(
+            "vpg",
+            "policy gradient with a learned value baseline",
+            pg_policy_loss,
+            defaults={"exp_name": "vpg", **_ONE_STEP_ON_RETURNS},
+        ),
+        Algorithm(
+            "reinforce",
+            "policy gradient on rewards-to-go, no critic",
+            pg_policy_loss,
+            has_critic=False,
+            defaults={"exp_name": "reinforce", **_ONE_STEP_ON_RETURNS},
+        ),
+    )
+}
+ALGOS = tuple(ALGORITHMS)
+
+
+def get_algorithm(name: str) -> Algorithm:
+    if name not in ALGORITHMS:
+        raise UserError(f"unknown algo {name!r}; accepted: {', '.join(ALGORITHMS)}")
+    return ALGORITHMS[name]

@@ -1,0 +1,303 @@
+"""Callbacks: everything a run does besides rollout → advantages → update (docs/ARCHITECTURE.md).
+
+The loop (``proxima.trainer.loop``) calls, for each callback in order:
+
+- ``on_train_start(run)`` once, before the first update (also when a run resumes);
+- ``on_update_end(run, result) -> bool | None`` after every update; ``result.record`` is the dict that goes
+  to ``metrics.jsonl`` and TensorBoard, and a callback before ``Logging`` may add keys to it. Returning True
+  ends training after this update (every callback still sees it); the final agent is saved as usual;
+- ``on_train_end(run)`` once after the last update, when training completed (or a callback stopped it);
+- ``close(run)`` always, last, even after an error.
+
+A callback that has state to carry through ``--resume`` sets ``state_key`` and implements
+``state_dict()``/``load_state_dict()``; the checkpoint stores it as one component (``proxima.checkpoint``).
+``run`` gives the parts: ``args``, ``model``, ``agent``, ``optimizer``, ``envs``, ``run_dir``, ``update``,
+``global_step``, ``console`` (``console.message(text)`` prints above the progress bar) and ``logger``
+(set by ``Logging``).
+
+Users pass their own to ``proxima.train(..., callbacks=[...])``; they run after ``Evaluation`` and before
+the built-in ones that log and checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from proxima import checkpoint
+from proxima.errors import NonFiniteError, TrainingInterrupted, UserError
+from proxima.health import HealthMonitor, HealthWarning
+from proxima.logger import RunLogger
+
+if TYPE_CHECKING:
+    from proxima.trainer import Run
+
+
+@dataclass
+class UpdateResult:
+    """What one update produced, passed to every callback's ``on_update_end``."""
+
+    record: dict  # metrics.jsonl's line for this update (global_step, time_s, sps, losses, ...)
+    episode_returns: list[float]  # of the episodes that ended during the rollout, in time order
+    episode_lengths: list[int]
+    return_spread: float  # std / mean |value target| of the batch
+    value_spread: float  # std of the predicted values / std of the targets
+    warnings: list[HealthWarning] = field(default_factory=list)  # filled by Health, shown and logged after
+
+
+class Callback:
+    """Base class: every hook does nothing. Override the ones you need."""
+
+    state_key: str | None = None
+
+    def on_train_start(self, run: Run) -> None:
+        pass
+
+    def on_update_end(self, run: Run, result: UpdateResult) -> bool | None:
+        return None
+
+    def on_train_end(self, run: Run) -> None:
+        pass
+
+    def close(self, run: Run) -> None:
+        pass
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass
+
+
+class Evaluation(Callback):
+    """``--eval-every``: the deterministic policy on fresh episodes of the training backend, logged as
+    ``eval_return``; ``--stop-return`` ends training when it is reached, ``--save-best`` keeps the best agent
+    so far in ``RUN_DIR/best``. Its envs are seeded apart from the training envs', and every evaluation
+    starts from the same states, so evaluations are comparable."""
+
+    state_key = "evaluation"
+
+    def __init__(self, every: int, episodes: int, stop_return: float | None = None, save_best: bool = False):
+        self.every, self.episodes, self.stop_return, self.save_best = every, episodes, stop_return, save_best
+        self.best_return: float | None = None  # the eval_return of RUN_DIR/best
+        self.envs = None
+
+    def on_train_start(self, run: Run) -> None:
+        from proxima.envs import make_vec_env
+
+        args = run.args
+        self.envs = make_vec_env(args.env_id, self.episodes, backend=args.env_backend, device=run.device)
+        self.seed = args.seed + 1_000_000
+
+    def on_update_end(self, run: Run, result: UpdateResult) -> bool:
+        from proxima.evaluate import run_episodes
+
+        if run.update % self.every:
+            return False
+        returns = run_episodes(run.model, self.envs, self.episodes, deterministic=True, seed=self.seed)
+        result.record["eval_return"] = value = float(returns.mean())
+        if self.save_best and (self.best_return is None or value > self.best_return):
+            self.best_return = value
+            best_dir = os.path.join(run.run_dir, "best")
+            os.makedirs(best_dir, exist_ok=True)
+            run.agent.save(best_dir, global_step=run.global_step, eval_return=value)
+        if self.stop_return is not None and value >= self.stop_return:
+            run.console.message(f"stopping: eval_return {value:.1f} >= stop_return {self.stop_return}")
+            return True
+        return False
+
+    def close(self, run: Run) -> None:
+        if self.envs is not None:
+            self.envs.close()
+
+    def state_dict(self) -> dict:
+        return {"best_return": self.best_return}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.best_return = state["best_return"]
+
+
+class Health(Callback):
+    """Warnings on the debug variables that usually mean trouble (docs/HEALTH.md), and a count at the end."""
+
+    state_key = "health"
+
+    def __init__(self, monitor: HealthMonitor):
+        self.monitor = monitor
+
+    def on_update_end(self, run: Run, result: UpdateResult) -> None:
+        result.warnings += self.monitor.check(run.update, result.record, result.return_spread, result.value_spread)
+
+    def on_train_end(self, run: Run) -> None:
+        for line in self.monitor.summary(run.update):
+            run.console.message(f"health: {line}")
+
+    def state_dict(self) -> dict:
+        return self.monitor.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.monitor.load_state_dict(state)
+
+
+class Logging(Callback):
+    """``metrics.jsonl``, ``episodes.jsonl``, TensorBoard and, with ``--track``, Weights & Biases. Sets
+    ``run.logger``. A resumed run continues the logs from where its checkpoint says they ended."""
+
+    state_key = "logging"
+
+    def __init__(self):
+        self.resume_from: dict | None = None
+        self.wandb_id: str | None = None
+        self.wandb_run = None
+        self.logger: RunLogger | None = None
+
+    def on_train_start(self, run: Run) -> None:
+        if run.args.track:  # before TensorBoard, which it mirrors; a resumed run continues the same W&B run
+            self.wandb_run = _init_wandb(run.args, run.run_dir, self.wandb_id)
+            self.wandb_id = self.wandb_run.id
+        self.logger = run.logger = RunLogger(run.run_dir, run.args.to_json(), resume_from=self.resume_from)
+        self.global_step = run.global_step
+
+    def on_update_end(self, run: Run, result: UpdateResult) -> None:
+        self.global_step = run.global_step
+        self.logger.log_update(result.record)
+        self.logger.log_episodes(run.global_step, result.episode_returns, result.episode_lengths)
+        for warning in result.warnings:
+            self.logger.text(f"health/{warning.kind}", warning.text, run.global_step)
+
+    def close(self, run: Run) -> None:
+        if self.logger is not None:
+            self.logger.close()
+        if self.wandb_run is not None:
+            self.wandb_run.finish()
+
+    def state_dict(self) -> dict:
+        return {"offsets": self.logger.offsets(self.global_step), "wandb_id": self.wandb_id}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.resume_from, self.wandb_id = state["offsets"], state["wandb_id"]
+
+
+class NonFiniteStop(Callback):
+    """Stops the run when an update's loss or gradients held a NaN or infinity (after it was logged, for the
+    post-mortem); the rollout's own check happens before the update."""
+
+    def on_update_end(self, run: Run, result: UpdateResult) -> None:
+        where = result.record.get("non_finite")
+        if where is not None:
+            raise NonFiniteError(f"NaN or infinity in the {where} at update {run.update}; training stopped")
+
+
+class Progress(Callback):
+    """The console: a progress bar on terminals, a plain line every 5% elsewhere, the health warnings."""
+
+    def __init__(self):
+        self.shown = 0  # the last update whose line was printed
+        self.last: UpdateResult | None = None
+
+    def on_update_end(self, run: Run, result: UpdateResult) -> None:
+        for warning in result.warnings:
+            run.console.message(f"warning: {warning.text} (see docs/HEALTH.md, {warning.kind})")
+        if run.console.update(run.update, result.record, result.episode_returns):
+            self.shown = run.update
+        self.last = result
+
+    def on_train_end(self, run: Run) -> None:
+        if self.shown != run.update and self.last is not None:  # stopped early: show where
+            run.console.update(run.update, self.last.record, [], force=True)
+        run.console.close()
+
+
+class Checkpointing(Callback):
+    """``RUN_DIR/checkpoint.safetensors`` every ``every`` updates (0: only at the end), on Ctrl-C (then the
+    run stops with ``TrainingInterrupted``), and marked finished at the end. While training, Ctrl-C only
+    sets a flag, read after each update so that the checkpoint is taken at a clean boundary; a second Ctrl-C
+    interrupts at once, as usual."""
+
+    def __init__(self, every: int):
+        self.every = every
+        self.hits: list[int] = []
+        self.previous = None
+
+    def on_train_start(self, run: Run) -> None:
+        if threading.current_thread() is threading.main_thread():  # signals can only be caught there
+            self.previous = signal.signal(signal.SIGINT, self._handler)
+
+    def _handler(self, signum, frame) -> None:
+        if self.hits:
+            raise KeyboardInterrupt
+        self.hits.append(signum)
+
+    def on_update_end(self, run: Run, result: UpdateResult) -> None:
+        if self.hits or (self.every and run.update % self.every == 0):
+            checkpoint.save(run)
+        if self.hits:
+            raise TrainingInterrupted(run.run_dir, run.update, run.args.num_updates)
+
+    def on_train_end(self, run: Run) -> None:
+        checkpoint.save(run, finished=True)  # there is nothing left to resume
+
+    def close(self, run: Run) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+            self.previous = None
+
+
+class LearningCurve(Callback):
+    """``RUN_DIR/learning_curve.png`` at the end (episodic return against env steps; the plot extra)."""
+
+    def on_train_end(self, run: Run) -> None:
+        from proxima.plotting import plot_runs
+
+        try:
+            plot_runs(
+                {os.path.basename(os.path.normpath(run.run_dir)): [run.run_dir]},
+                os.path.join(run.run_dir, "learning_curve.png"),
+            )
+        except UserError as e:  # matplotlib is an extra; the run itself is complete
+            run.console.message(f"no learning_curve.png: {e}")
+
+
+def default_callbacks(run: Run, user: list[Callback] = ()) -> list[Callback]:
+    """The built-in callbacks a run's settings ask for, in the order they must run, with ``user``'s after
+    evaluation (so they see ``eval_return``) and before logging (so what they add to the record is logged)."""
+    args = run.args
+    callbacks: list[Callback] = []
+    if args.eval_every:
+        callbacks.append(Evaluation(args.eval_every, args.eval_episodes, args.stop_return, args.save_best))
+    callbacks += list(user)
+    discrete = run.model.head.action_shape == ()
+    monitor = HealthMonitor(
+        args.num_updates,
+        discrete=discrete,
+        action_dim=int(np.prod(run.model.head.action_shape or (1,))),
+        has_critic=run.model.critic is not None,
+    )
+    callbacks += [Health(monitor), Logging(), NonFiniteStop(), Progress(), Checkpointing(args.checkpoint_every)]
+    if args.plot:
+        callbacks.append(LearningCurve())
+    return callbacks
+
+
+def _init_wandb(args, run_dir: str, run_id: str | None = None):
+    """Start a Weights & Biases run that mirrors the TensorBoard scalars (offline with WANDB_MODE=offline)."""
+    try:
+        import wandb
+    except ImportError:
+        raise UserError("--track needs Weights & Biases: pip install 'proxima[track]'") from None
+    return wandb.init(
+        project=args.wandb_project_name,
+        entity=args.wandb_entity,
+        sync_tensorboard=True,
+        config=args.to_json(),
+        name=os.path.basename(os.path.normpath(run_dir)),
+        dir=run_dir,
+        save_code=False,
+        id=run_id,
+        resume="allow" if run_id else None,
+    )

@@ -1,0 +1,65 @@
+"""The one vector-environment interface of proxima (docs/ARCHITECTURE.md): ``VecEnv`` and its ``Step``.
+
+The training loop sees only ``VecEnv``: ``reset(seed)`` gives a batch of observations as a tensor, and
+``step(actions)`` gives a ``Step`` of tensors. Every sub-environment resets *within* the step that ends its
+episode, and that step reports the episode's real final observation in ``final_obs``. So no step ever
+returns a reset observation with a meaningless reward, which Gymnasium's default NEXT_STEP autoreset does
+(the step after an episode ends ignores the action and returns reward 0): such a transition can never
+reach the rollout buffer. Terminated and truncated stay separate, because a time-limit truncation must
+bootstrap from ``V(final_obs)`` and a termination must not.
+
+Observations keep the observation space's dtype (``uint8`` images stay ``uint8``); the policy's encoder
+turns them into float features. Backends (``proxima.envs.registry``) implement this interface; nothing
+here knows about policies.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Protocol
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import Tensor
+
+
+class Step(NamedTuple):
+    """One step of N environments; all tensors have leading dimension N."""
+
+    obs: Tensor  # (N, *obs_shape) in the space's dtype; where an episode just ended, the next one's first obs
+    reward: Tensor  # (N,) float32
+    terminated: Tensor  # (N,) bool: the episode reached a terminal state; its future value is 0
+    truncated: Tensor  # (N,) bool: the episode was cut short (time limit); its future value is V(final_obs)
+    final_obs: Tensor  # (N, *obs_shape): the last obs of the ended episode where terminated | truncated, else obs
+
+
+class VecEnv(Protocol):
+    num_envs: int
+    single_observation_space: gym.Space
+    single_action_space: gym.Space
+    device: torch.device
+
+    def reset(self, seed: int | None = None) -> Tensor: ...
+
+    def step(self, actions: Tensor) -> Step: ...
+
+    def close(self) -> None: ...
+
+    def state_dict(self) -> dict[str, Tensor] | None:
+        """The envs' complete state as tensors, or None where it cannot be captured without pickling."""
+        ...
+
+    def load_state_dict(self, state: dict[str, Tensor]) -> None: ...
+
+
+def clip_to_space(actions: np.ndarray, action_space: gym.Space) -> np.ndarray:
+    """What an env receives: Box actions clipped to the space's finite bounds (an unbounded component is
+    sent as sampled); other actions unchanged."""
+    if isinstance(action_space, gym.spaces.Box):
+        return np.clip(actions, action_space.low, action_space.high).astype(action_space.dtype, copy=False)
+    return actions
+
+
+def torch_dtype(space: gym.Space) -> torch.dtype:
+    """The torch dtype that holds a space's samples as they are (numpy's dtype, float64 included)."""
+    return torch.from_numpy(np.zeros((), dtype=space.dtype)).dtype

@@ -1,0 +1,135 @@
+"""Env backends: a name, the ids it handles, and a factory; ``make_vec_env`` consults this registry.
+
+A backend is added by one call, from inside proxima or from a user's code, with no if/else to edit::
+
+    register_backend("mine", make_my_envs, handles=lambda env_id: env_id.startswith("Mine"))
+
+``--env-backend auto`` takes the most recently registered backend that handles the id and can do what the
+run asks for (processes for ``--async-envs``, rendering for ``--capture-video``); Gymnasium's, registered
+first, handles every id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+
+import torch
+
+from proxima.envs.interface import VecEnv
+from proxima.errors import UserError
+
+FEATURES = {"asynchronous": "--async-envs", "video": "--capture-video"}
+
+
+@dataclass(frozen=True)
+class Backend:
+    """``make(env_id, num_envs, *, seed, device, asynchronous, video_dir, video_episodes) -> VecEnv``;
+    ``handles(env_id)``: whether the backend implements the id; ``features``: which of ``FEATURES`` it
+    supports; ``ids``: the ids it handles, for error messages (empty: any id)."""
+
+    name: str
+    make: Callable[..., VecEnv]
+    handles: Callable[[str], bool]
+    features: frozenset[str] = frozenset()
+    ids: tuple[str, ...] = ()
+
+
+_BACKENDS: dict[str, Backend] = {}
+
+
+def register_backend(
+    name: str,
+    make: Callable[..., VecEnv],
+    *,
+    handles: Callable[[str], bool] | Collection[str] | None = None,
+    features: Collection[str] = (),
+) -> Backend:
+    """Add (or replace) the backend ``name``. ``handles``: a predicate on env ids, or a collection of ids
+    (None: every id)."""
+    if name == "auto":
+        raise ValueError("'auto' is not a backend name: it means choosing one")
+    unknown = set(features) - set(FEATURES)
+    if unknown:
+        raise ValueError(f"unknown backend features {sorted(unknown)}; accepted: {sorted(FEATURES)}")
+    ids: tuple[str, ...] = ()
+    if handles is None:
+        predicate = lambda env_id: True  # noqa: E731
+    elif callable(handles):
+        predicate = handles
+    else:
+        ids = tuple(handles)
+        predicate = frozenset(ids).__contains__
+    backend = Backend(name, make, predicate, frozenset(features), ids)
+    _BACKENDS.pop(name, None)  # a replaced backend moves to the front of `auto`'s order
+    _BACKENDS[name] = backend
+    return backend
+
+
+def backend_names() -> list[str]:
+    return ["auto", *_BACKENDS]
+
+
+def get_backend(name: str) -> Backend:
+    if name not in _BACKENDS:
+        raise UserError(f"unknown env backend {name!r}; accepted: {', '.join(backend_names())}")
+    return _BACKENDS[name]
+
+
+def resolve_backend(env_id: str, backend: str = "auto", *, asynchronous: bool = False, video: bool = False) -> str:
+    """The backend that runs ``env_id``: ``backend`` itself unless it is ``auto``, which takes the most
+    recently registered backend that handles the id and supports what is asked for."""
+    if backend != "auto":
+        return get_backend(backend).name
+    wanted = {name for name, on in (("asynchronous", asynchronous), ("video", video)) if on}
+    for candidate in reversed(_BACKENDS.values()):
+        if candidate.handles(env_id) and wanted <= candidate.features:
+            return candidate.name
+    raise UserError(f"no env backend handles {env_id!r} with {', '.join(FEATURES[w] for w in sorted(wanted))}")
+
+
+def make_vec_env(
+    env_id: str,
+    num_envs: int,
+    *,
+    backend: str = "auto",
+    seed: int | None = None,
+    asynchronous: bool = False,
+    device: torch.device | str = "cpu",
+    video_dir: str | None = None,
+    video_episodes: int | None = None,
+) -> VecEnv:
+    """Build ``num_envs`` copies of ``env_id`` behind the ``VecEnv`` interface; the first ``reset()`` uses ``seed``.
+
+    ``backend="gymnasium"`` wraps Gymnasium's vector envs (any registered id); ``backend="native"`` uses
+    proxima's batched torch implementation (``proxima.envs.native.NATIVE_ENVS``), which steps all envs as
+    tensor ops with no numpy round trip; ``"auto"`` (the default) picks native where it exists. Any other
+    registered backend (``register_backend``) is accepted by name.
+
+    ``asynchronous`` runs each copy in its own process (Gymnasium's AsyncVectorEnv), which pays off only when
+    one env step costs far more than the inter-process round trip. ``video_dir`` records env 0 there.
+    """
+    name = resolve_backend(env_id, backend, asynchronous=asynchronous, video=video_dir is not None)
+    chosen = _BACKENDS[name]
+    if num_envs < 1:
+        raise UserError(f"num_envs must be a positive integer, got {num_envs}")
+    if not chosen.handles(env_id):
+        listed = f"; {name} envs: {', '.join(chosen.ids)}" if chosen.ids else ""
+        raise UserError(
+            f"no {name} implementation of {env_id!r}{listed} (use --env-backend gymnasium for any other id)"
+        )
+    for feature, asked in (("asynchronous", asynchronous), ("video", video_dir is not None)):
+        if asked and feature not in chosen.features:
+            able = [b.name for b in _BACKENDS.values() if feature in b.features]
+            raise UserError(
+                f"the {name} backend cannot do {FEATURES[feature]}; it needs the {' or '.join(able)} backend"
+            )
+    return chosen.make(
+        env_id,
+        num_envs,
+        seed=seed,
+        device=device,
+        asynchronous=asynchronous,
+        video_dir=video_dir,
+        video_episodes=video_episodes,
+    )

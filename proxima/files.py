@@ -1,0 +1,112 @@
+"""Files of a run: weights as safetensors, everything else as JSON. Nothing is ever unpickled.
+
+Every file is written atomically (a temporary file in the same directory, then a rename), so a reader
+sees either the old file or the new one, never half of one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+
+import torch
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import load_file, save_file
+
+from proxima.errors import UserError
+
+WEIGHTS = "model.safetensors"
+AGENT_JSON = "agent.json"
+
+
+def _atomic(path: str, write) -> None:
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=os.path.basename(path))
+    os.close(fd)
+    try:
+        write(tmp)
+        _fsync(tmp)  # the data reaches the disk before the name does, so a power cut cannot leave it empty
+        os.replace(tmp, path)
+        _fsync(directory)  # and the rename itself is on disk
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def _fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_json(path: str, data: dict) -> None:
+    def write(tmp: str) -> None:
+        with open(tmp, "w") as f:
+            json.dump(data, f, indent=2, allow_nan=False)
+            f.write("\n")
+
+    _atomic(path, write)
+
+
+def write_tensors(path: str, tensors: dict[str, torch.Tensor]) -> None:
+    _atomic(path, lambda tmp: save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, tmp))
+
+
+def write_checkpoint(path: str, tensors: dict[str, torch.Tensor], meta: dict) -> None:
+    """One safetensors file holding tensors plus a JSON object in its header, written atomically, so the
+    tensors and the counters that go with them can never come from two different moments."""
+    tensors = {k: v.detach().cpu().contiguous() for k, v in tensors.items()}
+    metadata = {"proxima": json.dumps(meta, allow_nan=False)}
+    _atomic(path, lambda tmp: save_file(tensors, tmp, metadata=metadata))
+
+
+def read_checkpoint(path: str) -> tuple[dict[str, torch.Tensor], dict]:
+    """The tensors and the JSON object of a file written by ``write_checkpoint``; ``UserError`` if it is not one."""
+    tensors = read_tensors(path)
+    with safe_open(path, "pt") as f:
+        text = (f.metadata() or {}).get("proxima")
+    try:
+        meta = json.loads(text) if text is not None else None
+    except json.JSONDecodeError:
+        meta = None
+    if not isinstance(meta, dict):
+        raise UserError(f"{path} has no proxima training state in its header; the checkpoint is corrupt")
+    return tensors, meta
+
+
+def read_json(path: str) -> dict:
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        raise UserError(f"{path} is missing; give a run directory written by `proxima train`") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise UserError(f"{path} is not valid JSON ({e}); the checkpoint is corrupt") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path} does not hold a JSON object; the checkpoint is corrupt")
+    return data
+
+
+def read_tensors(path: str) -> dict[str, torch.Tensor]:
+    if not os.path.isfile(path):
+        raise UserError(f"{path} is missing; give a run directory written by `proxima train`")
+    try:
+        return load_file(path)
+    except (SafetensorError, OSError, ValueError) as e:
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise UserError(
+            f"{path} is not a readable safetensors file ({reason}); the checkpoint is corrupt"
+        ) from None
+
+
+def load_module_state(module: torch.nn.Module, state: dict[str, torch.Tensor], path: str) -> None:
+    """``module.load_state_dict(state, strict=True)`` with a mismatch reported as a one-line ``UserError``."""
+    try:
+        module.load_state_dict(state, strict=True)
+    except RuntimeError as e:
+        lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+        detail = lines[1] if len(lines) > 1 else lines[0]
+        raise UserError(f"{path} does not match the network it should hold: {detail}") from None
