@@ -30,9 +30,11 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow"
 
+# ruff, then the import layers (import-linter): no cycles, envs never import the policy, the CLI on top
 lint: $(STAMP)
 	$(VENV)/bin/ruff check proxima tests benchmarks
 	$(VENV)/bin/ruff format --check proxima tests benchmarks
+	$(VENV)/bin/lint-imports  # the layers in pyproject.toml and docs/ARCHITECTURE.md
 
 format: $(STAMP)
 	$(VENV)/bin/ruff format proxima tests benchmarks

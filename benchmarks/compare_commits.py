@@ -36,9 +36,16 @@ def export(commit: str | None, into: str) -> str:
     """The tree of ``commit`` (None: the work tree, tracked and untracked files) in ``into``."""
     os.makedirs(into)
     if commit is None:
-        files = subprocess.run(
-            ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True, capture_output=True
-        ).stdout.decode().split("\0")
+        files = (
+            subprocess.run(
+                ["git", "ls-files", "-co", "--exclude-standard", "-z"],
+                cwd=ROOT,
+                check=True,
+                capture_output=True,
+            )
+            .stdout.decode()
+            .split("\0")
+        )
         for name in filter(None, files):
             if os.path.isfile(os.path.join(ROOT, name)):
                 os.makedirs(os.path.join(into, os.path.dirname(name)), exist_ok=True)
@@ -76,7 +83,9 @@ def differences(a: str, b: str) -> list[str]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("base", help="the commit to compare against")
     parser.add_argument("other", nargs="?", default=None, help="another commit (default: the work tree)")
     parser.add_argument("--keep", default=None, help="keep every run's outputs under this directory")

@@ -38,7 +38,9 @@ def main() -> None:
     parser.add_argument("flags", nargs="*", default=["--config", "cartpole-fast", "--seed", "4"])
     args = parser.parse_args()
     env = dict(os.environ)
-    print(f"reference: raw Gymnasium CartPole-v1 (SyncVectorEnv of 4, random actions): {raw_cartpole_sps():,.0f} steps/s")
+    print(
+        f"reference: raw Gymnasium CartPole-v1 (SyncVectorEnv of 4, random actions): {raw_cartpole_sps():,.0f} steps/s"
+    )
     in_turn = [wait(*start(args.flags, env)) for _ in range(args.copies)]
     procs = [start(args.flags, env) for _ in range(args.copies)]
     at_once = [wait(*p) for p in procs]

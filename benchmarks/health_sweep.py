@@ -21,11 +21,11 @@ RUNS = {
     "cartpole-fast": ["--config", "cartpole-fast"],
     "pendulum": ["--config", "pendulum"],
     "pendulum-discrete": ["--config", "pendulum-discrete"],
-    "seed2-ppo-cartpole, 400k steps": ["--config", "seed2-ppo-cartpole", "--total-timesteps", "400000"],
-    "seed2-vpg-cartpole, 400k steps": ["--config", "seed2-vpg-cartpole", "--total-timesteps", "400000"],
-    "seed2-reinforce-cartpole, 400k steps": [
+    "seed001-ppo-cartpole, 400k steps": ["--config", "seed001-ppo-cartpole", "--total-timesteps", "400000"],
+    "seed001-vpg-cartpole, 400k steps": ["--config", "seed001-vpg-cartpole", "--total-timesteps", "400000"],
+    "seed001-reinforce-cartpole, 400k steps": [
         "--config",
-        "seed2-reinforce-cartpole",
+        "seed001-reinforce-cartpole",
         "--total-timesteps",
         "400000",
     ],

@@ -8,6 +8,9 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from proxima.distributions import make_head
+from proxima.envs.interface import clip_to_space
+from proxima.errors import UserError
 from proxima.files import (
     AGENT_JSON,
     WEIGHTS,
@@ -17,9 +20,6 @@ from proxima.files import (
     write_json,
     write_tensors,
 )
-from proxima.distributions import make_head
-from proxima.envs.interface import clip_to_space
-from proxima.errors import UserError
 from proxima.networks import ActorCritic, NetworkSpec
 
 FORMAT = "proxima-agent"
@@ -93,10 +93,7 @@ class Agent:
             raise UserError(f"{run_dir}/{AGENT_JSON} is not a proxima agent (format version {VERSION})")
         try:
             spec = NetworkSpec.from_json(meta["network"])
-            observation = meta["observation_space"]  # agents saved before "dtype" had float32 observations
-            observation_space = gym.spaces.Box(
-                -np.inf, np.inf, shape=tuple(observation["shape"]), dtype=observation.get("dtype", "float32")
-            )
+            observation_space = _box(meta["observation_space"])
             action_space = _action_space(meta["action_space"])
         except (KeyError, TypeError, ValueError) as e:
             raise UserError(
@@ -112,11 +109,16 @@ def _action_space(data: dict) -> gym.Space:
     if data["type"] == "Discrete":
         return gym.spaces.Discrete(int(data["n"]))
     if data["type"] == "Box":
-        shape = tuple(data["shape"])
-        low = np.array([-np.inf if x is None else x for x in data["low"]], dtype=np.float32).reshape(shape)
-        high = np.array([np.inf if x is None else x for x in data["high"]], dtype=np.float32).reshape(shape)
-        return gym.spaces.Box(low, high, dtype=data.get("dtype", "float32"))
+        return _box(data)
     raise ValueError(f"action space type {data['type']!r}")
+
+
+def _box(data: dict) -> gym.spaces.Box:
+    """``space_to_json``'s inverse for a Box; agents saved before "dtype" existed had float32 spaces."""
+    shape, dtype = tuple(data["shape"]), np.dtype(data.get("dtype", "float32"))
+    low = np.array([-np.inf if x is None else x for x in data["low"]], dtype=np.float64).reshape(shape)
+    high = np.array([np.inf if x is None else x for x in data["high"]], dtype=np.float64).reshape(shape)
+    return gym.spaces.Box(low.astype(dtype), high.astype(dtype), dtype=dtype)
 
 
 def load(run_dir: str, device: str | torch.device = "cpu") -> Agent:

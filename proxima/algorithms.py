@@ -7,33 +7,32 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from torch import Tensor
 
 from proxima.errors import UserError
 from proxima.losses import clipped_surrogate_loss, normalize, policy_gradient_loss
+from proxima.storage import Batch
 
-if TYPE_CHECKING:
-    from proxima.storage import Batch
-    from proxima.update import UpdateSettings
+# (new log-probs, minibatch, clip_coef, norm_adv) -> the policy term of the loss, to minimize
+PolicyLoss = Callable[[Tensor, Batch, float, bool], Tensor]
 
 
-def ppo_policy_loss(logprobs: Tensor, mb: Batch, s: UpdateSettings) -> Tensor:
+def ppo_policy_loss(logprobs: Tensor, mb: Batch, clip_coef: float, norm_adv: bool) -> Tensor:
     """Seed 000's clipped surrogate (details #7 and #8)."""
-    return clipped_surrogate_loss(logprobs, mb.logprobs, mb.advantages, s.clip_coef, s.norm_adv)
+    return clipped_surrogate_loss(logprobs, mb.logprobs, mb.advantages, clip_coef, norm_adv)
 
 
-def pg_policy_loss(logprobs: Tensor, mb: Batch, s: UpdateSettings) -> Tensor:
-    """Seed 001's plain policy gradient: weights R - V(s) for VPG, R for REINFORCE (whose V is 0)."""
-    return policy_gradient_loss(logprobs, normalize(mb.advantages) if s.norm_adv else mb.advantages)
+def pg_policy_loss(logprobs: Tensor, mb: Batch, clip_coef: float, norm_adv: bool) -> Tensor:
+    """Seed 001's plain policy gradient: weights R - V(s) for VPG, R for REINFORCE (whose V is 0); no clip."""
+    return policy_gradient_loss(logprobs, normalize(mb.advantages) if norm_adv else mb.advantages)
 
 
 @dataclass(frozen=True)
 class Algorithm:
     name: str
     summary: str
-    policy_loss: Callable[[Tensor, Batch, UpdateSettings], Tensor]
+    policy_loss: PolicyLoss
     has_critic: bool = True
     defaults: dict = field(default_factory=dict)  # PPOArgs fields it sets, under a preset and explicit flags
 

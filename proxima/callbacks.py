@@ -131,7 +131,9 @@ class Health(Callback):
         self.monitor = monitor
 
     def on_update_end(self, run: Run, result: UpdateResult) -> None:
-        result.warnings += self.monitor.check(run.update, result.record, result.return_spread, result.value_spread)
+        result.warnings += self.monitor.check(
+            run.update, result.record, result.return_spread, result.value_spread
+        )
 
     def on_train_end(self, run: Run) -> None:
         for line in self.monitor.summary(run.update):
@@ -278,7 +280,13 @@ def default_callbacks(run: Run, user: list[Callback] = ()) -> list[Callback]:
         action_dim=int(np.prod(run.model.head.action_shape or (1,))),
         has_critic=run.model.critic is not None,
     )
-    callbacks += [Health(monitor), Logging(), NonFiniteStop(), Progress(), Checkpointing(args.checkpoint_every)]
+    callbacks += [
+        Health(monitor),
+        Logging(),
+        NonFiniteStop(),
+        Progress(),
+        Checkpointing(args.checkpoint_every),
+    ]
     if args.plot:
         callbacks.append(LearningCurve())
     return callbacks

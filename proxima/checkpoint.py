@@ -113,7 +113,9 @@ def load(run: Run, path: str, meta: dict, states: dict) -> None:
     for key, saved in meta["spaces"].items():
         current = run.spaces()["spaces"][key]
         if {k: current.get(k) for k in saved} != saved:  # a version-1 file has no dtype: not compared
-            raise UserError(f"{path} was written for another env: its {key} is {saved}, {run.args.env_id}'s is {current}")
+            raise UserError(
+                f"{path} was written for another env: its {key} is {saved}, {run.args.env_id}'s is {current}"
+            )
     try:
         run.load_state_dict(meta, states)
         for callback in run.callbacks:
@@ -121,7 +123,9 @@ def load(run: Run, path: str, meta: dict, states: dict) -> None:
             if key is not None and key in states:
                 callback.load_state_dict(states[key])
     except (KeyError, ValueError, TypeError) as e:
-        raise UserError(f"{path} has state that does not fit this run ({type(e).__name__}: {e}); the checkpoint is corrupt") from None
+        raise UserError(
+            f"{path} has state that does not fit this run ({type(e).__name__}: {e}); the checkpoint is corrupt"
+        ) from None
 
 
 def last_checkpoint_note(run_dir: str) -> str:

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from proxima.files import write_json
 from proxima.algorithms import ALGOS
 from proxima.config import resolve_args
 from proxima.errors import UserError
+from proxima.files import write_json
 from proxima.plotting import final_return, plot_runs
 
 

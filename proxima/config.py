@@ -20,7 +20,6 @@ from importlib import resources
 from typing import Literal
 
 from proxima.algorithms import get_algorithm
-
 from proxima.errors import UserError
 
 # Keys that older config.json files hold but that are instructions, not settings: ignored when read.
@@ -207,7 +206,9 @@ class PPOArgs:
         from proxima.envs.registry import backend_names
 
         if self.env_backend not in backend_names():
-            raise UserError(f"unknown env backend {self.env_backend!r}; accepted: {', '.join(backend_names())}")
+            raise UserError(
+                f"unknown env backend {self.env_backend!r}; accepted: {', '.join(backend_names())}"
+            )
         for name in ("hidden_sizes", "critic_hidden_sizes"):
             sizes = getattr(self, name)
             if sizes is not None and (not sizes or min(sizes) < 1):

@@ -30,6 +30,9 @@ TB_TAGS = {
 }
 
 
+NOT_SCALARS = {"global_step", "time_s"}  # the x-axis, and a time TensorBoard records itself
+
+
 def _json_number(x):
     """NaN and inf are not JSON; write them as null."""
     return None if isinstance(x, float) and not math.isfinite(x) else x
@@ -90,9 +93,11 @@ class RunLogger:
         self._metrics.flush()
         if self._writer is not None:
             step = record["global_step"]
-            for key, tag in TB_TAGS.items():
-                if record.get(key) is not None:
-                    self._writer.add_scalar(tag, record[key], step)
+            for key, value in record.items():
+                # the seed's debug variables under CleanRL's tags; a callback's own numbers under charts/
+                tag = TB_TAGS.get(key, None if key in NOT_SCALARS else f"charts/{key}")
+                if tag is not None and isinstance(value, int | float) and not isinstance(value, bool):
+                    self._writer.add_scalar(tag, value, step)
 
     def log_episodes(self, global_step: int, returns: list[float], lengths: list[int]) -> None:
         for ret, length in zip(returns, lengths, strict=True):

@@ -29,7 +29,9 @@ def env_call(method, *args, **kwargs):
 
 
 class RolloutCollector:
-    def __init__(self, envs: VecEnv, num_steps: int, gamma: float, model: ActorCritic, seed: int | None = None):
+    def __init__(
+        self, envs: VecEnv, num_steps: int, gamma: float, model: ActorCritic, seed: int | None = None
+    ):
         self.envs = envs
         self.gamma = gamma
         n, device, head, space = envs.num_envs, envs.device, model.head, envs.single_observation_space
@@ -80,20 +82,17 @@ class RolloutCollector:
 
     _STATE = ("next_obs", "next_done", "_episode_return", "_episode_length", "_discounted_return")
 
-    def state_dict(self) -> dict[str, Tensor] | None:
+    def state_dict(self) -> dict | None:
         """What the next rollout continues from, the envs included; None if the envs cannot be captured."""
         env_state = self.envs.state_dict()
         if env_state is None:
             return None
-        return {
-            **{name.lstrip("_"): getattr(self, name) for name in self._STATE},
-            **{f"env/{k}": v for k, v in env_state.items()},
-        }
+        return {**{name.lstrip("_"): getattr(self, name) for name in self._STATE}, "env": env_state}
 
-    def load_state_dict(self, state: dict[str, Tensor]) -> None:
+    def load_state_dict(self, state: dict) -> None:
         for name in self._STATE:
             setattr(self, name, state[name.lstrip("_")].to(getattr(self, name)))
-        self.envs.load_state_dict({k[len("env/") :]: v for k, v in state.items() if k.startswith("env/")})
+        self.envs.load_state_dict(state["env"])
 
     def _record_episodes(self, t: int, reward: Tensor, done: Tensor) -> None:
         buf = self.buffer

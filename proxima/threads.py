@@ -20,7 +20,9 @@ import time
 
 import torch
 
-DEFAULT_THREADS = torch.get_num_threads()  # torch's own choice for this machine, read before any run changes it
+DEFAULT_THREADS = (
+    torch.get_num_threads()
+)  # torch's own choice for this machine, read before any run changes it
 SMALL_MINIBATCH = 512  # measured on 2 cores: CartPole defaults (minibatch 128) run at 10.0k steps/s with 1
 # thread, 8.3k with 2; a 512-sample minibatch step takes 2.04 ms with 1 thread, 1.71 ms with 2
 SAMPLE_S = 0.05

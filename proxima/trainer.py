@@ -78,13 +78,19 @@ def resume(run_dir: str, quiet: bool = False, callbacks: list[Callback] | None =
     there the envs start fresh episodes and the rest of the run differs from an uninterrupted one.
     """
     if not os.path.isdir(run_dir):
-        raise UserError(f"run directory {run_dir!r} does not exist; give a directory written by `proxima train`")
+        raise UserError(
+            f"run directory {run_dir!r} does not exist; give a directory written by `proxima train`"
+        )
     saved = read_json(os.path.join(run_dir, "config.json"))
     saved.setdefault("norm_value", False)  # a run from before value normalization had seed 000's critic
-    args = PPOArgs.from_json({**saved, "run_dir": run_dir, "quiet": quiet}, f"{run_dir}/config.json").validate()
+    args = PPOArgs.from_json(
+        {**saved, "run_dir": run_dir, "quiet": quiet}, f"{run_dir}/config.json"
+    ).validate()
     path = os.path.join(run_dir, checkpoint.FILE)
     if not os.path.exists(path):
-        raise UserError(f"{path} is missing: the run stopped before its first checkpoint (see --checkpoint-every)")
+        raise UserError(
+            f"{path} is missing: the run stopped before its first checkpoint (see --checkpoint-every)"
+        )
     meta, states = checkpoint.read(path)
     if meta["finished"]:
         raise UserError(f"the run in {run_dir} already finished (update {meta['update']}); nothing to resume")
@@ -167,9 +173,18 @@ class Run:
         buf = self.collector.buffer
         bad = first_non_finite_in_rollout(buf)
         if bad is not None:
-            raise NonFiniteError(f"NaN or infinity in the {bad} at update {self.update + 1}; training stopped")
+            raise NonFiniteError(
+                f"NaN or infinity in the {bad} at update {self.update + 1}; training stopped"
+            )
         advantages = estimate_advantages(
-            args.advantage, buf.rewards, buf.values, buf.dones, next_value, next_done, args.gamma, args.gae_lambda
+            args.advantage,
+            buf.rewards,
+            buf.values,
+            buf.dones,
+            next_value,
+            next_done,
+            args.gamma,
+            args.gae_lambda,
         )
         batch = buf.flatten(advantages, advantages + buf.values)  # returns = advantages + values
         stats = update(self.model, self.optimizer, batch, self.settings)
@@ -301,7 +316,9 @@ def _setup(args: PPOArgs, threads: int | None = None) -> tuple[torch.device, lis
     notes = []
     device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
     if args.cuda and device.type == "cpu":
-        notes.append("note: no GPU is available, so training runs on the CPU (--no-cuda says so and hides this)")
+        notes.append(
+            "note: no GPU is available, so training runs on the CPU (--no-cuda says so and hides this)"
+        )
     count, why = choose_threads(args.torch_threads, args.minibatch_size, saved=threads)
     torch.set_num_threads(count)
     if why:

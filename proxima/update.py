@@ -8,13 +8,12 @@ are R - V(s) for VPG and R for REINFORCE (a model without a critic predicts V = 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from proxima.algorithms import get_algorithm
+from proxima.algorithms import PolicyLoss, get_algorithm
 from proxima.losses import clipped_value_loss, entropy_bonus, ratio_diagnostics, value_loss
 from proxima.networks import ActorCritic
 from proxima.optim import Adam, clip_grad_norm
@@ -25,7 +24,7 @@ from proxima.storage import Batch, minibatch_indices
 class UpdateSettings:
     """What one update needs to know, and nothing else of a run's settings."""
 
-    policy_loss: Callable[[Tensor, Batch, UpdateSettings], Tensor]  # (logprobs, minibatch, settings) -> loss
+    policy_loss: PolicyLoss  # the algorithm's policy term (proxima.algorithms)
     update_epochs: int = 4
     minibatch_size: int = 128
     clip_coef: float = 0.2
@@ -61,7 +60,7 @@ def update(model: ActorCritic, optimizer: Adam, batch: Batch, settings: UpdateSe
         for index in minibatch_indices(len(batch), settings.minibatch_size, batch.obs.device):  # detail #6
             mb = batch[index]
             logprobs, entropy, values = model.evaluate(mb.obs, mb.actions)
-            pg_loss = settings.policy_loss(logprobs, mb, settings)
+            pg_loss = settings.policy_loss(logprobs, mb, settings.clip_coef, settings.norm_adv)
             if scale is not None:
                 values = values / scale
             if model.critic is None:

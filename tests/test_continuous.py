@@ -6,8 +6,8 @@ import pytest
 import torch
 
 import proxima
-from proxima.distributions import DiagGaussianHead, clip_to_space, make_head
-from proxima.envs import make_vec_env
+from proxima.distributions import DiagGaussianHead, make_head
+from proxima.envs import clip_to_space, make_vec_env
 from proxima.errors import UserError
 from proxima.networks import ActorCritic, NetworkSpec
 from proxima.normalization import Normalization, RunningMeanStd
@@ -80,13 +80,13 @@ class _RecordingEnv(gym.Env):
 def test_buffer_keeps_the_sampled_action_and_the_env_gets_it_clipped():
     if "RecordingBox-v0" not in gym.registry:
         gym.register("RecordingBox-v0", entry_point=_RecordingEnv)
-    _RecordingEnv.received = []
     envs = make_vec_env("RecordingBox-v0", 2, seed=0)
+    _RecordingEnv.received = []  # from here: the Gymnasium backend steps a probe env once as it starts
     head = make_head(envs.single_action_space)
     model = ActorCritic(NetworkSpec(2, head.logits_dim), head)
     with torch.no_grad():
         head.log_std.fill_(np.log(3.0))  # std 3: most samples fall outside [-1, 1]
-    collector = RolloutCollector(envs, 16, 0.99, head, seed=0)
+    collector = RolloutCollector(envs, 16, 0.99, model, seed=0)
     collector.collect(model)
     stored = collector.buffer.actions.reshape(-1)
     received = np.concatenate(_RecordingEnv.received).reshape(-1)
@@ -136,6 +136,8 @@ def test_normalization_off_is_the_identity():
 
 @pytest.fixture(scope="module")
 def pendulum_run(tmp_path_factory):
+    """One short Pendulum run shared by the tests below: they may read the trained agent but never change it;
+    a test that needs to change an agent loads its own from the run directory."""
     run_dir = tmp_path_factory.mktemp("pendulum") / "run"
     agent = proxima.train(
         env_id="Pendulum-v1",
@@ -146,7 +148,11 @@ def pendulum_run(tmp_path_factory):
         norm_reward=True,
         run_dir=str(run_dir),
     )
-    return agent, str(run_dir)
+    state = {name: value.clone() for name, value in agent.model.state_dict().items()}
+    yield agent, str(run_dir)
+    after = agent.model.state_dict()
+    changed = [name for name, value in state.items() if not torch.equal(value, after[name])]
+    assert not changed, f"a test changed the shared trained agent: {changed}"
 
 
 def test_normalization_statistics_survive_the_checkpoint(pendulum_run):
@@ -184,13 +190,13 @@ def test_loaded_agent_scores_exactly_as_the_trained_one(pendulum_run):
 
 
 def test_predict_returns_actions_inside_the_bounds(pendulum_run):
-    agent, _ = pendulum_run
+    _, run_dir = pendulum_run
+    agent = proxima.load(run_dir)  # its own copy: the shared trained agent keeps its log std
     with torch.no_grad():
-        agent.model.head.log_std.fill_(2.0)
+        agent.model.head.log_std.fill_(2.0)  # std 7.4: most samples fall outside [-2, 2]
     actions = agent.predict(np.zeros((256, 3), dtype=np.float32))
     assert actions.shape == (256, 1) and actions.min() >= -2.0 and actions.max() <= 2.0
-    with torch.no_grad():
-        agent.model.head.log_std.fill_(0.0)
+    assert (np.abs(actions) == 2.0).mean() > 0.5  # so the bounds really were applied
 
 
 @pytest.mark.parametrize("env_id", ["MountainCarContinuous-v0", "Hopper-v5", "HalfCheetah-v5"])

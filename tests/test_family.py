@@ -13,7 +13,8 @@ from torch import nn
 import proxima
 from proxima.advantages import discounted_returns, estimate_advantages, gae
 from proxima.cli import main, parse_train_args
-from proxima.config import ALGO_DEFAULTS, PPOArgs, load_preset, preset_names, resolve_args
+from proxima.algorithms import ALGORITHMS
+from proxima.config import PRESET_ALIASES, PPOArgs, load_preset, preset_names, resolve_args
 from proxima.distributions import CategoricalHead
 from proxima.envs.pendulum import DiscreteTorques, ScaleAngularVelocity, ScaleReward
 from proxima.errors import UserError
@@ -22,7 +23,7 @@ from proxima.networks import ActorCritic, NetworkSpec
 from proxima.optim import make_adam
 
 
-def _seed2_traj_data(ppo: bool = False):
+def _seed001_traj_data(ppo: bool = False):
     """The tensors of seed 001's unit tests: TrajData(10, 5, 4, 1) filled in its order after manual_seed(0)."""
     s, e, o = 10, 5, 4
     torch.manual_seed(0)
@@ -35,28 +36,28 @@ def _seed2_traj_data(ppo: bool = False):
     return states, actions, log_probs, returns
 
 
-def _seed2_linear_nets():
+def _seed001_linear_nets():
     torch.manual_seed(0)
     return nn.Linear(4, 1), nn.Linear(4, 1)  # a.policy, then a.value, as the seed's tests build them
 
 
-def test_seed2_reinforce_loss_value():
-    _, _, log_probs, returns = _seed2_traj_data()
+def test_seed001_reinforce_loss_value():
+    _, _, log_probs, returns = _seed001_traj_data()
     assert abs(policy_gradient_loss(log_probs, returns).item() - (-0.2369)) < 1e-4
 
 
-def test_seed2_vpg_loss_value():
-    states, _, log_probs, returns = _seed2_traj_data()
-    _, value_net = _seed2_linear_nets()
+def test_seed001_vpg_loss_value():
+    states, _, log_probs, returns = _seed001_traj_data()
+    _, value_net = _seed001_linear_nets()
     values = value_net(states).squeeze(-1)
     # The seed's value term is the MSE without the 1/2: value_loss (1/2 MSE) with vf_coef 2, as its presets use.
     loss = policy_gradient_loss(log_probs, returns - values) + 2.0 * value_loss(values, returns)
     assert abs(loss.item() - 0.0618) < 1e-4
 
 
-def test_seed2_ppo_loss_value():
-    states, actions, old_log_probs, returns = _seed2_traj_data(ppo=True)
-    policy_net, value_net = _seed2_linear_nets()
+def test_seed001_ppo_loss_value():
+    states, actions, old_log_probs, returns = _seed001_traj_data(ppo=True)
+    policy_net, value_net = _seed001_linear_nets()
     head = CategoricalHead(1)
     new_log_probs, _ = head.log_prob_entropy(policy_net(states).reshape(-1, 1), actions.reshape(-1))
     values = value_net(states).squeeze(-1).reshape(-1)
@@ -76,24 +77,24 @@ def test_vpg_policy_loss_does_not_backprop_into_the_baseline():
     torch.testing.assert_close(logprobs.grad, -torch.tensor([2.0, -1.0]) / 2)
 
 
-def _seed2_calc_returns(rewards, not_dones, gamma):
+def _seed001_calc_returns(rewards, not_dones, gamma):
     returns = rewards.clone()
     for t in reversed(range(rewards.shape[0] - 1)):
         returns[t] += returns[t + 1] * not_dones[t] * gamma
     return returns
 
 
-def test_discounted_returns_match_seed2_calc_returns():
+def test_discounted_returns_match_seed001_calc_returns():
     g = torch.Generator().manual_seed(3)
     rewards = torch.rand(12, 4, generator=g)
     ended = (torch.rand(12, 4, generator=g) < 0.25).float()  # the seed's `done`: the episode ended at step t
     # proxima's dones[t] = 1 marks obs t as a new episode's first: the seed's flags shifted by one.
     dones = torch.cat([torch.zeros(1, 4), ended[:-1]])
     ours = discounted_returns(rewards, dones, torch.zeros(4), ended[-1], gamma=0.99)
-    torch.testing.assert_close(ours, _seed2_calc_returns(rewards, 1 - ended, 0.99))
+    torch.testing.assert_close(ours, _seed001_calc_returns(rewards, 1 - ended, 0.99))
 
 
-def test_discounted_returns_match_seed3_loop_with_bootstrap():
+def test_discounted_returns_match_seed002_loop_with_bootstrap():
     rng = np.random.default_rng(0)
     for trial in range(20):
         rewards = rng.normal(size=9).tolist()
@@ -182,32 +183,42 @@ def test_algo_defaults_then_preset_then_flags():
     vpg = resolve_args(algo="vpg")
     assert (vpg.update_epochs, vpg.num_minibatches, vpg.advantage, vpg.norm_adv) == (1, 1, "returns", False)
     assert resolve_args(algo="reinforce", update_epochs=3).update_epochs == 3
-    args = resolve_args(config="seed2-ppo-cartpole", seed=4, num_envs=8)
+    args = resolve_args(config="seed001-ppo-cartpole", seed=4, num_envs=8)
     assert (args.update_epochs, args.clip_coef, args.seed, args.num_envs) == (10, 0.1, 4, 8)
-    assert set(ALGO_DEFAULTS) == {"ppo", "vpg", "reinforce"}
+    assert set(ALGORITHMS) == {"ppo", "vpg", "reinforce"}
+    for name, algorithm in ALGORITHMS.items():
+        assert resolve_args(algo=name) == PPOArgs(algo=name, **algorithm.defaults)
+    assert [name for name, algorithm in ALGORITHMS.items() if not algorithm.has_critic] == ["reinforce"]
 
 
 def test_cli_flags_override_a_preset():
     args = parse_train_args(
-        ["--config", "seed3-ppo-pendulum-discrete", "--seed", "7", "--value-learning-rate", "5e-4"]
+        ["--config", "seed002-ppo-pendulum-discrete", "--seed", "7", "--value-learning-rate", "5e-4"]
     )
     assert args.env_id == "proxima/PendulumDiscrete-v1" and args.seed == 7
-    assert (
-        args.value_learning_rate == 5e-4
-        and args.learning_rate == 3e-4
-        and args.config == "seed3-ppo-pendulum-discrete"
-    )
+    assert args.value_learning_rate == 5e-4 and args.learning_rate == 3e-4
+    assert (args.hidden_sizes, args.critic_hidden_sizes) == ((64, 32), (64,))  # the preset's, not overridden
+    assert "config" not in args.to_json()  # the preset is an instruction, not a setting
     assert parse_train_args(["--algo=vpg"]).update_epochs == 1
     assert parse_train_args(["--algo", "vpg", "--update-epochs", "2"]).update_epochs == 2
 
 
 REQUIRED_PRESETS = {
-    "seed1-ppo-cartpole",
-    "seed2-reinforce-cartpole",
-    "seed2-vpg-cartpole",
-    "seed2-ppo-cartpole",
-    "seed3-ppo-pendulum-discrete",
+    "seed000-ppo-cartpole",
+    "seed001-reinforce-cartpole",
+    "seed001-vpg-cartpole",
+    "seed001-ppo-cartpole",
+    "seed002-ppo-pendulum-discrete",
     "pendulum-discrete",
+}
+
+# The seed presets' first names, numbered 1-3 before they were named after the seed files 000-002.
+OLD_PRESET_NAMES = {
+    "seed1-ppo-cartpole": "seed000-ppo-cartpole",
+    "seed2-reinforce-cartpole": "seed001-reinforce-cartpole",
+    "seed2-vpg-cartpole": "seed001-vpg-cartpole",
+    "seed2-ppo-cartpole": "seed001-ppo-cartpole",
+    "seed3-ppo-pendulum-discrete": "seed002-ppo-pendulum-discrete",
 }
 
 
@@ -217,23 +228,35 @@ def test_every_required_preset_ships_and_validates():
         resolve_args(config=name).validate()
 
 
+def test_every_old_preset_name_still_loads_the_same_settings():
+    assert PRESET_ALIASES == OLD_PRESET_NAMES
+    assert not set(OLD_PRESET_NAMES) & set(preset_names())  # listed once, under the new name
+    for old, new in OLD_PRESET_NAMES.items():
+        assert load_preset(old) == load_preset(new), old
+        assert resolve_args(config=old) == resolve_args(config=new), old
+        assert resolve_args(config=old, seed=5) == resolve_args(config=new, seed=5), old
+        assert parse_train_args(["--config", old, "--num-envs", "2"]) == parse_train_args(
+            ["--config", new, "--num-envs", "2"]
+        ), old
+
+
 def test_presets_hold_the_seeds_settings():
-    assert resolve_args(config="seed1-ppo-cartpole") == resolve_args(
-        config="seed1-ppo-cartpole",
+    assert resolve_args(config="seed000-ppo-cartpole") == resolve_args(
+        config="seed000-ppo-cartpole",
         **{
             f: getattr(PPOArgs(), f)
             for f in ("learning_rate", "num_envs", "num_steps", "ent_coef", "clip_coef")
         },
     )
     for algo in ("reinforce", "vpg", "ppo"):
-        a = resolve_args(config=f"seed2-{algo}-cartpole")
+        a = resolve_args(config=f"seed001-{algo}-cartpole")
         assert (a.algo, a.num_envs, a.num_steps, a.learning_rate, a.num_updates) == (algo, 64, 256, 1e-3, 250)
         assert a.hidden_sizes == (128,) and a.activation == "relu"
-    assert resolve_args(config="seed2-ppo-cartpole").update_epochs == 10
-    s3 = resolve_args(config="seed3-ppo-pendulum-discrete")
-    assert (s3.num_envs, s3.batch_size, s3.gamma, s3.clip_coef) == (1, 64, 0.99, 0.2)
-    assert (s3.learning_rate, s3.value_learning_rate) == (3e-4, 1e-3)
-    assert (s3.hidden_sizes, s3.critic_hidden_sizes) == ((64, 32), (64,))
+    assert resolve_args(config="seed001-ppo-cartpole").update_epochs == 10
+    s002 = resolve_args(config="seed002-ppo-pendulum-discrete")
+    assert (s002.num_envs, s002.batch_size, s002.gamma, s002.clip_coef) == (1, 64, 0.99, 0.2)
+    assert (s002.learning_rate, s002.value_learning_rate) == (3e-4, 1e-3)
+    assert (s002.hidden_sizes, s002.critic_hidden_sizes) == ((64, 32), (64,))
 
 
 def test_preset_from_a_file_and_bad_presets(tmp_path, capsys):
@@ -255,7 +278,7 @@ def test_presets_command_lists_every_preset(capsys):
     assert main(["presets"]) == 0
     out = capsys.readouterr().out
     assert all(name in out for name in REQUIRED_PRESETS)
-    assert main(["presets", "seed2-ppo-cartpole"]) == 0
+    assert main(["presets", "seed001-ppo-cartpole"]) == 0
     assert "--update-epochs 10" in capsys.readouterr().out
 
 
@@ -364,11 +387,11 @@ def test_compare_writes_plot_and_table(tmp_path, capsys):
     assert not (tmp_path / "x").exists()
 
 
-def test_seed1_preset_is_the_defaults_with_the_seeds_critic():
+def test_seed000_preset_is_the_defaults_with_the_seeds_critic():
     # the one default beyond seed 000 is value normalization; tests/test_learning.py trains both on CartPole
-    preset = resolve_args(config="seed1-ppo-cartpole")
+    preset = resolve_args(config="seed000-ppo-cartpole")
     assert preset.norm_value is False and PPOArgs().norm_value is True
-    assert dataclasses.replace(preset, config=None, norm_value=True) == PPOArgs()
+    assert dataclasses.replace(preset, norm_value=True) == PPOArgs()
 
 
 def test_seed_presets_run_the_seeds_critic():

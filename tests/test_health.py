@@ -8,11 +8,11 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from proxima.files import read_checkpoint
+from proxima.checkpoint import FILE as CHECKPOINT
 from proxima.cli import main
+from proxima.files import read_checkpoint
 from proxima.health import HealthMonitor, first_non_finite_in_rollout
 from proxima.storage import RolloutBuffer
-from proxima.trainer import CHECKPOINT
 from proxima.update import _grad_stats
 
 HEALTHY = {"approx_kl": 0.01, "clipfrac": 0.1, "entropy": 0.69, "explained_variance": 0.5}

@@ -105,16 +105,16 @@ def test_pendulum_discrete_preset_learns_on_a_short_budget(tmp_path):
     assert _last20(tmp_path / "run") > -40  # random: about -120 (scaled); the target at 300k is -25
 
 
-def test_seed2_ppo_preset_learns_on_a_short_budget(tmp_path):
-    proxima.train(config="seed2-ppo-cartpole", total_timesteps=64 * 256 * 25, run_dir=str(tmp_path / "run"))
+def test_seed001_ppo_preset_learns_on_a_short_budget(tmp_path):
+    proxima.train(config="seed001-ppo-cartpole", total_timesteps=64 * 256 * 25, run_dir=str(tmp_path / "run"))
     assert _last20(tmp_path / "run") > 300  # 25 of the seed's 250 iterations
 
 
-def test_seed3_preset_learns_its_value_function_on_a_short_budget(tmp_path):
+def test_seed002_preset_learns_its_value_function_on_a_short_budget(tmp_path):
     # Seed 002's set-up (one gradient step per 64 samples) improves its policy only slowly: -25 takes about
     # 690k steps (docs/BENCHMARKS.md). On a short budget its separately optimized critic must already fit.
     proxima.train(
-        config="seed3-ppo-pendulum-discrete", total_timesteps=64 * 1000, run_dir=str(tmp_path / "run")
+        config="seed002-ppo-pendulum-discrete", total_timesteps=64 * 1000, run_dir=str(tmp_path / "run")
     )
     metrics = [json.loads(line) for line in open(tmp_path / "run" / "metrics.jsonl")]
     assert len(metrics) == 1000 and metrics[0]["learning_rate"] == 3e-4
@@ -124,11 +124,11 @@ def test_seed3_preset_learns_its_value_function_on_a_short_budget(tmp_path):
 
 
 @pytest.mark.parametrize("algo", ["reinforce", "vpg"])
-def test_seed2_reinforce_and_vpg_presets_learn_on_a_short_budget(algo, tmp_path):
+def test_seed001_reinforce_and_vpg_presets_learn_on_a_short_budget(algo, tmp_path):
     # 50 of the seed's 250 iterations: both are near 50 there (random play: about 22) and pass 475 later
     # (docs/BENCHMARKS.md).
     proxima.train(
-        config=f"seed2-{algo}-cartpole", total_timesteps=64 * 256 * 50, run_dir=str(tmp_path / "run")
+        config=f"seed001-{algo}-cartpole", total_timesteps=64 * 256 * 50, run_dir=str(tmp_path / "run")
     )
     assert _last20(tmp_path / "run") > 35
 

@@ -1,12 +1,16 @@
+import math
+
+import pytest
 import torch
 
+from proxima.algorithms import ppo_policy_loss
 from proxima.config import PPOArgs
 from proxima.distributions import CategoricalHead
 from proxima.losses import explained_variance
 from proxima.networks import ActorCritic, NetworkSpec
 from proxima.optim import make_adam
 from proxima.storage import Batch
-from proxima.update import update
+from proxima.update import UpdateSettings, update
 
 
 def _setup(seed=0, shared=False):
@@ -23,10 +27,14 @@ def _steps_taken(optimizer):
     return int(next(iter(optimizer.state.values()))["step"].item())
 
 
+def _settings(**kw):
+    """The update settings of a PPO run with a batch of 8 envs x 8 steps, the 64 samples of ``_setup``."""
+    return UpdateSettings.from_args(PPOArgs(num_envs=8, num_steps=8, **kw))
+
+
 def test_every_minibatch_of_every_epoch_takes_a_step():
     model, opt, batch = _setup()
-    args = PPOArgs(num_envs=8, num_steps=8, num_minibatches=4, update_epochs=3)
-    stats = update(model, opt, batch, args)
+    stats = update(model, opt, batch, _settings(num_minibatches=4, update_epochs=3))
     assert _steps_taken(opt) == 12
     assert set(stats) == {
         "value_loss",
@@ -37,13 +45,77 @@ def test_every_minibatch_of_every_epoch_takes_a_step():
         "clipfrac",
         "grad_norm",
     }
-    assert 0.0 <= stats["clipfrac"] <= 1.0 and stats["approx_kl"] >= 0.0
+
+
+def test_settings_from_args_are_the_runs_settings():
+    args = PPOArgs(num_envs=8, num_steps=8, num_minibatches=4, update_epochs=3, clip_coef=0.3, target_kl=0.02)
+    settings = UpdateSettings.from_args(args)
+    assert settings == UpdateSettings(
+        ppo_policy_loss, update_epochs=3, minibatch_size=16, clip_coef=0.3, target_kl=0.02
+    )
+
+
+def test_a_policy_that_has_not_moved_reports_no_clipping_and_no_kl():
+    """One epoch of one minibatch: the diagnostics are taken before its gradient step, when the policy is the
+    one that collected the batch, so every ratio is 1."""
+    model, opt, batch = _setup()
+    stats = update(model, opt, batch, _settings(num_minibatches=1, update_epochs=1))
+    assert _steps_taken(opt) == 1
+    assert stats["clipfrac"] == 0.0
+    assert abs(stats["approx_kl"]) < 1e-7 and abs(stats["old_approx_kl"]) < 1e-7
+
+
+# Ratios new/old, each far from the clip range's edges 0.8 and 1.2: five of every eight leave it.
+RATIOS = [0.5, 0.7, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0]
+
+
+def _batch_with_ratios(model, batch):
+    """``batch`` with old log-probs set so that the model's ratio on sample i is ``RATIOS[i % 8]``."""
+    with torch.no_grad():
+        logprobs, _, _ = model.evaluate(batch.obs, batch.actions)
+    ratios = torch.tensor(RATIOS).repeat(len(batch) // len(RATIOS))
+    return Batch(
+        batch.obs, batch.actions, logprobs - ratios.log(), *(batch.values, batch.advantages, batch.returns)
+    )
+
+
+@pytest.mark.parametrize("epochs, minibatches", [(1, 1), (3, 4)])
+def test_clipfrac_and_kl_of_hand_built_ratios(epochs, minibatches):
+    """With a learning rate of 0 the policy never moves, so every minibatch sees the hand-built ratios:
+    clipfrac is 5/8 whichever way the batch is cut, and the KL estimates of the last minibatch are known
+    exactly when it is the whole batch."""
+    model, _, batch = _setup()
+    opt = make_adam(model.parameters(), 0.0)
+    stats = update(
+        model,
+        opt,
+        _batch_with_ratios(model, batch),
+        _settings(num_minibatches=minibatches, update_epochs=epochs),
+    )
+    assert _steps_taken(opt) == epochs * minibatches
+    assert stats["clipfrac"] == pytest.approx(5 / 8, abs=1e-7)
+    if minibatches == 1:
+        approx_kl = sum((r - 1) - math.log(r) for r in RATIOS) / len(RATIOS)
+        old_approx_kl = sum(-math.log(r) for r in RATIOS) / len(RATIOS)
+        assert stats["approx_kl"] == pytest.approx(approx_kl, rel=1e-5)
+        assert stats["old_approx_kl"] == pytest.approx(old_approx_kl, rel=1e-5)
+
+
+def test_clipfrac_counts_only_ratios_outside_the_clip_range():
+    """The same ratios with a clip coefficient of 0.6: only 2.0 leaves [0.4, 1.6], one sample in eight."""
+    model, _, batch = _setup()
+    stats = update(
+        model,
+        make_adam(model.parameters(), 0.0),
+        _batch_with_ratios(model, batch),
+        _settings(num_minibatches=1, update_epochs=1, clip_coef=0.6),
+    )
+    assert stats["clipfrac"] == pytest.approx(1 / 8, abs=1e-7)
 
 
 def test_target_kl_stops_after_the_first_epoch():
     model, opt, batch = _setup()
-    args = PPOArgs(num_envs=8, num_steps=8, num_minibatches=4, update_epochs=3, target_kl=1e-12)
-    stats = update(model, opt, batch, args)
+    stats = update(model, opt, batch, _settings(num_minibatches=4, update_epochs=3, target_kl=1e-12))
     assert stats["approx_kl"] > 1e-12
     assert _steps_taken(opt) == 4  # one epoch of 4 minibatches, then early stop
 
@@ -52,8 +124,7 @@ def test_clipped_value_loss_and_shared_trunk_train():
     for shared, clip_vloss in [(True, False), (False, True)]:
         model, opt, batch = _setup(shared=shared)
         before = [p.detach().clone() for p in model.parameters()]
-        args = PPOArgs(num_envs=8, num_steps=8, num_minibatches=2, update_epochs=2, clip_vloss=clip_vloss)
-        update(model, opt, batch, args)
+        update(model, opt, batch, _settings(num_minibatches=2, update_epochs=2, clip_vloss=clip_vloss))
         assert all(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
 
 
@@ -93,12 +164,11 @@ def test_value_normalization_measures_the_value_loss_in_stds_of_the_targets():
     returns = 50.0 + 5.0 * torch.randn(64)
     with torch.no_grad():
         actions, logprobs, values = model.act(obs)
-    args = PPOArgs(num_envs=8, num_steps=8, num_minibatches=1, update_epochs=1)
     stats = update(
         model,
         make_adam(model.parameters(), 0.0),
         Batch(obs, actions, logprobs, values, returns, returns),
-        args,
+        _settings(num_minibatches=1, update_epochs=1),
     )
     std = returns.double().std(correction=0).item()
     with torch.no_grad():
@@ -112,6 +182,7 @@ def test_value_normalization_lets_the_critic_fit_targets_far_from_zero():
     at most about the learning rate per step; standardized targets are in reach at once."""
     torch.set_num_threads(1)
     args = PPOArgs(num_envs=4, num_steps=128, ent_coef=0.0)
+    settings = UpdateSettings.from_args(args)
     explained = {}
     for norm_value in (False, True):
         model = _norm_value_model(norm_value=norm_value)
@@ -121,7 +192,9 @@ def test_value_normalization_lets_the_critic_fit_targets_far_from_zero():
             returns = 100.0 + 20.0 * torch.tanh(obs[:, 0])
             with torch.no_grad():
                 actions, logprobs, values = model.act(obs)
-            update(model, optimizer, Batch(obs, actions, logprobs, values, torch.zeros(512), returns), args)
+            update(
+                model, optimizer, Batch(obs, actions, logprobs, values, torch.zeros(512), returns), settings
+            )
         obs = torch.randn(4096, 4)
         with torch.no_grad():
             explained[norm_value] = explained_variance(model.value(obs), 100.0 + 20.0 * torch.tanh(obs[:, 0]))

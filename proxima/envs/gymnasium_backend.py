@@ -7,8 +7,10 @@ step API. Each is either handled here or refused with one line that says what Gy
 
 from __future__ import annotations
 
+import inspect
 import os
 import signal
+import warnings
 
 import gymnasium as gym
 import numpy as np
@@ -55,30 +57,124 @@ def make_single_env(env_id: str, render_mode: str | None = None, **kwargs) -> gy
         raise EnvError(f"{env_id}'s constructor raised {type(e).__name__}: {e}") from e
 
 
+OLD_API = (
+    "Gymnasium 1.x expects reset() -> (obs, info) and step() -> (obs, reward, terminated, truncated, info): "
+    "update the env (gymnasium.farama.org/introduction/migration_guide)"
+)
+
+
 def check_step_api(env: gym.Env, env_id: str) -> None:
-    """One reset and one step of ``env``; a ``UserError`` if they follow the old gym API (4-tuple steps, a
-    bare observation from reset), which Gymnasium's vector envs would fail on with an unpacking error."""
+    """One reset and one step of ``env``; a ``UserError`` if they do not follow the Gymnasium 1.x API: the old
+    gym API (a bare observation from reset, 4-tuple steps), which Gymnasium's vector envs would fail on with
+    an unpacking error; a reset that cannot be given a seed; an observation whose size is not its space's; a
+    reward that is not one number. Make ``env`` with ``disable_env_checker=True``: this check replaces
+    Gymnasium's, which warns, or fails with an ``AssertionError``, on what this refuses in one line."""
+    parameters = inspect.signature(env.unwrapped.reset).parameters
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+    missing = [name for name in ("seed", "options") if name not in parameters and not takes_any]
+    if missing:
+        raise UserError(
+            f"{env_id}'s reset() takes no {' or '.join(missing)} argument; Gymnasium 1.x calls "
+            "reset(seed=..., options=...): define it as reset(self, *, seed=None, options=None)"
+        )
     reset = env.reset(seed=0)
     if not (isinstance(reset, tuple) and len(reset) == 2 and isinstance(reset[1], dict)):
-        raise UserError(
-            f"{env_id}'s reset() returned {_shape_of(reset)}; Gymnasium 1.x expects (obs, info): "
-            "update the env to the Gymnasium API (gymnasium.farama.org/introduction/migration_guide)"
-        )
+        raise UserError(f"{env_id}'s reset() returned {_shape_of(reset)}, the old gym API; {OLD_API}")
+    _check_obs(reset[0], env, env_id, "reset()")
     if env.render_mode is not None:
         frame = env.render()
         if not (isinstance(frame, np.ndarray) and frame.ndim == 3):
-            raise UserError(f"{env_id} cannot render {env.render_mode} frames (render() gave {_shape_of(frame)}), which video needs")
+            raise UserError(
+                f"{env_id} cannot render {env.render_mode} frames (render() gave {_shape_of(frame)}), which video needs"
+            )
     result = env.step(env.action_space.sample())
     if not (isinstance(result, tuple) and len(result) == 5):
         raise UserError(
-            f"{env_id}'s step() returned {_shape_of(result)}, the old gym API (obs, reward, done, info); "
-            "Gymnasium 1.x expects (obs, reward, terminated, truncated, info): update the env "
-            "(gymnasium.farama.org/introduction/migration_guide)"
+            f"{env_id}'s step() returned {_shape_of(result)}, the old gym API (obs, reward, done, info); {OLD_API}"
+        )
+    _check_obs(result[0], env, env_id, "step()")
+    try:
+        _reward(result[1])
+    except (TypeError, ValueError):
+        raise UserError(
+            f"{env_id}'s step() returned {_shape_of(result[1])} as its reward; Gymnasium 1.x expects one number"
+        ) from None
+
+
+def _check_obs(obs, env: gym.Env, env_id: str, where: str) -> None:
+    space = env.observation_space
+    if not isinstance(space, gym.spaces.Box):
+        return  # other spaces are refused, or handled, by the encoders
+    try:
+        size = np.asarray(obs, dtype=space.dtype).size
+    except (TypeError, ValueError):
+        raise UserError(
+            f"{env_id}'s {where} returned {_shape_of(obs)} as its observation, not numbers that fit its "
+            f"observation_space {space}"
+        ) from None
+    if size != int(np.prod(space.shape)):
+        raise UserError(
+            f"{env_id}'s {where} returned an observation of shape {np.shape(obs)}, but its observation_space "
+            f"declares shape {space.shape}"
         )
 
 
 def _shape_of(value) -> str:
-    return f"{len(value)} values" if isinstance(value, tuple) else f"a {type(value).__name__}"
+    if isinstance(value, tuple):
+        return f"{len(value)} values"
+    if isinstance(value, np.ndarray):
+        return f"an array of shape {value.shape}"
+    name = type(value).__name__
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
+
+
+def _reward(reward) -> float:
+    """One number from a reward given as a float, an int, a numpy scalar or a one-element array."""
+    if reward is None:  # numpy would make it a NaN
+        raise TypeError("a reward of None")
+    value = np.asarray(reward, dtype=np.float64)
+    if value.size != 1:
+        raise ValueError(f"a reward of shape {value.shape}")
+    return float(value.reshape(()))
+
+
+class _Tidy(gym.Wrapper):
+    """Each sub-env's results as the vector env needs them, whatever the env returns: the observation as a
+    fresh array of the space's dtype and shape (a list, float64 values in a float32 space, or one array
+    updated in place from step to step, which would change the vector env's record of an episode's final
+    observation when reset overwrote it); the reward as a float; plain bools; and no info (proxima reads
+    none, and Gymnasium's vector env fails on info arrays whose shape changes from step to step). A
+    ``close()`` that raises becomes a warning: the run's results are already saved."""
+
+    def __init__(self, env: gym.Env, env_id: str):
+        super().__init__(env)
+        self._env_id = env_id
+        space = env.observation_space
+        self._obs_layout = (space.dtype, space.shape) if isinstance(space, gym.spaces.Box) else None
+
+    def _obs(self, obs):
+        if self._obs_layout is None:
+            return obs
+        dtype, shape = self._obs_layout
+        return np.array(obs, dtype=dtype).reshape(shape)  # always a copy
+
+    def reset(self, *, seed=None, options=None):
+        obs, _ = self.env.reset(seed=seed, options=options)
+        return self._obs(obs), {}
+
+    def step(self, action):
+        obs, reward, terminated, truncated, _ = self.env.step(action)
+        return self._obs(obs), _reward(reward), bool(terminated), bool(truncated), {}
+
+    def close(self):
+        _close_quietly(self.env, self._env_id)
+
+
+def _close_quietly(env: gym.Env, env_id: str) -> None:
+    try:
+        env.close()
+    except Exception as e:
+        warnings.warn(f"{env_id}'s close() raised {type(e).__name__}: {e}", RuntimeWarning, stacklevel=2)
 
 
 class GymnasiumVecEnv:
@@ -97,11 +193,16 @@ class GymnasiumVecEnv:
     ):
         self._seed = seed
         # Fail fast, in this process, on a bad id, an env that cannot render, or the old step API.
-        probe = make_single_env(env_id, render_mode="rgb_array" if video_dir else None)
-        try:
-            _with_env_errors(env_id, lambda: check_step_api(probe, env_id))
-        finally:
-            probe.close()
+        # Gymnasium's own checker and its warnings are left to the sub-envs: an env refused here gets one line.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            probe = make_single_env(
+                env_id, render_mode="rgb_array" if video_dir else None, disable_env_checker=True
+            )
+            try:
+                _with_env_errors(env_id, lambda: check_step_api(probe, env_id))
+            finally:
+                _close_quietly(probe, env_id)
         fns = [
             _env_factory(env_id, video_dir if i == 0 else None, video_episodes, worker=asynchronous)
             for i in range(num_envs)
@@ -171,11 +272,12 @@ def _env_factory(env_id: str, video_dir: str | None, video_episodes: int | None 
             # worker must not die of it mid-update.
             signal.signal(signal.SIGINT, signal.SIG_IGN)
         if video_dir is None:
-            return make_single_env(env_id)
+            return _Tidy(make_single_env(env_id), env_id)
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # rgb_array needs no display; keeps SDL quiet
         env = make_single_env(env_id, render_mode="rgb_array")
         trigger = None if video_episodes is None else (lambda episode: episode < video_episodes)
-        return gym.wrappers.RecordVideo(env, video_dir, episode_trigger=trigger, disable_logger=True)
+        env = gym.wrappers.RecordVideo(env, video_dir, episode_trigger=trigger, disable_logger=True)
+        return _Tidy(env, env_id)
 
     return make
 

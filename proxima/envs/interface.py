@@ -30,7 +30,9 @@ class Step(NamedTuple):
     reward: Tensor  # (N,) float32
     terminated: Tensor  # (N,) bool: the episode reached a terminal state; its future value is 0
     truncated: Tensor  # (N,) bool: the episode was cut short (time limit); its future value is V(final_obs)
-    final_obs: Tensor  # (N, *obs_shape): the last obs of the ended episode where terminated | truncated, else obs
+    final_obs: (
+        Tensor  # (N, *obs_shape): the last obs of the ended episode where terminated | truncated, else obs
+    )
 
 
 class VecEnv(Protocol):

@@ -76,7 +76,9 @@ def get_backend(name: str) -> Backend:
     return _BACKENDS[name]
 
 
-def resolve_backend(env_id: str, backend: str = "auto", *, asynchronous: bool = False, video: bool = False) -> str:
+def resolve_backend(
+    env_id: str, backend: str = "auto", *, asynchronous: bool = False, video: bool = False
+) -> str:
     """The backend that runs ``env_id``: ``backend`` itself unless it is ``auto``, which takes the most
     recently registered backend that handles the id and supports what is asked for."""
     if backend != "auto":
@@ -85,7 +87,9 @@ def resolve_backend(env_id: str, backend: str = "auto", *, asynchronous: bool = 
     for candidate in reversed(_BACKENDS.values()):
         if candidate.handles(env_id) and wanted <= candidate.features:
             return candidate.name
-    raise UserError(f"no env backend handles {env_id!r} with {', '.join(FEATURES[w] for w in sorted(wanted))}")
+    raise UserError(
+        f"no env backend handles {env_id!r} with {', '.join(FEATURES[w] for w in sorted(wanted))}"
+    )
 
 
 def make_vec_env(

@@ -1,0 +1,124 @@
+"""The seams new kinds of env, observation and algorithm plug into: each is an addition in one place."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+import proxima
+from proxima.algorithms import ALGORITHMS
+from proxima.encoders import FlattenEncoder, encoder_for
+from proxima.envs import make_vec_env, register_backend
+from proxima.envs.native import CartPole
+from proxima.errors import UserError
+
+
+class CountingCartPole(CartPole):
+    """A backend's envs written outside proxima: native CartPole that counts its steps."""
+
+    steps = 0
+
+    def step(self, actions):
+        CountingCartPole.steps += self.num_envs
+        return super().step(actions)
+
+
+def make_counting(env_id, num_envs, *, seed=None, device="cpu", **unused):
+    return CountingCartPole(num_envs, seed=seed, device=device)
+
+
+def test_a_backend_registered_from_outside_the_package_trains(tmp_path):
+    register_backend("counting", make_counting, handles={"CountingCartPole-v0"})
+    CountingCartPole.steps = 0
+    agent = proxima.train(
+        env_id="CountingCartPole-v0", env_backend="counting", total_timesteps=1024, run_dir=str(tmp_path / "a"),
+        plot=False, quiet=True,
+    )  # fmt: skip
+    assert CountingCartPole.steps == 1024 and agent.env_id == "CountingCartPole-v0"
+    # `auto` picks it too, for the ids it handles; other ids go elsewhere
+    proxima.train(
+        env_id="CountingCartPole-v0", total_timesteps=512, run_dir=str(tmp_path / "b"), plot=False, quiet=True
+    )
+    assert CountingCartPole.steps == 1024 + 512
+    assert type(make_vec_env("CartPole-v1", 2)).__name__ == "CartPole"
+
+
+def test_unknown_backends_and_ids_a_backend_lacks_are_one_line_errors():
+    with pytest.raises(UserError, match="unknown env backend 'nope'; accepted: auto, gymnasium, native"):
+        make_vec_env("CartPole-v1", 2, backend="nope")
+    with pytest.raises(UserError, match="unknown env backend"):
+        proxima.PPOArgs(env_backend="nope").validate()
+    with pytest.raises(UserError, match="the native backend cannot do --async-envs"):
+        make_vec_env("CartPole-v1", 2, backend="native", asynchronous=True)
+
+
+class _Uint8Env(gym.Env):
+    """CartPole-sized observations quantized to bytes, as a camera or a board game gives them."""
+
+    def __init__(self):
+        self.observation_space = gym.spaces.Box(0, 255, shape=(4,), dtype=np.uint8)
+        self.action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self.np_random.integers(0, 256, 4, dtype=np.uint8), {}
+
+    def step(self, action):
+        self.t += 1
+        obs = self.np_random.integers(0, 256, 4, dtype=np.uint8)
+        return obs, float(obs[int(action)] > 127), False, self.t >= 20, {}
+
+
+if "Uint8Obs-v0" not in gym.registry:
+    gym.register("Uint8Obs-v0", entry_point=_Uint8Env)
+
+
+def test_the_buffer_keeps_the_observation_spaces_dtype_until_the_encoder(tmp_path):
+    seen = []
+
+    class Spy(proxima.callbacks.Callback):
+        def on_update_end(self, run, result):
+            seen.append(run.collector.buffer.obs.dtype)
+
+    agent = proxima.train(
+        env_id="Uint8Obs-v0",
+        total_timesteps=512,
+        run_dir=str(tmp_path / "u8"),
+        plot=False,
+        quiet=True,
+        callbacks=[Spy()],
+    )
+    assert seen == [torch.uint8]
+    obs = np.array([0, 255, 3, 200], dtype=np.uint8)
+    assert agent.predict(obs, deterministic=True) in (0, 1)
+    loaded = proxima.load(str(tmp_path / "u8"))
+    assert loaded.observation_space.dtype == np.uint8 and loaded.model.spec.encoder == "flatten-mlp"
+    assert loaded.predict(obs, deterministic=True) == agent.predict(obs, deterministic=True)
+    # with observation normalization the buffer holds the normalized floats
+    proxima.train(
+        env_id="Uint8Obs-v0", total_timesteps=512, run_dir=str(tmp_path / "n"), plot=False, quiet=True, norm_obs=True,
+        callbacks=[Spy()],
+    )  # fmt: skip
+    assert seen[-1] == torch.float32
+
+
+def test_the_encoder_comes_from_the_observation_space():
+    assert encoder_for(gym.spaces.Box(-1, 1, (3,))) == "flatten-mlp"
+    with pytest.raises(UserError, match=r"is not supported yet; proxima accepts 1-D Box observations"):
+        encoder_for(gym.spaces.Box(0, 255, (84, 84, 4), dtype=np.uint8))
+    encoder = FlattenEncoder((3,))
+    x = torch.tensor([[1, 2, 3]], dtype=torch.uint8)
+    assert encoder.features_dim == 3 and encoder(x).dtype == torch.float32
+    flat = torch.randn(5, 3)
+    assert encoder(flat) is flat  # classic control pays nothing for the seam
+
+
+def test_each_algorithm_is_one_row_of_the_table():
+    assert set(ALGORITHMS) == {"ppo", "vpg", "reinforce"}
+    assert [a.has_critic for a in ALGORITHMS.values()] == [True, True, False]
+    assert (
+        proxima.config.resolve_args(algo="vpg").update_epochs
+        == ALGORITHMS["vpg"].defaults["update_epochs"]
+        == 1
+    )
