@@ -30,7 +30,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from proxima import checkpoint
+from proxima.envs import make_vec_env
 from proxima.errors import NonFiniteError, TrainingInterrupted, UserError
+from proxima.evaluate import run_episodes
 from proxima.health import HealthMonitor, HealthWarning
 from proxima.logger import RunLogger
 
@@ -88,19 +90,21 @@ class Evaluation(Callback):
         self.envs = None
 
     def on_train_start(self, run: Run) -> None:
-        from proxima.envs import make_vec_env
+        self.open(run.args, run.device)
 
-        args = run.args
-        self.envs = make_vec_env(args.env_id, self.episodes, backend=args.env_backend, device=run.device)
+    def open(self, args, device) -> None:
+        """The evaluation envs of a run with settings ``args``."""
+        self.envs = make_vec_env(args.env_id, self.episodes, backend=args.env_backend, device=device)
         self.seed = args.seed + 1_000_000
 
-    def on_update_end(self, run: Run, result: UpdateResult) -> bool:
-        from proxima.evaluate import run_episodes
+    def evaluate(self, model) -> np.ndarray:
+        """The returns of ``episodes`` deterministic episodes, from the same starting states each time."""
+        return run_episodes(model, self.envs, self.episodes, deterministic=True, seed=self.seed)
 
+    def on_update_end(self, run: Run, result: UpdateResult) -> bool:
         if run.update % self.every:
             return False
-        returns = run_episodes(run.model, self.envs, self.episodes, deterministic=True, seed=self.seed)
-        result.record["eval_return"] = value = float(returns.mean())
+        result.record["eval_return"] = value = float(self.evaluate(run.model).mean())
         if self.save_best and (self.best_return is None or value > self.best_return):
             self.best_return = value
             best_dir = os.path.join(run.run_dir, "best")

@@ -128,14 +128,15 @@ def load(run: Run, path: str, meta: dict, states: dict) -> None:
         ) from None
 
 
-def last_checkpoint_note(run_dir: str) -> str:
-    """Where a failed run can be continued from, in words."""
+def last_checkpoint_note(run_dir: str, resumable: bool = True) -> str:
+    """What survives of a failed run, in words; with ``resumable``, how to continue it."""
     path = os.path.join(run_dir, FILE)
     try:
         meta, _ = read(path)
     except UserError:
-        return "no checkpoint had been written yet, so it cannot be resumed"
-    return f"the last good checkpoint, from update {meta['update']}, is {path}; continue with: proxima train --resume {run_dir}"
+        return "no checkpoint had been written yet" + (", so it cannot be resumed" if resumable else "")
+    note = f"the last good checkpoint, from update {meta['update']}, is {path}"
+    return note + (f"; continue with: proxima train --resume {run_dir}" if resumable else "")
 
 
 def _upgrade_v1(tensors: dict[str, Tensor], meta: dict) -> tuple[dict[str, Tensor], dict]:

@@ -77,9 +77,9 @@ class PPOArgs:
     """the bound of scaled rewards"""
 
     # --- algorithm: the algorithm and its optimization
-    algo: Literal["ppo", "vpg", "reinforce"] = "ppo"
+    algo: str = "ppo"
     """the algorithm: ppo (clipped surrogate), vpg (policy gradient with a learned value baseline) or
-    reinforce (policy gradient on rewards-to-go, no critic)"""
+    reinforce (policy gradient on rewards-to-go, no critic); any name in proxima.algorithms.ALGORITHMS"""
     total_timesteps: int = 500000
     """total timesteps of the experiments"""
     learning_rate: float = 2.5e-4
@@ -184,6 +184,7 @@ class PPOArgs:
 
     def validate(self) -> PPOArgs:
         """Raise a ``UserError`` naming the first bad value and what is accepted; return self if all is well."""
+        get_algorithm(self.algo)  # a UserError naming the accepted ones
         positive_ints = ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs")
         if self.torch_threads < 0:
             raise UserError(

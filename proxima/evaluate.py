@@ -7,6 +7,7 @@ import torch
 
 from proxima.agent import Agent, space_to_json
 from proxima.envs import VecEnv, make_vec_env
+from proxima.envs.interface import env_call
 from proxima.errors import UserError
 from proxima.networks import ActorCritic
 
@@ -25,9 +26,9 @@ def run_episodes(
     quota = np.array([episodes // n + (i < episodes % n) for i in range(n)])
     returns: list[list[float]] = [[] for _ in range(n)]
     running = torch.zeros(n, dtype=torch.float64, device=envs.device)
-    obs = envs.reset(seed=seed)
+    obs = env_call(envs.reset, seed=seed)
     while any(len(r) < q for r, q in zip(returns, quota, strict=True)):
-        step = envs.step(model.predict(obs, deterministic))
+        step = env_call(envs.step, model.predict(obs, deterministic))
         running += step.reward
         done = step.terminated | step.truncated
         if done.any():

@@ -117,14 +117,29 @@ class ProbeResult:
 
 
 def run_probes(
-    args: PPOArgs, names: list[str] | None = None, timesteps: int | None = None, run_dir: str | None = None
+    args: PPOArgs,
+    names: list[str] | None = None,
+    timesteps: int | None = None,
+    run_dir: str | None = None,
+    norm_value: bool | None = None,
 ) -> list[ProbeResult]:
     """Train ``args`` (its env aside) on each probe in ``names`` (all by default) and check the answer.
 
     ``timesteps`` replaces every probe's own budget; ``run_dir`` keeps the runs (one sub-directory per probe)
-    instead of deleting them.
+    instead of deleting them. ``norm_value`` replaces ``args.norm_value``; None means seed 000's critic (False).
     """
+    from proxima.algorithms import get_algorithm
     from proxima.trainer import train
+
+    if norm_value is None:
+        # Probes 1 to 3 check a critic that learns its values. A normalized one gets probe 1's constant value
+        # from its statistics alone, whatever its value loss does: it would hide a broken value loss.
+        if args.norm_value and get_algorithm(args.algo).has_critic and not args.quiet:
+            print(
+                "probing seed 000's critic (--no-norm-value): with value normalization, probe 1 passes whatever "
+                "the value loss does; give --norm-value to probe the critic as configured"
+            )
+        norm_value = False
 
     results = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -134,6 +149,7 @@ def run_probes(
             probe_args = dataclasses.replace(
                 args,
                 env_id=probe.env_id,
+                norm_value=norm_value,
                 total_timesteps=timesteps or probe.timesteps,
                 run_dir=f"{run_dir or tmp}/probe-{probe.name}",
                 quiet=True,

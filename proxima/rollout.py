@@ -11,21 +11,9 @@ import torch
 from torch import Tensor
 
 from proxima.envs import VecEnv
-from proxima.envs.interface import torch_dtype
-from proxima.errors import EnvError, UserError
+from proxima.envs.interface import env_call, torch_dtype
 from proxima.networks import ActorCritic
 from proxima.storage import RolloutBuffer
-
-
-def env_call(method, *args, **kwargs):
-    """``method(...)`` of a VecEnv, with an exception raised inside the env (its simulator crashed, a bug in a
-    user's env) turned into an ``EnvError`` that names it; the trainer adds what survives of the run."""
-    try:
-        return method(*args, **kwargs)
-    except (UserError, EnvError, KeyboardInterrupt):
-        raise
-    except Exception as e:
-        raise EnvError(f"the env raised {type(e).__name__}: {e}") from e
 
 
 class RolloutCollector:

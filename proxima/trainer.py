@@ -112,13 +112,15 @@ def loop(run: Run, callbacks: list[Callback]) -> Agent:
     """Train ``run`` to its last update (or until a callback stops it); return its agent, saved in its
     directory. An env that fails, or a NaN, ends the run with one line saying what survives of it."""
     run.callbacks = callbacks
+    args = run.args
+    run.console = ProgressReport(args.num_updates * args.batch_size, args.num_updates, quiet=args.quiet)
     for note in run.notes:
         run.console.message(note)
     try:
         for callback in callbacks:
             callback.on_train_start(run)
         start = time.perf_counter() - run.elapsed
-        while run.update < run.args.num_updates:
+        while run.update < args.num_updates:
             result = run.iterate()
             run.elapsed = time.perf_counter() - start
             result.record = {
@@ -135,8 +137,9 @@ def loop(run: Run, callbacks: list[Callback]) -> Agent:
             callback.on_train_end(run)
         run.console.message(f"saved agent to {run.run_dir}")
     except (EnvError, NonFiniteError) as e:
-        where = f" in update {run.update + 1}" if isinstance(e, EnvError) else ""
-        raise type(e)(f"{e}{where}; {checkpoint.last_checkpoint_note(run.run_dir)}") from e
+        crashed = isinstance(e, EnvError)  # a crash may not recur; a NaN would, from the same state
+        where = f" in update {run.update + 1}" if crashed else ""
+        raise type(e)(f"{e}{where}; {checkpoint.last_checkpoint_note(run.run_dir, resumable=crashed)}") from e
     finally:
         run.console.close()
         for callback in reversed(callbacks):
@@ -158,7 +161,7 @@ class Run:
         self.settings = UpdateSettings.from_args(args)
         self.collector = RolloutCollector(envs, args.num_steps, args.gamma, self.model, seed=args.seed)
         self.agent = Agent(self.model, args.env_id, envs.single_observation_space, envs.single_action_space)
-        self.console = ProgressReport(args.num_updates * args.batch_size, args.num_updates, quiet=args.quiet)
+        self.console: ProgressReport | None = None  # the loop's
         self.update = self.global_step = 0
         self.elapsed = 0.0
         self.notes: list[str] = []  # shown when training starts

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 import torch
 
+from proxima.distributions import CategoricalHead
 from proxima.envs import Step
 from proxima.normalization import Normalization
 
@@ -42,6 +43,7 @@ class IdentityCritic:
     """A stand-in model with V(s) = s[0] and action 0 always: values are known exactly."""
 
     normalization = Normalization((1,))  # off: the rollout sees raw observations and rewards
+    head = CategoricalHead(2)
 
     def act(self, obs):
         n = obs.shape[0]
@@ -59,3 +61,12 @@ def scripted_env():
 @pytest.fixture
 def identity_critic():
     return IdentityCritic()
+
+
+@pytest.fixture
+def one_thread():
+    """torch on one thread for this test only: the count changes float sums, and the process keeps it."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

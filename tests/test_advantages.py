@@ -70,7 +70,6 @@ def test_terminated_vs_truncated_hand_computed(scripted_env, identity_critic):
     env 0 (terminated): deltas 1 + .5*2 - 1 = 1, 1 + 0 - 2 = -1, 1 + .5*8 - 7 = -2 -> A = [0.75, -1, -2].
     env 1 (truncated): the reward at step 1 becomes 1 + .5*V(4) = 3, so delta_1 = 3 - 2 = 1 -> A = [1.25, 1, -2].
     """
-    from proxima.distributions import CategoricalHead
     from proxima.rollout import RolloutCollector
 
     env = scripted_env(
@@ -81,7 +80,7 @@ def test_terminated_vs_truncated_hand_computed(scripted_env, identity_critic):
             ([8.0, 8.0], [1.0, 1.0], [False, False], [False, False], [8.0, 8.0]),
         ],
     )
-    collector = RolloutCollector(env, num_steps=3, gamma=0.5, head=CategoricalHead(2))
+    collector = RolloutCollector(env, num_steps=3, gamma=0.5, model=identity_critic)
     next_value, next_done = collector.collect(identity_critic)
     buf = collector.buffer
     torch.testing.assert_close(buf.rewards, torch.tensor([[1.0, 1.0], [1.0, 3.0], [1.0, 1.0]]))
@@ -93,10 +92,9 @@ def test_terminated_vs_truncated_hand_computed(scripted_env, identity_critic):
 
 
 def test_terminated_and_truncated_together_does_not_bootstrap(scripted_env, identity_critic):
-    from proxima.distributions import CategoricalHead
     from proxima.rollout import RolloutCollector
 
     env = scripted_env([1.0], [([5.0], [1.0], [True], [True], [9.0])])
-    collector = RolloutCollector(env, num_steps=1, gamma=0.5, head=CategoricalHead(2))
+    collector = RolloutCollector(env, num_steps=1, gamma=0.5, model=identity_critic)
     collector.collect(identity_critic)
     assert collector.buffer.rewards.item() == 1.0  # terminal: no 0.5 * V(9) added

@@ -91,12 +91,23 @@ def test_module_prefixed_env_id_imports_the_module():
     [
         ("NoSuchEnv-v0", "unknown env id"),
         ("no_such_module:Foo-v0", "unknown env id"),
-        ("tests.fixtures.user_envs:MultiBinaryActions-v0", "action space MultiBinary"),
+        ("::", "malformed env id"),
+        ("a:b:c", "malformed env id"),
     ],
 )
-def test_bad_env_ids_and_spaces(env_id, match):
+def test_bad_env_ids(env_id, match):
     with pytest.raises(UserError, match=match):
         make_vec_env(env_id, 2)
+
+
+def test_unsupported_spaces_are_refused_before_the_run_directory_exists(tmp_path):
+    """The env layer knows nothing of policies: the trainer asks the encoders and heads (check_spaces)."""
+    import proxima
+
+    run_dir = tmp_path / "run"
+    with pytest.raises(UserError, match="action space MultiBinary"):
+        proxima.train(env_id="tests.fixtures.user_envs:MultiBinaryActions-v0", run_dir=str(run_dir))
+    assert not run_dir.exists()
 
 
 def test_training_with_async_envs_matches_sync(tmp_path):

@@ -12,8 +12,8 @@ from torch import nn
 
 import proxima
 from proxima.advantages import discounted_returns, estimate_advantages, gae
-from proxima.cli import main, parse_train_args
 from proxima.algorithms import ALGORITHMS
+from proxima.cli import main, parse_train_args
 from proxima.config import PRESET_ALIASES, PPOArgs, load_preset, preset_names, resolve_args
 from proxima.distributions import CategoricalHead
 from proxima.envs.pendulum import DiscreteTorques, ScaleAngularVelocity, ScaleReward

@@ -123,7 +123,7 @@ def test_a_critic_whose_values_vary_is_not_flat():
 
 
 def test_non_finite_is_located_in_the_rollout():
-    buf = RolloutBuffer(4, 2, (3,), (), torch.int64, torch.device("cpu"))
+    buf = RolloutBuffer(4, 2, (3,), torch.float32, (), torch.int64, torch.device("cpu"))
     assert first_non_finite_in_rollout(buf) is None
     buf.rewards[2, 1] = math.inf
     assert first_non_finite_in_rollout(buf) == "rewards"

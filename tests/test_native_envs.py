@@ -163,11 +163,12 @@ def test_save_best_keeps_the_best_evaluated_agent(tmp_path):
     first_best = evals.index(max(evals))  # a later tie does not replace it
     assert saved["global_step"] == 8 * 64 * 2 * (first_best + 1)
     # RUN_DIR/best is a complete agent: evaluated as during training, it gives the logged number back
-    from proxima.trainer import _Evaluator
+    from proxima.callbacks import Evaluation
 
     best = proxima.load(str(run / "best"))
-    evaluator = _Evaluator(proxima.PPOArgs(env_backend="native", eval_episodes=8), best.device)
-    assert evaluator(best.model).mean() == max(evals)
+    evaluation = Evaluation(every=1, episodes=8)
+    evaluation.open(proxima.PPOArgs(env_backend="native"), best.device)
+    assert evaluation.evaluate(best.model).mean() == max(evals)
 
 
 # env id -> (sampler of random states, sampler of random actions, native action as a tensor)

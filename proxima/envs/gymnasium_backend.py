@@ -7,6 +7,7 @@ step API. Each is either handled here or refused with one line that says what Gy
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 import signal
@@ -22,7 +23,9 @@ from proxima.envs.interface import Step, clip_to_space, torch_dtype
 from proxima.envs.registry import register_backend
 from proxima.errors import EnvError, UserError
 
-ENV_ID_FORMS = "a registered Gymnasium id such as CartPole-v1, or module:EnvName-v0 to import a module that registers it"
+ENV_ID_FORMS = (
+    "a registered Gymnasium id such as CartPole-v1, or module:EnvName-v0 to import a module that registers it"
+)
 
 
 def check_env_id(env_id: str) -> None:
@@ -192,6 +195,7 @@ class GymnasiumVecEnv:
         video_episodes: int | None = None,
     ):
         self._seed = seed
+        self._asynchronous = asynchronous
         # Fail fast, in this process, on a bad id, an env that cannot render, or the old step API.
         # Gymnasium's own checker and its warnings are left to the sub-envs: an env refused here gets one line.
         with warnings.catch_warnings():
@@ -221,13 +225,15 @@ class GymnasiumVecEnv:
     def reset(self, seed: int | None = None) -> Tensor:
         """Reset all envs; sub-env i is seeded with seed + i (the seed given at construction, if none here)."""
         seed, self._seed = (self._seed if seed is None else seed), None
-        obs, _ = self.envs.reset(seed=seed)
+        with self._worker_errors_quiet():
+            obs, _ = self.envs.reset(seed=seed)
         return self._obs(obs)
 
     def step(self, actions: Tensor) -> Step:
-        obs, reward, terminated, truncated, info = self.envs.step(
-            clip_to_space(actions.cpu().numpy(), self.single_action_space)
-        )
+        with self._worker_errors_quiet():
+            obs, reward, terminated, truncated, info = self.envs.step(
+                clip_to_space(actions.cpu().numpy(), self.single_action_space)
+            )
         obs_t = self._obs(obs)
         final_obs = obs_t
         if "_final_obs" in info:
@@ -243,7 +249,19 @@ class GymnasiumVecEnv:
         )
 
     def close(self) -> None:
-        self.envs.close()
+        with self._worker_errors_quiet():
+            self.envs.close()
+
+    @contextlib.contextmanager
+    def _worker_errors_quiet(self):
+        """AsyncVectorEnv reports a worker's exception as warnings (its traceback included) before raising
+        it again here; the exception, which becomes an ``EnvError``, is enough: a failed run ends with one line."""
+        if not self._asynchronous:
+            yield
+            return
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", module=r"gymnasium\.vector\.async_vector_env")
+            yield
 
     def state_dict(self) -> None:
         # A Gymnasium env's state is an arbitrary Python object; saving it would mean pickling it.
@@ -272,7 +290,7 @@ def _env_factory(env_id: str, video_dir: str | None, video_episodes: int | None 
             # worker must not die of it mid-update.
             signal.signal(signal.SIGINT, signal.SIG_IGN)
         if video_dir is None:
-            return _Tidy(make_single_env(env_id), env_id)
+            return make_single_env(env_id)
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # rgb_array needs no display; keeps SDL quiet
         env = make_single_env(env_id, render_mode="rgb_array")
         trigger = None if video_episodes is None else (lambda episode: episode < video_episodes)

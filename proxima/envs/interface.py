@@ -22,6 +22,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from proxima.errors import EnvError, UserError
+
 
 class Step(NamedTuple):
     """One step of N environments; all tensors have leading dimension N."""
@@ -65,3 +67,14 @@ def clip_to_space(actions: np.ndarray, action_space: gym.Space) -> np.ndarray:
 def torch_dtype(space: gym.Space) -> torch.dtype:
     """The torch dtype that holds a space's samples as they are (numpy's dtype, float64 included)."""
     return torch.from_numpy(np.zeros((), dtype=space.dtype)).dtype
+
+
+def env_call(method, *args, **kwargs):
+    """``method(...)`` of a VecEnv, with an exception raised inside the env (its simulator crashed, a bug in a
+    user's env) turned into an ``EnvError`` that names it; the trainer adds what survives of the run."""
+    try:
+        return method(*args, **kwargs)
+    except (UserError, EnvError, KeyboardInterrupt):
+        raise
+    except Exception as e:
+        raise EnvError(f"the env raised {type(e).__name__}: {e}") from e
