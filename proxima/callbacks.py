@@ -95,11 +95,13 @@ class Evaluation(Callback):
     def open(self, args, device) -> None:
         """The evaluation envs of a run with settings ``args``."""
         self.envs = make_vec_env(args.env_id, self.episodes, backend=args.env_backend, device=device)
-        self.seed = args.seed + 1_000_000
+        self.seed, self.env_id = args.seed + 1_000_000, args.env_id
 
     def evaluate(self, model) -> np.ndarray:
         """The returns of ``episodes`` deterministic episodes, from the same starting states each time."""
-        return run_episodes(model, self.envs, self.episodes, deterministic=True, seed=self.seed)
+        return run_episodes(
+            model, self.envs, self.episodes, deterministic=True, seed=self.seed, name=self.env_id
+        )
 
     def on_update_end(self, run: Run, result: UpdateResult) -> bool:
         if run.update % self.every:

@@ -202,7 +202,8 @@ def cmd_train(argv: list[str]) -> int:
         ]
         if others:
             raise UserError(
-                f"with --resume, only --quiet may be given (the run's config.json holds its settings), not {others[0]}"
+                f"with --resume, only --quiet may be given (the run's config.json holds its settings), not "
+                f"{others[0]} (see proxima train --help)"
             )
         args = _parse(ResumeArgs, argv, "proxima train")
         resume(args.resume, quiet=args.quiet)

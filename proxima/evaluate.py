@@ -11,10 +11,13 @@ from proxima.envs.interface import env_call
 from proxima.errors import UserError
 from proxima.networks import ActorCritic
 
+# An evaluation episode longer than this is taken for one that never ends (an env without a time limit).
+EPISODE_STEP_LIMIT = 100_000
+
 
 @torch.no_grad()
 def run_episodes(
-    model: ActorCritic, envs: VecEnv, episodes: int, *, deterministic: bool, seed: int
+    model: ActorCritic, envs: VecEnv, episodes: int, *, deterministic: bool, seed: int, name: str = "the env"
 ) -> np.ndarray:
     """Returns of exactly ``episodes`` complete episodes of ``model`` in ``envs``, ordered by env.
 
@@ -26,11 +29,18 @@ def run_episodes(
     quota = np.array([episodes // n + (i < episodes % n) for i in range(n)])
     returns: list[list[float]] = [[] for _ in range(n)]
     running = torch.zeros(n, dtype=torch.float64, device=envs.device)
+    length = torch.zeros(n, dtype=torch.int64, device=envs.device)
     obs = env_call(envs.reset, seed=seed)
     while any(len(r) < q for r, q in zip(returns, quota, strict=True)):
         step = env_call(envs.step, model.predict(obs, deterministic))
         running += step.reward
         done = step.terminated | step.truncated
+        length = (length + 1).masked_fill_(done, 0)
+        if int(length.max()) > EPISODE_STEP_LIMIT:
+            raise UserError(
+                f"an episode of {name} went on for {EPISODE_STEP_LIMIT} steps without ending: it has no time limit; "
+                "register it with max_episode_steps, or wrap it in gymnasium.wrappers.TimeLimit"
+            )
         if done.any():
             for i in done.nonzero().flatten().tolist():
                 if len(returns[i]) < quota[i]:
@@ -75,6 +85,6 @@ def evaluate(
             raise UserError(
                 f"{env_id} has actions {envs.single_action_space}, but the agent was trained on {agent.action_space}"
             )
-        return run_episodes(agent.model, envs, episodes, deterministic=deterministic, seed=seed)
+        return run_episodes(agent.model, envs, episodes, deterministic=deterministic, seed=seed, name=env_id)
     finally:
         envs.close()

@@ -23,6 +23,7 @@ from proxima.config import PPOArgs, resolve_args
 from proxima.distributions import make_head
 from proxima.encoders import check_spaces, encoder_for
 from proxima.envs import make_vec_env
+from proxima.envs.interface import env_call
 from proxima.errors import EnvError, NonFiniteError, UserError
 from proxima.files import read_json, write_json
 from proxima.health import first_non_finite_in_rollout
@@ -261,7 +262,7 @@ class Run:
         if states["collector"] is not None:
             self.collector.load_state_dict(states["collector"])
         else:  # new episodes, from a seed the run has not used yet
-            self.collector.next_obs = self.envs.reset(seed=self.args.seed + meta["global_step"])
+            self.collector.next_obs = env_call(self.envs.reset, seed=self.args.seed + meta["global_step"])
         self.update, self.global_step, self.elapsed = meta["update"], meta["global_step"], meta["elapsed_s"]
         self.notes.append(f"resuming {self.run_dir} after update {self.update} of {self.args.num_updates}")
         if states["collector"] is None:

@@ -124,8 +124,8 @@ def _run_main(argv, capsys):
         (["--gamma", "1.01"], r"gamma must be in \(0, 1\]"),
         (["--gae-lambda", "-0.5"], r"gae_lambda must be in \(0, 1\]"),
         (["--gae-lambda", "2"], r"gae_lambda must be in \(0, 1\]"),
-        (["--seed", "abc"], "--seed"),
-        (["--no-such-flag", "1"], "Unrecognized"),
+        (["--seed", "abc"], "--seed expects an integer, got 'abc'"),
+        (["--no-such-flag", "1"], "unrecognized flag '--no-such-flag'"),
     ],
 )
 def test_bad_train_input_is_one_line_exit_2_and_leaves_nothing(flags, match, capsys, tmp_path):

@@ -1,16 +1,20 @@
 """`proxima probe`: the agent passes every probe, and a component broken on purpose is named by the table."""
 
+import dataclasses
+
 import pytest
 import torch
 
 import proxima.trainer
 import proxima.update
 from proxima.cli import main
+from proxima.config import PPOArgs
 from proxima.losses import value_loss
 from proxima.networks import ActorCritic
+from proxima.probe import run_probes
 from proxima.storage import Batch
 
-pytestmark = pytest.mark.slow
+NOTE = "probing seed 000's critic (--no-norm-value)"
 
 
 def _probe(capsys, *argv):
@@ -24,6 +28,7 @@ def _probe(capsys, *argv):
     return code, out, rows
 
 
+@pytest.mark.slow
 def test_the_default_agent_passes_every_probe(capsys):
     code, out, rows = _probe(capsys)
     assert code == 0, out
@@ -43,6 +48,7 @@ def _assert_blames(capsys, probes, failing, blame):
     assert f"first failure: probe {failing}, which points to the {blame}" in out.replace("\n", " "), out
 
 
+@pytest.mark.slow
 def test_a_value_loss_without_gradient_is_blamed_on_the_value_loss(capsys, monkeypatch):
     monkeypatch.setattr(
         proxima.update, "value_loss", lambda values, returns: value_loss(values.detach(), returns)
@@ -50,6 +56,7 @@ def test_a_value_loss_without_gradient_is_blamed_on_the_value_loss(capsys, monke
     _assert_blames(capsys, ["1", "2"], "1", "value loss or optimizer")
 
 
+@pytest.mark.slow
 def test_probes_train_the_seeds_critic_unless_value_normalization_is_asked_for(capsys, monkeypatch):
     """A normalized critic gets probe 1's constant value from its statistics, so it would hide a broken loss."""
     monkeypatch.setattr(
@@ -61,12 +68,14 @@ def test_probes_train_the_seeds_critic_unless_value_normalization_is_asked_for(c
     assert code == 0 and "│ pass" in rows["1"] and "probing seed 000's critic" not in out, out
 
 
+@pytest.mark.slow
 def test_a_critic_that_ignores_its_input_is_blamed_on_the_network(capsys, monkeypatch):
     original = ActorCritic._value
     monkeypatch.setattr(ActorCritic, "_value", lambda self, features: original(self, features * 0))
     _assert_blames(capsys, ["1", "2"], "2", "backprop or network")
 
 
+@pytest.mark.slow
 def test_a_dropped_discount_is_blamed_on_discounting(capsys, monkeypatch):
     original = proxima.trainer.estimate_advantages
 
@@ -77,6 +86,7 @@ def test_a_dropped_discount_is_blamed_on_discounting(capsys, monkeypatch):
     _assert_blames(capsys, ["1", "2", "3"], "3", "discounting")
 
 
+@pytest.mark.slow
 def test_a_flipped_policy_loss_is_blamed_on_the_policy_loss(capsys, monkeypatch):
     original = proxima.update.policy_loss
     monkeypatch.setattr(
@@ -85,6 +95,7 @@ def test_a_flipped_policy_loss_is_blamed_on_the_policy_loss(capsys, monkeypatch)
     _assert_blames(capsys, ["1", "2", "3", "4"], "4", "advantages or policy loss")
 
 
+@pytest.mark.slow
 def test_observations_misaligned_with_actions_in_minibatches_are_blamed_on_batching(capsys, monkeypatch):
     def misaligned(self, index):
         # Observations travel with their values and returns, actions with their log-probs and advantages,
@@ -99,11 +110,13 @@ def test_observations_misaligned_with_actions_in_minibatches_are_blamed_on_batch
     _assert_blames(capsys, ["1", "2", "3", "4", "5"], "5", "batching or stale data")
 
 
+@pytest.mark.slow
 def test_reinforce_has_no_values_to_probe(capsys):
     code, out, rows = _probe(capsys, "--algo", "reinforce", "--probes", "1")
     assert code == 0 and "│ n/a" in rows["1"] and "no critic" in rows["1"], out
 
 
+@pytest.mark.slow
 def test_run_level_flags_do_not_get_in_the_way(capsys, tmp_path):
     """Evaluation, best-agent and plotting flags belong to long runs; probe runs drop them and still pass."""
     argv = [
@@ -138,6 +151,7 @@ def test_probe_help_names_its_own_flags(capsys):
     assert "--probes NAME" in out and "--total-timesteps" in out and "proxima train --help" in out
 
 
+@pytest.mark.slow
 def test_a_failure_with_fewer_gradient_steps_than_the_budgets_assume_says_so(capsys):
     # VPG's default is one gradient step per rollout: probe 1's 10k steps are 19 steps, too few to fit V(0) = 1
     code, out, rows = _probe(capsys, "--algo", "vpg", "--probes", "1")
@@ -148,3 +162,65 @@ def test_a_failure_with_fewer_gradient_steps_than_the_budgets_assume_says_so(cap
     )  # PPO's step count, but no learning
     assert code == 1 and "first failure: probe 1" in out
     assert "fewer than the 16" not in out  # the step count is not the reason, so no such note
+
+
+class _Trained(Exception):
+    """Stops a probe at its training: the settings it would train with are all these tests need."""
+
+
+@pytest.fixture
+def trained(monkeypatch):
+    seen = []
+
+    def train(args, *rest, **kwargs):
+        seen.append(args)
+        raise _Trained
+
+    monkeypatch.setattr(proxima.trainer, "train", train)
+    return seen
+
+
+def test_run_probes_trains_the_seeds_critic_unless_asked(trained, capsys):
+    with pytest.raises(_Trained):
+        run_probes(PPOArgs(), names=["1"])
+    assert trained[-1].norm_value is False and trained[-1].env_id == "proxima/Probe1-v0"
+    assert NOTE in capsys.readouterr().out
+    with pytest.raises(_Trained):
+        run_probes(PPOArgs(), names=["1"], norm_value=True)
+    assert trained[-1].norm_value is True and NOTE not in capsys.readouterr().out
+    with pytest.raises(_Trained):
+        run_probes(PPOArgs(algo="reinforce"), names=["1"])
+    assert NOTE not in capsys.readouterr().out  # no critic to speak of
+
+
+@pytest.mark.parametrize(
+    "argv,norm_value,note",
+    [
+        ([], False, True),
+        (["--norm-value"], True, False),
+        (["--norm-value", "false"], False, False),
+        (["--no-norm-value"], False, False),
+        (["--config", "pendulum"], False, False),  # the preset sets norm_value false itself
+        (["--config", "critic.json"], True, False),  # a preset that sets norm_value true
+        (["--config", "silent.json"], False, True),  # a preset silent on it
+    ],
+)
+def test_the_probe_command_trains_the_seeds_critic_unless_the_flags_or_preset_ask(
+    argv, norm_value, note, trained, capsys, tmp_path
+):
+    (tmp_path / "critic.json").write_text('{"norm_value": true}')
+    (tmp_path / "silent.json").write_text('{"num_envs": 2}')
+    argv = [str(tmp_path / a) if a.endswith(".json") else a for a in argv]
+    with pytest.raises(_Trained):
+        main(["probe", "--probes", "1", *argv])
+    assert trained[-1].norm_value is norm_value
+    assert (NOTE in capsys.readouterr().out) is note
+
+
+def test_the_probe_command_and_run_probes_train_the_same_agent(trained):
+    with pytest.raises(_Trained):
+        main(["probe", "--probes", "2"])
+    with pytest.raises(_Trained):
+        run_probes(PPOArgs(), names=["2"])
+    cli, api = (dataclasses.replace(args, run_dir=None) for args in trained)
+    assert cli == api and cli.norm_value is False

@@ -159,7 +159,8 @@ class _Tidy(gym.Wrapper):
         if self._obs_layout is None:
             return obs
         dtype, shape = self._obs_layout
-        return np.array(obs, dtype=dtype).reshape(shape)  # always a copy
+        out = np.array(obs, dtype=dtype)  # always a copy
+        return out if out.shape == shape else out.reshape(shape)
 
     def reset(self, *, seed=None, options=None):
         obs, _ = self.env.reset(seed=seed, options=options)
@@ -167,7 +168,9 @@ class _Tidy(gym.Wrapper):
 
     def step(self, action):
         obs, reward, terminated, truncated, _ = self.env.step(action)
-        return self._obs(obs), _reward(reward), bool(terminated), bool(truncated), {}
+        if type(reward) is not float:  # the common case needs no conversion (this runs at every env step)
+            reward = _reward(reward)
+        return self._obs(obs), reward, bool(terminated), bool(truncated), {}
 
     def close(self):
         _close_quietly(self.env, self._env_id)
@@ -290,7 +293,7 @@ def _env_factory(env_id: str, video_dir: str | None, video_episodes: int | None 
             # worker must not die of it mid-update.
             signal.signal(signal.SIGINT, signal.SIG_IGN)
         if video_dir is None:
-            return make_single_env(env_id)
+            return _Tidy(make_single_env(env_id), env_id)
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # rgb_array needs no display; keeps SDL quiet
         env = make_single_env(env_id, render_mode="rgb_array")
         trigger = None if video_episodes is None else (lambda episode: episode < video_episodes)

@@ -1,0 +1,144 @@
+"""The CLI's arguments: the check before tyro, the grouped ``proxima train --help``, and how errors end a command."""
+
+import dataclasses
+import sys
+
+import pytest
+
+import proxima.cli
+import proxima.trainer
+from proxima.cli import main, parse_train_args
+from proxima.config import GROUPS, PPOArgs, resolve_args
+from proxima.errors import EnvError, NonFiniteError, UserError
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["train", "--seed", "abc"], "--seed expects an integer, got 'abc'"),
+        (["train", "--learning-rate=fast"], "--learning-rate expects a number, got 'fast'"),
+        (["train", "--num-envs"], "--num-envs needs a value: an integer"),
+        (["train", "--seed", "--cuda"], "--seed needs a value: an integer"),
+        (["train", "--activation", "gelu"], "--activation expects one of tanh, relu, got 'gelu'"),
+        (["train", "--critic-activation", "gelu"], "--critic-activation expects one of tanh, relu or None, got 'gelu'"),
+        (["train", "--target-kl", "x"], "--target-kl expects a number or None, got 'x'"),
+        (["train", "--hidden-sizes"], "--hidden-sizes needs a value: one or more integers"),
+        (["train", "--hidden-sizes", "64", "wide"], "--hidden-sizes expects one or more integers, got 'wide'"),
+        (["train", "--critic-hidden-sizes", "None", "64"], "--critic-hidden-sizes expects one or more integers or None, got 'None'"),
+        (["train", "--cuda=maybe"], "--cuda takes no value, or true or false, got 'maybe'"),
+        (["train", "--cuda", "maybe"], "unexpected argument 'maybe' after --cuda, which takes no value"),
+        (["train", "--seeds", "3"], "unrecognized flag '--seeds'; did you mean --seed?"),
+        (["train", "--config"], "--config needs a value: NAME|FILE"),
+        (["train", "--resume"], "--resume needs a value: RUN_DIR"),
+        (["train", "--resume", "r", "--seed", "3"], "with --resume, only --quiet may be given"),
+        (["probe", "--resume", "r"], "unrecognized flag '--resume'"),
+        (["eval"], "missing RUN_DIR: the run directory written by `proxima train`"),
+        (["eval", "a", "b"], "unexpected argument 'b'"),
+        (["eval", "run", "--episodes", "many"], "--episodes expects an integer, got 'many'"),
+        (["plot"], "missing RUN_DIRS: one or more run directories"),
+        (["plot", "a", "--output", "x.png", "b"], "unexpected argument 'b'"),
+        (["compare", "--seeds", "2.5"], "--seeds expects an integer, got '2.5'"),
+        (["compare", "--algos"], "--algos needs a value: one or more strings"),
+    ],
+)  # fmt: skip
+def test_bad_arguments_are_one_line_naming_the_flag_and_what_is_accepted(argv, message, capsys):
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert out == "" and len(lines) == 1, err
+    assert lines[0].startswith(f"proxima {argv[0]}: error: {message}"), lines[0]
+    assert f"(see proxima {argv[0]} --help" in lines[0]
+
+
+def test_values_tyro_accepts_pass_the_check():
+    args = parse_train_args(
+        ["--learning-rate", "-1e-3", "--seed=-3", "--target-kl", "None", "--critic-hidden-sizes", "16",
+         "--critic-activation", "relu", "--hidden-sizes=8", "--run-dir", "None", "--torch-deterministic=false"]
+    )  # fmt: skip
+    assert (args.learning_rate, args.seed, args.target_kl, args.run_dir) == (-1e-3, -3, None, None)
+    assert (args.hidden_sizes, args.critic_hidden_sizes, args.critic_activation) == ((8,), (16,), "relu")
+    assert args.torch_deterministic is False
+
+
+def test_a_parser_failure_the_check_misses_is_one_generic_line(monkeypatch, capsys):
+    def boxed(*args, **kwargs):  # whatever a tyro release prints, it is not read
+        print("╭─ Parsing error ─╮\n│ bad: thing │")
+        print("╰───────╯", file=sys.stderr)
+        raise SystemExit(2)
+
+    monkeypatch.setattr(proxima.cli.tyro, "cli", boxed)
+    assert main(["eval", "run"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1, err
+    assert err.startswith("proxima eval: error: cannot parse the arguments 'run' (see proxima eval --help")
+
+
+def test_train_help_shows_one_section_per_group_with_flat_flags_and_the_resolved_defaults(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["train", "--config", "pendulum", "--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    names = [*GROUPS, "instructions"]
+    starts = [out.index(f"{name} options") for name in names]
+    assert starts == sorted(starts), starts
+    ends = [*starts[1:], len(out)]
+    sections = {name: out[a:b] for name, a, b in zip(names, starts, ends, strict=True)}
+    for group, names in GROUPS.items():
+        for name in names:
+            assert "--" + name.replace("_", "-") in sections[group], (group, name)
+    assert "--env-id" in sections["env"] and "--learning-rate" in sections["algorithm"]
+    assert "--config NAME|FILE" in sections["instructions"] and "--resume RUN_DIR" in sections["instructions"]
+    assert "--env.env-id" not in out
+    assert "Pendulum-v1" in sections["env"] and "CartPole-v1" not in out  # the preset's default, not PPOArgs'
+
+
+def test_flags_on_a_preset_give_the_layered_settings(monkeypatch):
+    seen = []
+    monkeypatch.setattr(proxima.trainer, "train", lambda args: seen.append(args))
+    argv = [
+        "--config",
+        "pendulum",
+        "--seed",
+        "3",
+        "--hidden-sizes",
+        "32",
+        "32",
+        "--no-anneal-lr",
+        "--cuda",
+        "False",
+    ]
+    assert main(["train", *argv]) == 0
+    expected = resolve_args(config="pendulum", seed=3, hidden_sizes=(32, 32), anneal_lr=False, cuda=False)
+    assert seen == [expected] and type(seen[0]) is PPOArgs
+    assert (expected.env_id, expected.num_envs, expected.anneal_lr, expected.cuda) == (
+        "Pendulum-v1",
+        8,
+        False,
+        False,
+    )
+    assert parse_train_args([]) == resolve_args() and parse_train_args(["--algo", "vpg"]) == resolve_args(
+        algo="vpg"
+    )
+    assert dataclasses.fields(parse_train_args([])) == dataclasses.fields(PPOArgs)
+
+
+@pytest.mark.parametrize("error,code", [(EnvError, 1), (NonFiniteError, 1), (UserError, 2)])
+def test_errors_are_one_line_and_proxima_debug_adds_the_traceback(error, code, monkeypatch, capsys):
+    message = "env 'Broken-v0' raised ValueError: boom; continue it with: proxima train --resume runs/x"
+
+    def train(args):
+        try:
+            raise ValueError("boom")
+        except ValueError as cause:
+            raise error(message) from cause
+
+    monkeypatch.setattr(proxima.trainer, "train", train)
+    monkeypatch.delenv("PROXIMA_DEBUG", raising=False)
+    assert main(["train"]) == code
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"proxima train: error: {message}\n"
+    monkeypatch.setenv("PROXIMA_DEBUG", "1")
+    assert main(["train"]) == code
+    err = capsys.readouterr().err
+    assert err.startswith("Traceback") and "ValueError: boom" in err and "direct cause" in err, err
+    assert err.strip().splitlines()[-1] == f"proxima train: error: {message}"
