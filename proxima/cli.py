@@ -233,7 +233,7 @@ def cmd_probe(argv: list[str]) -> int:
             "--learning-rate, ...) on each probe env, prints what each one expects and what was learned, and "
             "names the component a failure points to. Exit status 1 if a probe fails.\n\n"
             f"  --probes NAME...     which probes to run (default: all of {' '.join(PROBE_NAMES)})\n"
-            "  --total-timesteps N  one budget for every probe (default: each probe's own, seed 000's, set for its PPO's\n"
+            "  --total-timesteps N  one budget for every probe (default: each probe's own, set for seed 000's PPO's\n"
             "                       16 gradient steps per 512 samples; vpg and reinforce take 1 and need more)\n"
             "  --run-dir DIR        keep each probe's run in DIR/probe-NAME (default: deleted)\n"
             "Every other flag is a `proxima train` flag: see proxima train --help."
@@ -266,9 +266,9 @@ def _asked_norm_value(args: PPOArgs, argv: list[str]) -> bool | None:
 
 
 def cmd_presets(argv: list[str]) -> int:
-    from proxima.config import load_preset, preset_names, read_preset
+    from proxima.config import PRESET_ALIASES, load_preset, preset_names, read_preset
 
-    if argv and argv[0] not in preset_names():
+    if argv and argv[0] not in preset_names() and argv[0] not in PRESET_ALIASES:
         raise UserError(f"unknown preset {argv[0]!r}; accepted: {', '.join(preset_names())}")
     if argv:  # one preset in full, as the flags it stands for
         for key, value in load_preset(argv[0]).items():

@@ -2,7 +2,8 @@
 
 Each probe has one exact answer and isolates one component (``proxima/envs/probes.py``). They are ordered so
 that each probe relies only on the parts the earlier ones checked. So the first failure points at the broken
-part, and later failures are usually the same bug seen again. The tolerances are seed 000's.
+part, and later failures are usually the same bug seen again. The tolerances of probes 1-5 are seed 000's;
+the continuous probe's are proxima's.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ class Probe:
     env_id: str
     tests: str
     blame: str  # the component a failure points to
-    timesteps: int  # the budget the probe passes within at the default settings (seed 000's)
+    timesteps: int  # the budget the probe passes within at the default settings (for seed 000's PPO)
     check: Callable[[ActorCritic, PPOArgs], tuple[str, str, bool]]  # -> (expected, learned, passed)
 
 
@@ -99,7 +100,8 @@ PROBES = [
           "Gaussian head: log-probs or log-std", 50_000, _gaussian),
 ]  # fmt: skip
 PROBE_NAMES = [p.name for p in PROBES]
-# The budgets above are seed 000's, for its PPO: 4 epochs x 4 minibatches per 512-sample rollout.
+# The budgets above are set for seed 000's PPO (4 epochs x 4 minibatches per 512-sample rollout): the seed
+# gives about 10k steps for probes 1-2 and 30k+ for 4-5; probe 3's and the continuous probe's are proxima's.
 BUDGET_STEPS_PER_SAMPLE = 16 / 512
 
 

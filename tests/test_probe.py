@@ -7,6 +7,7 @@ import torch
 
 import proxima.trainer
 import proxima.update
+from proxima.algorithms import ALGORITHMS
 from proxima.cli import main
 from proxima.config import PPOArgs
 from proxima.losses import value_loss
@@ -88,10 +89,10 @@ def test_a_dropped_discount_is_blamed_on_discounting(capsys, monkeypatch):
 
 @pytest.mark.slow
 def test_a_flipped_policy_loss_is_blamed_on_the_policy_loss(capsys, monkeypatch):
-    original = proxima.update.policy_loss
-    monkeypatch.setattr(
-        proxima.update, "policy_loss", lambda args, logprobs, mb: -original(args, logprobs, mb)
-    )
+    # The policy term is the algorithm's (proxima.algorithms), looked up by name when a run starts.
+    ppo = ALGORITHMS["ppo"]
+    flipped = dataclasses.replace(ppo, policy_loss=lambda *args: -ppo.policy_loss(*args))
+    monkeypatch.setitem(ALGORITHMS, "ppo", flipped)
     _assert_blames(capsys, ["1", "2", "3", "4"], "4", "advantages or policy loss")
 
 
