@@ -1,5 +1,6 @@
 """proxima: policy-gradient reinforcement learning (PPO, VPG, REINFORCE) in PyTorch."""
 
+from proxima import threads  # noqa: F401  (first: it starts measuring the load before torch's import)
 from proxima.agent import Agent, load
 from proxima.config import PPOArgs
 from proxima.envs import make_vec_env

@@ -7,25 +7,18 @@ checkpoint records it. ``--torch-threads N`` always wins.
 Automatic (``--torch-threads 0``): 1 thread for minibatches under 512 samples, where threads cost more than
 they save, and torch's default (one per core) above. But OpenMP threads spin while they wait for each other,
 so two runs with 2 threads each on 2 busy cores take turns spinning: measured here, two such runs at once
-took 44 s where one alone took 6-7 s (docs/BENCHMARKS.md, "Runs side by side"). So the automatic count is
-also capped by the cores that other processes leave free when the run starts, sampled over 50 ms from
-``/proc/stat``. That makes the count, and so the results, depend on the load at the start; the console says
-so whenever the cap applies, with the flag that reproduces the run.
+took 33-44 s where one alone took 6-7 s (docs/BENCHMARKS.md, "Runs side by side"). So the automatic count is
+also capped by the cores that other processes leave free. They are measured over the process's own
+start-up (from the import of proxima to the run's set-up, about a second of imports and env construction),
+not over a moment: two runs started together are in lockstep, and a short sample taken while both wait
+would find the machine idle. That makes the count, and so the results, depend on the load at the start;
+the console says so whenever the cap applies, with the flag that reproduces the run.
 """
 
 from __future__ import annotations
 
 import os
 import time
-
-import torch
-
-DEFAULT_THREADS = (
-    torch.get_num_threads()
-)  # torch's own choice for this machine, read before any run changes it
-SMALL_MINIBATCH = 512  # measured on 2 cores: CartPole defaults (minibatch 128) run at 10.0k steps/s with 1
-# thread, 8.3k with 2; a 512-sample minibatch step takes 2.04 ms with 1 thread, 1.71 ms with 2
-SAMPLE_S = 0.05
 
 
 def _cpu_times() -> tuple[float, float] | None:
@@ -39,18 +32,40 @@ def _cpu_times() -> tuple[float, float] | None:
     return sum(fields) - idle, sum(fields)
 
 
+def _mark() -> tuple[tuple[float, float] | None, float, float]:
+    return _cpu_times(), time.process_time(), time.monotonic()
+
+
+_since = _mark()  # before torch's import (proxima/__init__.py imports this module first)
+
+import torch  # noqa: E402
+
+# torch's own choice for this machine, read before any run changes it
+DEFAULT_THREADS = torch.get_num_threads()
+SMALL_MINIBATCH = 512  # measured on 2 cores: CartPole defaults (minibatch 128) run at 10.0k steps/s with 1
+# thread, 8.3k with 2; a 512-sample minibatch step takes 2.04 ms with 1 thread, 1.71 ms with 2
+SAMPLE_S = 0.05
+MIN_WINDOW_S, MAX_WINDOW_S = 0.2, 10.0  # a start-up window outside these is resampled
+
+
 def busy_cores(sample_s: float = SAMPLE_S) -> float | None:
-    """How many cores other processes kept busy over ``sample_s`` seconds (None: unknown on this system)."""
-    before, own_before = _cpu_times(), time.process_time()
-    if before is None:
+    """How many cores other processes kept busy since the last call (at first, since proxima's import), or
+    over a fresh ``sample_s`` seconds when that window is too short or too old to say (None: unknown)."""
+    global _since
+    (before, own_before, wall_before), now = _since, _mark()
+    if before is None or now[0] is None:
         return None
-    time.sleep(sample_s)
-    after, own = _cpu_times(), time.process_time() - own_before
-    total = after[1] - before[1]
-    if total <= 0:
+    if not MIN_WINDOW_S <= now[2] - wall_before <= MAX_WINDOW_S:
+        time.sleep(sample_s)
+        before, own_before, wall_before = now
+        now = _mark()
+    _since = now
+    (busy, total), own, wall = now
+    if total <= before[1]:
         return None
     cores = os.cpu_count() or 1
-    return max(0.0, (after[0] - before[0]) / total * cores - own / sample_s)
+    others = (busy - before[0]) / (total - before[1]) * cores - (own - own_before) / (now[2] - wall_before)
+    return max(0.0, others)
 
 
 def choose_threads(requested: int, minibatch_size: int, saved: int | None = None) -> tuple[int, str | None]:

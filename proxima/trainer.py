@@ -53,7 +53,7 @@ def train(
     ``train(resume=RUN_DIR)`` continues an interrupted run instead (see ``resume``).
     """
     if resume is not None:
-        return globals()["resume"](resume, quiet=overrides.get("quiet", False), callbacks=callbacks)
+        return _resume(resume, quiet=overrides.get("quiet", False), callbacks=callbacks)
     args = resolve_args(args, config=config, **overrides).validate()
     run_dir = args.run_dir or default_run_dir(args)
     _check_run_dir_free(run_dir)
@@ -107,6 +107,9 @@ def resume(run_dir: str, quiet: bool = False, callbacks: list[Callback] | None =
         return loop(run, run_callbacks)
     finally:
         envs.close()
+
+
+_resume = resume  # for train(resume=...), whose argument hides the function's name
 
 
 def loop(run: Run, callbacks: list[Callback]) -> Agent:

@@ -262,15 +262,6 @@ def test_capture_video_records_env_0(tmp_path):
     assert (run_dir / "videos" / "rl-video-episode-0.mp4").stat().st_size > 1000
 
 
-def test_track_logs_to_wandb_offline(tmp_path, monkeypatch):
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setenv("WANDB_SILENT", "true")
-    run_dir = tmp_path / "run"
-    proxima.train(total_timesteps=512, run_dir=str(run_dir), track=True, num_steps=128)
-    runs = list((run_dir / "wandb").glob("offline-run-*"))
-    assert len(runs) == 1 and any(runs[0].glob("*.wandb"))
-
-
 @pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
 def test_eval_video_writes_an_mp4_per_episode_of_env_0(env_id, tmp_path, capsys):
     run_dir = tmp_path / "run"

@@ -287,11 +287,18 @@ def test_a_malicious_pickle_is_rejected_without_being_unpickled(interrupted_run,
         assert not marker.exists()
 
 
-def test_a_resumed_run_continues_the_same_wandb_run(interrupted_run, monkeypatch):
+def test_track_logs_to_wandb_offline_and_a_resumed_run_continues_the_same_wandb_run(
+    interrupted_run, monkeypatch
+):
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
     run_dir = os.path.join(os.path.dirname(interrupted_run), "tracked")
     assert main(["train", "--run-dir", run_dir, *RUN, "--total-timesteps", "2048", "--track"]) == 0
+    # --track logs to W&B (offline here): one run, with its data file (W&B's start-up costs 10 s, so the
+    # plain --track check lives in this test instead of a run of its own)
+    first = [r for r in os.listdir(os.path.join(run_dir, "wandb")) if r.startswith("offline-run-")]
+    assert len(first) == 1
+    assert any(f.endswith(".wandb") for f in os.listdir(os.path.join(run_dir, "wandb", first[0])))
     from proxima.files import write_checkpoint
 
     tensors, meta = read_checkpoint(os.path.join(run_dir, CHECKPOINT))
