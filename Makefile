@@ -23,12 +23,15 @@ demo: $(STAMP)
 	$(VENV)/bin/proxima train --env-id CartPole-v1 --run-dir runs/demo
 	$(VENV)/bin/proxima eval runs/demo --episodes 100 --deterministic
 
+# pytest-xdist: one worker per core. The automatic torch thread count follows the load (proxima/threads.py), so
+# every test that compares two runs fixes it or uses minibatches that take 1 thread anyway; the learning tests
+# pass with 1 thread or 2 (measured both ways: sequential and with -n 2).
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto
 
 # Everything except the learning tests that train agents for several seconds.
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -n auto -m "not slow"
 
 # ruff, then the import layers (import-linter): no cycles, envs never import the policy, the CLI on top
 lint: $(STAMP)
