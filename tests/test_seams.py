@@ -122,3 +122,12 @@ def test_each_algorithm_is_one_row_of_the_table():
         == ALGORITHMS["vpg"].defaults["update_epochs"]
         == 1
     )
+
+
+def test_every_setting_belongs_to_exactly_one_group_in_field_order():
+    import dataclasses
+
+    from proxima.config import GROUPS
+
+    grouped = [name for names in GROUPS.values() for name in names]
+    assert grouped == [f.name for f in dataclasses.fields(proxima.PPOArgs)]
