@@ -33,6 +33,63 @@ class FlattenEncoder(nn.Module):
         return obs.flatten(1).to(torch.float32)
 
 
+def _conv_init(layer: nn.Conv2d | nn.Linear) -> nn.Module:
+    """Orthogonal weights with gain sqrt(2) and zero biases (detail #2, as for the MLPs' hidden layers)."""
+    nn.init.orthogonal_(layer.weight, np.sqrt(2))
+    nn.init.constant_(layer.bias, 0.0)
+    return layer
+
+
+class NatureCNN(nn.Module):
+    """``nature-cnn``: the DQN paper's network (Mnih et al. 2015), as PPO uses it on Atari: conv 32 8x8 stride 4,
+    conv 64 4x4 stride 2, conv 64 3x3 stride 1, then 512 ReLU units; actor and critic heads sit on top.
+
+    Takes images channels-first ``(C, H, W)`` (a stack of frames) or channels-last ``(H, W, C)`` with C <= 4
+    (an RGB or RGBA render), at least 36x36. ``uint8`` pixels are divided by 255 here, inside the network,
+    so that the buffer keeps them as bytes.
+    """
+
+    features_dim = 512
+
+    def __init__(self, obs_shape: tuple[int, ...]):
+        super().__init__()
+        self.channels_last = _channels_last(obs_shape)
+        channels = obs_shape[-1] if self.channels_last else obs_shape[0]
+        self.convs = nn.Sequential(
+            _conv_init(nn.Conv2d(channels, 32, 8, stride=4)),
+            nn.ReLU(),
+            _conv_init(nn.Conv2d(32, 64, 4, stride=2)),
+            nn.ReLU(),
+            _conv_init(nn.Conv2d(64, 64, 3, stride=1)),
+            nn.ReLU(),
+            nn.Flatten(),
+        )
+        with torch.no_grad():
+            flat = self.convs(self._as_images(torch.zeros(1, *obs_shape))).shape[1]
+        self.linear = nn.Sequential(_conv_init(nn.Linear(flat, self.features_dim)), nn.ReLU())
+
+    def _as_images(self, obs: Tensor) -> Tensor:
+        x = obs.to(torch.float32)
+        if obs.dtype == torch.uint8:
+            x = x / 255.0
+        return x.permute(0, 3, 1, 2) if self.channels_last else x
+
+    def forward(self, obs: Tensor) -> Tensor:
+        return self.linear(self.convs(self._as_images(obs)))
+
+
+def _channels_last(shape: tuple[int, ...]) -> bool:
+    return shape[-1] <= 4 < shape[0]
+
+
+def _image_box(space: gym.Space) -> bool:
+    """A 3-D Box whose two spatial sides are at least 36 (the Nature CNN's receptive field)."""
+    if not (isinstance(space, gym.spaces.Box) and len(space.shape) == 3):
+        return False
+    height, width = space.shape[:2] if _channels_last(space.shape) else space.shape[1:]
+    return min(height, width) >= 36
+
+
 @dataclass(frozen=True)
 class EncoderType:
     name: str
@@ -53,6 +110,9 @@ def _flat_box(space: gym.Space) -> bool:
 
 
 register_encoder(EncoderType("flatten-mlp", FlattenEncoder, _flat_box, "1-D Box observations"))
+register_encoder(
+    EncoderType("nature-cnn", NatureCNN, _image_box, "images (C, H, W) or (H, W, C<=4) of at least 36x36")
+)
 
 
 def encoder_for(observation_space: gym.Space) -> str:

@@ -106,7 +106,7 @@ def test_the_buffer_keeps_the_observation_spaces_dtype_until_the_encoder(tmp_pat
 def test_the_encoder_comes_from_the_observation_space():
     assert encoder_for(gym.spaces.Box(-1, 1, (3,))) == "flatten-mlp"
     with pytest.raises(UserError, match=r"is not supported yet; proxima accepts 1-D Box observations"):
-        encoder_for(gym.spaces.Box(0, 255, (84, 84, 4), dtype=np.uint8))
+        encoder_for(gym.spaces.Box(0, 1, (5, 5), dtype=np.float32))  # 2-D: neither a vector nor an image
     encoder = FlattenEncoder((3,))
     x = torch.tensor([[1, 2, 3]], dtype=torch.uint8)
     assert encoder.features_dim == 3 and encoder(x).dtype == torch.float32

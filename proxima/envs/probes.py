@@ -110,11 +110,61 @@ class ProbeContinuous(_Probe):
         )
 
 
+class _ImageProbe(gym.Env):
+    """A 1x36x36 uint8 image, one half bright (255) and the other dark, at random; one step. The smallest image
+    the Nature CNN takes, so that the pixel path trains in seconds."""
+
+    metadata = {"render_modes": []}
+    size = 36
+
+    def __init__(self, render_mode: str | None = None):
+        self.observation_space = Box(0, 255, shape=(1, self.size, self.size), dtype=np.uint8)
+        self.action_space = Discrete(self.n_actions)
+        self.render_mode = render_mode
+        self.side = 0
+
+    def _image(self) -> np.ndarray:
+        image = np.zeros((1, self.size, self.size), dtype=np.uint8)
+        half = self.size // 2
+        image[:, :, self.side * half : (self.side + 1) * half] = 255
+        return image
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self.side = int(self.np_random.integers(2))  # 0: the left half is bright, 1: the right half
+        return self._image(), {}
+
+
+class ProbeImageValue(_ImageProbe):
+    """One action; reward +1 when the left half is bright, -1 when the right half is: V = +1 or -1 by the image.
+    Tests that the value reaches through the CNN to the pixels."""
+
+    n_actions = 1
+
+    def step(self, action):
+        return self._image(), 1.0 if self.side == 0 else -1.0, True, False, {}
+
+
+class ProbeImagePolicy(_ImageProbe):
+    """Two actions; reward +1 for the action that names the bright half (0: left, 1: right), else -1.
+    Tests that the policy reads the image: pi(side | image) = 1, V = 1."""
+
+    n_actions = 2
+
+    def step(self, action):
+        return self._image(), 1.0 if int(action) == self.side else -1.0, True, False, {}
+
+
+IMAGE_PROBES = {
+    "proxima/ProbeImageValue-v0": ProbeImageValue,
+    "proxima/ProbeImagePolicy-v0": ProbeImagePolicy,
+}
+
 PROBES = {
     f"proxima/Probe{i}-v0": cls for i, cls in enumerate([Probe1, Probe2, Probe3, Probe4, Probe5], start=1)
 }
 PROBES["proxima/ProbeContinuous-v0"] = ProbeContinuous
 
-for _env_id, _cls in PROBES.items():
+for _env_id, _cls in {**PROBES, **IMAGE_PROBES}.items():
     if _env_id not in gym.registry:
         gym.register(_env_id, entry_point=f"{__name__}:{_cls.__name__}")
