@@ -163,6 +163,7 @@ class Logging(Callback):
         self.wandb_id: str | None = None
         self.wandb_run = None
         self.logger: RunLogger | None = None
+        self.global_step = 0  # of the last update logged: where the logs' offsets stand
 
     def on_train_start(self, run: Run) -> None:
         if run.args.track:  # before TensorBoard, which it mirrors; a resumed run continues the same W&B run
