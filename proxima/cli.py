@@ -355,6 +355,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return COMMANDS[command](rest)
+    except BrokenPipeError:  # `proxima presets | head`: the reader has all it wants
+        os.dup2(
+            os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno()
+        )  # Python's advice: no second error at exit
+        return 0
     except (UserError, EnvError, NonFiniteError) as e:
         if _debug():  # where it was raised, and what raised the env's exception (its cause)
             traceback.print_exc()

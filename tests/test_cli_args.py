@@ -151,3 +151,13 @@ def test_presets_shows_a_preset_by_its_old_name_as_by_its_new_one(capsys):
     new = capsys.readouterr().out
     assert main(["presets", "seed2-ppo-cartpole"]) == 0
     assert capsys.readouterr().out == new and "--num-envs 64" in new
+
+
+def test_output_piped_into_a_reader_that_stops_early_gives_no_traceback():
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        f"{sys.executable} -m proxima.cli presets | head -1", shell=True, capture_output=True, text=True
+    )
+    assert proc.stdout.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
