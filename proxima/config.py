@@ -55,7 +55,8 @@ class PPOArgs:
 
     # --- network: the networks and normalization
     hidden_sizes: tuple[int, ...] = (64, 64)
-    """hidden layer sizes of the policy network (and of the shared trunk with --shared-network)"""
+    """hidden layer sizes of the policy network (and of the shared trunk with --shared-network); none: the heads
+    are linear layers on the encoder's features (the Nature CNN's 512, as for Atari)"""
     activation: Literal["tanh", "relu"] = "tanh"
     """activation of the policy network's hidden layers"""
     critic_hidden_sizes: tuple[int, ...] | None = None
@@ -212,8 +213,10 @@ class PPOArgs:
             )
         for name in ("hidden_sizes", "critic_hidden_sizes"):
             sizes = getattr(self, name)
-            if sizes is not None and (not sizes or min(sizes) < 1):
-                raise UserError(f"{name} must be one or more positive layer widths, got {sizes}")
+            if sizes and min(sizes) < 1:
+                raise UserError(
+                    f"{name} must be positive layer widths (none: the heads sit on the encoder's features), got {sizes}"
+                )
         for name in ("gamma", "gae_lambda"):
             if not 0 < getattr(self, name) <= 1:
                 raise UserError(f"{name} must be in (0, 1], got {getattr(self, name)}")

@@ -33,8 +33,8 @@ def run_episodes(
     obs = env_call(envs.reset, seed=seed)
     while any(len(r) < q for r, q in zip(returns, quota, strict=True)):
         step = env_call(envs.step, model.predict(obs, deterministic))
-        running += step.reward
-        done = step.terminated | step.truncated
+        score, done = step.stats()  # whole games with their raw scores (Atari: every life, no clipping)
+        running += score
         length = (length + 1).masked_fill_(done, 0)
         if int(length.max()) > EPISODE_STEP_LIMIT:
             raise UserError(

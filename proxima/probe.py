@@ -99,7 +99,65 @@ PROBES = [
     Probe("continuous", "proxima/ProbeContinuous-v0", "a Gaussian's mean to a target of 0.5",
           "Gaussian head: log-probs or log-std", 50_000, _gaussian),
 ]  # fmt: skip
-PROBE_NAMES = [p.name for p in PROBES]
+
+
+def _images():
+    from proxima.envs.probes import probe_images
+
+    return torch.as_tensor(probe_images())
+
+
+def _image_values(model: ActorCritic, args: PPOArgs):
+    """V(left half bright) = 1, V(right half bright) = -1: the value reads the pixels through the CNN."""
+    expected = "V(left bright, right bright) = 1, -1 ± 0.001"
+    if args.norm_reward:
+        return expected, "n/a: values are scaled", None
+    with torch.no_grad():
+        values = model.value(model.normalization.obs(_images()))
+    return expected, f"V = {_fmt(values)}", bool(((values - torch.tensor([1.0, -1.0])).abs() <= 1e-3).all())
+
+
+def _image_policy(model: ActorCritic, args: PPOArgs):
+    """pi(the bright side | image) = 1: the policy reads the pixels through the CNN."""
+    images = model.normalization.obs(_images())
+    with torch.no_grad():
+        p_best = model.head.probs(model.logits(images))[[0, 1], [0, 1]]
+        values = model.value(images)
+    expected, learned = "π(bright side | image) = 1 ± 0.01", f"π(best) = {_fmt(p_best)}"
+    passed = bool(((1 - p_best) <= 1e-2).all())
+    if model.critic is not None and not args.norm_reward:
+        expected += ", V = 1 ± 0.01"
+        learned += f", V = {_fmt(values)}"
+        passed &= bool(((values - 1).abs() <= 1e-2).all())
+    return expected, learned, passed
+
+
+# Probes 2 and 5 in pixels (1x36x36 uint8, one half bright): run for agents whose env gives images, where the
+# encoder is the CNN; they catch what the vector probes cannot: no /255, /255 twice, a CNN that never learns.
+IMAGE_PROBES = [
+    Probe("image-value", "proxima/ProbeImageValue-v0", "reward = which half is bright: V = ±1", "image encoder",
+          10_000, _image_values),
+    Probe("image-policy", "proxima/ProbeImagePolicy-v0", "the action that names the bright half",
+          "image encoder or policy head", 20_000, _image_policy),
+]  # fmt: skip
+PROBE_NAMES = [p.name for p in PROBES + IMAGE_PROBES]
+
+
+def probes_for(args: PPOArgs) -> list[Probe]:
+    """The probes that apply to the agent ``args`` builds: the image probes where its env gives images (the
+    vector probes would train a network it does not have: a linear head on one number, at Atari's learning
+    rate, needs 20x their budgets), probes 1-5 and the continuous one otherwise."""
+    from proxima.encoders import encoder_for
+    from proxima.envs import make_vec_env
+
+    envs = make_vec_env(args.env_id, 1, backend=args.env_backend)
+    try:
+        images = encoder_for(envs.single_observation_space) == "nature-cnn"
+    finally:
+        envs.close()
+    return IMAGE_PROBES if images else PROBES
+
+
 # The budgets above are set for seed 000's PPO (4 epochs x 4 minibatches per 512-sample rollout): the seed
 # gives about 10k steps for probes 1-2 and 30k+ for 4-5; probe 3's and the continuous probe's are proxima's.
 BUDGET_STEPS_PER_SAMPLE = 16 / 512
@@ -125,12 +183,14 @@ def run_probes(
     run_dir: str | None = None,
     norm_value: bool | None = None,
 ) -> list[ProbeResult]:
-    """Train ``args`` (its env aside) on each probe in ``names`` (all by default) and check the answer.
+    """Train ``args`` (its env aside) on each probe in ``names`` and check the answer. By default: every
+    probe that applies to the agent (``probes_for``), the image probes included when its env gives images.
 
     ``timesteps`` replaces every probe's own budget; ``run_dir`` keeps the runs (one sub-directory per probe)
     instead of deleting them. ``norm_value`` replaces ``args.norm_value``; None means seed 000's critic (False).
     """
     from proxima.algorithms import get_algorithm
+    from proxima.envs.registry import get_backend
     from proxima.trainer import train
 
     if norm_value is None:
@@ -143,14 +203,17 @@ def run_probes(
             )
         norm_value = False
 
+    chosen = [p for p in PROBES + IMAGE_PROBES if p.name in names] if names is not None else probes_for(args)
     results = []
     with tempfile.TemporaryDirectory() as tmp:
-        for probe in PROBES:
-            if names is not None and probe.name not in names:
-                continue
+        for probe in chosen:
+            backend = args.env_backend  # kept where it runs the probe env (native, gymnasium), else auto's
+            if backend != "auto" and not get_backend(backend).handles(probe.env_id):
+                backend = "auto"
             probe_args = dataclasses.replace(
                 args,
                 env_id=probe.env_id,
+                env_backend=backend,
                 norm_value=norm_value,
                 total_timesteps=timesteps or probe.timesteps,
                 run_dir=f"{run_dir or tmp}/probe-{probe.name}",

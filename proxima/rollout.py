@@ -49,8 +49,8 @@ class RolloutCollector:
             actions, buf.logprobs[t], buf.values[t] = model.act(obs)
             buf.actions[t] = actions  # as sampled: a Box action is clipped only on its way into the env
             step = env_call(self.envs.step, actions)
-            done = step.terminated | step.truncated
-            self._record_episodes(t, step.reward, done)
+            done = step.done
+            self._record_episodes(t, *step.stats())
             reward = step.reward
             if norm.norm_reward:
                 self._discounted_return.mul_(self.gamma).add_(step.reward)
@@ -82,12 +82,13 @@ class RolloutCollector:
             setattr(self, name, state[name.lstrip("_")].to(getattr(self, name)))
         self.envs.load_state_dict(state["env"])
 
-    def _record_episodes(self, t: int, reward: Tensor, done: Tensor) -> None:
+    def _record_episodes(self, t: int, score: Tensor, game_over: Tensor) -> None:
+        """Statistics of whole games: an Atari game goes on after a lost life, and its score is unclipped."""
         buf = self.buffer
-        self._episode_return += reward
+        self._episode_return += score
         self._episode_length += 1
         buf.episode_returns[t] = self._episode_return
         buf.episode_lengths[t] = self._episode_length
-        buf.episode_ended[t] = done
-        self._episode_return.masked_fill_(done, 0.0)
-        self._episode_length.masked_fill_(done, 0)
+        buf.episode_ended[t] = game_over
+        self._episode_return.masked_fill_(game_over, 0.0)
+        self._episode_length.masked_fill_(game_over, 0)

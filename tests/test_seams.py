@@ -44,7 +44,7 @@ def test_a_backend_registered_from_outside_the_package_trains(tmp_path):
 
 
 def test_unknown_backends_and_ids_a_backend_lacks_are_one_line_errors():
-    with pytest.raises(UserError, match="unknown env backend 'nope'; accepted: auto, gymnasium, native"):
+    with pytest.raises(UserError, match="unknown env backend 'nope'; accepted: auto, gymnasium, ale, native"):
         make_vec_env("CartPole-v1", 2, backend="nope")
     with pytest.raises(UserError, match="unknown env backend"):
         proxima.PPOArgs(env_backend="nope").validate()

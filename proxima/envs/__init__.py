@@ -1,10 +1,10 @@
 """Environments: the vector-env interface the training loop talks to, its backends, and proxima's own envs.
 
-Importing this package registers the built-in backends (Gymnasium's first, then native) and proxima's
+Importing this package registers the built-in backends (Gymnasium's first, then native and ALE's) and proxima's
 Gymnasium ids (``proxima/...``).
 """
 
-from proxima.envs import gymnasium_backend, native, pendulum, probes  # noqa: F401  (registrations)
+from proxima.envs import ale_backend, gymnasium_backend, native, pendulum, probes  # noqa: F401  (registrations)
 from proxima.envs.interface import Step, VecEnv, clip_to_space
 from proxima.envs.registry import backend_names, make_vec_env, register_backend
 

@@ -19,6 +19,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 from torch import Tensor
 
+from proxima.envs.atari import atari_game, make_atari_env
 from proxima.envs.interface import Step, clip_to_space, torch_dtype
 from proxima.envs.registry import register_backend
 from proxima.errors import EnvError, UserError
@@ -141,12 +142,17 @@ def _reward(reward) -> float:
     return float(value.reshape(()))
 
 
+# The info keys proxima reads, from proxima's own wrappers (proxima.envs.atari): a game's unclipped reward, and
+# whether the whole game ended (a lost life ends only the training episode).
+STAT_KEYS = ("score", "game_over")
+
+
 class _Tidy(gym.Wrapper):
     """Each sub-env's results as the vector env needs them, whatever the env returns: the observation as a
     fresh array of the space's dtype and shape (a list, float64 values in a float32 space, or one array
     updated in place from step to step, which would change the vector env's record of an episode's final
-    observation when reset overwrote it); the reward as a float; plain bools; and no info (proxima reads
-    none, and Gymnasium's vector env fails on info arrays whose shape changes from step to step). A
+    observation when reset overwrote it); the reward as a float; plain bools; and of the info only
+    ``STAT_KEYS`` (Gymnasium's vector env fails on info arrays whose shape changes from step to step). A
     ``close()`` that raises becomes a warning: the run's results are already saved."""
 
     def __init__(self, env: gym.Env, env_id: str):
@@ -167,10 +173,11 @@ class _Tidy(gym.Wrapper):
         return self._obs(obs), {}
 
     def step(self, action):
-        obs, reward, terminated, truncated, _ = self.env.step(action)
+        obs, reward, terminated, truncated, info = self.env.step(action)
         if type(reward) is not float:  # the common case needs no conversion (this runs at every env step)
             reward = _reward(reward)
-        return self._obs(obs), reward, bool(terminated), bool(truncated), {}
+        stats = {key: info[key] for key in STAT_KEYS if key in info} if info else {}
+        return self._obs(obs), reward, bool(terminated), bool(truncated), stats
 
     def close(self):
         _close_quietly(self.env, self._env_id)
@@ -199,13 +206,12 @@ class GymnasiumVecEnv:
     ):
         self._seed = seed
         self._asynchronous = asynchronous
+        self._reports_stats = atari_game(env_id) is not None
         # Fail fast, in this process, on a bad id, an env that cannot render, or the old step API.
         # Gymnasium's own checker and its warnings are left to the sub-envs: an env refused here gets one line.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            probe = make_single_env(
-                env_id, render_mode="rgb_array" if video_dir else None, disable_env_checker=True
-            )
+            probe = _make_env(env_id, render_mode="rgb_array" if video_dir else None, checked=True)
             try:
                 _with_env_errors(env_id, lambda: check_step_api(probe, env_id))
             finally:
@@ -249,6 +255,23 @@ class GymnasiumVecEnv:
             torch.as_tensor(terminated, dtype=torch.bool, device=self.device),
             torch.as_tensor(truncated, dtype=torch.bool, device=self.device),
             final_obs,
+            *self._stats(info),
+        )
+
+    def _stats(self, info: dict) -> tuple[Tensor | None, Tensor | None]:
+        """``(score, game_over)`` where the envs report them (``STAT_KEYS``), else ``(None, None)``. In same-step
+        autoreset an ended episode's info is under ``final_info``; the top level holds the reset's."""
+        if not self._reports_stats:
+            return None, None
+        score, over = np.zeros(self.num_envs), np.zeros(self.num_envs, dtype=bool)
+        for source in (info, info.get("final_info", {})):
+            for key, out in (("score", score), ("game_over", over)):
+                if key in source:
+                    present = source[f"_{key}"]
+                    out[present] = source[key][present]
+        return (
+            torch.as_tensor(score, dtype=torch.float32, device=self.device),
+            torch.as_tensor(over, device=self.device),
         )
 
     def close(self) -> None:
@@ -293,14 +316,26 @@ def _env_factory(env_id: str, video_dir: str | None, video_episodes: int | None 
             # worker must not die of it mid-update.
             signal.signal(signal.SIGINT, signal.SIG_IGN)
         if video_dir is None:
-            return _Tidy(make_single_env(env_id), env_id)
+            return _Tidy(_make_env(env_id), env_id)
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # rgb_array needs no display; keeps SDL quiet
-        env = make_single_env(env_id, render_mode="rgb_array")
         trigger = None if video_episodes is None else (lambda episode: episode < video_episodes)
-        env = gym.wrappers.RecordVideo(env, video_dir, episode_trigger=trigger, disable_logger=True)
-        return _Tidy(env, env_id)
+
+        def record(env: gym.Env) -> gym.Env:
+            return gym.wrappers.RecordVideo(env, video_dir, episode_trigger=trigger, disable_logger=True)
+
+        return _Tidy(_make_env(env_id, render_mode="rgb_array", record=record), env_id)
 
     return make
+
+
+def _make_env(env_id: str, render_mode: str | None = None, record=None, checked: bool = False) -> gym.Env:
+    """One env as the vector env runs it: an ALE id with the Atari preprocessing (proxima.envs.atari), any
+    other id as it is registered. ``record`` wraps it for video (for Atari, around whole games).
+    ``checked``: the env is ``check_step_api``'s, which replaces Gymnasium's checker."""
+    if atari_game(env_id) is not None:
+        return make_atari_env(env_id, render_mode, record=record)
+    env = make_single_env(env_id, render_mode, **({"disable_env_checker": True} if checked else {}))
+    return env if record is None else record(env)
 
 
 def _make(env_id: str, num_envs: int, **kwargs) -> GymnasiumVecEnv:

@@ -35,6 +35,21 @@ class Step(NamedTuple):
     final_obs: (
         Tensor  # (N, *obs_shape): the last obs of the ended episode where terminated | truncated, else obs
     )
+    # For the statistics only, where an episode is not a whole game (Atari: a lost life terminates the
+    # training episode, and rewards are clipped). None: the same as reward and terminated | truncated.
+    score: Tensor | None = None  # (N,) float32: the env's own reward, unclipped
+    game_over: Tensor | None = None  # (N,) bool: a whole game ended here (every life lost, or its time limit)
+
+    @property
+    def done(self) -> Tensor:
+        return self.terminated | self.truncated
+
+    def stats(self) -> tuple[Tensor, Tensor]:
+        """``(score, game_over)``: what episode statistics count, whole games with their raw scores."""
+        return (
+            self.reward if self.score is None else self.score,
+            self.done if self.game_over is None else self.game_over,
+        )
 
 
 class VecEnv(Protocol):

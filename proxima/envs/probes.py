@@ -155,6 +155,16 @@ class ProbeImagePolicy(_ImageProbe):
         return self._image(), 1.0 if int(action) == self.side else -1.0, True, False, {}
 
 
+def probe_images() -> np.ndarray:
+    """The image probes' two observations, ``(2, 1, 36, 36)`` uint8: left half bright, then right half."""
+    env = ProbeImageValue()
+    images = []
+    for side in (0, 1):
+        env.side = side
+        images.append(env._image())
+    return np.stack(images)
+
+
 IMAGE_PROBES = {
     "proxima/ProbeImageValue-v0": ProbeImageValue,
     "proxima/ProbeImagePolicy-v0": ProbeImagePolicy,
