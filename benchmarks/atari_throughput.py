@@ -31,7 +31,9 @@ def env_rates(num_envs: int = 8, steps: int = 4000) -> dict[str, float]:
     for backend in ("ale", "gymnasium"):
         envs = make_vec_env(GAME, num_envs, backend=backend, seed=0)
         envs.reset()
-        actions = torch.randint(0, 4, (steps // num_envs, num_envs), generator=torch.Generator().manual_seed(0))
+        actions = torch.randint(
+            0, 4, (steps // num_envs, num_envs), generator=torch.Generator().manual_seed(0)
+        )
         start = time.perf_counter()
         for a in actions:
             envs.step(a)
@@ -108,7 +110,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0)
     args, rest = parser.parse_known_args()
     rest = [r for r in rest if r != "--"]
-    print(f"raw Gymnasium CartPole-v1 (SyncVectorEnv of 4, random actions): {raw_cartpole_sps():,.0f} steps/s")
+    print(
+        f"raw Gymnasium CartPole-v1 (SyncVectorEnv of 4, random actions): {raw_cartpole_sps():,.0f} steps/s"
+    )
     if args.what == "envs":
         for name, rate in env_rates().items():
             print(f"{GAME} env only, 8 envs, random actions, {name}: {rate:,.0f} steps/s")
