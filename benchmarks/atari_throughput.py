@@ -3,6 +3,7 @@ inference and update, beside the day's raw CartPole rate (benchmarks/reference.p
 
     .venv/bin/python benchmarks/atari_throughput.py envs              # ale, gymnasium wrappers, envpool if installed
     .venv/bin/python benchmarks/atari_throughput.py loop [--steps N] [--threads T] [-- TRAIN FLAGS]
+    .venv/bin/python benchmarks/atari_throughput.py minibatch [--threads T]   # one update step, by layout
 
 CleanRL's ppo_atari.py is run separately (benchmarks/peers/cleanrl_atari.sh), back to back with `loop`.
 Run one measurement at a time: two at once share the two cores.
@@ -103,9 +104,47 @@ def _overrides(flags: list[str]) -> dict:
     return out
 
 
+def minibatch_variants(threads: int) -> None:
+    """Forward, backward and Adam on one 256-sample minibatch of 4x84x84 stacks through the Nature CNN and
+    linear heads, in NCHW or channels-last memory, fp32 or bf16 autocast."""
+    from torch import nn
+
+    from proxima.encoders import NatureCNN
+
+    torch.set_num_threads(threads or 2)
+    torch.manual_seed(0)
+    cnn, actor, critic = NatureCNN((4, 84, 84)), nn.Linear(512, 4), nn.Linear(512, 1)
+    params = [*cnn.parameters(), *actor.parameters(), *critic.parameters()]
+    optimizer = torch.optim.Adam(params, lr=2.5e-4, eps=1e-5)
+    obs = torch.randint(0, 255, (256, 4, 84, 84), dtype=torch.uint8)
+    for name, layout, bf16 in (
+        ("NCHW fp32", torch.contiguous_format, False),
+        ("channels-last fp32", torch.channels_last, False),
+        ("NCHW bf16 autocast", torch.contiguous_format, True),
+        ("channels-last bf16 autocast", torch.channels_last, True),
+    ):
+        cnn.convs.to(memory_format=layout)
+
+        def step(layout=layout, bf16=bf16):
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                x = (obs.float() / 255.0).contiguous(memory_format=layout)
+                features = cnn.linear(cnn.convs(x))
+                loss = actor(features).logsumexp(-1).mean() + critic(features).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+        for _ in range(3):
+            step()
+        start = time.perf_counter()
+        for _ in range(10):
+            step()
+        print(f"{name}: {(time.perf_counter() - start) * 100:.0f} ms per 256-sample minibatch step")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("what", choices=["envs", "loop"])
+    parser.add_argument("what", choices=["envs", "loop", "minibatch"])
     parser.add_argument("--steps", type=int, default=20_480)
     parser.add_argument("--threads", type=int, default=0)
     args, rest = parser.parse_known_args()
@@ -113,7 +152,9 @@ def main() -> None:
     print(
         f"raw Gymnasium CartPole-v1 (SyncVectorEnv of 4, random actions): {raw_cartpole_sps():,.0f} steps/s"
     )
-    if args.what == "envs":
+    if args.what == "minibatch":
+        minibatch_variants(args.threads)
+    elif args.what == "envs":
         for name, rate in env_rates().items():
             print(f"{GAME} env only, 8 envs, random actions, {name}: {rate:,.0f} steps/s")
     else:

@@ -16,7 +16,7 @@ import time
 from proxima import checkpoint
 from proxima.callbacks import default_callbacks
 from proxima.config import resolve_args
-from proxima.trainer import Run, _make_envs, _setup
+from proxima.trainer import Run, _make_envs, _setup, _threads
 
 
 def measure(config: str | None, writes: int) -> dict:
@@ -25,6 +25,7 @@ def measure(config: str | None, writes: int) -> dict:
     device, _ = _setup(args)
     envs = _make_envs(args, run_dir, device)
     try:
+        _threads(args, envs)
         run = Run(args, envs, run_dir, device)
         run.callbacks = default_callbacks(run)
         for callback in run.callbacks:  # what a checkpoint holds: the logs' offsets too

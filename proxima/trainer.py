@@ -57,15 +57,16 @@ def train(
     args = resolve_args(args, config=config, **overrides).validate()
     run_dir = args.run_dir or default_run_dir(args)
     _check_run_dir_free(run_dir)
-    device, threads_note = _setup(args)
+    device, notes = _setup(args)
     # Built before the run directory, so a bad env id or unsupported space leaves nothing behind.
     envs = _make_envs(args, run_dir, device)
     try:
         check_spaces(envs.single_observation_space, envs.single_action_space)
+        notes += _threads(args, envs)
         run = Run(args, envs, run_dir, device)
         os.makedirs(run_dir, exist_ok=True)
         write_json(os.path.join(run_dir, "config.json"), args.to_json())
-        run.notes += threads_note
+        run.notes += notes
         return loop(run, default_callbacks(run, callbacks or []))
     finally:
         envs.close()
@@ -95,10 +96,11 @@ def resume(run_dir: str, quiet: bool = False, callbacks: list[Callback] | None =
     meta, states = checkpoint.read(path)
     if meta["finished"]:
         raise UserError(f"the run in {run_dir} already finished (update {meta['update']}); nothing to resume")
-    device, notes = _setup(args, meta.get("torch_threads"))
+    device, notes = _setup(args)
     # Gymnasium's recorder numbers a new process's episodes from 0 again: keep the earlier videos apart.
     envs = _make_envs(args, run_dir, device, video_subdir=f"resumed-after-update-{meta['update']}")
     try:
+        notes += _threads(args, envs, saved=meta.get("torch_threads"))
         run = Run(args, envs, run_dir, device)
         run.notes += notes
         run_callbacks = default_callbacks(run, callbacks or [])
@@ -318,20 +320,24 @@ def _check_run_dir_free(run_dir: str) -> None:
         raise UserError(f"run directory {run_dir!r} already exists and is not empty; give a new --run-dir")
 
 
-def _setup(args: PPOArgs, threads: int | None = None) -> tuple[torch.device, list[str]]:
-    """The device, torch's thread count and the seeds; returns the device and notes for the console."""
+def _setup(args: PPOArgs) -> tuple[torch.device, list[str]]:
+    """The device and the seeds; returns the device and notes for the console."""
     notes = []
     device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
     if args.cuda and device.type == "cpu":
         notes.append(
             "note: no GPU is available, so training runs on the CPU (--no-cuda says so and hides this)"
         )
-    count, why = choose_threads(args.torch_threads, args.minibatch_size, saved=threads)
-    torch.set_num_threads(count)
-    if why:
-        notes.append(why)
     seed_everything(args.seed, args.torch_deterministic)
     return device, notes
+
+
+def _threads(args: PPOArgs, envs, saved: int | None = None) -> list[str]:
+    """Set torch's thread count for the run (``proxima.threads``); a resumed run keeps its ``saved`` one."""
+    images = encoder_for(envs.single_observation_space) != "flatten-mlp"
+    count, why = choose_threads(args.torch_threads, args.minibatch_size, saved=saved, images=images)
+    torch.set_num_threads(count)
+    return [why] if why else []
 
 
 def _make_envs(args: PPOArgs, run_dir: str, device: torch.device, video_subdir: str = ""):

@@ -333,19 +333,27 @@ def test_videos_from_before_the_interruption_are_kept(tmp_path):
 
 def test_every_run_sets_its_thread_count_instead_of_inheriting_one(monkeypatch):
     """The thread count changes float sums: a run must not take whatever an earlier run in the process left."""
+    from types import SimpleNamespace
+
+    import gymnasium as gym
+
     from proxima import threads
     from proxima.config import PPOArgs
-    from proxima.trainer import _setup
+    from proxima.trainer import _threads
 
     monkeypatch.setattr(threads, "busy_cores", lambda: 0.0)  # an idle machine
     big = PPOArgs(num_envs=16, num_steps=128)  # minibatches of 512: torch's default thread count
+    vectors = SimpleNamespace(single_observation_space=gym.spaces.Box(-1, 1, (4,)))
+    images = SimpleNamespace(single_observation_space=gym.spaces.Box(0, 255, (4, 84, 84), dtype="uint8"))
     try:
         torch.set_num_threads(threads.DEFAULT_THREADS + 1)
-        _setup(big)
+        _threads(big, vectors)
         assert torch.get_num_threads() == threads.DEFAULT_THREADS
-        _setup(PPOArgs())  # minibatches of 128: one thread
+        _threads(PPOArgs(), vectors)  # minibatches of 128: one thread
         assert torch.get_num_threads() == 1
-        _setup(big, threads=3)  # a resumed run's saved count wins
+        _threads(PPOArgs(), images)  # ... unless they are images through a CNN
+        assert torch.get_num_threads() == threads.DEFAULT_THREADS
+        _threads(big, vectors, saved=3)  # a resumed run's saved count wins
         assert torch.get_num_threads() == 3
     finally:
         torch.set_num_threads(threads.DEFAULT_THREADS)

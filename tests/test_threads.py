@@ -1,11 +1,16 @@
 """torch's thread count: explicit always, capped by the cores other processes leave free, the user's flag first."""
 
+from types import SimpleNamespace
+
+import gymnasium as gym
 import pytest
 import torch
 
 from proxima import threads
 from proxima.config import PPOArgs
-from proxima.trainer import _setup
+from proxima.trainer import _setup, _threads
+
+VECTORS = SimpleNamespace(single_observation_space=gym.spaces.Box(-1, 1, (4,)))  # what _threads reads of envs
 
 
 @pytest.fixture
@@ -57,7 +62,9 @@ def test_the_run_says_when_the_load_lowers_its_threads_and_when_cuda_is_missing(
     two_cores, monkeypatch, one_thread
 ):
     monkeypatch.setattr(threads, "busy_cores", lambda: 1.0)
-    _, notes = _setup(PPOArgs(num_envs=16, num_steps=128, cuda=True))
+    args = PPOArgs(num_envs=16, num_steps=128, cuda=True)
+    _, notes = _setup(args)
+    notes += _threads(args, VECTORS)
     assert torch.get_num_threads() == 1
     assert any("--torch-threads 1 reproduces this run" in n for n in notes)
     if not torch.cuda.is_available():
