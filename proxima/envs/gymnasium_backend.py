@@ -152,12 +152,16 @@ class _Tidy(gym.Wrapper):
     fresh array of the space's dtype and shape (a list, float64 values in a float32 space, or one array
     updated in place from step to step, which would change the vector env's record of an episode's final
     observation when reset overwrote it); the reward as a float; plain bools; and of the info only
-    ``STAT_KEYS`` (Gymnasium's vector env fails on info arrays whose shape changes from step to step). A
+    ``STAT_KEYS``, for ALE ids (Gymnasium's vector env fails on info arrays whose shape changes from step to
+    step). A
     ``close()`` that raises becomes a warning: the run's results are already saved."""
 
     def __init__(self, env: gym.Env, env_id: str):
         super().__init__(env)
         self._env_id = env_id
+        # Only proxima's own wrappers report the statistics keys: a user env's info["score"] means something
+        # else, and may change shape from step to step.
+        self._keep = STAT_KEYS if atari_game(env_id) is not None else ()
         space = env.observation_space
         self._obs_layout = (space.dtype, space.shape) if isinstance(space, gym.spaces.Box) else None
 
@@ -176,7 +180,7 @@ class _Tidy(gym.Wrapper):
         obs, reward, terminated, truncated, info = self.env.step(action)
         if type(reward) is not float:  # the common case needs no conversion (this runs at every env step)
             reward = _reward(reward)
-        stats = {key: info[key] for key in STAT_KEYS if key in info} if info else {}
+        stats = {key: info[key] for key in self._keep if key in info} if info else {}
         return self._obs(obs), reward, bool(terminated), bool(truncated), stats
 
     def close(self):
