@@ -72,10 +72,6 @@ def atari_game(env_id: str) -> dict | None:
     }
 
 
-def is_atari(env_id: str) -> bool:
-    return atari_game(env_id) is not None
-
-
 class FireOnReset(gym.Wrapper):
     """Press FIRE for one frame after each reset, in games whose action set has it: many (Breakout) wait for it
     before the play starts. It wraps the raw one-frame env, so the no-ops that follow come after it, as in
