@@ -6,7 +6,19 @@ from proxima.config import PPOArgs
 from proxima.envs import make_vec_env
 from proxima.errors import UserError
 from proxima.evaluate import evaluate
+from proxima.sweeps import resume_sweep, sweep
 from proxima.trainer import resume, train
 
 __version__ = "0.1.0"
-__all__ = ["Agent", "PPOArgs", "UserError", "evaluate", "load", "make_vec_env", "resume", "train"]
+__all__ = [
+    "Agent",
+    "PPOArgs",
+    "UserError",
+    "evaluate",
+    "load",
+    "make_vec_env",
+    "resume",
+    "resume_sweep",
+    "sweep",
+    "train",
+]

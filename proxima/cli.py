@@ -32,6 +32,7 @@ commands:
   train   train an agent (proxima train --help lists every flag)
   eval    evaluate a trained agent on Gymnasium's own env (proxima eval --help)
   compare train several algorithms over several seeds and plot their learning curves (proxima compare --help)
+  sweep   train every combination of settings and seeds, on Ray Tune by default (proxima sweep --help)
   plot    overlay the learning curves of runs: proxima plot RUN_DIR... --output FILE.png
   probe   train the agent on the probe envs and name the component a failure points to (proxima probe --help)
   presets list the presets that `proxima train --config NAME` accepts; `proxima presets NAME` shows one
@@ -213,7 +214,11 @@ def cmd_train(argv: list[str]) -> int:
 
 
 def _pop_flag(argv: list[str], flag: str) -> tuple[list[str], list[str] | None]:
-    """Remove ``--flag V1 V2 ...`` (its values run up to the next flag) from argv; return the rest and them."""
+    """Remove the first ``--flag V1 V2 ...`` (its values run up to the next flag) or ``--flag=V`` from argv;
+    return the rest and its values (None: the flag is not there)."""
+    for i, arg in enumerate(argv):
+        if arg.startswith(flag + "="):
+            return argv[:i] + argv[i + 1 :], [arg.partition("=")[2]]
     if flag not in argv:
         return argv, None
     i = j = argv.index(flag)
@@ -329,9 +334,132 @@ def cmd_plot(argv: list[str]) -> int:
 def cmd_compare(argv: list[str]) -> int:
     from proxima.compare import CompareArgs, compare
 
-    out = compare(_parse(CompareArgs, argv, "proxima compare"))
-    print(f"wrote {out}/learning_curves.png, {out}/results.md and {out}/results.json")
-    return 0
+    return _print_results(compare(_parse(CompareArgs, argv, "proxima compare")), "compare")
+
+
+def _print_results(results, command: str) -> int:
+    """The table and where it is; exit status 1 if a run failed (each failure was said as it happened)."""
+    out = results.output_dir
+    print(f"\n{results}", end="")
+    print(f"wrote {out}/results.md, {out}/results.json" + (
+        f" and {out}/learning_curves.png" if os.path.exists(f"{out}/learning_curves.png") else ""))  # fmt: skip
+    failed = sum(t["status"] == "failed" for t in results.trials)
+    if failed:
+        print(f"proxima {command}: {failed} of {len(results.trials)} runs failed (see {out}/results.md)",
+              file=sys.stderr)  # fmt: skip
+    return 1 if failed else 0
+
+
+SWEEP_HELP = """usage: proxima sweep [SWEEP FLAGS] [TRAIN FLAGS]
+       proxima sweep --resume SWEEP_DIR [--executor E] [--address A] [--max-concurrent N]
+
+Trains every combination of the --grid values with every seed, each as an ordinary `proxima train` run in
+its own directory under the sweep directory (as a Ray Tune trial, by default), then writes a table of the
+final returns over seeds per setting (results.md), the learning curves with bands (learning_curves.png)
+and results.json. Every run can be evaluated, plotted or resumed on its own.
+
+  --seeds SEEDS          the seeds of every setting: 1-10, 1,3,5 or 4 (default: 1-3)
+  --grid NAME=V1,V2...   one setting and its values, repeatable: --grid learning_rate=3e-4,1e-3 --grid
+                         ent_coef=0,0.01 (a train flag's name; a value of several numbers, as for
+                         hidden_sizes, has them separated by spaces: --grid "hidden_sizes=64 64,256 256")
+  --executor ray|local   ray: each run a Ray Tune trial (needs the ray extra); local: one after another in this
+                         process (default: ray)
+  --cpus-per-trial N     CPUs Ray gives each run; a run's torch threads equal them (default: 1)
+  --max-concurrent N     at most N runs at once (default: as many as the CPUs allow)
+  --address A            join a running Ray cluster: auto, or ray://HOST:10001 (default: a local Ray instance);
+                         every node must see the sweep directory (a shared file system)
+  --output-dir DIR       the sweep directory (default: runs/sweep__{env}__{unix time})
+  --resume SWEEP_DIR     finish a sweep that was stopped: finished and failed runs are kept, interrupted ones
+                         resume from their checkpoints, the others start
+Every other flag is a `proxima train` flag (--config, --env-id, --total-timesteps, ...): see proxima train --help.
+Exit status 1 if a run failed (a NaN, a crashed env): its reason is in results.md, and the other runs go on.
+"""
+
+_SWEEP_FLAGS = ("--seeds", "--grid", "--executor", "--cpus-per-trial", "--max-concurrent", "--address",
+                "--output-dir", "--resume")  # fmt: skip
+
+
+def cmd_sweep(argv: list[str]) -> int:
+    from proxima.sweeps import parse_seeds, resume_sweep, sweep
+
+    if "-h" in argv or "--help" in argv:
+        print(SWEEP_HELP, end="")
+        return 0
+    given: dict[str, list[list[str]]] = {}
+    for flag in _SWEEP_FLAGS:
+        while True:
+            argv, values = _pop_flag(argv, flag)
+            if values is None:
+                break
+            if len(values) != 1:
+                raise UserError(f"{flag} takes one value, got {len(values)}: {' '.join(values) or '(none)'} "
+                                "(see proxima sweep --help)")  # fmt: skip
+            given.setdefault(flag, []).append(values)
+    one = {flag: values[-1][0] for flag, values in given.items()}
+    max_concurrent = _positive(one, "--max-concurrent")
+    if "--resume" in one:
+        extra = sorted(set(one) - {"--resume", "--executor", "--address", "--max-concurrent"}) + argv[:1]
+        if extra:
+            raise UserError(f"with --resume, only --executor, --address and --max-concurrent may be given, not "
+                            f"{extra[0]} (the sweep's sweep.json holds the rest)")  # fmt: skip
+        results = resume_sweep(one["--resume"], one.get("--executor"), one.get("--address"), max_concurrent)
+        return _print_results(results, "sweep")
+    for flag in ("--seed", "--run-dir"):
+        if _flag_value(argv, flag) is not None:
+            raise UserError(f"proxima sweep sets {flag} of each run; give --seeds and --output-dir instead")
+    settings = _grid_settings(argv, [values[0] for values in given.get("--grid", [])])
+    results = sweep(
+        seeds=parse_seeds(one.get("--seeds", "1-3")),
+        settings=settings,
+        executor=one.get("--executor", "ray"),
+        cpus_per_trial=_positive(one, "--cpus-per-trial") or 1,
+        max_concurrent=max_concurrent,
+        address=one.get("--address"),
+        output_dir=one.get("--output-dir"),
+    )
+    return _print_results(results, "sweep")
+
+
+def _positive(given: dict[str, str], flag: str) -> int | None:
+    if flag not in given:
+        return None
+    value = given[flag]
+    if not value.isdigit() or int(value) < 1:
+        raise UserError(f"{flag} expects a positive integer, got {value!r}")
+    return int(value)
+
+
+def _grid_settings(argv: list[str], grid: list[str]):
+    """Each combination of the ``--grid`` values as ``(label, PPOArgs)``: what ``proxima train`` would make
+    of the train flags with that combination's flags added, so that values are read, checked and layered
+    (an algo's defaults, a preset) exactly as on its command line."""
+    import itertools
+
+    from proxima.config import PPOArgs
+
+    names = {f.name for f in dataclasses.fields(PPOArgs)}
+    axes = []
+    for item in grid:
+        name, equals, values = item.partition("=")
+        name = name.strip().replace("-", "_")
+        if not equals or not values.strip():
+            raise UserError(f"--grid expects NAME=V1,V2,..., got {item!r}")
+        if name not in names or name in ("seed", "run_dir"):
+            raise UserError(f"--grid: {name!r} is not a setting a sweep can vary; accepted: the names of the "
+                            "train flags (proxima train --help), such as learning_rate, apart from seed and run_dir")  # fmt: skip
+        axes.append([(name, value.strip()) for value in values.split(",")])
+    if len({axis[0][0] for axis in axes}) < len(axes):
+        raise UserError("--grid names a setting twice; give all its values in one --grid NAME=V1,V2")
+    settings = []
+    for combination in itertools.product(*axes):
+        flags = [
+            token for name, value in combination for token in ("--" + name.replace("_", "-"), *value.split())
+        ]
+        label = ",".join(f"{name}={value}" for name, value in combination) or "base"
+        settings.append(
+            (label, parse_train_args(argv + flags, prog="proxima sweep", instructions=("config",)))
+        )
+    return settings
 
 
 COMMANDS = {
@@ -341,6 +469,7 @@ COMMANDS = {
     "compare": cmd_compare,
     "plot": cmd_plot,
     "probe": cmd_probe,
+    "sweep": cmd_sweep,
 }
 
 

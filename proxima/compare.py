@@ -1,22 +1,20 @@
 """``proxima compare``: train several algorithms over several seeds on one env, then plot and tabulate them.
 
-Each run is an ordinary ``proxima train`` run (its own directory under the output directory), so every
-run can later be evaluated, plotted or inspected like any other.
+A comparison is a sweep (``proxima.sweep``) whose settings are the algorithms: each run is an ordinary
+``proxima train`` run in its own directory under the output directory, and the table, the plot and
+``results.json`` come from the sweep's summary.
 """
 
 from __future__ import annotations
 
-import os
-import time
 from dataclasses import dataclass
-
-import numpy as np
+from typing import Literal
 
 from proxima.algorithms import ALGOS
 from proxima.config import resolve_args
 from proxima.errors import UserError
-from proxima.files import write_json
-from proxima.plotting import final_return, plot_runs
+from proxima.executors import ray_available
+from proxima.sweeps import SweepResults, default_output_dir, sweep
 
 
 @dataclass
@@ -31,66 +29,26 @@ class CompareArgs:
     """env steps per run"""
     output_dir: str | None = None
     """where to write the runs, the plot and the table (default: runs/compare__{env}__{unix time})"""
+    executor: Literal["auto", "local", "ray"] = "auto"
+    """where the runs go: ray (Ray Tune trials, 1 CPU each, side by side), local (one after another in this
+    process), or auto (ray where it is installed)"""
 
 
-def compare(args: CompareArgs) -> str:
-    """Run every (algo, seed), write ``learning_curves.png``, ``results.md`` and ``results.json``; return the
-    output directory."""
+def compare(args: CompareArgs) -> SweepResults:
+    """Run every (algo, seed); write ``learning_curves.png``, ``results.md`` and ``results.json``."""
     for algo in args.algos:
         if algo not in ALGOS:
             raise UserError(f"unknown algo {algo!r}; accepted: {', '.join(ALGOS)}")
     if args.seeds < 1:
         raise UserError(f"seeds must be a positive integer, got {args.seeds}")
-    env_name = args.env_id.replace("/", "_").replace(":", "_")
-    out = args.output_dir or os.path.join("runs", f"compare__{env_name}__{int(time.time())}")
-    if os.path.exists(out) and os.listdir(out):
-        raise UserError(f"output directory {out!r} already exists and is not empty; give a new --output-dir")
-    # Check every configuration before the first run, so bad input fails in a second, not after an hour.
-    configs = {
-        (algo, seed): resolve_args(
-            algo=algo,
-            env_id=args.env_id,
-            seed=seed,
-            total_timesteps=args.total_timesteps,
-            run_dir=os.path.join(out, f"{algo}__seed{seed}"),
-            quiet=True,
-        ).validate()
-        for algo in args.algos
-        for seed in range(1, args.seeds + 1)
-    }
-    from proxima.trainer import train
-
-    results = []
-    for (algo, seed), config in configs.items():
-        start = time.perf_counter()
-        train(config)
-        wall = time.perf_counter() - start
-        results.append(
-            {"algo": algo, "seed": seed, "final_return": final_return(config.run_dir), "wall_s": wall}
-        )
-        print(
-            f"{algo} seed {seed}: final return {results[-1]['final_return']:.1f} in {wall:.1f} s", flush=True
-        )
-
-    groups = {algo: [configs[algo, s].run_dir for s in range(1, args.seeds + 1)] for algo in args.algos}
-    plot_runs(groups, os.path.join(out, "learning_curves.png"), title=f"{args.env_id}, {args.seeds} seed(s)")
-    write_json(os.path.join(out, "results.json"), {"env_id": args.env_id, "runs": results})
-    with open(os.path.join(out, "results.md"), "w") as f:
-        f.write(results_table(args, results))
-    return out
-
-
-def results_table(args: CompareArgs, results: list[dict]) -> str:
-    lines = [
-        f"{args.env_id}, {args.total_timesteps} env steps per run; final return = mean of the last 20 episodes",
-        "",
-        "| algo | final return, mean ± std over seeds | per seed | wall s per run (mean) |",
-        "|---|---|---|---|",
-    ]
-    for algo in args.algos:
-        rows = [r for r in results if r["algo"] == algo]
-        finals = np.array([r["final_return"] for r in rows])
-        per_seed = ", ".join(f"{r['final_return']:.1f}" for r in rows)
-        wall = np.mean([r["wall_s"] for r in rows])
-        lines.append(f"| {algo} | {finals.mean():.1f} ± {finals.std():.1f} | {per_seed} | {wall:.1f} |")
-    return "\n".join(lines) + "\n"
+    executor = args.executor if args.executor != "auto" else "ray" if ray_available() else "local"
+    return sweep(
+        seeds=range(1, args.seeds + 1),
+        # each algorithm with its own defaults (resolve_args puts an algo's defaults under the overrides)
+        settings=[
+            (algo, resolve_args(algo=algo, env_id=args.env_id, total_timesteps=args.total_timesteps))
+            for algo in args.algos
+        ],
+        executor=executor,
+        output_dir=args.output_dir or default_output_dir(args.env_id, "compare"),
+    )

@@ -369,6 +369,8 @@ def test_compare_writes_plot_and_table(tmp_path, capsys):
             "1024",
             "--output-dir",
             str(out),
+            "--executor",
+            "local",  # Ray's executor: tests/test_sweep.py
         ]
     )
     assert code == 0
@@ -377,7 +379,7 @@ def test_compare_writes_plot_and_table(tmp_path, capsys):
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
     table = (out / "results.md").read_text()
     assert "| reinforce |" in table and "| ppo |" in table
-    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == [
+    assert sorted(p.name for p in out.iterdir() if p.is_dir() and "seed" in p.name) == [
         "ppo__seed1",
         "ppo__seed2",
         "reinforce__seed1",

@@ -1,0 +1,140 @@
+"""Executors: where a sweep's trials run. ``local`` runs them one after another in this process; ``ray`` runs
+each as a Ray Tune trial, on a local Ray instance or on an existing cluster (``address``).
+
+A trial is a function of a JSON-able config (``proxima.sweep.run_trial``) that writes what it did into its
+own run directory, so an executor only calls it somewhere and says when it is done. Nothing here knows
+about training, and nothing here schedules: Tune places trials on the CPUs it sees.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+
+from proxima.errors import UserError
+
+EXECUTORS = ("local", "ray")
+RAY_MISSING = "needs Ray: pip install 'proxima[ray]' (make installs it)"
+
+# trial_fn(config, report, node) -> the trial's row; report(metrics) is called after each update
+TrialFn = Callable[..., dict]
+# on_done(config, error): error is None where the trial wrote its own row (finished, or failed with a reason)
+OnDone = Callable[[dict, str | None], None]
+
+
+class TrialFailed(Exception):
+    """Raised inside a Tune trial that failed with a reason, so that Tune records it as an error."""
+
+
+def ray_available() -> bool:
+    try:
+        import ray  # noqa: F401
+        from ray import tune  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def check_executor(name: str, what: str) -> None:
+    if name not in EXECUTORS:
+        raise UserError(f"unknown executor {name!r}; accepted: {', '.join(EXECUTORS)}")
+    if name == "ray" and not ray_available():
+        raise UserError(f"{what} on Ray {RAY_MISSING}, or give --executor local")
+
+
+def run_local(trial_fn: TrialFn, configs: list[dict], on_done: OnDone) -> None:
+    """One trial after another in this process; a trial that raises is reported and the next one starts."""
+    for config in configs:
+        try:
+            trial_fn(config, report=None, node="local")
+        except Exception as e:  # a bug in a user's env or callback: the other trials go on
+            on_done(config, f"{type(e).__name__}: {e}".splitlines()[0])
+        else:
+            on_done(config, None)
+
+
+def run_ray(
+    trial_fn: TrialFn,
+    configs: list[dict],
+    on_done: OnDone,
+    *,
+    storage: str,
+    cpus_per_trial: int,
+    max_concurrent: int | None,
+    address: str | None,
+) -> None:
+    """Every config as one Ray Tune trial of ``trial_fn`` with ``cpus_per_trial`` CPUs, at most
+    ``max_concurrent`` at once (None: as many as the cluster's CPUs allow). ``address``: None starts a local
+    Ray instance; ``auto`` or ``ray://host:port`` joins a cluster, whose nodes must all see ``storage``."""
+    # Tune's console tables and tracebacks would bury proxima's one line per trial; PROXIMA_DEBUG shows them.
+    quiet = os.environ.get("PROXIMA_DEBUG", "") in ("", "0")
+    if quiet:
+        os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # the older reporter, silent at verbose=0
+    import ray
+    from ray import tune
+
+    started = not ray.is_initialized()
+    if started:
+        try:
+            ray.init(address=address, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+        except (ConnectionError, ValueError, RuntimeError) as e:
+            raise UserError(f"cannot reach Ray at --address {address!r}: {str(e).splitlines()[0]}") from None
+
+    class Notify(tune.Callback):  # runs in this process as Tune learns that a trial ended
+        def on_trial_complete(self, iteration, trials, trial, **info):
+            on_done(trial.config["config"], None)
+
+        def on_trial_error(self, iteration, trials, trial, **info):
+            error = trial.get_error()
+            if isinstance(getattr(error, "cause", None), TrialFailed):
+                on_done(trial.config["config"], None)  # the trial wrote its reason
+            else:
+                lines = [line for line in str(error).splitlines() if line.strip()]
+                on_done(trial.config["config"], lines[-1] if lines else type(error).__name__)
+
+    # A new Tune experiment each time: the run directories, not Tune's state, say what is done (a resumed
+    # sweep schedules only the unfinished trials).
+    attempt = 1 + sum(name.startswith("tune-") for name in os.listdir(storage))
+    tuner = tune.Tuner(
+        tune.with_resources(_trainable(trial_fn), {"cpu": cpus_per_trial}),
+        param_space={"config": tune.grid_search(configs)},
+        tune_config=tune.TuneConfig(
+            max_concurrent_trials=max_concurrent,
+            trial_name_creator=_name,  # Tune's names and folders (RUN_DIR/../tune-N/) are the runs' own
+            trial_dirname_creator=_name,
+        ),
+        run_config=tune.RunConfig(
+            name=f"tune-{attempt}",
+            storage_path=os.path.abspath(storage),
+            verbose=0,
+            callbacks=[Notify()],
+            failure_config=tune.FailureConfig(max_failures=0),  # a NaN would recur: proxima says why instead
+        ),
+    )
+    logger = logging.getLogger("ray.tune")
+    level = logger.level
+    if quiet:
+        logger.setLevel(logging.CRITICAL)  # a failed trial's traceback; on_trial_error says it in one line
+    try:
+        tuner.fit()
+    finally:
+        logger.setLevel(level)
+        if started:
+            ray.shutdown()
+
+
+def _name(trial) -> str:
+    return os.path.basename(trial.config["config"]["run_dir"])
+
+
+def _trainable(trial_fn: TrialFn):
+    def trial(params: dict) -> None:
+        import ray
+        from ray import tune
+
+        row = trial_fn(params["config"], report=tune.report, node=ray.get_runtime_context().get_node_id())
+        if row["status"] == "failed":
+            raise TrialFailed(row["error"])
+
+    return trial

@@ -1,0 +1,332 @@
+"""Sweeps: one ordinary run per (setting, seed), on an executor (Ray Tune trials, or one after another in
+this process), then one summary: a table over seeds per setting, the learning curves with bands, and
+``results.json``. ``proxima compare`` is a sweep whose settings are algorithms.
+
+The run directories are the sweep's memory. ``sweep.json`` lists the trials; a trial's ``trial.json`` says
+it finished or failed (and why); a trial with a checkpoint and no ``trial.json`` was interrupted and resumes
+from the checkpoint. So after any kill, ``proxima sweep --resume DIR`` runs only what is left.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from proxima import checkpoint, executors
+from proxima.callbacks import Callback
+from proxima.config import PPOArgs, resolve_args
+from proxima.errors import EnvError, NonFiniteError, UserError
+from proxima.files import read_json, write_json
+from proxima.plotting import final_return, plot_runs
+from proxima.trainer import resume, train
+
+SWEEP_JSON, TRIAL_JSON = "sweep.json", "trial.json"
+FORMAT, VERSION = "proxima-sweep", 1
+
+
+@dataclass
+class SweepResults:
+    """What ``sweep`` returns: one row per trial and one summary per setting (as in ``results.json``)."""
+
+    output_dir: str
+    trials: list[dict]
+    settings: list[dict]
+
+    def __str__(self) -> str:
+        return results_table(self.settings, self.trials, "")
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``"1-10"``, ``"1,3,5"``, ``"2"`` or a mix (``"1-3,7"``): the seeds, in order, each once."""
+    seeds = []
+    try:
+        for part in text.split(","):
+            first, dash, last = part.strip().partition("-")
+            seeds += range(int(first), int(last) + 1) if dash else [int(first)]
+    except ValueError:
+        raise UserError(f"--seeds expects integers and ranges like 1-10 or 1,3,5, got {text!r}") from None
+    if not seeds or min(seeds) < 0:
+        raise UserError(f"--seeds expects non-negative integers and ranges like 1-10 or 1,3,5, got {text!r}")
+    return list(dict.fromkeys(seeds))
+
+
+def grid_settings(grid: dict[str, list]) -> list[tuple[str, dict]]:
+    """Every combination of the grid's values, in order, each with its label (``"learning_rate=0.001,
+    ent_coef=0"``); an empty grid is one setting, the base one."""
+    names = list(grid)
+    return [
+        (",".join(f"{n}={_show(v)}" for n, v in zip(names, values, strict=True)) or "base",
+         dict(zip(names, values, strict=True)))
+        for values in itertools.product(*(grid[n] for n in names))
+    ]  # fmt: skip
+
+
+def _show(value) -> str:
+    return "x".join(map(str, value)) if isinstance(value, (tuple, list)) else str(value)
+
+
+def sweep(
+    args: PPOArgs | None = None,
+    *,
+    config: str | None = None,
+    seeds: Iterable[int] = (1, 2, 3),
+    grid: dict[str, list] | None = None,
+    executor: str = "ray",
+    cpus_per_trial: int = 1,
+    max_concurrent: int | None = None,
+    address: str | None = None,
+    output_dir: str | None = None,
+    settings: list[tuple[str, PPOArgs]] | None = None,
+    **overrides,
+) -> SweepResults:
+    """Train every combination of ``grid``'s values (``{"learning_rate": [3e-4, 1e-3]}``) with every seed;
+    return the results, also written to ``output_dir``.
+
+    Each combination's settings are layered as for ``train``: ``config`` and ``overrides``, then the grid's
+    values (an ``algo`` in the grid brings that algorithm's defaults), or ``args`` with the grid's values on
+    top. ``executor``: ``"ray"`` (each run a Ray Tune trial with ``cpus_per_trial`` CPUs and as many torch
+    threads; ``address`` joins a cluster) or ``"local"`` (one after another here). ``settings``: labelled
+    settings instead of a grid (``proxima compare`` passes one per algorithm, the CLI the parsed flags).
+    """
+    executors.check_executor(executor, "a sweep")
+    if cpus_per_trial < 1:
+        raise UserError(f"cpus_per_trial must be a positive integer, got {cpus_per_trial}")
+    if max_concurrent is not None and max_concurrent < 1:
+        raise UserError(f"max_concurrent must be a positive integer or None (no limit), got {max_concurrent}")
+    seeds = list(seeds)
+    if not seeds:
+        raise UserError("give at least one seed")
+    if settings is None:
+        if args is not None and "algo" in (grid or {}):
+            raise UserError(
+                "an algo in the grid needs its defaults: give config and overrides, not a PPOArgs"
+            )
+        settings = [
+            (label, resolve_args(args, **setting) if args is not None
+             else resolve_args(config=config, **{**overrides, **setting}))
+            for label, setting in grid_settings(grid or {})
+        ]  # fmt: skip
+    out = os.path.abspath(output_dir or default_output_dir(settings[0][1].env_id))
+    if os.path.exists(out) and os.listdir(out):
+        raise UserError(f"output directory {out!r} already exists and is not empty; give a new --output-dir")
+    threads = {"torch_threads": cpus_per_trial} if executor == "ray" else {}
+    trials = []
+    # Every configuration is checked before the first run, so that bad input fails in a second, not after
+    # an hour, and leaves nothing behind.
+    for label, base in settings:
+        for seed in seeds:
+            name = f"{_dir_name(label)}__seed{seed}"
+            run = resolve_args(base, **threads, seed=seed, run_dir=os.path.join(out, name), quiet=True)
+            trials.append({"name": name, "setting": label, "seed": seed, "config": run.validate().to_json()})
+    if len({t["name"] for t in trials}) < len(trials):
+        raise UserError("two settings give the same run directory name; give each setting its own values")
+    os.makedirs(out, exist_ok=True)
+    plan = {"format": FORMAT, "version": VERSION, "title": _title(settings[0][1]),
+            "cpus_per_trial": cpus_per_trial, "max_concurrent": max_concurrent, "executor": executor,
+            "trials": trials}  # fmt: skip
+    write_json(os.path.join(out, SWEEP_JSON), plan)
+    return _run(out, plan, executor, address, max_concurrent)
+
+
+def resume_sweep(
+    output_dir: str,
+    executor: str | None = None,
+    address: str | None = None,
+    max_concurrent: int | None = None,
+) -> SweepResults:
+    """Finish the sweep in ``output_dir``: trials that finished or failed are not run again, interrupted
+    ones resume from their checkpoints, the others start."""
+    path = os.path.join(output_dir, SWEEP_JSON)
+    if not os.path.isdir(output_dir):
+        raise UserError(
+            f"sweep directory {output_dir!r} does not exist; give a directory written by proxima sweep"
+        )
+    plan = read_json(path)
+    if plan.get("format") != FORMAT:
+        raise UserError(f"{path} is not a proxima sweep plan")
+    executor = executor or plan["executor"]
+    executors.check_executor(executor, "this sweep")
+    return _run(
+        os.path.abspath(output_dir), plan, executor, address, max_concurrent or plan["max_concurrent"]
+    )
+
+
+def _run(
+    out: str, plan: dict, executor: str, address: str | None, max_concurrent: int | None
+) -> SweepResults:
+    todo = [t["config"] for t in plan["trials"] if _status(t["config"]["run_dir"]) is None]
+    names = {t["config"]["run_dir"]: t["name"] for t in plan["trials"]}
+    errors: dict[str, str] = {}
+
+    def on_done(config: dict, error: str | None) -> None:
+        run_dir = config["run_dir"]
+        if error is not None:
+            errors[run_dir] = error
+        row = _status(run_dir) or {"status": "failed", "error": error}
+        if row["status"] == "failed":
+            said = f"failed: {row['error']}"
+        else:
+            said = f"finished, final return {_number(row['final_return'])}"
+        print(f"{names[run_dir]}: {said}", flush=True)
+
+    if todo and executor == "ray":
+        executors.run_ray(run_trial, todo, on_done, storage=out, cpus_per_trial=plan["cpus_per_trial"],
+                          max_concurrent=max_concurrent, address=address)  # fmt: skip
+    elif todo:
+        executors.run_local(run_trial, todo, on_done)
+    return summarize(out, plan, errors)
+
+
+def run_trial(config: dict, report: Callable[[dict], None] | None = None, node: str | None = None) -> dict:
+    """Train, resume or skip one trial by what its run directory holds; return its row, also written to
+    its ``trial.json``. proxima's own errors (a NaN, a crashed env) fail the trial with their one line."""
+    run_dir = config["run_dir"]
+    row = _status(run_dir)
+    if row is not None:
+        return row
+    callbacks = [Report(report)] if report is not None else []
+    ckpt = os.path.join(run_dir, checkpoint.FILE)
+    try:
+        if os.path.exists(ckpt) and not checkpoint.read(ckpt)[0]["finished"]:
+            resume(run_dir, quiet=True, callbacks=callbacks)
+        elif not os.path.exists(ckpt):
+            shutil.rmtree(run_dir, ignore_errors=True)  # stopped before its first checkpoint: start again
+            train(PPOArgs.from_json(config), callbacks=callbacks)
+        row = {"status": "finished", "final_return": final_return(run_dir)}
+    except (NonFiniteError, EnvError, UserError) as e:
+        row = {"status": "failed", "error": str(e)}
+    row |= {"wall_s": _elapsed(run_dir), "node": node}
+    write_json(os.path.join(run_dir, TRIAL_JSON), _finite(row))
+    return row
+
+
+class Report(Callback):
+    """Hands each update's numbers to the executor (``ray.tune.report`` on Ray)."""
+
+    def __init__(self, report: Callable[[dict], None]):
+        self.report = report
+
+    def on_update_end(self, run, result) -> None:
+        self.report({k: v for k, v in result.record.items() if isinstance(v, (int, float)) and v is not None})
+
+
+def summarize(out: str, plan: dict, errors: dict[str, str] | None = None) -> SweepResults:
+    """Read every trial's ``trial.json``; write ``results.json``, ``results.md`` and ``learning_curves.png``."""
+    rows = []
+    for trial in plan["trials"]:
+        run_dir = trial["config"]["run_dir"]
+        status = _status(run_dir) or (
+            {"status": "failed", "error": errors[run_dir]} if errors and run_dir in errors
+            else {"status": "not run"}
+        )  # fmt: skip
+        rows.append({"name": trial["name"], "setting": trial["setting"], "seed": trial["seed"],
+                     "run_dir": run_dir, **status})  # fmt: skip
+    labels = list(dict.fromkeys(t["setting"] for t in plan["trials"]))
+    settings = [_summary(label, [r for r in rows if r["setting"] == label]) for label in labels]
+    results = SweepResults(out, rows, settings)
+    write_json(os.path.join(out, "results.json"), _finite({"title": plan["title"], "settings": settings,
+                                                           "trials": rows}))  # fmt: skip
+    with open(os.path.join(out, "results.md"), "w") as f:
+        f.write(results_table(settings, rows, plan["title"]))
+    groups = {
+        label: [r["run_dir"] for r in rows if r["setting"] == label and r["status"] == "finished"]
+        for label in labels
+    }
+    groups = {label: runs for label, runs in groups.items() if runs}
+    if groups:
+        plot_runs(groups, os.path.join(out, "learning_curves.png"), title=plan["title"])
+    return results
+
+
+def _summary(label: str, rows: list[dict]) -> dict:
+    finals = np.array([r["final_return"] for r in rows if r["status"] == "finished"], dtype=np.float64)
+    finals = finals[np.isfinite(finals)]
+    stat = (lambda f: float(f(finals))) if len(finals) else (lambda f: None)
+    walls = [r["wall_s"] for r in rows if r.get("wall_s") is not None]
+    return {
+        "setting": label,
+        "seeds": len(rows),
+        "finished": sum(r["status"] == "finished" for r in rows),
+        "final_return_mean": stat(np.mean),
+        "final_return_std": stat(np.std),
+        "final_return_min": stat(np.min),
+        "final_return_max": stat(np.max),
+        "wall_s_mean": float(np.mean(walls)) if walls else None,
+    }
+
+
+def results_table(settings: list[dict], rows: list[dict], title: str) -> str:
+    lines = [
+        *([title, ""] if title else []),
+        "final return = mean return of a run's last 20 episodes; over the seeds that finished",
+        "",
+        "| setting | finished | final return, mean ± std | min – max | per seed | wall s per run (mean) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for s in settings:
+        per_seed = ", ".join(
+            f"{r['final_return']:.1f}" if r["status"] == "finished" and r["final_return"] is not None
+            else r["status"]
+            for r in rows if r["setting"] == s["setting"]
+        )  # fmt: skip
+        if s["final_return_mean"] is None:
+            stats = "–", "–"
+        else:
+            stats = (f"{s['final_return_mean']:.1f} ± {s['final_return_std']:.1f}",
+                     f"{s['final_return_min']:.1f} – {s['final_return_max']:.1f}")  # fmt: skip
+        wall = "–" if s["wall_s_mean"] is None else f"{s['wall_s_mean']:.1f}"
+        lines.append(
+            f"| {s['setting']} | {s['finished']}/{s['seeds']} | {stats[0]} | {stats[1]} | {per_seed} | {wall} |"
+        )
+    failed = [r for r in rows if r["status"] == "failed"]
+    if failed:
+        lines += ["", "Failed:", *(f"- {r['name']}: {r['error']}" for r in failed)]
+    return "\n".join(lines) + "\n"
+
+
+def default_output_dir(env_id: str, kind: str = "sweep") -> str:
+    return os.path.join("runs", f"{kind}__{env_id.replace('/', '_').replace(':', '_')}__{int(time.time())}")
+
+
+def _status(run_dir: str) -> dict | None:
+    """A trial's ``trial.json`` (finished or failed), or None if it has not ended."""
+    path = os.path.join(run_dir, TRIAL_JSON)
+    return read_json(path) if os.path.exists(path) else None
+
+
+def _elapsed(run_dir: str) -> float | None:
+    """Training time over every part of the run (a resumed run's clock goes on), from ``metrics.jsonl``."""
+    try:
+        with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+            lines = [line for line in f if line.strip()]
+        return json.loads(lines[-1])["time_s"] if lines else None
+    except (OSError, json.JSONDecodeError, KeyError):
+        return None
+
+
+def _finite(data):
+    """NaN (a run with no finished episode) as JSON's null."""
+    if isinstance(data, dict):
+        return {k: _finite(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_finite(v) for v in data]
+    return None if isinstance(data, float) and not np.isfinite(data) else data
+
+
+def _number(value: float | None) -> str:
+    return "none (no episode finished)" if value is None else f"{value:.1f}"
+
+
+def _dir_name(label: str) -> str:
+    return label.replace("/", "_").replace(" ", "x").replace(",", "__")  # hidden_sizes=64 64: 64x64
+
+
+def _title(base: PPOArgs) -> str:
+    return f"{base.env_id}, {base.total_timesteps} env steps per run"

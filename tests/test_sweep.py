@@ -1,0 +1,208 @@
+"""Sweeps: every (setting, seed) as an ordinary run, on Ray Tune or one after another; a failed run is
+reported and the others go on; a sweep killed with SIGKILL finishes on --resume; two Ray nodes share one."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import proxima
+from proxima import executors
+from proxima.cli import main
+from proxima.config import PPOArgs
+from proxima.sweeps import grid_settings, parse_seeds
+
+# native CartPole, 4 updates of 4 envs x 128 steps; 1e30 turns the loss into NaN in the first update
+SMALL = ["--env-id", "CartPole-v1", "--total-timesteps", "2048", "--no-plot"]
+NAN = "NaN or infinity in the loss at update 1; training stopped; no checkpoint had been written yet"
+TIMES = {"time_s", "sps"}
+
+
+def _metrics(run_dir) -> list[dict]:
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        return [{k: v for k, v in json.loads(line).items() if k not in TIMES} for line in f]
+
+
+def _json(path) -> dict:
+    with open(path) as f:
+        return json.load(f)
+
+
+def test_seeds_and_grids_expand_in_order():
+    assert parse_seeds("1-4") == [1, 2, 3, 4]
+    assert parse_seeds("1,3,5") == [1, 3, 5]
+    assert parse_seeds("2-3,7,2") == [2, 3, 7]
+    assert parse_seeds("0") == [0]
+    grid = grid_settings({"learning_rate": [3e-4, 1e-3], "ent_coef": [0.0, 0.01]})
+    assert [label for label, _ in grid] == [
+        "learning_rate=0.0003,ent_coef=0.0",
+        "learning_rate=0.0003,ent_coef=0.01",
+        "learning_rate=0.001,ent_coef=0.0",
+        "learning_rate=0.001,ent_coef=0.01",
+    ]
+    assert grid[3][1] == {"learning_rate": 1e-3, "ent_coef": 0.01}
+    assert grid_settings({}) == [("base", {})]
+
+
+RESUME = "resume"
+
+
+@pytest.mark.parametrize(
+    "argv,match",
+    [
+        (["--seeds", "1-x"], "--seeds expects integers and ranges like 1-10 or 1,3,5, got '1-x'"),
+        (["--grid", "learning_rate"], "--grid expects NAME=V1,V2,..., got 'learning_rate'"),
+        (["--grid", "bogus=1,2"], "--grid: 'bogus' is not a setting a sweep can vary"),
+        (["--grid", "seed=1,2"], "--grid: 'seed' is not a setting a sweep can vary"),
+        (["--grid", "learning_rate=fast"], "--learning-rate expects a number, got 'fast'"),
+        (["--grid", "ent_coef=0", "--grid", "ent_coef=1"], "--grid names a setting twice"),
+        (["--seed", "3"], "proxima sweep sets --seed of each run; give --seeds and --output-dir instead"),
+        (["--cpus-per-trial", "0"], "--cpus-per-trial expects a positive integer, got '0'"),
+        (["--executor", "dask"], "unknown executor 'dask'; accepted: local, ray"),
+        (["--num-envs", "0"], "num_envs must be a positive integer, got 0"),
+        ([RESUME, "--resume", "nowhere"], "sweep directory 'nowhere' does not exist"),
+        (
+            [RESUME, "--resume", "x", "--seeds", "1"],
+            "with --resume, only --executor, --address and --max-concurrent",
+        ),
+        ([RESUME, "--resume", "x", "--env-id", "Acrobot-v1"], "may be given, not --env-id"),
+    ],
+)
+def test_bad_sweep_input_is_one_line_exit_2_and_writes_nothing(argv, match, tmp_path, capsys):
+    out = tmp_path / "sweep"
+    if argv[0] == RESUME:
+        argv = ["sweep", *argv[1:]]
+    else:
+        argv = ["sweep", *SMALL, "--executor", "local", "--output-dir", str(out), *argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("proxima sweep: error: ") and match in err and err.count("\n") == 1, err
+    assert not out.exists()
+
+
+def test_without_ray_a_sweep_says_how_to_install_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(executors, "ray_available", lambda: False)
+    assert main(["sweep", *SMALL, "--output-dir", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "a sweep on Ray needs Ray: pip install 'proxima[ray]' (make installs it), or give --executor local"
+        in err
+    )
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_local_sweep_tabulates_every_setting_and_goes_on_past_a_failed_run(tmp_path, capsys):
+    out = tmp_path / "sweep"
+    argv = ["sweep", *SMALL, "--executor", "local", "--seeds", "1-2", "--output-dir", str(out),
+            "--grid", "learning_rate=2.5e-4,1e30", "--grid", "hidden_sizes=64 64,16"]  # fmt: skip
+    assert main(argv) == 1  # a run failed
+    captured = capsys.readouterr()
+    assert "proxima sweep: 4 of 8 runs failed" in captured.err
+    assert f"learning_rate=1e30__hidden_sizes=16__seed2: failed: {NAN}" in captured.out
+    results = _json(out / "results.json")
+    assert [s["setting"] for s in results["settings"]] == [
+        "learning_rate=2.5e-4,hidden_sizes=64 64",
+        "learning_rate=2.5e-4,hidden_sizes=16",
+        "learning_rate=1e30,hidden_sizes=64 64",
+        "learning_rate=1e30,hidden_sizes=16",
+    ]
+    good, small, bad, _ = results["settings"]
+    assert good["finished"] == 2 and bad["finished"] == 0 and bad["final_return_mean"] is None
+    # each run is an ordinary run with its setting and seed; the table's numbers are its episodes'
+    for trial in results["trials"]:
+        config = _json(os.path.join(trial["run_dir"], "config.json"))
+        assert config["seed"] == trial["seed"]
+        assert config["learning_rate"] == (1e30 if "1e30" in trial["setting"] else 2.5e-4)
+        assert config["hidden_sizes"] == ([16] if trial["setting"].endswith("=16") else [64, 64])
+        if trial["status"] == "finished":
+            returns = [
+                json.loads(line)["return"] for line in open(os.path.join(trial["run_dir"], "episodes.jsonl"))
+            ]
+            assert trial["final_return"] == pytest.approx(sum(returns[-20:]) / len(returns[-20:]))
+            proxima.load(trial["run_dir"])  # evaluable as any run
+        else:
+            assert trial["error"] == NAN
+    finals = [t["final_return"] for t in results["trials"] if t["setting"] == good["setting"]]
+    assert good["final_return_mean"] == pytest.approx(sum(finals) / 2)
+    assert good["final_return_min"] == min(finals) and good["final_return_max"] == max(finals)
+    table = (out / "results.md").read_text()
+    assert f"| learning_rate=2.5e-4,hidden_sizes=64 64 | 2/2 | {good['final_return_mean']:.1f} ± " in table
+    assert "| learning_rate=1e30,hidden_sizes=16 | 0/2 | – | – | failed, failed |" in table
+    assert (
+        f"- learning_rate=1e30__hidden_sizes=64x64__seed1: {NAN}" in table
+    )  # run directories have no spaces
+    assert (out / "learning_curves.png").read_bytes()[:4] == b"\x89PNG"
+    # and --resume of a finished sweep runs nothing again
+    before = {
+        t["run_dir"]: os.stat(os.path.join(t["run_dir"], "trial.json")).st_mtime_ns for t in results["trials"]
+    }
+    assert main(["sweep", "--resume", str(out), "--executor", "local"]) == 1
+    after = {
+        t["run_dir"]: os.stat(os.path.join(t["run_dir"], "trial.json")).st_mtime_ns for t in results["trials"]
+    }
+    assert before == after
+
+
+needs_ray = pytest.mark.skipif(not executors.ray_available(), reason="the ray extra is not installed")
+
+
+@pytest.mark.slow
+@needs_ray
+def test_a_ray_sweep_spreads_over_a_two_node_cluster_and_reports_each_update_to_tune(tmp_path):
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    cluster.add_node(num_cpus=1)
+    try:
+        results = proxima.sweep(
+            env_id="CartPole-v1", total_timesteps=2048, plot=False, seeds=[1, 2],
+            grid={"learning_rate": [2.5e-4, 1e30]}, address=cluster.address, output_dir=str(tmp_path / "s"),
+        )  # fmt: skip
+        nodes = {node.node_id for node in cluster.list_all_nodes()}
+    finally:
+        cluster.shutdown()
+    assert [t["status"] for t in results.trials] == ["finished", "finished", "failed", "failed"]
+    assert {t["error"] for t in results.trials[2:]} == {NAN}
+    # one CPU per node and one per trial: Tune ran trials on both nodes
+    assert {t["node"] for t in results.trials} == nodes and len(nodes) == 2
+    for trial in results.trials[:2]:
+        assert _json(os.path.join(trial["run_dir"], "config.json"))["torch_threads"] == 1  # its one CPU
+        tune_rows = [
+            json.loads(line) for line in open(tmp_path / "s" / "tune-1" / trial["name"] / "result.json")
+        ]
+        assert [r["global_step"] for r in tune_rows] == [512, 1024, 1536, 2048]
+        assert [r["global_step"] for r in _metrics(trial["run_dir"])] == [512, 1024, 1536, 2048]
+
+
+@pytest.mark.slow
+@needs_ray
+def test_a_sweep_killed_with_sigkill_finishes_on_resume_and_reruns_nothing_finished(tmp_path):
+    out = tmp_path / "sweep"
+    # 24 updates per run and a checkpoint after each: the kill lands in seed 2 after seed 1 finished
+    argv = ["--env-id", "CartPole-v1", "--total-timesteps", "49152", "--num-envs", "16", "--checkpoint-every", "1",
+            "--no-plot", "--seeds", "1-2", "--max-concurrent", "1", "--output-dir", str(out)]  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-m", "proxima.cli", "sweep", *argv], start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    first, second = out / "base__seed1", out / "base__seed2"
+    deadline = time.monotonic() + 240
+    try:
+        while not ((first / "trial.json").exists() and (second / "checkpoint.safetensors").exists()):
+            assert proc.poll() is None and time.monotonic() < deadline, "the sweep ended before it was killed"
+            time.sleep(0.01)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the sweep, Ray and its trial processes, as a crash would
+        proc.wait()
+    assert not (second / "trial.json").exists()
+    done_before = (first / "trial.json").read_bytes(), os.stat(first / "metrics.jsonl").st_mtime_ns
+    assert main(["sweep", "--resume", str(out)]) == 0
+    assert ((first / "trial.json").read_bytes(), os.stat(first / "metrics.jsonl").st_mtime_ns) == done_before
+    assert _json(second / "trial.json")["status"] == "finished"
+    # the interrupted run resumed from its checkpoint: exactly the run it would have been
+    config = _json(second / "config.json")
+    proxima.train(PPOArgs.from_json({**config, "run_dir": str(tmp_path / "whole")}))
+    assert _metrics(second) == _metrics(tmp_path / "whole")
+    assert len(_metrics(second)) == 24
