@@ -52,6 +52,9 @@ class PPOArgs:
     """run each environment in its own process (Gymnasium's AsyncVectorEnv) instead of in-process"""
     capture_video: bool = False
     """whether to capture videos of the agent performances (into the run directory's `videos` folder)"""
+    rollout_workers: int = 0
+    """0: the envs step in this process; N: N Ray actors each own num_envs / N envs and collect their slice of
+    every rollout (needs the ray extra; see the README's Ray section)"""
 
     # --- network: the networks and normalization
     hidden_sizes: tuple[int, ...] = (64, 64)
@@ -223,6 +226,13 @@ class PPOArgs:
         for name in ("ent_coef", "vf_coef", "max_grad_norm"):
             if getattr(self, name) < 0:
                 raise UserError(f"{name} must be non-negative, got {getattr(self, name)}")
+        if self.rollout_workers < 0 or (self.rollout_workers and self.num_envs % self.rollout_workers):
+            raise UserError(
+                f"rollout_workers must be 0 (envs in this process) or a positive divisor of num_envs={self.num_envs}, "
+                f"got {self.rollout_workers}"
+            )
+        if self.rollout_workers and self.capture_video:
+            raise UserError("capture_video records envs of this process; drop it or --rollout-workers")
         if self.checkpoint_every < 0:
             raise UserError(
                 f"checkpoint_every must be 0 (only at the end) or a positive number of updates, got {self.checkpoint_every}"
@@ -253,7 +263,7 @@ class PPOArgs:
 
 # Each group is one concern, in the order of PPOArgs' fields; ``--help`` shows one section per group.
 GROUPS: dict[str, tuple[str, ...]] = {
-    "env": ("env_id", "num_envs", "env_backend", "async_envs", "capture_video"),
+    "env": ("env_id", "num_envs", "env_backend", "async_envs", "capture_video", "rollout_workers"),
     "network": (
         "hidden_sizes", "activation", "critic_hidden_sizes", "critic_activation", "shared_network",
         "norm_obs", "norm_reward", "norm_value", "clip_obs", "clip_reward",

@@ -29,13 +29,23 @@ class CategoricalHead(nn.Module):
         self.logits_dim = n
         self.action_shape: tuple[int, ...] = ()
 
-    def sample(self, logits: Tensor) -> tuple[Tensor, Tensor]:
-        """Draw one action per row; returns ``(actions, log_probs)``."""
+    def sample(self, logits: Tensor, uniforms: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Draw one action per row; returns ``(actions, log_probs)``. ``uniforms``: ``(B, noise_draws)`` in
+        [0, 1) to draw with (each row's own stream) instead of torch's global generator."""
         log_p = logits.log_softmax(dim=-1)
         # Gumbel-max: argmax(logits + Gumbel noise) is a sample of softmax(logits); -log(Exp(1)) is Gumbel.
         # It is a third cheaper than torch.multinomial on the small batches of a rollout step.
-        actions = (log_p - torch.empty_like(log_p).exponential_().log()).argmax(dim=-1, keepdim=True)
+        if uniforms is None:
+            exponential = torch.empty_like(log_p).exponential_()
+        else:  # inverse CDF of Exp(1)
+            exponential = (-torch.log1p(-uniforms)).to(log_p.dtype)
+        actions = (log_p - exponential.log()).argmax(dim=-1, keepdim=True)
         return actions.squeeze(-1), log_p.gather(-1, actions).squeeze(-1)
+
+    @property
+    def noise_draws(self) -> int:
+        """Uniforms one row's sample takes."""
+        return self.n
 
     def mode(self, logits: Tensor) -> Tensor:
         """The most probable action, for deterministic evaluation."""
@@ -72,12 +82,20 @@ class DiagGaussianHead(nn.Module):
         self.action_shape: tuple[int, ...] = (action_dim,)
         self.log_std = nn.Parameter(torch.zeros(action_dim))
 
-    def sample(self, mean: Tensor) -> tuple[Tensor, Tensor]:
-        noise = torch.randn_like(mean)
+    def sample(self, mean: Tensor, uniforms: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        if uniforms is None:
+            noise = torch.randn_like(mean)
+        else:  # Box-Muller: two uniforms per component give one standard normal
+            u1, u2 = 1.0 - uniforms[:, 0::2], uniforms[:, 1::2]  # u1 in (0, 1]
+            noise = ((-2.0 * u1.log()).sqrt() * torch.cos(2.0 * math.pi * u2)).to(mean.dtype)
         actions = mean + noise * self.log_std.exp()
         # log N(a; mean, std) with (a - mean) / std = noise, summed over the components
         logprob = -(0.5 * noise.square() + self.log_std + _HALF_LOG_2PI).sum(-1)
         return actions, logprob
+
+    @property
+    def noise_draws(self) -> int:
+        return 2 * self.logits_dim
 
     def mode(self, mean: Tensor) -> Tensor:
         return mean

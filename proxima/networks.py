@@ -176,10 +176,11 @@ class ActorCritic(nn.Module):
     def logits(self, obs: Tensor) -> Tensor:
         return run(self.actor, self._features(obs))
 
-    def act(self, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """Sample actions for a batch of observations: ``(actions, log_probs, values)``."""
+    def act(self, obs: Tensor, uniforms: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+        """Sample actions for a batch of observations: ``(actions, log_probs, values)``; ``uniforms``: each
+        row's random draws (``head.noise_draws`` per row), where not torch's global generator."""
         logits, values = self.forward(obs)
-        actions, logprobs = self.head.sample(logits)
+        actions, logprobs = self.head.sample(logits, uniforms)
         return actions, logprobs, values
 
     def evaluate(self, obs: Tensor, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:

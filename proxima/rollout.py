@@ -42,11 +42,11 @@ class RolloutCollector:
         """
         buf, norm = self.buffer, model.normalization
         for t in range(buf.obs.shape[0]):
-            obs = norm.obs(self.next_obs, update=True)
+            obs = self._observe(t, norm, self.next_obs)
             buf.obs[t] = obs
             buf.dones[t] = self.next_done
             # One forward pass over the whole batch gives the actions, their log-probs and the values.
-            actions, buf.logprobs[t], buf.values[t] = model.act(obs)
+            actions, buf.logprobs[t], buf.values[t] = self._act(model, obs)
             buf.actions[t] = actions  # as sampled: a Box action is clipped only on its way into the env
             step = env_call(self.envs.step, actions)
             done = step.done
@@ -54,19 +54,41 @@ class RolloutCollector:
             reward = step.reward
             if norm.norm_reward:
                 self._discounted_return.mul_(self.gamma).add_(step.reward)
-                reward = norm.reward(step.reward, self._discounted_return)
+                reward = self._scale_reward(t, norm, reward)
                 self._discounted_return.masked_fill_(done, 0.0)
             # A time-limit truncation is not the end of the task: the return goes on past the cut, so the
             # target for this step is r + gamma * V(final_obs). A termination's future is worth 0.
             cut = step.truncated & ~step.terminated
             if cut.any():
                 rows = cut.nonzero().squeeze(-1)
-                final_value = model.value(norm.obs(step.final_obs[rows]))
-                reward = reward.index_add(0, rows, self.gamma * final_value)
+                reward = reward.index_add(
+                    0, rows, self.gamma * self._final_values(model, step.final_obs, rows)
+                )
             buf.rewards[t] = reward
             self.next_obs = step.obs
             self.next_done = done.float()
-        return model.value(norm.obs(self.next_obs)), self.next_done
+        return self._values(model, norm.obs(self.next_obs)), self.next_done
+
+    # The policy's share of a step, apart so that a collector of a slice of the envs (proxima.rollout_workers)
+    # can draw from each env's own stream and keep the statistics frozen.
+    def _observe(self, t: int, norm, raw: Tensor) -> Tensor:
+        return norm.obs(raw, update=True)
+
+    def _act(self, model: ActorCritic, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        return model.act(obs)
+
+    def _scale_reward(self, t: int, norm, reward: Tensor) -> Tensor:
+        return norm.reward(reward, self._discounted_return)
+
+    def _final_values(self, model: ActorCritic, final_obs: Tensor, rows: Tensor) -> Tensor:
+        return model.value(model.normalization.obs(final_obs[rows]))
+
+    def _values(self, model: ActorCritic, obs: Tensor) -> Tensor:
+        return model.value(obs)
+
+    def restart(self, seed: int) -> None:
+        """Fresh episodes from ``seed`` (a resumed run whose envs could not be saved)."""
+        self.next_obs = env_call(self.envs.reset, seed=seed)
 
     _STATE = ("next_obs", "next_done", "_episode_return", "_episode_length", "_discounted_return")
 

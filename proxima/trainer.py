@@ -23,7 +23,6 @@ from proxima.config import PPOArgs, resolve_args
 from proxima.distributions import make_head
 from proxima.encoders import check_spaces, encoder_for
 from proxima.envs import make_vec_env
-from proxima.envs.interface import env_call
 from proxima.errors import EnvError, NonFiniteError, UserError
 from proxima.files import read_json, write_json
 from proxima.health import first_non_finite_in_rollout
@@ -32,6 +31,7 @@ from proxima.networks import ActorCritic, NetworkSpec
 from proxima.optim import LinearLR, make_adam
 from proxima.progress import ProgressReport
 from proxima.rollout import RolloutCollector
+from proxima.rollout_workers import RayCollector, WorkerPool
 from proxima.threads import choose_threads
 from proxima.update import UpdateSettings, update
 
@@ -165,7 +165,12 @@ class Run:
         )
         self.scheduler = LinearLR(self.optimizer, args.num_updates) if args.anneal_lr else None
         self.settings = UpdateSettings.from_args(args)
-        self.collector = RolloutCollector(envs, args.num_steps, args.gamma, self.model, seed=args.seed)
+        if isinstance(envs, WorkerPool):  # the envs are on Ray actors: one more collector, same buffer
+            self.collector = RayCollector(
+                envs, args.num_steps, args.gamma, self.model, args.seed, say=self._say
+            )
+        else:
+            self.collector = RolloutCollector(envs, args.num_steps, args.gamma, self.model, seed=args.seed)
         self.agent = Agent(self.model, args.env_id, envs.single_observation_space, envs.single_action_space)
         self.console: ProgressReport | None = None  # the loop's
         self.update = self.global_step = 0
@@ -173,6 +178,10 @@ class Run:
         self.notes: list[str] = []  # shown when training starts
         self.callbacks: list[Callback] = []
         self.logger = None  # set by the Logging callback
+
+    def _say(self, text: str) -> None:
+        if self.console is not None:
+            self.console.message(text)
 
     def iterate(self) -> UpdateResult:
         """One update: a rollout, its advantages, the gradient steps."""
@@ -267,7 +276,7 @@ class Run:
         if states["collector"] is not None:
             self.collector.load_state_dict(states["collector"])
         else:  # new episodes, from a seed the run has not used yet
-            self.collector.next_obs = env_call(self.envs.reset, seed=self.args.seed + meta["global_step"])
+            self.collector.restart(seed=self.args.seed + meta["global_step"])
         self.update, self.global_step, self.elapsed = meta["update"], meta["global_step"], meta["elapsed_s"]
         self.notes.append(f"resuming {self.run_dir} after update {self.update} of {self.args.num_updates}")
         if states["collector"] is None:
@@ -341,6 +350,8 @@ def _threads(args: PPOArgs, envs, saved: int | None = None) -> list[str]:
 
 
 def _make_envs(args: PPOArgs, run_dir: str, device: torch.device, video_subdir: str = ""):
+    if args.rollout_workers:
+        return WorkerPool(args)
     return make_vec_env(
         args.env_id,
         args.num_envs,

@@ -1,0 +1,296 @@
+"""Rollouts on Ray actors (``--rollout-workers N``): N actors each own ``num_envs / N`` envs, of any backend.
+
+Each update the learner puts the weights in Ray's object store once (the normalization statistics are
+buffers among them); each actor loads them, collects its slice of the rollout where its envs are, with
+nothing crossing the process boundary per env step, and returns the whole slice in one transfer
+(observations, actions, log-probs, values, rewards with the truncation bootstraps added, dones, episode
+statistics, and its state for a replacement). The learner joins the slices along the env axis and goes on
+as with local envs: GAE, then the update. ``RayCollector`` is one more collector; the loop does not know.
+
+**Partition invariance.** A run gives the same numbers with 1, 2 or 4 workers (byte for byte on native
+envs), because nothing an env sees depends on which worker holds it:
+- env ``i`` is seeded with ``seed + i`` and draws its actions from its own stream (``CounterRNG``, keyed by
+  the run seed and ``i``), not from a generator shared by the envs of a process;
+- every forward pass runs on a batch of all ``num_envs`` rows, the worker's own in their places and zeros
+  elsewhere, because a matrix product's rounding can depend on the batch size;
+- observation and reward statistics stay frozen during a rollout; the learner merges the rollout's raw
+  observations and discounted returns into them afterwards, step by step, in env order.
+The last two points are where this path differs from the local one (which samples from torch's generator and
+merges the statistics at every step), so a run with workers does not repeat a run without them.
+
+**Faults.** An actor that dies (its node fails, ``ray.kill``) is replaced by a new one for the same envs,
+and its slice is collected again: from the state its envs had at the start of the rollout where the backend
+can save it (native envs: the result is exactly the same), else from fresh episodes. Only whole slices reach
+the buffer, so no transition is lost or counted twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+from proxima.config import PPOArgs
+from proxima.distributions import make_head
+from proxima.envs import make_vec_env
+from proxima.envs.interface import torch_dtype
+from proxima.envs.native import CounterRNG
+from proxima.errors import EnvError, NonFiniteError, UserError
+from proxima.networks import ActorCritic, NetworkSpec
+from proxima.rollout import RolloutCollector
+from proxima.storage import RolloutBuffer
+
+RAY_MISSING = "--rollout-workers needs Ray: pip install 'proxima[ray]' (make installs it)"
+# the action-sampling streams are keyed apart from the envs' own reset streams (seed + i)
+NOISE_KEY = 0x5EED0000
+SLICE_FIELDS = ("obs", "actions", "logprobs", "values", "rewards", "dones",
+                "episode_returns", "episode_lengths", "episode_ended")  # fmt: skip
+
+
+class SliceCollector(RolloutCollector):
+    """A ``RolloutCollector`` for envs ``offset .. offset + n`` of ``total``: per-env sampling streams,
+    forward passes padded to all ``total`` rows, and frozen statistics (it records what the learner merges)."""
+
+    def __init__(
+        self, envs, num_steps: int, gamma: float, model: ActorCritic, seed: int, offset: int, total: int
+    ):
+        super().__init__(envs, num_steps, gamma, model, seed=seed + offset)
+        n = envs.num_envs
+        self.rows = slice(offset, offset + n)
+        self.total = total
+        self.noise = CounterRNG(n, envs.device)
+        self.noise.seed(seed + NOISE_KEY + offset)  # env i's stream: seed + NOISE_KEY + i
+        self._all = torch.ones(n, dtype=torch.bool, device=envs.device)
+        norm = model.normalization
+        space = envs.single_observation_space
+        self.raw_obs = (
+            torch.zeros((num_steps, n, *space.shape), dtype=torch_dtype(space)) if norm.norm_obs else None
+        )
+        self.returns_seen = torch.zeros(num_steps, n) if norm.norm_reward else None
+
+    def _pad(self, x: Tensor, fill: float = 0.0) -> Tensor:
+        full = x.new_full((self.total, *x.shape[1:]), fill)
+        full[self.rows] = x
+        return full
+
+    def _observe(self, t: int, norm, raw: Tensor) -> Tensor:
+        if self.raw_obs is not None:
+            self.raw_obs[t] = raw
+        return norm.obs(raw)  # frozen
+
+    def _act(self, model: ActorCritic, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        uniforms = self.noise.uniform(model.head.noise_draws, 0.0, 1.0, advance=self._all)
+        actions, logprobs, values = model.act(self._pad(obs), self._pad(uniforms, 0.5))
+        return actions[self.rows], logprobs[self.rows], values[self.rows]
+
+    def _scale_reward(self, t: int, norm, reward: Tensor) -> Tensor:
+        self.returns_seen[t] = self._discounted_return
+        return norm.reward(reward, self._discounted_return, update=False)
+
+    def _final_values(self, model: ActorCritic, final_obs: Tensor, rows: Tensor) -> Tensor:
+        values = model.value(model.normalization.obs(self._pad(final_obs)))
+        return values[self.rows][rows]
+
+    def _values(self, model: ActorCritic, obs: Tensor) -> Tensor:
+        return model.value(self._pad(obs))[self.rows]
+
+    _STATE = (*RolloutCollector._STATE, "_noise_key", "_noise_counter")
+
+    @property
+    def _noise_key(self) -> Tensor:
+        return self.noise.key
+
+    @_noise_key.setter
+    def _noise_key(self, value: Tensor) -> None:
+        self.noise.key = value
+
+    @property
+    def _noise_counter(self) -> Tensor:
+        return self.noise.counter
+
+    @_noise_counter.setter
+    def _noise_counter(self, value: Tensor) -> None:
+        self.noise.counter = value
+
+
+class RolloutWorker:
+    """One Ray actor: its envs, its copy of the policy, and its ``SliceCollector``."""
+
+    def __init__(self, args: dict, offset: int, count: int):
+        torch.set_num_threads(1)  # one CPU per actor: Ray's default reservation
+        self.args, self.offset = PPOArgs.from_json(args), offset
+        run = self.args
+        # seeded again by the collector's first reset; seed + offset: env i's seed is seed + i
+        self.envs = make_vec_env(
+            run.env_id, count, backend=run.env_backend, seed=run.seed + offset, asynchronous=run.async_envs
+        )
+        self.model = self.collector = None
+
+    def spaces(self) -> tuple:
+        return self.envs.single_observation_space, self.envs.single_action_space
+
+    def start(self, spec: dict, seed: int, state: dict | None = None) -> None:
+        """Build the policy and the collector (whose first reset seeds env i with ``seed + i``); continue
+        from ``state`` where one is given."""
+        run = self.args
+        self.model = ActorCritic(NetworkSpec.from_json(spec), make_head(self.envs.single_action_space))
+        self.collector = SliceCollector(
+            self.envs, run.num_steps, run.gamma, self.model, seed, self.offset, run.num_envs
+        )
+        if state is not None:
+            self.collector.load_state_dict(state)
+
+    def collect(self, weights: dict[str, Tensor]) -> dict:
+        self.model.load_state_dict(weights)
+        next_value, next_done = self.collector.collect(self.model)
+        buf, c = self.collector.buffer, self.collector
+        return {
+            **{name: getattr(buf, name) for name in SLICE_FIELDS},
+            "next_value": next_value,
+            "next_done": next_done,
+            "raw_obs": c.raw_obs,
+            "returns_seen": c.returns_seen,
+            "state": c.state_dict(),  # where the next rollout starts: a replacement's starting point
+        }
+
+    def close(self) -> None:
+        self.envs.close()
+
+
+class WorkerPool:
+    """The Ray actors, and what the learner needs of their envs: the spaces and the count (``VecEnv``'s
+    attributes, so ``Run`` builds the model from it as from local envs)."""
+
+    def __init__(self, args: PPOArgs):
+        try:
+            import ray
+        except ImportError:
+            raise UserError(RAY_MISSING) from None
+        self.ray, self.args = ray, args
+        self._started = not ray.is_initialized()
+        if self._started:
+            ray.init(include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+        self.num_envs, self.device = args.num_envs, torch.device("cpu")
+        self.count = args.num_envs // args.rollout_workers
+        # a CPU each where the cluster has them; on a small machine a share, so that every actor starts
+        cpus = min(1.0, ray.cluster_resources().get("CPU", 1.0) / args.rollout_workers)
+        self.actor_class = ray.remote(num_cpus=cpus)(RolloutWorker)
+        self.actors = [self._new(k) for k in range(args.rollout_workers)]
+        self.single_observation_space, self.single_action_space = self.get(self.actors[0].spaces.remote())
+
+    def _new(self, k: int):
+        return self.actor_class.remote(self.args.to_json(), k * self.count, self.count)
+
+    def replace(self, k: int):
+        """A new actor for worker ``k``'s envs, in place of one that died."""
+        with contextlib.suppress(Exception):
+            self.ray.kill(self.actors[k])
+        self.actors[k] = self._new(k)
+        return self.actors[k]
+
+    def get(self, refs):
+        """``ray.get``, with an error raised in an actor's env or policy re-raised as itself."""
+        try:
+            return self.ray.get(refs)
+        except self.ray.exceptions.RayTaskError as e:
+            cause = getattr(e, "cause", None)
+            if isinstance(cause, (UserError, EnvError, NonFiniteError)):
+                raise cause from None
+            raise
+
+    def close(self) -> None:
+        for actor in self.actors:
+            with contextlib.suppress(Exception):
+                self.ray.kill(actor)
+        if self._started:
+            self.ray.shutdown()
+
+
+class RayCollector:
+    """The collector of a run with ``--rollout-workers``: the same ``collect`` and ``buffer`` as
+    ``RolloutCollector``, filled by the actors' slices."""
+
+    def __init__(self, pool: WorkerPool, num_steps: int, gamma: float, model: ActorCritic, seed: int,
+                 say: Callable[[str], None] = print):  # fmt: skip
+        self.pool, self.say, self.seed = pool, say, seed
+        n, space, head = pool.num_envs, pool.single_observation_space, model.head
+        obs_dtype = model.normalization.obs_dtype(torch_dtype(space))
+        device = next(model.parameters()).device  # the learner's: slices come back on the CPU, then move
+        self.buffer = RolloutBuffer(
+            num_steps, n, space.shape, obs_dtype, head.action_shape, head.action_dtype, device
+        )
+        self.spec = model.spec.to_json()
+        self.steps_done = 0  # env steps collected so far per env: where a fresh replacement's seed comes from
+        pool.get([actor.start.remote(self.spec, seed) for actor in pool.actors])
+        self.states: list[dict | None] = [None] * len(pool.actors)  # each slice's state at the next rollout
+
+    @torch.no_grad()
+    def collect(self, model: ActorCritic) -> tuple[Tensor, Tensor]:
+        weights = self.pool.ray.put({k: v.cpu() for k, v in model.state_dict().items()})
+        refs = [actor.collect.remote(weights) for actor in self.pool.actors]
+        slices = [self._slice(k, ref, weights) for k, ref in enumerate(refs)]
+        buf, norm = self.buffer, model.normalization
+        for name in SLICE_FIELDS:
+            getattr(buf, name).copy_(torch.cat([s[name] for s in slices], dim=1))
+        # the statistics the actors kept frozen, merged step by step in env order (as one process would)
+        if norm.norm_obs:
+            raw = torch.cat([s["raw_obs"] for s in slices], dim=1)
+            for t in range(raw.shape[0]):
+                norm.obs_rms.update(raw[t].to(buf.obs.device))
+        if norm.norm_reward:
+            returns = torch.cat([s["returns_seen"] for s in slices], dim=1)
+            for t in range(returns.shape[0]):
+                norm.return_rms.update(returns[t].to(buf.obs.device))
+        self.states = [s["state"] for s in slices]
+        self.steps_done += buf.obs.shape[0]
+        device = buf.obs.device
+        return (torch.cat([s["next_value"] for s in slices]).to(device),
+                torch.cat([s["next_done"] for s in slices]).to(device))  # fmt: skip
+
+    def _slice(self, k: int, ref, weights) -> dict:
+        """Worker ``k``'s slice; if the actor died, a new one collects it again (see the module's doc)."""
+        for attempt in range(3):
+            try:
+                return self.pool.get(ref)
+            except (self.pool.ray.exceptions.RayActorError, self.pool.ray.exceptions.ActorDiedError) as e:
+                if attempt == 2:
+                    raise EnvError(
+                        f"rollout worker {k} died three times in one rollout ({type(e).__name__})"
+                    ) from e
+            actor = self.pool.replace(k)
+            state = self.states[k]
+            if state is not None or self.steps_done == 0:  # the very state this rollout started from
+                seed, how = self.seed, "from the state its envs had at the start of this rollout"
+            else:  # fresh episodes, from a seed the run has not used (as a resume without saved envs does)
+                seed, how = (
+                    self.seed + self.steps_done,
+                    "from fresh episodes (its envs' state cannot be saved)",
+                )
+            self.pool.get(actor.start.remote(self.spec, seed, state))
+            self.say(f"note: rollout worker {k} died; a new actor collects its slice again, {how}")
+            ref = actor.collect.remote(weights)
+        raise AssertionError("unreachable")
+
+    def restart(self, seed: int) -> None:
+        """Every actor on fresh episodes from ``seed`` (a resumed run whose envs were not saved)."""
+        self.pool.get([actor.start.remote(self.spec, seed) for actor in self.pool.actors])
+
+    def state_dict(self) -> dict | None:
+        if any(state is None for state in self.states):
+            return None
+        return {
+            "workers": {str(k): state for k, state in enumerate(self.states)},
+            "steps_done": self.steps_done,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.states = [state["workers"][str(k)] for k in range(len(self.pool.actors))]
+        self.steps_done = int(state["steps_done"])
+        self.pool.get(
+            [
+                actor.start.remote(self.spec, self.seed, s)
+                for actor, s in zip(self.pool.actors, self.states, strict=True)
+            ]
+        )

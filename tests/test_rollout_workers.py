@@ -1,0 +1,152 @@
+"""Rollouts on Ray actors (--rollout-workers N): the same numbers with 1, 2 or 4 workers, an actor killed
+mid-run replaced with nothing lost or counted twice, exact resume, and one line where Ray is missing."""
+
+import json
+import os
+import signal
+import sys
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+import proxima
+from proxima.callbacks import Callback
+from proxima.cli import main
+from proxima.executors import ray_available
+
+TIMES = {"time_s", "sps"}
+# 8 updates of 4 envs x 128 steps; one torch thread, so that the learner's arithmetic is the same every time
+RUN = dict(env_id="CartPole-v1", total_timesteps=4096, num_envs=4, torch_threads=1, plot=False, quiet=True)
+needs_ray = pytest.mark.skipif(not ray_available(), reason="the ray extra is not installed")
+
+
+def _metrics(run_dir) -> list[dict]:
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        return [{k: v for k, v in json.loads(line).items() if k not in TIMES} for line in f]
+
+
+def _same_weights(a, b) -> bool:
+    wa, wb = load_file(os.path.join(a, "model.safetensors")), load_file(os.path.join(b, "model.safetensors"))
+    return wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+@pytest.fixture(scope="module")
+def ray_instance():
+    """One local Ray instance for the module: the runs join it instead of starting their own."""
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+class KillWorker(Callback):
+    """Kills rollout worker ``k``'s actor after update ``at``: the next rollout finds it dead."""
+
+    def __init__(self, k: int, at: int):
+        self.k, self.at = k, at
+
+    def on_update_end(self, run, result):
+        if run.update == self.at:
+            import ray
+
+            ray.kill(run.collector.pool.actors[self.k])
+
+
+@pytest.mark.slow
+@needs_ray
+@pytest.mark.parametrize("backend", ["native", "gymnasium"])
+def test_one_two_or_four_workers_give_the_same_run(backend, ray_instance, tmp_path):
+    counts = (1, 2, 4) if backend == "native" else (1, 2)
+    for n in counts:
+        proxima.train(**RUN, env_backend=backend, rollout_workers=n, run_dir=str(tmp_path / f"w{n}"))
+    first = _metrics(tmp_path / "w1")
+    assert len(first) == 8 and first[-1]["global_step"] == 4096
+    for n in counts[1:]:
+        assert _metrics(tmp_path / f"w{n}") == first, n
+        assert _same_weights(tmp_path / "w1", tmp_path / f"w{n}")
+    # its envs sampled from their own streams: not the local path's numbers, which use torch's generator
+    proxima.train(**RUN, env_backend=backend, run_dir=str(tmp_path / "local"))
+    assert _metrics(tmp_path / "local") != first
+
+
+@pytest.mark.slow
+@needs_ray
+def test_a_killed_actor_is_replaced_and_native_envs_continue_exactly(ray_instance, tmp_path, capsys):
+    proxima.train(**RUN, rollout_workers=2, run_dir=str(tmp_path / "whole"))
+    capsys.readouterr()
+    proxima.train(**{**RUN, "quiet": False}, rollout_workers=2, run_dir=str(tmp_path / "killed"),
+                  callbacks=[KillWorker(1, at=3)])  # fmt: skip
+    said = capsys.readouterr()
+    assert ("note: rollout worker 1 died; a new actor collects its slice again, from the state its envs had at "
+            "the start of this rollout") in said.out + said.err  # fmt: skip
+    assert _metrics(tmp_path / "killed") == _metrics(tmp_path / "whole")
+    assert _same_weights(tmp_path / "killed", tmp_path / "whole")
+
+
+@pytest.mark.slow
+@needs_ray
+def test_a_killed_actor_of_gymnasium_envs_starts_fresh_episodes_and_no_step_is_lost(
+    ray_instance, tmp_path, capsys
+):
+    run_dir = tmp_path / "killed"
+    proxima.train(**{**RUN, "quiet": False}, env_backend="gymnasium", rollout_workers=2, run_dir=str(run_dir),
+                  callbacks=[KillWorker(0, at=2)])  # fmt: skip
+    said = capsys.readouterr()
+    assert (
+        "note: rollout worker 0 died; a new actor collects its slice again, from fresh episodes"
+        in said.out + said.err
+    )
+    rows = _metrics(run_dir)
+    assert [r["global_step"] for r in rows] == [512 * (i + 1) for i in range(8)]
+    # every episode counted once: the lengths of the episodes logged add up to no more than the steps taken
+    with open(run_dir / "episodes.jsonl") as f:
+        episodes = [json.loads(line) for line in f]
+    assert episodes and sum(e["length"] for e in episodes) <= 4096
+
+
+@pytest.mark.slow
+@needs_ray
+def test_a_run_with_workers_resumes_exactly_after_ctrl_c(ray_instance, tmp_path):
+    class CtrlC(Callback):
+        def on_update_end(self, run, result):
+            if run.update == 3:
+                os.kill(os.getpid(), signal.SIGINT)  # the checkpointing callback takes it after this update
+
+    proxima.train(**RUN, rollout_workers=2, run_dir=str(tmp_path / "whole"))
+    with pytest.raises(proxima.errors.TrainingInterrupted):
+        proxima.train(**RUN, rollout_workers=2, run_dir=str(tmp_path / "cut"), callbacks=[CtrlC()])
+    assert len(_metrics(tmp_path / "cut")) == 3
+    proxima.resume(str(tmp_path / "cut"), quiet=True)
+    assert _metrics(tmp_path / "cut") == _metrics(tmp_path / "whole")
+    assert _same_weights(tmp_path / "cut", tmp_path / "whole")
+
+
+@pytest.mark.parametrize(
+    "argv,match",
+    [
+        (["--rollout-workers", "3"], "rollout_workers must be 0 (envs in this process) or a positive divisor of num_envs=4, got 3"),
+        (["--rollout-workers", "2", "--capture-video"], "capture_video records envs of this process; drop it or --rollout-workers"),
+    ],
+)  # fmt: skip
+def test_bad_rollout_workers_are_one_line_exit_2(argv, match, tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    assert main(["train", "--total-timesteps", "512", "--run-dir", str(run_dir), *argv]) == 2
+    err = capsys.readouterr().err
+    assert match in err and err.count("\n") == 1, err
+    assert not run_dir.exists()
+
+
+def test_without_ray_rollout_workers_say_how_to_install_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray raises ImportError
+    run_dir = tmp_path / "run"
+    assert (
+        main(["train", "--rollout-workers", "2", "--total-timesteps", "512", "--run-dir", str(run_dir)]) == 2
+    )
+    err = capsys.readouterr().err
+    assert (
+        err
+        == "proxima train: error: --rollout-workers needs Ray: pip install 'proxima[ray]' (make installs it)\n"
+    )
+    assert not run_dir.exists()
