@@ -27,6 +27,7 @@ the buffer, so no transition is lost or counted twice.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable
 
 import torch
@@ -143,6 +144,7 @@ class RolloutWorker:
             self.collector.load_state_dict(state)
 
     def collect(self, weights: dict[str, Tensor]) -> dict:
+        start = time.perf_counter()
         self.model.load_state_dict(weights)
         next_value, next_done = self.collector.collect(self.model)
         buf, c = self.collector.buffer, self.collector
@@ -153,6 +155,7 @@ class RolloutWorker:
             "raw_obs": c.raw_obs,
             "returns_seen": c.returns_seen,
             "state": c.state_dict(),  # where the next rollout starts: a replacement's starting point
+            "rollout_s": time.perf_counter() - start,
         }
 
     def close(self) -> None:
@@ -225,12 +228,20 @@ class RayCollector:
         self.steps_done = 0  # env steps collected so far per env: where a fresh replacement's seed comes from
         pool.get([actor.start.remote(self.spec, seed) for actor in pool.actors])
         self.states: list[dict | None] = [None] * len(pool.actors)  # each slice's state at the next rollout
+        # seconds spent per phase, summed over updates (benchmarks/rollout_workers.py): the weights put in the
+        # object store, the slowest actor's rollout, the rest of the wait (the slices' transfer), the join
+        self.timings = dict.fromkeys(("weights_out", "rollout", "transfer_back", "join"), 0.0)
+        self.bytes: dict[str, int] = {}
 
     @torch.no_grad()
     def collect(self, model: ActorCritic) -> tuple[Tensor, Tensor]:
-        weights = self.pool.ray.put({k: v.cpu() for k, v in model.state_dict().items()})
+        clock = time.perf_counter()
+        state = {k: v.cpu() for k, v in model.state_dict().items()}
+        weights = self.pool.ray.put(state)
         refs = [actor.collect.remote(weights) for actor in self.pool.actors]
+        sent = time.perf_counter()
         slices = [self._slice(k, ref, weights) for k, ref in enumerate(refs)]
+        received = time.perf_counter()
         buf, norm = self.buffer, model.normalization
         for name in SLICE_FIELDS:
             getattr(buf, name).copy_(torch.cat([s[name] for s in slices], dim=1))
@@ -245,6 +256,18 @@ class RayCollector:
                 norm.return_rms.update(returns[t].to(buf.obs.device))
         self.states = [s["state"] for s in slices]
         self.steps_done += buf.obs.shape[0]
+        slowest = max(s["rollout_s"] for s in slices)
+        for key, seconds in (
+            ("weights_out", sent - clock),
+            ("rollout", slowest),
+            ("transfer_back", received - sent - slowest),
+            ("join", time.perf_counter() - received),
+        ):
+            self.timings[key] += seconds  # fmt: skip
+        self.bytes = {
+            "weights": _nbytes(state),
+            "slices": sum(_nbytes(s) for s in slices),
+        }  # of the last update
         device = buf.obs.device
         return (torch.cat([s["next_value"] for s in slices]).to(device),
                 torch.cat([s["next_done"] for s in slices]).to(device))  # fmt: skip
@@ -294,3 +317,10 @@ class RayCollector:
                 for actor, s in zip(self.pool.actors, self.states, strict=True)
             ]
         )
+
+
+def _nbytes(tree) -> int:
+    """Bytes of the tensors in a nested dict (what a transfer carries, its small header aside)."""
+    if isinstance(tree, Tensor):
+        return tree.nbytes
+    return sum(_nbytes(v) for v in tree.values()) if isinstance(tree, dict) else 0
