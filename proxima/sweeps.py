@@ -113,6 +113,10 @@ def sweep(
              else resolve_args(config=config, **{**overrides, **setting}))
             for label, setting in grid_settings(grid or {})
         ]  # fmt: skip
+    if executor == "ray" and any(base.rollout_workers for _, base in settings):
+        # Tune reserves a trial's CPUs; actors of its own would wait for CPUs that other trials hold
+        raise UserError("a sweep's runs on Ray cannot have rollout workers of their own yet; drop --rollout-workers "
+                        "or give --executor local")  # fmt: skip
     out = os.path.abspath(output_dir or default_output_dir(settings[0][1].env_id))
     if os.path.exists(out) and os.listdir(out):
         raise UserError(f"output directory {out!r} already exists and is not empty; give a new --output-dir")

@@ -5,6 +5,7 @@ import json
 import os
 import signal
 import sys
+import threading
 
 import pytest
 import torch
@@ -42,16 +43,21 @@ def ray_instance():
 
 
 class KillWorker(Callback):
-    """Kills rollout worker ``k``'s actor after update ``at``: the next rollout finds it dead."""
+    """Kills rollout worker ``k``'s actor after update ``at``, at once (the next rollout finds it dead) or
+    ``delay`` seconds later from another thread (most likely while it collects the next rollout)."""
 
-    def __init__(self, k: int, at: int):
-        self.k, self.at = k, at
+    def __init__(self, k: int, at: int, delay: float = 0.0):
+        self.k, self.at, self.delay = k, at, delay
 
     def on_update_end(self, run, result):
         if run.update == self.at:
             import ray
 
-            ray.kill(run.collector.pool.actors[self.k])
+            actor = run.collector.pool.actors[self.k]
+            if self.delay:
+                threading.Timer(self.delay, ray.kill, [actor]).start()
+            else:
+                ray.kill(actor)
 
 
 @pytest.mark.slow
@@ -92,7 +98,7 @@ def test_a_killed_actor_of_gymnasium_envs_starts_fresh_episodes_and_no_step_is_l
 ):
     run_dir = tmp_path / "killed"
     proxima.train(**{**RUN, "quiet": False}, env_backend="gymnasium", rollout_workers=2, run_dir=str(run_dir),
-                  callbacks=[KillWorker(0, at=2)])  # fmt: skip
+                  callbacks=[KillWorker(0, at=2, delay=0.05)])  # fmt: skip
     said = capsys.readouterr()
     assert (
         "note: rollout worker 0 died; a new actor collects its slice again, from fresh episodes"

@@ -64,6 +64,10 @@ RESUME = "resume"
         (["--cpus-per-trial", "0"], "--cpus-per-trial expects a positive integer, got '0'"),
         (["--executor", "dask"], "unknown executor 'dask'; accepted: local, ray"),
         (["--num-envs", "0"], "num_envs must be a positive integer, got 0"),
+        (
+            ["--rollout-workers", "2", "--executor", "ray"],
+            "a sweep's runs on Ray cannot have rollout workers",
+        ),
         ([RESUME, "--resume", "nowhere"], "sweep directory 'nowhere' does not exist"),
         (
             [RESUME, "--resume", "x", "--seeds", "1"],
