@@ -344,10 +344,14 @@ def _print_results(results, command: str) -> int:
     print(f"wrote {out}/results.md, {out}/results.json" + (
         f" and {out}/learning_curves.png" if os.path.exists(f"{out}/learning_curves.png") else ""))  # fmt: skip
     failed = sum(t["status"] == "failed" for t in results.trials)
-    if failed:
-        print(f"proxima {command}: {failed} of {len(results.trials)} runs failed (see {out}/results.md)",
-              file=sys.stderr)  # fmt: skip
-    return 1 if failed else 0
+    missing = sum(t["status"] == "not run" for t in results.trials)
+    if failed or missing:
+        said = ", ".join(f"{n} {what}" for n, what in ((failed, "failed"), (missing, "did not run")) if n)
+        print(
+            f"proxima {command}: of {len(results.trials)} runs, {said} (see {out}/results.md)",
+            file=sys.stderr,
+        )
+    return 1 if failed or missing else 0
 
 
 SWEEP_HELP = """usage: proxima sweep [SWEEP FLAGS] [TRAIN FLAGS]
@@ -372,7 +376,8 @@ and results.json. Every run can be evaluated, plotted or resumed on its own.
   --resume SWEEP_DIR     finish a sweep that was stopped: finished and failed runs are kept, interrupted ones
                          resume from their checkpoints, the others start
 Every other flag is a `proxima train` flag (--config, --env-id, --total-timesteps, ...): see proxima train --help.
-Exit status 1 if a run failed (a NaN, a crashed env): its reason is in results.md, and the other runs go on.
+Exit status 1 if a run failed (a NaN, a crashed env: its reason is in results.md, and the other runs go on;
+--resume keeps it failed) or did not run. A run that crashed on anything else (a bug) runs again on --resume.
 """
 
 _SWEEP_FLAGS = ("--seeds", "--grid", "--executor", "--cpus-per-trial", "--max-concurrent", "--address",
@@ -380,7 +385,7 @@ _SWEEP_FLAGS = ("--seeds", "--grid", "--executor", "--cpus-per-trial", "--max-co
 
 
 def cmd_sweep(argv: list[str]) -> int:
-    from proxima.sweeps import parse_seeds, resume_sweep, sweep
+    from proxima.sweeps import default_output_dir, parse_seeds, resume_sweep, sweep
 
     if "-h" in argv or "--help" in argv:
         print(SWEEP_HELP, end="")
@@ -402,22 +407,37 @@ def cmd_sweep(argv: list[str]) -> int:
         if extra:
             raise UserError(f"with --resume, only --executor, --address and --max-concurrent may be given, not "
                             f"{extra[0]} (the sweep's sweep.json holds the rest)")  # fmt: skip
-        results = resume_sweep(one["--resume"], one.get("--executor"), one.get("--address"), max_concurrent)
+        try:
+            results = resume_sweep(
+                one["--resume"], one.get("--executor"), one.get("--address"), max_concurrent
+            )
+        except TrainingInterrupted as e:
+            return _sweep_interrupted(e, one["--resume"])
         return _print_results(results, "sweep")
     for flag in ("--seed", "--run-dir"):
         if _flag_value(argv, flag) is not None:
             raise UserError(f"proxima sweep sets {flag} of each run; give --seeds and --output-dir instead")
     settings = _grid_settings(argv, [values[0] for values in given.get("--grid", [])])
-    results = sweep(
-        seeds=parse_seeds(one.get("--seeds", "1-3")),
-        settings=settings,
-        executor=one.get("--executor", "ray"),
-        cpus_per_trial=_positive(one, "--cpus-per-trial") or 1,
-        max_concurrent=max_concurrent,
-        address=one.get("--address"),
-        output_dir=one.get("--output-dir"),
-    )
+    out = one.get("--output-dir") or default_output_dir(settings[0][1].env_id)
+    try:
+        results = sweep(
+            seeds=parse_seeds(one.get("--seeds", "1-3")),
+            settings=settings,
+            executor=one.get("--executor", "ray"),
+            cpus_per_trial=_positive(one, "--cpus-per-trial") or 1,
+            max_concurrent=max_concurrent,
+            address=one.get("--address"),
+            output_dir=out,
+        )
+    except TrainingInterrupted as e:
+        return _sweep_interrupted(e, out)
     return _print_results(results, "sweep")
+
+
+def _sweep_interrupted(e: TrainingInterrupted, out: str) -> int:
+    """Ctrl-C in a local sweep's run: how to finish the sweep (not the run alone), and exit status 130."""
+    print(f"proxima sweep: {e}; finish the sweep with: proxima sweep --resume {out}", file=sys.stderr)
+    return 130
 
 
 def _positive(given: dict[str, str], flag: str) -> int | None:

@@ -81,17 +81,21 @@ def run_ray(
         except (ConnectionError, ValueError, RuntimeError) as e:
             raise UserError(f"cannot reach Ray at --address {address!r}: {str(e).splitlines()[0]}") from None
 
+    largest = max((node["Resources"].get("CPU", 0) for node in ray.nodes() if node["Alive"]), default=0)
+    if cpus_per_trial > largest:  # Tune would wait for such a node forever, with a warning at most
+        if started:
+            ray.shutdown()
+        raise UserError(f"--cpus-per-trial {cpus_per_trial} is more than any Ray node has (the largest has "
+                        f"{largest:g} CPUs); give at most {largest:g}")  # fmt: skip
+
     class Notify(tune.Callback):  # runs in this process as Tune learns that a trial ended
         def on_trial_complete(self, iteration, trials, trial, **info):
             on_done(trial.config["config"], None)
 
         def on_trial_error(self, iteration, trials, trial, **info):
-            error = trial.get_error()
-            if isinstance(getattr(error, "cause", None), TrialFailed):
-                on_done(trial.config["config"], None)  # the trial wrote its reason
-            else:
-                lines = [line for line in str(error).splitlines() if line.strip()]
-                on_done(trial.config["config"], lines[-1] if lines else type(error).__name__)
+            # the reason a failed trial wrote to its trial.json comes first; this is for any other crash
+            lines = [line for line in str(trial.get_error()).splitlines() if line.strip()]
+            on_done(trial.config["config"], lines[-1] if lines else "the trial crashed")
 
     # A new Tune experiment each time: the run directories, not Tune's state, say what is done (a resumed
     # sweep schedules only the unfinished trials).

@@ -27,6 +27,7 @@ the buffer, so no transition is lost or counted twice.
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from collections.abc import Callable
 
@@ -46,6 +47,7 @@ from proxima.storage import RolloutBuffer
 RAY_MISSING = "--rollout-workers needs Ray: pip install 'proxima[ray]' (make installs it)"
 # the action-sampling streams are keyed apart from the envs' own reset streams (seed + i)
 NOISE_KEY = 0x5EED0000
+FRESH_KEY = 0x7E500000  # and a replacement's fresh episodes apart from both
 SLICE_FIELDS = ("obs", "actions", "logprobs", "values", "rewards", "dones",
                 "episode_returns", "episode_lengths", "episode_ended")  # fmt: skip
 
@@ -178,7 +180,8 @@ class WorkerPool:
         self.num_envs, self.device = args.num_envs, torch.device("cpu")
         self.count = args.num_envs // args.rollout_workers
         # a CPU each where the cluster has them; on a small machine a share, so that every actor starts
-        cpus = min(1.0, ray.cluster_resources().get("CPU", 1.0) / args.rollout_workers)
+        share = ray.cluster_resources().get("CPU", 1.0) / args.rollout_workers
+        cpus = min(1.0, math.floor(share * 10_000) / 10_000)  # rounded down: N shares never exceed the CPUs
         self.actor_class = ray.remote(num_cpus=cpus)(RolloutWorker)
         self.actors = [self._new(k) for k in range(args.rollout_workers)]
         self.single_observation_space, self.single_action_space = self.get(self.actors[0].spaces.remote())
@@ -193,15 +196,23 @@ class WorkerPool:
         self.actors[k] = self._new(k)
         return self.actors[k]
 
-    def get(self, refs):
-        """``ray.get``, with an error raised in an actor's env or policy re-raised as itself."""
+    def get(self, refs, actor_may_die: bool = False):
+        """``ray.get``: an error raised in an actor's env or policy re-raised as itself, any other failure as
+        a one-line ``EnvError``; a dead actor's ``RayActorError`` passes through where ``actor_may_die``."""
+        errors = self.ray.exceptions
         try:
             return self.ray.get(refs)
-        except self.ray.exceptions.RayTaskError as e:
+        except errors.RayTaskError as e:
             cause = getattr(e, "cause", None)
             if isinstance(cause, (UserError, EnvError, NonFiniteError)):
                 raise cause from None
-            raise
+            raise EnvError(f"a rollout worker failed: {_last_line(e)}") from e
+        except errors.RayActorError as e:
+            if actor_may_die:
+                raise
+            raise EnvError(f"a rollout worker's actor died: {_last_line(e)}") from e
+        except errors.RayError as e:
+            raise EnvError(f"Ray failed: {_last_line(e)}") from e
 
     def close(self) -> None:
         for actor in self.actors:
@@ -276,8 +287,8 @@ class RayCollector:
         """Worker ``k``'s slice; if the actor died, a new one collects it again (see the module's doc)."""
         for attempt in range(3):
             try:
-                return self.pool.get(ref)
-            except (self.pool.ray.exceptions.RayActorError, self.pool.ray.exceptions.ActorDiedError) as e:
+                return self.pool.get(ref, actor_may_die=True)
+            except self.pool.ray.exceptions.RayActorError as e:
                 if attempt == 2:
                     raise EnvError(
                         f"rollout worker {k} died three times in one rollout ({type(e).__name__})"
@@ -286,18 +297,18 @@ class RayCollector:
             state = self.states[k]
             if state is not None or self.steps_done == 0:  # the very state this rollout started from
                 seed, how = self.seed, "from the state its envs had at the start of this rollout"
-            else:  # fresh episodes, from a seed the run has not used (as a resume without saved envs does)
-                seed, how = (
-                    self.seed + self.steps_done,
-                    "from fresh episodes (its envs' state cannot be saved)",
-                )
+            else:  # fresh episodes, from seeds apart from the envs' (seed + i) and the noise streams'
+                seed = self.seed + FRESH_KEY + self.steps_done * self.pool.num_envs
+                how = "from fresh episodes (its envs' state cannot be saved)"
             self.pool.get(actor.start.remote(self.spec, seed, state))
             self.say(f"note: rollout worker {k} died; a new actor collects its slice again, {how}")
             ref = actor.collect.remote(weights)
         raise AssertionError("unreachable")
 
     def restart(self, seed: int) -> None:
-        """Every actor on fresh episodes from ``seed`` (a resumed run whose envs were not saved)."""
+        """Every actor on fresh episodes from ``seed`` (a resumed run whose envs were not saved); a
+        replacement before the next rollout ends starts from there too."""
+        self.seed, self.steps_done = seed, 0
         self.pool.get([actor.start.remote(self.spec, seed) for actor in self.pool.actors])
 
     def state_dict(self) -> dict | None:
@@ -324,3 +335,8 @@ def _nbytes(tree) -> int:
     if isinstance(tree, Tensor):
         return tree.nbytes
     return sum(_nbytes(v) for v in tree.values()) if isinstance(tree, dict) else 0
+
+
+def _last_line(error: Exception) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[-1] if lines else type(error).__name__

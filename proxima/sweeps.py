@@ -113,10 +113,7 @@ def sweep(
              else resolve_args(config=config, **{**overrides, **setting}))
             for label, setting in grid_settings(grid or {})
         ]  # fmt: skip
-    if executor == "ray" and any(base.rollout_workers for _, base in settings):
-        # Tune reserves a trial's CPUs; actors of its own would wait for CPUs that other trials hold
-        raise UserError("a sweep's runs on Ray cannot have rollout workers of their own yet; drop --rollout-workers "
-                        "or give --executor local")  # fmt: skip
+    _check_workers(executor, [base.to_json() for _, base in settings])
     out = os.path.abspath(output_dir or default_output_dir(settings[0][1].env_id))
     if os.path.exists(out) and os.listdir(out):
         raise UserError(f"output directory {out!r} already exists and is not empty; give a new --output-dir")
@@ -166,6 +163,7 @@ def _run(
     out: str, plan: dict, executor: str, address: str | None, max_concurrent: int | None
 ) -> SweepResults:
     todo = [t["config"] for t in plan["trials"] if _status(t["config"]["run_dir"]) is None]
+    _check_workers(executor, todo)
     names = {t["config"]["run_dir"]: t["name"] for t in plan["trials"]}
     errors: dict[str, str] = {}
 
@@ -186,6 +184,13 @@ def _run(
     elif todo:
         executors.run_local(run_trial, todo, on_done)
     return summarize(out, plan, errors)
+
+
+def _check_workers(executor: str, configs: list[dict]) -> None:
+    if executor == "ray" and any(config["rollout_workers"] for config in configs):
+        # Tune reserves a trial's CPUs; actors of its own would wait for CPUs that other trials hold
+        raise UserError("a sweep's runs on Ray cannot have rollout workers of their own yet; drop --rollout-workers "
+                        "or give --executor local")  # fmt: skip
 
 
 def run_trial(config: dict, report: Callable[[dict], None] | None = None, node: str | None = None) -> dict:
@@ -245,7 +250,10 @@ def summarize(out: str, plan: dict, errors: dict[str, str] | None = None) -> Swe
     }
     groups = {label: runs for label, runs in groups.items() if runs}
     if groups:
-        plot_runs(groups, os.path.join(out, "learning_curves.png"), title=plan["title"])
+        try:
+            plot_runs(groups, os.path.join(out, "learning_curves.png"), title=plan["title"])
+        except UserError as e:  # no matplotlib: the table and results.json are what matter
+            print(f"note: no learning_curves.png: {e}", flush=True)
     return results
 
 

@@ -105,7 +105,7 @@ def test_a_local_sweep_tabulates_every_setting_and_goes_on_past_a_failed_run(tmp
             "--grid", "learning_rate=2.5e-4,1e30", "--grid", "hidden_sizes=64 64,16"]  # fmt: skip
     assert main(argv) == 1  # a run failed
     captured = capsys.readouterr()
-    assert "proxima sweep: 4 of 8 runs failed" in captured.err
+    assert "proxima sweep: of 8 runs, 4 failed (see " in captured.err
     assert f"learning_rate=1e30__hidden_sizes=16__seed2: failed: {NAN}" in captured.out
     results = _json(out / "results.json")
     assert [s["setting"] for s in results["settings"]] == [
@@ -152,6 +152,15 @@ def test_a_local_sweep_tabulates_every_setting_and_goes_on_past_a_failed_run(tmp
 
 
 needs_ray = pytest.mark.skipif(not executors.ray_available(), reason="the ray extra is not installed")
+
+
+@pytest.mark.slow
+@needs_ray
+def test_more_cpus_per_trial_than_a_node_has_is_one_line_exit_2(tmp_path, capsys):
+    out = tmp_path / "sweep"
+    assert main(["sweep", *SMALL, "--cpus-per-trial", "64", "--output-dir", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--cpus-per-trial 64 is more than any Ray node has" in err and err.count("\n") == 1, err
 
 
 @pytest.mark.slow
