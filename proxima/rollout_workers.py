@@ -123,15 +123,21 @@ class RolloutWorker:
 
     def __init__(self, args: dict, offset: int, count: int):
         torch.set_num_threads(1)  # one CPU per actor: Ray's default reservation
-        self.args, self.offset = PPOArgs.from_json(args), offset
+        self.args, self.offset, self.count = PPOArgs.from_json(args), offset, count
+        self.envs = self.model = self.collector = None
+
+    def open(self) -> tuple:
+        """Make the envs; return their spaces. Not in ``__init__``: an env that fails there would reach the
+        learner as the actor's death, without the error it raised."""
         run = self.args
         # seeded again by the collector's first reset; seed + offset: env i's seed is seed + i
         self.envs = make_vec_env(
-            run.env_id, count, backend=run.env_backend, seed=run.seed + offset, asynchronous=run.async_envs
+            run.env_id,
+            self.count,
+            backend=run.env_backend,
+            seed=run.seed + self.offset,
+            asynchronous=run.async_envs,
         )
-        self.model = self.collector = None
-
-    def spaces(self) -> tuple:
         return self.envs.single_observation_space, self.envs.single_action_space
 
     def start(self, spec: dict, seed: int, state: dict | None = None) -> None:
@@ -161,7 +167,8 @@ class RolloutWorker:
         }
 
     def close(self) -> None:
-        self.envs.close()
+        if self.envs is not None:
+            self.envs.close()
 
 
 class WorkerPool:
@@ -184,7 +191,12 @@ class WorkerPool:
         cpus = min(1.0, math.floor(share * 10_000) / 10_000)  # rounded down: N shares never exceed the CPUs
         self.actor_class = ray.remote(num_cpus=cpus)(RolloutWorker)
         self.actors = [self._new(k) for k in range(args.rollout_workers)]
-        self.single_observation_space, self.single_action_space = self.get(self.actors[0].spaces.remote())
+        try:
+            spaces = self.get([actor.open.remote() for actor in self.actors])
+            self.single_observation_space, self.single_action_space = spaces[0]
+        except BaseException:  # the env could not be made: nothing is left running
+            self.close()
+            raise
 
     def _new(self, k: int):
         return self.actor_class.remote(self.args.to_json(), k * self.count, self.count)
@@ -194,6 +206,7 @@ class WorkerPool:
         with contextlib.suppress(Exception):
             self.ray.kill(self.actors[k])
         self.actors[k] = self._new(k)
+        self.get(self.actors[k].open.remote())
         return self.actors[k]
 
     def get(self, refs, actor_may_die: bool = False):
@@ -203,11 +216,10 @@ class WorkerPool:
         try:
             return self.ray.get(refs)
         except errors.RayTaskError as e:
-            cause = getattr(e, "cause", None)
-            if isinstance(cause, (UserError, EnvError, NonFiniteError)):
-                raise cause from None
+            _raise_proxima_error(e)
             raise EnvError(f"a rollout worker failed: {_last_line(e)}") from e
         except errors.RayActorError as e:
+            _raise_proxima_error(getattr(e, "cause", None))  # its envs could not be made
             if actor_may_die:
                 raise
             raise EnvError(f"a rollout worker's actor died: {_last_line(e)}") from e
@@ -340,3 +352,16 @@ def _nbytes(tree) -> int:
 def _last_line(error: Exception) -> str:
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     return lines[-1] if lines else type(error).__name__
+
+
+def _raise_proxima_error(error) -> None:
+    """Raise the proxima error (a crashed env, bad input, a NaN) that a Ray error wraps, if it wraps one."""
+    import ray
+
+    for _ in range(3):  # an actor's death wraps the task error that wraps the exception
+        # a RayTaskError also passes for the class of its cause, with the remote traceback as its text
+        if isinstance(error, (UserError, EnvError, NonFiniteError)) and not isinstance(
+            error, ray.exceptions.RayError
+        ):
+            raise error from None
+        error = getattr(error, "cause", None)

@@ -129,6 +129,26 @@ def test_a_run_with_workers_resumes_exactly_after_ctrl_c(ray_instance, tmp_path)
     assert _same_weights(tmp_path / "cut", tmp_path / "whole")
 
 
+@pytest.mark.slow
+@needs_ray
+@pytest.mark.parametrize(
+    "env,message",
+    [
+        ("WildConstructorRaises-v0", "WildConstructorRaises-v0's constructor raised RuntimeError: cannot find the simulator's assets in /opt/sim"),
+        ("WildCrashAfter1000-v0", "the env raised RuntimeError: simulator crashed in update 8"),
+    ],
+)  # fmt: skip
+def test_an_env_that_fails_on_a_worker_is_one_line_as_in_this_process(
+    env, message, ray_instance, tmp_path, capsys
+):
+    run_dir = tmp_path / "run"
+    argv = ["train", "--env-id", "tests.fixtures.wild_envs:" + env, "--num-envs", "2", "--rollout-workers", "2",
+            "--total-timesteps", "5000", "--run-dir", str(run_dir), "--quiet"]  # fmt: skip
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("proxima train: error: ") and message in err and err.count("\n") == 1, err
+
+
 @pytest.mark.parametrize(
     "argv,match",
     [
