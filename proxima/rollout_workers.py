@@ -99,23 +99,17 @@ class SliceCollector(RolloutCollector):
     def _values(self, model: ActorCritic, obs: Tensor) -> Tensor:
         return model.value(self._pad(obs))[self.rows]
 
-    _STATE = (*RolloutCollector._STATE, "_noise_key", "_noise_counter")
+    def state_dict(self) -> dict | None:
+        state = super().state_dict()
+        return (
+            None
+            if state is None
+            else {**state, "noise_key": self.noise.key, "noise_counter": self.noise.counter}
+        )
 
-    @property
-    def _noise_key(self) -> Tensor:
-        return self.noise.key
-
-    @_noise_key.setter
-    def _noise_key(self, value: Tensor) -> None:
-        self.noise.key = value
-
-    @property
-    def _noise_counter(self) -> Tensor:
-        return self.noise.counter
-
-    @_noise_counter.setter
-    def _noise_counter(self, value: Tensor) -> None:
-        self.noise.counter = value
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self.noise.key, self.noise.counter = state["noise_key"].clone(), state["noise_counter"].clone()
 
 
 class RolloutWorker:
