@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from proxima.distributions import make_head
-from proxima.envs.interface import clip_to_space
+from proxima.envs.interface import env_actions
 from proxima.errors import UserError
 from proxima.files import (
     AGENT_JSON,
@@ -21,25 +21,10 @@ from proxima.files import (
     write_tensors,
 )
 from proxima.networks import ActorCritic, NetworkSpec
+from proxima.spaces import space_from_json, space_to_json
 
 FORMAT = "proxima-agent"
 VERSION = 1
-
-
-def space_to_json(space: gym.Space) -> dict:
-    if isinstance(space, gym.spaces.Discrete):
-        return {"type": "Discrete", "n": int(space.n)}
-    if isinstance(space, gym.spaces.Box):
-        # JSON has no infinity: an unbounded side is written as null
-        bound = lambda a: [float(x) if np.isfinite(x) else None for x in a.reshape(-1)]  # noqa: E731
-        return {
-            "type": "Box",
-            "shape": list(space.shape),
-            "low": bound(space.low),
-            "high": bound(space.high),
-            "dtype": np.dtype(space.dtype).name,
-        }
-    raise UserError(f"cannot describe space {space}")
 
 
 class Agent:
@@ -52,20 +37,65 @@ class Agent:
         self.env_id = env_id
         self.observation_space = observation_space
         self.action_space = action_space
+        self.layout = model.spec.layout()
 
     @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
-    def predict(self, obs, deterministic: bool = False) -> np.ndarray:
-        """Actions for one raw observation ``(obs_dim,)`` or a batch ``(B, obs_dim)``, sampled or, if
-        ``deterministic``, the most probable (the Gaussian's mean). Observations are normalized with the
-        statistics saved at the end of training; Box actions come back clipped to the action space."""
-        obs_t = torch.as_tensor(np.asarray(obs, dtype=self.observation_space.dtype), device=self.device)
-        single = obs_t.ndim == len(self.observation_space.shape)
-        actions = self.model.predict(obs_t.unsqueeze(0) if single else obs_t, deterministic)
-        actions = clip_to_space(actions.cpu().numpy(), self.action_space)  # ready for env.step
-        return actions[0] if single else actions
+    def predict(self, obs, state=None, episode_start=None, deterministic: bool = False, action_mask=None):
+        """Actions for one raw observation or a batch of them, sampled or, if ``deterministic``, the most
+        probable (the Gaussian's mean). A Box observation is an array ``(*shape)`` or ``(B, *shape)``; a Dict
+        or Tuple one is a dict or tuple of such arrays, each with the batch axis for a batch. ``action_mask``:
+        booleans, one per action (``(B, n)`` for a batch), for an agent trained with masks; masked actions are
+        never returned. Observations are normalized with the statistics saved at the end of training. The
+        actions are the env's: Box actions clipped to the action space, a Discrete's start added.
+
+        A recurrent agent (``--recurrent lstm``) returns ``(actions, state)``: pass ``state`` back with the next
+        observation, and ``episode_start`` (a bool per env) where an episode begins, which zeroes its memory.
+        ``state`` None starts every env afresh. As sb3-contrib's, the state is ``(h, c)``, numpy arrays of shape
+        ``(layers, B, hidden)``."""
+        if isinstance(
+            state, bool
+        ):  # predict(obs, True), the signature before recurrent agents: deterministic
+            state, deterministic = None, state
+        layout = self.layout
+        if action_mask is not None and layout.mask is None:
+            raise UserError("this agent was trained without action masks; call predict without action_mask")
+        if not layout.packed:
+            obs_t = torch.as_tensor(np.asarray(obs, dtype=self.observation_space.dtype), device=self.device)
+            single = obs_t.ndim == len(self.observation_space.shape)
+        else:
+            single = not layout.is_batch(obs)
+            packed = layout.pack(obs, action_mask if layout.mask == "info" else None, batch=not single)
+            if action_mask is not None and layout.mask != "info":  # it overrides the dict's own mask
+                mask = np.asarray(action_mask, dtype=bool)
+                packed[..., layout.mask_part.span] = mask.reshape(packed[..., layout.mask_part.span].shape)
+            obs_t = torch.as_tensor(packed, device=self.device)
+        obs_t = obs_t.unsqueeze(0) if single else obs_t
+        if self.model.lstm is None:
+            actions = self.model.predict(obs_t, deterministic)
+        else:
+            actions, state = self._predict_recurrent(obs_t, state, episode_start, deterministic)
+        actions = env_actions(actions.cpu().numpy(), self.action_space)  # ready for env.step
+        actions = actions[0] if single else actions
+        return actions if self.model.lstm is None else (actions, state)
+
+    def _predict_recurrent(self, obs: torch.Tensor, state, episode_start, deterministic: bool):
+        n = obs.shape[0]
+        if state is None:
+            memory, starts = self.model.initial_memory(n, self.device), torch.ones(n, device=self.device)
+        else:
+            memory = tuple(
+                torch.as_tensor(np.asarray(s), dtype=torch.float32, device=self.device) for s in state
+            )
+            starts = torch.zeros(n, device=self.device)
+            if episode_start is not None:
+                starts = torch.as_tensor(
+                    np.asarray(episode_start).reshape(n), dtype=torch.float32, device=self.device
+                )
+        actions, memory = self.model.predict_recurrent(obs, starts, memory, deterministic)
+        return actions, tuple(m.cpu().numpy() for m in memory)
 
     def save(self, directory: str, **extra) -> None:
         """Write ``model.safetensors`` and ``agent.json`` into ``directory``."""
@@ -93,8 +123,8 @@ class Agent:
             raise UserError(f"{run_dir}/{AGENT_JSON} is not a proxima agent (format version {VERSION})")
         try:
             spec = NetworkSpec.from_json(meta["network"])
-            observation_space = _box(meta["observation_space"])
-            action_space = _action_space(meta["action_space"])
+            observation_space = space_from_json(meta["observation_space"])
+            action_space = space_from_json(meta["action_space"])
         except (KeyError, TypeError, ValueError) as e:
             raise UserError(
                 f"{run_dir}/{AGENT_JSON} is missing or has a bad field ({e}); the checkpoint is corrupt"
@@ -103,22 +133,6 @@ class Agent:
         path = os.path.join(run_dir, WEIGHTS)
         load_module_state(model, read_tensors(path), path)
         return cls(model.to(device).eval(), meta["env_id"], observation_space, action_space)
-
-
-def _action_space(data: dict) -> gym.Space:
-    if data["type"] == "Discrete":
-        return gym.spaces.Discrete(int(data["n"]))
-    if data["type"] == "Box":
-        return _box(data)
-    raise ValueError(f"action space type {data['type']!r}")
-
-
-def _box(data: dict) -> gym.spaces.Box:
-    """``space_to_json``'s inverse for a Box; agents saved before "dtype" existed had float32 spaces."""
-    shape, dtype = tuple(data["shape"]), np.dtype(data.get("dtype", "float32"))
-    low = np.array([-np.inf if x is None else x for x in data["low"]], dtype=np.float64).reshape(shape)
-    high = np.array([np.inf if x is None else x for x in data["high"]], dtype=np.float64).reshape(shape)
-    return gym.spaces.Box(low.astype(dtype), high.astype(dtype), dtype=dtype)
 
 
 def load(run_dir: str, device: str | torch.device = "cpu") -> Agent:

@@ -280,7 +280,7 @@ def default_callbacks(run: Run, user: list[Callback] = ()) -> list[Callback]:
     if args.eval_every:
         callbacks.append(Evaluation(args.eval_every, args.eval_episodes, args.stop_return, args.save_best))
     callbacks += list(user)
-    discrete = run.model.head.action_shape == ()
+    discrete = run.model.head.discrete
     monitor = HealthMonitor(
         args.num_updates,
         discrete=discrete,

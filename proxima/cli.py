@@ -239,7 +239,7 @@ def cmd_probe(argv: list[str]) -> int:
             "names the component a failure points to. Exit status 1 if a probe fails.\n\n"
             f"  --probes NAME...     which probes to run, of {' '.join(PROBE_NAMES)} (default: those that apply:\n"
             "                       the image probes for an agent whose env gives images, as --config atari's;\n"
-            "                       the others for any other agent)\n"
+            "                       the others for any other agent, and the memory probe for a recurrent one)\n"
             "  --total-timesteps N  one budget for every probe (default: each probe's own, set for seed 000's PPO's\n"
             "                       16 gradient steps per 512 samples; vpg and reinforce take 1 and need more)\n"
             "  --run-dir DIR        keep each probe's run in DIR/probe-NAME (default: deleted)\n"

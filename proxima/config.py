@@ -79,6 +79,13 @@ class PPOArgs:
     """the bound of normalized observations"""
     clip_reward: float = 10.0
     """the bound of scaled rewards"""
+    recurrent: Literal["lstm"] | None = None
+    """lstm: an LSTM between the encoder and the heads, its state carried across steps (recurrent PPO); the
+    update then replays whole env sequences, in minibatches of envs"""
+    lstm_hidden_size: int = 128
+    """the LSTM's hidden size (with --recurrent lstm)"""
+    lstm_layers: int = 1
+    """the number of stacked LSTM layers (with --recurrent lstm)"""
 
     # --- algorithm: the algorithm and its optimization
     algo: str = "ppo"
@@ -231,6 +238,17 @@ class PPOArgs:
                 f"rollout_workers must be 0 (envs in this process) or a positive divisor of num_envs={self.num_envs}, "
                 f"got {self.rollout_workers}"
             )
+        if self.recurrent and self.rollout_workers:
+            raise UserError("--recurrent runs its envs in this process; drop it or --rollout-workers")
+        if self.recurrent and self.num_envs % self.num_minibatches:
+            raise UserError(
+                f"num_minibatches={self.num_minibatches} does not divide num_envs={self.num_envs}: with --recurrent a "
+                "minibatch is whole env sequences; pick a divisor of num_envs"
+            )
+        if self.lstm_hidden_size < 1 or self.lstm_layers < 1:
+            raise UserError(
+                f"lstm_hidden_size and lstm_layers must be positive, got {self.lstm_hidden_size} and {self.lstm_layers}"
+            )
         if self.rollout_workers and self.capture_video:
             raise UserError("capture_video records envs of this process; drop it or --rollout-workers")
         if self.checkpoint_every < 0:
@@ -266,7 +284,8 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "env": ("env_id", "num_envs", "env_backend", "async_envs", "capture_video", "rollout_workers"),
     "network": (
         "hidden_sizes", "activation", "critic_hidden_sizes", "critic_activation", "shared_network",
-        "norm_obs", "norm_reward", "norm_value", "clip_obs", "clip_reward",
+        "norm_obs", "norm_reward", "norm_value", "clip_obs", "clip_reward", "recurrent", "lstm_hidden_size",
+        "lstm_layers",
     ),
     "algorithm": (
         "algo", "total_timesteps", "learning_rate", "value_learning_rate", "anneal_lr", "num_steps", "gamma",

@@ -22,6 +22,7 @@ class CategoricalHead(nn.Module):
     """Softmax policy over ``n`` discrete actions; the actor outputs one logit per action."""
 
     action_dtype = torch.int64
+    discrete = True
 
     def __init__(self, n: int):
         super().__init__()
@@ -37,8 +38,8 @@ class CategoricalHead(nn.Module):
         # It is a third cheaper than torch.multinomial on the small batches of a rollout step.
         if uniforms is None:
             exponential = torch.empty_like(log_p).exponential_()
-        else:  # inverse CDF of Exp(1)
-            exponential = (-torch.log1p(-uniforms)).to(log_p.dtype)
+        else:  # inverse CDF of Exp(1); a uniform of exactly 0 would give 0 and a score of +inf, masked or not
+            exponential = (-torch.log1p(-uniforms)).to(log_p.dtype).clamp_min(torch.finfo(log_p.dtype).tiny)
         actions = (log_p - exponential.log()).argmax(dim=-1, keepdim=True)
         return actions.squeeze(-1), log_p.gather(-1, actions).squeeze(-1)
 
@@ -75,6 +76,7 @@ class DiagGaussianHead(nn.Module):
     """
 
     action_dtype = torch.float32
+    discrete = False
 
     def __init__(self, action_dim: int):
         super().__init__()
@@ -107,16 +109,95 @@ class DiagGaussianHead(nn.Module):
         return logprob, entropy
 
 
+class MultiCategoricalHead(nn.Module):
+    """``MultiDiscrete(nvec)``: one independent softmax per dimension, their logits side by side; the
+    log-prob and entropy of an action are the sums of its dimensions' (independent factors)."""
+
+    action_dtype = torch.int64
+    discrete = True
+
+    def __init__(self, nvec: list[int]):
+        super().__init__()
+        self.nvec = tuple(int(n) for n in nvec)
+        self.logits_dim = sum(self.nvec)
+        self.action_shape: tuple[int, ...] = (len(self.nvec),)
+        self.dims = tuple(CategoricalHead(n) for n in self.nvec)  # no parameters: not submodules
+
+    def _split(self, x: Tensor) -> tuple[Tensor, ...]:
+        return x.split(self.nvec, dim=-1)
+
+    def sample(self, logits: Tensor, uniforms: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        noise = self._split(uniforms) if uniforms is not None else (None,) * len(self.dims)
+        drawn = [d.sample(x, u) for d, x, u in zip(self.dims, self._split(logits), noise, strict=True)]
+        return torch.stack([a for a, _ in drawn], -1), torch.stack([lp for _, lp in drawn], -1).sum(-1)
+
+    @property
+    def noise_draws(self) -> int:
+        return self.logits_dim
+
+    def mode(self, logits: Tensor) -> Tensor:
+        return torch.stack([x.argmax(dim=-1) for x in self._split(logits)], -1)
+
+    def log_prob_entropy(self, logits: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
+        logprobs, entropies = zip(
+            *(
+                d.log_prob_entropy(x, actions[..., i])
+                for i, (d, x) in enumerate(zip(self.dims, self._split(logits), strict=True))
+            ),
+            strict=True,
+        )
+        return torch.stack(logprobs, -1).sum(-1), torch.stack(entropies, -1).sum(-1)
+
+
+class BernoulliHead(nn.Module):
+    """``MultiBinary(n)``: one independent Bernoulli per element, with P(1) = sigmoid(logit). Actions are
+    stored as float 0/1 and sent to the env as the space's int8."""
+
+    action_dtype = torch.float32
+    discrete = True
+
+    def __init__(self, shape: tuple[int, ...]):
+        super().__init__()
+        self.action_shape = tuple(int(s) for s in shape)
+        self.logits_dim = math.prod(self.action_shape)
+
+    def sample(self, logits: Tensor, uniforms: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        u = torch.rand_like(logits) if uniforms is None else uniforms.to(logits.dtype)
+        actions = (u < torch.sigmoid(logits)).to(logits.dtype)
+        return actions.reshape(-1, *self.action_shape), self._log_prob(logits, actions)
+
+    @staticmethod
+    def _log_prob(logits: Tensor, flat_actions: Tensor) -> Tensor:
+        # log p(1) = -softplus(-l) = l - softplus(l), log p(0) = -softplus(l)
+        return (flat_actions * logits - nn.functional.softplus(logits)).sum(-1)
+
+    @property
+    def noise_draws(self) -> int:
+        return self.logits_dim
+
+    def mode(self, logits: Tensor) -> Tensor:
+        return (logits > 0).to(logits.dtype).reshape(-1, *self.action_shape)
+
+    def log_prob_entropy(self, logits: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
+        logprob = self._log_prob(logits, actions.reshape(logits.shape).to(logits.dtype))
+        # H = -p log p - (1 - p) log(1 - p) = softplus(l) - p l
+        entropy = (nn.functional.softplus(logits) - torch.sigmoid(logits) * logits).sum(-1)
+        return logprob, entropy
+
+
 def make_head(action_space: gym.Space) -> nn.Module:
     """The head for an action space, or a ``UserError`` naming what is accepted."""
+    # A Discrete's or MultiDiscrete's start is added on the way into the env (proxima.envs.interface.env_actions):
+    # the heads work with indices from 0.
     if isinstance(action_space, gym.spaces.Discrete):
-        if int(action_space.start) != 0:
-            raise UserError(
-                f"action space {action_space} starts at {action_space.start}; proxima accepts Discrete(n) starting at 0"
-            )
         return CategoricalHead(int(action_space.n))
     if isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1:
         return DiagGaussianHead(int(action_space.shape[0]))
+    if isinstance(action_space, gym.spaces.MultiDiscrete) and action_space.nvec.ndim == 1:
+        return MultiCategoricalHead(action_space.nvec.tolist())
+    if isinstance(action_space, gym.spaces.MultiBinary):
+        return BernoulliHead(action_space.shape)
     raise UserError(
-        f"action space {action_space} is not supported yet; proxima accepts Discrete(n) and 1-D Box action spaces"
+        f"action space {action_space} is not supported; proxima accepts Discrete, MultiDiscrete (1-D), "
+        "MultiBinary and 1-D Box action spaces"
     )

@@ -19,6 +19,7 @@ from torch import Tensor, nn
 
 from proxima.distributions import make_head
 from proxima.errors import UserError
+from proxima.spaces import ACCEPTED, ObsLayout, channels_last, is_image
 
 
 class FlattenEncoder(nn.Module):
@@ -53,7 +54,7 @@ class NatureCNN(nn.Module):
 
     def __init__(self, obs_shape: tuple[int, ...]):
         super().__init__()
-        self.channels_last = _channels_last(obs_shape)
+        self.channels_last = channels_last(obs_shape)
         channels = obs_shape[-1] if self.channels_last else obs_shape[0]
         self.convs = nn.Sequential(
             _conv_init(nn.Conv2d(channels, 32, 8, stride=4)),
@@ -82,24 +83,47 @@ class NatureCNN(nn.Module):
         return self.linear(self.convs(self._as_images(obs)))
 
 
-def _channels_last(shape: tuple[int, ...]) -> bool:
-    return shape[-1] <= 4 < shape[0]
+class MultiInputEncoder(nn.Module):
+    """``multi-input``: any observation that is not a single Box (Dict, Tuple, Discrete, MultiDiscrete,
+    MultiBinary), packed into one vector at the env (``proxima.spaces``). Each part is cut back out of the
+    vector: a vector part as it is, discrete values one-hot encoded, binary values as 0/1, and each image part
+    through its own Nature CNN. Their features are concatenated; the action mask is not a feature."""
 
+    def __init__(self, layout: ObsLayout):
+        super().__init__()
+        self.parts = [p for p in layout.parts if p.kind != "mask"]
+        self.cnns = nn.ModuleDict({p.name: NatureCNN(p.shape) for p in self.parts if p.kind == "image"})
+        self.features_dim = sum(
+            NatureCNN.features_dim if p.kind == "image" else sum(p.n) if p.kind == "discrete" else p.size
+            for p in self.parts
+        )
 
-def _image_box(space: gym.Space) -> bool:
-    """A 3-D Box whose two spatial sides are at least 36 (the Nature CNN's receptive field)."""
-    if not (isinstance(space, gym.spaces.Box) and len(space.shape) == 3):
-        return False
-    height, width = space.shape[:2] if _channels_last(space.shape) else space.shape[1:]
-    return min(height, width) >= 36
+    def forward(self, obs: Tensor) -> Tensor:
+        features = []
+        for part in self.parts:
+            x = obs[:, part.span]
+            if part.kind == "image":
+                # packed as float32 next to other parts, pixels are still whole numbers 0-255: back to bytes,
+                # so that the CNN divides them by 255 as it does a uint8 image
+                x = x.to(torch.uint8) if part.pixels else x
+                features.append(self.cnns[part.name](x.reshape(-1, *part.shape)))
+            elif part.kind == "discrete":
+                index = x.long() - torch.tensor(part.start, device=x.device)
+                features += [
+                    nn.functional.one_hot(index[:, k].clamp(0, n - 1), n).to(torch.float32)
+                    for k, n in enumerate(part.n)
+                ]
+            else:
+                features.append(x.to(torch.float32))
+        return torch.cat(features, dim=-1)
 
 
 @dataclass(frozen=True)
 class EncoderType:
     name: str
-    make: Callable[[tuple[int, ...]], nn.Module]  # obs_shape -> a module with ``features_dim``
-    supports: Callable[[gym.Space], bool]
-    accepts: str  # for the error when no encoder supports a space
+    make: Callable[[ObsLayout], nn.Module]  # -> a module with ``features_dim``
+    supports: Callable[[ObsLayout], bool]
+    accepts: str  # for the error when no encoder supports a layout
 
 
 ENCODERS: dict[str, EncoderType] = {}
@@ -109,32 +133,46 @@ def register_encoder(encoder: EncoderType) -> None:
     ENCODERS[encoder.name] = encoder
 
 
-def _flat_box(space: gym.Space) -> bool:
-    return isinstance(space, gym.spaces.Box) and len(space.shape) == 1
+def _vector_box(layout: ObsLayout) -> bool:
+    return not layout.packed and not is_image(layout.space)
 
 
-register_encoder(EncoderType("flatten-mlp", FlattenEncoder, _flat_box, "1-D Box observations"))
+def _image_box(layout: ObsLayout) -> bool:
+    return not layout.packed and is_image(layout.space)
+
+
 register_encoder(
-    EncoderType("nature-cnn", NatureCNN, _image_box, "images (C, H, W) or (H, W, C<=4) of at least 36x36")
+    EncoderType("flatten-mlp", lambda layout: FlattenEncoder(layout.shape), _vector_box, "Box observations")
+)
+register_encoder(
+    EncoderType(
+        "nature-cnn",
+        lambda layout: NatureCNN(layout.shape),
+        _image_box,
+        "images (C, H, W) or (H, W, C<=4) of at least 36x36",
+    )
+)
+register_encoder(
+    EncoderType("multi-input", MultiInputEncoder, lambda layout: layout.packed, f"{ACCEPTED} observations")
 )
 
 
-def encoder_for(observation_space: gym.Space) -> str:
-    """The name of the first registered encoder that supports the space, or a ``UserError``."""
+def encoder_for(layout: ObsLayout) -> str:
+    """The name of the first registered encoder that supports the observations, or a ``UserError``."""
     for encoder in ENCODERS.values():
-        if encoder.supports(observation_space):
+        if encoder.supports(layout):
             return encoder.name
     accepted = ", ".join(e.accepts for e in ENCODERS.values())
-    raise UserError(f"observation space {observation_space} is not supported yet; proxima accepts {accepted}")
+    raise UserError(f"observation space {layout.space} is not supported; proxima accepts {accepted}")
 
 
-def make_encoder(name: str, obs_shape: tuple[int, ...]) -> nn.Module:
+def make_encoder(name: str, layout: ObsLayout) -> nn.Module:
     if name not in ENCODERS:
         raise UserError(f"unknown encoder {name!r}; accepted: {', '.join(ENCODERS)}")
-    return ENCODERS[name].make(tuple(obs_shape))
+    return ENCODERS[name].make(layout)
 
 
-def check_spaces(observation_space: gym.Space, action_space: gym.Space) -> None:
-    """Raise a ``UserError`` for spaces proxima cannot train on yet: no encoder or no policy head."""
-    encoder_for(observation_space)
+def check_spaces(layout: ObsLayout, action_space: gym.Space) -> None:
+    """Raise a ``UserError`` for spaces proxima cannot train on: no encoder or no policy head."""
+    encoder_for(layout)
     make_head(action_space)

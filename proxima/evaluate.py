@@ -5,11 +5,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from proxima.agent import Agent, space_to_json
+from proxima.agent import Agent
 from proxima.envs import VecEnv, make_vec_env
-from proxima.envs.interface import env_call
+from proxima.envs.interface import env_call, obs_layout
 from proxima.errors import UserError
 from proxima.networks import ActorCritic
+from proxima.spaces import space_to_json
 
 # An evaluation episode longer than this is taken for one that never ends (an env without a time limit).
 EPISODE_STEP_LIMIT = 100_000
@@ -31,8 +32,16 @@ def run_episodes(
     running = torch.zeros(n, dtype=torch.float64, device=envs.device)
     length = torch.zeros(n, dtype=torch.int64, device=envs.device)
     obs = env_call(envs.reset, seed=seed)
+    # a recurrent agent carries its memory from step to step, zeroed where an episode starts
+    memory = model.initial_memory(n, envs.device) if model.lstm is not None else None
+    starts = torch.ones(n, device=envs.device)
     while any(len(r) < q for r, q in zip(returns, quota, strict=True)):
-        step = env_call(envs.step, model.predict(obs, deterministic))
+        if memory is None:
+            actions = model.predict(obs, deterministic)
+        else:
+            actions, memory = model.predict_recurrent(obs, starts, memory, deterministic)
+        step = env_call(envs.step, actions)
+        starts = step.done.float()
         score, done = step.stats()  # whole games with their raw scores (Atari: every life, no clipping)
         running += score
         length = (length + 1).masked_fill_(done, 0)
@@ -76,10 +85,10 @@ def evaluate(
         video_episodes=-(-episodes // n),
     )
     try:
-        if envs.single_observation_space.shape != agent.observation_space.shape:
+        if obs_layout(envs).describe() != agent.layout.describe():
             raise UserError(
-                f"{env_id} has observations of shape {envs.single_observation_space.shape}, but the agent was "
-                f"trained on shape {agent.observation_space.shape}"
+                f"{env_id} has observations {_observations(obs_layout(envs))}, but the agent was trained on "
+                f"{_observations(agent.layout)}"
             )
         if space_to_json(envs.single_action_space) != space_to_json(agent.action_space):
             raise UserError(
@@ -88,3 +97,10 @@ def evaluate(
         return run_episodes(agent.model, envs, episodes, deterministic=deterministic, seed=seed, name=env_id)
     finally:
         envs.close()
+
+
+def _observations(layout) -> str:
+    if not layout.packed:
+        return f"of shape {layout.shape}"
+    mask = f", with its action mask from {layout.mask}" if layout.mask else ""
+    return f"{layout.space}{mask}"

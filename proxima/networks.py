@@ -5,11 +5,14 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+import gymnasium as gym
+import numpy as np
 import torch
 from torch import Tensor, nn
 
 from proxima.encoders import make_encoder
 from proxima.normalization import Normalization
+from proxima.spaces import ObsLayout
 
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
 
@@ -68,10 +71,21 @@ class NetworkSpec:
     clip_reward: float = 10.0
     encoder: str = "flatten-mlp"  # proxima.encoders: chosen from the observation space
     obs_shape: tuple[int, ...] | None = None  # None: (obs_dim,)
+    obs_layout: dict | None = None  # ObsLayout.to_json() of packed observations (proxima.spaces); None: Box
+    recurrent: str | None = None  # "lstm": an LSTM between the encoder and the heads
+    lstm_hidden_size: int = 128
+    lstm_layers: int = 1
 
     @property
     def input_shape(self) -> tuple[int, ...]:
         return self.obs_shape or (self.obs_dim,)
+
+    def layout(self) -> ObsLayout:
+        if self.obs_layout is not None:
+            return ObsLayout.from_json(self.obs_layout)
+        return ObsLayout(
+            gym.spaces.Box(-np.inf, np.inf, shape=self.input_shape)
+        )  # shape is all a Box needs here
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -97,6 +111,7 @@ class ActorCritic(nn.Module):
         super().__init__()
         self.spec = spec
         self.head = head
+        layout = spec.layout()
         self.normalization = Normalization(
             spec.input_shape,
             spec.norm_obs,
@@ -104,9 +119,19 @@ class ActorCritic(nn.Module):
             spec.clip_obs,
             spec.clip_reward,
             norm_value=spec.norm_value and spec.has_critic,
+            elements=layout.norm_elements(),
         )
-        self.encoder = make_encoder(spec.encoder, spec.input_shape)
+        self.encoder = make_encoder(spec.encoder, layout)
         features = self.encoder.features_dim
+        self.lstm = None
+        if spec.recurrent:  # orthogonal weights and zero biases, as CleanRL's ppo_atari_lstm.py
+            self.lstm = nn.LSTM(features, spec.lstm_hidden_size, spec.lstm_layers)
+            for name, param in self.lstm.named_parameters():
+                nn.init.orthogonal_(param, 1.0) if "weight" in name else nn.init.constant_(param, 0.0)
+            features = spec.lstm_hidden_size
+        # Action masking: the mask is a part of the packed observation (proxima.spaces)
+        mask = layout.mask_part
+        self.mask_span = mask.span if mask is not None else None
         sizes = [features, *spec.hidden_sizes]
         critic_sizes = [features, *(spec.critic_hidden_sizes or spec.hidden_sizes)]
         critic_activation = spec.critic_activation or spec.activation
@@ -124,7 +149,16 @@ class ActorCritic(nn.Module):
     def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:
         """Policy logits ``(B, logits_dim)`` and values ``(B,)`` in one pass over the batch."""
         features = self._features(obs)
-        return run(self.actor, features), self._value(features)
+        return self._masked(run(self.actor, features), obs), self._value(features)
+
+    def _masked(self, logits: Tensor, obs: Tensor) -> Tensor:
+        """Logits with masked actions at the lowest finite float: their probability is exactly 0 in softmax,
+        and 0 * log(p) stays 0 in the entropy, which is then over the valid actions only (-inf would give
+        NaN there). A MultiDiscrete's per-dimension masks line up with its per-dimension logits."""
+        if self.mask_span is None:
+            return logits
+        valid = obs[..., self.mask_span] > 0
+        return logits.masked_fill(~valid, torch.finfo(logits.dtype).min)
 
     def _features(self, obs: Tensor) -> Tensor:
         """The encoder's features, through the shared trunk if there is one."""
@@ -132,7 +166,7 @@ class ActorCritic(nn.Module):
 
     def _value(self, features: Tensor) -> Tensor:
         if self.critic is None:
-            return features.new_zeros(features.shape[0])
+            return features.new_zeros(features.shape[:-1])
         return self.normalization.value(run(self.critic, features).squeeze(-1))
 
     def value(self, obs: Tensor) -> Tensor:
@@ -174,7 +208,7 @@ class ActorCritic(nn.Module):
         return [{"params": policy, "lr": learning_rate}, {"params": critic, "lr": value_learning_rate}]
 
     def logits(self, obs: Tensor) -> Tensor:
-        return run(self.actor, self._features(obs))
+        return self._masked(run(self.actor, self._features(obs)), obs)
 
     def act(self, obs: Tensor, uniforms: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
         """Sample actions for a batch of observations: ``(actions, log_probs, values)``; ``uniforms``: each
@@ -183,9 +217,13 @@ class ActorCritic(nn.Module):
         actions, logprobs = self.head.sample(logits, uniforms)
         return actions, logprobs, values
 
-    def evaluate(self, obs: Tensor, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """Log-probs of stored actions, entropies and values under the current parameters."""
-        logits, values = self.forward(obs)
+    def evaluate(self, obs: Tensor, actions: Tensor, sequences=None) -> tuple[Tensor, Tensor, Tensor]:
+        """Log-probs of stored actions, entropies and values under the current parameters. ``sequences``:
+        ``(starts, memory)`` for a recurrent agent's minibatch of whole env sequences, ``obs`` ``(T, E, ...)``."""
+        if sequences is None:
+            logits, values = self.forward(obs)
+        else:
+            logits, values, _ = self.forward_sequence(obs, *sequences)
         logprobs, entropy = self.head.log_prob_entropy(logits, actions)
         return logprobs, entropy, values
 
@@ -195,3 +233,46 @@ class ActorCritic(nn.Module):
         methods take observations already normalized, as the rollout stores them."""
         logits = self.logits(self.normalization.obs(obs))
         return self.head.mode(logits) if deterministic else self.head.sample(logits)[0]
+
+    # --- recurrent agents (--recurrent lstm): the LSTM's state is the "memory", (h, c), each (layers, N, hidden)
+
+    def initial_memory(self, n: int, device=None) -> tuple[Tensor, Tensor]:
+        shape = (self.spec.lstm_layers, n, self.spec.lstm_hidden_size)
+        return torch.zeros(shape, device=device), torch.zeros(shape, device=device)
+
+    def forward_sequence(self, obs: Tensor, starts: Tensor, memory) -> tuple[Tensor, Tensor, tuple]:
+        """Logits ``(T, E, logits_dim)`` and values ``(T, E)`` of ``T`` steps of ``E`` envs, from the memory
+        before the first step; ``starts[t]`` = 1 where ``obs[t]`` begins an episode, whose memory is zeroed first.
+        Returns the memory after the last step too."""
+        steps, envs = starts.shape
+        x = self.encoder.forward(obs.flatten(0, 1)).view(steps, envs, -1)
+        h, c = memory
+        # The memory is zeroed where an episode starts, so the sequence is cut there; each piece between cuts
+        # is one call of the LSTM, which runs its steps in C++ (a step-by-step Python loop is 10x slower).
+        cuts = (starts[1:].sum(1) > 0).nonzero().flatten().add(1).tolist()
+        outputs = []
+        for a, b in zip([0, *cuts], [*cuts, steps], strict=True):
+            keep = (1.0 - starts[a]).view(1, -1, 1)
+            out, (h, c) = self.lstm(x[a:b], (h * keep, c * keep))
+            outputs.append(out)
+        features = run(self.trunk, torch.cat(outputs))
+        return self._masked(run(self.actor, features), obs), self._value(features), (h, c)
+
+    def act_recurrent(self, obs: Tensor, starts: Tensor, memory, uniforms: Tensor | None = None):
+        """One step of ``N`` envs: ``(actions, log_probs, values, memory after the step)``."""
+        logits, values, memory = self.forward_sequence(obs.unsqueeze(0), starts.unsqueeze(0), memory)
+        actions, logprobs = self.head.sample(logits[0], uniforms)
+        return actions, logprobs, values[0], memory
+
+    def value_after(self, obs: Tensor, memory) -> Tensor:
+        """Values of observations that continue the episodes whose memory is ``memory`` (no reset)."""
+        starts = torch.zeros((1, obs.shape[0]), device=obs.device)
+        return self.forward_sequence(obs.unsqueeze(0), starts, memory)[1][0]
+
+    @torch.no_grad()
+    def predict_recurrent(self, obs: Tensor, starts: Tensor, memory, deterministic: bool = False):
+        """``predict`` for a recurrent agent: ``(actions, memory after the step)``."""
+        obs = self.normalization.obs(obs)
+        logits, _, memory = self.forward_sequence(obs.unsqueeze(0), starts.float().unsqueeze(0), memory)
+        actions = self.head.mode(logits[0]) if deterministic else self.head.sample(logits[0])[0]
+        return actions, memory

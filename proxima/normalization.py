@@ -65,8 +65,11 @@ class Normalization(nn.Module):
         clip_reward=10.0,
         eps=1e-8,
         norm_value=False,
+        elements: Tensor | None = None,
     ):
         super().__init__()
+        # which elements of a packed observation are normalized (proxima.spaces); not saved: the layout says
+        self.register_buffer("elements", elements, persistent=False)
         self.norm_obs, self.norm_reward, self.norm_value = norm_obs, norm_reward, norm_value
         self.clip_obs, self.clip_reward, self.eps = clip_obs, clip_reward, eps
         self.obs_rms = RunningMeanStd(tuple(obs_shape))
@@ -83,7 +86,10 @@ class Normalization(nn.Module):
         if update:
             self.obs_rms.update(obs)
         std = (self.obs_rms.var + self.eps).sqrt()
-        return ((obs - self.obs_rms.mean) / std).clamp(-self.clip_obs, self.clip_obs).to(torch.float32)
+        normalized = ((obs - self.obs_rms.mean) / std).clamp(-self.clip_obs, self.clip_obs).to(torch.float32)
+        if self.elements is None:
+            return normalized
+        return torch.where(self.elements, normalized, obs.to(torch.float32))
 
     def obs_dtype(self, raw: torch.dtype) -> torch.dtype:
         """The dtype of what ``obs`` returns for raw observations of dtype ``raw`` (what the rollout stores)."""

@@ -29,10 +29,19 @@ class Probe:
     check: Callable[[ActorCritic, PPOArgs], tuple[str, str, bool]]  # -> (expected, learned, passed)
 
 
-def _query(model: ActorCritic, obs: list[float]):
+def _query(model: ActorCritic, obs: list[float], episode: bool = False):
+    """Values and logits of observations: each the first of its episode, or (``episode``) the steps of one
+    episode in order, which only tells them apart for a recurrent agent's memory."""
     x = model.normalization.obs(torch.tensor(obs, dtype=torch.float32).reshape(-1, 1))
     with torch.no_grad():
-        return model.value(x), model.logits(x)
+        if model.lstm is None:
+            return model.value(x), model.logits(x)
+        if episode:  # T steps of one env
+            x, starts = x.unsqueeze(1), (torch.arange(len(obs)) == 0).float().unsqueeze(1)
+        else:  # one step of N envs, each starting
+            x, starts = x.unsqueeze(0), torch.ones(1, len(obs))
+        logits, values, _ = model.forward_sequence(x, starts, model.initial_memory(x.shape[1]))
+        return values.reshape(-1), logits.reshape(len(obs), -1)
 
 
 def _fmt(values) -> str:
@@ -43,10 +52,10 @@ def _obs(obs: list[float]) -> str:
     return ", ".join(f"{v:g}" for v in obs)
 
 
-def _values(obs: list[float], targets: Callable[[PPOArgs], list[float]], atol: float):
+def _values(obs: list[float], targets: Callable[[PPOArgs], list[float]], atol: float, episode: bool = False):
     def check(model: ActorCritic, args: PPOArgs):
         target = torch.tensor(targets(args))
-        values, _ = _query(model, obs)
+        values, _ = _query(model, obs, episode)
         expected = f"V({_obs(obs)}) = {_obs(target.tolist())} ± {atol:g}"
         if model.critic is None or args.norm_reward:
             return expected, "n/a: " + ("no critic" if model.critic is None else "values are scaled"), None
@@ -91,7 +100,7 @@ PROBES = [
     Probe("2", "proxima/Probe2-v0", "reward = observation: V(±1) = ±1", "backprop or network", 10_000,
           _values([-1.0, 1.0], lambda a: [-1.0, 1.0], 1e-4)),
     Probe("3", "proxima/Probe3-v0", "reward one step later: V(0) = gamma", "discounting", 20_000,
-          _values([0.0, 1.0], lambda a: [a.gamma, 1.0], 1e-3)),
+          _values([0.0, 1.0], lambda a: [a.gamma, 1.0], 1e-3, episode=True)),
     Probe("4", "proxima/Probe4-v0", "the better of two actions", "advantages or policy loss", 30_000,
           _policy([0.0], [1], 1.0, 1e-2)),
     Probe("5", "proxima/Probe5-v0", "the action that matches the observation", "batching or stale data", 30_000,
@@ -140,7 +149,31 @@ IMAGE_PROBES = [
     Probe("image-policy", "proxima/ProbeImagePolicy-v0", "the action that names the bright half",
           "image encoder or policy head", 20_000, _image_policy),
 ]  # fmt: skip
-PROBE_NAMES = [p.name for p in PROBES + IMAGE_PROBES]
+
+
+def _memory(model: ActorCritic, args: PPOArgs):
+    """pi(the cue's action | cue, 0, 0, 0) = 1 and V = 1 there: the LSTM remembers the first observation."""
+    p_best, values = [], []
+    for cue, best in ((-1.0, 0), (1.0, 1)):
+        value, logits = _query(model, [cue, 0.0, 0.0, 0.0], episode=True)
+        p_best.append(model.head.probs(logits[-1:])[0, best])
+        values.append(value[-1])
+    p_best, values = torch.stack(p_best), torch.stack(values)
+    expected, learned = "π(cue's action | cue, 0, 0, 0) = 1 ± 0.02", f"π(best) = {_fmt(p_best)}"
+    passed = bool(((1 - p_best) <= 2e-2).all())
+    if model.critic is not None and not args.norm_reward:
+        expected += ", V = 1 ± 0.05"
+        learned += f", V = {_fmt(values)}"
+        passed &= bool(((values - 1).abs() <= 5e-2).all())
+    return expected, learned, passed
+
+
+# For recurrent agents (--recurrent lstm), after probes 1-5 and the continuous one, whose answers need no memory.
+MEMORY_PROBES = [
+    Probe("memory", "proxima/ProbeMemory-v0", "the action named by the first of four observations",
+          "LSTM: its state, its reset at episode starts, or the replay of sequences", 60_000, _memory),
+]  # fmt: skip
+PROBE_NAMES = [p.name for p in PROBES + IMAGE_PROBES + MEMORY_PROBES]
 
 
 def probes_for(args: PPOArgs) -> list[Probe]:
@@ -149,13 +182,14 @@ def probes_for(args: PPOArgs) -> list[Probe]:
     rate, needs 20x their budgets), probes 1-5 and the continuous one otherwise."""
     from proxima.encoders import encoder_for
     from proxima.envs import make_vec_env
+    from proxima.envs.interface import obs_layout
 
     envs = make_vec_env(args.env_id, 1, backend=args.env_backend)
     try:
-        images = encoder_for(envs.single_observation_space) == "nature-cnn"
+        images = encoder_for(obs_layout(envs)) == "nature-cnn"
     finally:
         envs.close()
-    return IMAGE_PROBES if images else PROBES
+    return IMAGE_PROBES if images else PROBES + (MEMORY_PROBES if args.recurrent else [])
 
 
 # The budgets above are set for seed 000's PPO (4 epochs x 4 minibatches per 512-sample rollout): the seed
@@ -203,7 +237,11 @@ def run_probes(
             )
         norm_value = False
 
-    chosen = [p for p in PROBES + IMAGE_PROBES if p.name in names] if names is not None else probes_for(args)
+    chosen = (
+        [p for p in PROBES + IMAGE_PROBES + MEMORY_PROBES if p.name in names]
+        if names is not None
+        else probes_for(args)
+    )
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for probe in chosen:

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from proxima.envs import VecEnv
-from proxima.envs.interface import env_call, torch_dtype
+from proxima.envs.interface import env_call, obs_layout
 from proxima.networks import ActorCritic
 from proxima.storage import RolloutBuffer
 
@@ -22,10 +22,10 @@ class RolloutCollector:
     ):
         self.envs = envs
         self.gamma = gamma
-        n, device, head, space = envs.num_envs, envs.device, model.head, envs.single_observation_space
-        obs_dtype = model.normalization.obs_dtype(torch_dtype(space))
+        n, device, head, layout = envs.num_envs, envs.device, model.head, obs_layout(envs)
+        obs_dtype = model.normalization.obs_dtype(layout.dtype)
         self.buffer = RolloutBuffer(
-            num_steps, n, space.shape, obs_dtype, head.action_shape, head.action_dtype, device
+            num_steps, n, layout.shape, obs_dtype, head.action_shape, head.action_dtype, device
         )
         self.next_obs = env_call(envs.reset, seed=seed)
         self.next_done = torch.zeros(n, device=device)
@@ -114,3 +114,46 @@ class RolloutCollector:
         buf.episode_ended[t] = game_over
         self._episode_return.masked_fill_(game_over, 0.0)
         self._episode_length.masked_fill_(game_over, 0)
+
+
+class RecurrentCollector(RolloutCollector):
+    """The collector of a recurrent agent (``--recurrent lstm``): the LSTM's memory per env is carried from step
+    to step and rollout to rollout, zeroed where an episode starts, and stored in the buffer at the start of each
+    rollout, where the update's replay of the sequences begins."""
+
+    def __init__(
+        self, envs: VecEnv, num_steps: int, gamma: float, model: ActorCritic, seed: int | None = None
+    ):
+        super().__init__(envs, num_steps, gamma, model, seed)
+        self.memory = model.initial_memory(envs.num_envs, envs.device)
+
+    @torch.no_grad()
+    def collect(self, model: ActorCritic) -> tuple[Tensor, Tensor]:
+        self.buffer.memory = tuple(m.clone() for m in self.memory)
+        return super().collect(model)
+
+    def _act(self, model: ActorCritic, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        # next_done is still this step's: 1 where obs begins an episode
+        actions, logprobs, values, self.memory = model.act_recurrent(obs, self.next_done, self.memory)
+        return actions, logprobs, values
+
+    def _final_values(self, model: ActorCritic, final_obs: Tensor, rows: Tensor) -> Tensor:
+        # the final observation follows this step's memory: the episode's own, not the next one's zeros
+        memory = tuple(m[:, rows] for m in self.memory)
+        return model.value_after(model.normalization.obs(final_obs[rows]), memory)
+
+    def _values(self, model: ActorCritic, obs: Tensor) -> Tensor:
+        starts = self.next_done.unsqueeze(0)
+        return model.forward_sequence(obs.unsqueeze(0), starts, self.memory)[1][0]
+
+    def restart(self, seed: int) -> None:
+        super().restart(seed)
+        self.memory = tuple(torch.zeros_like(m) for m in self.memory)
+
+    def state_dict(self) -> dict | None:
+        state = super().state_dict()
+        return None if state is None else {**state, "memory_h": self.memory[0], "memory_c": self.memory[1]}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self.memory = (state["memory_h"].to(self.memory[0]), state["memory_c"].to(self.memory[1]))

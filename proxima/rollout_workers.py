@@ -37,7 +37,7 @@ from torch import Tensor
 from proxima.config import PPOArgs
 from proxima.distributions import make_head
 from proxima.envs import make_vec_env
-from proxima.envs.interface import torch_dtype
+from proxima.envs.interface import obs_layout
 from proxima.envs.native import CounterRNG
 from proxima.errors import EnvError, NonFiniteError, UserError
 from proxima.networks import ActorCritic, NetworkSpec
@@ -67,9 +67,9 @@ class SliceCollector(RolloutCollector):
         self.noise.seed(seed + NOISE_KEY + offset)  # env i's stream: seed + NOISE_KEY + i
         self._all = torch.ones(n, dtype=torch.bool, device=envs.device)
         norm = model.normalization
-        space = envs.single_observation_space
+        layout = obs_layout(envs)
         self.raw_obs = (
-            torch.zeros((num_steps, n, *space.shape), dtype=torch_dtype(space)) if norm.norm_obs else None
+            torch.zeros((num_steps, n, *layout.shape), dtype=layout.dtype) if norm.norm_obs else None
         )
         self.returns_seen = torch.zeros(num_steps, n) if norm.norm_reward else None
 
@@ -121,7 +121,7 @@ class RolloutWorker:
         self.envs = self.model = self.collector = None
 
     def open(self) -> tuple:
-        """Make the envs; return their spaces. Not in ``__init__``: an env that fails there would reach the
+        """Make the envs; return their spaces and observation layout. Not in ``__init__``: an env that fails there would reach the
         learner as the actor's death, without the error it raised."""
         run = self.args
         # seeded again by the collector's first reset; seed + offset: env i's seed is seed + i
@@ -132,7 +132,7 @@ class RolloutWorker:
             seed=run.seed + self.offset,
             asynchronous=run.async_envs,
         )
-        return self.envs.single_observation_space, self.envs.single_action_space
+        return self.envs.single_observation_space, self.envs.single_action_space, obs_layout(self.envs)
 
     def start(self, spec: dict, seed: int, state: dict | None = None) -> None:
         """Build the policy and the collector (whose first reset seeds env i with ``seed + i``); continue
@@ -187,7 +187,7 @@ class WorkerPool:
         self.actors = [self._new(k) for k in range(args.rollout_workers)]
         try:
             spaces = self.get([actor.open.remote() for actor in self.actors])
-            self.single_observation_space, self.single_action_space = spaces[0]
+            self.single_observation_space, self.single_action_space, self.obs_layout = spaces[0]
         except BaseException:  # the env could not be made: nothing is left running
             self.close()
             raise
@@ -235,11 +235,11 @@ class RayCollector:
     def __init__(self, pool: WorkerPool, num_steps: int, gamma: float, model: ActorCritic, seed: int,
                  say: Callable[[str], None] = print):  # fmt: skip
         self.pool, self.say, self.seed = pool, say, seed
-        n, space, head = pool.num_envs, pool.single_observation_space, model.head
-        obs_dtype = model.normalization.obs_dtype(torch_dtype(space))
+        n, layout, head = pool.num_envs, pool.obs_layout, model.head
+        obs_dtype = model.normalization.obs_dtype(layout.dtype)
         device = next(model.parameters()).device  # the learner's: slices come back on the CPU, then move
         self.buffer = RolloutBuffer(
-            num_steps, n, space.shape, obs_dtype, head.action_shape, head.action_dtype, device
+            num_steps, n, layout.shape, obs_dtype, head.action_shape, head.action_dtype, device
         )
         self.spec = model.spec.to_json()
         self.steps_done = 0  # env steps collected so far per env: where a fresh replacement's seed comes from

@@ -36,6 +36,29 @@ class Batch:
     def __getitem__(self, index: Tensor) -> Batch:
         return Batch(*(getattr(self, f.name)[index] for f in fields(self)))
 
+    sequences = None  # what a recurrent agent's update replays (SequenceBatch); a flat batch has none
+
+
+@dataclass
+class SequenceBatch(Batch):
+    """A recurrent agent's batch: whole env sequences, time-major ``(T, N, ...)``, and the memory each env's
+    sequence starts from. Indexing takes envs, so a minibatch is a set of whole sequences (as in CleanRL's
+    ``ppo_atari_lstm.py`` and sb3-contrib's RecurrentPPO); ``len`` is the number of envs."""
+
+    starts: Tensor = None  # (T, N): 1 where obs[t] begins an episode
+    memory: tuple[Tensor, Tensor] = None  # (h, c), each (layers, N, hidden), before the rollout's first step
+
+    def __len__(self) -> int:
+        return self.obs.shape[1]
+
+    def __getitem__(self, index: Tensor) -> SequenceBatch:
+        steps = {f.name: getattr(self, f.name)[:, index] for f in fields(self) if f.name != "memory"}
+        return SequenceBatch(**steps, memory=tuple(m[:, index] for m in self.memory))
+
+    @property
+    def sequences(self) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        return self.starts, self.memory
+
 
 class RolloutBuffer:
     """Everything one rollout records, written in place step by step, with no per-step allocation."""
@@ -76,6 +99,12 @@ class RolloutBuffer:
             values=self.values.flatten(),
             advantages=advantages.flatten(),
             returns=returns.flatten(),
+        )
+
+    def sequences(self, advantages: Tensor, returns: Tensor) -> SequenceBatch:
+        """The rollout as whole env sequences, for a recurrent agent (``memory``: set by its collector)."""
+        return SequenceBatch(
+            self.obs, self.actions, self.logprobs, self.values, advantages, returns, self.dones, self.memory
         )
 
     def finished_episodes(self) -> tuple[list[float], list[int]]:

@@ -16,13 +16,14 @@ import torch
 
 from proxima import checkpoint
 from proxima.advantages import estimate_advantages
-from proxima.agent import Agent, space_to_json
+from proxima.agent import Agent
 from proxima.algorithms import get_algorithm
 from proxima.callbacks import Callback, UpdateResult, default_callbacks
 from proxima.config import PPOArgs, resolve_args
 from proxima.distributions import make_head
 from proxima.encoders import check_spaces, encoder_for
 from proxima.envs import make_vec_env
+from proxima.envs.interface import obs_layout
 from proxima.errors import EnvError, NonFiniteError, UserError
 from proxima.files import read_json, write_json
 from proxima.health import first_non_finite_in_rollout
@@ -30,8 +31,9 @@ from proxima.losses import explained_variance
 from proxima.networks import ActorCritic, NetworkSpec
 from proxima.optim import LinearLR, make_adam
 from proxima.progress import ProgressReport
-from proxima.rollout import RolloutCollector
+from proxima.rollout import RecurrentCollector, RolloutCollector
 from proxima.rollout_workers import RayCollector, WorkerPool
+from proxima.spaces import space_to_json
 from proxima.threads import choose_threads
 from proxima.update import UpdateSettings, update
 
@@ -61,7 +63,7 @@ def train(
     # Built before the run directory, so a bad env id or unsupported space leaves nothing behind.
     envs = _make_envs(args, run_dir, device)
     try:
-        check_spaces(envs.single_observation_space, envs.single_action_space)
+        check_spaces(obs_layout(envs), envs.single_action_space)
         notes += _threads(args, envs)
         run = Run(args, envs, run_dir, device)
         os.makedirs(run_dir, exist_ok=True)
@@ -170,7 +172,8 @@ class Run:
                 envs, args.num_steps, args.gamma, self.model, args.seed, say=self._say
             )
         else:
-            self.collector = RolloutCollector(envs, args.num_steps, args.gamma, self.model, seed=args.seed)
+            collector = RecurrentCollector if args.recurrent else RolloutCollector
+            self.collector = collector(envs, args.num_steps, args.gamma, self.model, seed=args.seed)
         self.agent = Agent(self.model, args.env_id, envs.single_observation_space, envs.single_action_space)
         self.console: ProgressReport | None = None  # the loop's
         self.update = self.global_step = 0
@@ -204,7 +207,8 @@ class Run:
             args.gamma,
             args.gae_lambda,
         )
-        batch = buf.flatten(advantages, advantages + buf.values)  # returns = advantages + values
+        returns = advantages + buf.values
+        batch = buf.sequences(advantages, returns) if args.recurrent else buf.flatten(advantages, returns)
         stats = update(self.model, self.optimizer, batch, self.settings)
         if self.scheduler is not None:
             self.scheduler.step()
@@ -292,9 +296,9 @@ def _numpy_rng_state() -> list:
 
 
 def network_spec(args: PPOArgs, envs) -> NetworkSpec:
-    space = envs.single_observation_space
+    layout = obs_layout(envs)
     return NetworkSpec(
-        obs_dim=int(np.prod(space.shape)),
+        obs_dim=int(np.prod(layout.shape)),
         logits_dim=make_head(envs.single_action_space).logits_dim,
         hidden_sizes=args.hidden_sizes,
         activation=args.activation,
@@ -307,8 +311,12 @@ def network_spec(args: PPOArgs, envs) -> NetworkSpec:
         norm_value=args.norm_value,
         clip_obs=args.clip_obs,
         clip_reward=args.clip_reward,
-        encoder=encoder_for(space),
-        obs_shape=tuple(space.shape),
+        recurrent=args.recurrent,
+        lstm_hidden_size=args.lstm_hidden_size,
+        lstm_layers=args.lstm_layers,
+        encoder=encoder_for(layout),
+        obs_shape=tuple(layout.shape),
+        obs_layout=layout.to_json() if layout.packed else None,
     )
 
 
@@ -343,7 +351,7 @@ def _setup(args: PPOArgs) -> tuple[torch.device, list[str]]:
 
 def _threads(args: PPOArgs, envs, saved: int | None = None) -> list[str]:
     """Set torch's thread count for the run (``proxima.threads``); a resumed run keeps its ``saved`` one."""
-    images = encoder_for(envs.single_observation_space) != "flatten-mlp"
+    images = obs_layout(envs).has_images
     count, why = choose_threads(args.torch_threads, args.minibatch_size, saved=saved, images=images)
     torch.set_num_threads(count)
     return [why] if why else []

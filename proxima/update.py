@@ -39,7 +39,10 @@ class UpdateSettings:
     def from_args(cls, args) -> UpdateSettings:
         """From a ``PPOArgs`` (or anything with its field names)."""
         names = [f.name for f in dataclasses.fields(cls) if f.name != "policy_loss"]
-        return cls(get_algorithm(args.algo).policy_loss, **{name: getattr(args, name) for name in names})
+        settings = {name: getattr(args, name) for name in names}
+        if args.recurrent:  # a minibatch is whole env sequences: its size counts envs
+            settings["minibatch_size"] = args.num_envs // args.num_minibatches
+        return cls(get_algorithm(args.algo).policy_loss, **settings)
 
 
 def update(model: ActorCritic, optimizer: Adam, batch: Batch, settings: UpdateSettings) -> dict:
@@ -59,7 +62,7 @@ def update(model: ActorCritic, optimizer: Adam, batch: Batch, settings: UpdateSe
     for _ in range(settings.update_epochs):
         for index in minibatch_indices(len(batch), settings.minibatch_size, batch.obs.device):  # detail #6
             mb = batch[index]
-            logprobs, entropy, values = model.evaluate(mb.obs, mb.actions)
+            logprobs, entropy, values = model.evaluate(mb.obs, mb.actions, mb.sequences)
             pg_loss = settings.policy_loss(logprobs, mb, settings.clip_coef, settings.norm_adv)
             if scale is not None:
                 values = values / scale

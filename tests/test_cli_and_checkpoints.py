@@ -109,10 +109,9 @@ def _run_main(argv, capsys):
     "flags,match",
     [
         (["--env-id", "NoSuchEnv-v0"], "unknown env id"),
-        (["--env-id", "tests.fixtures.user_envs:MultiBinaryActions-v0"], "action space MultiBinary"),
+        (["--env-id", "tests.fixtures.user_envs:TextObservations-v0"], "observation space Text"),
         (["--env-id", "tests.fixtures.user_envs:DictActions-v0"], "action space Dict"),
         (["--env-id", "tests.fixtures.user_envs:TupleActions-v0"], "action space Tuple"),
-        (["--env-id", "Blackjack-v1"], "observation space"),
         (["--num-minibatches", "3"], "does not divide"),
         (["--learning-rate", "0"], "learning_rate must be positive"),
         (["--learning-rate", "-1e-3"], "learning_rate must be positive"),

@@ -36,8 +36,9 @@ def test_categorical_head_samples_with_the_right_frequencies():
 
 
 def test_make_head_rejects_unsupported_spaces():
-    with pytest.raises(UserError, match="not supported yet"):
-        make_head(gym.spaces.MultiBinary(3))
+    for space in (gym.spaces.Dict({"a": gym.spaces.Discrete(2)}), gym.spaces.MultiDiscrete([[2, 3], [4, 5]])):
+        with pytest.raises(UserError, match="is not supported; proxima accepts Discrete, MultiDiscrete"):
+            make_head(space)
 
 
 @pytest.mark.parametrize("shape,norm", [((64, 4), math.sqrt(2)), ((64, 64), math.sqrt(2)), ((2, 64), 0.01)])

@@ -52,7 +52,17 @@ def test_final_obs_is_obs_when_nothing_ended():
 
 
 def test_probe_envs_are_registered_and_behave():
-    assert sorted(PROBES) == [f"proxima/Probe{i}-v0" for i in range(1, 6)] + ["proxima/ProbeContinuous-v0"]
+    assert sorted(PROBES) == [f"proxima/Probe{i}-v0" for i in range(1, 6)] + [
+        "proxima/ProbeContinuous-v0",
+        "proxima/ProbeMemory-v0",
+    ]
+    pm = gym.make("proxima/ProbeMemory-v0")
+    cue = pm.reset(seed=1)[0][0]
+    assert cue in (-1.0, 1.0)
+    for _ in range(3):  # the cue is shown once, then 0, and nothing is paid until the fourth action
+        obs, reward, terminated, *_ = pm.step(0)
+        assert obs[0] == 0.0 and reward == 0.0 and not terminated
+    assert pm.step(int(cue > 0))[1:3] == (1.0, True)
     pc = gym.make("proxima/ProbeContinuous-v0")
     pc.reset(seed=0)
     assert pc.step(np.array([0.5], dtype=np.float32))[1:3] == (0.0, True)
@@ -105,8 +115,8 @@ def test_unsupported_spaces_are_refused_before_the_run_directory_exists(tmp_path
     import proxima
 
     run_dir = tmp_path / "run"
-    with pytest.raises(UserError, match="action space MultiBinary"):
-        proxima.train(env_id="tests.fixtures.user_envs:MultiBinaryActions-v0", run_dir=str(run_dir))
+    with pytest.raises(UserError, match="action space Dict"):
+        proxima.train(env_id="tests.fixtures.user_envs:DictActions-v0", run_dir=str(run_dir))
     assert not run_dir.exists()
 
 

@@ -10,7 +10,7 @@ import torch
 import proxima
 from proxima.encoders import NatureCNN, encoder_for
 from proxima.envs.probes import ProbeImageValue
-from proxima.errors import UserError
+from proxima.spaces import ObsLayout
 
 
 def _images() -> torch.Tensor:
@@ -53,10 +53,10 @@ def test_channels_last_images_are_read_as_their_channels():
 
 
 def test_the_observation_space_picks_the_encoder():
-    assert encoder_for(gym.spaces.Box(0, 255, (4, 84, 84), dtype=np.uint8)) == "nature-cnn"
-    assert encoder_for(gym.spaces.Box(0, 255, (64, 64, 3), dtype=np.uint8)) == "nature-cnn"
-    with pytest.raises(UserError, match=r"not supported yet; proxima accepts 1-D Box observations, images"):
-        encoder_for(gym.spaces.Box(0, 255, (3, 16, 16), dtype=np.uint8))  # smaller than the CNN's field
+    assert encoder_for(ObsLayout(gym.spaces.Box(0, 255, (4, 84, 84), dtype=np.uint8))) == "nature-cnn"
+    assert encoder_for(ObsLayout(gym.spaces.Box(0, 255, (64, 64, 3), dtype=np.uint8))) == "nature-cnn"
+    # smaller than the CNN's field: pixels as a vector
+    assert encoder_for(ObsLayout(gym.spaces.Box(0, 255, (3, 16, 16), dtype=np.uint8))) == "flatten-mlp"
 
 
 def test_an_image_agent_keeps_bytes_in_the_buffer_and_round_trips(tmp_path):

@@ -79,6 +79,19 @@ def test_one_two_or_four_workers_give_the_same_run(backend, ray_instance, tmp_pa
 
 @pytest.mark.slow
 @needs_ray
+def test_dict_observations_with_a_mask_on_workers_give_the_same_run_as_one_worker(ray_instance, tmp_path):
+    """Packed observations (proxima.spaces) travel from the actors like any tensor; masks hold on workers too
+    (the masking probe raises on a masked action)."""
+    run = dict(env_id="tests.fixtures.space_envs:MaskDict-v0", num_envs=4, num_steps=64, total_timesteps=1024,
+               seed=1, plot=False, quiet=True, torch_threads=1)  # fmt: skip
+    for n in (1, 2):
+        proxima.train(**run, rollout_workers=n, run_dir=str(tmp_path / f"w{n}"))
+    assert _metrics(tmp_path / "w2") == _metrics(tmp_path / "w1")
+    assert _same_weights(tmp_path / "w1", tmp_path / "w2")
+
+
+@pytest.mark.slow
+@needs_ray
 def test_a_killed_actor_is_replaced_and_native_envs_continue_exactly(ray_instance, tmp_path, capsys):
     proxima.train(**RUN, rollout_workers=2, run_dir=str(tmp_path / "whole"))
     capsys.readouterr()

@@ -11,6 +11,7 @@ from proxima.encoders import FlattenEncoder, encoder_for
 from proxima.envs import make_vec_env, register_backend
 from proxima.envs.native import CartPole
 from proxima.errors import UserError
+from proxima.spaces import ObsLayout
 
 
 class CountingCartPole(CartPole):
@@ -104,9 +105,15 @@ def test_the_buffer_keeps_the_observation_spaces_dtype_until_the_encoder(tmp_pat
 
 
 def test_the_encoder_comes_from_the_observation_space():
-    assert encoder_for(gym.spaces.Box(-1, 1, (3,))) == "flatten-mlp"
-    with pytest.raises(UserError, match=r"is not supported yet; proxima accepts 1-D Box observations"):
-        encoder_for(gym.spaces.Box(0, 1, (5, 5), dtype=np.float32))  # 2-D: neither a vector nor an image
+    assert encoder_for(ObsLayout(gym.spaces.Box(-1, 1, (3,)))) == "flatten-mlp"
+    assert (
+        encoder_for(ObsLayout(gym.spaces.Box(0, 1, (5, 5), dtype=np.float32))) == "flatten-mlp"
+    )  # flattened
+    assert encoder_for(ObsLayout(gym.spaces.Dict({"a": gym.spaces.Discrete(2)}))) == "multi-input"
+    with pytest.raises(
+        UserError, match=r"observation space Text\(.*\) is not supported; proxima accepts Box"
+    ):
+        ObsLayout(gym.spaces.Text(5))
     encoder = FlattenEncoder((3,))
     x = torch.tensor([[1, 2, 3]], dtype=torch.uint8)
     assert encoder.features_dim == 3 and encoder(x).dtype == torch.float32

@@ -4,8 +4,8 @@ Importing this package registers the built-in backends (Gymnasium's first, then 
 Gymnasium ids (``proxima/...``).
 """
 
-from proxima.envs import ale_backend, gymnasium_backend, native, pendulum, probes  # noqa: F401  (registrations)
-from proxima.envs.interface import Step, VecEnv, clip_to_space
+from proxima.envs import ale_backend, gymnasium_backend, native, partial, pendulum, probes  # noqa: F401  (registrations)
+from proxima.envs.interface import Step, VecEnv, env_actions
 from proxima.envs.registry import backend_names, make_vec_env, register_backend
 
-__all__ = ["Step", "VecEnv", "backend_names", "clip_to_space", "make_vec_env", "register_backend"]
+__all__ = ["Step", "VecEnv", "backend_names", "env_actions", "make_vec_env", "register_backend"]

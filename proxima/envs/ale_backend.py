@@ -23,6 +23,7 @@ from proxima.envs import gymnasium_backend  # noqa: F401
 from proxima.envs.atari import FRAME_SKIP, NOOP_MAX, SIZE, STACK, atari_game
 from proxima.envs.interface import Step
 from proxima.envs.registry import register_backend
+from proxima.spaces import ObsLayout
 
 
 def env_threads(num_envs: int) -> int:
@@ -70,6 +71,7 @@ class AleVecEnv:
         self.num_envs = num_envs
         self.single_observation_space = self.envs.single_observation_space
         self.single_action_space = self.envs.single_action_space
+        self.obs_layout = ObsLayout(self.single_observation_space)
         self.device = torch.device(device)
         self._seed = seed
         self._lives = np.zeros(num_envs, dtype=np.int64)

@@ -20,9 +20,10 @@ from gymnasium.vector import AutoresetMode
 from torch import Tensor
 
 from proxima.envs.atari import atari_game, make_atari_env
-from proxima.envs.interface import Step, clip_to_space, torch_dtype
+from proxima.envs.interface import Step, env_actions
 from proxima.envs.registry import register_backend
 from proxima.errors import EnvError, UserError
+from proxima.spaces import MASK_KEY, ObsLayout, action_count
 
 ENV_ID_FORMS = (
     "a registered Gymnasium id such as CartPole-v1, or module:EnvName-v0 to import a module that registers it"
@@ -67,12 +68,13 @@ OLD_API = (
 )
 
 
-def check_step_api(env: gym.Env, env_id: str) -> None:
+def check_step_api(env: gym.Env, env_id: str) -> dict:
     """One reset and one step of ``env``; a ``UserError`` if they do not follow the Gymnasium 1.x API: the old
     gym API (a bare observation from reset, 4-tuple steps), which Gymnasium's vector envs would fail on with
     an unpacking error; a reset that cannot be given a seed; an observation whose size is not its space's; a
     reward that is not one number. Make ``env`` with ``disable_env_checker=True``: this check replaces
-    Gymnasium's, which warns, or fails with an ``AssertionError``, on what this refuses in one line."""
+    Gymnasium's, which warns, or fails with an ``AssertionError``, on what this refuses in one line. Returns
+    the reset's info."""
     parameters = inspect.signature(env.unwrapped.reset).parameters
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
     missing = [name for name in ("seed", "options") if name not in parameters and not takes_any]
@@ -91,7 +93,7 @@ def check_step_api(env: gym.Env, env_id: str) -> None:
             raise UserError(
                 f"{env_id} cannot render {env.render_mode} frames (render() gave {_shape_of(frame)}), which video needs"
             )
-    result = env.step(env.action_space.sample())
+    result = env.step(_valid_action(env.action_space, *reset))
     if not (isinstance(result, tuple) and len(result) == 5):
         raise UserError(
             f"{env_id}'s step() returned {_shape_of(result)}, the old gym API (obs, reward, done, info); {OLD_API}"
@@ -103,6 +105,42 @@ def check_step_api(env: gym.Env, env_id: str) -> None:
         raise UserError(
             f"{env_id}'s step() returned {_shape_of(result[1])} as its reward; Gymnasium 1.x expects one number"
         ) from None
+    return reset[1]
+
+
+def _valid_action(space: gym.Space, obs, info: dict):
+    """A random action, among the valid ones where the env gives an action mask (a masked one may raise)."""
+    mask = info.get(MASK_KEY, obs.get(MASK_KEY) if isinstance(obs, dict) else None)
+    if mask is None or action_count(space) != np.size(mask):
+        return space.sample()
+    mask = np.asarray(mask).astype(np.int8).reshape(-1)
+    if isinstance(space, gym.spaces.Discrete):
+        return space.sample(mask=mask) if mask.any() else space.sample()
+    return space.sample(mask=tuple(np.split(mask, np.cumsum(space.nvec)[:-1])))
+
+
+def find_obs_layout(env_id: str, env: gym.Env, reset_info: dict) -> ObsLayout:
+    """How ``env``'s observations travel (``proxima.spaces``), with its action mask if it gives one: as the
+    ``action_mask`` key of a Dict observation, or in the info of every reset and step."""
+    space, actions = env.observation_space, env.action_space
+    if isinstance(space, gym.spaces.Dict) and MASK_KEY in space.spaces:
+        mask, size = MASK_KEY, int(np.prod(space[MASK_KEY].shape))
+    elif MASK_KEY in reset_info:
+        mask, size = "info", int(np.size(reset_info[MASK_KEY]))
+    else:
+        return ObsLayout(space)
+    count = action_count(actions)
+    if count is None:
+        raise UserError(
+            f"{env_id} gives an {MASK_KEY}, but its action space {actions} cannot be masked; masks are for "
+            "Discrete and MultiDiscrete actions"
+        )
+    if size != count:
+        raise UserError(
+            f"{env_id}'s {MASK_KEY} has {size} values, but its action space {actions} needs {count} "
+            "(one boolean per action; per dimension, side by side, for a MultiDiscrete)"
+        )
+    return ObsLayout(space, mask, count)
 
 
 def _check_obs(obs, env: gym.Env, env_id: str, where: str) -> None:
@@ -156,16 +194,29 @@ class _Tidy(gym.Wrapper):
     step). A
     ``close()`` that raises becomes a warning: the run's results are already saved."""
 
-    def __init__(self, env: gym.Env, env_id: str):
+    def __init__(self, env: gym.Env, env_id: str, layout: ObsLayout):
         super().__init__(env)
         self._env_id = env_id
+        self._layout = layout if layout.packed else None
+        if layout.packed:  # any space but a Box travels as one vector (proxima.spaces)
+            self.observation_space = layout.packed_space()
         # Only proxima's own wrappers report the statistics keys: a user env's info["score"] means something
         # else, and may change shape from step to step.
         self._keep = STAT_KEYS if atari_game(env_id) is not None else ()
         space = env.observation_space
         self._obs_layout = (space.dtype, space.shape) if isinstance(space, gym.spaces.Box) else None
 
-    def _obs(self, obs):
+    def _obs(self, obs, info):
+        if self._layout is not None:
+            mask = None
+            if self._layout.mask == "info":
+                mask = info.get(MASK_KEY) if info else None
+                if mask is None:
+                    raise EnvError(
+                        f"{self._env_id} gave info[{MASK_KEY!r}] at its first reset but not at a later reset or "
+                        "step; give it with every one"
+                    )
+            return self._layout.pack(obs, mask)
         if self._obs_layout is None:
             return obs
         dtype, shape = self._obs_layout
@@ -173,15 +224,15 @@ class _Tidy(gym.Wrapper):
         return out if out.shape == shape else out.reshape(shape)
 
     def reset(self, *, seed=None, options=None):
-        obs, _ = self.env.reset(seed=seed, options=options)
-        return self._obs(obs), {}
+        obs, info = self.env.reset(seed=seed, options=options)
+        return self._obs(obs, info), {}
 
     def step(self, action):
         obs, reward, terminated, truncated, info = self.env.step(action)
         if type(reward) is not float:  # the common case needs no conversion (this runs at every env step)
             reward = _reward(reward)
         stats = {key: info[key] for key in self._keep if key in info} if info else {}
-        return self._obs(obs), reward, bool(terminated), bool(truncated), stats
+        return self._obs(obs, info), reward, bool(terminated), bool(truncated), stats
 
     def close(self):
         _close_quietly(self.env, self._env_id)
@@ -217,20 +268,21 @@ class GymnasiumVecEnv:
             warnings.simplefilter("ignore")
             probe = _make_env(env_id, render_mode="rgb_array" if video_dir else None, checked=True)
             try:
-                _with_env_errors(env_id, lambda: check_step_api(probe, env_id))
+                info = _with_env_errors(env_id, lambda: check_step_api(probe, env_id))
+                self.obs_layout = find_obs_layout(env_id, probe, info)
             finally:
                 _close_quietly(probe, env_id)
         fns = [
-            _env_factory(env_id, video_dir if i == 0 else None, video_episodes, worker=asynchronous)
+            _env_factory(env_id, self.obs_layout, video_dir if i == 0 else None, video_episodes, asynchronous)
             for i in range(num_envs)
         ]
         vector_cls = gym.vector.AsyncVectorEnv if asynchronous else gym.vector.SyncVectorEnv
         self.envs = vector_cls(fns, autoreset_mode=AutoresetMode.SAME_STEP)
         self.num_envs = num_envs
-        self.single_observation_space = self.envs.single_observation_space
+        self.single_observation_space = self.obs_layout.space  # the env's own, not the packed vector's
         self.single_action_space = self.envs.single_action_space
         self.device = torch.device(device)
-        self._obs_dtype = torch_dtype(self.single_observation_space)
+        self._obs_dtype = self.obs_layout.dtype
 
     def _obs(self, array) -> Tensor:
         return torch.as_tensor(np.asarray(array), dtype=self._obs_dtype, device=self.device)
@@ -245,7 +297,7 @@ class GymnasiumVecEnv:
     def step(self, actions: Tensor) -> Step:
         with self._worker_errors_quiet():
             obs, reward, terminated, truncated, info = self.envs.step(
-                clip_to_space(actions.cpu().numpy(), self.single_action_space)
+                env_actions(actions.cpu().numpy(), self.single_action_space)
             )
         obs_t = self._obs(obs)
         final_obs = obs_t
@@ -310,7 +362,13 @@ def _with_env_errors(env_id: str, fn):
         raise EnvError(f"{env_id} raised {type(e).__name__}: {e}") from e
 
 
-def _env_factory(env_id: str, video_dir: str | None, video_episodes: int | None = None, worker: bool = False):
+def _env_factory(
+    env_id: str,
+    layout: ObsLayout,
+    video_dir: str | None,
+    video_episodes: int | None = None,
+    worker: bool = False,
+):
     """``video_episodes``: record the first that many episodes; None: Gymnasium's 0, 1, 8, 27, ... schedule.
     ``worker``: the env lives in its own process (AsyncVectorEnv), where this runs."""
 
@@ -320,14 +378,14 @@ def _env_factory(env_id: str, video_dir: str | None, video_episodes: int | None 
             # worker must not die of it mid-update.
             signal.signal(signal.SIGINT, signal.SIG_IGN)
         if video_dir is None:
-            return _Tidy(_make_env(env_id), env_id)
+            return _Tidy(_make_env(env_id), env_id, layout)
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # rgb_array needs no display; keeps SDL quiet
         trigger = None if video_episodes is None else (lambda episode: episode < video_episodes)
 
         def record(env: gym.Env) -> gym.Env:
             return gym.wrappers.RecordVideo(env, video_dir, episode_trigger=trigger, disable_logger=True)
 
-        return _Tidy(_make_env(env_id, render_mode="rgb_array", record=record), env_id)
+        return _Tidy(_make_env(env_id, render_mode="rgb_array", record=record), env_id, layout)
 
     return make
 

@@ -23,6 +23,7 @@ import torch
 from torch import Tensor
 
 from proxima.errors import EnvError, UserError
+from proxima.spaces import ObsLayout
 
 
 class Step(NamedTuple):
@@ -71,17 +72,26 @@ class VecEnv(Protocol):
     def load_state_dict(self, state: dict[str, Tensor]) -> None: ...
 
 
-def clip_to_space(actions: np.ndarray, action_space: gym.Space) -> np.ndarray:
-    """What an env receives: Box actions clipped to the space's finite bounds (an unbounded component is
-    sent as sampled); other actions unchanged."""
+def env_actions(actions: np.ndarray, action_space: gym.Space) -> np.ndarray:
+    """What an env receives for the heads' actions: Box actions clipped to the space's finite bounds (an
+    unbounded component is sent as sampled); a Discrete's or MultiDiscrete's indices shifted by its ``start``;
+    MultiBinary's 0/1 floats as its int8."""
     if isinstance(action_space, gym.spaces.Box):
         return np.clip(actions, action_space.low, action_space.high).astype(action_space.dtype, copy=False)
+    if isinstance(action_space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)):
+        start = action_space.start
+        return actions + start.astype(actions.dtype) if np.any(start) else actions
+    if isinstance(action_space, gym.spaces.MultiBinary):
+        return actions.astype(action_space.dtype)
     return actions
 
 
-def torch_dtype(space: gym.Space) -> torch.dtype:
-    """The torch dtype that holds a space's samples as they are (numpy's dtype, float64 included)."""
-    return torch.from_numpy(np.zeros((), dtype=space.dtype)).dtype
+def obs_layout(envs: VecEnv) -> ObsLayout:
+    """What each env's observation tensor holds (``proxima.spaces``): a Box observation as it is, or any other
+    space packed into one vector, with the action mask where the env gives one. A backend that packs says so
+    in an ``obs_layout`` attribute; one without it (a user's Box-only backend) gives its space's own arrays."""
+    layout = getattr(envs, "obs_layout", None)
+    return layout if layout is not None else ObsLayout(envs.single_observation_space)
 
 
 def env_call(method, *args, **kwargs):

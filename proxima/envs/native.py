@@ -22,6 +22,7 @@ from torch import Tensor
 
 from proxima.envs.interface import Step
 from proxima.envs.registry import register_backend
+from proxima.spaces import ObsLayout
 
 _MASK32 = 0xFFFFFFFF
 
@@ -85,6 +86,7 @@ class NativeVecEnv:
                 self.single_action_space.high, dtype=torch.float64, device=self.device
             )
         self.elapsed = torch.zeros(num_envs, dtype=torch.int64, device=self.device)
+        self.obs_layout = ObsLayout(self.single_observation_space)
 
     def reset(self, seed: int | None = None) -> Tensor:
         """Reset all envs; env i's stream is seeded with seed + i (the seed given at construction, if none)."""
@@ -181,6 +183,17 @@ class CartPole(NativeVecEnv):
         terminated = (x.abs() > self.x_threshold) | (theta.abs() > self.theta_threshold)
         reward = torch.ones(state.shape[0], dtype=torch.float32, device=state.device)
         return next_state, reward, terminated
+
+
+class CartPoleNoVelocity(CartPole):
+    """``proxima/CartPoleNoVelocity-v1``: CartPole observed through its position and angle only (for LSTMs)."""
+
+    single_observation_space = gym.spaces.Box(
+        CartPole._high[[0, 2]] * -1, CartPole._high[[0, 2]], dtype=np.float32
+    )
+
+    def _observe(self, state: Tensor) -> Tensor:
+        return state[:, [0, 2]].to(torch.float32)
 
 
 def _angle_normalize(x: Tensor) -> Tensor:
@@ -426,6 +439,7 @@ NATIVE_ENVS = {
     },
     "proxima/ProbeContinuous-v0": ProbeContinuous,
     "CartPole-v1": CartPole,
+    "proxima/CartPoleNoVelocity-v1": CartPoleNoVelocity,
     "Acrobot-v1": Acrobot,
     "MountainCar-v0": MountainCar,
     "MountainCarContinuous-v0": MountainCarContinuous,

@@ -10,6 +10,10 @@ Each isolates one part of an agent, and has an exact answer:
 5. Two actions, obs 0 or 1, reward +1 when the action equals the obs, else -1: pi(a=obs) = 1, V = 1. Tests
    that the policy uses the observation, and that observations and actions stay aligned in batches.
 
+ProbeMemory (for recurrent agents): observation ±1 at the first step only, then 0; the action at the fourth step
+is paid +1 when it names the first observation's sign, else -1. Without memory the best is chance (0 on
+average); with it, pi(right | cue, 0, 0, 0) = 1 and V = 1 there. Tests the LSTM, its state and its replay.
+
 ProbeContinuous: one step, obs 0, a 1-D action in [-2, 2], reward -(a - 0.5)^2: the Gaussian's mean must
 converge to 0.5 and V(0) to minus its variance. Tests the continuous head (log-probs, log-std) end to end.
 """
@@ -89,6 +93,25 @@ class Probe5(_Probe):
 
     def step(self, action):
         return self._observe(), 1.0 if int(action) == int(self._obs) else -1.0, True, False, {}
+
+
+class ProbeMemory(_Probe):
+    """Memory: observation ±1 at the first of four steps only, then 0; the action at the fourth is paid +1 when it
+    is 1 for a first observation of +1 (0 for -1), else -1; nothing is paid before."""
+
+    n_actions = 2
+    length = 4
+
+    def _first_obs(self) -> float:
+        self.cue, self.t = float(self.np_random.choice([-1.0, 1.0])), 0
+        return self.cue
+
+    def step(self, action):
+        self.t += 1
+        if self.t < self.length:
+            self._obs = 0.0
+            return self._observe(), 0.0, False, False, {}
+        return self._observe(), 1.0 if int(action) == int(self.cue > 0) else -1.0, True, False, {}
 
 
 class ProbeContinuous(_Probe):
@@ -174,6 +197,7 @@ PROBES = {
     f"proxima/Probe{i}-v0": cls for i, cls in enumerate([Probe1, Probe2, Probe3, Probe4, Probe5], start=1)
 }
 PROBES["proxima/ProbeContinuous-v0"] = ProbeContinuous
+PROBES["proxima/ProbeMemory-v0"] = ProbeMemory
 
 for _env_id, _cls in {**PROBES, **IMAGE_PROBES}.items():
     if _env_id not in gym.registry:
