@@ -55,10 +55,11 @@ class Agent:
         observation, and ``episode_start`` (a bool per env) where an episode begins, which zeroes its memory.
         ``state`` None starts every env afresh. As sb3-contrib's, the state is ``(h, c)``, numpy arrays of shape
         ``(layers, B, hidden)``."""
-        if isinstance(
-            state, bool
-        ):  # predict(obs, True), the signature before recurrent agents: deterministic
-            state, deterministic = None, state
+        # predict(obs, True): deterministic, as in the signature before recurrent agents
+        if isinstance(state, (bool, np.bool_, int)):
+            state, deterministic = None, bool(state)
+        if self.model.lstm is None and (state is not None or episode_start is not None):
+            raise UserError("this agent is not recurrent: it takes no state or episode_start")
         layout = self.layout
         if action_mask is not None and layout.mask is None:
             raise UserError("this agent was trained without action masks; call predict without action_mask")

@@ -92,7 +92,10 @@ class MultiInputEncoder(nn.Module):
     def __init__(self, layout: ObsLayout):
         super().__init__()
         self.parts = [p for p in layout.parts if p.kind != "mask"]
-        self.cnns = nn.ModuleDict({p.name: NatureCNN(p.shape) for p in self.parts if p.kind == "image"})
+        # keyed by position: a Dict key may hold a "." or name a ModuleDict attribute ("keys", "training")
+        self.cnns = nn.ModuleDict(
+            {f"part{i}": NatureCNN(p.shape) for i, p in enumerate(self.parts) if p.kind == "image"}
+        )
         self.features_dim = sum(
             NatureCNN.features_dim if p.kind == "image" else sum(p.n) if p.kind == "discrete" else p.size
             for p in self.parts
@@ -100,13 +103,13 @@ class MultiInputEncoder(nn.Module):
 
     def forward(self, obs: Tensor) -> Tensor:
         features = []
-        for part in self.parts:
+        for i, part in enumerate(self.parts):
             x = obs[:, part.span]
             if part.kind == "image":
                 # packed as float32 next to other parts, pixels are still whole numbers 0-255: back to bytes,
                 # so that the CNN divides them by 255 as it does a uint8 image
                 x = x.to(torch.uint8) if part.pixels else x
-                features.append(self.cnns[part.name](x.reshape(-1, *part.shape)))
+                features.append(self.cnns[f"part{i}"](x.reshape(-1, *part.shape)))
             elif part.kind == "discrete":
                 index = x.long() - torch.tensor(part.start, device=x.device)
                 features += [
@@ -134,7 +137,7 @@ def register_encoder(encoder: EncoderType) -> None:
 
 
 def _vector_box(layout: ObsLayout) -> bool:
-    return not layout.packed and not is_image(layout.space)
+    return not layout.packed and len(layout.shape) >= 1 and not is_image(layout.space)
 
 
 def _image_box(layout: ObsLayout) -> bool:
@@ -142,7 +145,12 @@ def _image_box(layout: ObsLayout) -> bool:
 
 
 register_encoder(
-    EncoderType("flatten-mlp", lambda layout: FlattenEncoder(layout.shape), _vector_box, "Box observations")
+    EncoderType(
+        "flatten-mlp",
+        lambda layout: FlattenEncoder(layout.shape),
+        _vector_box,
+        "Box observations of 1 or more dimensions",
+    )
 )
 register_encoder(
     EncoderType(

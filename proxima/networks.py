@@ -162,6 +162,8 @@ class ActorCritic(nn.Module):
 
     def _features(self, obs: Tensor) -> Tensor:
         """The encoder's features, through the shared trunk if there is one."""
+        if self.lstm is not None:  # its heads expect the LSTM's outputs, which need the memory
+            raise RuntimeError("a recurrent agent's forward passes take its memory: use forward_sequence")
         return run(self.trunk, self.encoder.forward(obs))
 
     def _value(self, features: Tensor) -> Tensor:

@@ -32,16 +32,21 @@ class Probe:
 def _query(model: ActorCritic, obs: list[float], episode: bool = False):
     """Values and logits of observations: each the first of its episode, or (``episode``) the steps of one
     episode in order, which only tells them apart for a recurrent agent's memory."""
-    x = model.normalization.obs(torch.tensor(obs, dtype=torch.float32).reshape(-1, 1))
+    return _fresh(model, torch.tensor(obs, dtype=torch.float32).reshape(-1, 1), episode)
+
+
+def _fresh(model: ActorCritic, raw: torch.Tensor, episode: bool = False):
+    """``_query`` for a batch of raw observations, vectors or images."""
+    x, n = model.normalization.obs(raw), raw.shape[0]
     with torch.no_grad():
         if model.lstm is None:
             return model.value(x), model.logits(x)
         if episode:  # T steps of one env
-            x, starts = x.unsqueeze(1), (torch.arange(len(obs)) == 0).float().unsqueeze(1)
+            x, starts = x.unsqueeze(1), (torch.arange(n) == 0).float().unsqueeze(1)
         else:  # one step of N envs, each starting
-            x, starts = x.unsqueeze(0), torch.ones(1, len(obs))
+            x, starts = x.unsqueeze(0), torch.ones(1, n)
         logits, values, _ = model.forward_sequence(x, starts, model.initial_memory(x.shape[1]))
-        return values.reshape(-1), logits.reshape(len(obs), -1)
+        return values.reshape(-1), logits.reshape(n, -1)
 
 
 def _fmt(values) -> str:
@@ -121,17 +126,14 @@ def _image_values(model: ActorCritic, args: PPOArgs):
     expected = "V(left bright, right bright) = 1, -1 ± 0.001"
     if args.norm_reward:
         return expected, "n/a: values are scaled", None
-    with torch.no_grad():
-        values = model.value(model.normalization.obs(_images()))
+    values, _ = _fresh(model, _images())
     return expected, f"V = {_fmt(values)}", bool(((values - torch.tensor([1.0, -1.0])).abs() <= 1e-3).all())
 
 
 def _image_policy(model: ActorCritic, args: PPOArgs):
     """pi(the bright side | image) = 1: the policy reads the pixels through the CNN."""
-    images = model.normalization.obs(_images())
-    with torch.no_grad():
-        p_best = model.head.probs(model.logits(images))[[0, 1], [0, 1]]
-        values = model.value(images)
+    values, logits = _fresh(model, _images())
+    p_best = model.head.probs(logits)[[0, 1], [0, 1]]
     expected, learned = "π(bright side | image) = 1 ± 0.01", f"π(best) = {_fmt(p_best)}"
     passed = bool(((1 - p_best) <= 1e-2).all())
     if model.critic is not None and not args.norm_reward:

@@ -129,7 +129,8 @@ class ObsLayout:
         chunks = []
         for part in self.parts:
             if part.path == ("info", MASK_KEY):
-                value = np.ones(part.size, dtype=bool) if info_mask is None else info_mask
+                shape = (len(chunks[0]), part.size) if batch else (part.size,)
+                value = np.ones(shape, dtype=bool) if info_mask is None else info_mask
             else:
                 value = obs
                 for key in part.path:

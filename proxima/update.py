@@ -40,7 +40,7 @@ class UpdateSettings:
         """From a ``PPOArgs`` (or anything with its field names)."""
         names = [f.name for f in dataclasses.fields(cls) if f.name != "policy_loss"]
         settings = {name: getattr(args, name) for name in names}
-        if args.recurrent:  # a minibatch is whole env sequences: its size counts envs
+        if getattr(args, "recurrent", None):  # a minibatch is whole env sequences: its size counts envs
             settings["minibatch_size"] = args.num_envs // args.num_minibatches
         return cls(get_algorithm(args.algo).policy_loss, **settings)
 

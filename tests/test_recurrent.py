@@ -177,3 +177,13 @@ def test_the_lstm_preset_balances_partially_observed_cartpole_where_an_mlp_canno
     mlp_return = proxima.evaluate(mlp, episodes=20, deterministic=True).mean()
     assert lstm_return >= 150 and mlp_return < 100, (lstm_return, mlp_return)
     assert os.path.exists(tmp_path / "lstm" / "model.safetensors")
+
+
+def test_the_image_probes_run_through_the_lstm(capsys):
+    """A recurrent image agent's probes go through its memory (its heads take the LSTM's outputs)."""
+    code = main(["probe", "--probes", "image-value", "--recurrent", "lstm", "--total-timesteps", "512",
+                 "--num-envs", "4", "--num-steps", "64", "--num-minibatches", "2", "--torch-threads", "1"])  # fmt: skip
+    assert code in (0, 1) and "image-value" in capsys.readouterr().out
+    model = _model()
+    with pytest.raises(RuntimeError, match="take its memory"):
+        model.value(torch.zeros(1, 2))

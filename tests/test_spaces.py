@@ -138,14 +138,14 @@ def test_an_image_part_goes_through_its_own_cnn_and_is_stored_as_bytes():
     bits = torch.tensor([[1, 0, 1], [0, 1, 1]], dtype=torch.uint8)
     packed = torch.cat([image.flatten(1), bits], 1)
     cnn = NatureCNN((1, 36, 36))
-    cnn.load_state_dict(encoder.cnns["img"].state_dict())
+    cnn.load_state_dict(encoder.cnns["part0"].state_dict())
     expected = torch.cat([cnn(image), bits.float()], 1)
     torch.testing.assert_close(encoder(packed), expected, rtol=0, atol=0)
     # next to float parts the pixels are packed as floats, and still divided by 255 in the CNN
     mixed = ObsLayout(gym.spaces.Tuple((space["img"], gym.spaces.Box(-1, 1, (1,)))))
     assert mixed.dtype == torch.float32
     mixed_encoder = MultiInputEncoder(mixed)
-    mixed_encoder.cnns["0"].load_state_dict(cnn.state_dict())
+    mixed_encoder.cnns["part0"].load_state_dict(cnn.state_dict())
     out = mixed_encoder(torch.cat([image.flatten(1).float(), torch.zeros(2, 1)], 1))
     torch.testing.assert_close(out[:, :512], cnn(image), rtol=0, atol=0)
 
@@ -239,6 +239,7 @@ def test_both_mask_conventions_pack_the_mask_and_predict_takes_one(env, tmp_path
     if env == "MaskInfo-v0":
         obs = np.stack([blocked, free])
         actions = agent.predict(obs, deterministic=True, action_mask=np.array([[0, 1, 1], [1, 1, 1]]))
+        assert agent.predict(obs).shape == (2,)  # a batch without a mask: every action valid
         # a mask that allows only action 2 gets action 2, whatever the policy prefers
         assert agent.predict(free, deterministic=True, action_mask=np.array([0, 0, 1])) == 2
     else:
@@ -363,3 +364,34 @@ def test_gymnasiums_own_tuple_env_blackjack_trains_and_evaluates(tmp_path):
     assert agent.layout.shape == (3,) and agent.model.encoder.features_dim == 32 + 11 + 2
     assert set(agent.predict((14, 10, 0), deterministic=True).reshape(-1).tolist()) <= {0, 1}
     assert np.isfinite(proxima.evaluate(agent, episodes=8)).all()
+
+
+def test_an_info_mask_may_be_missing_on_an_episodes_last_step(tmp_path):
+    run_dir = tmp_path / "r"
+    proxima.train(env_id=PREFIX + "MaskMissingAtEnd-v0", total_timesteps=1024, run_dir=str(run_dir), **SMALL)
+    assert json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[-1])["global_step"] == 1024
+
+
+def test_a_mask_only_from_step_is_refused_in_one_line(tmp_path, capsys):
+    code = main(
+        ["train", "--env-id", PREFIX + "MaskOnlyInStep-v0", "--run-dir", str(tmp_path / "r"), "--quiet"]
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "from step() but not from reset()" in err[0]
+
+
+def test_odd_dict_keys_and_a_0d_box():
+    image = gym.spaces.Box(0, 255, (1, 36, 36), dtype=np.uint8)
+    encoder = MultiInputEncoder(ObsLayout(gym.spaces.Dict({"cam.rgb": image, "keys": image})))
+    assert encoder.features_dim == 2 * 512
+    with pytest.raises(UserError, match="not supported; proxima accepts Box observations of 1 or more"):
+        encoder_for(ObsLayout(gym.spaces.Box(-1, 1, shape=())))
+
+
+def test_predict_keeps_its_old_positional_deterministic_and_refuses_a_state_without_an_lstm(tmp_path):
+    agent = proxima.train(env_id="CartPole-v1", total_timesteps=512, run_dir=str(tmp_path / "r"), **SMALL)
+    obs = np.random.default_rng(0).normal(size=(64, 4)).astype(np.float32) * 0.1
+    for flag in (True, np.True_):
+        np.testing.assert_array_equal(agent.predict(obs, flag), agent.predict(obs, deterministic=True))
+    with pytest.raises(UserError, match="not recurrent"):
+        agent.predict(obs, (np.zeros((1, 64, 8)), np.zeros((1, 64, 8))))

@@ -74,7 +74,7 @@ def check_step_api(env: gym.Env, env_id: str) -> dict:
     an unpacking error; a reset that cannot be given a seed; an observation whose size is not its space's; a
     reward that is not one number. Make ``env`` with ``disable_env_checker=True``: this check replaces
     Gymnasium's, which warns, or fails with an ``AssertionError``, on what this refuses in one line. Returns
-    the reset's info."""
+    the infos of the reset and of the step."""
     parameters = inspect.signature(env.unwrapped.reset).parameters
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
     missing = [name for name in ("seed", "options") if name not in parameters and not takes_any]
@@ -105,7 +105,7 @@ def check_step_api(env: gym.Env, env_id: str) -> dict:
         raise UserError(
             f"{env_id}'s step() returned {_shape_of(result[1])} as its reward; Gymnasium 1.x expects one number"
         ) from None
-    return reset[1]
+    return reset[1], result[4] if isinstance(result[4], dict) else {}
 
 
 def _valid_action(space: gym.Space, obs, info: dict):
@@ -119,7 +119,7 @@ def _valid_action(space: gym.Space, obs, info: dict):
     return space.sample(mask=tuple(np.split(mask, np.cumsum(space.nvec)[:-1])))
 
 
-def find_obs_layout(env_id: str, env: gym.Env, reset_info: dict) -> ObsLayout:
+def find_obs_layout(env_id: str, env: gym.Env, reset_info: dict, step_info: dict) -> ObsLayout:
     """How ``env``'s observations travel (``proxima.spaces``), with its action mask if it gives one: as the
     ``action_mask`` key of a Dict observation, or in the info of every reset and step."""
     space, actions = env.observation_space, env.action_space
@@ -127,6 +127,11 @@ def find_obs_layout(env_id: str, env: gym.Env, reset_info: dict) -> ObsLayout:
         mask, size = MASK_KEY, int(np.prod(space[MASK_KEY].shape))
     elif MASK_KEY in reset_info:
         mask, size = "info", int(np.size(reset_info[MASK_KEY]))
+    elif MASK_KEY in step_info:  # masks it would never get at an episode's first step
+        raise UserError(
+            f"{env_id} gives info[{MASK_KEY!r}] from step() but not from reset(); give it from both, or put it "
+            "in a Dict observation's action_mask key (docs/SPACES.md)"
+        )
     else:
         return ObsLayout(space)
     count = action_count(actions)
@@ -206,12 +211,13 @@ class _Tidy(gym.Wrapper):
         space = env.observation_space
         self._obs_layout = (space.dtype, space.shape) if isinstance(space, gym.spaces.Box) else None
 
-    def _obs(self, obs, info):
+    def _obs(self, obs, info, final: bool = False):
         if self._layout is not None:
             mask = None
             if self._layout.mask == "info":
                 mask = info.get(MASK_KEY) if info else None
-                if mask is None:
+                # an episode's last observation is only ever valued, never acted on: its mask may be missing
+                if mask is None and not final:
                     raise EnvError(
                         f"{self._env_id} gave info[{MASK_KEY!r}] at its first reset but not at a later reset or "
                         "step; give it with every one"
@@ -232,7 +238,8 @@ class _Tidy(gym.Wrapper):
         if type(reward) is not float:  # the common case needs no conversion (this runs at every env step)
             reward = _reward(reward)
         stats = {key: info[key] for key in self._keep if key in info} if info else {}
-        return self._obs(obs, info), reward, bool(terminated), bool(truncated), stats
+        final = bool(terminated) or bool(truncated)
+        return self._obs(obs, info, final), reward, bool(terminated), bool(truncated), stats
 
     def close(self):
         _close_quietly(self.env, self._env_id)
@@ -268,8 +275,8 @@ class GymnasiumVecEnv:
             warnings.simplefilter("ignore")
             probe = _make_env(env_id, render_mode="rgb_array" if video_dir else None, checked=True)
             try:
-                info = _with_env_errors(env_id, lambda: check_step_api(probe, env_id))
-                self.obs_layout = find_obs_layout(env_id, probe, info)
+                infos = _with_env_errors(env_id, lambda: check_step_api(probe, env_id))
+                self.obs_layout = find_obs_layout(env_id, probe, *infos)
             finally:
                 _close_quietly(probe, env_id)
         fns = [
