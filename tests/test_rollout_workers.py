@@ -37,7 +37,9 @@ def ray_instance():
     """One local Ray instance for the module: the runs join it instead of starting their own."""
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    # address="local": a new instance, never one another test's process happens to have running (test_sweep's
+    # two-node cluster, on another pytest-xdist worker)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
     yield ray
     ray.shutdown()
 
