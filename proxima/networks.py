@@ -251,7 +251,8 @@ class ActorCritic(nn.Module):
         h, c = memory
         # The memory is zeroed where an episode starts, so the sequence is cut there; each piece between cuts
         # is one call of the LSTM, which runs its steps in C++ (a step-by-step Python loop is 10x slower).
-        cuts = (starts[1:].sum(1) > 0).nonzero().flatten().add(1).tolist()
+        # (a rollout step is one piece: no search, and no sync, on the per-step path)
+        cuts = (starts[1:].sum(1) > 0).nonzero().flatten().add(1).tolist() if steps > 1 else []
         outputs = []
         for a, b in zip([0, *cuts], [*cuts, steps], strict=True):
             keep = (1.0 - starts[a]).view(1, -1, 1)
