@@ -35,6 +35,7 @@ commands:
   sweep   train every combination of settings and seeds, on Ray Tune by default (proxima sweep --help)
   plot    overlay the learning curves of runs: proxima plot RUN_DIR... --output FILE.png
   probe   train the agent on the probe envs and name the component a failure points to (proxima probe --help)
+  solve   train ENV_ID with its fast preset until solved, then score it on Gymnasium's env (proxima solve --help)
   presets list the presets that `proxima train --config NAME` accepts; `proxima presets NAME` shows one
 """
 
@@ -287,6 +288,63 @@ def cmd_presets(argv: list[str]) -> int:
     return 0
 
 
+SOLVE_USAGE = """usage: proxima solve ENV_ID [--seed S] [TRAIN FLAGS]
+
+Train ENV_ID with its fast preset, which stops once the deterministic policy reaches the task's score on
+proxima's evaluation envs; then play {episodes} episodes of Gymnasium's own ENV_ID and print the time, the
+steps and the score. Exit status 0 when that score reaches the task's threshold, 1 when it does not. Any
+`proxima train` flag overrides the preset's value (`proxima presets NAME` shows them).
+
+tasks (preset, threshold):
+{tasks}
+"""
+
+
+def cmd_solve(argv: list[str]) -> int:
+    import time
+
+    from proxima.config import read_preset, solve_presets
+    from proxima.evaluate import evaluate
+    from proxima.files import read_json
+    from proxima.trainer import default_run_dir, train
+
+    start = time.perf_counter()
+    presets = solve_presets()
+    tasks = {env_id: read_preset(name) | {"name": name} for env_id, name in presets.items()}
+    if not argv or argv[0] in ("-h", "--help"):
+        rows = [f"  {e:26s} {t['name']:28s} {t['solve']['threshold']:g}" for e, t in tasks.items()]
+        print(SOLVE_USAGE.format(episodes=SOLVE_EPISODES, tasks="\n".join(rows)), end="")
+        return 0
+    env_id, rest = argv[0], argv[1:]
+    if env_id not in tasks:
+        raise UserError(f"no solve preset for {env_id!r}; accepted: {', '.join(tasks)}")
+    for flag in ("--config", "--env-id", "--resume"):
+        if _flag_value(rest, flag) is not None:
+            raise UserError(
+                f"proxima solve sets {flag} itself (from ENV_ID); give it to proxima train instead"
+            )
+    task = tasks[env_id]
+    args = parse_train_args(["--config", task["name"], *rest], prog="proxima solve", instructions=("config",))
+    args = dataclasses.replace(args, run_dir=args.run_dir or default_run_dir(args))
+    agent = train(args)
+    trained = time.perf_counter() - start
+    steps = read_json(os.path.join(args.run_dir, "agent.json"))["global_step"]
+    deterministic = task["solve"].get("deterministic", True)
+    returns = evaluate(agent, SOLVE_EPISODES, deterministic=deterministic, seed=args.seed)
+    threshold = task["solve"]["threshold"]
+    solved = returns.mean() >= threshold
+    print(
+        f"{env_id} {'solved' if solved else 'NOT solved'}: {returns.mean():.1f} ± {returns.std():.1f} over "
+        f"{SOLVE_EPISODES} {'deterministic' if deterministic else 'sampled'} episodes of Gymnasium's env "
+        f"(threshold {threshold:g}), after {steps:,} steps; trained in {trained:.1f} s "
+        f"({time.perf_counter() - start:.1f} s with the evaluation); run directory: {args.run_dir}"
+    )
+    return 0 if solved else 1
+
+
+SOLVE_EPISODES = 100
+
+
 def cmd_eval(argv: list[str]) -> int:
     from proxima.agent import load
     from proxima.evaluate import evaluate
@@ -486,6 +544,7 @@ COMMANDS = {
     "train": cmd_train,
     "eval": cmd_eval,
     "presets": cmd_presets,
+    "solve": cmd_solve,
     "compare": cmd_compare,
     "plot": cmd_plot,
     "probe": cmd_probe,

@@ -308,12 +308,28 @@ def preset_names() -> list[str]:
     return sorted(f.name[: -len(".json")] for f in files if f.name.endswith(".json"))
 
 
+# Keys of a preset that describe it rather than set anything: its one-line description, and for the presets
+# that `proxima solve` uses, the score that counts as solving the task ({"threshold": R, "deterministic": B}).
+PRESET_METADATA = ("description", "solve")
+
+
 def load_preset(name_or_path: str) -> dict:
-    """The settings of a shipped preset (by name) or of a JSON file (by path), without its description."""
+    """The settings of a shipped preset (by name) or of a JSON file (by path), without its metadata."""
     data = read_preset(name_or_path)
-    data.pop("description", None)
+    for key in PRESET_METADATA:
+        data.pop(key, None)
     PPOArgs.from_json(data, source=f"config {name_or_path!r}")  # names checked here, values by validate()
     return data
+
+
+def solve_presets() -> dict[str, str]:
+    """Env id -> the shipped preset that solves it fastest (the presets with a ``solve`` entry)."""
+    found = {}
+    for name in preset_names():
+        data = read_preset(name)
+        if "solve" in data:
+            found[data["env_id"]] = name
+    return found
 
 
 def read_preset(name_or_path: str) -> dict:

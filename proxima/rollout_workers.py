@@ -27,6 +27,7 @@ the buffer, so no transition is lost or counted twice.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import time
 from collections.abc import Callable
@@ -39,6 +40,7 @@ from proxima.distributions import make_head
 from proxima.envs import make_vec_env
 from proxima.envs.interface import obs_layout
 from proxima.envs.native import CounterRNG
+from proxima.envs.registry import resolve_backend
 from proxima.errors import EnvError, NonFiniteError, UserError
 from proxima.networks import ActorCritic, NetworkSpec
 from proxima.rollout import RolloutCollector
@@ -174,7 +176,12 @@ class WorkerPool:
             import ray
         except ImportError:
             raise UserError(RAY_MISSING) from None
-        self.ray, self.args = ray, args
+        # auto's choice depends on the env count: it is made once, for the whole run's num_envs, so that every
+        # slice runs the backend one process would (partition invariance)
+        backend = resolve_backend(
+            args.env_id, args.env_backend, asynchronous=args.async_envs, num_envs=args.num_envs
+        )
+        self.ray, self.args = ray, dataclasses.replace(args, env_backend=backend)
         self._started = not ray.is_initialized()
         if self._started:
             ray.init(include_dashboard=False, logging_level="ERROR", log_to_driver=False)

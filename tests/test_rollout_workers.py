@@ -191,3 +191,17 @@ def test_without_ray_rollout_workers_say_how_to_install_it(tmp_path, capsys, mon
         == "proxima train: error: --rollout-workers needs Ray: pip install 'proxima[ray]' (make installs it)\n"
     )
     assert not run_dir.exists()
+
+
+@needs_ray
+def test_workers_run_the_backend_auto_picks_for_the_whole_run(ray_instance):
+    """auto's choice depends on the env count (Acrobot: native from 16 envs). Two workers of 8 envs each
+    run what one process of 16 would, so that the run does not depend on how it is split."""
+    from proxima.config import PPOArgs
+    from proxima.rollout_workers import WorkerPool
+
+    pool = WorkerPool(PPOArgs(env_id="Acrobot-v1", num_envs=16, rollout_workers=2))
+    try:
+        assert pool.args.env_backend == "native"
+    finally:
+        pool.close()

@@ -5,13 +5,15 @@ A backend is added by one call, from inside proxima or from a user's code, with 
     register_backend("mine", make_my_envs, handles=lambda env_id: env_id.startswith("Mine"))
 
 ``--env-backend auto`` takes the most recently registered backend that handles the id and can do what the
-run asks for (processes for ``--async-envs``, rendering for ``--capture-video``); Gymnasium's, registered
-first, handles every id.
+run asks for (processes for ``--async-envs``, rendering for ``--capture-video``) at the run's env count;
+Gymnasium's, registered first, handles every id. A backend that is slower than the one below it at a few
+envs says from how many envs it is to be taken (``min_envs``, measured: benchmarks/backend_choice.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+import dataclasses
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 import torch
@@ -26,13 +28,19 @@ FEATURES = {"asynchronous": "--async-envs", "video": "--capture-video"}
 class Backend:
     """``make(env_id, num_envs, *, seed, device, asynchronous, video_dir, video_episodes) -> VecEnv``;
     ``handles(env_id)``: whether the backend implements the id; ``features``: which of ``FEATURES`` it
-    supports; ``ids``: the ids it handles, for error messages (empty: any id)."""
+    supports; ``ids``: the ids it handles, for error messages (empty: any id); ``min_envs``: env id -> the
+    fewest envs at which ``auto`` takes this backend for that id (ids not in it: from 1)."""
 
     name: str
     make: Callable[..., VecEnv]
     handles: Callable[[str], bool]
     features: frozenset[str] = frozenset()
     ids: tuple[str, ...] = ()
+    min_envs: Mapping[str, int] = dataclasses.field(default_factory=dict)
+
+    def auto_takes(self, env_id: str, num_envs: int | None, wanted: Collection[str]) -> bool:
+        enough = num_envs is None or num_envs >= self.min_envs.get(env_id, 1)
+        return self.handles(env_id) and set(wanted) <= self.features and enough
 
 
 _BACKENDS: dict[str, Backend] = {}
@@ -44,9 +52,10 @@ def register_backend(
     *,
     handles: Callable[[str], bool] | Collection[str] | None = None,
     features: Collection[str] = (),
+    min_envs: Mapping[str, int] | None = None,
 ) -> Backend:
     """Add (or replace) the backend ``name``. ``handles``: a predicate on env ids, or a collection of ids
-    (None: every id)."""
+    (None: every id). ``min_envs``: env id -> the fewest envs at which ``auto`` picks this backend."""
     if name == "auto":
         raise ValueError("'auto' is not a backend name: it means choosing one")
     unknown = set(features) - set(FEATURES)
@@ -60,7 +69,7 @@ def register_backend(
     else:
         ids = tuple(handles)
         predicate = frozenset(ids).__contains__
-    backend = Backend(name, make, predicate, frozenset(features), ids)
+    backend = Backend(name, make, predicate, frozenset(features), ids, dict(min_envs or {}))
     _BACKENDS.pop(name, None)  # a replaced backend moves to the front of `auto`'s order
     _BACKENDS[name] = backend
     return backend
@@ -77,15 +86,21 @@ def get_backend(name: str) -> Backend:
 
 
 def resolve_backend(
-    env_id: str, backend: str = "auto", *, asynchronous: bool = False, video: bool = False
+    env_id: str,
+    backend: str = "auto",
+    *,
+    asynchronous: bool = False,
+    video: bool = False,
+    num_envs: int | None = None,
 ) -> str:
     """The backend that runs ``env_id``: ``backend`` itself unless it is ``auto``, which takes the most
-    recently registered backend that handles the id and supports what is asked for."""
+    recently registered backend that handles the id, supports what is asked for, and is meant for
+    ``num_envs`` envs (None: any count)."""
     if backend != "auto":
         return get_backend(backend).name
     wanted = {name for name, on in (("asynchronous", asynchronous), ("video", video)) if on}
     for candidate in reversed(_BACKENDS.values()):
-        if candidate.handles(env_id) and wanted <= candidate.features:
+        if candidate.auto_takes(env_id, num_envs, wanted):
             return candidate.name
     raise UserError(
         f"no env backend handles {env_id!r} with {', '.join(FEATURES[w] for w in sorted(wanted))}"
@@ -113,7 +128,9 @@ def make_vec_env(
     ``asynchronous`` runs each copy in its own process (Gymnasium's AsyncVectorEnv), which pays off only when
     one env step costs far more than the inter-process round trip. ``video_dir`` records env 0 there.
     """
-    name = resolve_backend(env_id, backend, asynchronous=asynchronous, video=video_dir is not None)
+    name = resolve_backend(
+        env_id, backend, asynchronous=asynchronous, video=video_dir is not None, num_envs=num_envs
+    )
     chosen = _BACKENDS[name]
     if num_envs < 1:
         raise UserError(f"num_envs must be a positive integer, got {num_envs}")

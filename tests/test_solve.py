@@ -1,0 +1,109 @@
+"""`proxima solve` and the fast presets: each preset learns its task on a reduced budget.
+
+The full budgets (every task solved, seeds 1-5, timed from process start) are a benchmark:
+benchmarks/solve_suite.py, recorded in docs/BENCHMARKS.md.
+"""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import proxima
+from proxima.cli import main
+from proxima.config import load_preset, read_preset, solve_presets
+from proxima.envs.registry import resolve_backend
+from proxima.evaluate import evaluate
+
+TASKS = {
+    "CartPole-v1": 475,
+    "Acrobot-v1": -100,
+    "MountainCar-v0": -110,
+    "MountainCarContinuous-v0": 90,
+    "Pendulum-v1": -200,
+    "LunarLander-v3": 200,
+    "BipedalWalker-v3": 300,
+}
+
+
+def test_every_task_has_a_solve_preset_with_its_threshold():
+    presets = solve_presets()
+    assert set(presets) == set(TASKS)
+    for env_id, name in presets.items():
+        data = read_preset(name)
+        assert data["solve"]["threshold"] == TASKS[env_id], name
+        assert data["stop_return"] is not None and data["eval_every"] > 0, name  # it stops once solved
+        assert "solve" not in load_preset(name)  # metadata, not a setting
+
+
+def test_solve_refuses_an_unknown_task_in_one_line(capsys):
+    assert main(["solve", "Pong-v5"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "no solve preset for 'Pong-v5'" in err and "CartPole-v1" in err and "\n" not in err
+
+
+def test_solve_refuses_flags_it_sets_itself(capsys):
+    assert main(["solve", "CartPole-v1", "--env-id", "Acrobot-v1"]) == 2
+    assert "sets --env-id itself" in capsys.readouterr().err
+
+
+def test_solve_help_lists_the_tasks(capsys):
+    assert main(["solve", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert all(env_id in out for env_id in TASKS)
+
+
+@pytest.mark.slow
+def test_proxima_solve_cartpole_end_to_end(tmp_path):
+    run_dir = tmp_path / "run"
+    result = subprocess.run(
+        [sys.executable, "-m", "proxima.cli", "solve", "CartPole-v1", "--seed", "1", "--run-dir", str(run_dir),
+         "--quiet", "--torch-threads", "1"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    line = result.stdout.strip().splitlines()[-1]
+    assert line.startswith("CartPole-v1 solved: "), line
+    score = float(line.split(": ")[1].split(" ")[0])
+    assert score >= 475
+    steps = json.loads((run_dir / "agent.json").read_text())["global_step"]
+    assert f"after {steps:,} steps" in line and steps < 300_000  # stopped early, once solved
+
+
+# (task, steps or None for the preset's own budget and stop, what is measured, the bar, what a random policy
+# scores). "eval": 20 deterministic episodes of Gymnasium's own env after training; "train": the mean return of
+# the last 20 training episodes (LunarLander, whose deterministic policy is still erratic this early).
+LEARNS = [
+    ("Acrobot-v1", None, "eval", -100, -500),
+    ("MountainCar-v0", 102_400, "eval", -160, -200),
+    ("MountainCarContinuous-v0", None, "eval", 90, -30),
+    ("Pendulum-v1", 40_960, "eval", -600, -1200),
+    ("LunarLander-v3", 98_304, "train", -60, -180),
+    ("BipedalWalker-v3", 65_536, "eval", -60, -92),  # zero torques fall at -92, random actions -80 to -127
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("env_id, steps, measure, bar, random_score", LEARNS, ids=[t[0] for t in LEARNS])
+def test_fast_preset_learns_on_a_reduced_budget(env_id, steps, measure, bar, random_score, tmp_path):
+    budget = {"total_timesteps": steps} if steps else {}
+    run_dir = tmp_path / "run"
+    agent = proxima.train(config=solve_presets()[env_id], seed=1, run_dir=str(run_dir), quiet=True,
+                          torch_threads=1, **budget)  # fmt: skip
+    if measure == "eval":
+        score = evaluate(agent, 20, deterministic=True, seed=1).mean()
+    else:
+        episodes = [json.loads(line)["return"] for line in open(run_dir / "episodes.jsonl")]
+        score = np.mean(episodes[-20:])
+    assert score >= bar > random_score, score
+
+
+def test_auto_backend_takes_gymnasium_where_native_is_slower_at_few_envs():
+    # benchmarks/backend_choice.py: native Acrobot runs the loop at 0.57x Gymnasium's at 4 envs, 1.11x at 16
+    assert resolve_backend("Acrobot-v1", num_envs=4) == "gymnasium"
+    assert resolve_backend("Acrobot-v1", num_envs=16) == "native"
+    assert resolve_backend("Acrobot-v1") == "native"  # no count given: any count
+    assert resolve_backend("CartPole-v1", num_envs=1) == "native"
+    assert resolve_backend("Acrobot-v1", "native", num_envs=1) == "native"  # asked for by name
