@@ -107,3 +107,12 @@ def test_auto_backend_takes_gymnasium_where_native_is_slower_at_few_envs():
     assert resolve_backend("Acrobot-v1") == "native"  # no count given: any count
     assert resolve_backend("CartPole-v1", num_envs=1) == "native"
     assert resolve_backend("Acrobot-v1", "native", num_envs=1) == "native"  # asked for by name
+
+
+def test_solve_times_count_from_the_process_start():
+    import time
+
+    from proxima.cli import STARTED, _process_seconds
+
+    # the process started before this module imported proxima.cli: interpreter and torch start-up count
+    assert _process_seconds() >= time.perf_counter() - STARTED > 0
