@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast lint format bench clean
+.PHONY: install demo test test-fast browser lint format bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -26,8 +26,18 @@ demo: $(STAMP)
 # pytest-xdist: one worker per core. The automatic torch thread count follows the load (proxima/threads.py), so
 # every test that compares two runs fixes it or uses minibatches that take 1 thread anyway; the learning tests
 # pass with 1 thread or 2 (measured both ways: sequential and with -n 2).
-test: $(STAMP)
+test: $(STAMP) browser
 	$(PY) -m pytest -q -n auto
+
+# tests/test_report_browser.py opens `proxima report`'s page in Debian's Chromium (Playwright drives it; the dev
+# extra installs Playwright). As root, install Chromium with apt-get; otherwise that test is skipped, saying how.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian's chromium for the browser test"; \
+	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+	      || echo "note: apt-get could not install chromium: the browser test will be skipped"; \
+	  else echo "note: no Chromium and no root: the browser test will be skipped (apt-get install chromium)"; fi; }
 
 # Everything except the learning tests that train agents for several seconds.
 test-fast: $(STAMP)

@@ -24,17 +24,20 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
+import torch
 
 from proxima import checkpoint
 from proxima.envs import make_vec_env
 from proxima.errors import NonFiniteError, TrainingInterrupted, UserError
 from proxima.evaluate import run_episodes
 from proxima.health import HealthMonitor, HealthWarning
-from proxima.logger import RunLogger
+from proxima.logger import RunLogger, log_session
+from proxima.report import REWRITE_S, write_report
 
 if TYPE_CHECKING:
     from proxima.trainer import Run
@@ -171,10 +174,11 @@ class Logging(Callback):
             self.wandb_id = self.wandb_run.id
         self.logger = run.logger = RunLogger(run.run_dir, run.args.to_json(), resume_from=self.resume_from)
         self.global_step = run.global_step
+        log_session(run.run_dir, run.global_step, str(run.device), torch.get_num_threads())
 
     def on_update_end(self, run: Run, result: UpdateResult) -> None:
         self.global_step = run.global_step
-        self.logger.log_update(result.record)
+        self.logger.log_update(result.record, [w._asdict() for w in result.warnings])
         self.logger.log_episodes(run.global_step, result.episode_returns, result.episode_lengths)
         for warning in result.warnings:
             self.logger.text(f"health/{warning.kind}", warning.text, run.global_step)
@@ -272,6 +276,76 @@ class LearningCurve(Callback):
             run.console.message(f"no learning_curve.png: {e}")
 
 
+class TensorBoardVideos(Callback):
+    """``--capture-video``'s episodes in TensorBoard too (``videos/episode``, at the step they were found), as
+    the seed's W&B runs show them. The recorder may write from another process (async envs), so a file is
+    logged once its size has stayed the same for an update; at the end, whatever is there. Files already there
+    when the run starts (a resumed run's earlier part) were logged by that part."""
+
+    def __init__(self):
+        self.done: set[str] = set()
+        self.sizes: dict[str, int] = {}
+
+    def _videos(self, run: Run) -> list[str]:
+        found = []
+        for root, _, files in os.walk(os.path.join(run.run_dir, "videos")):
+            found += [os.path.join(root, f) for f in files if f.endswith(".mp4")]
+        return sorted(set(found) - self.done, key=os.path.getmtime)
+
+    def on_train_start(self, run: Run) -> None:
+        self.done.update(self._videos(run))
+
+    def on_update_end(self, run: Run, result: UpdateResult) -> None:
+        self._log(run, final=False)
+
+    def on_train_end(self, run: Run) -> None:
+        self._log(run, final=True)
+
+    def _log(self, run: Run, final: bool) -> None:
+        for path in self._videos(run):
+            size = os.path.getsize(path)
+            if final or self.sizes.get(path) == size:
+                try:
+                    run.logger.video("videos/episode", path, run.global_step)
+                except (UserError, OSError, RuntimeError) as e:  # a file cut short: the run goes on
+                    run.console.message(f"video {path} not logged to TensorBoard: {e}")
+                self.done.add(path)
+            self.sizes[path] = size
+
+
+class ReportPage(Callback):
+    """``RUN_DIR/report.html`` (``proxima report``) every ``every_s`` seconds and at the end, last of all, so that
+    the page has this update's logs and the final checkpoint's verdict. A page reads the whole logs (0.6 s at
+    10M steps), so the pages of a long run come at least ``COST_RATIO`` times their cost apart: they never
+    take more than 2% of its time."""
+
+    COST_RATIO = 50
+
+    def __init__(self, every_s: float):
+        self.every_s = every_s
+        self.written = 0.0
+        self.cost = 0.0
+
+    def on_train_start(self, run: Run) -> None:
+        self.written = time.monotonic()  # the first page after every_s: a short run gets only its final one
+
+    def on_update_end(self, run: Run, result: UpdateResult) -> None:
+        if time.monotonic() - self.written >= max(self.every_s, self.COST_RATIO * self.cost):
+            self._write(run)
+
+    def on_train_end(self, run: Run) -> None:
+        self._write(run)
+
+    def _write(self, run: Run) -> None:
+        start = time.monotonic()
+        try:
+            write_report([run.run_dir], os.path.join(run.run_dir, "report.html"))
+        except (UserError, OSError) as e:  # the page is a view of the logs; the run goes on without it
+            run.console.message(f"no report.html: {e}")
+        self.written = time.monotonic()
+        self.cost = self.written - start
+
+
 def default_callbacks(run: Run, user: list[Callback] = ()) -> list[Callback]:
     """The built-in callbacks a run's settings ask for, in the order they must run, with ``user``'s after
     evaluation (so they see ``eval_return``) and before logging (so what they add to the record is logged)."""
@@ -294,8 +368,12 @@ def default_callbacks(run: Run, user: list[Callback] = ()) -> list[Callback]:
         Progress(),
         Checkpointing(args.checkpoint_every),
     ]
+    if args.capture_video:
+        callbacks.append(TensorBoardVideos())
     if args.plot:
         callbacks.append(LearningCurve())
+    if args.report:
+        callbacks.append(ReportPage(REWRITE_S))
     return callbacks
 
 

@@ -52,6 +52,7 @@ commands:
   plot    overlay the learning curves of runs: proxima plot RUN_DIR... --output FILE.png
   probe   train the agent on the probe envs and name the component a failure points to (proxima probe --help)
   solve   train ENV_ID with its fast preset until solved, then score it on Gymnasium's env (proxima solve --help)
+  report  one self-contained HTML page of runs, a sweep or a comparison: proxima report RUN_DIR... (--help)
   presets list the presets that `proxima train --config NAME` accepts; `proxima presets NAME` shows one
 """
 
@@ -318,7 +319,7 @@ tasks (preset, threshold):
 
 def cmd_solve(argv: list[str]) -> int:
     from proxima.config import read_preset, solve_presets
-    from proxima.evaluate import evaluate
+    from proxima.evaluate import evaluate, save_evaluation
     from proxima.files import read_json
     from proxima.trainer import default_run_dir, train
 
@@ -346,6 +347,8 @@ def cmd_solve(argv: list[str]) -> int:
     returns = evaluate(agent, SOLVE_EPISODES, deterministic=deterministic, seed=args.seed)
     threshold = task["solve"]["threshold"]
     solved = returns.mean() >= threshold
+    save_evaluation(args.run_dir, returns, deterministic=deterministic, seed=args.seed, threshold=threshold,
+                    solved=bool(solved))  # fmt: skip
     print(
         f"{env_id} {'solved' if solved else 'NOT solved'}: {returns.mean():.1f} ± {returns.std():.1f} over "
         f"{SOLVE_EPISODES} {'deterministic' if deterministic else 'sampled'} episodes of Gymnasium's env "
@@ -360,7 +363,7 @@ SOLVE_EPISODES = 100
 
 def cmd_eval(argv: list[str]) -> int:
     from proxima.agent import load
-    from proxima.evaluate import evaluate
+    from proxima.evaluate import evaluate, save_evaluation
 
     args = _parse(EvalArgs, argv, "proxima eval")
     agent = load(args.run_dir)
@@ -368,12 +371,14 @@ def cmd_eval(argv: list[str]) -> int:
     returns = evaluate(
         agent, args.episodes, deterministic=args.deterministic, seed=args.seed, video_dir=video_dir
     )
+    videos = sorted(f for f in os.listdir(video_dir) if f.endswith(".mp4")) if video_dir else []
+    save_evaluation(args.run_dir, returns, deterministic=args.deterministic, seed=args.seed,
+                    videos=[os.path.join("eval-videos", f) for f in videos])  # fmt: skip
     print(
         f"{agent.env_id}: mean_return={returns.mean():.2f} std_return={returns.std():.2f} "
         f"episodes={len(returns)} deterministic={args.deterministic}"
     )
-    if video_dir is not None:
-        videos = sorted(f for f in os.listdir(video_dir) if f.endswith(".mp4"))
+    if videos:
         print(f"videos: {', '.join(os.path.join(video_dir, f) for f in videos)}")
     return 0
 
@@ -402,6 +407,28 @@ def cmd_plot(argv: list[str]) -> int:
     return 0
 
 
+@dataclass
+class ReportArgs:
+    paths: Annotated[tuple[str, ...], tyro.conf.Positional]
+    """run directories (`proxima train`'s), sweep or compare directories, or a directory of runs (as `proxima
+    probe --run-dir` writes): the runs that differ only in their seed form a group, with its mean and band"""
+    output: str | None = None
+    """the HTML file to write (default: DIR/report.html for one directory, else report.html here)"""
+
+
+def cmd_report(argv: list[str]) -> int:
+    from proxima.report import write_report
+
+    args = _parse(ReportArgs, argv, "proxima report")
+    if not args.paths:
+        raise UserError("give at least one run, sweep or compare directory")
+    output = args.output or (
+        os.path.join(args.paths[0], "report.html") if len(args.paths) == 1 else "report.html"
+    )
+    print(f"wrote {write_report(list(args.paths), output)}")
+    return 0
+
+
 def cmd_compare(argv: list[str]) -> int:
     from proxima.compare import CompareArgs, compare
 
@@ -412,8 +439,9 @@ def _print_results(results, command: str) -> int:
     """The table and where it is; exit status 1 if a run failed (each failure was said as it happened)."""
     out = results.output_dir
     print(f"\n{results}", end="")
-    print(f"wrote {out}/results.md, {out}/results.json" + (
-        f" and {out}/learning_curves.png" if os.path.exists(f"{out}/learning_curves.png") else ""))  # fmt: skip
+    written = [f"{out}/{f}" for f in ("results.md", "results.json", "learning_curves.png", "report.html")
+               if os.path.exists(f"{out}/{f}")]  # fmt: skip
+    print(f"wrote {', '.join(written)}")
     failed = sum(t["status"] == "failed" for t in results.trials)
     missing = sum(t["status"] == "not run" for t in results.trials)
     if failed or missing:
@@ -561,6 +589,7 @@ COMMANDS = {
     "compare": cmd_compare,
     "plot": cmd_plot,
     "probe": cmd_probe,
+    "report": cmd_report,
     "sweep": cmd_sweep,
 }
 

@@ -161,6 +161,9 @@ class PPOArgs:
     end and on Ctrl-C), so that `--resume` can continue the run after a crash"""
     plot: bool = True
     """write RUN_DIR/learning_curve.png (episodic return against env steps) at the end (needs the plot extra)"""
+    report: bool = True
+    """write RUN_DIR/report.html (proxima report: one self-contained page of the run) every 30 s while training
+    and at the end; an open page reloads itself until the run ends"""
     quiet: bool = False
     """no console output (no progress bar or progress lines); the run directory still gets everything"""
 
@@ -295,7 +298,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "run": (
         "exp_name", "seed", "torch_deterministic", "cuda", "torch_threads", "run_dir", "track",
         "wandb_project_name", "wandb_entity", "eval_every", "eval_episodes", "stop_return", "save_best",
-        "checkpoint_every", "plot", "quiet",
+        "checkpoint_every", "plot", "report", "quiet",
     ),
 }  # fmt: skip
 

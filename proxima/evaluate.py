@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import datetime
+import os
+
 import numpy as np
 import torch
 
@@ -9,6 +12,7 @@ from proxima.agent import Agent
 from proxima.envs import VecEnv, make_vec_env
 from proxima.envs.interface import env_call, obs_layout
 from proxima.errors import UserError
+from proxima.files import write_json
 from proxima.networks import ActorCritic
 from proxima.spaces import space_to_json
 
@@ -97,6 +101,21 @@ def evaluate(
         return run_episodes(agent.model, envs, episodes, deterministic=deterministic, seed=seed, name=env_id)
     finally:
         envs.close()
+
+
+def save_evaluation(run_dir: str, returns: np.ndarray, *, deterministic: bool, seed: int, **extra) -> None:
+    """``RUN_DIR/eval.json``: the last evaluation on Gymnasium's env (``proxima eval``, ``proxima solve``), which
+    ``proxima report`` shows; ``extra`` adds keys (a threshold, the videos)."""
+    write_json(os.path.join(run_dir, "eval.json"), {
+        "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "episodes": len(returns),
+        "deterministic": deterministic,
+        "seed": seed,
+        "mean": float(returns.mean()),
+        "std": float(returns.std()),
+        "returns": [float(r) for r in returns],
+        **extra,
+    })  # fmt: skip
 
 
 def _observations(layout) -> str:

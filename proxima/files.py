@@ -65,16 +65,28 @@ def write_checkpoint(path: str, tensors: dict[str, torch.Tensor], meta: dict) ->
 
 def read_checkpoint(path: str) -> tuple[dict[str, torch.Tensor], dict]:
     """The tensors and the JSON object of a file written by ``write_checkpoint``; ``UserError`` if it is not one."""
-    tensors = read_tensors(path)
-    with safe_open(path, "pt") as f:
-        text = (f.metadata() or {}).get("proxima")
+    return read_tensors(path), read_checkpoint_meta(path)
+
+
+def read_checkpoint_meta(path: str) -> dict:
+    """Only the JSON object of a file written by ``write_checkpoint`` (its header; no tensor is read)."""
+    if not os.path.isfile(path):
+        raise UserError(f"{path} is missing; give a run directory written by `proxima train`")
+    try:
+        with safe_open(path, "pt") as f:
+            text = (f.metadata() or {}).get("proxima")
+    except (SafetensorError, OSError, ValueError) as e:
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise UserError(
+            f"{path} is not a readable safetensors file ({reason}); the checkpoint is corrupt"
+        ) from None
     try:
         meta = json.loads(text) if text is not None else None
     except json.JSONDecodeError:
         meta = None
     if not isinstance(meta, dict):
         raise UserError(f"{path} has no proxima training state in its header; the checkpoint is corrupt")
-    return tensors, meta
+    return meta
 
 
 def read_json(path: str) -> dict:

@@ -34,6 +34,25 @@ FLAT_RETURNS = 0.01
 FLAT_VALUES = 0.02
 FLAT_VALUE_UPDATES = 20
 
+# What healthy looks like, one line per chart of `proxima report`. The same lines stand in docs/HEALTH.md's
+# "What healthy looks like" (tests/test_report.py keeps the two in step).
+HEALTHY = {
+    "episodic_return": "rises, then levels off near the task's best score; a long flat start means sparse rewards "
+    "or a bug (run proxima probe)",
+    "eval_return": "follows the training return, often above it when the evaluation is deterministic",
+    "episodic_length": "follows the return where reward comes per step (CartPole); elsewhere it says how games end",
+    "value_loss": "falls early and may rise again as the returns grow, but never grows without bound",
+    "policy_loss": "small and noisy around 0 (advantages are normalized); its trend says little",
+    "entropy": "falls slowly as the policy grows sure; a collapse in the first quarter of the run is premature",
+    "approx_kl": "about 0.01 to 0.02; above 0.05 for several updates means steps that are too large",
+    "old_approx_kl": "close to approx_kl: an older, less exact estimate of the same divergence",
+    "clipfrac": "about 0.05 to 0.2; above 0.3 for several updates means the policy leaves the trust region",
+    "explained_variance": "rises towards 1 as the critic learns; clearly below 0 for many updates means a broken critic",
+    "learning_rate": "falls linearly to 0 with --anneal-lr, flat without",
+    "grad_norm": "steady, with clipping at --max-grad-norm taking the peaks; growing spikes mean instability",
+    "sps": "flat after the first updates; dips are evaluations, checkpoints or other processes on the cores",
+}
+
 
 def first_non_finite_in_rollout(buf: RolloutBuffer) -> str | None:
     """``"observations"`` or ``"rewards"`` if the rollout holds a NaN or infinity there, else None."""

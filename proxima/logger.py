@@ -1,14 +1,18 @@
-"""Run logging: one JSON line per update in ``metrics.jsonl``, the same values as TensorBoard scalars, and
-one JSON line per finished episode in ``episodes.jsonl`` (for per-episode curves and "last 20 episodes" means).
+"""Run logging: one JSON line per update in ``metrics.jsonl``, the same values as TensorBoard scalars (and the
+health warnings that fired at that update), one JSON line per finished episode in ``episodes.jsonl`` (for
+per-episode curves and "last 20 episodes" means), and ``machine.json``: where and with what each part of the
+run ran (a resumed run adds a part).
 
 TensorBoard tags follow CleanRL's grouping (``charts/`` and ``losses/``) with ``global_step`` on the x-axis.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import os
+import platform
 
 from proxima.errors import UserError
 
@@ -86,10 +90,13 @@ class RunLogger:
         if self._writer is not None:
             self._writer.add_text(tag, text, global_step)
 
-    def log_update(self, record: dict) -> None:
-        """Write one update's record (which must hold ``global_step``) to every sink."""
+    def log_update(self, record: dict, warnings: list[dict] = ()) -> None:
+        """Write one update's record (which must hold ``global_step``) to every sink; ``warnings`` (the health
+        warnings that fired, as ``{"kind", "text"}``) go into its ``metrics.jsonl`` line, so that a report
+        can mark them where they fired and a resumed run's log keeps exactly the ones before its checkpoint."""
         record = {k: _json_number(v) for k, v in record.items()}
-        self._metrics.write(json.dumps(record) + "\n")
+        line = {**record, "warnings": list(warnings)} if warnings else record
+        self._metrics.write(json.dumps(line) + "\n")
         self._metrics.flush()
         if self._writer is not None:
             step = record["global_step"]
@@ -98,6 +105,15 @@ class RunLogger:
                 tag = TB_TAGS.get(key, None if key in NOT_SCALARS else f"charts/{key}")
                 if tag is not None and isinstance(value, int | float) and not isinstance(value, bool):
                     self._writer.add_scalar(tag, value, step)
+
+    def video(self, tag: str, path: str, global_step: int) -> None:
+        """An MP4 (``--capture-video``'s) into TensorBoard as a video, at most 240 wide and 150 frames."""
+        if self._writer is not None:
+            from proxima.video_summary import log_video, read_mp4
+
+            frames, fps = read_mp4(path)
+            if len(frames):
+                log_video(self._writer, tag, frames, fps, global_step, max_width=240, max_frames=150)
 
     def log_episodes(self, global_step: int, returns: list[float], lengths: list[int]) -> None:
         for ret, length in zip(returns, lengths, strict=True):
@@ -111,3 +127,47 @@ class RunLogger:
         self._episodes.close()
         if self._writer is not None:
             self._writer.close()
+
+
+def log_session(run_dir: str, global_step: int, device: str, torch_threads: int) -> None:
+    """Add this process to ``RUN_DIR/machine.json``: the machine, the versions, and the step it started at."""
+    import importlib.metadata
+
+    import gymnasium
+    import torch
+
+    from proxima.files import write_json
+
+    path = os.path.join(run_dir, "machine.json")
+    try:
+        with open(path) as f:
+            sessions = json.load(f)["sessions"]
+    except (OSError, ValueError, KeyError, TypeError):  # the first part of the run (or an unreadable file)
+        sessions = []
+    sessions.append({
+        "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "from_step": global_step,
+        "host": platform.node(),
+        "platform": platform.platform(),
+        "cpu": _cpu_model(),
+        "cores": os.cpu_count(),
+        "device": device,
+        "torch_threads": torch_threads,
+        "python": platform.python_version(),
+        "proxima": importlib.metadata.version("proxima"),
+        "torch": torch.__version__,
+        "gymnasium": gymnasium.__version__,
+    })  # fmt: skip
+    write_json(path, {"sessions": sessions})
+
+
+def _cpu_model() -> str:
+    """The CPU's name (Linux: /proc/cpuinfo), else what ``platform`` knows."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()

@@ -32,7 +32,11 @@ def read_episodes(run_dir: str) -> tuple[np.ndarray, np.ndarray]:
 
 def learning_curve(run_dir: str, grid: np.ndarray, window: int = 20) -> np.ndarray:
     """Mean return of the last ``window`` episodes finished by each step of ``grid`` (NaN before the first)."""
-    steps, returns = read_episodes(run_dir)
+    return mean_of_last(*read_episodes(run_dir), grid, window)
+
+
+def mean_of_last(steps: np.ndarray, returns: np.ndarray, grid: np.ndarray, window: int = 20) -> np.ndarray:
+    """``learning_curve`` of episodes finished at ``steps`` (in order) with ``returns``."""
     csum = np.concatenate([[0.0], np.cumsum(returns)])
     count = np.searchsorted(steps, grid, side="right")  # episodes finished by each grid step
     first = np.maximum(count - window, 0)

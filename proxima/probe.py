@@ -9,6 +9,7 @@ the continuous probe's are proxima's.
 from __future__ import annotations
 
 import dataclasses
+import os
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from proxima.config import PPOArgs
+from proxima.files import write_json
 from proxima.networks import ActorCritic
 
 
@@ -259,6 +261,7 @@ def run_probes(
                 run_dir=f"{run_dir or tmp}/probe-{probe.name}",
                 quiet=True,
                 plot=False,
+                report=False,
                 checkpoint_every=0,
                 track=False,
                 capture_video=False,
@@ -270,6 +273,12 @@ def run_probes(
                 print(f"probe {probe.name}: {probe.tests}, {probe_args.total_timesteps} steps", flush=True)
             model = train(probe_args).model.cpu()
             results.append(ProbeResult(probe, *probe.check(model, probe_args)))
+    if run_dir is not None:  # the table, for `proxima report RUN_DIR`
+        write_json(os.path.join(run_dir, "probes.json"), {"probes": [
+            {"name": r.probe.name, "tests": r.probe.tests, "expected": r.expected, "learned": r.learned,
+             "passed": r.passed, "points_to": r.probe.blame, "run_dir": f"probe-{r.probe.name}"}
+            for r in results
+        ]})  # fmt: skip
     return results
 
 

@@ -25,6 +25,7 @@ from proxima.config import PPOArgs, resolve_args
 from proxima.errors import EnvError, NonFiniteError, UserError
 from proxima.files import read_json, write_json
 from proxima.plotting import final_return, plot_runs
+from proxima.report import write_report
 from proxima.trainer import resume, train
 
 SWEEP_JSON, TRIAL_JSON = "sweep.json", "trial.json"
@@ -227,7 +228,8 @@ class Report(Callback):
 
 
 def summarize(out: str, plan: dict, errors: dict[str, str] | None = None) -> SweepResults:
-    """Read every trial's ``trial.json``; write ``results.json``, ``results.md`` and ``learning_curves.png``."""
+    """Read every trial's ``trial.json``; write ``results.json``, ``results.md``, ``learning_curves.png`` and
+    ``report.html`` (``proxima report``'s page of every run)."""
     rows = []
     for trial in plan["trials"]:
         run_dir = trial["config"]["run_dir"]
@@ -254,6 +256,7 @@ def summarize(out: str, plan: dict, errors: dict[str, str] | None = None) -> Swe
             plot_runs(groups, os.path.join(out, "learning_curves.png"), title=plan["title"])
         except UserError as e:  # no matplotlib: the table and results.json are what matter
             print(f"note: no learning_curves.png: {e}", flush=True)
+        write_report([out], os.path.join(out, "report.html"))
     return results
 
 

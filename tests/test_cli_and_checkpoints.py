@@ -261,6 +261,33 @@ def test_capture_video_records_env_0(tmp_path):
     assert (run_dir / "videos" / "rl-video-episode-0.mp4").stat().st_size > 1000
 
 
+def test_capture_video_logs_the_episodes_to_tensorboard_as_its_reader_shows_them(tmp_path):
+    import io
+
+    from PIL import Image
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from proxima.video_summary import read_mp4
+
+    run_dir = tmp_path / "run"
+    proxima.train(total_timesteps=2048, run_dir=str(run_dir), capture_video=True, quiet=True)
+    events = EventAccumulator(str(run_dir), size_guidance={"images": 0}).Reload()
+    logged = events.Images("videos/episode")
+    recorded = sorted((run_dir / "videos").iterdir(), key=lambda p: p.stat().st_mtime)
+    assert len(logged) == len(recorded) >= 2  # every episode env 0 recorded: 0, 1, ...
+    assert all(0 < e.step <= 2048 for e in logged) and [e.step for e in logged] == sorted(
+        e.step for e in logged
+    )
+    frames, fps = read_mp4(str(recorded[0]))
+    gif = Image.open(io.BytesIO(logged[0].encoded_image_string))
+    assert (logged[0].width, logged[0].height) == gif.size == (240, 160)  # 600x400 frames, scaled down
+    assert gif.n_frames > 1 and gif.info["duration"] == round(1000 / fps)
+    # the first frame is the MP4's, scaled down (CartPole's cart and pole survive the GIF's palette)
+    expected = np.asarray(Image.fromarray(frames[0]).resize(gif.size, Image.Resampling.BOX), dtype=np.float64)
+    got = np.asarray(gif.convert("RGB"), dtype=np.float64)
+    assert np.abs(got - expected).mean() < 3 and (got < 128).any()
+
+
 @pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
 def test_eval_video_writes_an_mp4_per_episode_of_env_0(env_id, tmp_path, capsys):
     run_dir = tmp_path / "run"

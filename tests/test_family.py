@@ -379,6 +379,15 @@ def test_compare_writes_plot_and_table(tmp_path, capsys):
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
     table = (out / "results.md").read_text()
     assert "| reinforce |" in table and "| ppo |" in table
+    # and proxima report's page of the comparison: one group per algorithm, one legend entry per run
+    from tests.test_report import page_data
+
+    page = page_data(out / "report.html")
+    assert page["groups"] == ["reinforce", "ppo"]
+    assert [(r["label"], page["groups"][r["group"]]) for r in page["runs"]] == [
+        ("reinforce__seed1", "reinforce"), ("reinforce__seed2", "reinforce"), ("ppo__seed1", "ppo"),
+        ("ppo__seed2", "ppo"),
+    ]  # fmt: skip
     assert sorted(p.name for p in out.iterdir() if p.is_dir() and "seed" in p.name) == [
         "ppo__seed1",
         "ppo__seed2",

@@ -115,6 +115,9 @@ def test_ctrl_c_saves_a_checkpoint_says_how_to_resume_and_resumes_exactly(uninte
     assert 3 <= meta["update"] < 12 and not meta["finished"]
     assert main(["train", "--resume", run_dir, "--quiet"]) == 0
     _assert_same_run(uninterrupted, run_dir)
+    # machine.json (proxima report's) has both parts of the run
+    sessions = json.load(open(os.path.join(run_dir, "machine.json")))["sessions"]
+    assert [s["from_step"] for s in sessions] == [0, meta["global_step"]]
 
 
 def test_checkpoint_holds_every_part_of_the_training_state(uninterrupted):
@@ -168,8 +171,10 @@ def test_checkpoints_are_written_atomically(tmp_path, monkeypatch):
             "checkpoint.safetensors",
             "config.json",
             "episodes.jsonl",
+            "machine.json",
             "metrics.jsonl",
             "model.safetensors",
+            "report.html",
         ]
         + [f for f in os.listdir(run_dir) if f.startswith("events.out")]
     )

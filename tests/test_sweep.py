@@ -140,6 +140,13 @@ def test_a_local_sweep_tabulates_every_setting_and_goes_on_past_a_failed_run(tmp
         f"- learning_rate=1e30__hidden_sizes=64x64__seed1: {NAN}" in table
     )  # run directories have no spaces
     assert (out / "learning_curves.png").read_bytes()[:4] == b"\x89PNG"
+    from tests.test_report import page_data
+
+    page = page_data(out / "report.html")  # every run that logged an update, failed ones marked
+    assert page["groups"] == [s["setting"] for s in results["settings"]]
+    statuses = {r["label"]: r["status"] for r in page["runs"]}
+    assert statuses["learning_rate=2.5e-4__hidden_sizes=16__seed2"] == "finished"
+    assert statuses["learning_rate=1e30__hidden_sizes=16__seed2"] == "failed"
     # and --resume of a finished sweep runs nothing again
     before = {
         t["run_dir"]: os.stat(os.path.join(t["run_dir"], "trial.json")).st_mtime_ns for t in results["trials"]

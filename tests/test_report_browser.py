@@ -1,0 +1,133 @@
+"""``proxima report``'s page in a real browser: headless Chromium (Debian's ``chromium``) driven by Playwright.
+
+`make test` installs both (Playwright with the dev extra, Chromium with apt-get where it runs as root). Without
+them this module is skipped, with a line saying how to install them. Set PROXIMA_SCREENSHOTS=DIR to keep the
+screenshots (the README's is one).
+"""
+
+import os
+import shutil
+
+import pytest
+
+import proxima
+from proxima.cli import main
+from tests.test_report import fake_run
+
+sync_api = pytest.importorskip(
+    "playwright.sync_api", reason="the browser test needs Playwright: pip install playwright (the dev extra)"
+)
+
+
+def chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        if found := shutil.which(name):
+            return found
+    return None
+
+
+@pytest.fixture(scope="module")
+def browser():
+    executable = chromium()
+    if executable is None:
+        pytest.skip(
+            "no Chromium on PATH: install Debian's with `apt-get install -y chromium` (make test does, as root)"
+        )
+    with sync_api.sync_playwright() as p:
+        # Playwright's own browser builds cannot be downloaded here; Debian's Chromium speaks the same protocol
+        launched = p.chromium.launch(executable_path=executable, headless=True, args=["--no-sandbox"])
+        yield launched
+        launched.close()
+
+
+def open_page(browser, path, tmp_path, name):
+    """The page, loaded, with what it asked the network for and every error it logged."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors, requests = [], []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("request", lambda r: requests.append(r.url))
+    url = path.resolve().as_uri()
+    page.goto(url)
+    page.wait_for_function("window.proximaReport && window.proximaReport.ready", timeout=10_000)
+    page.wait_for_timeout(300)  # the videos' metadata
+    shot = tmp_path / f"{name}.png"
+    page.screenshot(path=str(shot), full_page=True)
+    if os.environ.get("PROXIMA_SCREENSHOTS"):
+        page.screenshot(path=os.path.join(os.environ["PROXIMA_SCREENSHOTS"], f"report-{name}.png"))
+    assert shot.stat().st_size > 10_000
+    assert errors == []
+    assert requests == [url]  # the page itself, and nothing else
+    return page
+
+
+# Per chart: how often uPlot drew it, how many of its series hold a value, and how many pixels of its plot have
+# a colour (the series are coloured; the grid, the axes and the background are grey or white).
+CHARTS_DRAWN = """() => window.proximaReport.charts.map(c => {
+  const ctx = c.u.ctx, b = c.u.bbox, px = ctx.getImageData(b.left, b.top, b.width, b.height).data;
+  let coloured = 0;
+  for (let i = 0; i < px.length; i += 4)
+    if (Math.max(px[i], px[i + 1], px[i + 2]) - Math.min(px[i], px[i + 1], px[i + 2]) > 60) coloured++;
+  const filled = c.u.data.slice(1).filter(s => s.some(v => v !== null && v !== undefined)).length;
+  return {key: c.key, drawn: c.u.proximaDrawn || 0, series: c.u.series.length - 1, filled, coloured};
+})"""
+
+
+def hover(page, index):
+    """Move the mouse over chart ``index``'s middle; return its readout."""
+    over = page.locator(".chart .u-over").nth(index)
+    over.scroll_into_view_if_needed()
+    box = over.bounding_box()
+    page.mouse.move(box["x"] + 2, box["y"] + 2)
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2, steps=4)
+    return page.locator(".chart .readout").nth(index).inner_text()
+
+
+def test_a_run_page_draws_every_chart_shows_values_on_hover_and_plays_its_video(browser, tmp_path):
+    run_dir = tmp_path / "run"
+    proxima.train(total_timesteps=4096, eval_every=2, eval_episodes=2, capture_video=True, run_dir=str(run_dir),
+                  quiet=True)  # fmt: skip
+    assert main(["eval", str(run_dir), "--episodes", "2", "--video"]) == 0
+    assert main(["report", str(run_dir)]) == 0
+    page = open_page(browser, run_dir / "report.html", tmp_path, "run")
+    charts = page.evaluate(CHARTS_DRAWN)
+    assert len(charts) >= 15
+    for chart in charts:
+        assert chart["drawn"] >= 1 and chart["filled"] == chart["series"] == 1, chart
+        assert chart["coloured"] > 50, chart
+    for index in (0, 5):
+        readout = hover(page, index)
+        assert readout.startswith("step ") and any(ch.isdigit() for ch in readout.split()[-1]), readout
+    videos = page.evaluate("[...document.querySelectorAll('video')].map(v => [v.readyState, v.duration])")
+    assert videos and all(state >= 1 and duration > 0 for state, duration in videos), videos
+    assert "over 2 sampled episodes" in page.inner_text("body")
+
+
+def test_a_multi_run_page_has_one_legend_entry_per_run_bands_and_warning_marks(browser, tmp_path):
+    for lr in (2.5e-4, 1e-3):
+        for seed in (1, 2):
+            fake_run(tmp_path / "runs" / f"lr{lr}-s{seed}", updates=40, seed=seed, learning_rate=lr,
+                     spike_at=20 if (lr, seed) == (1e-3, 2) else None)  # fmt: skip
+    assert main(["report", str(tmp_path / "runs"), "--output", str(tmp_path / "runs.html")]) == 0
+    page = open_page(browser, tmp_path / "runs.html", tmp_path, "runs")
+    entries = page.locator("[data-legend-run]")
+    assert entries.count() == 4
+    assert sorted(entries.all_inner_texts()) == ["lr0.00025-s1", "lr0.00025-s2", "lr0.001-s1", "lr0.001-s2"]
+    charts = page.evaluate(CHARTS_DRAWN)
+    for chart in charts:  # 4 runs, and each group's mean, lowest and highest
+        assert chart["drawn"] >= 1 and chart["series"] == 4 + 2 * 3 and chart["filled"] == chart["series"], (
+            chart
+        )
+        assert chart["coloured"] > 50, chart
+    readout = hover(page, [c["key"] for c in charts].index("approx_kl"))
+    assert "lr0.001-s2: " in readout, readout
+    # the warning is drawn on approx_kl's chart, in red, and listed with its step
+    marks = page.evaluate(
+        """() => window.proximaReport.charts.filter(c => c.markers.length).map(c => c.key)"""
+    )
+    assert marks == ["approx_kl"]
+    assert "approx_kl is above 0.05" in page.inner_text("body")
+    # a legend click hides that run in every chart
+    entries.nth(0).click()
+    shown = page.evaluate("() => window.proximaReport.charts.map(c => c.u.series[1].show)")
+    assert shown == [False] * len(charts)
