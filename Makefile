@@ -27,7 +27,7 @@ demo: $(STAMP)
 # every test that compares two runs fixes it or uses minibatches that take 1 thread anyway; the learning tests
 # pass with 1 thread or 2 (measured both ways: sequential and with -n 2).
 test: $(STAMP) browser
-	$(PY) -m pytest -q -n auto
+	$(PY) -m pytest -q -n auto --dist loadgroup
 
 # tests/test_report_browser.py opens `proxima report`'s page in Debian's Chromium (Playwright drives it; the dev
 # extra installs Playwright). As root, install Chromium with apt-get; otherwise that test is skipped, saying how.
@@ -41,7 +41,7 @@ browser:
 
 # Everything except the learning tests that train agents for several seconds.
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -n auto -m "not slow"
+	$(PY) -m pytest -q -n auto --dist loadgroup -m "not slow"
 
 # ruff, then the import layers (import-linter): no cycles, envs never import the policy, the CLI on top
 lint: $(STAMP)

@@ -27,14 +27,18 @@ def main() -> None:
     for steps in (100_000, 1_000_000, 10_000_000):
         with tempfile.TemporaryDirectory() as tmp:
             updates = steps // 512
-            run = fake_run(os.path.join(tmp, "run"), updates=updates, episodes_per_update=12, spike_at=updates // 2)
+            run = fake_run(
+                os.path.join(tmp, "run"), updates=updates, episodes_per_update=12, spike_at=updates // 2
+            )
             out = os.path.join(tmp, "report.html")
             times = []
             for _ in range(3):
                 start = time.perf_counter()
                 write_report([run], out)
                 times.append(time.perf_counter() - start)
-            print(f"| {steps:,} | {updates:,} | {12 * updates:,} | {min(times):.3f} | {os.path.getsize(out) / 1000:.0f} |")
+            print(
+                f"| {steps:,} | {updates:,} | {12 * updates:,} | {min(times):.3f} | {os.path.getsize(out) / 1000:.0f} |"
+            )
 
 
 if __name__ == "__main__":

@@ -325,6 +325,7 @@ class ReportPage(Callback):
         self.every_s = every_s
         self.written = 0.0
         self.cost = 0.0
+        self.ended = False
 
     def on_train_start(self, run: Run) -> None:
         self.written = time.monotonic()  # the first page after every_s: a short run gets only its final one
@@ -335,11 +336,16 @@ class ReportPage(Callback):
 
     def on_train_end(self, run: Run) -> None:
         self._write(run)
+        self.ended = True
 
-    def _write(self, run: Run) -> None:
+    def close(self, run: Run) -> None:
+        if not self.ended and os.path.exists(os.path.join(run.run_dir, "metrics.jsonl")):
+            self._write(run, "stopped")  # an env crashed, a NaN, Ctrl-C: the page says so and stops reloading
+
+    def _write(self, run: Run, status: str | None = None) -> None:
         start = time.monotonic()
         try:
-            write_report([run.run_dir], os.path.join(run.run_dir, "report.html"))
+            write_report([run.run_dir], os.path.join(run.run_dir, "report.html"), status)
         except (UserError, OSError) as e:  # the page is a view of the logs; the run goes on without it
             run.console.message(f"no report.html: {e}")
         self.written = time.monotonic()

@@ -148,6 +148,7 @@ def log_session(run_dir: str, global_step: int, device: str, torch_threads: int)
         "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "from_step": global_step,
         "host": platform.node(),
+        "pid": os.getpid(),  # with the host: whether the run's process still lives (proxima report)
         "platform": platform.platform(),
         "cpu": _cpu_model(),
         "cores": os.cpu_count(),

@@ -18,7 +18,9 @@ import datetime
 import html
 import json
 import os
+import platform
 import re
+import time
 from dataclasses import dataclass, field
 from importlib import resources
 
@@ -99,7 +101,7 @@ def is_run(path: str) -> bool:
     )
 
 
-def _status(run_dir: str) -> str:
+def _status(run_dir: str, sessions: list[dict]) -> str:
     trial = _read_json(os.path.join(run_dir, "trial.json"))  # a sweep's verdict on a failed run
     if trial is not None and trial.get("status") == "failed":
         return "failed"
@@ -108,11 +110,24 @@ def _status(run_dir: str) -> str:
             return "finished"
     except (UserError, KeyError):
         pass
-    try:  # no final checkpoint: still writing its logs, or stopped
-        age = datetime.datetime.now().timestamp() - os.path.getmtime(os.path.join(run_dir, "metrics.jsonl"))
+    last = sessions[-1] if sessions else {}
+    if last.get("host") == platform.node() and isinstance(last.get("pid"), int) and not _alive(last["pid"]):
+        return "stopped"  # its process is gone (killed, crashed): nothing will rewrite the page
+    try:  # no final checkpoint: still writing its logs, or stopped elsewhere
+        age = time.time() - os.path.getmtime(os.path.join(run_dir, "metrics.jsonl"))
     except OSError:
         return "stopped"
     return "in progress" if age < 10 * REWRITE_S else "stopped"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists
+    except ProcessLookupError:
+        return False
+    except OSError:  # it exists, as another user's
+        return True
+    return True
 
 
 def read_run(run_dir: str, label: str | None = None) -> RunData:
@@ -122,6 +137,7 @@ def read_run(run_dir: str, label: str | None = None) -> RunData:
             f"{run_dir}/config.json is missing or not JSON; give a directory written by proxima train"
         )
     episodes = _read_jsonl(os.path.join(run_dir, "episodes.jsonl"))
+    machine = (_read_json(os.path.join(run_dir, "machine.json")) or {}).get("sessions", [])
     videos = []
     for sub in ("eval-videos", "videos"):
         for root, _, files in sorted(os.walk(os.path.join(run_dir, sub))):
@@ -135,9 +151,9 @@ def read_run(run_dir: str, label: str | None = None) -> RunData:
         metrics=_read_jsonl(os.path.join(run_dir, "metrics.jsonl")),
         steps=np.array([e["global_step"] for e in episodes], dtype=np.float64),
         returns=np.array([e["return"] for e in episodes], dtype=np.float64),
-        machine=(_read_json(os.path.join(run_dir, "machine.json")) or {}).get("sessions", []),
+        machine=machine,
         evaluation=_read_json(os.path.join(run_dir, "eval.json")),
-        status=_status(run_dir),
+        status=_status(run_dir, machine),
         videos=videos,
     )
 
@@ -429,11 +445,14 @@ def render(data: dict) -> str:
     return re.sub(r"/\*\{\{(\w+)\}\}\*/", lambda m: parts[m.group(1)], page)
 
 
-def write_report(paths: list[str], output: str) -> str:
-    """Read the runs under ``paths`` and write their page to ``output`` (atomically); return ``output``."""
+def write_report(paths: list[str], output: str, status: str | None = None) -> str:
+    """Read the runs under ``paths`` and write their page to ``output`` (atomically); return ``output``.
+    ``status`` overrides every run's (a run's own last page, written as it stops on an error)."""
     if not output.endswith((".html", ".htm")):
         raise UserError(f"--output must be an .html file, got {output!r}")
     runs, title, probes = find_runs(paths)
+    for run in runs if status else ():
+        run.status = status
     text = render(report_data(runs, title, probes))
     tmp = f"{output}.tmp"
     with open(tmp, "w") as f:

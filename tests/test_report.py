@@ -154,6 +154,32 @@ def test_a_run_in_progress_gets_a_page_that_reloads(tmp_path):
     assert data["runs"][0]["summary"]["steps"] == 1536  # the cut line is left out
 
 
+def test_a_run_whose_process_is_gone_is_stopped_and_its_page_does_not_reload(tmp_path):
+    import platform
+    import subprocess
+
+    run = fake_run(tmp_path / "run", updates=3)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    for pid, status in ((os.getpid(), "in progress"), (gone.pid, "stopped")):
+        with open(os.path.join(run, "machine.json"), "w") as f:
+            json.dump({"sessions": [{"host": platform.node(), "pid": pid, "from_step": 0}]}, f)
+        data = report_data(*find_runs([run]))
+        assert data["runs"][0]["status"] == status
+        assert data["reload_s"] == (30 if status == "in progress" else None)
+
+
+def test_a_run_that_crashes_leaves_a_page_that_says_it_stopped(tmp_path):
+    run_dir = tmp_path / "run"
+    with pytest.raises(proxima.errors.EnvError):
+        proxima.train(env_id="tests.fixtures.wild_envs:WildCrashAfter1000-v0", total_timesteps=4096,
+                      run_dir=str(run_dir), quiet=True)  # fmt: skip
+    data = page_data(run_dir / "report.html")
+    assert data["runs"][0]["status"] == "stopped" and data["reload_s"] is None
+    last = json.loads(open(run_dir / "metrics.jsonl").read().splitlines()[-1])
+    assert data["runs"][0]["summary"]["steps"] == last["global_step"] < 4096  # the update before the crash
+
+
 def test_training_rewrites_its_page_while_it_runs(tmp_path, monkeypatch):
     monkeypatch.setattr("proxima.callbacks.REWRITE_S", 0)  # every update
     monkeypatch.setattr("proxima.callbacks.ReportPage.COST_RATIO", 0)
@@ -177,7 +203,7 @@ def test_a_long_runs_pages_are_spaced_by_their_cost(tmp_path, monkeypatch):
     clock = iter([0.0, 31.0, 31.0, 33.0, 40.0, 120.0, 135.0, 135.0, 137.0])
     monkeypatch.setattr("proxima.callbacks.time", type("Clock", (), {"monotonic": lambda: next(clock)}))
     written = []
-    monkeypatch.setattr("proxima.callbacks.write_report", lambda paths, out: written.append(out))
+    monkeypatch.setattr("proxima.callbacks.write_report", lambda paths, out, status: written.append(out))
     page = proxima.callbacks.ReportPage(30)
     run = type("R", (), {"run_dir": str(tmp_path)})()
     page.on_train_start(run)  # t=0

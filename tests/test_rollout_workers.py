@@ -16,6 +16,10 @@ from proxima.callbacks import Callback
 from proxima.cli import main
 from proxima.executors import ray_available
 
+# Ray tests share the machine's Ray processes (a cluster test stops its nodes, a killed sweep leaves a
+# dying instance): one xdist worker runs all of them, in turn (`--dist loadgroup` in the Makefile).
+pytestmark = pytest.mark.xdist_group("ray")
+
 TIMES = {"time_s", "sps"}
 # 8 updates of 4 envs x 128 steps; one torch thread, so that the learner's arithmetic is the same every time
 RUN = dict(env_id="CartPole-v1", total_timesteps=4096, num_envs=4, torch_threads=1, plot=False, quiet=True)

@@ -16,6 +16,10 @@ from proxima.cli import main
 from proxima.config import PPOArgs
 from proxima.sweeps import grid_settings, parse_seeds
 
+# Ray tests share the machine's Ray processes (a cluster test stops its nodes, a killed sweep leaves a
+# dying instance): one xdist worker runs all of them, in turn (`--dist loadgroup` in the Makefile).
+pytestmark = pytest.mark.xdist_group("ray")
+
 # native CartPole, 4 updates of 4 envs x 128 steps; 1e30 turns the loss into NaN in the first update
 SMALL = ["--env-id", "CartPole-v1", "--total-timesteps", "2048", "--no-plot"]
 NAN = "NaN or infinity in the loss at update 1; training stopped; no checkpoint had been written yet"
