@@ -345,9 +345,9 @@ class ReportPage(Callback):
     def _write(self, run: Run, status: str | None = None) -> None:
         start = time.monotonic()
         try:
-            write_report([run.run_dir], os.path.join(run.run_dir, "report.html"), status)
-        except (UserError, OSError) as e:  # the page is a view of the logs; the run goes on without it
-            run.console.message(f"no report.html: {e}")
+            write_report([run.run_dir], os.path.join(run.run_dir, "report.html"), status, live=True)
+        except Exception as e:  # noqa: BLE001  the page only shows the logs: whatever fails, training goes on
+            run.console.message(f"no report.html: {type(e).__name__}: {e}")
         self.written = time.monotonic()
         self.cost = self.written - start
 

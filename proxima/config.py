@@ -374,3 +374,8 @@ def resolve_args(args: PPOArgs | None = None, config: str | None = None, **overr
     preset = load_preset(config) if config else {}
     algo = get_algorithm(overrides.get("algo", preset.get("algo", "ppo")))
     return PPOArgs.from_json({**algo.defaults, **preset, **overrides})
+
+
+def show_value(value) -> str:
+    """A setting's value in a label or a directory name: ``64x64`` for a tuple such as hidden_sizes."""
+    return "x".join(map(str, value)) if isinstance(value, tuple | list) else str(value)

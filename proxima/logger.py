@@ -111,7 +111,7 @@ class RunLogger:
         if self._writer is not None:
             from proxima.video_summary import log_video, read_mp4
 
-            frames, fps = read_mp4(path)
+            frames, fps = read_mp4(path, max_width=240)
             if len(frames):
                 log_video(self._writer, tag, frames, fps, global_step, max_width=240, max_frames=150)
 

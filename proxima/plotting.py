@@ -6,25 +6,21 @@ A run's curve at step x is the mean return of the last ``window`` episodes finis
 
 from __future__ import annotations
 
-import json
 import os
 import warnings
 
 import numpy as np
 
 from proxima.errors import UserError
+from proxima.files import read_jsonl
 
 
 def read_episodes(run_dir: str) -> tuple[np.ndarray, np.ndarray]:
     """``(global_step, return)`` of every finished episode of a run, in order."""
     path = os.path.join(run_dir, "episodes.jsonl")
-    try:
-        with open(path) as f:
-            rows = [json.loads(line) for line in f if line.strip()]
-    except OSError:
-        raise UserError(f"{run_dir!r} is not a proxima run directory (no readable episodes.jsonl)") from None
-    except json.JSONDecodeError as e:
-        raise UserError(f"{path!r} is corrupt: {e}") from None
+    if not os.path.isfile(path):
+        raise UserError(f"{run_dir!r} is not a proxima run directory (no readable episodes.jsonl)")
+    rows = read_jsonl(path)
     steps = np.array([r["global_step"] for r in rows], dtype=np.int64)
     returns = np.array([r["return"] for r in rows], dtype=np.float64)
     return steps, returns

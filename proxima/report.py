@@ -26,9 +26,9 @@ from importlib import resources
 
 import numpy as np
 
-from proxima.config import resolve_args
+from proxima.config import resolve_args, show_value
 from proxima.errors import UserError
-from proxima.files import read_checkpoint_meta
+from proxima.files import read_checkpoint_meta, read_jsonl, write_text
 from proxima.health import HEALTHY
 from proxima.plotting import mean_of_last
 
@@ -37,7 +37,7 @@ CHARTS = (
     "episodic_return", "eval_return", "episodic_length", "value_loss", "policy_loss", "entropy", "approx_kl",
     "old_approx_kl", "clipfrac", "explained_variance", "learning_rate", "grad_norm", "sps",
 )  # fmt: skip
-NOT_CHARTED = {"global_step", "time_s", "warnings", "non_finite"}
+NOT_CHARTED = {"global_step", "time_s"}  # the x-axes
 WARNING_CHART = {
     "flat_critic": "value_loss"
 }  # a warning kind marks the chart of the same name, else this one
@@ -46,7 +46,12 @@ GRID = 200  # points of a group's mean and band
 VIDEO_BYTES = 3_000_000  # embedded videos per page, at most
 REWRITE_S = 30  # how often a run rewrites its page, and how often an in-progress page reloads
 WINDOW = 20  # episodes in a return's running mean, as in the plots and the sweeps' final return
-NOT_SETTINGS = {"run_dir", "quiet"}  # where a run writes and whether it prints: not how it trains
+# Settings that do not change what a run learns (where it writes, what it logs and prints, how often it saves):
+# not marked as non-default, and runs that differ only in them and their seed form one group.
+NOT_SETTINGS = {
+    "run_dir", "quiet", "exp_name", "seed", "cuda", "torch_threads", "track", "wandb_project_name", "wandb_entity",
+    "checkpoint_every", "plot", "report", "capture_video", "save_best", "eval_episodes",
+}  # fmt: skip
 
 
 @dataclass
@@ -64,26 +69,6 @@ class RunData:
     status: str  # finished, in progress, stopped, failed
     group: str = ""
     videos: list[str] = field(default_factory=list)
-
-
-def _read_jsonl(path: str) -> list[dict]:
-    """The lines of a JSON-lines file; a last line not yet ended by its newline (a run writing it now, or a run
-    killed mid-write) is left out. Parsed as one JSON array: one call instead of one per line, 3x faster."""
-    try:
-        with open(path) as f:
-            text = f.read()
-    except OSError:
-        return []
-    lines = [line for line in text[: text.rfind("\n") + 1].split("\n") if line.strip()]
-    try:
-        return json.loads("[" + ",".join(lines) + "]")
-    except json.JSONDecodeError:
-        for i, line in enumerate(lines):
-            try:
-                json.loads(line)
-            except json.JSONDecodeError:
-                raise UserError(f"{path} is corrupt at line {i + 1}") from None
-        raise UserError(f"{path} is corrupt") from None
 
 
 def _read_json(path: str) -> dict | None:
@@ -111,8 +96,9 @@ def _status(run_dir: str, sessions: list[dict]) -> str:
     except (UserError, KeyError):
         pass
     last = sessions[-1] if sessions else {}
-    if last.get("host") == platform.node() and isinstance(last.get("pid"), int) and not _alive(last["pid"]):
-        return "stopped"  # its process is gone (killed, crashed): nothing will rewrite the page
+    if last.get("host") == platform.node() and isinstance(last.get("pid"), int):
+        # its process is gone (killed, crashed): nothing will write its logs again
+        return "in progress" if _alive(last["pid"]) else "stopped"
     try:  # no final checkpoint: still writing its logs, or stopped elsewhere
         age = time.time() - os.path.getmtime(os.path.join(run_dir, "metrics.jsonl"))
     except OSError:
@@ -136,31 +122,37 @@ def read_run(run_dir: str, label: str | None = None) -> RunData:
         raise UserError(
             f"{run_dir}/config.json is missing or not JSON; give a directory written by proxima train"
         )
-    episodes = _read_jsonl(os.path.join(run_dir, "episodes.jsonl"))
+    episodes = read_jsonl(os.path.join(run_dir, "episodes.jsonl"))
     machine = (_read_json(os.path.join(run_dir, "machine.json")) or {}).get("sessions", [])
-    videos = []
-    for sub in ("eval-videos", "videos"):
-        for root, _, files in sorted(os.walk(os.path.join(run_dir, sub))):
-            videos += sorted(
-                (os.path.join(root, f) for f in files if f.endswith(".mp4")), key=_episode_number
-            )
+    evaluation = _read_json(os.path.join(run_dir, "eval.json"))
+    # the last evaluation's own videos (an earlier `proxima eval --video` may have left others)
+    videos = [os.path.join(run_dir, v) for v in (evaluation or {}).get("videos", [])]
+    for root, _, files in os.walk(os.path.join(run_dir, "videos")):
+        videos += [os.path.join(root, f) for f in files if f.endswith(".mp4")]
     return RunData(
         run_dir=run_dir,
         label=label or os.path.basename(os.path.normpath(run_dir)),
         config=config,
-        metrics=_read_jsonl(os.path.join(run_dir, "metrics.jsonl")),
+        metrics=read_jsonl(os.path.join(run_dir, "metrics.jsonl")),
         steps=np.array([e["global_step"] for e in episodes], dtype=np.float64),
         returns=np.array([e["return"] for e in episodes], dtype=np.float64),
         machine=machine,
-        evaluation=_read_json(os.path.join(run_dir, "eval.json")),
+        evaluation=evaluation,
         status=_status(run_dir, machine),
-        videos=videos,
+        videos=sorted((v for v in videos if os.path.isfile(v)), key=_episode_number),
     )
 
 
 def _episode_number(path: str) -> tuple:
-    found = re.search(r"(\d+)\.mp4$", path)  # Gymnasium's rl-video-episode-N.mp4
-    return (os.path.dirname(path), int(found.group(1)) if found else 0)
+    """Evaluation videos first, then training's by part of the run (videos/resumed-after-update-N/) and episode
+    (Gymnasium's rl-video-episode-N.mp4)."""
+    resumed = re.search(r"resumed-after-update-(\d+)", path)
+    found = re.search(r"(\d+)\.mp4$", path)
+    return (
+        "eval-videos" not in path,
+        int(resumed.group(1)) if resumed else 0,
+        int(found.group(1)) if found else 0,
+    )
 
 
 def find_runs(paths: list[str]) -> tuple[list[RunData], str, list[dict]]:
@@ -213,8 +205,7 @@ def _group(runs: list[RunData]) -> None:
     keys = {}
     for r in ungrouped:
         keys[r.run_dir] = json.dumps(
-            {k: v for k, v in r.config.items() if k not in NOT_SETTINGS | {"seed", "exp_name"}},
-            sort_keys=True,
+            {k: v for k, v in r.config.items() if k not in NOT_SETTINGS}, sort_keys=True
         )
     distinct = list(dict.fromkeys(keys.values()))
     if not distinct:  # a sweep's runs: grouped by its settings
@@ -228,11 +219,7 @@ def _group(runs: list[RunData]) -> None:
     differ += sorted({k for c in configs for k in c} - set(configs[0]))
     for r in ungrouped:
         c = json.loads(keys[r.run_dir])
-        r.group = ",".join(f"{k}={_show(c.get(k))}" for k in differ[:3]) or r.label
-
-
-def _show(value) -> str:
-    return " ".join(map(str, value)) if isinstance(value, list) else str(value)
+        r.group = ",".join(f"{k}={show_value(c.get(k))}" for k in differ)  # every key: names stay distinct
 
 
 def decimate(x: np.ndarray, y: np.ndarray, buckets: int) -> tuple[np.ndarray, np.ndarray]:
@@ -254,10 +241,6 @@ def decimate(x: np.ndarray, y: np.ndarray, buckets: int) -> tuple[np.ndarray, np
 def _numbers(a: np.ndarray) -> list:
     """4 significant digits are plenty on a chart, and keep the page small; NaN is JSON's null."""
     return [None if not np.isfinite(v) else float(f"{v:.4g}") for v in np.asarray(a, dtype=np.float64)]
-
-
-def _steps(a: np.ndarray) -> list:
-    return [int(v) for v in a]
 
 
 def _metric(run: RunData, key: str) -> tuple[np.ndarray, np.ndarray]:
@@ -305,7 +288,7 @@ def _chart(key: str, title: str, xlabel: str, runs: list[RunData], groups: list[
     curves = [curve(r) for r in runs]
     if not any(len(x) for x, _ in curves):
         return None
-    buckets = max(150, BUCKETS // len(runs))
+    buckets = max(25, BUCKETS // len(runs))  # a page of many runs stays as small as one of a few
     tables = []
     for x, y in curves:
         dx, dy = decimate(x, y, buckets)
@@ -402,13 +385,17 @@ def _videos(runs: list[RunData]) -> tuple[list[dict], int]:
     return chosen, left
 
 
-def report_data(runs: list[RunData], title: str, probes: list[dict]) -> dict:
+def report_data(runs: list[RunData], title: str, probes: list[dict], live: bool = False) -> dict:
+    """The page's data. ``live``: the page of a run that rewrites it as it trains, which reloads itself while
+    the run is in progress (any other page of a run in progress is as of the moment it was written)."""
     groups = list(dict.fromkeys(r.group for r in runs))
     videos, videos_left = _videos(runs)
     return {
         "title": title,
         "generated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "reload_s": REWRITE_S if any(r.status == "in progress" for r in runs) else None,
+        "in_progress": any(r.status == "in progress" for r in runs),
+        "reload_s": REWRITE_S if live and any(r.status == "in progress" for r in runs) else None,
+        "window": WINDOW,
         "groups": groups,
         "runs": [
             {
@@ -434,8 +421,10 @@ def render(data: dict) -> str:
     """The page: the template with the library, the styles and the data inlined."""
     static = resources.files("proxima") / "static"
     page = (static / "report.html").read_text()
-    # JSON inside <script>: "</" would end the element early
-    payload = json.dumps(data, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
+    # JSON inside <script>: "</script" would end the element, "<!--" start a comment that swallows the page; in
+    # JSON these characters only occur in strings, where \u escapes read the same
+    payload = json.dumps(data, separators=(",", ":"), allow_nan=False)
+    payload = payload.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     parts = {
         "TITLE": html.escape(f"proxima report: {data['title']}"),
         "UPLOT_CSS": (static / "uPlot.min.css").read_text(),
@@ -445,17 +434,17 @@ def render(data: dict) -> str:
     return re.sub(r"/\*\{\{(\w+)\}\}\*/", lambda m: parts[m.group(1)], page)
 
 
-def write_report(paths: list[str], output: str, status: str | None = None) -> str:
+def write_report(paths: list[str], output: str, status: str | None = None, live: bool = False) -> str:
     """Read the runs under ``paths`` and write their page to ``output`` (atomically); return ``output``.
-    ``status`` overrides every run's (a run's own last page, written as it stops on an error)."""
+    ``status`` overrides every run's (a run's own last page, written as it stops on an error); ``live``: see
+    ``report_data``."""
     if not output.endswith((".html", ".htm")):
         raise UserError(f"--output must be an .html file, got {output!r}")
     runs, title, probes = find_runs(paths)
     for run in runs if status else ():
         run.status = status
-    text = render(report_data(runs, title, probes))
-    tmp = f"{output}.tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, output)
+    text = render(report_data(runs, title, probes, live))
+    if not os.path.isdir(os.path.dirname(os.path.abspath(output))):
+        raise UserError(f"--output {output!r}: its directory does not exist")
+    write_text(output, text)
     return output

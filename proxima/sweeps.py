@@ -10,7 +10,6 @@ from the checkpoint. So after any kill, ``proxima sweep --resume DIR`` runs only
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import shutil
 import time
@@ -21,9 +20,9 @@ import numpy as np
 
 from proxima import checkpoint, executors
 from proxima.callbacks import Callback
-from proxima.config import PPOArgs, resolve_args
+from proxima.config import PPOArgs, resolve_args, show_value
 from proxima.errors import EnvError, NonFiniteError, UserError
-from proxima.files import read_json, write_json
+from proxima.files import read_json, read_jsonl, write_json
 from proxima.plotting import final_return, plot_runs
 from proxima.report import write_report
 from proxima.trainer import resume, train
@@ -63,14 +62,10 @@ def grid_settings(grid: dict[str, list]) -> list[tuple[str, dict]]:
     ent_coef=0"``); an empty grid is one setting, the base one."""
     names = list(grid)
     return [
-        (",".join(f"{n}={_show(v)}" for n, v in zip(names, values, strict=True)) or "base",
+        (",".join(f"{n}={show_value(v)}" for n, v in zip(names, values, strict=True)) or "base",
          dict(zip(names, values, strict=True)))
         for values in itertools.product(*(grid[n] for n in names))
     ]  # fmt: skip
-
-
-def _show(value) -> str:
-    return "x".join(map(str, value)) if isinstance(value, (tuple, list)) else str(value)
 
 
 def sweep(
@@ -256,7 +251,10 @@ def summarize(out: str, plan: dict, errors: dict[str, str] | None = None) -> Swe
             plot_runs(groups, os.path.join(out, "learning_curves.png"), title=plan["title"])
         except UserError as e:  # no matplotlib: the table and results.json are what matter
             print(f"note: no learning_curves.png: {e}", flush=True)
-        write_report([out], os.path.join(out, "report.html"))
+        try:
+            write_report([out], os.path.join(out, "report.html"))
+        except (UserError, OSError) as e:  # the page is a view of the runs; the table above is the result
+            print(f"note: no report.html: {e}", flush=True)
     return results
 
 
@@ -319,10 +317,9 @@ def _status(run_dir: str) -> dict | None:
 def _elapsed(run_dir: str) -> float | None:
     """Training time over every part of the run (a resumed run's clock goes on), from ``metrics.jsonl``."""
     try:
-        with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-            lines = [line for line in f if line.strip()]
-        return json.loads(lines[-1])["time_s"] if lines else None
-    except (OSError, json.JSONDecodeError, KeyError):
+        lines = read_jsonl(os.path.join(run_dir, "metrics.jsonl"))
+        return lines[-1]["time_s"] if lines else None
+    except (UserError, KeyError):
         return None
 
 

@@ -139,19 +139,52 @@ def test_runs_that_differ_only_in_their_seed_form_a_group_with_a_band(tmp_path):
     per_run = [np.interp(grid[-1], *map(np.array, kl["tables"][i])) for i in range(3)]
     assert mean[-1] == pytest.approx(np.mean(per_run), rel=1e-3)
     assert (low[-1], high[-1]) == pytest.approx((min(per_run), max(per_run)), rel=1e-3)
-    # one group when only the seeds differ
-    found, _, _ = find_runs(runs[:3])
+    # one group when only the seeds differ, and settings that do not change learning (plot, quiet, ...)
+    found, _, _ = find_runs(
+        runs[:3] + [fake_run(tmp_path / "other", updates=5, seed=4, plot=False, quiet=True)]
+    )
     assert {r.group for r in found} == {"ppo on CartPole-v1"}
+    # every setting that differs names a group, so groups never merge
+    many = [fake_run(tmp_path / "many" / f"r{i}", updates=5, gamma=0.9, gae_lambda=0.9, ent_coef=0.0,
+                     learning_rate=lr) for i, lr in enumerate((1e-3, 3e-4))]  # fmt: skip
+    found, _, _ = find_runs(many + runs[:1])
+    assert len({r.group for r in found}) == 3
+    assert found[0].group == "ent_coef=0.0,gae_lambda=0.9,gamma=0.9,learning_rate=0.001"
 
 
-def test_a_run_in_progress_gets_a_page_that_reloads(tmp_path):
+def test_a_label_cannot_break_out_of_the_pages_data(tmp_path):
+    name = "<!--<script>x&"  # a directory name: no "/"; a setting holds the closing tag
+    run = fake_run(tmp_path / name, updates=3, exp_name="</script><!--")
+    assert main(["report", run, "--output", str(tmp_path / "page.html")]) == 0
+    text = open(tmp_path / "page.html").read()
+    data_element = text[
+        text.index('id="report-data">') : text.index("</script>", text.index('id="report-data">'))
+    ]
+    assert "<" not in data_element[len('id="report-data">') :] and name not in text
+    data = page_data(tmp_path / "page.html")
+    assert data["runs"][0]["label"] == name  # the same strings, escaped
+    assert ["exp_name", "</script><!--", False] in data["runs"][0]["settings"]
+
+
+def test_runs_of_several_envs_share_a_page(tmp_path):
+    runs = [fake_run(tmp_path / env, updates=5, env_id=env) for env in ("CartPole-v1", "Acrobot-v1")]
+    found, title, probes = find_runs(runs)
+    assert title == "Acrobot-v1, CartPole-v1" and [r.group for r in found] == [
+        "env_id=CartPole-v1",
+        "env_id=Acrobot-v1",
+    ]
+
+
+def test_a_run_in_progress_gets_a_page_that_reloads_where_the_run_rewrites_it(tmp_path):
     run = fake_run(tmp_path / "run", updates=3)  # no final checkpoint, logs just written
     with open(os.path.join(run, "metrics.jsonl"), "a") as f:
         f.write('{"global_step": 2048, "time')  # a line being written right now
-    main(["report", run])
+    main(["report", run])  # a page as of now: nothing will rewrite it, so it does not reload
     data = page_data(os.path.join(run, "report.html"))
-    assert data["runs"][0]["status"] == "in progress" and data["reload_s"] == 30
+    assert data["runs"][0]["status"] == "in progress" and data["in_progress"] and data["reload_s"] is None
     assert data["runs"][0]["summary"]["steps"] == 1536  # the cut line is left out
+    live = report_data(*find_runs([run]), live=True)  # the page the run writes of itself
+    assert live["reload_s"] == 30
 
 
 def test_a_run_whose_process_is_gone_is_stopped_and_its_page_does_not_reload(tmp_path):
@@ -164,7 +197,7 @@ def test_a_run_whose_process_is_gone_is_stopped_and_its_page_does_not_reload(tmp
     for pid, status in ((os.getpid(), "in progress"), (gone.pid, "stopped")):
         with open(os.path.join(run, "machine.json"), "w") as f:
             json.dump({"sessions": [{"host": platform.node(), "pid": pid, "from_step": 0}]}, f)
-        data = report_data(*find_runs([run]))
+        data = report_data(*find_runs([run]), live=True)
         assert data["runs"][0]["status"] == status
         assert data["reload_s"] == (30 if status == "in progress" else None)
 
@@ -203,7 +236,9 @@ def test_a_long_runs_pages_are_spaced_by_their_cost(tmp_path, monkeypatch):
     clock = iter([0.0, 31.0, 31.0, 33.0, 40.0, 120.0, 135.0, 135.0, 137.0])
     monkeypatch.setattr("proxima.callbacks.time", type("Clock", (), {"monotonic": lambda: next(clock)}))
     written = []
-    monkeypatch.setattr("proxima.callbacks.write_report", lambda paths, out, status: written.append(out))
+    monkeypatch.setattr(
+        "proxima.callbacks.write_report", lambda paths, out, status, live: written.append(out)
+    )
     page = proxima.callbacks.ReportPage(30)
     run = type("R", (), {"run_dir": str(tmp_path)})()
     page.on_train_start(run)  # t=0
@@ -255,6 +290,14 @@ def test_bad_report_input_is_one_line_exit_2_and_writes_nothing(argv, match, tmp
     assert os.listdir(tmp_path) == []
 
 
+def test_an_output_in_a_missing_directory_is_one_line_exit_2(tmp_path, capsys):
+    run = fake_run(tmp_path / "run", updates=3)
+    assert main(["report", run, "--output", str(tmp_path / "no" / "page.html")]) == 2
+    err = capsys.readouterr().err
+    assert "its directory does not exist" in err and err.count("\n") == 1
+    assert sorted(os.listdir(tmp_path)) == ["run"] and "report.html" not in os.listdir(run)
+
+
 def test_every_charts_healthy_line_stands_in_docs_health():
     doc = open(os.path.join(DOCS, "HEALTH.md")).read()
     for key, line in HEALTHY.items():
@@ -263,8 +306,12 @@ def test_every_charts_healthy_line_stands_in_docs_health():
 
 def test_videos_embedded_are_the_evaluations_then_the_last_and_first_training_episodes(tmp_path, monkeypatch):
     run = fake_run(tmp_path / "run", updates=3)
+    with open(os.path.join(run, "eval.json"), "w") as f:  # the evaluation's video; eval-videos/old.mp4 is not
+        json.dump(
+            {"videos": ["eval-videos/rl-video-episode-0.mp4"], "mean": 1.0, "std": 0.0, "episodes": 1}, f
+        )
     for name in ("videos/rl-video-episode-0.mp4", "videos/rl-video-episode-1.mp4", "videos/rl-video-episode-8.mp4",
-                 "videos/rl-video-episode-27.mp4", "eval-videos/rl-video-episode-0.mp4"):  # fmt: skip
+                 "videos/rl-video-episode-27.mp4", "eval-videos/rl-video-episode-0.mp4", "eval-videos/old.mp4"):  # fmt: skip
         os.makedirs(os.path.dirname(os.path.join(run, name)), exist_ok=True)
         with open(os.path.join(run, name), "wb") as f:
             f.write(name.encode() * 10)

@@ -160,6 +160,13 @@ def test_a_local_sweep_tabulates_every_setting_and_goes_on_past_a_failed_run(tmp
         t["run_dir"]: os.stat(os.path.join(t["run_dir"], "trial.json")).st_mtime_ns for t in results["trials"]
     }
     assert before == after
+    # a sweep directory moved elsewhere (mailed, archived) still makes its page
+    moved = tmp_path / "moved"
+    os.rename(out, moved)
+    assert main(["report", str(moved)]) == 0
+    again = page_data(moved / "report.html")
+    assert again["groups"] == page["groups"] and len(again["runs"]) == len(page["runs"])
+    assert all(r["run_dir"].startswith(str(moved)) for r in again["runs"])
 
 
 needs_ray = pytest.mark.skipif(not executors.ray_available(), reason="the ray extra is not installed")
