@@ -1,6 +1,7 @@
 """Sweeps: every (setting, seed) as an ordinary run, on Ray Tune or one after another; a failed run is
 reported and the others go on; a sweep killed with SIGKILL finishes on --resume; two Ray nodes share one."""
 
+import contextlib
 import json
 import os
 import signal
@@ -16,8 +17,8 @@ from proxima.cli import main
 from proxima.config import PPOArgs
 from proxima.sweeps import grid_settings, parse_seeds
 
-# Ray tests share the machine's Ray processes (a cluster test stops its nodes, a killed sweep leaves a
-# dying instance): one xdist worker runs all of them, in turn (`--dist loadgroup` in the Makefile).
+# Ray tests share the machine's Ray processes: one xdist worker runs all of them, in turn (`--dist loadgroup`
+# in the Makefile). The two that start clusters and kill them run after the others, alone (`serial`).
 pytestmark = pytest.mark.xdist_group("ray")
 
 # native CartPole, 4 updates of 4 envs x 128 steps; 1e30 turns the loss into NaN in the first update
@@ -182,6 +183,7 @@ def test_more_cpus_per_trial_than_a_node_has_is_one_line_exit_2(tmp_path, capsys
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 @needs_ray
 def test_a_ray_sweep_spreads_over_a_two_node_cluster_and_reports_each_update_to_tune(tmp_path):
     from ray.cluster_utils import Cluster
@@ -209,7 +211,34 @@ def test_a_ray_sweep_spreads_over_a_two_node_cluster_and_reports_each_update_to_
         assert [r["global_step"] for r in _metrics(trial["run_dir"])] == [512, 1024, 1536, 2048]
 
 
+def _kill_session(sid: int) -> None:
+    """SIGKILL every process of session ``sid`` and wait until they are gone. Not only the process group: Ray
+    puts each worker in a group of its own, and a trial's worker that survived its sweep would keep training
+    and reach for the ports that the resumed sweep's Ray takes (it crashed that Ray node, now and then)."""
+
+    def members() -> list[int]:
+        pids = []
+        for entry in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if entry.isdigit() and int(fields[3]) == sid and fields[0] != "Z":  # field 6: the session
+                pids.append(int(entry))
+        return pids
+
+    deadline = time.monotonic() + 30
+    while (pids := members()) and time.monotonic() < deadline:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.05)
+    assert not members(), "processes of the killed sweep are still alive"
+
+
 @pytest.mark.slow
+@pytest.mark.serial
 @needs_ray
 def test_a_sweep_killed_with_sigkill_finishes_on_resume_and_reruns_nothing_finished(tmp_path):
     out = tmp_path / "sweep"
@@ -225,7 +254,7 @@ def test_a_sweep_killed_with_sigkill_finishes_on_resume_and_reruns_nothing_finis
             assert proc.poll() is None and time.monotonic() < deadline, "the sweep ended before it was killed"
             time.sleep(0.01)
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # the sweep, Ray and its trial processes, as a crash would
+        _kill_session(proc.pid)  # the sweep, Ray and its trial processes, as a crash would
         proc.wait()
     assert not (second / "trial.json").exists()
     done_before = (first / "trial.json").read_bytes(), os.stat(first / "metrics.jsonl").st_mtime_ns
