@@ -2,7 +2,7 @@
 inference and update, beside the day's raw CartPole rate (benchmarks/reference.py).
 
     .venv/bin/python benchmarks/atari_throughput.py envs              # ale, gymnasium wrappers, envpool if installed
-    .venv/bin/python benchmarks/atari_throughput.py loop [--steps N] [--threads T] [-- TRAIN FLAGS]
+    .venv/bin/python benchmarks/atari_throughput.py loop [--steps N] [--threads T] [--cuda] [-- TRAIN FLAGS]
     .venv/bin/python benchmarks/atari_throughput.py minibatch [--threads T]   # one update step, by layout
 
 CleanRL's ppo_atari.py is run separately (benchmarks/peers/cleanrl_atari.sh), back to back with `loop`.
@@ -56,9 +56,10 @@ def env_rates(num_envs: int = 8, steps: int = 4000) -> dict[str, float]:
     return rates
 
 
-def loop(steps: int, threads: int, flags: list[str]) -> dict[str, float]:
+def loop(steps: int, threads: int, flags: list[str], cuda: bool = False) -> dict[str, float]:
     """One `--config atari` run of ``steps`` env steps, timed by phase: env.step, the rest of the rollout
-    (the policy's forward passes and the buffer writes), and the update (GAE included)."""
+    (the policy's forward passes and the buffer writes), and the update (GAE included). On a GPU the phases
+    end where the CPU waits for it, so each phase's time includes the GPU work it started."""
     import proxima.rollout
     import proxima.trainer
     from proxima.envs.interface import env_call as original_env_call
@@ -89,7 +90,7 @@ def loop(steps: int, threads: int, flags: list[str]) -> dict[str, float]:
     from proxima.trainer import train
 
     start = time.perf_counter()
-    train(config="atari", total_timesteps=steps, torch_threads=threads, cuda=False, quiet=True, plot=False,
+    train(config="atari", total_timesteps=steps, torch_threads=threads, cuda=cuda, quiet=True, plot=False,
           run_dir=f"/tmp/proxima-atari-bench-{time.time_ns()}", **_overrides(flags))  # fmt: skip
     wall = time.perf_counter() - start
     spent["rollout"] -= spent["env"]
@@ -147,6 +148,7 @@ def main() -> None:
     parser.add_argument("what", choices=["envs", "loop", "minibatch"])
     parser.add_argument("--steps", type=int, default=20_480)
     parser.add_argument("--threads", type=int, default=0)
+    parser.add_argument("--cuda", action="store_true", help="train on the GPU (benchmarks/gpu_atari.sh)")
     args, rest = parser.parse_known_args()
     rest = [r for r in rest if r != "--"]
     print(
@@ -158,8 +160,8 @@ def main() -> None:
         for name, rate in env_rates().items():
             print(f"{GAME} env only, 8 envs, random actions, {name}: {rate:,.0f} steps/s")
     else:
-        r = loop(args.steps, args.threads, rest)
-        print(f"proxima --config atari {' '.join(rest)} ({args.steps} steps, threads={args.threads or 'auto'}): "
+        r = loop(args.steps, args.threads, rest, args.cuda)
+        print(f"proxima --config atari {'--cuda ' * args.cuda}{' '.join(rest)} ({args.steps} steps, threads={args.threads or 'auto'}): "
               f"{r['sps']:.0f} steps/s; env {r['env']:.1f} s, rollout inference {r['rollout']:.1f} s, "
               f"update {r['update']:.1f} s of {r['wall_s']:.1f} s")  # fmt: skip
     print(f"peak RSS: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")

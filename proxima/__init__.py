@@ -8,9 +8,10 @@ from proxima.errors import UserError
 from proxima.evaluate import evaluate
 from proxima.sweeps import resume_sweep, sweep
 from proxima.trainer import resume, train
+from proxima.version import __version__
 
-__version__ = "0.1.0"
 __all__ = [
+    "__version__",
     "Agent",
     "PPOArgs",
     "UserError",

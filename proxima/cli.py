@@ -469,8 +469,8 @@ and results.json. Every run can be evaluated, plotted or resumed on its own.
                          process (default: ray)
   --cpus-per-trial N     CPUs Ray gives each run; a run's torch threads equal them (default: 1)
   --max-concurrent N     at most N runs at once (default: as many as the CPUs allow)
-  --address A            join a running Ray cluster: auto, or ray://HOST:10001 (default: a local Ray instance);
-                         every node must see the sweep directory (a shared file system)
+  --address A            join a running Ray cluster: auto, or ray://HOST:10001 (default: the one RAY_ADDRESS
+                         names, else a new local Ray instance); every node must see the sweep directory
   --output-dir DIR       the sweep directory (default: runs/sweep__{env}__{unix time})
   --resume SWEEP_DIR     finish a sweep that was stopped: finished and failed runs are kept, interrupted ones
                          resume from their checkpoints, the others start

@@ -86,6 +86,11 @@ class PPOArgs:
     """the LSTM's hidden size (with --recurrent lstm)"""
     lstm_layers: int = 1
     """the number of stacked LSTM layers (with --recurrent lstm)"""
+    precision: Literal["float32", "bfloat16", "auto"] = "float32"
+    """what a CNN encoder's convolutions compute in: bfloat16 runs them under autocast (float32 weights,
+    gradients, 512-unit layer, heads and losses); auto picks bfloat16 where the hardware computes it natively (a
+    CPU with AVX512-BF16 or AMX, a GPU of compute capability 8.0+) and float32 elsewhere, and float32 for
+    agents without a CNN. docs/ATARI.md has the speed and learning measured"""
 
     # --- algorithm: the algorithm and its optimization
     algo: str = "ppo"
@@ -204,6 +209,8 @@ class PPOArgs:
             raise UserError(
                 f"torch_threads must be 0 (automatic) or a positive integer, got {self.torch_threads}"
             )
+        if self.precision not in ("float32", "bfloat16", "auto"):
+            raise UserError(f"precision must be float32, bfloat16 or auto, got {self.precision!r}")
         for name in positive_ints:
             if getattr(self, name) < 1:
                 raise UserError(f"{name} must be a positive integer, got {getattr(self, name)}")
@@ -288,7 +295,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "network": (
         "hidden_sizes", "activation", "critic_hidden_sizes", "critic_activation", "shared_network",
         "norm_obs", "norm_reward", "norm_value", "clip_obs", "clip_reward", "recurrent", "lstm_hidden_size",
-        "lstm_layers",
+        "lstm_layers", "precision",
     ),
     "algorithm": (
         "algo", "total_timesteps", "learning_rate", "value_learning_rate", "anneal_lr", "num_steps", "gamma",

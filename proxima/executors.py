@@ -65,8 +65,9 @@ def run_ray(
     address: str | None,
 ) -> None:
     """Every config as one Ray Tune trial of ``trial_fn`` with ``cpus_per_trial`` CPUs, at most
-    ``max_concurrent`` at once (None: as many as the cluster's CPUs allow). ``address``: None starts a local
-    Ray instance; ``auto`` or ``ray://host:port`` joins a cluster, whose nodes must all see ``storage``."""
+    ``max_concurrent`` at once (None: as many as the cluster's CPUs allow). ``address``: None joins the cluster
+    that ``RAY_ADDRESS`` names, if set, and otherwise starts a local Ray instance; ``auto`` or
+    ``ray://host:port`` joins a cluster, whose nodes must all see ``storage``."""
     # Tune's console tables and tracebacks would bury proxima's one line per trial; PROXIMA_DEBUG shows them.
     quiet = os.environ.get("PROXIMA_DEBUG", "") in ("", "0")
     if quiet:
@@ -77,9 +78,13 @@ def run_ray(
     started = not ray.is_initialized()
     if started:
         try:
-            ray.init(address=address, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+            # "local", not None: with None, Ray joins the cluster that its file /tmp/ray/ray_current_cluster names,
+            # left by the last `ray start` or by a test's ray.cluster_utils.Cluster, alive or dying
+            target = address or os.environ.get("RAY_ADDRESS") or "local"
+            ray.init(address=target, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
         except (ConnectionError, ValueError, RuntimeError) as e:
-            raise UserError(f"cannot reach Ray at --address {address!r}: {str(e).splitlines()[0]}") from None
+            given = f"--address {address!r}" if address else f"RAY_ADDRESS {target!r}"
+            raise UserError(f"cannot reach Ray at {given}: {str(e).splitlines()[0]}") from None
 
     largest = max((node["Resources"].get("CPU", 0) for node in ray.nodes() if node["Alive"]), default=0)
     if cpus_per_trial > largest:  # Tune would wait for such a node forever, with a warning at most

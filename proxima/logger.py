@@ -131,12 +131,11 @@ class RunLogger:
 
 def log_session(run_dir: str, global_step: int, device: str, torch_threads: int) -> None:
     """Add this process to ``RUN_DIR/machine.json``: the machine, the versions, and the step it started at."""
-    import importlib.metadata
-
     import gymnasium
     import torch
 
     from proxima.files import write_json
+    from proxima.version import __version__
 
     path = os.path.join(run_dir, "machine.json")
     try:
@@ -155,7 +154,7 @@ def log_session(run_dir: str, global_step: int, device: str, torch_threads: int)
         "device": device,
         "torch_threads": torch_threads,
         "python": platform.python_version(),
-        "proxima": importlib.metadata.version("proxima"),
+        "proxima": __version__,  # not the installed metadata: a checkout run through PYTHONPATH has none
         "torch": torch.__version__,
         "gymnasium": gymnasium.__version__,
     })  # fmt: skip

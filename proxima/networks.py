@@ -75,6 +75,7 @@ class NetworkSpec:
     recurrent: str | None = None  # "lstm": an LSTM between the encoder and the heads
     lstm_hidden_size: int = 128
     lstm_layers: int = 1
+    precision: str = "float32"  # what CNN encoders compute in (proxima.encoders.PRECISIONS)
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -88,7 +89,10 @@ class NetworkSpec:
         )  # shape is all a Box needs here
 
     def to_json(self) -> dict:
-        return asdict(self)
+        data = asdict(self)
+        if data["precision"] == "float32":  # the default, left out: agents stay loadable by older proxima
+            del data["precision"]
+        return data
 
     @classmethod
     def from_json(cls, data: dict) -> NetworkSpec:
@@ -121,7 +125,7 @@ class ActorCritic(nn.Module):
             norm_value=spec.norm_value and spec.has_critic,
             elements=layout.norm_elements(),
         )
-        self.encoder = make_encoder(spec.encoder, layout)
+        self.encoder = make_encoder(spec.encoder, layout, spec.precision)
         features = self.encoder.features_dim
         self.lstm = None
         if spec.recurrent:  # orthogonal weights and zero biases, as CleanRL's ppo_atari_lstm.py

@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import os
 import time
 from collections.abc import Callable
 
@@ -184,7 +185,10 @@ class WorkerPool:
         self.ray, self.args = ray, dataclasses.replace(args, env_backend=backend)
         self._started = not ray.is_initialized()
         if self._started:
-            ray.init(include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+            # RAY_ADDRESS or a new local instance; never the cluster named by /tmp/ray/ray_current_cluster
+            # (proxima.executors.run_ray says why)
+            ray.init(address=os.environ.get("RAY_ADDRESS") or "local", include_dashboard=False,
+                     logging_level="ERROR", log_to_driver=False)  # fmt: skip
         self.num_envs, self.device = args.num_envs, torch.device("cpu")
         self.count = args.num_envs // args.rollout_workers
         # a CPU each where the cluster has them; on a small machine a share, so that every actor starts

@@ -7,6 +7,7 @@ Everything else a run does (evaluation, health, logging, progress, checkpoints, 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import time
@@ -21,7 +22,7 @@ from proxima.algorithms import get_algorithm
 from proxima.callbacks import Callback, UpdateResult, default_callbacks
 from proxima.config import PPOArgs, resolve_args
 from proxima.distributions import make_head
-from proxima.encoders import check_spaces, encoder_for
+from proxima.encoders import check_spaces, encoder_for, resolve_precision
 from proxima.envs import make_vec_env
 from proxima.envs.interface import obs_layout
 from proxima.errors import EnvError, NonFiniteError, UserError
@@ -64,6 +65,8 @@ def train(
     envs = _make_envs(args, run_dir, device)
     try:
         check_spaces(obs_layout(envs), envs.single_action_space)
+        # config.json keeps what auto chose, so that a resume elsewhere computes as this run did
+        args = _resolve_precision(args, envs, device)
         notes += _threads(args, envs)
         run = Run(args, envs, run_dir, device)
         os.makedirs(run_dir, exist_ok=True)
@@ -102,6 +105,7 @@ def resume(run_dir: str, quiet: bool = False, callbacks: list[Callback] | None =
     # Gymnasium's recorder numbers a new process's episodes from 0 again: keep the earlier videos apart.
     envs = _make_envs(args, run_dir, device, video_subdir=f"resumed-after-update-{meta['update']}")
     try:
+        args = _resolve_precision(args, envs, device)  # a config.json written by hand may say auto
         notes += _threads(args, envs, saved=meta.get("torch_threads"))
         run = Run(args, envs, run_dir, device)
         run.notes += notes
@@ -314,6 +318,7 @@ def network_spec(args: PPOArgs, envs) -> NetworkSpec:
         recurrent=args.recurrent,
         lstm_hidden_size=args.lstm_hidden_size,
         lstm_layers=args.lstm_layers,
+        precision=args.precision,
         encoder=encoder_for(layout),
         obs_shape=tuple(layout.shape),
         obs_layout=layout.to_json() if layout.packed else None,
@@ -347,6 +352,13 @@ def _setup(args: PPOArgs) -> tuple[torch.device, list[str]]:
         )
     seed_everything(args.seed, args.torch_deterministic)
     return device, notes
+
+
+def _resolve_precision(args: PPOArgs, envs, device: torch.device) -> PPOArgs:
+    """``--precision auto`` made concrete: bfloat16 where the device computes it natively and the agent has a
+    CNN, float32 elsewhere (an MLP never computes in bf16, and its run should not say it does)."""
+    precision = resolve_precision(args.precision, device) if obs_layout(envs).has_images else "float32"
+    return dataclasses.replace(args, precision=precision)
 
 
 def _threads(args: PPOArgs, envs, saved: int | None = None) -> list[str]:

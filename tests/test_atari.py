@@ -182,14 +182,15 @@ BREAKS = {
 }
 
 
-def _probe_atari_agent() -> dict:
-    args = resolve_args(config="atari", cuda=False, quiet=True, torch_threads=1)
+def _probe_atari_agent(precision: str = "float32") -> dict:
+    args = resolve_args(config="atari", cuda=False, quiet=True, torch_threads=1, precision=precision)
     return {r.probe.name: r.passed for r in run_probes(args)}
 
 
 @pytest.mark.slow
-def test_the_atari_agent_passes_the_image_probes_at_their_budgets():
-    assert _probe_atari_agent() == {"image-value": True, "image-policy": True}
+@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
+def test_the_atari_agent_passes_the_image_probes_at_their_budgets(precision):
+    assert _probe_atari_agent(precision) == {"image-value": True, "image-policy": True}
 
 
 @pytest.mark.slow

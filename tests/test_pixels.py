@@ -8,7 +8,8 @@ import pytest
 import torch
 
 import proxima
-from proxima.encoders import NatureCNN, encoder_for
+from proxima import encoders
+from proxima.encoders import NatureCNN, encoder_for, resolve_precision
 from proxima.envs.probes import ProbeImageValue
 from proxima.spaces import ObsLayout
 
@@ -102,3 +103,73 @@ def test_the_image_probes_learn_through_the_cnn(tmp_path):
         values = policy.model.value(images)
     assert probs[0, 0] >= 0.99 and probs[1, 1] >= 0.99, probs
     torch.testing.assert_close(values, torch.ones(2), rtol=0, atol=1e-2)
+
+
+def test_bfloat16_precision_runs_the_cnn_under_autocast_and_hands_float32_on():
+    torch.manual_seed(0)
+    full, half = NatureCNN((4, 84, 84)), NatureCNN((4, 84, 84), "bfloat16")
+    half.load_state_dict(full.state_dict())
+    pixels = torch.randint(0, 256, (8, 4, 84, 84), dtype=torch.uint8)
+    out, reference = half(pixels), full(pixels)
+    assert out.dtype == torch.float32  # the heads, the losses and Adam never see bf16
+    assert not torch.equal(out, reference)  # it did compute in bf16: 8 bits of mantissa
+    torch.testing.assert_close(out, reference, rtol=0.05, atol=0.05)  # features of order 1
+    out.sum().backward()
+    assert (
+        {p.dtype for p in half.parameters()} == {p.grad.dtype for p in half.parameters()} == {torch.float32}
+    )
+
+
+def test_auto_precision_is_bfloat16_only_where_the_hardware_computes_it(monkeypatch, tmp_path):
+    cpu = torch.device("cpu")
+    cpuinfo = tmp_path / "cpuinfo"
+    monkeypatch.setattr(encoders, "CPUINFO", str(cpuinfo))
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f\n")
+    assert resolve_precision("auto", cpu) == "float32"  # AVX-512 alone emulates bf16
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512_bf16\n")
+    assert resolve_precision("auto", cpu) == "bfloat16"
+    cpuinfo.unlink()  # not Linux
+    assert resolve_precision("auto", cpu) == "float32"
+    assert resolve_precision("bfloat16", cpu) == "bfloat16" and resolve_precision("float32", cpu) == "float32"
+
+
+def test_a_run_saves_the_precision_auto_chose_and_its_agent_computes_in_it(monkeypatch, tmp_path):
+    monkeypatch.setattr(encoders, "native_bfloat16", lambda device: True)
+    run_dir = tmp_path / "run"
+    agent = proxima.train(
+        env_id="proxima/ProbeImagePolicy-v0", total_timesteps=256, num_steps=64, run_dir=str(run_dir),
+        plot=False, quiet=True, precision="auto",
+    )  # fmt: skip
+    # config.json holds the choice, not "auto": a resume on a machine without bf16 computes as this run did
+    assert json.loads((run_dir / "config.json").read_text())["precision"] == "bfloat16"
+    assert json.loads((run_dir / "agent.json").read_text())["network"]["precision"] == "bfloat16"
+    loaded = proxima.load(str(run_dir))
+    assert agent.model.encoder.autocast is loaded.model.encoder.autocast is torch.bfloat16
+    images = _images().numpy()
+    np.testing.assert_array_equal(
+        loaded.predict(images, deterministic=True), agent.predict(images, deterministic=True)
+    )
+
+
+def test_a_dict_with_an_image_computes_its_cnn_in_bfloat16_and_the_rest_in_float32():
+    from proxima.encoders import MultiInputEncoder
+
+    space = gym.spaces.Dict(
+        {"image": gym.spaces.Box(0, 255, (1, 36, 36), dtype=np.uint8), "speed": gym.spaces.Box(-1, 1, (2,))}
+    )
+    layout = ObsLayout(space)
+    torch.manual_seed(0)
+    full, half = MultiInputEncoder(layout), MultiInputEncoder(layout, "bfloat16")
+    half.load_state_dict(full.state_dict())
+    obs = torch.as_tensor(np.stack([layout.pack(space.sample()) for _ in range(4)]))
+    out, reference = half(obs), full(obs)
+    assert out.dtype == torch.float32 and not torch.equal(out, reference)
+    torch.testing.assert_close(out, reference, rtol=0.05, atol=0.05)
+    # the vector part (the Dict's last key) passes through untouched in either precision
+    torch.testing.assert_close(out[:, -2:], reference[:, -2:], rtol=0, atol=0)
+
+
+def test_a_precision_that_does_not_exist_is_one_clear_error(tmp_path):
+    with pytest.raises(proxima.UserError, match="precision must be float32, bfloat16 or auto, got 'bf16'"):
+        proxima.train(env_id="proxima/ProbeImagePolicy-v0", precision="bf16", run_dir=str(tmp_path / "r"))
+    assert not (tmp_path / "r").exists()

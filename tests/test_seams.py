@@ -7,6 +7,7 @@ import torch
 
 import proxima
 from proxima.algorithms import ALGORITHMS
+from proxima.encoders import ENCODERS as ENCODERS_BEFORE
 from proxima.encoders import FlattenEncoder, encoder_for
 from proxima.envs import make_vec_env, register_backend
 from proxima.envs.native import CartPole
@@ -119,6 +120,32 @@ def test_the_encoder_comes_from_the_observation_space():
     assert encoder.features_dim == 3 and encoder(x).dtype == torch.float32
     flat = torch.randn(5, 3)
     assert encoder(flat) is flat  # classic control pays nothing for the seam
+
+
+class HalvedEncoder(torch.nn.Module):
+    """An encoder written outside proxima, as docs/ARCHITECTURE.md shows: its class takes the layout alone."""
+
+    def __init__(self, layout):
+        super().__init__()
+        self.features_dim = int(np.prod(layout.shape))
+
+    def forward(self, obs):
+        return obs.flatten(1).to(torch.float32) / 2
+
+
+def test_an_encoder_registered_from_outside_the_package_trains(monkeypatch, tmp_path):
+    from proxima import encoders
+    from proxima.encoders import EncoderType, register_encoder
+
+    monkeypatch.setattr(encoders, "ENCODERS", {})  # the registry as it is, then the new one first
+    register_encoder(EncoderType("halved", HalvedEncoder, supports=lambda layout: True, accepts="anything"))
+    for encoder in ENCODERS_BEFORE.values():
+        register_encoder(encoder)
+    agent = proxima.train(total_timesteps=512, run_dir=str(tmp_path / "run"), plot=False, quiet=True,
+                          precision="auto")  # fmt: skip
+    assert agent.model.spec.encoder == "halved" and isinstance(agent.model.encoder, HalvedEncoder)
+    assert agent.model.spec.precision == "float32"  # auto: no CNN, no bf16
+    assert proxima.load(str(tmp_path / "run")).model.spec.encoder == "halved"
 
 
 def test_each_algorithm_is_one_row_of_the_table():

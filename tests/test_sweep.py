@@ -266,3 +266,35 @@ def test_a_sweep_killed_with_sigkill_finishes_on_resume_and_reruns_nothing_finis
     proxima.train(PPOArgs.from_json({**config, "run_dir": str(tmp_path / "whole")}))
     assert _metrics(second) == _metrics(tmp_path / "whole")
     assert len(_metrics(second)) == 24
+
+
+@needs_ray
+def test_without_an_address_ray_starts_here_and_never_joins_the_cluster_its_file_names(monkeypatch):
+    """ray.init(address=None) would join the cluster in /tmp/ray/ray_current_cluster (the last `ray start`'s, or
+    a ray.cluster_utils.Cluster's, even a dying one: it SIGTERMed the nodes of sweeps beside such a test)."""
+    import ray
+
+    from proxima.errors import UserError
+    from proxima.rollout_workers import WorkerPool
+
+    asked = []
+
+    def init(**kwargs):
+        asked.append(kwargs["address"])
+        raise ConnectionError("not started in this test")
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", init)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    sweep = dict(storage="/tmp", cpus_per_trial=1, max_concurrent=None)
+    for address in (None, "auto"):
+        with pytest.raises(UserError):
+            executors.run_ray(None, [], None, address=address, **sweep)
+    with pytest.raises(ConnectionError):
+        WorkerPool(PPOArgs(rollout_workers=2))
+    monkeypatch.setenv("RAY_ADDRESS", "ray://head:10001")  # as for Ray's own tools
+    with pytest.raises(UserError):
+        executors.run_ray(None, [], None, address=None, **sweep)
+    with pytest.raises(ConnectionError):
+        WorkerPool(PPOArgs(rollout_workers=2))
+    assert asked == ["local", "auto", "local", "ray://head:10001", "ray://head:10001"]
