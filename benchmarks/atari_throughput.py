@@ -3,7 +3,7 @@ inference and update, beside the day's raw CartPole rate (benchmarks/reference.p
 
     .venv/bin/python benchmarks/atari_throughput.py envs              # ale, gymnasium wrappers, envpool if installed
     .venv/bin/python benchmarks/atari_throughput.py loop [--steps N] [--threads T] [--cuda] [-- TRAIN FLAGS]
-    .venv/bin/python benchmarks/atari_throughput.py minibatch [--threads T]   # one update step, by layout
+    .venv/bin/python benchmarks/atari_throughput.py minibatch [--threads T]   # one update step, by --precision
 
 CleanRL's ppo_atari.py is run separately (benchmarks/peers/cleanrl_atari.sh), back to back with `loop`.
 Run one measurement at a time: two at once share the two cores.
@@ -105,42 +105,49 @@ def _overrides(flags: list[str]) -> dict:
     return out
 
 
-def minibatch_variants(threads: int) -> None:
-    """Forward, backward and Adam on one 256-sample minibatch of 4x84x84 stacks through the Nature CNN and
-    linear heads, in NCHW or channels-last memory, fp32 or bf16 autocast."""
+def minibatch_variants(threads: int, repeats: int = 12) -> None:
+    """Forward, backward and Adam on one 256-sample minibatch of 4x84x84 uint8 stacks through the Nature CNN
+    (proxima's own forward: channels-last, the input path of proxima.encoders) and linear heads, in each
+    --precision. The variants take turns, step by step, so that a change in the machine's speed hits all of
+    them; the median of ``repeats`` steps is printed."""
+    import statistics
+
     from torch import nn
 
-    from proxima.encoders import NatureCNN
+    from proxima.encoders import PRECISIONS, NatureCNN
 
     torch.set_num_threads(threads or 2)
-    torch.manual_seed(0)
-    cnn, actor, critic = NatureCNN((4, 84, 84)), nn.Linear(512, 4), nn.Linear(512, 1)
-    params = [*cnn.parameters(), *actor.parameters(), *critic.parameters()]
-    optimizer = torch.optim.Adam(params, lr=2.5e-4, eps=1e-5)
-    obs = torch.randint(0, 255, (256, 4, 84, 84), dtype=torch.uint8)
-    for name, layout, bf16 in (
-        ("NCHW fp32", torch.contiguous_format, False),
-        ("channels-last fp32", torch.channels_last, False),
-        ("NCHW bf16 autocast", torch.contiguous_format, True),
-        ("channels-last bf16 autocast", torch.channels_last, True),
-    ):
-        cnn.convs.to(memory_format=layout)
+    obs = torch.randint(
+        0, 255, (256, 4, 84, 84), dtype=torch.uint8, generator=torch.Generator().manual_seed(0)
+    )
 
-        def step(layout=layout, bf16=bf16):
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-                x = (obs.float() / 255.0).contiguous(memory_format=layout)
-                features = cnn.linear(cnn.convs(x))
-                loss = actor(features).logsumexp(-1).mean() + critic(features).pow(2).mean()
+    def make_step(precision):
+        torch.manual_seed(0)
+        cnn, actor, critic = NatureCNN((4, 84, 84), precision), nn.Linear(512, 4), nn.Linear(512, 1)
+        params = [*cnn.parameters(), *actor.parameters(), *critic.parameters()]
+        optimizer = torch.optim.Adam(params, lr=2.5e-4, eps=1e-5)
+
+        def step():
+            features = cnn(obs)
+            loss = actor(features).logsumexp(-1).mean() + critic(features).pow(2).mean()
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
 
-        for _ in range(3):
+        return step
+
+    steps = {precision: make_step(precision) for precision in PRECISIONS}
+    times = {precision: [] for precision in PRECISIONS}
+    for step in steps.values():
+        step(), step()  # warm-up
+    for _ in range(repeats):
+        for precision, step in steps.items():
+            start = time.perf_counter()
             step()
-        start = time.perf_counter()
-        for _ in range(10):
-            step()
-        print(f"{name}: {(time.perf_counter() - start) * 100:.0f} ms per 256-sample minibatch step")
+            times[precision].append(time.perf_counter() - start)
+    for precision, spent in times.items():
+        print(f"--precision {precision}: {statistics.median(spent) * 1000:.0f} ms per 256-sample minibatch step "
+              f"(median of {repeats}; fastest {min(spent) * 1000:.0f} ms)")  # fmt: skip
 
 
 def main() -> None:

@@ -56,6 +56,7 @@ TRAINABLE = [
     "WildFloat64Actions-v0",
     "WildRewardArray-v0",
     "WildTruncatesItself-v0",
+    "WildFloat64Image-v0",
 ]
 # id, extra flags, what the one line must say
 BAD_INPUT = [
@@ -194,6 +195,24 @@ def test_agents_of_float64_and_int64_envs_predict_on_observations_of_that_dtype(
     assert np.ndim(action) == 0 and env.action_space.contains(int(action))
     batch = agent.predict(np.stack([obs, obs, obs]), deterministic=True)
     assert batch.shape == (3,) and len(set(batch.tolist())) == 1  # deterministic: one action for one obs
+    env.close()
+
+
+def test_a_float64_channels_last_image_goes_through_the_cnn_in_bfloat16_too(trained, tmp_path, capsys):
+    code, run_dir = trained("WildFloat64Image-v0")
+    with open(os.path.join(run_dir, "agent.json")) as f:
+        assert code == 0 and json.load(f)["network"]["encoder"] == "nature-cnn"
+    run_dir = str(tmp_path / "bf16")
+    code, err, _, _ = run_cli(["train", "--env-id", PREFIX + "WildFloat64Image-v0", "--run-dir", run_dir, *TINY,
+                               "--precision", "bfloat16"], capsys)  # fmt: skip
+    assert code == 0 and err == []
+    with open(os.path.join(run_dir, "config.json")) as f:
+        assert json.load(f)["precision"] == "bfloat16"
+    metrics = read_lines(os.path.join(run_dir, "metrics.jsonl"))
+    assert all(np.isfinite(m["value_loss"]) and np.isfinite(m["policy_loss"]) for m in metrics)
+    env = gym.make(PREFIX + "WildFloat64Image-v0")
+    obs, _ = env.reset(seed=0)  # float64, (36, 36, 3), as the env gives it
+    assert env.action_space.contains(int(proxima.load(run_dir).predict(obs)))
     env.close()
 
 
