@@ -20,6 +20,7 @@ from importlib import resources
 from typing import Literal
 
 from proxima.algorithms import get_algorithm
+from proxima.encoders import PRECISIONS
 from proxima.errors import UserError
 
 # Keys that older config.json files hold but that are instructions, not settings: ignored when read.
@@ -209,7 +210,7 @@ class PPOArgs:
             raise UserError(
                 f"torch_threads must be 0 (automatic) or a positive integer, got {self.torch_threads}"
             )
-        if self.precision not in ("float32", "bfloat16", "auto"):
+        if self.precision not in (*PRECISIONS, "auto"):
             raise UserError(f"precision must be float32, bfloat16 or auto, got {self.precision!r}")
         for name in positive_ints:
             if getattr(self, name) < 1:
