@@ -131,6 +131,11 @@ class PPOArgs:
     """the maximum norm for the gradient clipping (0 turns clipping off)"""
     target_kl: float | None = None
     """stop an update's epochs early once the approximate KL exceeds this (off by default)"""
+    action_std_end: float | None = None
+    """Box actions: cap the Gaussian policy's standard deviation under a ceiling that falls from 1 (its initial
+    value) to this over the run, evenly in log std; the learned std may sit lower, never higher. The env clips
+    actions to their bounds, so a wider Gaussian costs the policy nothing there and its std tends to grow; the
+    ceiling keeps the late policy precise (BipedalWalker, docs/BENCHMARKS.md). Off by default"""
 
     # --- run: the run: seeding, devices, logging, evaluation, checkpoints
     exp_name: str = "ppo"
@@ -277,6 +282,10 @@ class PPOArgs:
             raise UserError("save_best needs evaluations during training: give --eval-every N as well")
         if self.target_kl is not None and not self.target_kl > 0:
             raise UserError(f"target_kl must be positive when given, got {self.target_kl}")
+        if self.action_std_end is not None and not self.action_std_end > 0:
+            raise UserError(
+                f"action_std_end must be a positive standard deviation when given, got {self.action_std_end}"
+            )
         if self.batch_size % self.num_minibatches:
             raise UserError(
                 f"num_minibatches={self.num_minibatches} does not divide the batch of num_envs x num_steps = "
@@ -301,7 +310,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "algorithm": (
         "algo", "total_timesteps", "learning_rate", "value_learning_rate", "anneal_lr", "num_steps", "gamma",
         "gae_lambda", "advantage", "num_minibatches", "update_epochs", "norm_adv", "clip_coef", "clip_vloss",
-        "ent_coef", "vf_coef", "max_grad_norm", "target_kl",
+        "ent_coef", "vf_coef", "max_grad_norm", "target_kl", "action_std_end",
     ),
     "run": (
         "exp_name", "seed", "torch_deterministic", "cuda", "torch_threads", "run_dir", "track",

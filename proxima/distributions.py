@@ -102,6 +102,11 @@ class DiagGaussianHead(nn.Module):
     def mode(self, mean: Tensor) -> Tensor:
         return mean
 
+    @torch.no_grad()
+    def cap_std(self, max_std: float) -> None:
+        """Lower every component's std that is above ``max_std`` to it (``--action-std-end``)."""
+        self.log_std.clamp_(max=math.log(max_std))
+
     def log_prob_entropy(self, mean: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
         z = (actions - mean) * (-self.log_std).exp()
         logprob = -(0.5 * z.square() + self.log_std + _HALF_LOG_2PI).sum(-1)

@@ -1,5 +1,8 @@
 """Continuous actions: the Gaussian head, action clipping, normalization that travels with the model."""
 
+import json
+import math
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -216,3 +219,37 @@ def test_trains_saves_and_evaluates_on_continuous_envs(env_id, tmp_path):
     assert agent.action_space.shape == gym.make(env_id).action_space.shape
     returns = proxima.evaluate(agent, 2, deterministic=True)
     assert returns.shape == (2,) and np.isfinite(returns).all()
+
+
+def test_cap_std_lowers_only_the_components_above_the_cap():
+    head = DiagGaussianHead(3)
+    with torch.no_grad():
+        head.log_std.copy_(torch.tensor([-2.0, 0.0, 0.5]))
+    head.cap_std(0.5)
+    torch.testing.assert_close(head.log_std.detach(), torch.tensor([-2.0, math.log(0.5), math.log(0.5)]))
+
+
+def test_action_std_end_caps_the_std_on_a_falling_schedule(tmp_path):
+    # A std ceiling falling evenly in log std from 1 to action_std_end: 0.1 ** (update / updates) after each update
+    run_dir = tmp_path / "run"
+    agent = proxima.train(env_id="Pendulum-v1", num_envs=4, num_steps=32, total_timesteps=4 * 32 * 5,
+                          action_std_end=0.1, ent_coef=0.1, run_dir=str(run_dir), quiet=True)  # fmt: skip
+    caps = [json.loads(line)["action_std_cap"] for line in open(run_dir / "metrics.jsonl")]
+    np.testing.assert_allclose(caps, [0.1 ** (k / 5) for k in range(1, 6)])
+    # the entropy bonus pushes the std up; the cap holds it at the last ceiling, 0.1
+    torch.testing.assert_close(agent.model.head.log_std.detach().exp(), torch.full((1,), 0.1))
+    assert json.loads((run_dir / "config.json").read_text())["action_std_end"] == 0.1
+
+
+def test_action_std_end_refuses_discrete_actions_and_bad_values_in_one_line(tmp_path, capsys):
+    from proxima.cli import main
+
+    run_dir = tmp_path / "run"
+    assert (
+        main(["train", "--env-id", "CartPole-v1", "--action-std-end", "0.1", "--run-dir", str(run_dir)]) == 2
+    )
+    err = capsys.readouterr().err.strip()
+    assert "--action-std-end" in err and "Discrete(2)" in err and "\n" not in err
+    assert not run_dir.exists()  # nothing half-written
+    assert main(["train", "--env-id", "Pendulum-v1", "--action-std-end", "0", "--run-dir", str(run_dir)]) == 2
+    assert "action_std_end must be a positive" in capsys.readouterr().err
