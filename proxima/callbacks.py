@@ -352,11 +352,25 @@ class ReportPage(Callback):
         self.cost = self.written - start
 
 
+class StdCap(Callback):
+    """``--action-std-end``: after each update, lower the Gaussian policy's std to a ceiling that falls from 1 to
+    ``end`` over the run, evenly in log std. First of the callbacks, so that evaluations and checkpoints see the
+    capped policy; the ceiling is logged as ``action_std_cap``."""
+
+    def __init__(self, end: float):
+        self.end = end
+
+    def on_update_end(self, run: Run, result: UpdateResult) -> None:
+        cap = self.end ** (run.update / run.args.num_updates)
+        run.model.head.cap_std(cap)
+        result.record["action_std_cap"] = cap
+
+
 def default_callbacks(run: Run, user: list[Callback] = ()) -> list[Callback]:
     """The built-in callbacks a run's settings ask for, in the order they must run, with ``user``'s after
     evaluation (so they see ``eval_return``) and before logging (so what they add to the record is logged)."""
     args = run.args
-    callbacks: list[Callback] = []
+    callbacks: list[Callback] = [StdCap(args.action_std_end)] if args.action_std_end is not None else []
     if args.eval_every:
         callbacks.append(Evaluation(args.eval_every, args.eval_episodes, args.stop_return, args.save_best))
     callbacks += list(user)

@@ -135,7 +135,8 @@ class PPOArgs:
     """Box actions: cap the Gaussian policy's standard deviation under a ceiling that falls from 1 (its initial
     value) to this over the run, evenly in log std; the learned std may sit lower, never higher. The env clips
     actions to their bounds, so a wider Gaussian costs the policy nothing there and its std tends to grow; the
-    ceiling keeps the late policy precise (BipedalWalker, docs/BENCHMARKS.md). Off by default"""
+    ceiling keeps the late policy precise (BipedalWalker, docs/BENCHMARKS.md). The fall spans --total-timesteps,
+    so a shorter run falls faster, and one stopped early by --stop-return ends above this. Off by default"""
 
     # --- run: the run: seeding, devices, logging, evaluation, checkpoints
     exp_name: str = "ppo"
@@ -282,9 +283,9 @@ class PPOArgs:
             raise UserError("save_best needs evaluations during training: give --eval-every N as well")
         if self.target_kl is not None and not self.target_kl > 0:
             raise UserError(f"target_kl must be positive when given, got {self.target_kl}")
-        if self.action_std_end is not None and not self.action_std_end > 0:
+        if self.action_std_end is not None and not 0 < self.action_std_end <= 1:
             raise UserError(
-                f"action_std_end must be a positive standard deviation when given, got {self.action_std_end}"
+                f"action_std_end must be a standard deviation in (0, 1], under the initial 1, got {self.action_std_end}"
             )
         if self.batch_size % self.num_minibatches:
             raise UserError(

@@ -12,6 +12,7 @@ import os
 import random
 import time
 
+import gymnasium as gym
 import numpy as np
 import torch
 
@@ -65,6 +66,11 @@ def train(
     envs = _make_envs(args, run_dir, device)
     try:
         check_spaces(obs_layout(envs), envs.single_action_space)
+        if args.action_std_end is not None and not isinstance(envs.single_action_space, gym.spaces.Box):
+            raise UserError(
+                f"--action-std-end caps a Gaussian policy's std, for Box action spaces; {args.env_id} has "
+                f"{envs.single_action_space}: drop --action-std-end"
+            )
         # config.json keeps what auto chose, so that a resume elsewhere computes as this run did
         args = _resolve_precision(args, envs, device)
         notes += _threads(args, envs)
@@ -166,11 +172,6 @@ class Run:
     def __init__(self, args: PPOArgs, envs, run_dir: str, device: torch.device):
         self.args, self.envs, self.run_dir, self.device = args, envs, run_dir, device
         self.model = ActorCritic(network_spec(args, envs), make_head(envs.single_action_space)).to(device)
-        if args.action_std_end is not None and not hasattr(self.model.head, "cap_std"):
-            raise UserError(
-                f"--action-std-end caps a Gaussian policy's std, for Box action spaces; {args.env_id} has "
-                f"{envs.single_action_space}"
-            )
         self.optimizer = make_adam(
             self.model.param_groups(args.learning_rate, args.value_learning_rate), args.learning_rate
         )
@@ -222,19 +223,12 @@ class Run:
         if self.scheduler is not None:
             self.scheduler.step()
         self.update += 1
-        std_cap = {}
-        if (
-            args.action_std_end is not None
-        ):  # 1 at the start, action_std_end at the end, even steps in log std
-            std_cap["action_std_cap"] = args.action_std_end ** (self.update / args.num_updates)
-            self.model.head.cap_std(std_cap["action_std_cap"])
         self.global_step += args.batch_size
         episode_returns, episode_lengths = buf.finished_episodes()
         target_std = batch.returns.std()
         record = {
             "global_step": self.global_step,
             "learning_rate": learning_rate,
-            **std_cap,
             **stats,
             "explained_variance": explained_variance(batch.values, batch.returns),
             "episodic_return": float(np.mean(episode_returns)) if episode_returns else None,

@@ -252,4 +252,4 @@ def test_action_std_end_refuses_discrete_actions_and_bad_values_in_one_line(tmp_
     assert "--action-std-end" in err and "Discrete(2)" in err and "\n" not in err
     assert not run_dir.exists()  # nothing half-written
     assert main(["train", "--env-id", "Pendulum-v1", "--action-std-end", "0", "--run-dir", str(run_dir)]) == 2
-    assert "action_std_end must be a positive" in capsys.readouterr().err
+    assert "action_std_end must be a standard deviation in (0, 1]" in capsys.readouterr().err
