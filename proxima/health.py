@@ -49,6 +49,7 @@ HEALTHY = {
     "clipfrac": "about 0.05 to 0.2; above 0.3 for several updates means the policy leaves the trust region",
     "explained_variance": "rises towards 1 as the critic learns; clearly below 0 for many updates means a broken critic",
     "learning_rate": "falls linearly to 0 with --anneal-lr, flat without",
+    "action_std_cap": "with --action-std-end: falls from 1 to that std, evenly in log std; the policy's std stays under it",
     "grad_norm": "steady, with clipping at --max-grad-norm taking the peaks; growing spikes mean instability",
     "sps": "flat after the first updates; dips are evaluations, checkpoints or other processes on the cores",
 }
