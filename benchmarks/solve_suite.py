@@ -59,7 +59,9 @@ def main() -> None:
         for seed in args.seeds:
             run_dir, wall, rss = solve(preset, seed, args.extra)
             steps = json.load(open(os.path.join(run_dir, "agent.json")))["global_step"]
-            out = subprocess.run([BIN, "eval", run_dir, "--episodes", "100", "--seed", str(seed),
+            best = os.path.join(run_dir, "best")  # with save_best, proxima solve scores the best agent too
+            scored = best if os.path.isdir(best) else run_dir
+            out = subprocess.run([BIN, "eval", scored, "--episodes", "100", "--seed", str(seed),
                                   *(["--deterministic"] if deterministic else [])],
                                  check=True, capture_output=True, text=True).stdout  # fmt: skip
             mean, std = (float(x) for x in re.search(r"mean_return=(\S+) std_return=(\S+)", out).groups())

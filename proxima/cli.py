@@ -343,6 +343,14 @@ def cmd_solve(argv: list[str]) -> int:
     agent = train(args)
     trained = _process_seconds()
     steps = read_json(os.path.join(args.run_dir, "agent.json"))["global_step"]
+    scored = ""
+    best = os.path.join(args.run_dir, "best")
+    if args.save_best and os.path.isdir(best):  # PPO's policy can get worse late in a run: score the best one
+        from proxima.agent import load
+
+        agent = load(best)
+        scored = f" (scored: {best}, the best of the evaluations during training, from step "
+        scored += f"{read_json(os.path.join(best, 'agent.json'))['global_step']:,})"
     deterministic = task["solve"].get("deterministic", True)
     returns = evaluate(agent, SOLVE_EPISODES, deterministic=deterministic, seed=args.seed)
     threshold = task["solve"]["threshold"]
@@ -352,7 +360,7 @@ def cmd_solve(argv: list[str]) -> int:
     print(
         f"{env_id} {'solved' if solved else 'NOT solved'}: {returns.mean():.1f} ± {returns.std():.1f} over "
         f"{SOLVE_EPISODES} {'deterministic' if deterministic else 'sampled'} episodes of Gymnasium's env "
-        f"(threshold {threshold:g}), after {steps:,} steps; trained in {trained:.1f} s from process start "
+        f"(threshold {threshold:g}), after {steps:,} steps{scored}; trained in {trained:.1f} s from process start "
         f"({_process_seconds():.1f} s with the evaluation); run directory: {args.run_dir}"
     )
     return 0 if solved else 1
