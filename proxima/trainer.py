@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
+import shutil
 import time
 
 import gymnasium as gym
@@ -62,9 +63,11 @@ def train(
     run_dir = args.run_dir or default_run_dir(args)
     _check_run_dir_free(run_dir)
     device, notes = _setup(args)
-    # Built before the run directory, so a bad env id or unsupported space leaves nothing behind.
-    envs = _make_envs(args, run_dir, device)
+    existed, written, envs = os.path.isdir(run_dir), False, None
     try:
+        # Built before the run directory, so a bad env id or unsupported space leaves nothing behind (but
+        # --capture-video's recorder makes RUN_DIR/videos as it is built: removed below if the run never starts).
+        envs = _make_envs(args, run_dir, device)
         check_spaces(obs_layout(envs), envs.single_action_space)
         if args.action_std_end is not None and not isinstance(envs.single_action_space, gym.spaces.Box):
             raise UserError(
@@ -77,10 +80,16 @@ def train(
         run = Run(args, envs, run_dir, device)
         os.makedirs(run_dir, exist_ok=True)
         write_json(os.path.join(run_dir, "config.json"), args.to_json())
+        written = True
         run.notes += notes
         return loop(run, default_callbacks(run, callbacks or []))
     finally:
-        envs.close()
+        if envs is not None:
+            envs.close()
+        if not written:
+            shutil.rmtree(os.path.join(run_dir, "videos"), ignore_errors=True)
+            if not existed and os.path.isdir(run_dir) and not os.listdir(run_dir):
+                os.rmdir(run_dir)
 
 
 def resume(run_dir: str, quiet: bool = False, callbacks: list[Callback] | None = None) -> Agent:

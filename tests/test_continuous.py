@@ -2,6 +2,7 @@
 
 import json
 import math
+import signal
 
 import gymnasium as gym
 import numpy as np
@@ -9,9 +10,10 @@ import pytest
 import torch
 
 import proxima
+from proxima.callbacks import Callback
 from proxima.distributions import DiagGaussianHead, make_head
 from proxima.envs import env_actions, make_vec_env
-from proxima.errors import UserError
+from proxima.errors import TrainingInterrupted, UserError
 from proxima.networks import ActorCritic, NetworkSpec
 from proxima.normalization import Normalization, RunningMeanStd
 from proxima.rollout import RolloutCollector
@@ -241,6 +243,36 @@ def test_action_std_end_caps_the_std_on_a_falling_schedule(tmp_path):
     assert json.loads((run_dir / "config.json").read_text())["action_std_end"] == 0.1
 
 
+class _CtrlCAt(Callback):
+    def __init__(self, update: int):
+        self.update = update
+
+    def on_update_end(self, run, result) -> None:
+        if run.update == self.update:  # as a user's Ctrl-C: a checkpoint after this update, then a stop
+            signal.raise_signal(signal.SIGINT)
+
+
+def test_a_run_with_action_std_end_resumes_exactly(tmp_path):
+    # The ceiling depends only on the update count, which the checkpoint restores; native Pendulum resumes exactly
+    run = dict(env_id="Pendulum-v1", num_envs=4, num_steps=32, total_timesteps=4 * 32 * 6, action_std_end=0.1,
+               ent_coef=0.1, torch_threads=1, plot=False, quiet=True)  # fmt: skip
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    proxima.train(run_dir=str(whole), **run)
+    with pytest.raises(TrainingInterrupted):
+        proxima.train(run_dir=str(cut), callbacks=[_CtrlCAt(2)], **run)
+    assert len((cut / "metrics.jsonl").read_text().splitlines()) == 2
+    agent = proxima.train(resume=str(cut), quiet=True)
+    times = {"time_s", "sps"}
+    metrics = [
+        [{k: v for k, v in json.loads(line).items() if k not in times} for line in open(d / "metrics.jsonl")]
+        for d in (whole, cut)
+    ]
+    assert metrics[0] == metrics[1] and metrics[1][-1]["action_std_cap"] == pytest.approx(0.1)
+    weights = proxima.load(str(whole)).model.state_dict()
+    for key, value in agent.model.state_dict().items():
+        assert torch.equal(value, weights[key]), key
+
+
 def test_action_std_end_refuses_discrete_actions_and_bad_values_in_one_line(tmp_path, capsys):
     from proxima.cli import main
 
@@ -251,5 +283,9 @@ def test_action_std_end_refuses_discrete_actions_and_bad_values_in_one_line(tmp_
     err = capsys.readouterr().err.strip()
     assert "--action-std-end" in err and "Discrete(2)" in err and "\n" not in err
     assert not run_dir.exists()  # nothing half-written
+    # nor the folder --capture-video's recorder makes as the envs are built
+    argv = ["train", "--env-id", "CartPole-v1", "--env-backend", "gymnasium", "--capture-video"]
+    assert main([*argv, "--action-std-end", "0.1", "--run-dir", str(run_dir)]) == 2
+    assert "--action-std-end" in capsys.readouterr().err and not run_dir.exists()
     assert main(["train", "--env-id", "Pendulum-v1", "--action-std-end", "0", "--run-dir", str(run_dir)]) == 2
     assert "action_std_end must be a standard deviation in (0, 1]" in capsys.readouterr().err
