@@ -22,6 +22,7 @@ the built-in ones that log and checkpoint.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import threading
 import time
@@ -87,9 +88,15 @@ class Evaluation(Callback):
 
     state_key = "evaluation"
 
-    def __init__(self, every: int, episodes: int, stop_return: float | None = None, save_best: bool = False):
+    def __init__(
+        self, every: int, episodes: int, stop_return: float | None = None, save_best: bool = False,
+        rescore: int = 0, rescore_episodes: int = 100,
+    ):  # fmt: skip
         self.every, self.episodes, self.stop_return, self.save_best = every, episodes, stop_return, save_best
+        self.rescore, self.rescore_episodes = rescore, rescore_episodes
         self.best_return: float | None = None  # the eval_return of RUN_DIR/best
+        # [eval_return, global_step] of the agents kept for rescoring, best first
+        self.candidates: list[list] = []
         self.envs = None
 
     def on_train_start(self, run: Run) -> None:
@@ -115,20 +122,68 @@ class Evaluation(Callback):
             best_dir = os.path.join(run.run_dir, "best")
             os.makedirs(best_dir, exist_ok=True)
             run.agent.save(best_dir, global_step=run.global_step, eval_return=value)
+        if self.rescore and (len(self.candidates) < self.rescore or value > self.candidates[-1][0]):
+            self.keep_candidate(run, value)
         if self.stop_return is not None and value >= self.stop_return:
             run.console.message(f"stopping: eval_return {value:.1f} >= stop_return {self.stop_return}")
             return True
         return False
+
+    def keep_candidate(self, run: Run, value: float) -> None:
+        """Save the agent among the candidates for rescoring, dropping the one it pushes out of the K best."""
+        directory = self._candidate_dir(run, run.global_step)
+        os.makedirs(directory, exist_ok=True)
+        run.agent.save(directory, global_step=run.global_step, eval_return=value)
+        self.candidates.append([value, run.global_step])
+        self.candidates.sort(key=lambda c: -c[0])  # stable: among equal evaluations the earlier agent stays
+        for _, step in self.candidates[self.rescore :]:
+            shutil.rmtree(self._candidate_dir(run, step), ignore_errors=True)
+        del self.candidates[self.rescore :]
+
+    def on_train_end(self, run: Run) -> None:
+        if not self.rescore or not self.candidates:
+            return
+        from proxima.agent import Agent
+
+        scored = []
+        for value, step in self.candidates:
+            agent = Agent.load(self._candidate_dir(run, step), device=run.device)
+            returns = run_episodes(  # other episodes than the evaluations' (seed) and proxima eval's (args.seed)
+                agent.model, self.envs, self.rescore_episodes, deterministic=True, seed=self.seed + 1_000_000,
+                name=self.env_id,
+            )  # fmt: skip
+            scored.append(
+                {"global_step": step, "eval_return": value, "rescore_return": float(returns.mean())}
+            )
+        winner = max(scored, key=lambda c: c["rescore_return"])  # the first of equals: the higher evaluation
+        agent = Agent.load(self._candidate_dir(run, winner["global_step"]), device=run.device)
+        agent.save(
+            os.path.join(run.run_dir, "best"), global_step=winner["global_step"], eval_return=winner["eval_return"],
+            rescore_return=winner["rescore_return"], rescore_episodes=self.rescore_episodes, rescored=scored,
+        )  # fmt: skip
+        shutil.rmtree(os.path.join(run.run_dir, CANDIDATES))
+        run.console.message(
+            f"best: the agent of step {winner['global_step']:,}, {winner['rescore_return']:.1f} over "
+            f"{self.rescore_episodes} episodes, the highest of the {len(scored)} best evaluations rescored"
+        )
+
+    @staticmethod
+    def _candidate_dir(run: Run, step: int) -> str:
+        return os.path.join(run.run_dir, CANDIDATES, f"step-{step}")
 
     def close(self, run: Run) -> None:
         if self.envs is not None:
             self.envs.close()
 
     def state_dict(self) -> dict:
-        return {"best_return": self.best_return}
+        return {"best_return": self.best_return, "candidates": self.candidates}
 
     def load_state_dict(self, state: dict) -> None:
         self.best_return = state["best_return"]
+        self.candidates = state.get("candidates", [])  # checkpoints before --rescore-best have none
+
+
+CANDIDATES = "candidates"  # RUN_DIR/candidates: the agents --rescore-best scores at the end
 
 
 class Health(Callback):
@@ -372,7 +427,10 @@ def default_callbacks(run: Run, user: list[Callback] = ()) -> list[Callback]:
     args = run.args
     callbacks: list[Callback] = [StdCap(args.action_std_end)] if args.action_std_end is not None else []
     if args.eval_every:
-        callbacks.append(Evaluation(args.eval_every, args.eval_episodes, args.stop_return, args.save_best))
+        rescore = {"rescore": args.rescore_best, "rescore_episodes": args.rescore_episodes}
+        callbacks.append(
+            Evaluation(args.eval_every, args.eval_episodes, args.stop_return, args.save_best, **rescore)
+        )
     callbacks += list(user)
     discrete = run.model.head.discrete
     monitor = HealthMonitor(

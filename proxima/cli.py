@@ -348,9 +348,11 @@ def cmd_solve(argv: list[str]) -> int:
     if args.save_best and os.path.isdir(best):  # PPO's policy can get worse late in a run: score the best one
         from proxima.agent import load
 
-        agent = load(best)
-        scored = f" (scored: {best}, the best of the evaluations during training, from step "
-        scored += f"{read_json(os.path.join(best, 'agent.json'))['global_step']:,})"
+        agent, meta = load(best), read_json(os.path.join(best, "agent.json"))
+        chosen = "the best of the evaluations during training"
+        if "rescore_return" in meta:
+            chosen = f"the highest of the {len(meta['rescored'])} best evaluations rescored on {meta['rescore_episodes']} episodes"
+        scored = f" (scored: {best}, {chosen}, from step {meta['global_step']:,})"
     deterministic = task["solve"].get("deterministic", True)
     returns = evaluate(agent, SOLVE_EPISODES, deterministic=deterministic, seed=args.seed)
     threshold = task["solve"]["threshold"]

@@ -168,6 +168,12 @@ class PPOArgs:
     save_best: bool = False
     """also keep the agent with the best eval_return so far in RUN_DIR/best (needs --eval-every); the run
     directory itself always holds the final agent"""
+    rescore_best: int = 0
+    """with --save-best: also keep the agents of the K best evaluations, score each of them at the end of
+    training on --rescore-episodes more fresh episodes, and keep the highest in RUN_DIR/best (a few evaluation
+    episodes cannot see a policy that fails now and then; 0: off)"""
+    rescore_episodes: int = 100
+    """episodes per agent for --rescore-best, seeded apart from the evaluations' and `proxima eval`'s"""
     checkpoint_every: int = 10
     """save the whole training state to RUN_DIR/checkpoint.safetensors every this many updates (0: only at the
     end and on Ctrl-C), so that `--resume` can continue the run after a crash"""
@@ -281,6 +287,13 @@ class PPOArgs:
             raise UserError("stop_return needs evaluations during training: give --eval-every N as well")
         if self.save_best and not self.eval_every:
             raise UserError("save_best needs evaluations during training: give --eval-every N as well")
+        if self.rescore_best < 0 or self.rescore_episodes < 1:
+            raise UserError(
+                f"rescore_best must be 0 (off) or a number of agents and rescore_episodes positive, got "
+                f"{self.rescore_best} and {self.rescore_episodes}"
+            )
+        if self.rescore_best and not self.save_best:
+            raise UserError("rescore_best chooses the agent in RUN_DIR/best: give --save-best as well")
         if self.target_kl is not None and not self.target_kl > 0:
             raise UserError(f"target_kl must be positive when given, got {self.target_kl}")
         if self.action_std_end is not None and not 0 < self.action_std_end <= 1:
@@ -316,7 +329,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "run": (
         "exp_name", "seed", "torch_deterministic", "cuda", "torch_threads", "run_dir", "track",
         "wandb_project_name", "wandb_entity", "eval_every", "eval_episodes", "stop_return", "save_best",
-        "checkpoint_every", "plot", "report", "quiet",
+        "rescore_best", "rescore_episodes", "checkpoint_every", "plot", "report", "quiet",
     ),
 }  # fmt: skip
 

@@ -171,6 +171,73 @@ def test_save_best_keeps_the_best_evaluated_agent(tmp_path):
     assert evaluation.evaluate(best.model).mean() == max(evals)
 
 
+RESCORED = dict(env_backend="native", num_envs=8, num_steps=64, total_timesteps=8 * 64 * 12, eval_every=2,
+                eval_episodes=8, save_best=True, rescore_best=3, rescore_episodes=20, learning_rate=1e-3,
+                torch_threads=1, plot=False, quiet=True)  # fmt: skip
+
+
+def test_rescore_best_keeps_the_highest_of_the_best_evaluations_rescored(tmp_path):
+    import json
+
+    from proxima.callbacks import Evaluation
+    from proxima.evaluate import run_episodes
+
+    run = tmp_path / "run"
+    proxima.train(run_dir=str(run), **RESCORED)
+    evals = [
+        (m["eval_return"], m["global_step"])
+        for m in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())
+        if "eval_return" in m
+    ]
+    saved = json.loads((run / "best" / "agent.json").read_text())
+    # the candidates are the three best evaluations (the earlier of equals), and they alone
+    top = sorted(evals, key=lambda e: -e[0])[:3]
+    assert [(c["eval_return"], c["global_step"]) for c in saved["rescored"]] == top
+    winner = max(saved["rescored"], key=lambda c: c["rescore_return"])
+    assert (saved["global_step"], saved["rescore_return"]) == (
+        winner["global_step"],
+        winner["rescore_return"],
+    )
+    assert saved["rescore_episodes"] == 20 and not (run / "candidates").exists()
+    # RUN_DIR/best is that agent: on the rescoring's 20 episodes it gives the recorded number back, and those
+    # episodes are not the evaluations' (whose starting states are seeded apart)
+    best = proxima.load(str(run / "best"))
+    evaluation = Evaluation(every=1, episodes=8)
+    evaluation.open(proxima.PPOArgs(env_backend="native"), best.device)
+    returns = run_episodes(
+        best.model, evaluation.envs, 20, deterministic=True, seed=evaluation.seed + 1_000_000
+    )
+    assert returns.mean() == saved["rescore_return"]
+    assert evaluation.seed + 1_000_000 != evaluation.seed != proxima.PPOArgs().seed
+
+
+def test_rescore_best_resumes_exactly_and_needs_save_best(tmp_path):
+    import json
+    import signal
+
+    from proxima.callbacks import Callback
+    from proxima.errors import TrainingInterrupted
+
+    class CtrlCAt(Callback):
+        def on_update_end(self, run, result) -> None:
+            if run.update == 7:  # as a user's Ctrl-C: a checkpoint after this update, then a stop
+                signal.raise_signal(signal.SIGINT)
+
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    proxima.train(run_dir=str(whole), **RESCORED)
+    with pytest.raises(TrainingInterrupted):
+        proxima.train(run_dir=str(cut), callbacks=[CtrlCAt()], **RESCORED)
+    assert len(list((cut / "candidates").iterdir())) == 3  # kept on disk for the resumed run
+    proxima.train(resume=str(cut), quiet=True)
+    assert json.loads((whole / "best" / "agent.json").read_text()) == json.loads(
+        (cut / "best" / "agent.json").read_text()
+    )
+    with pytest.raises(UserError, match="rescore_best chooses the agent in RUN_DIR/best: give --save-best"):
+        proxima.train(eval_every=2, rescore_best=3)
+    with pytest.raises(UserError, match="rescore_best must be 0 .off. or a number of agents"):
+        proxima.train(eval_every=2, save_best=True, rescore_best=-1)
+
+
 # env id -> (sampler of random states, sampler of random actions, native action as a tensor)
 def _uniform(rng, low, high):
     return lambda n: rng.uniform(low, high, size=(n, len(low)))
