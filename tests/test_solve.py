@@ -72,17 +72,22 @@ def test_proxima_solve_cartpole_end_to_end(tmp_path):
     assert f"after {steps:,} steps" in line and steps < 300_000  # stopped early, once solved
 
 
+RESCORED = ["--rescore-best", "2", "--rescore-episodes", "10"]
+
+
 @pytest.mark.slow
-def test_proxima_solve_scores_the_best_agent_when_the_run_keeps_one(tmp_path, capsys):
+@pytest.mark.parametrize("rescore", [[], RESCORED], ids=["best-evaluation", "rescored"])
+def test_proxima_solve_scores_the_best_agent_when_the_run_keeps_one(rescore, tmp_path, capsys):
     run_dir = tmp_path / "run"
     code = main(["solve", "CartPole-v1", "--seed", "1", "--run-dir", str(run_dir), "--quiet", "--torch-threads", "1",
-                 "--save-best"])  # fmt: skip
+                 "--save-best", *rescore])  # fmt: skip
     line = capsys.readouterr().out.strip().splitlines()[-1]
-    best_step = json.loads((run_dir / "best" / "agent.json").read_text())["global_step"]
-    assert (
-        f"(scored: {run_dir / 'best'}, the best of the evaluations during training, from step {best_step:,})"
-        in line
-    )
+    best = json.loads((run_dir / "best" / "agent.json").read_text())
+    chosen = "the best of the evaluations during training"
+    if rescore:
+        chosen = "the highest of the 2 best evaluations rescored on 10 episodes"
+        assert len(best["rescored"]) == 2 and best["rescore_episodes"] == 10
+    assert f"(scored: {run_dir / 'best'}, {chosen}, from step {best['global_step']:,})" in line
     assert code == 0 and float(line.split(": ")[1].split(" ")[0]) >= 475
     assert json.loads((run_dir / "eval.json").read_text())["solved"] is True
 
