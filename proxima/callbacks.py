@@ -145,9 +145,9 @@ class Evaluation(Callback):
             return
         from proxima.agent import Agent
 
-        scored = []
+        scored, agents = [], {}
         for value, step in self.candidates:
-            agent = Agent.load(self._candidate_dir(run, step), device=run.device)
+            agents[step] = agent = Agent.load(self._candidate_dir(run, step), device=run.device)
             returns = run_episodes(  # other episodes than the evaluations' (seed) and proxima eval's (args.seed)
                 agent.model, self.envs, self.rescore_episodes, deterministic=True, seed=self.seed + 1_000_000,
                 name=self.env_id,
@@ -156,8 +156,7 @@ class Evaluation(Callback):
                 {"global_step": step, "eval_return": value, "rescore_return": float(returns.mean())}
             )
         winner = max(scored, key=lambda c: c["rescore_return"])  # the first of equals: the higher evaluation
-        agent = Agent.load(self._candidate_dir(run, winner["global_step"]), device=run.device)
-        agent.save(
+        agents[winner["global_step"]].save(
             os.path.join(run.run_dir, "best"), global_step=winner["global_step"], eval_return=winner["eval_return"],
             rescore_return=winner["rescore_return"], rescore_episodes=self.rescore_episodes, rescored=scored,
         )  # fmt: skip
