@@ -60,6 +60,20 @@ def resolve_precision(requested: str, device: torch.device) -> str:
     return "bfloat16" if native_bfloat16(device) else "float32"
 
 
+def emulation_note(precision: str, device: torch.device) -> list[str]:
+    """A line for a run asked to compute in bf16 where the hardware cannot: emulated bf16 made a 256-sample
+    Atari minibatch step 9x slower than float32 on an AVX2 CPU (docs/BENCHMARKS.md), so say so at the start."""
+    if precision != "bfloat16" or native_bfloat16(device):
+        return []
+    hardware = (
+        "GPU (bf16 needs compute capability 8.0+)" if device.type == "cuda" else "CPU (no AVX512-BF16 or AMX)"
+    )
+    return [
+        f"note: --precision bfloat16 on a {hardware} is emulated: the convolutions run several times slower "
+        "than in float32; --precision float32 or auto avoids it"
+    ]
+
+
 def _conv_init(layer: nn.Conv2d | nn.Linear) -> nn.Module:
     """Orthogonal weights with gain sqrt(2) and zero biases (detail #2, as for the MLPs' hidden layers)."""
     nn.init.orthogonal_(layer.weight, np.sqrt(2))

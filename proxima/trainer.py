@@ -24,7 +24,7 @@ from proxima.algorithms import get_algorithm
 from proxima.callbacks import Callback, UpdateResult, default_callbacks
 from proxima.config import PPOArgs, resolve_args
 from proxima.distributions import make_head
-from proxima.encoders import check_spaces, encoder_for, resolve_precision
+from proxima.encoders import check_spaces, emulation_note, encoder_for, resolve_precision
 from proxima.envs import make_vec_env
 from proxima.envs.interface import obs_layout
 from proxima.errors import EnvError, NonFiniteError, UserError
@@ -76,7 +76,7 @@ def train(
             )
         # config.json keeps what auto chose, so that a resume elsewhere computes as this run did
         args = _resolve_precision(args, envs, device)
-        notes += _threads(args, envs)
+        notes += emulation_note(args.precision, device) + _threads(args, envs)
         run = Run(args, envs, run_dir, device)
         os.makedirs(run_dir, exist_ok=True)
         write_json(os.path.join(run_dir, "config.json"), args.to_json())
@@ -121,6 +121,7 @@ def resume(run_dir: str, quiet: bool = False, callbacks: list[Callback] | None =
     envs = _make_envs(args, run_dir, device, video_subdir=f"resumed-after-update-{meta['update']}")
     try:
         args = _resolve_precision(args, envs, device)  # a config.json written by hand may say auto
+        notes += emulation_note(args.precision, device)
         notes += _threads(args, envs, saved=meta.get("torch_threads"))
         run = Run(args, envs, run_dir, device)
         run.notes += notes

@@ -9,7 +9,7 @@ import torch
 
 import proxima
 from proxima import encoders
-from proxima.encoders import NatureCNN, encoder_for, resolve_precision
+from proxima.encoders import NatureCNN, emulation_note, encoder_for, resolve_precision
 from proxima.envs.probes import ProbeImageValue
 from proxima.spaces import ObsLayout
 
@@ -131,6 +131,20 @@ def test_auto_precision_is_bfloat16_only_where_the_hardware_computes_it(monkeypa
     cpuinfo.unlink()  # not Linux
     assert resolve_precision("auto", cpu) == "float32"
     assert resolve_precision("bfloat16", cpu) == "bfloat16" and resolve_precision("float32", cpu) == "float32"
+
+
+def test_bfloat16_where_the_hardware_emulates_it_is_said_at_the_start(monkeypatch, tmp_path, capsys):
+    cpu = torch.device("cpu")
+    monkeypatch.setattr(encoders, "native_bfloat16", lambda device: False)
+    assert emulation_note("float32", cpu) == []
+    proxima.train(
+        env_id="proxima/ProbeImagePolicy-v0", total_timesteps=256, num_steps=64, run_dir=str(tmp_path / "run"),
+        plot=False, precision="bfloat16",
+    )  # fmt: skip
+    shown = "".join(capsys.readouterr())
+    assert "note: --precision bfloat16 on a CPU (no AVX512-BF16 or AMX) is emulated" in shown
+    monkeypatch.setattr(encoders, "native_bfloat16", lambda device: True)
+    assert emulation_note("bfloat16", cpu) == []
 
 
 def test_a_run_saves_the_precision_auto_chose_and_its_agent_computes_in_it(monkeypatch, tmp_path):
