@@ -130,7 +130,7 @@ class Agent:
             raise UserError(
                 f"{run_dir}/{AGENT_JSON} is missing or has a bad field ({e}); the checkpoint is corrupt"
             ) from None
-        model = ActorCritic(spec, make_head(action_space))
+        model = ActorCritic(spec, make_head(action_space, spec.action_dist))
         path = os.path.join(run_dir, WEIGHTS)
         load_module_state(model, read_tensors(path), path)
         return cls(model.to(device).eval(), meta["env_id"], observation_space, action_space)

@@ -20,6 +20,7 @@ from importlib import resources
 from typing import Literal
 
 from proxima.algorithms import get_algorithm
+from proxima.distributions import ACTION_DISTS
 from proxima.encoders import PRECISIONS
 from proxima.errors import UserError
 
@@ -87,6 +88,10 @@ class PPOArgs:
     """the LSTM's hidden size (with --recurrent lstm)"""
     lstm_layers: int = 1
     """the number of stacked LSTM layers (with --recurrent lstm)"""
+    action_dist: Literal["gaussian", "beta"] = "gaussian"
+    """the policy's distribution over Box actions: gaussian (a diagonal Gaussian whose draws the env clips to the
+    bounds) or beta (a Beta per component, stretched to the bounds, which must be finite: every draw is a valid
+    action, and the log-probs are those of the actions taken). The other action spaces have one each"""
     precision: Literal["float32", "bfloat16", "auto"] = "float32"
     """what a CNN encoder's convolutions compute in: bfloat16 runs them under autocast (float32 weights,
     gradients, 512-unit layer, heads and losses); auto picks bfloat16 where the hardware computes it natively (a
@@ -296,6 +301,17 @@ class PPOArgs:
             raise UserError("rescore_best chooses the agent in RUN_DIR/best: give --save-best as well")
         if self.target_kl is not None and not self.target_kl > 0:
             raise UserError(f"target_kl must be positive when given, got {self.target_kl}")
+        if self.action_dist not in ACTION_DISTS:
+            raise UserError(f"action_dist must be one of {', '.join(ACTION_DISTS)}, got {self.action_dist!r}")
+        if self.action_dist == "beta" and self.action_std_end is not None:
+            raise UserError(
+                "--action-std-end caps a Gaussian's std; a Beta policy has none: drop one of them"
+            )
+        if self.action_dist == "beta" and self.rollout_workers:
+            raise UserError(
+                "--action-dist beta draws from torch's generator, and --rollout-workers gives each env its own "
+                "stream: drop one of them"
+            )
         if self.action_std_end is not None and not 0 < self.action_std_end <= 1:
             raise UserError(
                 f"action_std_end must be a standard deviation in (0, 1], under the initial 1, got {self.action_std_end}"
@@ -319,7 +335,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "network": (
         "hidden_sizes", "activation", "critic_hidden_sizes", "critic_activation", "shared_network",
         "norm_obs", "norm_reward", "norm_value", "clip_obs", "clip_reward", "recurrent", "lstm_hidden_size",
-        "lstm_layers", "precision",
+        "lstm_layers", "action_dist", "precision",
     ),
     "algorithm": (
         "algo", "total_timesteps", "learning_rate", "value_learning_rate", "anneal_lr", "num_steps", "gamma",

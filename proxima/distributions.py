@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 import gymnasium as gym
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -102,6 +103,10 @@ class DiagGaussianHead(nn.Module):
     def mode(self, mean: Tensor) -> Tensor:
         return mean
 
+    def mean_std(self, mean: Tensor) -> tuple[Tensor, Tensor]:
+        """The mean and standard deviation of each action component (for the continuous probe)."""
+        return mean, self.log_std.exp().expand_as(mean)
+
     @torch.no_grad()
     def cap_std(self, max_std: float) -> None:
         """Lower every component's std that is above ``max_std`` to it (``--action-std-end``)."""
@@ -112,6 +117,77 @@ class DiagGaussianHead(nn.Module):
         logprob = -(0.5 * z.square() + self.log_std + _HALF_LOG_2PI).sum(-1)
         entropy = (0.5 + _HALF_LOG_2PI + self.log_std).sum(-1).expand(mean.shape[:-1])
         return logprob, entropy
+
+
+class BetaHead(nn.Module):
+    """``--action-dist beta``: a Beta policy for a 1-D Box with finite bounds (Chou, Maturana and Scherer 2017).
+
+    Each component is Beta(alpha, beta) on (0, 1), stretched to [low, high]: every action lies inside the
+    bounds, so the env clips nothing and the log-probs are those of the actions the env receives. A Gaussian's
+    tails beyond the bounds are clipped to the same action, which the policy gradient cannot see. The actor
+    outputs two numbers per component, and alpha = 1 + softplus(.), beta = 1 + softplus(.) keep the density
+    unimodal. The deterministic action is the mean. Samples are Gamma draws from torch's generator, which
+    has no inverse CDF to feed per-env uniforms through, so ``--rollout-workers`` does not take this head.
+    """
+
+    action_dtype = torch.float32
+    discrete = False
+    EDGE = 1e-6  # a draw is kept this far inside (0, 1): float32 rounds steep draws onto the bounds, log 0
+
+    def __init__(self, low, high):
+        super().__init__()
+        low, high = torch.as_tensor(low, dtype=torch.float32), torch.as_tensor(high, dtype=torch.float32)
+        self.logits_dim = 2 * low.numel()
+        self.action_shape: tuple[int, ...] = (low.numel(),)
+        # derived from the action space, which agent.json records: not weights, not in model.safetensors
+        self.register_buffer("low", low, persistent=False)
+        self.register_buffer("scale", high - low, persistent=False)
+
+    def _concentrations(self, params: Tensor) -> tuple[Tensor, Tensor]:
+        alpha, beta = (1.0 + nn.functional.softplus(params)).chunk(2, dim=-1)
+        return alpha, beta
+
+    def _unit(self, actions: Tensor) -> Tensor:
+        return ((actions - self.low) / self.scale).clamp(self.EDGE, 1.0 - self.EDGE)
+
+    def sample(self, params: Tensor, uniforms: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        if uniforms is not None:
+            raise UserError("--action-dist beta draws from torch's generator; drop --rollout-workers")
+        alpha, beta = self._concentrations(params)
+        x = torch.distributions.Beta(alpha, beta, validate_args=False).sample()
+        actions = self.low + x.clamp(self.EDGE, 1.0 - self.EDGE) * self.scale
+        return actions, self._log_prob(alpha, beta, actions)
+
+    def mode(self, params: Tensor) -> Tensor:
+        alpha, beta = self._concentrations(params)
+        return self.low + alpha / (alpha + beta) * self.scale
+
+    def mean_std(self, params: Tensor) -> tuple[Tensor, Tensor]:
+        """The mean and standard deviation of each action component (for the continuous probe)."""
+        alpha, beta = self._concentrations(params)
+        total = alpha + beta
+        return self.mode(params), (alpha * beta / (total.square() * (total + 1.0))).sqrt() * self.scale
+
+    @staticmethod
+    def _log_beta_fn(alpha: Tensor, beta: Tensor) -> Tensor:
+        return torch.lgamma(alpha) + torch.lgamma(beta) - torch.lgamma(alpha + beta)
+
+    def _log_prob(self, alpha: Tensor, beta: Tensor, actions: Tensor) -> Tensor:
+        x = self._unit(actions)
+        # the density of the stretched action: the Beta's, divided by the scale in each component
+        log_p = (alpha - 1.0) * x.log() + (beta - 1.0) * torch.log1p(-x) - self._log_beta_fn(alpha, beta)
+        return (log_p - self.scale.log()).sum(-1)
+
+    def log_prob_entropy(self, params: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
+        alpha, beta = self._concentrations(params)
+        entropy = (
+            self._log_beta_fn(alpha, beta)
+            - (alpha - 1.0) * torch.digamma(alpha)
+            - (beta - 1.0) * torch.digamma(beta)
+            + (alpha + beta - 2.0) * torch.digamma(alpha + beta)
+            + self.scale.log()
+        )
+        return self._log_prob(alpha, beta, actions), entropy.sum(-1)
 
 
 class MultiCategoricalHead(nn.Module):
@@ -190,8 +266,22 @@ class BernoulliHead(nn.Module):
         return logprob, entropy
 
 
-def make_head(action_space: gym.Space) -> nn.Module:
-    """The head for an action space, or a ``UserError`` naming what is accepted."""
+ACTION_DISTS = ("gaussian", "beta")  # for a Box action space (--action-dist)
+
+
+def make_head(action_space: gym.Space, action_dist: str = "gaussian") -> nn.Module:
+    """The head for an action space, or a ``UserError`` naming what is accepted. ``action_dist``: the
+    distribution of a Box's actions (the other spaces have one each)."""
+    if action_dist not in ACTION_DISTS:
+        raise UserError(f"action_dist must be one of {', '.join(ACTION_DISTS)}, got {action_dist!r}")
+    box = isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1
+    if action_dist == "beta":
+        if not box or not (np.isfinite(action_space.low).all() and np.isfinite(action_space.high).all()):
+            raise UserError(
+                f"--action-dist beta needs a 1-D Box action space with finite bounds, got {action_space}; "
+                "drop it (gaussian)"
+            )
+        return BetaHead(action_space.low, action_space.high)
     # A Discrete's or MultiDiscrete's start is added on the way into the env (proxima.envs.interface.env_actions):
     # the heads work with indices from 0.
     if isinstance(action_space, gym.spaces.Discrete):

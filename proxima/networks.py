@@ -76,6 +76,7 @@ class NetworkSpec:
     lstm_hidden_size: int = 128
     lstm_layers: int = 1
     precision: str = "float32"  # what CNN encoders compute in (proxima.encoders.PRECISIONS)
+    action_dist: str = "gaussian"  # a Box's action distribution (proxima.distributions.ACTION_DISTS)
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -90,8 +91,9 @@ class NetworkSpec:
 
     def to_json(self) -> dict:
         data = asdict(self)
-        if data["precision"] == "float32":  # the default, left out: agents stay loadable by older proxima
-            del data["precision"]
+        for name, default in (("precision", "float32"), ("action_dist", "gaussian")):
+            if data[name] == default:  # the defaults, left out: agents stay loadable by older proxima
+                del data[name]
         return data
 
     @classmethod

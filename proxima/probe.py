@@ -31,6 +31,10 @@ class Probe:
     check: Callable[[ActorCritic, PPOArgs], tuple[str, str, bool]]  # -> (expected, learned, passed)
 
 
+# Settings of a Box action's policy: reset for every probe but "continuous", the only one whose actions are Box
+BOX_ONLY = {"action_dist": "gaussian", "action_std_end": None}
+
+
 def _query(model: ActorCritic, obs: list[float], episode: bool = False):
     """Values and logits of observations: each the first of its episode, or (``episode``) the steps of one
     episode in order, which only tells them apart for a recurrent agent's memory."""
@@ -88,10 +92,10 @@ def _policy(obs: list[float], best_actions: list[int], value: float, atol: float
     return check
 
 
-def _gaussian(model: ActorCritic, args: PPOArgs):
-    values, mean = _query(model, [0.0])
-    mean, std = mean.item(), model.head.log_std.exp().item()
-    implied = -(std**2) - (mean - 0.5) ** 2  # E[-(a - 0.5)^2] for a ~ N(mean, std^2)
+def _continuous(model: ActorCritic, args: PPOArgs):
+    values, params = _query(model, [0.0])
+    mean, std = (x.item() for x in model.head.mean_std(params))
+    implied = -(std**2) - (mean - 0.5) ** 2  # E[-(a - 0.5)^2] for any policy of that mean and std
     expected = "mean = 0.5 ± 0.1, std < 1, V(0) = -std² - (mean - 0.5)² ± 0.1"
     learned = f"mean = {mean:.4f}, std = {std:.4f}"
     passed = abs(mean - 0.5) <= 0.1 and std < 1.0
@@ -112,8 +116,8 @@ PROBES = [
           _policy([0.0], [1], 1.0, 1e-2)),
     Probe("5", "proxima/Probe5-v0", "the action that matches the observation", "batching or stale data", 30_000,
           _policy([0.0, 1.0], [0, 1], 1.0, 1e-2)),
-    Probe("continuous", "proxima/ProbeContinuous-v0", "a Gaussian's mean to a target of 0.5",
-          "Gaussian head: log-probs or log-std", 50_000, _gaussian),
+    Probe("continuous", "proxima/ProbeContinuous-v0", "a Gaussian's (or Beta's) mean to a target of 0.5",
+          "continuous head: log-probs or std", 50_000, _continuous),
 ]  # fmt: skip
 
 
@@ -268,6 +272,7 @@ def run_probes(
                 eval_every=0,
                 stop_return=None,
                 save_best=False,
+                **({} if probe.name == "continuous" else BOX_ONLY),
             ).validate()
             if not args.quiet:  # a probe takes seconds: say what is running
                 print(f"probe {probe.name}: {probe.tests}, {probe_args.total_timesteps} steps", flush=True)

@@ -181,7 +181,8 @@ class Run:
 
     def __init__(self, args: PPOArgs, envs, run_dir: str, device: torch.device):
         self.args, self.envs, self.run_dir, self.device = args, envs, run_dir, device
-        self.model = ActorCritic(network_spec(args, envs), make_head(envs.single_action_space)).to(device)
+        head = make_head(envs.single_action_space, args.action_dist)
+        self.model = ActorCritic(network_spec(args, envs), head).to(device)
         self.optimizer = make_adam(
             self.model.param_groups(args.learning_rate, args.value_learning_rate), args.learning_rate
         )
@@ -319,7 +320,7 @@ def network_spec(args: PPOArgs, envs) -> NetworkSpec:
     layout = obs_layout(envs)
     return NetworkSpec(
         obs_dim=int(np.prod(layout.shape)),
-        logits_dim=make_head(envs.single_action_space).logits_dim,
+        logits_dim=make_head(envs.single_action_space, args.action_dist).logits_dim,
         hidden_sizes=args.hidden_sizes,
         activation=args.activation,
         shared=args.shared_network,
@@ -335,6 +336,7 @@ def network_spec(args: PPOArgs, envs) -> NetworkSpec:
         lstm_hidden_size=args.lstm_hidden_size,
         lstm_layers=args.lstm_layers,
         precision=args.precision,
+        action_dist=args.action_dist,
         encoder=encoder_for(layout),
         obs_shape=tuple(layout.shape),
         obs_layout=layout.to_json() if layout.packed else None,
