@@ -296,7 +296,8 @@ def test_action_std_end_refuses_discrete_actions_and_bad_values_in_one_line(tmp_
 
 def test_beta_log_prob_and_entropy_match_torch_distributions_on_the_stretched_bounds():
     torch.manual_seed(0)
-    space = gym.spaces.Box(np.array([-2.0, 0.0]), np.array([2.0, 0.5]), dtype=np.float64)  # as envs in the wild
+    # float64 bounds, as envs in the wild have them
+    space = gym.spaces.Box(np.array([-2.0, 0.0]), np.array([2.0, 0.5]), dtype=np.float64)
     head = make_head(space, "beta")
     assert isinstance(head, BetaHead) and head.logits_dim == 4 and head.action_shape == (2,)
     params = torch.randn(8, 4) * 2
