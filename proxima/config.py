@@ -20,7 +20,6 @@ from importlib import resources
 from typing import Literal
 
 from proxima.algorithms import get_algorithm
-from proxima.distributions import ACTION_DISTS
 from proxima.encoders import PRECISIONS
 from proxima.errors import UserError
 
@@ -301,8 +300,6 @@ class PPOArgs:
             raise UserError("rescore_best chooses the agent in RUN_DIR/best: give --save-best as well")
         if self.target_kl is not None and not self.target_kl > 0:
             raise UserError(f"target_kl must be positive when given, got {self.target_kl}")
-        if self.action_dist not in ACTION_DISTS:
-            raise UserError(f"action_dist must be one of {', '.join(ACTION_DISTS)}, got {self.action_dist!r}")
         if self.action_dist == "beta" and self.action_std_end is not None:
             raise UserError(
                 "--action-std-end caps a Gaussian's std; a Beta policy has none: drop one of them"
