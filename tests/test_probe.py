@@ -139,12 +139,15 @@ def test_run_level_flags_do_not_get_in_the_way(capsys, tmp_path):
 @pytest.mark.slow
 def test_the_box_only_settings_go_to_the_continuous_probe_alone(capsys):
     """A Beta policy (or a std cap) is a setting of Box actions: the continuous probe trains with it, and the
-    discrete probes of the same agent without it (bipedalwalker-fast's --action-std-end stopped them before)."""
+    discrete probes of the same agent without it (bipedalwalker-fast's, a std cap then and a Beta now, stopped
+    them before)."""
     code, out, rows = _probe(capsys, "--action-dist", "beta", "--probes", "4", "continuous")
     assert code == 0 and set(rows) == {"4", "continuous"}, out
     assert all("│ pass" in row for row in rows.values()), out
     code, out, rows = _probe(capsys, "--config", "bipedalwalker-fast", "--probes", "1")
     assert code == 0 and "│ n/a" in rows["1"] and "values are scaled" in rows["1"], out  # its reward scaling
+    code, out, rows = _probe(capsys, "--action-std-end", "0.1", "--probes", "1")
+    assert code == 0 and "│ pass" in rows["1"], out
 
 
 @pytest.mark.parametrize(

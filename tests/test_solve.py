@@ -101,9 +101,9 @@ LEARNS = [
     ("MountainCarContinuous-v0", None, "eval", 90, -30),
     ("Pendulum-v1", 40_960, "eval", -600, -1200),
     ("LunarLander-v3", 98_304, "train", 40, -180),  # 96 with 16 minibatches (-60 was the bar with 8)
-    # zero torques fall at -92, random actions -80 to -127; -20 measured (-94 with the std ceiling's whole fall
-    # squeezed into these 16 updates)
-    ("BipedalWalker-v3", 65_536, "eval", -60, -92),
+    # zero torques fall at -92, random actions -80 to -127; the Beta policy with its entropy bonus measured -15
+    # here (-93 at 65,536 steps, where the Gaussian it replaced measured -20)
+    ("BipedalWalker-v3", 102_400, "eval", -60, -92),
 ]
 
 
@@ -111,11 +111,6 @@ LEARNS = [
 @pytest.mark.parametrize("env_id, steps, measure, bar, random_score", LEARNS, ids=[t[0] for t in LEARNS])
 def test_fast_preset_learns_on_a_reduced_budget(env_id, steps, measure, bar, random_score, tmp_path):
     budget = {"total_timesteps": steps} if steps else {}
-    preset = read_preset(solve_presets()[env_id])
-    if steps and preset.get(
-        "action_std_end"
-    ):  # the std ceiling the whole run reaches at `steps`, not its end
-        budget["action_std_end"] = preset["action_std_end"] ** (steps / preset["total_timesteps"])
     run_dir = tmp_path / "run"
     agent = proxima.train(config=solve_presets()[env_id], seed=1, run_dir=str(run_dir), quiet=True,
                           torch_threads=1, **budget)  # fmt: skip
