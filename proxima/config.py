@@ -304,11 +304,6 @@ class PPOArgs:
             raise UserError(
                 "--action-std-end caps a Gaussian's std; a Beta policy has none: drop one of them"
             )
-        if self.action_dist == "beta" and self.rollout_workers:
-            raise UserError(
-                "--action-dist beta draws from torch's generator, and --rollout-workers gives each env its own "
-                "stream: drop one of them"
-            )
         if self.action_std_end is not None and not 0 < self.action_std_end <= 1:
             raise UserError(
                 f"action_std_end must be a standard deviation in (0, 1], under the initial 1, got {self.action_std_end}"

@@ -67,6 +67,37 @@ class CategoricalHead(nn.Module):
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 
+def standard_normal(u1: Tensor, u2: Tensor) -> Tensor:
+    """Box-Muller: uniforms in [0, 1), two of them per standard normal (``u1`` and ``u2`` of one shape)."""
+    return (-2.0 * (1.0 - u1).log()).sqrt() * torch.cos(2.0 * math.pi * u2)  # 1 - u1 is in (0, 1]
+
+
+GAMMA_TRIES = 6  # Marsaglia-Tsang proposals per Gamma draw from per-env uniforms (BetaHead)
+
+
+def gamma_from_uniforms(concentration: Tensor, uniforms: Tensor) -> Tensor:
+    """Gamma(concentration, 1) draws, each from its own ``3 * GAMMA_TRIES`` uniforms in [0, 1), for a
+    concentration of at least 1 (Marsaglia and Tsang 2000).
+
+    ``uniforms`` is ``(B, 3 * GAMMA_TRIES * n)`` for a ``(B, n)`` concentration. Each proposal takes three
+    uniforms (two for a normal z, one for the test); the draw is the first accepted proposal's d * v, with
+    d = a - 1/3 and v = (1 + z / sqrt(9 d))^3. Each proposal is accepted with probability above 0.95 at a >= 1,
+    so all six are rejected with probability below 0.05^6 (about 1.6e-8); then the draw is d, near the median.
+    A fixed number of uniforms per draw is what lets an env's stream alone decide its actions, whichever
+    worker holds it (``--rollout-workers``). Computed in float64; returns float64.
+    """
+    a = concentration.to(torch.float64)
+    u = uniforms.to(torch.float64).reshape(a.shape[0], GAMMA_TRIES, 3, a.shape[1])
+    d = (a - 1.0 / 3.0).unsqueeze(1)
+    z = standard_normal(u[:, :, 0], u[:, :, 1])
+    v = (1.0 + z / (9.0 * d).sqrt()) ** 3
+    # log of a uniform of exactly 0 is -inf: accepted, as a draw below every bound would be
+    accepted = (v > 0) & (u[:, :, 2].log() < 0.5 * z.square() + d - d * v + d * v.clamp_min(1e-300).log())
+    first = accepted.to(torch.int8).argmax(dim=1, keepdim=True)  # the first True along the tries
+    draws = (d * v).gather(1, first).squeeze(1)
+    return torch.where(accepted.any(dim=1), draws, d.squeeze(1))
+
+
 class DiagGaussianHead(nn.Module):
     """Diagonal Gaussian policy for a 1-D Box action space (continuous-control details #1-#3).
 
@@ -88,9 +119,8 @@ class DiagGaussianHead(nn.Module):
     def sample(self, mean: Tensor, uniforms: Tensor | None = None) -> tuple[Tensor, Tensor]:
         if uniforms is None:
             noise = torch.randn_like(mean)
-        else:  # Box-Muller: two uniforms per component give one standard normal
-            u1, u2 = 1.0 - uniforms[:, 0::2], uniforms[:, 1::2]  # u1 in (0, 1]
-            noise = ((-2.0 * u1.log()).sqrt() * torch.cos(2.0 * math.pi * u2)).to(mean.dtype)
+        else:
+            noise = standard_normal(uniforms[:, 0::2], uniforms[:, 1::2]).to(mean.dtype)
         actions = mean + noise * self.log_std.exp()
         # log N(a; mean, std) with (a - mean) / std = noise, summed over the components
         logprob = -(0.5 * noise.square() + self.log_std + _HALF_LOG_2PI).sum(-1)
@@ -126,8 +156,9 @@ class BetaHead(nn.Module):
     bounds, so the env clips nothing and the log-probs are those of the actions the env receives. A Gaussian's
     tails beyond the bounds are clipped to the same action, which the policy gradient cannot see. The actor
     outputs two numbers per component, and alpha = 1 + softplus(.), beta = 1 + softplus(.) keep the density
-    unimodal. The deterministic action is the mean. Samples are Gamma draws from torch's generator, which
-    has no inverse CDF to feed per-env uniforms through, so ``--rollout-workers`` does not take this head.
+    unimodal. The deterministic action is the mean. A sample is G_a / (G_a + G_b) for Gamma draws G_a and
+    G_b: from torch's generator in this process, or with ``--rollout-workers`` from each env's own uniforms
+    (``gamma_from_uniforms``).
     """
 
     action_dtype = torch.float32
@@ -151,12 +182,19 @@ class BetaHead(nn.Module):
         return ((actions - self.low) / self.scale).clamp(self.EDGE, 1.0 - self.EDGE)
 
     def sample(self, params: Tensor, uniforms: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        if uniforms is not None:
-            raise UserError("--action-dist beta draws from torch's generator; drop --rollout-workers")
         alpha, beta = self._concentrations(params)
-        x = torch.distributions.Beta(alpha, beta, validate_args=False).sample()
+        if uniforms is None:
+            x = torch.distributions.Beta(alpha, beta, validate_args=False).sample()
+        else:
+            gammas = gamma_from_uniforms(torch.cat([alpha, beta], dim=-1), uniforms)
+            g_alpha, g_beta = gammas.chunk(2, dim=-1)
+            x = (g_alpha / (g_alpha + g_beta)).to(alpha.dtype)
         actions = self.low + x.clamp(self.EDGE, 1.0 - self.EDGE) * self.scale
         return actions, self._log_prob(alpha, beta, actions)
+
+    @property
+    def noise_draws(self) -> int:
+        return 3 * GAMMA_TRIES * self.logits_dim  # two Gamma draws per component
 
     def mode(self, params: Tensor) -> Tensor:
         alpha, beta = self._concentrations(params)

@@ -141,7 +141,8 @@ class RolloutWorker:
         """Build the policy and the collector (whose first reset seeds env i with ``seed + i``); continue
         from ``state`` where one is given."""
         run = self.args
-        self.model = ActorCritic(NetworkSpec.from_json(spec), make_head(self.envs.single_action_space))
+        spec = NetworkSpec.from_json(spec)
+        self.model = ActorCritic(spec, make_head(self.envs.single_action_space, spec.action_dist))
         self.collector = SliceCollector(
             self.envs, run.num_steps, run.gamma, self.model, seed, self.offset, run.num_envs
         )

@@ -11,7 +11,7 @@ import torch
 
 import proxima
 from proxima.callbacks import Callback
-from proxima.distributions import BetaHead, DiagGaussianHead, make_head
+from proxima.distributions import GAMMA_TRIES, BetaHead, DiagGaussianHead, gamma_from_uniforms, make_head
 from proxima.envs import env_actions, make_vec_env
 from proxima.errors import TrainingInterrupted, UserError
 from proxima.networks import ActorCritic, NetworkSpec
@@ -332,6 +332,43 @@ def test_beta_samples_have_the_mean_and_spread_of_their_concentrations():
     assert x.var().item() == pytest.approx(8 / 252, abs=0.001)
 
 
+def test_gamma_draws_from_uniforms_have_the_moments_of_their_concentration_and_are_each_rows_own():
+    # Gamma(a, 1) has mean a and variance a; a = 1 is the slowest case of Marsaglia-Tsang (95% accepted)
+    torch.manual_seed(2)
+    concentration = torch.tensor([1.0, 2.5, 30.0]).expand(200_000, 3)
+    uniforms = torch.rand(200_000, 3 * GAMMA_TRIES * 3, dtype=torch.float64)
+    draws = gamma_from_uniforms(concentration, uniforms)
+    assert draws.dtype == torch.float64 and bool((draws > 0).all())
+    for k, a in enumerate((1.0, 2.5, 30.0)):
+        assert draws[:, k].mean().item() == pytest.approx(a, rel=0.01)
+        assert draws[:, k].var().item() == pytest.approx(a, rel=0.03)
+    # a row's draws depend on its own uniforms and concentrations only: the partition invariance of workers
+    rows = torch.tensor([5, 17, 4])
+    torch.testing.assert_close(
+        gamma_from_uniforms(concentration[rows], uniforms[rows]), draws[rows], rtol=0, atol=0
+    )
+
+
+def test_beta_samples_from_uniforms_follow_the_same_law_as_torch_samples():
+    head = make_head(gym.spaces.Box(-2.0, 2.0, (2,)), "beta")
+    inverse = lambda y: math.log(math.expm1(y))  # noqa: E731  softplus^-1: alpha = 1 + y
+    # component 0: Beta(1, 1) (uniform), component 1: Beta(6, 2.5)
+    params = torch.tensor([[inverse(1e-6), inverse(5.0), inverse(1e-6), inverse(1.5)]]).expand(100_000, 4)
+    assert head.noise_draws == 3 * GAMMA_TRIES * 4
+    torch.manual_seed(3)
+    ours, logprob = head.sample(params, torch.rand(100_000, head.noise_draws, dtype=torch.float64))
+    theirs, _ = head.sample(params)
+    assert ours.dtype == torch.float32 and bool((ours.abs() < 2).all())
+    torch.testing.assert_close(logprob, head.log_prob_entropy(params, ours)[0])
+    quantiles = torch.tensor([0.05, 0.25, 0.5, 0.75, 0.95])
+    for k in range(2):
+        torch.testing.assert_close(
+            ours[:, k].quantile(quantiles), theirs[:, k].quantile(quantiles), rtol=0, atol=0.03
+        )
+    # Beta(6, 2.5) on [-2, 2]: mean -2 + 4 * 6 / 8.5
+    assert ours[:, 1].mean().item() == pytest.approx(-2 + 24 / 8.5, abs=0.01)
+
+
 def test_beta_refuses_unbounded_or_non_box_spaces_and_the_options_it_cannot_take(tmp_path, capsys):
     from proxima.cli import main
 
@@ -343,7 +380,6 @@ def test_beta_refuses_unbounded_or_non_box_spaces_and_the_options_it_cannot_take
     for argv, says in (
         (["--env-id", "CartPole-v1", "--action-dist", "beta"], "Discrete(2)"),
         (["--env-id", "Pendulum-v1", "--action-dist", "beta", "--action-std-end", "0.1"], "--action-std-end"),
-        (["--env-id", "Pendulum-v1", "--action-dist", "beta", "--rollout-workers", "2"], "--rollout-workers"),
     ):
         assert main(["train", *argv, "--run-dir", str(run_dir)]) == 2
         err = capsys.readouterr().err.strip()

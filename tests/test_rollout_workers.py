@@ -98,6 +98,19 @@ def test_dict_observations_with_a_mask_on_workers_give_the_same_run_as_one_worke
 
 @pytest.mark.slow
 @needs_ray
+def test_a_beta_policy_on_one_or_two_workers_gives_the_same_run(ray_instance, tmp_path):
+    """The Beta's draws come from each env's own uniforms on workers (proxima.distributions.gamma_from_uniforms)."""
+    run = dict(env_id="Pendulum-v1", env_backend="native", action_dist="beta", num_envs=4, num_steps=64,
+               total_timesteps=1024, seed=1, plot=False, quiet=True, torch_threads=1)  # fmt: skip
+    for n in (1, 2):
+        proxima.train(**run, rollout_workers=n, run_dir=str(tmp_path / f"w{n}"))
+    assert len(_metrics(tmp_path / "w1")) == 4
+    assert _metrics(tmp_path / "w2") == _metrics(tmp_path / "w1")
+    assert _same_weights(tmp_path / "w1", tmp_path / "w2")
+
+
+@pytest.mark.slow
+@needs_ray
 def test_a_killed_actor_is_replaced_and_native_envs_continue_exactly(ray_instance, tmp_path, capsys):
     proxima.train(**RUN, rollout_workers=2, run_dir=str(tmp_path / "whole"))
     capsys.readouterr()
