@@ -95,6 +95,16 @@ def test_a_run_page_draws_every_chart_shows_values_on_hover_and_plays_its_video(
     for chart in charts:
         assert chart["drawn"] >= 1 and chart["filled"] == chart["series"] == 1, chart
         assert chart["coloured"] > 50, chart
+    # every y tick says its own value: a learning rate of order 1e-4 once had all its ticks labelled "0"
+    ticks = page.evaluate(
+        "() => window.proximaReport.charts.map(c => [c.key, c.u.axes[1]._splits, c.u.axes[1]._values])"
+    )
+    assert "learning_rate" in [key for key, _, _ in ticks]
+    for key, splits, labels in ticks:
+        assert len(set(labels)) == len(labels) == len(splits), (key, labels)
+        step = min(abs(b - a) for a, b in zip(splits, splits[1:], strict=False)) if len(splits) > 1 else 1
+        for value, label in zip(splits, labels, strict=True):
+            assert abs(float(label.replace(",", "")) - value) <= 0.01 * step, (key, value, label)
     for index in (0, 5):
         readout = hover(page, index)
         assert readout.startswith("step ") and any(ch.isdigit() for ch in readout.split()[-1]), readout
