@@ -5,7 +5,9 @@
 Each commit is exported to a temporary directory (``git archive``) and its ``proxima`` runs from there with this
 checkout's ``.venv``. ``metrics.jsonl`` (without ``time_s`` and ``sps``), ``episodes.jsonl`` and
 ``model.safetensors`` must be byte-identical; the script prints one line per run and exits 1 on any difference.
-``--keep DIR`` keeps the outputs of every run in DIR/<label>/<run>.
+``--keep DIR`` keeps the outputs of every run in DIR/<label>/<run>. ``--other-flags "FLAGS"`` adds train flags to
+OTHER's runs only: where a change of default is meant, the flag that restores the old one shows that nothing
+else changed (``--other-flags "--value-norm-horizon 0"``).
 """
 
 from __future__ import annotations
@@ -56,11 +58,22 @@ def export(commit: str | None, into: str) -> str:
     return into
 
 
-def run_all(tree: str, out: str) -> None:
+def run_all(tree: str, out: str, extra: list[str]) -> None:
     env = {**os.environ, "PYTHONPATH": tree}  # the exported proxima, not the checkout's editable install
     for name, flags in RUNS.items():
         run_dir = os.path.join(out, name)
-        cmd = [PYTHON, "-m", "proxima.cli", "train", *flags, "--run-dir", run_dir, "--quiet", "--no-plot"]
+        cmd = [
+            PYTHON,
+            "-m",
+            "proxima.cli",
+            "train",
+            *flags,
+            *extra,
+            "--run-dir",
+            run_dir,
+            "--quiet",
+            "--no-plot",
+        ]
         result = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True)
         if result.returncode != 0:
             sys.exit(f"{' '.join(cmd)} failed in {tree}:\n{result.stderr}")
@@ -89,6 +102,7 @@ def main() -> int:
     parser.add_argument("base", help="the commit to compare against")
     parser.add_argument("other", nargs="?", default=None, help="another commit (default: the work tree)")
     parser.add_argument("--keep", default=None, help="keep every run's outputs under this directory")
+    parser.add_argument("--other-flags", default="", help="train flags added to OTHER's runs only")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = args.keep or tmp
@@ -96,7 +110,7 @@ def main() -> int:
         for label, commit in (("base", args.base), ("other", args.other)):
             tree = export(commit, os.path.join(tmp, "tree-" + label))
             outputs[label] = os.path.join(root, label)
-            run_all(tree, outputs[label])
+            run_all(tree, outputs[label], args.other_flags.split() if label == "other" else [])
         failed = False
         for name in RUNS:
             diff = differences(os.path.join(outputs["base"], name), os.path.join(outputs["other"], name))

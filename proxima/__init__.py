@@ -6,6 +6,7 @@ from proxima.config import PPOArgs
 from proxima.envs import make_vec_env
 from proxima.errors import UserError
 from proxima.evaluate import evaluate
+from proxima.export import export
 from proxima.sweeps import resume_sweep, sweep
 from proxima.trainer import resume, train
 from proxima.version import __version__
@@ -16,6 +17,7 @@ __all__ = [
     "PPOArgs",
     "UserError",
     "evaluate",
+    "export",
     "load",
     "make_vec_env",
     "resume",

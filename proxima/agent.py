@@ -35,6 +35,9 @@ class Agent:
     ):
         self.model = model
         self.env_id = env_id
+        # How to make the env again besides its id, where there is more to it (docs/ENVS.md): "env_kwargs",
+        # "env_factory" (PPOArgs' fields), "module" (the module whose code registered a plain id).
+        self.env_source: dict = {}
         self.observation_space = observation_space
         self.action_space = action_space
         self.layout = model.spec.layout()
@@ -108,6 +111,7 @@ class Agent:
             "observation_space": space_to_json(self.observation_space),
             "action_space": space_to_json(self.action_space),
             "network": self.model.spec.to_json(),
+            **({"env_source": self.env_source} if self.env_source else {}),
             **extra,
         }
         write_json(os.path.join(directory, AGENT_JSON), meta)
@@ -133,7 +137,9 @@ class Agent:
         model = ActorCritic(spec, make_head(action_space, spec.action_dist))
         path = os.path.join(run_dir, WEIGHTS)
         load_module_state(model, read_tensors(path), path)
-        return cls(model.to(device).eval(), meta["env_id"], observation_space, action_space)
+        agent = cls(model.to(device).eval(), meta["env_id"], observation_space, action_space)
+        agent.env_source = meta.get("env_source", {})
+        return agent
 
 
 def load(run_dir: str, device: str | torch.device = "cpu") -> Agent:

@@ -13,10 +13,13 @@ A callback that has state to carry through ``--resume`` sets ``state_key`` and i
 ``state_dict()``/``load_state_dict()``; the checkpoint stores it as one component (``proxima.checkpoint``).
 ``run`` gives the parts: ``args``, ``model``, ``agent``, ``optimizer``, ``envs``, ``run_dir``, ``update``,
 ``global_step``, ``console`` (``console.message(text)`` prints above the progress bar) and ``logger``
-(set by ``Logging``).
+(set by ``Logging``). ``run.args`` is read-only; ``run.set(ent_coef=..., learning_rate=...)`` changes the
+settings that can change, from the next update on, and ``run.in_force`` holds their values (docs/TRAINING.md).
 
 Users pass their own to ``proxima.train(..., callbacks=[...])``; they run after ``Evaluation`` and before
-the built-in ones that log and checkpoint.
+the built-in ones that log and checkpoint. A callback that reads what the env reports sets ``info_keys``
+(``result.episode_infos``); one that changes the envs (a curriculum) calls ``run.envs.call`` and
+``run.envs.set_attr`` (docs/CALLBACKS.md).
 """
 
 from __future__ import annotations
@@ -33,11 +36,12 @@ import numpy as np
 import torch
 
 from proxima import checkpoint
-from proxima.envs import make_vec_env
+from proxima.envs import make_envs
+from proxima.envs.interface import InfoKeys, merge_info_keys
 from proxima.errors import NonFiniteError, TrainingInterrupted, UserError
 from proxima.evaluate import run_episodes
 from proxima.health import HealthMonitor, HealthWarning
-from proxima.logger import RunLogger, log_session
+from proxima.logger import RunLogger, info_number, log_session
 from proxima.report import REWRITE_S, write_report
 
 if TYPE_CHECKING:
@@ -54,12 +58,19 @@ class UpdateResult:
     return_spread: float  # std / mean |value target| of the batch
     value_spread: float  # std of the predicted values / std of the targets
     warnings: list[HealthWarning] = field(default_factory=list)  # filled by Health, shown and logged after
+    # The info at the end of each of episode_returns' episodes, in the same order ({} where the env gave
+    # none): the keys that --log-info and the callbacks' info_keys ask for, all of it if one asks for "all";
+    # [] when nobody asks, for then the rollout collects none.
+    episode_infos: list[dict] = field(default_factory=list)
 
 
 class Callback:
     """Base class: every hook does nothing. Override the ones you need."""
 
     state_key: str | None = None
+    # The info keys this callback reads in result.episode_infos: a tuple of keys, or "all" for the whole info
+    # dicts; () asks for none (docs/CALLBACKS.md).
+    info_keys: InfoKeys = ()
 
     def on_train_start(self, run: Run) -> None:
         pass
@@ -100,11 +111,14 @@ class Evaluation(Callback):
         self.envs = None
 
     def on_train_start(self, run: Run) -> None:
-        self.open(run.args, run.device)
+        self.open(run.args, run.device, run.env)
 
-    def open(self, args, device) -> None:
-        """The evaluation envs of a run with settings ``args``."""
-        self.envs = make_vec_env(args.env_id, self.episodes, backend=args.env_backend, device=device)
+    def open(self, args, device, env=None) -> None:
+        """The evaluation envs of a run with settings ``args`` (of ``env``, the run's env object, where given)."""
+        source = args.env_id if env is None else env
+        self.envs = make_envs(
+            source, self.episodes, env_kwargs=args.env_kwargs, backend=args.env_backend, device=device
+        )
         self.seed, self.env_id = args.seed + 1_000_000, args.env_id
 
     def evaluate(self, model) -> np.ndarray:
@@ -161,6 +175,7 @@ class Evaluation(Callback):
             rescore_return=winner["rescore_return"], rescore_episodes=self.rescore_episodes, rescored=scored,
         )  # fmt: skip
         shutil.rmtree(os.path.join(run.run_dir, CANDIDATES))
+        self.candidates = []  # a run continued to more steps (--total-timesteps) rescores its own agents
         run.console.message(
             f"best: the agent of step {winner['global_step']:,}, {winner['rescore_return']:.1f} over "
             f"{self.rescore_episodes} episodes, the highest of the {len(scored)} best evaluations rescored"
@@ -215,7 +230,9 @@ class Logging(Callback):
 
     state_key = "logging"
 
-    def __init__(self):
+    def __init__(self, log_info: tuple[str, ...] = ()):
+        self.info_keys = log_info  # --log-info: the mean of each at the episodes' ends, as info/KEY
+        self._info_said: set[str] = set()  # the keys whose problem was said once already
         self.resume_from: dict | None = None
         self.wandb_id: str | None = None
         self.wandb_run = None
@@ -232,10 +249,41 @@ class Logging(Callback):
 
     def on_update_end(self, run: Run, result: UpdateResult) -> None:
         self.global_step = run.global_step
+        if self.info_keys:
+            self._log_infos(run, result)
         self.logger.log_update(result.record, [w._asdict() for w in result.warnings])
         self.logger.log_episodes(run.global_step, result.episode_returns, result.episode_lengths)
         for warning in result.warnings:
             self.logger.text(f"health/{warning.kind}", warning.text, run.global_step)
+
+    def _log_infos(self, run: Run, result: UpdateResult) -> None:
+        """``info/KEY``: the mean of ``info[KEY]`` over the episodes that ended (None where none did, or none
+        gave a number). A key no ended episode had, or one that is not a number, is said once."""
+        infos = result.episode_infos
+        for key in self.info_keys:
+            values = [info[key] for info in infos if key in info]
+            numbers = [x for x in map(info_number, values) if x is not None]
+            result.record[f"info/{key}"] = float(np.mean(numbers)) if numbers else None
+            if key in self._info_said or not infos:
+                continue
+            if not values:
+                self._info_said.add(key)
+                seen = sorted({k for info in infos for k in info})
+                had = ", ".join(map(repr, seen)) if seen else "no keys"
+                reports = getattr(run.collector, "reports_infos", True)
+                where = "" if reports else "; this env backend reports no info"
+                run.console.message(
+                    f"note: --log-info {key}: none of the {len(infos)} episodes that ended in update "
+                    f"{run.update} had info[{key!r}] (they had {had}{where}); info/{key} stays empty until "
+                    "one does"
+                )
+            elif len(numbers) < len(values):
+                self._info_said.add(key)
+                bad = next(v for v in values if info_number(v) is None)
+                run.console.message(
+                    f"warning: --log-info {key}: info[{key!r}] is {type(bad).__name__} {bad!r:.40}, not a "
+                    f"number; info/{key} averages only the numbers (a bool counts as 0 or 1)"
+                )
 
     def close(self, run: Run) -> None:
         if self.logger is not None:
@@ -281,19 +329,22 @@ class Progress(Callback):
 
 
 class Checkpointing(Callback):
-    """``RUN_DIR/checkpoint.safetensors`` every ``every`` updates (0: only at the end), on Ctrl-C (then the
-    run stops with ``TrainingInterrupted``), and marked finished at the end. While training, Ctrl-C only
-    sets a flag, read after each update so that the checkpoint is taken at a clean boundary; a second Ctrl-C
-    interrupts at once, as usual."""
+    """``RUN_DIR/checkpoint.safetensors`` every ``every`` updates (0: only at the end), on Ctrl-C or SIGTERM
+    (then the run stops with ``TrainingInterrupted``), and marked finished at the end. While training, either
+    signal only sets a flag, read after each update so that the checkpoint is taken at a clean boundary; a
+    second one interrupts at once, as usual. SIGTERM is how cluster schedulers (SLURM, Kubernetes) stop a job,
+    with a grace period before they kill it."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
     def __init__(self, every: int):
         self.every = every
         self.hits: list[int] = []
-        self.previous = None
+        self.previous: dict = {}
 
     def on_train_start(self, run: Run) -> None:
         if threading.current_thread() is threading.main_thread():  # signals can only be caught there
-            self.previous = signal.signal(signal.SIGINT, self._handler)
+            self.previous = {signum: signal.signal(signum, self._handler) for signum in self.SIGNALS}
 
     def _handler(self, signum, frame) -> None:
         if self.hits:
@@ -304,15 +355,16 @@ class Checkpointing(Callback):
         if self.hits or (self.every and run.update % self.every == 0):
             checkpoint.save(run)
         if self.hits:
-            raise TrainingInterrupted(run.run_dir, run.update, run.args.num_updates)
+            raise TrainingInterrupted(run.run_dir, run.update, run.args.num_updates, self.hits[0])
 
     def on_train_end(self, run: Run) -> None:
         checkpoint.save(run, finished=True)  # there is nothing left to resume
 
     def close(self, run: Run) -> None:
-        if self.previous is not None:
-            signal.signal(signal.SIGINT, self.previous)
-            self.previous = None
+        for signum, previous in self.previous.items():
+            if previous is not None:  # None: not installed from Python, and not restorable from it
+                signal.signal(signum, previous)
+        self.previous = {}
 
 
 class LearningCurve(Callback):
@@ -440,7 +492,7 @@ def default_callbacks(run: Run, user: list[Callback] = ()) -> list[Callback]:
     )
     callbacks += [
         Health(monitor),
-        Logging(),
+        Logging(args.log_info),
         NonFiniteStop(),
         Progress(),
         Checkpointing(args.checkpoint_every),
@@ -452,6 +504,18 @@ def default_callbacks(run: Run, user: list[Callback] = ()) -> list[Callback]:
     if args.report:
         callbacks.append(ReportPage(REWRITE_S))
     return callbacks
+
+
+def wanted_infos(callbacks: list[Callback]) -> InfoKeys | None:
+    """What the callbacks' ``info_keys`` ask the rollout to collect (``Logging``'s are --log-info's); None:
+    nothing, and the envs step as if infos did not exist."""
+    for callback in callbacks:
+        keys = callback.info_keys
+        if not (keys == "all" or (isinstance(keys, tuple | list) and all(isinstance(k, str) for k in keys))):
+            raise UserError(
+                f'{type(callback).__name__}.info_keys is {keys!r}; give a tuple of info keys, or "all"'
+            )
+    return merge_info_keys(*(callback.info_keys for callback in callbacks))
 
 
 def _init_wandb(args, run_dir: str, run_id: str | None = None):

@@ -4,14 +4,13 @@ One safetensors file holds every tensor, and its header holds a JSON object with
 atomically, so the tensors and the counters that go with them can never come from two different moments.
 Nothing is pickled.
 
-The schema (version 2): each component of a run contributes its own ``state_dict()``, a tree of dicts
+The schema (version 3): each component of a run contributes its own ``state_dict()``, a tree of dicts
 whose leaves are tensors or JSON values. The run's components are the model (weights and normalization
-statistics), the optimizer, the LR schedule, the collector (the envs mid-episode, when they can be
-captured), and the RNGs; each stateful callback (health, logging's offsets, evaluation's best return, a
+statistics), the optimizer, the settings that change during training (``proxima.schedules``: the learning
+rate's schedule, and any other), the collector (the envs mid-episode, when they can be captured), and the RNGs; each stateful callback (health, logging's offsets, evaluation's best return, a
 user's own) is one more, under its ``state_key``. Tensor leaves are stored as ``COMPONENT/path/to/leaf``;
 the rest of each tree goes to the header under ``components``. Beside them the header holds the counters,
-the spaces and the schema version. A file of an unknown or newer version is refused; version 1 (the layout
-before this module existed) is upgraded on reading.
+the spaces and the schema version. A file of any other version is refused in one line.
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ if TYPE_CHECKING:
     from proxima.trainer import Run
 
 FILE = "checkpoint.safetensors"
-FORMAT, VERSION = "proxima-checkpoint", 2
+FORMAT, VERSION = "proxima-checkpoint", 3
 
 
 def _split(tree, path: str, tensors: dict[str, Tensor]):
@@ -97,12 +96,15 @@ def read(path: str) -> tuple[dict, dict]:
     tensors, meta = read_checkpoint(path)
     if meta.get("format") != FORMAT or not isinstance(meta.get("version"), int):
         raise UserError(f"{path} is not a proxima checkpoint")
-    if meta["version"] == 1:
-        tensors, meta = _upgrade_v1(tensors, meta)
     if meta["version"] != VERSION:
+        # Before 1.0 a checkpoint of another version is refused, not converted.
+        who = (
+            "a newer proxima wrote it: upgrade proxima"
+            if meta["version"] > VERSION
+            else ("an older proxima wrote it: finish the run with that version, or train it again")
+        )
         raise UserError(
-            f"{path} has checkpoint version {meta['version']}; this proxima reads versions 1 to {VERSION} "
-            "(a newer proxima wrote it: upgrade proxima to resume it)"
+            f"{path} has checkpoint version {meta['version']}; this proxima reads version {VERSION} only ({who})"
         )
     states = {name: _join(part, tensors, name) for name, part in meta["components"].items()}
     return meta, states
@@ -112,7 +114,7 @@ def load(run: Run, path: str, meta: dict, states: dict) -> None:
     """Restore every component of ``run`` and its callbacks from ``read``'s output."""
     for key, saved in meta["spaces"].items():
         current = run.spaces()["spaces"][key]
-        if {k: current.get(k) for k in saved} != saved:  # a version-1 file has no dtype: not compared
+        if current != saved:
             raise UserError(
                 f"{path} was written for another env: its {key} is {saved}, {run.args.env_id}'s is {current}"
             )
@@ -137,40 +139,3 @@ def last_checkpoint_note(run_dir: str, resumable: bool = True) -> str:
         return "no checkpoint had been written yet" + (", so it cannot be resumed" if resumable else "")
     note = f"the last good checkpoint, from update {meta['update']}, is {path}"
     return note + (f"; continue with: proxima train --resume {run_dir}" if resumable else "")
-
-
-def _upgrade_v1(tensors: dict[str, Tensor], meta: dict) -> tuple[dict[str, Tensor], dict]:
-    """A version-1 checkpoint (one flat layout, written by ``_Run.state_dict`` before this module) in the
-    version-2 schema."""
-    renamed = {}
-    for key, tensor in tensors.items():
-        head, _, rest = key.partition("/")
-        if head == "optimizer":
-            renamed[f"optimizer/state/{rest}"] = tensor
-        elif head == "rng":
-            renamed[f"rng/{rest}"] = tensor
-        else:  # model/..., collector/...
-            renamed[key] = tensor
-    health = meta["health"]
-    components = {
-        "model": {},
-        "optimizer": {"state": {}, "param_groups": meta["optimizer_groups"]},
-        "scheduler": meta["scheduler"],
-        "collector": {} if meta["envs_saved"] else None,
-        "rng": {"numpy": meta["numpy_rng"], "python": meta["python_rng"]},
-        "health": {k: health[k] for k in ("first_entropy", "streaks", "counts", "first_update")},
-        "logging": {"offsets": meta["logs"], "wandb_id": meta.get("wandb_id")},
-        "evaluation": {"best_return": meta.get("best_return")},
-    }
-    upgraded = {
-        "format": FORMAT,
-        "version": VERSION,
-        "update": meta["update"],
-        "global_step": meta["global_step"],
-        "elapsed_s": meta["elapsed_s"],
-        "torch_threads": meta.get("torch_threads"),
-        "finished": meta["finished"],
-        "spaces": {k: meta[k] for k in ("observation_space", "action_space")},
-        "components": components,
-    }
-    return renamed, upgraded

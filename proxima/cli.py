@@ -54,6 +54,8 @@ commands:
   solve   train ENV_ID with its fast preset until solved, then score it on Gymnasium's env (proxima solve --help)
   report  one self-contained HTML page of runs, a sweep or a comparison: proxima report RUN_DIR... (--help)
   presets list the presets that `proxima train --config NAME` accepts; `proxima presets NAME` shows one
+  export  write a trained agent's deterministic policy as one ONNX or TorchScript file (proxima export --help)
+  check-env  check that proxima will train on ENV_ID (or module:ID) and say what it will make of it
 """
 
 _TRUE, _FALSE = {"true", "1", "yes", "y", "on"}, {"false", "0", "no", "n", "off"}
@@ -126,6 +128,11 @@ class EvalArgs:
     """seed of the evaluation envs"""
     video: bool = False
     """record env 0's episodes as MP4 into RUN_DIR/eval-videos (needs the video extra)"""
+    env_id: str | None = None
+    """evaluate on this env instead of the run's: an id, or module:EnvName-v0 to import module first (the run's
+    env kwargs still apply unless --env-kwargs is given)"""
+    env_kwargs: Annotated[str | None, tyro.conf.arg(metavar="JSON")] = None
+    """keyword arguments of the env's constructor, as JSON, instead of the run's: --env-kwargs '{"size": 8}'"""
 
 
 # Instructions are not settings (not PPOArgs fields), but --help lists them with the flags: (metavar, help).
@@ -138,7 +145,7 @@ INSTRUCTIONS = {
     "resume": (
         "RUN_DIR",
         "continue the interrupted run in RUN_DIR from its last checkpoint, with its saved settings; only "
-        "--quiet may be given with it",
+        "--quiet and --total-timesteps N (continue it, finished or not, to N steps) may be given with it",
     ),
 }
 
@@ -165,6 +172,8 @@ def _sectioned(defaults: PPOArgs, instructions: dict[str, str | None]):
                 Annotated[hints[n], tyro.conf.arg(help=docs.get(n))],
                 dataclasses.field(default=getattr(defaults, n)),
             )
+            if n not in JSON_FIELDS
+            else _json_field(n, getattr(defaults, n), docs.get(n))
             for n in names
         ]
     sections["instructions"] = [
@@ -179,6 +188,18 @@ def _sectioned(defaults: PPOArgs, instructions: dict[str, str | None]):
         cls.__doc__ = about.get(group, "")
         made.append((group, tyro.conf.OmitArgPrefixes[cls], dataclasses.field(default_factory=cls)))
     return dataclasses.make_dataclass("train", made)
+
+
+# PPOArgs fields that hold a JSON object: a string flag on the command line, read by ``parse_env_kwargs``.
+JSON_FIELDS = ("env_kwargs",)
+
+
+def _json_field(name: str, default, doc: str | None):
+    import json
+
+    text = None if default is None else json.dumps(default)
+    hint = Annotated[str | None, tyro.conf.arg(metavar="JSON", help=doc)]
+    return name, hint, dataclasses.field(default=text)
 
 
 def parse_train_args(
@@ -198,7 +219,12 @@ def parse_train_args(
     defaults = resolve_args(config=given.get("config"), **({"algo": algo} if algo is not None else {}))
     parsed = dataclasses.asdict(_parse(_sectioned(defaults, given), argv, prog))
     parsed.pop("instructions")
-    return PPOArgs(**{name: value for group in parsed.values() for name, value in group.items()})
+    values = {name: value for group in parsed.values() for name, value in group.items()}
+    from proxima.config import parse_env_kwargs
+
+    for name in JSON_FIELDS:
+        values[name] = parse_env_kwargs(values[name], "--" + name.replace("_", "-"))
+    return PPOArgs(**values)
 
 
 @dataclass
@@ -207,6 +233,8 @@ class ResumeArgs:
     """the run directory to continue from its last checkpoint"""
     quiet: bool = False
     """no console output"""
+    total_timesteps: int | None = None
+    """continue the run, finished or not, to this many steps"""
 
 
 def cmd_train(argv: list[str]) -> int:
@@ -217,15 +245,16 @@ def cmd_train(argv: list[str]) -> int:
         others = [
             a
             for a in argv
-            if a.startswith("-") and a.split("=")[0] not in ("--resume", "--quiet", "--no-quiet")
+            if a.startswith("-")
+            and a.split("=")[0] not in ("--resume", "--quiet", "--no-quiet", "--total-timesteps")
         ]
         if others:
             raise UserError(
-                f"with --resume, only --quiet may be given (the run's config.json holds its settings), not "
-                f"{others[0]} (see proxima train --help)"
+                f"with --resume, only --quiet and --total-timesteps may be given (the run's config.json holds its "
+                f"settings), not {others[0]} (see proxima train --help)"
             )
         args = _parse(ResumeArgs, argv, "proxima train")
-        resume(args.resume, quiet=args.quiet)
+        resume(args.resume, quiet=args.quiet, total_timesteps=args.total_timesteps)
     else:
         train(parse_train_args(argv))
     return 0
@@ -373,23 +402,75 @@ SOLVE_EPISODES = 100
 
 def cmd_eval(argv: list[str]) -> int:
     from proxima.agent import load
+    from proxima.config import parse_env_kwargs
     from proxima.evaluate import evaluate, save_evaluation
 
     args = _parse(EvalArgs, argv, "proxima eval")
+    env_kwargs = parse_env_kwargs(args.env_kwargs)
     agent = load(args.run_dir)
     video_dir = os.path.join(args.run_dir, "eval-videos") if args.video else None
     returns = evaluate(
-        agent, args.episodes, deterministic=args.deterministic, seed=args.seed, video_dir=video_dir
-    )
+        agent, args.episodes, deterministic=args.deterministic, seed=args.seed, video_dir=video_dir,
+        env_id=args.env_id, env_kwargs=env_kwargs,
+    )  # fmt: skip
     videos = sorted(f for f in os.listdir(video_dir) if f.endswith(".mp4")) if video_dir else []
     save_evaluation(args.run_dir, returns, deterministic=args.deterministic, seed=args.seed,
                     videos=[os.path.join("eval-videos", f) for f in videos])  # fmt: skip
     print(
-        f"{agent.env_id}: mean_return={returns.mean():.2f} std_return={returns.std():.2f} "
+        f"{args.env_id or agent.env_id}: mean_return={returns.mean():.2f} std_return={returns.std():.2f} "
         f"episodes={len(returns)} deterministic={args.deterministic}"
     )
     if videos:
         print(f"videos: {', '.join(os.path.join(video_dir, f) for f in videos)}")
+    return 0
+
+
+@dataclass
+class ExportArgs:
+    run_dir: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="RUN_DIR")]
+    """the run directory written by `proxima train`"""
+    format: Annotated[str, tyro.conf.arg(metavar="onnx|torchscript")] = "onnx"
+    """onnx (run by onnxruntime, from any language; needs the export extra) or torchscript (torch.jit.load)"""
+    output: Annotated[str | None, tyro.conf.arg(metavar="FILE")] = None
+    """the file to write, and FILE.json beside it (default: RUN_DIR/policy.onnx or RUN_DIR/policy.pt)"""
+
+
+def cmd_export(argv: list[str]) -> int:
+    from proxima.export import export
+
+    args = _parse(ExportArgs, argv, "proxima export")
+    path = export(args.run_dir, args.format, args.output)
+    print(f"wrote {path} and {path}.json")
+    return 0
+
+
+@dataclass
+class CheckEnvArgs:
+    env_id: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="ENV_ID")]
+    """a registered id, or module:EnvName-v0 to import module (from the working directory too) first"""
+    env_kwargs: Annotated[str | None, tyro.conf.arg(metavar="JSON")] = None
+    """keyword arguments of the env's constructor, as JSON: --env-kwargs '{"size": 8}'"""
+    num_envs: int = 4
+    """the env count at which to choose the backend and take the random steps"""
+
+
+def cmd_check_env(argv: list[str]) -> int:
+    """Exit status 0 when proxima will train on the env, 2 when it will not (each problem on one line)."""
+    from proxima.checkenv import check_env
+    from proxima.config import parse_env_kwargs
+
+    args = _parse(CheckEnvArgs, argv, "proxima check-env")
+    report, warnings, problems = check_env(args.env_id, parse_env_kwargs(args.env_kwargs), args.num_envs)
+    print(f"{args.env_id}:")
+    for line in report:
+        print(f"  {line}")
+    for line in warnings:
+        print(f"warning: {line}")
+    for line in problems:
+        print(f"proxima check-env: error: {line}", file=sys.stderr)
+    if problems:
+        return 2
+    print(f"proxima will train on {args.env_id}")
     return 0
 
 
@@ -544,9 +625,10 @@ def cmd_sweep(argv: list[str]) -> int:
 
 
 def _sweep_interrupted(e: TrainingInterrupted, out: str) -> int:
-    """Ctrl-C in a local sweep's run: how to finish the sweep (not the run alone), and exit status 130."""
+    """Ctrl-C or SIGTERM in a local sweep's run: how to finish the sweep (not the run alone), and exit status
+    130 or 143."""
     print(f"proxima sweep: {e}; finish the sweep with: proxima sweep --resume {out}", file=sys.stderr)
-    return 130
+    return e.exit_status
 
 
 def _positive(given: dict[str, str], flag: str) -> int | None:
@@ -601,6 +683,8 @@ COMMANDS = {
     "probe": cmd_probe,
     "report": cmd_report,
     "sweep": cmd_sweep,
+    "export": cmd_export,
+    "check-env": cmd_check_env,
 }
 
 
@@ -610,6 +694,9 @@ def main(argv: list[str] | None = None) -> int:
         print(USAGE, end="")
         return 0
     command, rest = argv[0], argv[1:]
+    # `module:Env-v0` imports module from the working directory, as under `python -m` (docs/ENVS.md)
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, "")
     if command not in COMMANDS:
         print(
             f"proxima: error: unknown command {command!r}; accepted: {', '.join(COMMANDS)}", file=sys.stderr
@@ -631,7 +718,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"proxima {command}: {e}; continue it with: proxima train --resume {e.run_dir}", file=sys.stderr
         )
-        return 130
+        return e.exit_status
 
 
 if __name__ == "__main__":

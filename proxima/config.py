@@ -20,8 +20,9 @@ from importlib import resources
 from typing import Literal
 
 from proxima.algorithms import get_algorithm
-from proxima.encoders import PRECISIONS
+from proxima.encoders import PRECISIONS, class_path
 from proxima.errors import UserError
+from proxima.networks import check_activation
 
 # Keys that older config.json files hold but that are instructions, not settings: ignored when read.
 INSTRUCTIONS = ("config", "resume")
@@ -42,7 +43,15 @@ class PPOArgs:
 
     # --- env: the environment
     env_id: str = "CartPole-v1"
-    """the id of the environment: any registered Gymnasium id, or module:EnvName-v0 to import module first"""
+    """the id of the environment: any registered Gymnasium id, or module:EnvName-v0 to import module first (from
+    the working directory too); for an env given to train(env=...) as an object, a label that names it"""
+    env_kwargs: dict | None = None
+    """keyword arguments of the env's constructor, as JSON: --env-kwargs '{"size": 8}' (passed to gymnasium.make,
+    or to the function given as env=; the native backend takes none)"""
+    env_factory: str | None = None
+    """module:name of a class or function that returns the env, called with --env-kwargs once per env (instead of
+    --env-id); train(env=...) records it for an env object, or <lambda>, <functools.partial>, <VectorEnv>,
+    <callable> for one that config.json cannot name (give it again: proxima.resume(RUN_DIR, env=...)); docs/ENVS.md"""
     num_envs: int = 4
     """the number of parallel game environments"""
     env_backend: str = "auto"
@@ -58,15 +67,24 @@ class PPOArgs:
     every rollout (needs the ray extra; see the README's Ray section)"""
 
     # --- network: the networks and normalization
+    encoder: str = "auto"
+    """what turns observations into features for the MLPs: auto (flatten-mlp for vectors, nature-cnn for images,
+    multi-input for Dict and other spaces), the name of an encoder registered with
+    proxima.encoders.register_encoder, or a class as module:ClassName (from Python, the class itself);
+    docs/NETWORKS.md"""
     hidden_sizes: tuple[int, ...] = (64, 64)
     """hidden layer sizes of the policy network (and of the shared trunk with --shared-network); none: the heads
     are linear layers on the encoder's features (the Nature CNN's 512, as for Atari)"""
-    activation: Literal["tanh", "relu"] = "tanh"
-    """activation of the policy network's hidden layers"""
+    activation: str = "tanh"
+    """activation of the policy network's hidden layers: any torch.nn activation by name (tanh, relu, elu, gelu,
+    silu, leaky_relu, selu, softplus, mish, ...)"""
     critic_hidden_sizes: tuple[int, ...] | None = None
     """hidden layer sizes of the value network (default: the same as --hidden-sizes)"""
-    critic_activation: Literal["tanh", "relu"] | None = None
+    critic_activation: str | None = None
     """activation of the value network's hidden layers (default: the same as --activation)"""
+    layer_norm: bool = False
+    """a LayerNorm after each hidden Linear layer of the actor's, the critic's and the shared MLPs, before its
+    activation"""
     shared_network: bool = False
     """let the actor and critic share one hidden trunk instead of two separate networks"""
     norm_obs: bool = False
@@ -76,6 +94,10 @@ class PPOArgs:
     norm_value: bool = True
     """let the critic predict its targets standardized by their running mean and std (values stay in reward
     units); --no-norm-value gives seed 000's critic, which saturates on CartPole's returns of about 100"""
+    value_norm_horizon: int = 10
+    """with --norm-value: the value targets' statistics weigh each update's batch at least 1/N and forget older
+    batches geometrically (PopArt's moving average), so that the critic's scale follows the spread its targets
+    have now; 0: every target since the start counts equally (docs/HEALTH.md, explained_variance)"""
     clip_obs: float = 10.0
     """the bound of normalized observations"""
     clip_reward: float = 10.0
@@ -109,6 +131,9 @@ class PPOArgs:
     """give the value network its own optimizer with this learning rate (default: one optimizer for both)"""
     anneal_lr: bool = True
     """toggles linear learning-rate annealing to 0 over the run"""
+    learning_rate_end: float | None = None
+    """anneal the learning rate linearly to this instead of 0 over the run (--anneal-lr is this with 0; given,
+    it schedules the rate with or without --anneal-lr); docs/TRAINING.md"""
     num_steps: int = 128
     """the number of steps to run in each environment per policy rollout"""
     gamma: float = 0.99
@@ -125,10 +150,14 @@ class PPOArgs:
     """toggles per-minibatch advantage normalization"""
     clip_coef: float = 0.2
     """the surrogate clipping coefficient"""
+    clip_coef_end: float | None = None
+    """change the clipping coefficient linearly from --clip-coef to this over the run (None: constant)"""
     clip_vloss: bool = False
     """toggles the clipped value loss of the PPO paper"""
     ent_coef: float = 0.01
     """coefficient of the entropy"""
+    ent_coef_end: float | None = None
+    """change the entropy coefficient linearly from --ent-coef to this over the run (None: constant)"""
     vf_coef: float = 0.5
     """coefficient of the value function"""
     max_grad_norm: float = 0.5
@@ -156,6 +185,9 @@ class PPOArgs:
     save) and torch's default otherwise"""
     run_dir: str | None = None
     """where to write the run (default: runs/{env_id}__{exp_name}__{seed}__{unix time})"""
+    init_from: str | None = None
+    """start from the agent saved in this run directory (or RUN_DIR/best): its weights and normalization
+    statistics, with a fresh optimizer and counters; its spaces and network settings must be this run's"""
     track: bool = False
     """if toggled, this experiment will be tracked with Weights and Biases"""
     wandb_project_name: str = "mlab2_ppo"
@@ -186,6 +218,10 @@ class PPOArgs:
     report: bool = True
     """write RUN_DIR/report.html (proxima report: one self-contained page of the run) every 30 s while training
     and at the end; an open page reloads itself until the run ends"""
+    log_info: tuple[str, ...] = ()
+    """info keys whose mean at the episodes' ends (bools as 0/1) is logged each update as info/KEY, to
+    metrics.jsonl, TensorBoard (charts/info/KEY) and the report; Gymnasium-backend envs report infos, native
+    envs none (docs/CALLBACKS.md)"""
     quiet: bool = False
     """no console output (no progress bar or progress lines); the run directory still gets everything"""
 
@@ -214,20 +250,32 @@ class PPOArgs:
             raise UserError(
                 f"{source} has unknown settings {unknown}; the accepted names are PPOArgs' fields"
             )
-        tuples = {"hidden_sizes", "critic_hidden_sizes"}
-        data = {k: tuple(v) if k in tuples and v is not None else v for k, v in data.items()}
+        tuples = {"hidden_sizes", "critic_hidden_sizes", "log_info"}
+        data = {k: tuple(v) if k in tuples and isinstance(v, list | tuple) else v for k, v in data.items()}
         return cls(**data)
 
     def validate(self) -> PPOArgs:
         """Raise a ``UserError`` naming the first bad value and what is accepted; return self if all is well."""
         get_algorithm(self.algo)  # a UserError naming the accepted ones
         positive_ints = ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs")
+        if self.value_norm_horizon < 0:
+            raise UserError(
+                f"value_norm_horizon must be 0 (every target counts) or a positive number of updates, got {self.value_norm_horizon}"
+            )
         if self.torch_threads < 0:
             raise UserError(
                 f"torch_threads must be 0 (automatic) or a positive integer, got {self.torch_threads}"
             )
         if self.precision not in (*PRECISIONS, "auto"):
             raise UserError(f"precision must be float32, bfloat16 or auto, got {self.precision!r}")
+        if not isinstance(self.encoder, str) or not self.encoder:
+            raise UserError(
+                f"encoder must be auto, a registered encoder's name, module:ClassName or an nn.Module class, "
+                f"got {self.encoder!r}"
+            )  # which names exist and fit the env is known once the env is made (encoders.choose_encoder)
+        check_activation(self.activation)
+        if self.critic_activation is not None:
+            check_activation(self.critic_activation, "critic_activation")
         for name in positive_ints:
             if getattr(self, name) < 1:
                 raise UserError(f"{name} must be a positive integer, got {getattr(self, name)}")
@@ -260,6 +308,9 @@ class PPOArgs:
         for name in ("ent_coef", "vf_coef", "max_grad_norm"):
             if getattr(self, name) < 0:
                 raise UserError(f"{name} must be non-negative, got {getattr(self, name)}")
+        for name in ("learning_rate_end", "ent_coef_end", "clip_coef_end"):
+            if getattr(self, name) is not None and not getattr(self, name) >= 0:
+                raise UserError(f"{name} must be non-negative when given, got {getattr(self, name)}")
         if self.rollout_workers < 0 or (self.rollout_workers and self.num_envs % self.rollout_workers):
             raise UserError(
                 f"rollout_workers must be 0 (envs in this process) or a positive divisor of num_envs={self.num_envs}, "
@@ -298,6 +349,15 @@ class PPOArgs:
             )
         if self.rescore_best and not self.save_best:
             raise UserError("rescore_best chooses the agent in RUN_DIR/best: give --save-best as well")
+        if self.env_kwargs is not None and not (
+            isinstance(self.env_kwargs, dict) and all(isinstance(k, str) for k in self.env_kwargs)
+        ):
+            raise UserError(
+                f"env_kwargs must be a dict of the env constructor's keyword arguments, got {self.env_kwargs!r}"
+            )
+        keys = self.log_info
+        if isinstance(keys, str) or any(not isinstance(k, str) or not k.strip() for k in keys):
+            raise UserError(f"log_info must be a tuple of info keys such as ('success',), got {keys!r}")
         if self.target_kl is not None and not self.target_kl > 0:
             raise UserError(f"target_kl must be positive when given, got {self.target_kl}")
         if self.action_dist == "beta" and self.action_std_end is not None:
@@ -323,21 +383,22 @@ class PPOArgs:
 
 # Each group is one concern, in the order of PPOArgs' fields; ``--help`` shows one section per group.
 GROUPS: dict[str, tuple[str, ...]] = {
-    "env": ("env_id", "num_envs", "env_backend", "async_envs", "capture_video", "rollout_workers"),
+    "env": ("env_id", "env_kwargs", "env_factory", "num_envs", "env_backend", "async_envs", "capture_video", "rollout_workers"),
     "network": (
-        "hidden_sizes", "activation", "critic_hidden_sizes", "critic_activation", "shared_network",
-        "norm_obs", "norm_reward", "norm_value", "clip_obs", "clip_reward", "recurrent", "lstm_hidden_size",
+        "encoder", "hidden_sizes", "activation", "critic_hidden_sizes", "critic_activation", "layer_norm",
+        "shared_network", "norm_obs", "norm_reward", "norm_value", "value_norm_horizon", "clip_obs", "clip_reward", "recurrent", "lstm_hidden_size",
         "lstm_layers", "action_dist", "precision",
     ),
     "algorithm": (
-        "algo", "total_timesteps", "learning_rate", "value_learning_rate", "anneal_lr", "num_steps", "gamma",
-        "gae_lambda", "advantage", "num_minibatches", "update_epochs", "norm_adv", "clip_coef", "clip_vloss",
-        "ent_coef", "vf_coef", "max_grad_norm", "target_kl", "action_std_end",
+        "algo", "total_timesteps", "learning_rate", "value_learning_rate", "anneal_lr", "learning_rate_end",
+        "num_steps", "gamma", "gae_lambda", "advantage", "num_minibatches", "update_epochs", "norm_adv", "clip_coef",
+        "clip_coef_end", "clip_vloss", "ent_coef", "ent_coef_end", "vf_coef", "max_grad_norm", "target_kl",
+        "action_std_end",
     ),
     "run": (
-        "exp_name", "seed", "torch_deterministic", "cuda", "torch_threads", "run_dir", "track",
+        "exp_name", "seed", "torch_deterministic", "cuda", "torch_threads", "run_dir", "init_from", "track",
         "wandb_project_name", "wandb_entity", "eval_every", "eval_episodes", "stop_return", "save_best",
-        "rescore_best", "rescore_episodes", "checkpoint_every", "plot", "report", "quiet",
+        "rescore_best", "rescore_episodes", "checkpoint_every", "plot", "report", "log_info", "quiet",
     ),
 }  # fmt: skip
 
@@ -409,10 +470,32 @@ def resolve_args(args: PPOArgs | None = None, config: str | None = None, **overr
     if args is not None:
         if config is not None:
             raise UserError("give either a PPOArgs or a config preset to layer on the defaults, not both")
-        return dataclasses.replace(args, **overrides)
+        return _encoder_as_path(dataclasses.replace(args, **overrides))
     preset = load_preset(config) if config else {}
     algo = get_algorithm(overrides.get("algo", preset.get("algo", "ppo")))
-    return PPOArgs.from_json({**algo.defaults, **preset, **overrides})
+    return _encoder_as_path(PPOArgs.from_json({**algo.defaults, **preset, **overrides}))
+
+
+def _encoder_as_path(args: PPOArgs) -> PPOArgs:
+    """``encoder=`` given a class: its import path, which config.json and agent.json record."""
+    if isinstance(args.encoder, type):
+        return dataclasses.replace(args, encoder=class_path(args.encoder))
+    return args
+
+
+def parse_env_kwargs(text: str | None, flag: str = "--env-kwargs") -> dict | None:
+    """``--env-kwargs``' JSON object as a dict (None or empty text: none)."""
+    if text is None or not text.strip():
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise UserError(
+            f"{flag} must be a JSON object such as '{{\"size\": 8}}', got {text!r} ({e})"
+        ) from None
+    if not isinstance(value, dict):
+        raise UserError(f"{flag} must be a JSON object such as '{{\"size\": 8}}', got {text!r}")
+    return value
 
 
 def show_value(value) -> str:

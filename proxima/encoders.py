@@ -1,14 +1,17 @@
 """Observation encoders: the one place that knows what an observation looks like (docs/ARCHITECTURE.md).
 
 An encoder turns a batch of raw observations, in the observation space's own dtype, into float features;
-the actor's and critic's layers sit on top of it. The observation space picks the encoder
-(``encoder_for``), the name is saved in ``agent.json`` (``NetworkSpec.encoder``), and the training loop
-never asks what an observation is. Adding an observation kind (images, dicts) means registering an encoder
+the actor's and critic's layers sit on top of it. ``--encoder auto`` lets the observation space pick a
+built-in encoder (``encoder_for``); ``--encoder NAME`` picks a registered one and ``module:ClassName`` a user's
+class (``choose_encoder``). The name or path is saved in ``agent.json`` (``NetworkSpec.encoder``), and the
+training loop never asks what an observation is. Adding an observation kind (images, dicts) means registering an encoder
 here, not a branch in the loop.
 """
 
 from __future__ import annotations
 
+import importlib
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -231,7 +234,10 @@ register_encoder(
 
 
 def encoder_for(layout: ObsLayout) -> str:
-    """The name of the first registered encoder that supports the observations, or a ``UserError``."""
+    """The name of the first registered encoder that supports the observations, or a ``UserError``.
+
+    This is ``--encoder auto``: the built-ins are registered first, so it picks one of them wherever one
+    applies; an encoder registered later is picked by its name (``choose_encoder``)."""
     for encoder in ENCODERS.values():
         if encoder.supports(layout):
             return encoder.name
@@ -239,14 +245,123 @@ def encoder_for(layout: ObsLayout) -> str:
     raise UserError(f"observation space {layout.space} is not supported; proxima accepts {accepted}")
 
 
+# Encoder classes given as objects whose import path does not lead back to them (defined in __main__ or in a
+# function): this process can still build them; another one cannot (encoder_note says so at the start).
+_UNIMPORTABLE: dict[str, type] = {}
+
+
+def is_class_path(name: str) -> bool:
+    """``module:ClassName``, the form a user's encoder class is recorded in (a registered name has no colon)."""
+    return ":" in name
+
+
+def class_path(cls: type) -> str:
+    """``cls``'s import path, ``package.module:ClassName``, which config.json and agent.json record; a class that
+    importing the path would not give back is kept here, so that this process can still build it."""
+    if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
+        raise UserError(f"encoder must be an nn.Module class or an encoder's name, got {cls!r}")
+    path = f"{cls.__module__}:{cls.__qualname__}"
+    try:
+        found = _import_class(path)
+    except UserError:
+        found = None
+    if found is not cls:
+        _UNIMPORTABLE[path] = cls
+    return path
+
+
+def encoder_note(name: str) -> list[str]:
+    """A line for a run whose encoder class another process cannot import, said at the start."""
+    if name not in _UNIMPORTABLE:
+        return []
+    return [
+        f"note: the encoder {name} cannot be imported by its path (it is defined in the script run as __main__ "
+        "or inside a function): this process uses it, but proxima.load elsewhere, proxima eval and --resume "
+        "cannot re-create it; define it in a module on PYTHONPATH to make the agent loadable (docs/NETWORKS.md)"
+    ]
+
+
+def _import_class(path: str) -> type:
+    """The class at ``module:Qual.Name``, or a one-line ``UserError`` saying how to make it importable."""
+    module_name, _, qualname = path.partition(":")
+    if module_name == "__main__" or "<locals>" in qualname:
+        raise UserError(
+            f"encoder {path} was defined in the script run as __main__ or inside a function, so no other process "
+            "can import it: move the class into a module on PYTHONPATH and put that module:Class in agent.json's "
+            '"network" "encoder" (and config.json\'s "encoder")'
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        if e.name is not None and module_name.startswith(e.name):
+            raise UserError(
+                f"encoder {path}: module {module_name!r} cannot be imported; put the directory that holds it on "
+                f"PYTHONPATH (PYTHONPATH=DIR proxima ...) or install the package that has it"
+            ) from None
+        raise UserError(f"encoder {path}: importing module {module_name!r} failed: {e}") from None
+    found = module
+    for part in qualname.split("."):
+        found = getattr(found, part, None)
+    if not (isinstance(found, type) and issubclass(found, nn.Module)):
+        raise UserError(f"encoder {path}: module {module_name!r} has no nn.Module class {qualname!r}")
+    return found
+
+
+def _encoder_class(path: str) -> type:
+    return _UNIMPORTABLE.get(path) or _import_class(path)
+
+
+def _space_words(space: gym.Space) -> str:
+    """A space in a few words: a Box's printed bounds would fill the line."""
+    if isinstance(space, gym.spaces.Box):
+        return f"Box{space.shape} {space.dtype}"
+    return type(space).__name__
+
+
+def choose_encoder(requested: str, layout: ObsLayout) -> str:
+    """The encoder a run uses, as ``NetworkSpec.encoder`` records it: ``auto`` is ``encoder_for``'s choice; a
+    registered name must support the observations; ``module:Class`` is a user's class (imported here, so that a
+    bad path fails before the run starts)."""
+    if requested == "auto":
+        return encoder_for(layout)
+    if is_class_path(requested):
+        _encoder_class(requested)
+        return requested
+    if requested not in ENCODERS:
+        raise UserError(
+            f"unknown encoder {requested!r}; accepted: auto, {', '.join(ENCODERS)} (register_encoder adds one), "
+            "or an nn.Module class as module:ClassName"
+        )
+    if not ENCODERS[requested].supports(layout):
+        usable = [name for name, e in ENCODERS.items() if e.supports(layout)]
+        raise UserError(
+            f"encoder {requested!r} does not support {_space_words(layout.space)} observations (it takes "
+            f"{ENCODERS[requested].accepts}); accepted for this env: auto, {', '.join(usable)}"
+        )
+    return requested
+
+
 def make_encoder(name: str, layout: ObsLayout, precision: str = "float32") -> nn.Module:
+    """Build the encoder ``name``: a registered one, or a user's class ``module:ClassName``, built as
+    ``cls(layout)`` (``cls(layout, precision)`` if its ``__init__`` takes a ``precision``)."""
+    if is_class_path(name):
+        cls = _encoder_class(name)
+        takes_precision = "precision" in inspect.signature(cls.__init__).parameters
+        encoder = cls(layout, precision) if takes_precision else cls(layout)
+        features = getattr(encoder, "features_dim", None)
+        if not isinstance(features, int | np.integer) or isinstance(features, bool) or features < 1:
+            raise UserError(
+                f"encoder {name} has no features_dim (got {features!r}): set self.features_dim to the size of "
+                "the features its forward returns, a positive int"
+            )
+        return encoder
     if name not in ENCODERS:
         raise UserError(f"unknown encoder {name!r}; accepted: {', '.join(ENCODERS)}")
     encoder = ENCODERS[name]
     return encoder.make(layout, precision) if encoder.takes_precision else encoder.make(layout)
 
 
-def check_spaces(layout: ObsLayout, action_space: gym.Space) -> None:
+def check_spaces(layout: ObsLayout, action_space: gym.Space, encoder: str = "auto") -> None:
     """Raise a ``UserError`` for spaces proxima cannot train on: no encoder or no policy head."""
-    encoder_for(layout)
+    choose_encoder(encoder, layout)
     make_head(action_space)

@@ -3,6 +3,8 @@
 The CLI turns it into a single line on stderr and exit status 2; the Python API lets it propagate.
 """
 
+import signal
+
 
 class UserError(ValueError):
     """Bad input from the user: the message names the bad value and what is accepted."""
@@ -13,11 +15,14 @@ class NonFiniteError(RuntimeError):
 
 
 class TrainingInterrupted(KeyboardInterrupt):
-    """Ctrl-C during training: a checkpoint was saved at the end of the update in progress."""
+    """Ctrl-C (SIGINT) or SIGTERM during training: a checkpoint was saved at the end of the update in progress.
+    ``exit_status`` is the shell's for that signal: 130 for Ctrl-C, 143 for SIGTERM."""
 
-    def __init__(self, run_dir: str, update: int, num_updates: int):
-        super().__init__(f"interrupted after update {update} of {num_updates}; checkpoint saved in {run_dir}")
+    def __init__(self, run_dir: str, update: int, num_updates: int, signum: int = signal.SIGINT):
+        how = "interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"
+        super().__init__(f"{how} after update {update} of {num_updates}; checkpoint saved in {run_dir}")
         self.run_dir = run_dir
+        self.exit_status = 128 + signum
 
 
 class EnvError(RuntimeError):

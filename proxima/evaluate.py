@@ -5,12 +5,14 @@ from __future__ import annotations
 import datetime
 import os
 
+import gymnasium as gym
 import numpy as np
 import torch
 
 from proxima.agent import Agent
-from proxima.envs import VecEnv, make_vec_env
+from proxima.envs import VecEnv, make_envs
 from proxima.envs.interface import env_call, obs_layout
+from proxima.envs.user import describe_env, load_env_factory, unknown_id_hint
 from proxima.errors import UserError
 from proxima.files import write_json
 from proxima.networks import ActorCritic
@@ -72,22 +74,51 @@ def evaluate(
     env_id: str | None = None,
     max_envs: int = 16,
     video_dir: str | None = None,
+    env=None,
+    env_kwargs: dict | None = None,
 ) -> np.ndarray:
     """Returns of exactly ``episodes`` complete episodes on Gymnasium's own implementation of the env, run in
     up to ``max_envs`` envs at once; with ``video_dir``, every episode env 0 plays is recorded there as an
-    MP4 (through the env's rgb_array rendering)."""
+    MP4 (through the env's rgb_array rendering).
+
+    The env is the agent's own (its id, with the ``env_kwargs`` or the factory it was trained with), or
+    ``env``/``env_id``: another id, a class or function that returns a ``gymnasium.Env``, or a
+    ``gymnasium.vector.VectorEnv`` (whose env count is then the number of envs). An id gets the agent's
+    ``env_kwargs`` unless others are given (``{}``: none)."""
     if episodes < 1:
         raise UserError(f"episodes must be a positive integer, got {episodes}")
-    env_id = env_id or agent.env_id
-    n = min(episodes, max_envs)
-    envs = make_vec_env(
-        env_id,
-        n,
-        backend="gymnasium",
-        device=agent.device,
-        video_dir=video_dir,
-        video_episodes=-(-episodes // n),
-    )
+    if env is not None and env_id is not None:
+        raise UserError("give the env once: as env= or as env_id=, not both")
+    env = env if env is not None else env_id
+    source, own = agent.env_source, env is None
+    if own:  # the agent's own env
+        env = agent.env_id
+        if "env_factory" in source:
+            env = load_env_factory(source["env_factory"], "the agent")
+        elif env.startswith("object:"):
+            raise UserError(
+                f"the agent was trained on an env object ({env}), which it cannot make again; give it: "
+                "evaluate(agent, env=...), or an id: proxima eval --env-id ID"
+            )
+    if env_kwargs is None and (own or isinstance(env, str)):
+        env_kwargs = source.get("env_kwargs")  # another id too: re-registered under a module:ID, say
+    name = env if isinstance(env, str) else describe_env(env)[0]
+    n = env.num_envs if isinstance(env, gym.vector.VectorEnv) else min(episodes, max_envs)
+    try:
+        envs = make_envs(
+            env,
+            n,
+            env_kwargs=env_kwargs,
+            backend="gymnasium",
+            device=agent.device,
+            video_dir=video_dir,
+            video_episodes=-(-episodes // n),
+        )
+    except UserError as e:
+        if isinstance(env, str) and env == agent.env_id and str(e).startswith("unknown env id"):
+            raise UserError(f"{e}{unknown_id_hint(env, source)}") from None
+        raise
+    env_id = name
     try:
         if obs_layout(envs).describe() != agent.layout.describe():
             raise UserError(

@@ -47,8 +47,11 @@ HEALTHY = {
     "approx_kl": "about 0.01 to 0.02; above 0.05 for several updates means steps that are too large",
     "old_approx_kl": "close to approx_kl: an older, less exact estimate of the same divergence",
     "clipfrac": "about 0.05 to 0.2; above 0.3 for several updates means the policy leaves the trust region",
-    "explained_variance": "rises towards 1 as the critic learns; clearly below 0 for many updates means a broken critic",
-    "learning_rate": "falls linearly to 0 with --anneal-lr, flat without",
+    "explained_variance": "rises towards 1 as the critic learns; clearly below 0 for many updates means a critic worse "
+    "than the targets' mean, except once the returns barely vary (a solved task), where it is noise around any value",
+    "learning_rate": "falls linearly to 0 with --anneal-lr (to --learning-rate-end when given), flat without",
+    "ent_coef": "with --ent-coef-end or a callback's run.set: the entropy coefficient each update used",
+    "clip_coef": "with --clip-coef-end or a callback's run.set: the clipping coefficient each update used",
     "action_std_cap": "with --action-std-end: falls from 1 to that std, evenly in log std; the policy's std stays under it",
     "grad_norm": "steady, with clipping at --max-grad-norm taking the peaks; growing spikes mean instability",
     "sps": "flat after the first updates; dips are evaluations, checkpoints or other processes on the cores",
@@ -135,7 +138,8 @@ class HealthMonitor:
             "explained_variance": (
                 critic and ev is not None and ev < EV_LIMIT,
                 NEGATIVE_EV_UPDATES,
-                f"explained variance below {EV_LIMIT} for {NEGATIVE_EV_UPDATES} updates in a row (now {ev or 0:.2f})",
+                f"explained variance below {EV_LIMIT} for {NEGATIVE_EV_UPDATES} updates in a row (now {ev or 0:.2f}) "
+                "while the value targets vary: the critic predicts them worse than their mean would",
             ),
             "flat_critic": (
                 critic and value_spread is not None and value_spread < FLAT_VALUES,

@@ -14,6 +14,8 @@ import math
 import os
 import platform
 
+import numpy as np
+
 from proxima.errors import UserError
 
 # metrics.jsonl key -> TensorBoard tag (detail #12's debug variables, plus episode statistics)
@@ -35,6 +37,16 @@ TB_TAGS = {
 
 
 NOT_SCALARS = {"global_step", "time_s"}  # the x-axis, and a time TensorBoard records itself
+
+
+def info_number(value) -> float | None:
+    """An info value as ``--log-info`` logs it: a bool as 0 or 1, an int, a float, a numpy scalar or a
+    one-element numeric array as a float; None for anything else (a string, a list, a larger array)."""
+    if isinstance(value, bool | int | float | np.bool_ | np.number):
+        return float(value)
+    if isinstance(value, np.ndarray) and value.size == 1 and value.dtype.kind in "biuf":
+        return float(value.reshape(()))
+    return None
 
 
 def _json_number(x):

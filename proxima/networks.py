@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import asdict, dataclass
 
@@ -11,10 +12,53 @@ import torch
 from torch import Tensor, nn
 
 from proxima.encoders import make_encoder
+from proxima.errors import UserError
 from proxima.normalization import Normalization
 from proxima.spaces import ObsLayout
 
-ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
+# --activation: torch.nn's elementwise activations, by name in snake case (leaky_relu: nn.LeakyReLU). The
+# softmax family, GLU (it halves its input) and attention mix units or change shapes: no hidden activation.
+_NOT_ELEMENTWISE = {"GLU", "LogSoftmax", "MultiheadAttention", "Softmax", "Softmax2d", "Softmin"}
+_SNAKE = {"LeakyReLU": "leaky_relu", "LogSigmoid": "log_sigmoid"}  # the rest are one word, lower-cased
+
+
+def _no_args_needed(cls: type) -> bool:
+    params = list(inspect.signature(cls.__init__).parameters.values())[1:]
+    return all(p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params)
+
+
+ACTIVATIONS: dict[str, type[nn.Module]] = {
+    _SNAKE.get(name, name.lower()): getattr(nn, name)
+    for name in torch.nn.modules.activation.__all__
+    if name not in _NOT_ELEMENTWISE and _no_args_needed(getattr(nn, name))
+}
+
+
+def activation_name(name: str) -> str | None:
+    """The ``ACTIVATIONS`` key ``name`` means (case and underscores aside: LeakyReLU, leakyrelu), or None."""
+    key = name.lower().replace("_", "")
+    return next((k for k in ACTIVATIONS if k.replace("_", "") == key), None)
+
+
+def check_activation(name: str, field: str = "activation") -> None:
+    if not isinstance(name, str) or activation_name(name) is None:
+        raise UserError(
+            f"{field} {name!r} is not a torch.nn activation; accepted: {', '.join(sorted(ACTIVATIONS))}"
+        )
+
+
+def hidden_gain(activation: str) -> float:
+    """The row norm of a hidden layer's orthogonal weights, for the activation after it.
+
+    √2 for tanh and ReLU, as detail #2 has it (CleanRL uses √2 for tanh too, not torch's 5/3); for the others,
+    ``torch.nn.init.calculate_gain`` where it knows the activation (sigmoid 1, selu 3/4, leaky_relu
+    √(2 / (1 + 0.01²)) for nn.LeakyReLU's default slope), and √2 for the rest: ReLU's for the ReLU-like ones
+    (elu, gelu, silu, mish, ...), and what tanh has here for the saturating ones (hardtanh, softsign).
+    """
+    name = activation_name(activation)
+    if name in ("sigmoid", "selu", "leaky_relu"):
+        return nn.init.calculate_gain(name)
+    return math.sqrt(2)
 
 
 def run(layers: nn.Module, x: Tensor) -> Tensor:
@@ -41,14 +85,24 @@ def layer_init(layer: nn.Linear, row_norm: float = math.sqrt(2), bias_const: flo
     return layer
 
 
-def mlp(sizes: list[int], activation: str, out_norm: float | None = None) -> nn.Sequential:
-    """Linear layers through ``sizes``; activation after every layer except a final one given ``out_norm``."""
+def mlp(
+    sizes: list[int], activation: str, out_norm: float | None = None, layer_norm: bool = False
+) -> nn.Sequential:
+    """Linear layers through ``sizes``; activation after every layer except a final one given ``out_norm``.
+
+    ``layer_norm``: a LayerNorm between each hidden layer and its activation (Ba et al. 2016 normalize the
+    summed inputs, before the nonlinearity). It draws no random numbers, so the Linear layers' weights are
+    those of the network without it."""
+    check_activation(activation)
+    act, gain = ACTIVATIONS[activation_name(activation)], hidden_gain(activation)
     layers: list[nn.Module] = []
     for i, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:], strict=False)):
         last = out_norm is not None and i == len(sizes) - 2
-        layers.append(layer_init(nn.Linear(fan_in, fan_out), out_norm if last else math.sqrt(2)))
+        layers.append(layer_init(nn.Linear(fan_in, fan_out), out_norm if last else gain))
         if not last:
-            layers.append(ACTIVATIONS[activation]())
+            if layer_norm:
+                layers.append(nn.LayerNorm(fan_out))
+            layers.append(act())
     return nn.Sequential(*layers)
 
 
@@ -63,13 +117,14 @@ class NetworkSpec:
     shared: bool = False
     critic_hidden_sizes: tuple[int, ...] | None = None  # None: the same as hidden_sizes
     critic_activation: str | None = None  # None: the same as activation
+    layer_norm: bool = False  # a LayerNorm before each hidden activation of the MLPs
     has_critic: bool = True  # REINFORCE learns no value function; V(s) is then 0 everywhere
     norm_obs: bool = False
     norm_reward: bool = False
     norm_value: bool = False
     clip_obs: float = 10.0
     clip_reward: float = 10.0
-    encoder: str = "flatten-mlp"  # proxima.encoders: chosen from the observation space
+    encoder: str = "flatten-mlp"  # proxima.encoders: a registered name, or a user's class as module:ClassName
     obs_shape: tuple[int, ...] | None = None  # None: (obs_dim,)
     obs_layout: dict | None = None  # ObsLayout.to_json() of packed observations (proxima.spaces); None: Box
     recurrent: str | None = None  # "lstm": an LSTM between the encoder and the heads
@@ -91,7 +146,7 @@ class NetworkSpec:
 
     def to_json(self) -> dict:
         data = asdict(self)
-        for name, default in (("precision", "float32"), ("action_dist", "gaussian")):
+        for name, default in (("precision", "float32"), ("action_dist", "gaussian"), ("layer_norm", False)):
             if data[name] == default:  # the defaults, left out: agents stay loadable by older proxima
                 del data[name]
         return data
@@ -142,18 +197,23 @@ class ActorCritic(nn.Module):
         critic_sizes = [features, *(spec.critic_hidden_sizes or spec.hidden_sizes)]
         critic_activation = spec.critic_activation or spec.activation
         if spec.shared:
-            self.trunk = mlp(sizes, spec.activation)
+            self.trunk = mlp(sizes, spec.activation, layer_norm=spec.layer_norm)
             self.actor = layer_init(nn.Linear(sizes[-1], spec.logits_dim), 0.01)
             self.critic = layer_init(nn.Linear(sizes[-1], 1), 1.0) if spec.has_critic else None
         else:
             self.trunk = nn.Identity()
-            self.actor = mlp([*sizes, spec.logits_dim], spec.activation, out_norm=0.01)
+            self.actor = mlp([*sizes, spec.logits_dim], spec.activation, 0.01, spec.layer_norm)
             self.critic = (
-                mlp([*critic_sizes, 1], critic_activation, out_norm=1.0) if spec.has_critic else None
+                mlp([*critic_sizes, 1], critic_activation, 1.0, spec.layer_norm) if spec.has_critic else None
             )
 
     def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:
-        """Policy logits ``(B, logits_dim)`` and values ``(B,)`` in one pass over the batch."""
+        """Policy logits ``(B, logits_dim)`` and values ``(B,)`` in one pass over a batch of observations
+        already normalized (as the rollout stores them).
+
+        This is not the policy: it skips the observation normalization and returns logits (a Gaussian's
+        unclipped mean), so tracing it by hand gives a file that disagrees with ``predict``. Use
+        ``Agent.predict(obs, deterministic=True)``, or ``proxima.export`` for a file of that (docs/EXPORT.md)."""
         features = self._features(obs)
         return self._masked(run(self.actor, features), obs), self._value(features)
 
@@ -181,7 +241,7 @@ class ActorCritic(nn.Module):
         return self._value(self._features(obs))
 
     @torch.no_grad()
-    def update_value_normalization(self, targets: Tensor) -> None:
+    def update_value_normalization(self, targets: Tensor, horizon: int = 0) -> None:
         """Merge ``targets`` into the critic's statistics (``norm_value``) without moving any value it predicts.
 
         From the second call on, the critic's output layer is rescaled to absorb the change of mean and std
@@ -194,7 +254,7 @@ class ActorCritic(nn.Module):
             return
         first = bool(norm.value_rms.count < 1)  # only the prior so far
         old_mean, old_std = norm.value_mean.clone(), norm.value_std.clone()
-        norm.update_value(targets)
+        norm.update_value(targets, horizon)
         if first:  # the initial critic's outputs are random: nothing learned to preserve, and keeping them
             return  # would leave it as far from targets of about 100 as seed 000's critic
         last = self.critic if isinstance(self.critic, nn.Linear) else self.critic[-1]

@@ -14,7 +14,9 @@ from torch import Tensor, nn
 
 
 class RunningMeanStd(nn.Module):
-    """Mean and variance of every sample seen so far, merged batch by batch (Chan et al.'s parallel update).
+    """Mean and variance of every sample seen so far, merged batch by batch (Chan et al.'s parallel update),
+    or, where ``update`` is given a ``horizon``, of the recent ones: a new batch then weighs at least
+    ``1 / horizon``, and what came before decays by ``1 - 1 / horizon`` per batch.
 
     Kept in float64: after millions of samples a float32 running mean drifts. Starts, like Gymnasium's
     wrappers, at mean 0, variance 1 and a tiny count, so the first batch dominates.
@@ -27,9 +29,11 @@ class RunningMeanStd(nn.Module):
         self.register_buffer("count", torch.tensor(epsilon, dtype=torch.float64))
 
     @torch.no_grad()
-    def update(self, x: Tensor) -> None:
+    def update(self, x: Tensor, horizon: int = 0) -> None:
         x = x.to(torch.float64).reshape(-1, *self.mean.shape)
         n = x.shape[0]
+        if horizon:  # what came before counts as at most horizon - 1 batches of this size
+            self.count.clamp_(max=(horizon - 1) * n)
         batch_mean, batch_var = x.mean(0), x.var(0, unbiased=False)
         delta = batch_mean - self.mean
         total = self.count + n
@@ -114,10 +118,11 @@ class Normalization(nn.Module):
         return self.value_std if self.norm_value else None
 
     @torch.no_grad()
-    def update_value(self, targets: Tensor) -> None:
-        """Merge a batch of value targets into the statistics (once per update, before its epochs)."""
+    def update_value(self, targets: Tensor, horizon: int = 0) -> None:
+        """Merge a batch of value targets into the statistics (once per update, before its epochs); with a
+        ``horizon`` (``--value-norm-horizon``) older batches fade (``RunningMeanStd.update``)."""
         if not self.norm_value:
             return
-        self.value_rms.update(targets)
+        self.value_rms.update(targets, horizon)
         self.value_mean.copy_(self.value_rms.mean)
         self.value_std.copy_((self.value_rms.var + self.eps).sqrt())

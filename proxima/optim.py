@@ -1,4 +1,4 @@
-"""Optimizer and learning-rate schedule (details #3 and #4).
+"""The optimizer (detail #3); the learning rate's schedule (detail #4) is in ``proxima.schedules``.
 
 ``Adam`` steps with PyTorch's own fused Adam kernel (the functional ``torch.optim.adam.adam``, the same call that
 ``torch.optim.Adam(fused=True)`` makes) and keeps its state in the same layout. It is not a
@@ -103,39 +103,6 @@ class Adam:
 def make_adam(params, lr: float) -> Adam:
     """Adam with eps=1e-5 rather than PyTorch's 1e-8, as the PPO reference code uses (detail #3)."""
     return Adam(params, lr=lr, eps=1e-5)
-
-
-class LinearLR:
-    """Linear decay from each group's initial rate to ``end_lr`` over ``num_updates`` calls to ``step()`` (detail #4).
-
-    The rate is computed in closed form, ``(1 - f) * initial + f * end`` with ``f = min(steps, n) / n``, so after
-    exactly ``num_updates`` steps it equals ``end_lr`` with no accumulated rounding, and stays there.
-    """
-
-    def __init__(self, optimizer: Adam, num_updates: int, end_lr: float = 0.0):
-        self.optimizer = optimizer
-        self.num_updates = num_updates
-        self.end_lr = end_lr
-        self.base_lrs = [group["lr"] for group in optimizer.param_groups]
-        self.last_epoch = 0
-
-    def step(self) -> None:
-        self.last_epoch += 1
-        frac = min(self.last_epoch, self.num_updates) / self.num_updates
-        for group, base in zip(self.optimizer.param_groups, self.base_lrs, strict=True):
-            group["lr"] = (1.0 - frac) * base + frac * self.end_lr
-
-    def state_dict(self) -> dict:
-        return {
-            "num_updates": self.num_updates,
-            "end_lr": self.end_lr,
-            "base_lrs": self.base_lrs,
-            "last_epoch": self.last_epoch,
-        }
-
-    def load_state_dict(self, state: dict) -> None:
-        self.num_updates, self.end_lr = state["num_updates"], state["end_lr"]
-        self.base_lrs, self.last_epoch = list(state["base_lrs"]), state["last_epoch"]
 
 
 def clip_grad_norm(model: nn.Module, max_norm: float) -> torch.Tensor:

@@ -51,7 +51,7 @@ WINDOW = 20  # episodes in a return's running mean, as in the plots and the swee
 NOT_SETTINGS = {
     "run_dir", "quiet", "exp_name", "seed", "cuda", "torch_threads", "track", "wandb_project_name", "wandb_entity",
     "checkpoint_every", "plot", "report", "capture_video", "save_best", "eval_episodes",
-    "rescore_best", "rescore_episodes",
+    "rescore_best", "rescore_episodes", "log_info",
 }  # fmt: skip
 
 

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from proxima.envs import VecEnv
-from proxima.envs.interface import env_call, obs_layout
+from proxima.envs.interface import InfoKeys, env_call, obs_layout
 from proxima.networks import ActorCritic
 from proxima.storage import RolloutBuffer
 
@@ -32,6 +32,7 @@ class RolloutCollector:
         self._episode_return = torch.zeros(n, dtype=torch.float64, device=device)
         self._episode_length = torch.zeros(n, dtype=torch.int64, device=device)
         self._discounted_return = torch.zeros(n, device=device)  # for reward scaling only
+        self._infos = None  # keep_infos' keys: None until the run asks for infos
 
     @torch.no_grad()
     def collect(self, model: ActorCritic) -> tuple[Tensor, Tensor]:
@@ -41,6 +42,8 @@ class RolloutCollector:
         those are on (with the statistics of the moment they were collected), raw otherwise.
         """
         buf, norm = self.buffer, model.normalization
+        if self._infos is not None:
+            buf.episode_infos = {}
         for t in range(buf.obs.shape[0]):
             obs = self._observe(t, norm, self.next_obs)
             buf.obs[t] = obs
@@ -51,6 +54,8 @@ class RolloutCollector:
             step = env_call(self.envs.step, actions)
             done = step.done
             self._record_episodes(t, *step.stats())
+            if step.infos:
+                buf.episode_infos.update(((t, i), info) for i, info in step.infos.items())
             reward = step.reward
             if norm.norm_reward:
                 self._discounted_return.mul_(self.gamma).add_(step.reward)
@@ -85,6 +90,17 @@ class RolloutCollector:
 
     def _values(self, model: ActorCritic, obs: Tensor) -> Tensor:
         return model.value(obs)
+
+    def keep_infos(self, keys: InfoKeys) -> bool:
+        """Collect the info of each episode's last step from the next rollout on (``buffer.finished_infos``):
+        the ``keys`` it has, or all of it with "all". Returns whether the envs report infos; a backend without
+        ``keep_infos`` (native envs) reports none, and its episodes get ``{}``."""
+        self._infos = keys
+        keep = getattr(self.envs, "keep_infos", None)
+        if keep is not None:
+            env_call(keep, keys)
+        self.reports_infos = keep is not None
+        return self.reports_infos
 
     def restart(self, seed: int) -> None:
         """Fresh episodes from ``seed`` (a resumed run whose envs could not be saved)."""

@@ -38,8 +38,8 @@ from torch import Tensor
 
 from proxima.config import PPOArgs
 from proxima.distributions import make_head
-from proxima.envs import make_vec_env
-from proxima.envs.interface import obs_layout
+from proxima.envs import make_envs
+from proxima.envs.interface import obs_layout, per_env_values
 from proxima.envs.native import CounterRNG
 from proxima.envs.registry import resolve_backend
 from proxima.errors import EnvError, NonFiniteError, UserError
@@ -118,19 +118,22 @@ class SliceCollector(RolloutCollector):
 class RolloutWorker:
     """One Ray actor: its envs, its copy of the policy, and its ``SliceCollector``."""
 
-    def __init__(self, args: dict, offset: int, count: int):
+    def __init__(self, args: dict, offset: int, count: int, env=None):
         torch.set_num_threads(1)  # one CPU per actor: Ray's default reservation
         self.args, self.offset, self.count = PPOArgs.from_json(args), offset, count
+        self.env = env  # the run's env factory (train(env=...)), sent by Ray; None: args.env_id
         self.envs = self.model = self.collector = None
+        self.infos = None  # keep_infos' keys, for every collector this actor builds
 
     def open(self) -> tuple:
         """Make the envs; return their spaces and observation layout. Not in ``__init__``: an env that fails there would reach the
         learner as the actor's death, without the error it raised."""
         run = self.args
         # seeded again by the collector's first reset; seed + offset: env i's seed is seed + i
-        self.envs = make_vec_env(
-            run.env_id,
+        self.envs = make_envs(
+            run.env_id if self.env is None else self.env,
             self.count,
+            env_kwargs=run.env_kwargs,
             backend=run.env_backend,
             seed=run.seed + self.offset,
             asynchronous=run.async_envs,
@@ -148,6 +151,18 @@ class RolloutWorker:
         )
         if state is not None:
             self.collector.load_state_dict(state)
+        if self.infos is not None:
+            self.collector.keep_infos(self.infos)
+
+    def keep_infos(self, keys) -> bool:
+        self.infos = keys
+        return self.collector.keep_infos(keys)
+
+    def call(self, name: str, args: tuple, kwargs: dict) -> tuple:
+        return self.envs.call(name, *args, **kwargs)
+
+    def set_attr(self, name: str, values: list) -> None:
+        self.envs.set_attr(name, values)
 
     def collect(self, weights: dict[str, Tensor]) -> dict:
         start = time.perf_counter()
@@ -161,6 +176,7 @@ class RolloutWorker:
             "raw_obs": c.raw_obs,
             "returns_seen": c.returns_seen,
             "state": c.state_dict(),  # where the next rollout starts: a replacement's starting point
+            "episode_infos": None if buf.episode_infos is None else list(buf.episode_infos.items()),
             "rollout_s": time.perf_counter() - start,
         }
 
@@ -173,16 +189,25 @@ class WorkerPool:
     """The Ray actors, and what the learner needs of their envs: the spaces and the count (``VecEnv``'s
     attributes, so ``Run`` builds the model from it as from local envs)."""
 
-    def __init__(self, args: PPOArgs):
+    def __init__(self, args: PPOArgs, env=None):
         try:
             import ray
         except ImportError:
             raise UserError(RAY_MISSING) from None
         # auto's choice depends on the env count: it is made once, for the whole run's num_envs, so that every
         # slice runs the backend one process would (partition invariance)
-        backend = resolve_backend(
-            args.env_id, args.env_backend, asynchronous=args.async_envs, num_envs=args.num_envs
-        )
+        if env is not None:  # a factory, made on each actor: Ray sends it there with cloudpickle
+            _check_sendable(ray, env)
+            backend = "gymnasium"
+        else:
+            backend = resolve_backend(
+                args.env_id,
+                args.env_backend,
+                asynchronous=args.async_envs,
+                num_envs=args.num_envs,
+                env_kwargs=bool(args.env_kwargs),
+            )
+        self.env = env
         self.ray, self.args = ray, dataclasses.replace(args, env_backend=backend)
         self._started = not ray.is_initialized()
         if self._started:
@@ -204,8 +229,21 @@ class WorkerPool:
             self.close()
             raise
 
+    def call(self, name: str, *args, **kwargs) -> tuple:
+        """``VecEnv.call`` on every actor's envs, the results in env order (the envs must be a backend that has
+        it). An actor that dies and is replaced starts from its env's constructor: a curriculum callback that
+        sets its attributes at every update sets them again."""
+        parts = self.get([actor.call.remote(name, args, kwargs) for actor in self.actors])
+        return tuple(result for part in parts for result in part)
+
+    def set_attr(self, name: str, values) -> None:
+        """``VecEnv.set_attr`` on every actor's envs: a list or tuple of one value per env, in env order, or one
+        value for all."""
+        values, c = per_env_values(values, self.num_envs), self.count
+        self.get([a.set_attr.remote(name, values[k * c : (k + 1) * c]) for k, a in enumerate(self.actors)])
+
     def _new(self, k: int):
-        return self.actor_class.remote(self.args.to_json(), k * self.count, self.count)
+        return self.actor_class.remote(self.args.to_json(), k * self.count, self.count, self.env)
 
     def replace(self, k: int):
         """A new actor for worker ``k``'s envs, in place of one that died."""
@@ -257,6 +295,7 @@ class RayCollector:
         self.steps_done = 0  # env steps collected so far per env: where a fresh replacement's seed comes from
         pool.get([actor.start.remote(self.spec, seed) for actor in pool.actors])
         self.states: list[dict | None] = [None] * len(pool.actors)  # each slice's state at the next rollout
+        self.infos = None  # keep_infos' keys
         # seconds spent per phase, summed over updates (benchmarks/rollout_workers.py): the weights put in the
         # object store, the slowest actor's rollout, the rest of the wait (the slices' transfer), the join
         self.timings = dict.fromkeys(("weights_out", "rollout", "transfer_back", "join"), 0.0)
@@ -284,6 +323,11 @@ class RayCollector:
             for t in range(returns.shape[0]):
                 norm.return_rms.update(returns[t].to(buf.obs.device))
         self.states = [s["state"] for s in slices]
+        if self.infos is not None:  # each slice's (step, env) -> info, with the env counted over all slices
+            c = self.pool.count
+            buf.episode_infos = {
+                (t, k * c + i): info for k, s in enumerate(slices) for (t, i), info in s["episode_infos"]
+            }
         self.steps_done += buf.obs.shape[0]
         slowest = max(s["rollout_s"] for s in slices)
         for key, seconds in (
@@ -319,9 +363,17 @@ class RayCollector:
                 seed = self.seed + FRESH_KEY + self.steps_done * self.pool.num_envs
                 how = "from fresh episodes (its envs' state cannot be saved)"
             self.pool.get(actor.start.remote(self.spec, seed, state))
+            if self.infos is not None:
+                self.pool.get(actor.keep_infos.remote(self.infos))
             self.say(f"note: rollout worker {k} died; a new actor collects its slice again, {how}")
             ref = actor.collect.remote(weights)
         raise AssertionError("unreachable")
+
+    def keep_infos(self, keys) -> bool:
+        """``RolloutCollector.keep_infos`` on every actor: the infos travel back with each slice."""
+        self.infos = keys
+        self.reports_infos = all(self.pool.get([actor.keep_infos.remote(keys) for actor in self.pool.actors]))
+        return self.reports_infos
 
     def restart(self, seed: int) -> None:
         """Every actor on fresh episodes from ``seed`` (a resumed run whose envs were not saved); a
@@ -346,6 +398,19 @@ class RayCollector:
                 for actor, s in zip(self.pool.actors, self.states, strict=True)
             ]
         )
+
+
+def _check_sendable(ray, env) -> None:
+    """A one-line ``UserError`` for an env factory that Ray cannot send to its actors (a lambda that closes over
+    a lock, a file, a simulator handle), before any actor starts."""
+    try:
+        ray.cloudpickle.dumps(env)  # Ray's own transport for functions: what .remote() would do
+    except Exception as e:
+        raise UserError(
+            f"--rollout-workers sends the env factory to Ray actors, but it cannot be serialized "
+            f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); define it at module level, or make "
+            "it a class or functools.partial whose arguments can be pickled"
+        ) from None
 
 
 def _nbytes(tree) -> int:

@@ -89,6 +89,8 @@ class RolloutBuffer:
         self.episode_returns = zeros(dtype=torch.float64)
         self.episode_lengths = zeros(dtype=torch.int64)
         self.episode_ended = zeros(dtype=torch.bool)
+        # (step, env) -> the env's info where an episode ended there; None: the run asked for no infos
+        self.episode_infos: dict[tuple[int, int], dict] | None = None
 
     def flatten(self, advantages: Tensor, returns: Tensor) -> Batch:
         """Merge the time and env axes (detail #6 then slices minibatches from this)."""
@@ -111,3 +113,11 @@ class RolloutBuffer:
         """Returns and lengths of the episodes that ended during this rollout, in time order."""
         ended = self.episode_ended
         return self.episode_returns[ended].tolist(), self.episode_lengths[ended].tolist()
+
+    def finished_infos(self) -> list[dict]:
+        """The info at the end of each of ``finished_episodes``, in the same order (``{}`` where the env gave
+        none); ``[]`` when the run asked for no infos."""
+        if self.episode_infos is None:
+            return []
+        ends = self.episode_ended.nonzero().tolist()  # row-major: the order of the boolean indexing above
+        return [self.episode_infos.get((t, i), {}) for t, i in ends]

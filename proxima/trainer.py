@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
+import re
 import shutil
 import time
 
@@ -21,21 +22,23 @@ from proxima import checkpoint
 from proxima.advantages import estimate_advantages
 from proxima.agent import Agent
 from proxima.algorithms import get_algorithm
-from proxima.callbacks import Callback, UpdateResult, default_callbacks
-from proxima.config import PPOArgs, resolve_args
+from proxima.callbacks import Callback, UpdateResult, default_callbacks, wanted_infos
+from proxima.config import PPOArgs, resolve_args, show_value
 from proxima.distributions import make_head
-from proxima.encoders import check_spaces, emulation_note, encoder_for, resolve_precision
-from proxima.envs import make_vec_env
+from proxima.encoders import check_spaces, choose_encoder, emulation_note, encoder_note, resolve_precision
+from proxima.envs import make_envs
 from proxima.envs.interface import obs_layout
+from proxima.envs.user import describe_env, env_source, is_env_object, load_env_factory
 from proxima.errors import EnvError, NonFiniteError, UserError
-from proxima.files import read_json, write_json
+from proxima.files import AGENT_JSON, WEIGHTS, load_module_state, read_json, write_json
 from proxima.health import first_non_finite_in_rollout
 from proxima.losses import explained_variance
 from proxima.networks import ActorCritic, NetworkSpec
-from proxima.optim import LinearLR, make_adam
+from proxima.optim import make_adam
 from proxima.progress import ProgressReport
 from proxima.rollout import RecurrentCollector, RolloutCollector
 from proxima.rollout_workers import RayCollector, WorkerPool
+from proxima.schedules import ADJUSTABLE, VALUE_LR, Schedules
 from proxima.spaces import space_to_json
 from proxima.threads import choose_threads
 from proxima.update import UpdateSettings, update
@@ -47,6 +50,7 @@ def train(
     config: str | None = None,
     resume: str | None = None,
     callbacks: list[Callback] | None = None,
+    env=None,
     **overrides,
 ) -> Agent:
     """Train as ``proxima train`` does and return the trained agent.
@@ -55,11 +59,26 @@ def train(
     ``train(algo="vpg")``, ``train(config="seed002-ppo-pendulum-discrete", seed=2)``. Without ``args``, the
     overrides are layered on the algorithm's defaults and the preset as on the command line.
     ``callbacks``: your own ``proxima.callbacks.Callback`` objects, run after each update.
-    ``train(resume=RUN_DIR)`` continues an interrupted run instead (see ``resume``).
+    ``train(resume=RUN_DIR)`` continues an interrupted run instead (see ``resume``); ``init_from=RUN_DIR``
+    starts from that run's agent (docs/TRAINING.md).
+    ``env``: the env as you have it, instead of an id: a class or function that returns a ``gymnasium.Env``
+    (called with ``env_kwargs`` once per sub-env), or a ``gymnasium.vector.VectorEnv`` in any autoreset mode
+    (``env_id=`` takes the same); config.json records what it can of it (docs/ENVS.md).
     """
     if resume is not None:
-        return _resume(resume, quiet=overrides.get("quiet", False), callbacks=callbacks)
+        others = sorted(set(overrides) - {"quiet", "total_timesteps"})
+        if others or args is not None or config is not None:
+            given = others[0] if others else "args" if args is not None else "config"
+            raise UserError(
+                f"train(resume=...) takes only quiet and total_timesteps besides callbacks (the run's config.json "
+                f"holds its settings), not {given}"
+            )
+        return _resume(resume, callbacks=callbacks, env=env, **overrides)
+    env, args, overrides = _take_env(env, args, overrides)
     args = resolve_args(args, config=config, **overrides).validate()
+    env = _env_of(args, env)
+    if env is not None and not args.env_id.startswith("object:"):  # --env-factory given, not env=
+        args = dataclasses.replace(args, env_id=describe_env(env)[0])
     run_dir = args.run_dir or default_run_dir(args)
     _check_run_dir_free(run_dir)
     device, notes = _setup(args)
@@ -67,8 +86,8 @@ def train(
     try:
         # Built before the run directory, so a bad env id or unsupported space leaves nothing behind (but
         # --capture-video's recorder makes RUN_DIR/videos as it is built: removed below if the run never starts).
-        envs = _make_envs(args, run_dir, device)
-        check_spaces(obs_layout(envs), envs.single_action_space)
+        envs = _make_envs(args, run_dir, device, env)
+        check_spaces(obs_layout(envs), envs.single_action_space, args.encoder)
         if args.action_std_end is not None and not isinstance(envs.single_action_space, gym.spaces.Box):
             raise UserError(
                 f"--action-std-end caps a Gaussian policy's std, for Box action spaces; {args.env_id} has "
@@ -76,8 +95,12 @@ def train(
             )
         # config.json keeps what auto chose, so that a resume elsewhere computes as this run did
         args = _resolve_precision(args, envs, device)
-        notes += emulation_note(args.precision, device) + _threads(args, envs)
+        notes += emulation_note(args.precision, device) + _threads(args, envs) + encoder_note(args.encoder)
         run = Run(args, envs, run_dir, device)
+        run.env = env
+        run.agent.env_source = env_source(args.env_id, args.env_kwargs, args.env_factory)
+        if args.init_from is not None:
+            _init_from(run, args.init_from)
         os.makedirs(run_dir, exist_ok=True)
         write_json(os.path.join(run_dir, "config.json"), args.to_json())
         written = True
@@ -92,12 +115,25 @@ def train(
                 os.rmdir(run_dir)
 
 
-def resume(run_dir: str, quiet: bool = False, callbacks: list[Callback] | None = None) -> Agent:
+def resume(
+    run_dir: str,
+    quiet: bool = False,
+    callbacks: list[Callback] | None = None,
+    total_timesteps: int | None = None,
+    env=None,
+) -> Agent:
     """Continue the run in ``run_dir`` from its last checkpoint, with the settings in its ``config.json``.
 
     On native envs the continuation is exact: the final weights and every ``metrics.jsonl`` value except the
     times are those of a run that was never interrupted. Gymnasium envs cannot be saved without pickling, so
     there the envs start fresh episodes and the rest of the run differs from an uninterrupted one.
+
+    ``total_timesteps``: continue the run, finished or not, to this many steps (written to its config.json).
+    Every schedule (the annealed learning rate, ``--*-end``) then ends at the new last update: from here on
+    each scheduled value is the one a run started with this ``total_timesteps`` would have (docs/TRAINING.md).
+
+    ``env``: the env object the run was trained on, given again (``train(env=...)``): config.json cannot make a
+    lambda, a ``functools.partial`` or a ``VectorEnv`` again (a class or module-level function it imports).
     """
     if not os.path.isdir(run_dir):
         raise UserError(
@@ -105,29 +141,45 @@ def resume(run_dir: str, quiet: bool = False, callbacks: list[Callback] | None =
         )
     saved = read_json(os.path.join(run_dir, "config.json"))
     saved.setdefault("norm_value", False)  # a run from before value normalization had seed 000's critic
-    args = PPOArgs.from_json(
-        {**saved, "run_dir": run_dir, "quiet": quiet}, f"{run_dir}/config.json"
-    ).validate()
     path = os.path.join(run_dir, checkpoint.FILE)
     if not os.path.exists(path):
         raise UserError(
             f"{path} is missing: the run stopped before its first checkpoint (see --checkpoint-every)"
         )
     meta, states = checkpoint.read(path)
-    if meta["finished"]:
-        raise UserError(f"the run in {run_dir} already finished (update {meta['update']}); nothing to resume")
+    if total_timesteps is not None:
+        if total_timesteps < meta["global_step"]:
+            raise UserError(
+                f"total_timesteps {total_timesteps} is below the {meta['global_step']} steps the run in {run_dir} "
+                f"has done; give at least {meta['global_step']}"
+            )
+        saved = {**saved, "total_timesteps": total_timesteps}
+    elif meta["finished"]:
+        raise UserError(
+            f"the run in {run_dir} already finished (update {meta['update']}); to train it further, give the new "
+            "total: --resume RUN_DIR --total-timesteps N"
+        )
+    args = PPOArgs.from_json(
+        {**saved, "run_dir": run_dir, "quiet": quiet}, f"{run_dir}/config.json"
+    ).validate()
+    env = _env_of(args, env, what=run_dir)
     device, notes = _setup(args)
     # Gymnasium's recorder numbers a new process's episodes from 0 again: keep the earlier videos apart.
-    envs = _make_envs(args, run_dir, device, video_subdir=f"resumed-after-update-{meta['update']}")
+    envs = _make_envs(args, run_dir, device, env, video_subdir=f"resumed-after-update-{meta['update']}")
     try:
         args = _resolve_precision(args, envs, device)  # a config.json written by hand may say auto
         notes += emulation_note(args.precision, device)
         notes += _threads(args, envs, saved=meta.get("torch_threads"))
         run = Run(args, envs, run_dir, device)
+        run.env = env
+        run.agent.env_source = env_source(args.env_id, args.env_kwargs, args.env_factory)
         run.notes += notes
         run_callbacks = default_callbacks(run, callbacks or [])
         run.callbacks = run_callbacks
         checkpoint.load(run, path, meta, states)
+        if total_timesteps is not None:
+            config_path = os.path.join(run_dir, "config.json")
+            write_json(config_path, {**read_json(config_path), "total_timesteps": total_timesteps})
         return loop(run, run_callbacks)
     finally:
         envs.close()
@@ -141,6 +193,9 @@ def loop(run: Run, callbacks: list[Callback]) -> Agent:
     directory. An env that fails, or a NaN, ends the run with one line saying what survives of it."""
     run.callbacks = callbacks
     args = run.args
+    infos = wanted_infos(callbacks)
+    if infos is not None:  # else the envs never carry an info, and a step costs what it did without them
+        run.collector.keep_infos(infos)
     run.console = ProgressReport(args.num_updates * args.batch_size, args.num_updates, quiet=args.quiet)
     for note in run.notes:
         run.console.message(note)
@@ -176,18 +231,25 @@ def loop(run: Run, callbacks: list[Callback]) -> Agent:
 
 
 class Run:
-    """One training run: its parts (envs, model, optimizer, schedule, collector), its counters, and one
-    iteration of the loop. ``state_dict`` is what a checkpoint needs of them; callbacks hold the rest."""
+    """One training run: its parts (envs, model, optimizer, schedules, collector), its counters, and one
+    iteration of the loop. ``state_dict`` is what a checkpoint needs of them; callbacks hold the rest.
+
+    ``args`` is read-only (it is the run's config.json); ``set`` changes the settings that may change between
+    updates, and ``in_force`` gives their values now."""
 
     def __init__(self, args: PPOArgs, envs, run_dir: str, device: torch.device):
-        self.args, self.envs, self.run_dir, self.device = args, envs, run_dir, device
+        self.args, self.envs, self.run_dir, self.device = _read_only(args), envs, run_dir, device
         head = make_head(envs.single_action_space, args.action_dist)
         self.model = ActorCritic(network_spec(args, envs), head).to(device)
         self.optimizer = make_adam(
             self.model.param_groups(args.learning_rate, args.value_learning_rate), args.learning_rate
         )
-        self.scheduler = LinearLR(self.optimizer, args.num_updates) if args.anneal_lr else None
         self.settings = UpdateSettings.from_args(args)
+        self.schedules = Schedules.from_args(args)
+        self._value_lr_ratio = (
+            args.value_learning_rate / args.learning_rate if len(self.optimizer.param_groups) > 1 else None
+        )
+        self._lrs: list[float] | None = None  # the rates _apply put into the optimizer
         if isinstance(envs, WorkerPool):  # the envs are on Ray actors: one more collector, same buffer
             self.collector = RayCollector(
                 envs, args.num_steps, args.gamma, self.model, args.seed, say=self._say
@@ -199,17 +261,60 @@ class Run:
         self.console: ProgressReport | None = None  # the loop's
         self.update = self.global_step = 0
         self.elapsed = 0.0
+        self._apply()
         self.notes: list[str] = []  # shown when training starts
         self.callbacks: list[Callback] = []
         self.logger = None  # set by the Logging callback
+        self.env = None  # the env object of train(env=...) (None: args.env_id), for the callbacks' own envs
 
     def _say(self, text: str) -> None:
         if self.console is not None:
             self.console.message(text)
 
+    def set(self, **values) -> None:
+        """Change settings from the next update on, between updates (a callback's ``on_update_end``):
+        ``run.set(ent_coef=0.001, learning_rate=1e-4)``. Accepted: learning_rate, ent_coef, clip_coef,
+        vf_coef, max_grad_norm and target_kl. A setting with a schedule (``--anneal-lr``, ``--*-end``) goes on
+        linearly from the new value to its end value; one without stays at the new value. With
+        ``--value-learning-rate``, the critic's rate keeps its ratio to ``learning_rate``. The values in force
+        are logged each update, and checkpoints keep them (docs/TRAINING.md)."""
+        self.schedules.set(self.update, values, self._value_lr_ratio)
+        self._apply()
+
+    @property
+    def in_force(self) -> dict:
+        """The values of ``set``'s settings that the next update will use."""
+        return {
+            "learning_rate": self.optimizer.param_groups[0]["lr"],
+            **{name: getattr(self.settings, name) for name in ADJUSTABLE[1:]},
+        }
+
+    def _apply(self) -> dict:
+        """Put the values in force at this update into the optimizer and ``settings``; return those that have a
+        line (``proxima.schedules``). A learning rate changed in the optimizer behind ``set``'s back would be
+        overwritten here: refused instead."""
+        values = self.schedules.at(self.update)
+        if not values:
+            return values
+        groups = self.optimizer.param_groups
+        for i, (group, name) in enumerate(zip(groups, ("learning_rate", VALUE_LR), strict=False)):
+            if name in values:
+                if self._lrs is not None and group["lr"] != self._lrs[i]:
+                    raise UserError(
+                        f"the optimizer's learning rate was changed to {group['lr']} outside run.set, and its "
+                        f"schedule would overwrite it; use run.set(learning_rate=...) instead"
+                    )
+                group["lr"] = values[name]
+        self._lrs = [group["lr"] for group in groups]
+        coefficients = {name: values[name] for name in ADJUSTABLE[1:] if name in values}
+        if coefficients:
+            self.settings = dataclasses.replace(self.settings, **coefficients)
+        return values
+
     def iterate(self) -> UpdateResult:
         """One update: a rollout, its advantages, the gradient steps."""
         args = self.args
+        in_force = self._apply()
         learning_rate = self.optimizer.param_groups[0]["lr"]
         next_value, next_done = self.collector.collect(self.model)
         buf = self.collector.buffer
@@ -231,15 +336,16 @@ class Run:
         returns = advantages + buf.values
         batch = buf.sequences(advantages, returns) if args.recurrent else buf.flatten(advantages, returns)
         stats = update(self.model, self.optimizer, batch, self.settings)
-        if self.scheduler is not None:
-            self.scheduler.step()
         self.update += 1
         self.global_step += args.batch_size
+        self._apply()  # the next update's values, in place for the callbacks and the checkpoint
         episode_returns, episode_lengths = buf.finished_episodes()
         target_std = batch.returns.std()
         record = {
             "global_step": self.global_step,
             "learning_rate": learning_rate,
+            # the values in force of the settings that changed or change (a run without any logs none of them)
+            **{name: in_force[name] for name in ADJUSTABLE[1:] if name in in_force},
             **stats,
             "explained_variance": explained_variance(batch.values, batch.returns),
             "episodic_return": float(np.mean(episode_returns)) if episode_returns else None,
@@ -252,6 +358,7 @@ class Run:
             # of the targets around their size, and of the predictions against the targets (for the health checks)
             return_spread=float(target_std / batch.returns.abs().mean().clamp_min(1e-8)),
             value_spread=float(batch.values.std() / target_std.clamp_min(1e-8)),
+            episode_infos=buf.finished_infos(),
         )
 
     # --- the checkpoint's share of the run (proxima.checkpoint owns the file) ---------------------------
@@ -278,18 +385,15 @@ class Run:
         return {
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
+            "settings": self.schedules.state_dict(),
             "collector": self.collector.state_dict(),  # None: the envs cannot be captured
             "rng": rng,
         }
 
     def load_state_dict(self, meta: dict, states: dict) -> None:
-        from proxima.files import load_module_state
-
         load_module_state(self.model, states["model"], checkpoint.FILE)
         self.optimizer.load_state_dict(states["optimizer"])
-        if self.scheduler is not None:
-            self.scheduler.load_state_dict(states["scheduler"])
+        self.schedules.load_state_dict(states["settings"])
         rng = states["rng"]
         torch.set_rng_state(rng["torch"])
         if "cuda" in rng and self.device.type == "cuda":
@@ -303,12 +407,62 @@ class Run:
         else:  # new episodes, from a seed the run has not used yet
             self.collector.restart(seed=self.args.seed + meta["global_step"])
         self.update, self.global_step, self.elapsed = meta["update"], meta["global_step"], meta["elapsed_s"]
+        self._lrs = None  # the optimizer's rates are the checkpoint's
+        self._apply()
         self.notes.append(f"resuming {self.run_dir} after update {self.update} of {self.args.num_updates}")
         if states["collector"] is None:
             self.notes.append(
                 "note: Gymnasium envs cannot be saved without pickling, so they start new episodes; the rest of "
                 "this run will differ from an uninterrupted one (native envs resume exactly)"
             )
+
+
+class RunArgs(PPOArgs):
+    """``run.args``: the settings the run started with (its config.json), read-only, since assigning to them
+    would change nothing; ``run.set`` changes the ones that can change."""
+
+    def __setattr__(self, name: str, value) -> None:
+        if self.__dict__.get("_sealed"):
+            how = (
+                f"change it between updates with run.set({name}=...)"
+                if name in ADJUSTABLE
+                else f"it is fixed for the run (run.set changes {', '.join(ADJUSTABLE)})"
+            )
+            raise UserError(f"run.args.{name} cannot be assigned: run.args is the run's config.json; {how}")
+        super().__setattr__(name, value)
+
+
+def _read_only(args: PPOArgs) -> RunArgs:
+    frozen = RunArgs(**{f.name: getattr(args, f.name) for f in dataclasses.fields(PPOArgs)})
+    object.__setattr__(frozen, "_sealed", True)
+    return frozen
+
+
+def _init_from(run: Run, source: str) -> None:
+    """Start ``run`` from the agent saved in ``source`` (a run directory, or its ``best``): its weights and
+    normalization statistics. Its spaces and network must be the run's; the first difference is named."""
+    if os.path.isdir(source) and not os.path.exists(os.path.join(source, AGENT_JSON)):
+        raise UserError(
+            f"--init-from {source}: no agent there ({AGENT_JSON}); a run saves its agent when it ends: resume "
+            "it to its end first, or give its best/ directory"
+        )
+    agent = Agent.load(source)
+    for name, theirs, ours in (
+        ("observation space", agent.observation_space, run.envs.single_observation_space),
+        ("action space", agent.action_space, run.envs.single_action_space),
+    ):
+        if space_to_json(theirs) != space_to_json(ours):
+            raise UserError(
+                f"--init-from {source}: its agent's {name} is {theirs}, this run's env has {ours}"
+            )
+    theirs, ours = dataclasses.asdict(agent.model.spec), dataclasses.asdict(run.model.spec)
+    for name in ours:  # the precision a CNN computes in is not part of what it is
+        if name != "precision" and theirs.get(name) != ours[name]:
+            raise UserError(
+                f"--init-from {source}: its agent's network has {name} {show_value(theirs.get(name))}, this run's "
+                f"{show_value(ours[name])}; give the network settings of that run (its config.json)"
+            )
+    load_module_state(run.model, agent.model.state_dict(), os.path.join(source, WEIGHTS))
 
 
 def _numpy_rng_state() -> list:
@@ -326,6 +480,7 @@ def network_spec(args: PPOArgs, envs) -> NetworkSpec:
         shared=args.shared_network,
         critic_hidden_sizes=args.critic_hidden_sizes,
         critic_activation=args.critic_activation,
+        layer_norm=args.layer_norm,
         has_critic=get_algorithm(args.algo).has_critic,
         norm_obs=args.norm_obs,
         norm_reward=args.norm_reward,
@@ -337,7 +492,7 @@ def network_spec(args: PPOArgs, envs) -> NetworkSpec:
         lstm_layers=args.lstm_layers,
         precision=args.precision,
         action_dist=args.action_dist,
-        encoder=encoder_for(layout),
+        encoder=choose_encoder(args.encoder, layout),
         obs_shape=tuple(layout.shape),
         obs_layout=layout.to_json() if layout.packed else None,
     )
@@ -351,7 +506,7 @@ def seed_everything(seed: int, deterministic: bool) -> None:
 
 
 def default_run_dir(args: PPOArgs) -> str:
-    env_name = args.env_id.replace("/", "_").replace(":", "_")
+    env_name = re.sub(r"[^\w.-]", "_", args.env_id)  # an id's / and :, an env object's <lambda>
     return os.path.join("runs", f"{env_name}__{args.exp_name}__{args.seed}__{int(time.time())}")
 
 
@@ -387,12 +542,57 @@ def _threads(args: PPOArgs, envs, saved: int | None = None) -> list[str]:
     return [why] if why else []
 
 
-def _make_envs(args: PPOArgs, run_dir: str, device: torch.device, video_subdir: str = ""):
+def _take_env(env, args: PPOArgs | None, overrides: dict):
+    """The env object of ``train(env=...)``, or of an ``env_id`` (keyword or ``PPOArgs``) that is not an id
+    string, with the ``args`` and ``overrides`` that record it: its label as ``env_id`` and ``env_factory``."""
+    if args is not None and is_env_object(args.env_id):
+        env, args = (args.env_id if env is None else env), dataclasses.replace(args, env_id="")
+    if is_env_object(overrides.get("env_id")):
+        if env is not None:
+            raise UserError("give the env once: as env= or as env_id=, not both")
+        env = overrides.pop("env_id")
+    if env is None:
+        return None, args, overrides
+    if isinstance(env, str):
+        if "env_id" in overrides:
+            raise UserError("give the env once: as env= or as env_id=, not both")
+        return None, args, {**overrides, "env_id": env}
+    label, factory = describe_env(env)
+    overrides = {**overrides, "env_id": label, "env_factory": factory}
+    if isinstance(env, gym.vector.VectorEnv):
+        if overrides.get("num_envs", env.num_envs) != env.num_envs:
+            raise UserError(
+                f"num_envs is {overrides['num_envs']}, but the VectorEnv given has {env.num_envs} envs"
+            )
+        overrides["num_envs"] = env.num_envs
+    return env, args, overrides
+
+
+def _env_of(args: PPOArgs, env, what: str = "the run"):
+    """What the run's envs are made from: ``env`` where given, else the factory that ``args.env_factory`` names
+    (imported again), else None (``args.env_id``). What a run on a user's VectorEnv cannot do is refused here."""
+    if env is None and args.env_factory is not None:
+        env = load_env_factory(args.env_factory, what)
+    if isinstance(env, gym.vector.VectorEnv):
+        for asked, flag in ((args.eval_every, "--eval-every"), (args.rollout_workers, "--rollout-workers")):
+            if asked:
+                raise UserError(
+                    f"{flag} makes envs of its own, which a VectorEnv instance cannot give; pass env= a class or "
+                    "function that returns one gymnasium.Env instead"
+                )
+        if env.num_envs != args.num_envs:
+            raise UserError(f"num_envs is {args.num_envs}, but the VectorEnv given has {env.num_envs} envs")
+    return env
+
+
+def _make_envs(args: PPOArgs, run_dir: str, device: torch.device, env=None, video_subdir: str = ""):
+    """The run's envs: of ``env`` (an object: ``proxima.envs.user``) where given, else of ``args.env_id``."""
     if args.rollout_workers:
-        return WorkerPool(args)
-    return make_vec_env(
-        args.env_id,
+        return WorkerPool(args, env)
+    return make_envs(
+        args.env_id if env is None else env,
         args.num_envs,
+        env_kwargs=args.env_kwargs,
         backend=args.env_backend,
         seed=args.seed,
         asynchronous=args.async_envs,

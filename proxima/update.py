@@ -34,6 +34,7 @@ class UpdateSettings:
     ent_coef: float = 0.01
     max_grad_norm: float = 0.5
     target_kl: float | None = None
+    value_norm_horizon: int = 10
 
     @classmethod
     def from_args(cls, args) -> UpdateSettings:
@@ -52,7 +53,7 @@ def update(model: ActorCritic, optimizer: Adam, batch: Batch, settings: UpdateSe
     mean over all minibatches.
     """
     clipfracs, losses, grad_norms = [], [], []
-    model.update_value_normalization(batch.returns)
+    model.update_value_normalization(batch.returns, settings.value_norm_horizon)
     # With --norm-value the critic's errors are measured in standard deviations of its targets, the scale its
     # network predicts in; dividing values, old values and returns alike keeps the clipped loss consistent.
     # The batch's share is divided once here; each minibatch divides only its new values.

@@ -1,11 +1,10 @@
-"""The checkpoint schema: versioned, one component per part of the run, and older checkpoints still resume."""
+"""The checkpoint schema: versioned, one component per part of the run; a checkpoint of another version is refused."""
 
 import json
 import os
 import shutil
 
 import pytest
-from safetensors.torch import load_file
 
 from proxima import checkpoint
 from proxima.callbacks import Callback
@@ -22,37 +21,20 @@ def _metrics(run_dir):
         return [{k: v for k, v in json.loads(line).items() if k not in TIMES} for line in f]
 
 
-def test_a_version_1_checkpoint_resumes_to_the_uninterrupted_run(tmp_path):
-    """tests/fixtures/checkpoint-v1 was written by commit 5b414c6 (before the schema had components): native
-    CartPole, seed 3, 6 updates, interrupted with Ctrl-C after update 3. Resumed by today's code, it must end
-    exactly where today's code ends without the interruption."""
+def test_an_older_checkpoint_is_refused_in_one_line(tmp_path, capsys):
+    """tests/fixtures/checkpoint-v1 was written by commit 5b414c6 (before the schema had components). Before 1.0
+    a checkpoint of another version is refused in one line, not converted, and the run directory is left as
+    it was."""
     run_dir = str(tmp_path / "v1")
     shutil.copytree(FIXTURE, run_dir)
     _, meta = read_checkpoint(os.path.join(run_dir, checkpoint.FILE))
     assert meta["version"] == 1 and meta["update"] == 3
-    assert main(["train", "--resume", run_dir, "--quiet"]) == 0
-    whole = str(tmp_path / "whole")
-    train(
-        env_id="CartPole-v1",
-        seed=3,
-        total_timesteps=3072,
-        checkpoint_every=0,
-        plot=False,
-        quiet=True,
-        run_dir=whole,
-    )
-    assert _metrics(run_dir) == _metrics(whole) and len(_metrics(whole)) == 6
-    a, b = (
-        load_file(os.path.join(run_dir, "model.safetensors")),
-        load_file(os.path.join(whole, "model.safetensors")),
-    )
-    assert a.keys() == b.keys() and all((a[k] == b[k]).all() for k in a)
-    assert (
-        open(os.path.join(run_dir, "episodes.jsonl")).read()
-        == open(os.path.join(whole, "episodes.jsonl")).read()
-    )
-    _, meta = read_checkpoint(os.path.join(run_dir, checkpoint.FILE))
-    assert meta["version"] == checkpoint.VERSION and meta["finished"]
+    before = sorted(os.listdir(run_dir))
+    assert main(["train", "--resume", run_dir, "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"checkpoint version 1; this proxima reads version {checkpoint.VERSION} only" in err, err
+    assert "older proxima" in err and "\n" not in err
+    assert sorted(os.listdir(run_dir)) == before
 
 
 @pytest.fixture

@@ -140,7 +140,9 @@ def test_cartpole_fast_preset_solves_gymnasium_cartpole(seed, threads, tmp_path)
     # trained on), scores >= 475. Seed 4 with 1 thread never reaches the stop return: its final agent scores about
     # 250, and only the kept best agent solves it (docs/BENCHMARKS.md, "Fast presets with 1 thread and with 2").
     proxima.train(config="cartpole-fast", seed=seed, torch_threads=threads, run_dir=str(tmp_path / "run"))
-    assert proxima.evaluate(proxima.load(str(tmp_path / "run" / "best")), 100, deterministic=True).mean() >= 475
+    assert (
+        proxima.evaluate(proxima.load(str(tmp_path / "run" / "best")), 100, deterministic=True).mean() >= 475
+    )
 
 
 def test_cartpole_throughput_preset_learns_on_a_short_budget(tmp_path):

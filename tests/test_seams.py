@@ -7,8 +7,7 @@ import torch
 
 import proxima
 from proxima.algorithms import ALGORITHMS
-from proxima.encoders import ENCODERS as ENCODERS_BEFORE
-from proxima.encoders import FlattenEncoder, encoder_for
+from proxima.encoders import ENCODERS, FlattenEncoder, encoder_for
 from proxima.envs import make_vec_env, register_backend
 from proxima.envs.native import CartPole
 from proxima.errors import UserError
@@ -134,15 +133,14 @@ class HalvedEncoder(torch.nn.Module):
 
 
 def test_an_encoder_registered_from_outside_the_package_trains(monkeypatch, tmp_path):
-    from proxima import encoders
     from proxima.encoders import EncoderType, register_encoder
 
-    monkeypatch.setattr(encoders, "ENCODERS", {})  # the registry as it is, then the new one first
+    monkeypatch.setitem(ENCODERS, "halved", None)  # removed again after the test
     register_encoder(EncoderType("halved", HalvedEncoder, supports=lambda layout: True, accepts="anything"))
-    for encoder in ENCODERS_BEFORE.values():
-        register_encoder(encoder)
+    # auto keeps the built-in for a Box vector; --encoder picks the registered one by its name
+    assert encoder_for(ObsLayout(gym.spaces.Box(-1, 1, (4,)))) == "flatten-mlp"
     agent = proxima.train(total_timesteps=512, run_dir=str(tmp_path / "run"), plot=False, quiet=True,
-                          precision="auto")  # fmt: skip
+                          precision="auto", encoder="halved")  # fmt: skip
     assert agent.model.spec.encoder == "halved" and isinstance(agent.model.encoder, HalvedEncoder)
     assert agent.model.spec.precision == "float32"  # auto: no CNN, no bf16
     assert proxima.load(str(tmp_path / "run")).model.spec.encoder == "halved"

@@ -214,3 +214,22 @@ def test_value_statistics_change_without_moving_any_value():
             model.update_value_normalization(targets)
             assert abs(model.normalization.value_mean.item() - mean) > 50.0  # the statistics moved
             torch.testing.assert_close(model.value(obs), before, rtol=1e-5, atol=1e-4)
+
+
+def test_value_statistics_forget_the_early_spread_of_the_targets():
+    """Each batch weighs 1/10 (--value-norm-horizon's default) once the statistics are full, so after 50 batches of spread 1 and 50 of
+    spread 0.01 the std is sqrt(0.9 ** 50 + (1 - 0.9 ** 50) * 0.01 ** 2) = 0.0725. Statistics of every target
+    since the start would say 0.707, 28 times the late targets' own spread, which left the reach task's critic
+    unable to tell its states apart (docs/HEALTH.md, explained_variance)."""
+    assert PPOArgs().value_norm_horizon == UpdateSettings.from_args(PPOArgs()).value_norm_horizon == 10
+    norm = _norm_value_model().normalization
+    signs = torch.tensor([1.0, -1.0]).repeat(256)  # mean 0, variance exactly spread ** 2
+    for spread in [1.0] * 50 + [0.01] * 50:
+        norm.update_value(spread * signs, 10)
+    expected = math.sqrt(0.9**50 + (1 - 0.9**50) * 0.01**2 + norm.eps)
+    assert abs(norm.value_std.item() - expected) < 1e-5 * expected
+    assert norm.value_mean.item() == 0.0
+    every = _norm_value_model().normalization  # --value-norm-horizon 0: every target since the start
+    for spread in [1.0] * 50 + [0.01] * 50:
+        every.update_value(spread * signs, 0)
+    assert abs(every.value_std.item() - math.sqrt((1 + 0.01**2) / 2)) < 1e-3

@@ -20,7 +20,7 @@ from gymnasium.vector import AutoresetMode
 from torch import Tensor
 
 from proxima.envs.atari import atari_game, make_atari_env
-from proxima.envs.interface import Step, env_actions
+from proxima.envs.interface import InfoKeys, Step, env_actions, env_call, per_env_values
 from proxima.envs.registry import register_backend
 from proxima.errors import EnvError, UserError
 from proxima.spaces import MASK_KEY, ObsLayout, action_count
@@ -57,9 +57,19 @@ def make_single_env(env_id: str, render_mode: str | None = None, **kwargs) -> gy
             raise UserError(
                 f"{env_id} cannot render: its constructor takes no render_mode argument, which video needs"
             ) from None
+        _refuse_unknown_kwargs(e, env_id)
         raise EnvError(f"{env_id}'s constructor raised {type(e).__name__}: {e}") from e
     except Exception as e:  # the user's constructor itself failed
         raise EnvError(f"{env_id}'s constructor raised {type(e).__name__}: {e}") from e
+
+
+def _refuse_unknown_kwargs(error: TypeError, env_id: str) -> None:
+    """A constructor that does not take one of the ``env_kwargs`` given: the user's mistake, in one line."""
+    if "unexpected keyword argument" in str(error):
+        name = str(error).rpartition("argument")[2].strip()
+        raise UserError(
+            f"{env_id}'s constructor takes no argument {name}; give env_kwargs that its __init__ accepts"
+        ) from None
 
 
 OLD_API = (
@@ -190,6 +200,38 @@ def _reward(reward) -> float:
 STAT_KEYS = ("score", "game_over")
 
 
+# Where ``_InfoTap`` puts an ended episode's info, the one info key besides ``STAT_KEYS`` that ``_Tidy`` lets pass.
+END_INFO = "proxima_episode_info"
+
+
+class EpisodeInfo:
+    """An ended episode's info on its way through the vector env: in a plain object, which Gymnasium's info
+    batching stores as it is (a dict it would split by key, and arrays it would stack, failing on shapes that
+    change from episode to episode)."""
+
+    __slots__ = ("info",)
+
+    def __init__(self, info: dict):
+        self.info = info
+
+
+class _InfoTap(gym.Wrapper):
+    """Puts the info of each episode's last step (``keys``, or all of it) under ``END_INFO``; ``_Tidy`` inserts
+    it below itself only when a run asks for infos, so that a run that asks for none steps exactly as before."""
+
+    def __init__(self, env: gym.Env, keys):
+        super().__init__(env)
+        self.keys = keys
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if terminated or truncated:
+            info = info if isinstance(info, dict) else {}
+            kept = dict(info) if self.keys == "all" else {k: info[k] for k in self.keys if k in info}
+            info = {**info, END_INFO: EpisodeInfo(kept)}
+        return obs, reward, terminated, truncated, info
+
+
 class _Tidy(gym.Wrapper):
     """Each sub-env's results as the vector env needs them, whatever the env returns: the observation as a
     fresh array of the space's dtype and shape (a list, float64 values in a float32 space, or one array
@@ -241,6 +283,14 @@ class _Tidy(gym.Wrapper):
         final = bool(terminated) or bool(truncated)
         return self._obs(obs, info, final), reward, bool(terminated), bool(truncated), stats
 
+    def keep_infos(self, keys) -> None:
+        """From now on, pass on each ended episode's info (``InfoKeys``) under ``END_INFO``. Called through the
+        vector env's ``call``, in the process that holds this env; a second call only changes the keys."""
+        if not isinstance(self.env, _InfoTap):
+            self.env = _InfoTap(self.env, keys)
+            self._keep = (*self._keep, END_INFO)
+        self.env.keys = keys
+
     def close(self):
         _close_quietly(self.env, self._env_id)
 
@@ -265,7 +315,11 @@ class GymnasiumVecEnv:
         device: torch.device | str = "cpu",
         video_dir: str | None = None,
         video_episodes: int | None = None,
+        env_kwargs: dict | None = None,
+        factory=None,
     ):
+        """``factory``: a callable that returns a ``gymnasium.Env``, called (with ``env_kwargs``) once per
+        sub-env and once for the checks; ``env_id`` then only names it in messages (proxima.envs.user)."""
         self._seed = seed
         self._asynchronous = asynchronous
         self._reports_stats = atari_game(env_id) is not None
@@ -273,14 +327,15 @@ class GymnasiumVecEnv:
         # Gymnasium's own checker and its warnings are left to the sub-envs: an env refused here gets one line.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            probe = _make_env(env_id, render_mode="rgb_array" if video_dir else None, checked=True)
+            make = EnvMaker(env_id, env_kwargs or {}, factory)
+            probe = make(render_mode="rgb_array" if video_dir else None, checked=True)
             try:
                 infos = _with_env_errors(env_id, lambda: check_step_api(probe, env_id))
                 self.obs_layout = find_obs_layout(env_id, probe, *infos)
             finally:
                 _close_quietly(probe, env_id)
         fns = [
-            _env_factory(env_id, self.obs_layout, video_dir if i == 0 else None, video_episodes, asynchronous)
+            _env_factory(make, self.obs_layout, video_dir if i == 0 else None, video_episodes, asynchronous)
             for i in range(num_envs)
         ]
         vector_cls = gym.vector.AsyncVectorEnv if asynchronous else gym.vector.SyncVectorEnv
@@ -290,6 +345,7 @@ class GymnasiumVecEnv:
         self.single_action_space = self.envs.single_action_space
         self.device = torch.device(device)
         self._obs_dtype = self.obs_layout.dtype
+        self._infos = None  # keep_infos' keys: None until a run asks
 
     def _obs(self, array) -> Tensor:
         return torch.as_tensor(np.asarray(array), dtype=self._obs_dtype, device=self.device)
@@ -319,7 +375,26 @@ class GymnasiumVecEnv:
             torch.as_tensor(truncated, dtype=torch.bool, device=self.device),
             final_obs,
             *self._stats(info),
+            None if self._infos is None else _end_infos(info),
         )
+
+    def keep_infos(self, keys: InfoKeys) -> None:
+        """From now on each ``Step.infos`` holds the info of the step that ended each episode: the ``keys`` that
+        it has, or all of it with "all" (``proxima.envs.interface``)."""
+        self._infos = keys
+        with self._worker_errors_quiet():
+            self.envs.call("keep_infos", keys)
+
+    def call(self, name: str, *args, **kwargs) -> tuple:
+        """Gymnasium's ``VectorEnv.call``: ``name(*args, **kwargs)`` on each sub-env (the attribute's value where
+        it is not callable), the results in env order. ``name`` is looked up through the wrappers to the env."""
+        return call_envs(self.envs, name, *args, **kwargs)
+
+    def set_attr(self, name: str, values) -> None:
+        """Gymnasium's ``VectorEnv.set_attr``: a list or tuple gives each env its own value, anything else goes
+        to every env. Only an attribute that the env or a wrapper already has (a typo would make a new one on
+        the outermost wrapper, which the env never reads)."""
+        set_env_attr(self.envs, name, values)
 
     def _stats(self, info: dict) -> tuple[Tensor | None, Tensor | None]:
         """``(score, game_over)`` where the envs report them (``STAT_KEYS``), else ``(None, None)``. In same-step
@@ -360,6 +435,42 @@ class GymnasiumVecEnv:
         raise NotImplementedError("Gymnasium envs cannot be restored; reset them instead")
 
 
+def _end_infos(info: dict) -> dict[int, dict]:
+    """Env index -> the info ``_InfoTap`` kept, for the envs whose episode ended in this step. In same-step
+    autoreset an ended episode's info is under ``final_info``; the top level holds the reset's."""
+    final = info.get("final_info")
+    if not final or END_INFO not in final:
+        return {}
+    kept = final[END_INFO]
+    return {int(i): kept[i].info for i in np.flatnonzero(final[f"_{END_INFO}"])}
+
+
+def call_envs(envs: gym.vector.VectorEnv, name: str, *args, **kwargs) -> tuple:
+    """``envs.call`` (``GymnasiumVecEnv.call``), for any Gymnasium vector env: a name no sub-env has is a
+    one-line ``UserError``, an exception raised in the env an ``EnvError``."""
+    _check_attr(envs, name)
+    with warnings.catch_warnings():  # AsyncVectorEnv warns with the worker's traceback before raising
+        warnings.filterwarnings("ignore", module=r"gymnasium\.vector\.async_vector_env")
+        return env_call(envs.call, name, *args, **kwargs)
+
+
+def set_env_attr(envs: gym.vector.VectorEnv, name: str, values) -> None:
+    """``envs.set_attr`` (``GymnasiumVecEnv.set_attr``), for any Gymnasium vector env."""
+    values = per_env_values(values, envs.num_envs)
+    _check_attr(envs, name)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", module=r"gymnasium\.vector\.async_vector_env")
+        env_call(envs.set_attr, name, values)
+
+
+def _check_attr(envs: gym.vector.VectorEnv, name: str) -> None:
+    if not isinstance(name, str) or not all(env_call(envs.call, "has_wrapper_attr", name)):
+        raise UserError(
+            f"the env has no attribute {name!r}; call and set_attr reach a method or attribute that the env "
+            "(or one of its wrappers) defines: define it in the env's __init__"
+        )
+
+
 def _with_env_errors(env_id: str, fn):
     try:
         return fn()
@@ -370,7 +481,7 @@ def _with_env_errors(env_id: str, fn):
 
 
 def _env_factory(
-    env_id: str,
+    make: EnvMaker,
     layout: ObsLayout,
     video_dir: str | None,
     video_episodes: int | None = None,
@@ -379,36 +490,81 @@ def _env_factory(
     """``video_episodes``: record the first that many episodes; None: Gymnasium's 0, 1, 8, 27, ... schedule.
     ``worker``: the env lives in its own process (AsyncVectorEnv), where this runs."""
 
-    def make() -> gym.Env:
+    env_id = make.env_id
+
+    def make_one() -> gym.Env:
         if worker:
             # Ctrl-C reaches the whole process group; the trainer handles it (checkpoint, then exit), so a
             # worker must not die of it mid-update.
             signal.signal(signal.SIGINT, signal.SIG_IGN)
         if video_dir is None:
-            return _Tidy(_make_env(env_id), env_id, layout)
+            return _Tidy(make(), env_id, layout)
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # rgb_array needs no display; keeps SDL quiet
         trigger = None if video_episodes is None else (lambda episode: episode < video_episodes)
 
         def record(env: gym.Env) -> gym.Env:
             return gym.wrappers.RecordVideo(env, video_dir, episode_trigger=trigger, disable_logger=True)
 
-        return _Tidy(_make_env(env_id, render_mode="rgb_array", record=record), env_id, layout)
+        return _Tidy(make(render_mode="rgb_array", record=record), env_id, layout)
 
-    return make
+    return make_one
 
 
-def _make_env(env_id: str, render_mode: str | None = None, record=None, checked: bool = False) -> gym.Env:
-    """One env as the vector env runs it: an ALE id with the Atari preprocessing (proxima.envs.atari), any
-    other id as it is registered. ``record`` wraps it for video (for Atari, around whole games).
-    ``checked``: the env is ``check_step_api``'s, which replaces Gymnasium's checker."""
-    if atari_game(env_id) is not None:
-        return make_atari_env(env_id, render_mode, record=record)
-    env = make_single_env(env_id, render_mode, **({"disable_env_checker": True} if checked else {}))
-    return env if record is None else record(env)
+class EnvMaker:
+    """How one sub-env is made: from a registered id with its constructor's ``kwargs``, or by a user's
+    ``factory`` (a class, a function, a ``functools.partial``) called with them. A plain object, so that
+    AsyncVectorEnv can send it to its worker processes."""
+
+    def __init__(self, env_id: str, kwargs: dict, factory=None):
+        self.env_id, self.kwargs, self.factory = env_id, kwargs, factory
+
+    def __call__(self, render_mode: str | None = None, record=None, checked: bool = False) -> gym.Env:
+        """One env as the vector env runs it: an ALE id with the Atari preprocessing (proxima.envs.atari),
+        any other id as it is registered, a factory's env as it returns it. ``record`` wraps it for video (for
+        Atari, around whole games). ``checked``: the env is ``check_step_api``'s, which replaces Gymnasium's
+        checker."""
+        env_id = self.env_id
+        if self.factory is not None:
+            env = _from_factory(self.factory, env_id, render_mode, self.kwargs)
+        elif atari_game(env_id) is not None:
+            if self.kwargs:
+                raise UserError(
+                    f"{env_id} takes no env_kwargs here: proxima's Atari preprocessing makes the ALE env"
+                )
+            return make_atari_env(env_id, render_mode, record=record)
+        else:
+            checker = {"disable_env_checker": True} if checked else {}
+            env = make_single_env(env_id, render_mode, **self.kwargs, **checker)
+        return env if record is None else record(env)
+
+
+def _from_factory(factory, label: str, render_mode: str | None, kwargs: dict) -> gym.Env:
+    """``factory(**kwargs)`` (with ``render_mode`` when video asks for one), checked to be a Gymnasium env."""
+    if render_mode is not None:
+        kwargs = {**kwargs, "render_mode": render_mode}
+    try:
+        env = factory(**kwargs)
+    except TypeError as e:
+        if render_mode is not None and "render_mode" in str(e):
+            raise UserError(
+                f"{label} cannot render: it takes no render_mode argument, which video needs"
+            ) from None
+        _refuse_unknown_kwargs(e, label)
+        raise EnvError(f"{label} raised {type(e).__name__}: {e}") from e
+    except (UserError, EnvError):
+        raise
+    except Exception as e:  # the user's constructor itself failed
+        raise EnvError(f"{label} raised {type(e).__name__}: {e}") from e
+    if not isinstance(env, gym.Env):
+        raise UserError(
+            f"{label} returned {_shape_of(env)}, not a gymnasium.Env; give env= a class or function that "
+            "returns one env, or a gymnasium.vector.VectorEnv"
+        )
+    return env
 
 
 def _make(env_id: str, num_envs: int, **kwargs) -> GymnasiumVecEnv:
     return GymnasiumVecEnv(env_id, num_envs, **kwargs)
 
 
-register_backend("gymnasium", _make, features=("asynchronous", "video"))
+register_backend("gymnasium", _make, features=("asynchronous", "video", "env_kwargs"))

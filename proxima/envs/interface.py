@@ -15,7 +15,7 @@ here knows about policies.
 
 from __future__ import annotations
 
-from typing import NamedTuple, Protocol
+from typing import Literal, NamedTuple, Protocol
 
 import gymnasium as gym
 import numpy as np
@@ -40,6 +40,9 @@ class Step(NamedTuple):
     # training episode, and rewards are clipped). None: the same as reward and terminated | truncated.
     score: Tensor | None = None  # (N,) float32: the env's own reward, unclipped
     game_over: Tensor | None = None  # (N,) bool: a whole game ended here (every life lost, or its time limit)
+    # Only after ``keep_infos`` (None otherwise, and from backends that report no info): env index -> the info
+    # its env gave at the step that ended its episode, for the envs whose episode ended here.
+    infos: dict[int, dict] | None = None
 
     @property
     def done(self) -> Tensor:
@@ -70,6 +73,38 @@ class VecEnv(Protocol):
         ...
 
     def load_state_dict(self, state: dict[str, Tensor]) -> None: ...
+
+    # Optional, where a backend has them (docs/CALLBACKS.md):
+    # - ``keep_infos(keys: InfoKeys) -> None``: from now on ``Step.infos`` holds each ended episode's info;
+    # - ``call(name, *args, **kwargs) -> tuple`` and ``set_attr(name, values) -> None``: Gymnasium's
+    #   ``VectorEnv.call`` and ``set_attr``, on every sub-env, results in env order. Backends with no per-env
+    #   objects raise a one-line ``UserError`` from them.
+
+
+# What ``keep_infos`` keeps of the info at an episode's end: these keys (where present), or "all" of them.
+InfoKeys = tuple[str, ...] | Literal["all"]
+
+
+def merge_info_keys(*wanted: InfoKeys) -> InfoKeys | None:
+    """The infos that several users of a run ask for: "all" if one asks for all, else the union of their keys
+    in the order asked; None when nobody asks (then nothing is collected)."""
+    if any(w == "all" for w in wanted):
+        return "all"
+    keys = tuple(dict.fromkeys(key for w in wanted for key in w))
+    return keys or None
+
+
+def per_env_values(values, num_envs: int) -> list:
+    """``set_attr``'s values as one per env, as Gymnasium reads them: a list or tuple gives each env its own (it
+    must have one per env), anything else is given to every env."""
+    if not isinstance(values, list | tuple):
+        return [values] * num_envs
+    if len(values) != num_envs:
+        raise UserError(
+            f"set_attr got {len(values)} values for {num_envs} envs; give one value per env in a list or "
+            "tuple, or a single value (not a list) for all of them"
+        )
+    return list(values)
 
 
 def env_actions(actions: np.ndarray, action_space: gym.Space) -> np.ndarray:

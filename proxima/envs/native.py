@@ -22,6 +22,7 @@ from torch import Tensor
 
 from proxima.envs.interface import Step
 from proxima.envs.registry import register_backend
+from proxima.errors import UserError
 from proxima.spaces import ObsLayout
 
 _MASK32 = 0xFFFFFFFF
@@ -62,6 +63,14 @@ class CounterRNG:
         bits = hash32(k * 0x9E3779B1 + self.key.unsqueeze(1))
         self.counter += advance.to(torch.int64) * size
         return low + (high - low) * (bits >> 8).to(dtype) / float(1 << 24)
+
+
+# VecEnv.call and set_attr (curriculum) need an object per env; native envs report no info either, so
+# --log-info and a callback's info_keys get empty infos from them (docs/CALLBACKS.md).
+NO_ENV_OBJECTS = (
+    "native envs are batched tensors with no per-env objects, so call and set_attr cannot reach one; use "
+    "--env-backend gymnasium (env_backend='gymnasium') to call env methods or set env attributes"
+)
 
 
 class NativeVecEnv:
@@ -116,6 +125,12 @@ class NativeVecEnv:
 
     def close(self) -> None:
         pass
+
+    def call(self, name: str, *args, **kwargs) -> tuple:
+        raise UserError(NO_ENV_OBJECTS)
+
+    def set_attr(self, name: str, values) -> None:
+        raise UserError(NO_ENV_OBJECTS)
 
     def state_dict(self) -> dict[str, Tensor]:
         """Everything the next steps depend on, so a checkpoint can continue the very same episodes."""

@@ -21,7 +21,7 @@ import torch
 from proxima.envs.interface import VecEnv
 from proxima.errors import UserError
 
-FEATURES = {"asynchronous": "--async-envs", "video": "--capture-video"}
+FEATURES = {"asynchronous": "--async-envs", "video": "--capture-video", "env_kwargs": "--env-kwargs"}
 
 
 @dataclass(frozen=True)
@@ -92,13 +92,15 @@ def resolve_backend(
     asynchronous: bool = False,
     video: bool = False,
     num_envs: int | None = None,
+    env_kwargs: bool = False,
 ) -> str:
     """The backend that runs ``env_id``: ``backend`` itself unless it is ``auto``, which takes the most
     recently registered backend that handles the id, supports what is asked for, and is meant for
     ``num_envs`` envs (None: any count)."""
     if backend != "auto":
         return get_backend(backend).name
-    wanted = {name for name, on in (("asynchronous", asynchronous), ("video", video)) if on}
+    asked = (("asynchronous", asynchronous), ("video", video), ("env_kwargs", env_kwargs))
+    wanted = {name for name, on in asked if on}
     for candidate in reversed(_BACKENDS.values()):
         if candidate.auto_takes(env_id, num_envs, wanted):
             return candidate.name
@@ -117,6 +119,7 @@ def make_vec_env(
     device: torch.device | str = "cpu",
     video_dir: str | None = None,
     video_episodes: int | None = None,
+    env_kwargs: dict | None = None,
 ) -> VecEnv:
     """Build ``num_envs`` copies of ``env_id`` behind the ``VecEnv`` interface; the first ``reset()`` uses ``seed``.
 
@@ -127,9 +130,21 @@ def make_vec_env(
 
     ``asynchronous`` runs each copy in its own process (Gymnasium's AsyncVectorEnv), which pays off only when
     one env step costs far more than the inter-process round trip. ``video_dir`` records env 0 there.
+    ``env_kwargs``: keyword arguments of the env's constructor, for the backends that take them (Gymnasium's
+    passes them to ``gymnasium.make``); a backend that cannot is refused in one line.
     """
+    if not isinstance(env_id, str):  # an env object or a factory: proxima.envs.user.make_envs takes those
+        raise UserError(
+            f"make_vec_env takes an env id string, got {type(env_id).__name__}; for an env object or a "
+            "function that makes one, use proxima.envs.make_envs"
+        )
     name = resolve_backend(
-        env_id, backend, asynchronous=asynchronous, video=video_dir is not None, num_envs=num_envs
+        env_id,
+        backend,
+        asynchronous=asynchronous,
+        video=video_dir is not None,
+        num_envs=num_envs,
+        env_kwargs=bool(env_kwargs),
     )
     chosen = _BACKENDS[name]
     if num_envs < 1:
@@ -139,7 +154,8 @@ def make_vec_env(
         raise UserError(
             f"no {name} implementation of {env_id!r}{listed} (use --env-backend gymnasium for any other id)"
         )
-    for feature, asked in (("asynchronous", asynchronous), ("video", video_dir is not None)):
+    asked_for = (("asynchronous", asynchronous), ("video", video_dir is not None), ("env_kwargs", env_kwargs))
+    for feature, asked in asked_for:
         if asked and feature not in chosen.features:
             able = [b.name for b in _BACKENDS.values() if feature in b.features]
             raise UserError(
@@ -153,4 +169,5 @@ def make_vec_env(
         asynchronous=asynchronous,
         video_dir=video_dir,
         video_episodes=video_episodes,
+        **({"env_kwargs": env_kwargs} if env_kwargs else {}),  # only then: backends of before take none
     )

@@ -1,0 +1,7 @@
+"""``python -m proxima ...``: the ``proxima`` command."""
+
+import sys
+
+from proxima.cli import main
+
+sys.exit(main())

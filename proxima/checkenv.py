@@ -1,0 +1,113 @@
+"""``proxima check-env ENV_ID``: will proxima train on this env, and what will it make of it?
+
+Runs proxima's own checks (those the Gymnasium backend makes before a run: the step API, the observation
+layout and its mask, an encoder and a head for the spaces), then some random steps through the backend a run
+would use, then Gymnasium's ``check_env``. Gymnasium's checker is stricter than proxima needs (an observation a
+little outside its Box trains fine): what it finds is a warning. What proxima cannot train on is a problem, each
+in one line, and the exit status is 2.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from proxima.distributions import make_head
+from proxima.encoders import check_spaces, encoder_for
+from proxima.envs import make_vec_env
+from proxima.envs.gymnasium_backend import EnvMaker, check_step_api, find_obs_layout
+from proxima.envs.registry import resolve_backend
+from proxima.errors import EnvError, UserError
+
+RANDOM_STEPS = 200  # per env, through the backend, with random actions
+
+
+def check_env(
+    env_id: str, env_kwargs: dict | None = None, num_envs: int = 4
+) -> tuple[list[str], list[str], list[str]]:
+    """``(report, warnings, problems)``: lines saying what proxima will do with ``env_id``, what Gymnasium's
+    checker found, and why proxima cannot train on it (empty: it will train)."""
+    report, found, problems = [], [], []
+    env = EnvMaker(env_id, env_kwargs or {})(checked=True)  # a bad id or constructor: a UserError, one line
+    try:
+        report += [f"observation space: {env.observation_space}", f"action space: {env.action_space}"]
+        limit = env.spec.max_episode_steps if env.spec is not None else None
+        report.append(
+            f"time limit: {limit} steps (truncated episodes bootstrap from V(final_obs))"
+            if limit
+            else "time limit: none: episodes end only when the env says so"
+        )
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                infos = check_step_api(env, env_id)
+            layout = find_obs_layout(env_id, env, *infos)
+            check_spaces(layout, env.action_space)
+        except (UserError, EnvError) as e:
+            return report, found, [str(e)]
+        except Exception as e:  # the env's own reset or step raised
+            return report, found, [f"{env_id} raised {type(e).__name__}: {e}"]
+        head = make_head(env.action_space)
+        mask = f", action mask from {layout.mask}" if layout.mask else ""
+        report.append(
+            f"observations: {'packed into one vector of ' + str(layout.shape[0]) if layout.packed else 'as they are'}{mask}"
+        )
+        report.append(f"encoder: {encoder_for(layout)} (--encoder picks another)")
+        report.append(f"action head: {type(head).__name__}")
+        backend = resolve_backend(env_id, num_envs=num_envs, env_kwargs=bool(env_kwargs))
+        report.append(f"backend: {backend} (auto's choice at {num_envs} envs; --env-backend picks another)")
+        problems += _random_steps(env_id, env_kwargs, backend, num_envs)
+        found += _gymnasium_check(env)
+    finally:
+        env.close()
+    return report, found, problems
+
+
+def _random_steps(env_id: str, env_kwargs: dict | None, backend: str, num_envs: int) -> list[str]:
+    """Problems seen in ``RANDOM_STEPS`` random steps through the backend a run would use."""
+    try:
+        envs = make_vec_env(env_id, num_envs, backend=backend, seed=0, env_kwargs=env_kwargs)
+    except (UserError, EnvError) as e:
+        return [str(e)]
+    try:
+        envs.reset(seed=0)
+        space = envs.single_action_space
+        for t in range(RANDOM_STEPS):
+            actions = np.stack([space.sample() for _ in range(num_envs)])
+            step = envs.step(torch.as_tensor(actions))
+            for name, value in (("observation", step.obs), ("reward", step.reward)):
+                if value.is_floating_point() and not torch.isfinite(value).all():
+                    return [f"{env_id} gave a non-finite {name} (NaN or infinity) at random step {t + 1}"]
+    except (UserError, EnvError) as e:
+        return [str(e)]
+    except Exception as e:
+        return [f"{env_id} raised {type(e).__name__} within {RANDOM_STEPS} random steps: {e}"]
+    finally:
+        envs.close()
+    return []
+
+
+def _gymnasium_check(env: gym.Env) -> list[str]:
+    """Gymnasium's ``check_env`` on the unwrapped env, as its docs advise: its failure and its warnings, a line each."""
+    from gymnasium.utils.env_checker import check_env as gymnasium_check_env
+
+    lines = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            gymnasium_check_env(env.unwrapped, skip_render_check=True)
+        except Exception as e:
+            lines.append(f"Gymnasium's check_env failed: {_one_line(e)}")
+    for w in caught:
+        text = _one_line(w.message)
+        if text and text not in lines:
+            lines.append(text)
+    return lines
+
+
+def _one_line(message) -> str:
+    text = " ".join(str(message).split())
+    return text.removeprefix("\x1b[33mWARN: ").removesuffix("\x1b[0m")

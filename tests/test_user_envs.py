@@ -1,0 +1,325 @@
+"""Your env as you have it (docs/ENVS.md): env objects, factories and VectorEnvs in every autoreset mode,
+env_kwargs, resume and evaluation of such runs, module:Env-v0 from the working directory, and check-env."""
+
+import functools
+import json
+import os
+import subprocess
+import sys
+import threading
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from gymnasium.vector import AutoresetMode
+
+import proxima
+from proxima import cli
+from proxima.envs import make_envs, make_vec_env
+from proxima.errors import UserError
+from tests.fixtures import wild_envs
+from tests.fixtures.wild_envs import EPISODE, Float64Obs
+
+TINY = dict(total_timesteps=512, num_envs=2, num_steps=64, quiet=True, report=False, plot=False)
+LIMIT = (
+    15  # CartPole's episodes truncated here, so that the sequences hold truncations as well as terminations
+)
+
+
+def _short_cartpole(**kwargs):
+    return gym.make("CartPole-v1", max_episode_steps=LIMIT, **kwargs)
+
+
+def _sequence(envs, steps=120, seed=3):
+    """What the loop sees of ``envs`` for fixed random actions: every Step's tensors, after the first reset."""
+    out = [envs.reset(seed=seed)]
+    rng = np.random.default_rng(0)
+    for _ in range(steps):
+        step = envs.step(torch.as_tensor(rng.integers(0, 2, envs.num_envs)))
+        out.append(torch.stack([step.reward, step.terminated.float(), step.truncated.float()]))
+        out += [step.obs, step.final_obs]
+    return out
+
+
+@pytest.mark.parametrize("mode", list(AutoresetMode))
+@pytest.mark.parametrize("vector_cls", [gym.vector.SyncVectorEnv, gym.vector.AsyncVectorEnv])
+def test_a_vector_env_in_each_autoreset_mode_steps_as_proximas_own_backend(mode, vector_cls):
+    ours = make_vec_env("CartPole-v1", 3, backend="gymnasium", env_kwargs={"max_episode_steps": LIMIT})
+    expected = _sequence(ours)
+    flags = torch.stack(expected[1::3])
+    assert flags[:, 1].sum() > 0 and flags[:, 2].sum() > 0  # the sequence holds both kinds of episode end
+    users = vector_cls([_short_cartpole] * 3, autoreset_mode=mode)
+    try:
+        got = _sequence(make_envs(users, 3))
+    finally:
+        users.close()
+    assert len(got) == len(expected)
+    assert all(torch.equal(a, b) for a, b in zip(got, expected, strict=True))
+
+
+def test_a_vector_env_that_cannot_reset_ended_envs_alone_is_refused_in_one_line():
+    envs = gym.make_vec(
+        "CartPole-v1", num_envs=2
+    )  # Gymnasium's CartPoleVectorEnv: reset_mask resets them all
+    with pytest.raises(UserError, match="reset every env when asked to reset env 0 alone") as e:
+        proxima.train(env=envs, **TINY)
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("mode", list(AutoresetMode))
+def test_a_short_training_run_on_a_vector_env_in_each_mode(mode, tmp_path):
+    envs = gym.make_vec(
+        "CartPole-v1",
+        2,
+        vectorization_mode="sync",
+        vector_kwargs={"autoreset_mode": mode},
+        max_episode_steps=LIMIT,
+    )
+    agent = proxima.train(env=envs, run_dir=str(tmp_path / "run"), **TINY)
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["env_id"] == "object:CartPole-v1" and config["env_factory"] == "<VectorEnv>"
+    lengths = [json.loads(line)["length"] for line in open(tmp_path / "run" / "episodes.jsonl")]
+    assert lengths and max(lengths) <= LIMIT
+    returns = proxima.evaluate(agent, 4, env=envs)
+    assert len(returns) == 4 and returns.max() <= LIMIT
+
+
+class CountedEnv(Float64Obs):
+    made = 0
+
+    def __init__(self, render_mode=None, size=1):
+        type(self).made += 1
+        self.size = size
+        super().__init__(render_mode)
+
+
+def test_a_factory_is_called_once_per_sub_env_and_once_for_the_checks(tmp_path):
+    CountedEnv.made = 0
+    envs = make_envs(CountedEnv, 3)
+    assert CountedEnv.made == 4
+    assert envs.reset(seed=0).dtype == torch.float64
+    envs.close()
+
+
+@pytest.mark.parametrize(
+    "given, label, factory",
+    [
+        (Float64Obs, "object:tests.fixtures.wild_envs.Float64Obs", "tests.fixtures.wild_envs:Float64Obs"),
+        (
+            functools.partial(Float64Obs),
+            "object:tests.fixtures.wild_envs.Float64Obs(partial)",
+            "<functools.partial>",
+        ),
+        (lambda: Float64Obs(), f"object:{__name__}.<lambda>", "<lambda>"),
+        (
+            gym.vector.SyncVectorEnv([Float64Obs, Float64Obs]),
+            "object:gymnasium.vector.sync_vector_env.SyncVectorEnv",
+            "<VectorEnv>",
+        ),
+    ],
+    ids=["class", "partial", "lambda", "VectorEnv"],
+)
+@pytest.mark.parametrize("keyword", ["env", "env_id"])
+def test_an_env_object_trains_as_env_or_as_env_id(given, label, factory, keyword, tmp_path):
+    """The defect of issue 32: env_id=MyEnv or env_id=a VectorEnv gave AttributeError 'startswith'."""
+    agent = proxima.train(**{keyword: given}, run_dir=str(tmp_path / "run"), **TINY)
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert (config["env_id"], config["env_factory"]) == (label, factory)
+    assert agent.env_id == label
+    lengths = [json.loads(line)["length"] for line in open(tmp_path / "run" / "episodes.jsonl")]
+    assert lengths and set(lengths) <= set(range(EPISODE - 3, EPISODE + 1))  # starts at 0..3, ends at EPISODE
+
+
+def test_one_env_instance_is_refused_in_one_line():
+    with pytest.raises(UserError, match="give the function that makes it"):
+        proxima.train(env_id=Float64Obs(), **TINY)
+
+
+def test_env_kwargs_reach_the_env_its_evaluations_and_proxima_eval(tmp_path, capsys):
+    run = str(tmp_path / "run")
+    proxima.train(
+        env_id="CartPole-v1",
+        env_kwargs={"max_episode_steps": 7},
+        run_dir=run,
+        eval_every=1,
+        eval_episodes=2,
+        **TINY,
+    )
+    assert json.loads(open(os.path.join(run, "config.json")).read())["env_kwargs"] == {"max_episode_steps": 7}
+    lengths = [json.loads(line)["length"] for line in open(os.path.join(run, "episodes.jsonl"))]
+    assert max(lengths) == 7  # CartPole cannot fall in fewer than 8 steps: every episode was truncated at 7
+    evals = [json.loads(line)["eval_return"] for line in open(os.path.join(run, "metrics.jsonl"))]
+    assert set(evals) == {7.0}
+    assert list(proxima.evaluate(proxima.load(run), 3)) == [7.0, 7.0, 7.0]
+    assert cli.main(["eval", run, "--episodes", "2"]) == 0
+    assert "mean_return=7.00" in capsys.readouterr().out
+    assert cli.main(["eval", run, "--episodes", "2", "--env-kwargs", '{"max_episode_steps": 9}']) == 0
+    assert "mean_return=9.00" in capsys.readouterr().out
+
+
+def test_env_kwargs_on_the_cli_are_json_and_the_native_backend_refuses_them(capsys):
+    args = cli.parse_train_args(["--env-kwargs", '{"max_episode_steps": 8}'])
+    assert args.env_kwargs == {"max_episode_steps": 8}
+    assert cli.main(["train", "--env-kwargs", "{size: 8}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--env-kwargs must be a JSON object" in err[0]
+    with pytest.raises(UserError, match="the native backend cannot do --env-kwargs"):
+        proxima.train(env_id="CartPole-v1", env_backend="native", env_kwargs={"max_episode_steps": 8}, **TINY)
+    with pytest.raises(UserError, match="takes no argument 'size'"):
+        proxima.train(env_id="CartPole-v1", env_kwargs={"size": 8}, **TINY)
+
+
+def test_a_run_on_a_lambda_resumes_and_evaluates_only_with_the_env_given_again(tmp_path, capsys):
+    run = str(tmp_path / "run")
+    agent = proxima.train(env=lambda: _short_cartpole(), run_dir=run, **TINY)
+    for argv in (["train", "--resume", run, "--total-timesteps", "1024"], ["eval", run]):
+        assert cli.main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "lambda" in err[0] and "env=" in err[0], err
+    with pytest.raises(UserError, match="cannot make again"):
+        proxima.evaluate(agent, 2)
+    proxima.resume(run, env=_short_cartpole, total_timesteps=1024)
+    meta = json.loads(open(os.path.join(run, "agent.json")).read())
+    assert meta["global_step"] == 1024
+    assert proxima.evaluate(proxima.load(run), 2, env=_short_cartpole).max() <= LIMIT
+
+
+def test_a_run_on_a_class_is_made_again_from_its_import_path(tmp_path, capsys):
+    run = str(tmp_path / "run")
+    proxima.train(env=wild_envs.Int64Obs, run_dir=run, **TINY)
+    proxima.resume(run, total_timesteps=1024)
+    assert cli.main(["eval", run, "--episodes", "3"]) == 0
+    assert "object:tests.fixtures.wild_envs.Int64Obs: mean_return=" in capsys.readouterr().out
+    returns = proxima.evaluate(proxima.load(run), 3)
+    assert len(returns) == 3 and ((0 <= returns) & (returns <= EPISODE)).all()  # action 1 pays 1 a step
+
+
+def test_a_vector_env_cannot_give_envs_to_evaluations_or_workers():
+    envs = gym.vector.SyncVectorEnv([_short_cartpole] * 2)
+    with pytest.raises(UserError, match="--eval-every makes envs of its own"):
+        proxima.train(env=envs, eval_every=1, **TINY)
+    with pytest.raises(UserError, match="cannot add video"):
+        proxima.train(env=envs, capture_video=True, **TINY)
+
+
+def test_rollout_workers_refuse_a_factory_they_cannot_send_in_one_line():
+    pytest.importorskip("ray")
+    lock = threading.Lock()
+
+    def factory():
+        with lock:
+            return _short_cartpole()
+
+    with pytest.raises(UserError, match="cannot be serialized") as e:
+        proxima.train(env=factory, rollout_workers=2, **TINY)
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.slow
+def test_rollout_workers_make_the_envs_of_a_factory(tmp_path):
+    pytest.importorskip("ray")
+    agent = proxima.train(
+        env=functools.partial(gym.make, "CartPole-v1", max_episode_steps=LIMIT), rollout_workers=2,
+        run_dir=str(tmp_path / "run"), **TINY,
+    )  # fmt: skip
+    lengths = [json.loads(line)["length"] for line in open(tmp_path / "run" / "episodes.jsonl")]
+    assert lengths and max(lengths) <= LIMIT
+    assert agent.env_id.startswith("object:")
+
+
+def test_eval_names_the_module_that_registered_a_plain_id_and_takes_env_id(tmp_path):
+    run = str(tmp_path / "run")
+    proxima.train(env_id="WildFloat64Obs-v0", run_dir=run, **TINY)  # registered by importing wild_envs here
+    proxima_cmd = [os.path.join(os.path.dirname(sys.executable), "proxima"), "eval", run, "--episodes", "2"]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    failed = subprocess.run(proxima_cmd, capture_output=True, text=True, cwd=root, env=env)
+    assert failed.returncode == 2
+    assert failed.stderr.count("\n") == 1
+    assert "give --env-id tests.fixtures.wild_envs:WildFloat64Obs-v0" in failed.stderr
+    fixed = proxima_cmd + ["--env-id", "tests.fixtures.wild_envs:WildFloat64Obs-v0"]
+    ok = subprocess.run(fixed, capture_output=True, text=True, cwd=root, env=env)
+    assert ok.returncode == 0, ok.stderr
+    assert "episodes=2" in ok.stdout
+
+
+MODULE = """
+import gymnasium as gym
+gym.register("HereEnv-v0", entry_point="gymnasium.envs.classic_control.cartpole:CartPoleEnv", max_episode_steps=9)
+"""
+
+
+@pytest.mark.parametrize("how", ["console script", "python -m proxima"])
+def test_module_env_ids_import_from_the_working_directory(how, tmp_path):
+    (tmp_path / "heremodule.py").write_text(MODULE)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    program = (
+        [os.path.join(os.path.dirname(sys.executable), "proxima")]
+        if how == "console script"
+        else [sys.executable, "-m", "proxima"]
+    )
+    result = subprocess.run(
+        [*program, "check-env", "heremodule:HereEnv-v0"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "time limit: 9 steps" in result.stdout
+
+
+def test_check_env_says_what_proxima_will_do_with_a_good_env(capsys):
+    assert cli.main(["check-env", "CartPole-v1"]) == 0
+    out = capsys.readouterr().out
+    assert "encoder: flatten-mlp" in out
+    assert "action head: CategoricalHead" in out
+    assert "backend: native" in out
+    assert "time limit: 500 steps" in out
+    assert "proxima will train on CartPole-v1" in out
+    assert cli.main(["check-env", "tests.fixtures.wild_envs:WildEndless-v0"]) == 0
+    out = capsys.readouterr().out
+    assert "time limit: none: episodes end only when the env says so" in out
+    assert "backend: gymnasium" in out
+
+
+def test_check_env_refuses_the_old_step_api_in_one_line(capsys):
+    assert cli.main(["check-env", "tests.fixtures.wild_envs:WildOldStepApi-v0"]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and "the old gym API" in lines[0]
+    assert "will train" not in captured.out
+
+
+@pytest.mark.parametrize("mode", list(AutoresetMode))
+def test_a_vector_env_of_dict_observations_is_packed_as_proximas_own_backend_packs_it(mode):
+    from tests.fixtures import space_envs  # noqa: F401  (registers DictObs-v0)
+
+    def sequence(envs):
+        out = [envs.reset(seed=5)]
+        for t in range(40):
+            step = envs.step(torch.as_tensor(np.random.default_rng(t).integers(0, 2, 2)))
+            out += [step.obs, step.reward, step.terminated, step.truncated, step.final_obs]
+        return out
+
+    expected = sequence(make_vec_env("DictObs-v0", 2, backend="gymnasium"))
+    envs = make_envs(gym.vector.SyncVectorEnv([lambda: gym.make("DictObs-v0")] * 2, autoreset_mode=mode), 2)
+    assert envs.obs_layout.packed
+    got = sequence(envs)
+    assert all(torch.equal(a, b) for a, b in zip(got, expected, strict=True))
+
+
+@pytest.mark.parametrize("mode", list(AutoresetMode))
+def test_a_vector_envs_infos_at_episode_ends_and_its_attributes_reach_the_run(mode, tmp_path):
+    from tests.fixtures.info_envs import InfoEnv
+
+    envs = gym.vector.SyncVectorEnv([InfoEnv, InfoEnv], autoreset_mode=mode)
+    wrapped = make_envs(envs, 2)
+    wrapped.set_attr("level", 3)
+    assert wrapped.call("level") == (3, 3)
+    proxima.train(env=envs, log_info=("level", "success"), run_dir=str(tmp_path / "run"), **TINY)
+    records = [json.loads(line) for line in open(tmp_path / "run" / "metrics.jsonl")]
+    # only the step that ends an episode says level 3 and success (the others say -1 and False)
+    assert {r["info/level"] for r in records} == {3.0}
+    assert {r["info/success"] for r in records} == {1.0}
