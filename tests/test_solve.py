@@ -76,7 +76,7 @@ RESCORED = ["--rescore-best", "2", "--rescore-episodes", "10"]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("rescore", [[], RESCORED], ids=["best-evaluation", "rescored"])
+@pytest.mark.parametrize("rescore", [["--rescore-best", "0"], RESCORED], ids=["best-evaluation", "rescored"])
 def test_proxima_solve_scores_the_best_agent_when_the_run_keeps_one(rescore, tmp_path, capsys):
     run_dir = tmp_path / "run"
     code = main(["solve", "CartPole-v1", "--seed", "1", "--run-dir", str(run_dir), "--quiet", "--torch-threads", "1",
@@ -84,7 +84,7 @@ def test_proxima_solve_scores_the_best_agent_when_the_run_keeps_one(rescore, tmp
     line = capsys.readouterr().out.strip().splitlines()[-1]
     best = json.loads((run_dir / "best" / "agent.json").read_text())
     chosen = "the best of the evaluations during training"
-    if rescore:
+    if rescore == RESCORED:
         chosen = "the highest of the 2 best evaluations rescored on 10 episodes"
         assert len(best["rescored"]) == 2 and best["rescore_episodes"] == 10
     assert f"(scored: {run_dir / 'best'}, {chosen}, from step {best['global_step']:,})" in line
