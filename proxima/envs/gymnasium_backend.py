@@ -45,22 +45,15 @@ def make_single_env(env_id: str, render_mode: str | None = None, **kwargs) -> gy
     asked for: many envs outside Gymnasium take no such argument.
     """
     check_env_id(env_id)
-    if render_mode is not None:
-        kwargs["render_mode"] = render_mode
-    try:
-        return gym.make(env_id, **kwargs)
-    except (gym.error.Error, ModuleNotFoundError, ImportError) as e:
-        message = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise UserError(f"unknown env id {env_id!r} ({message}); give {ENV_ID_FORMS}") from None
-    except TypeError as e:
-        if render_mode is not None and "render_mode" in str(e):
-            raise UserError(
-                f"{env_id} cannot render: its constructor takes no render_mode argument, which video needs"
-            ) from None
-        _refuse_unknown_kwargs(e, env_id)
-        raise EnvError(f"{env_id}'s constructor raised {type(e).__name__}: {e}") from e
-    except Exception as e:  # the user's constructor itself failed
-        raise EnvError(f"{env_id}'s constructor raised {type(e).__name__}: {e}") from e
+
+    def make(**given) -> gym.Env:
+        try:
+            return gym.make(env_id, **given)
+        except (gym.error.Error, ModuleNotFoundError, ImportError) as e:
+            message = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise UserError(f"unknown env id {env_id!r} ({message}); give {ENV_ID_FORMS}") from None
+
+    return _construct(make, env_id, render_mode, kwargs)
 
 
 def _refuse_unknown_kwargs(error: TypeError, env_id: str) -> None:
@@ -525,7 +518,7 @@ class EnvMaker:
         checker."""
         env_id = self.env_id
         if self.factory is not None:
-            env = _from_factory(self.factory, env_id, render_mode, self.kwargs)
+            env = _construct(self.factory, env_id, render_mode, self.kwargs)
         elif atari_game(env_id) is not None:
             if self.kwargs:
                 raise UserError(
@@ -538,23 +531,24 @@ class EnvMaker:
         return env if record is None else record(env)
 
 
-def _from_factory(factory, label: str, render_mode: str | None, kwargs: dict) -> gym.Env:
-    """``factory(**kwargs)`` (with ``render_mode`` when video asks for one), checked to be a Gymnasium env."""
+def _construct(make, label: str, render_mode: str | None, kwargs: dict) -> gym.Env:
+    """``make(**kwargs)``, an id's or a user's factory (with ``render_mode`` when video asks for one), checked
+    to be a Gymnasium env; what the constructor raises becomes one line that names ``label``."""
     if render_mode is not None:
         kwargs = {**kwargs, "render_mode": render_mode}
     try:
-        env = factory(**kwargs)
+        env = make(**kwargs)
     except TypeError as e:
         if render_mode is not None and "render_mode" in str(e):
             raise UserError(
-                f"{label} cannot render: it takes no render_mode argument, which video needs"
+                f"{label} cannot render: its constructor takes no render_mode argument, which video needs"
             ) from None
         _refuse_unknown_kwargs(e, label)
-        raise EnvError(f"{label} raised {type(e).__name__}: {e}") from e
+        raise EnvError(f"{label}'s constructor raised {type(e).__name__}: {e}") from e
     except (UserError, EnvError):
         raise
     except Exception as e:  # the user's constructor itself failed
-        raise EnvError(f"{label} raised {type(e).__name__}: {e}") from e
+        raise EnvError(f"{label}'s constructor raised {type(e).__name__}: {e}") from e
     if not isinstance(env, gym.Env):
         raise UserError(
             f"{label} returned {_shape_of(env)}, not a gymnasium.Env; give env= a class or function that "
