@@ -1,7 +1,7 @@
 """Full-budget learning runs: default flags (CartPole-v1, Acrobot-v1 at 500k steps) or a preset, several seeds.
 
 Each run is the real command line (`proxima train`, then `proxima eval` of the final checkpoint), timed from
-process start. Prints one markdown row per run; docs/BENCHMARKS.md records them.
+process start. Prints one markdown row per run; docs/journal/benchmarks.md records them.
 
     .venv/bin/python benchmarks/learning.py --env-id CartPole-v1 --seeds 1 2 3
     .venv/bin/python benchmarks/learning.py --config pendulum --threshold -200 --seeds 1 2 3

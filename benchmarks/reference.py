@@ -1,6 +1,6 @@
 """The day's machine speed: raw Gymnasium CartPole-v1 stepping (SyncVectorEnv of 4, random actions).
 
-These machines' speed varies up to 2x from day to day, so every timing in docs/BENCHMARKS.md is reported
+These machines' speed varies up to 2x from day to day, so every timing in docs/journal/benchmarks.md is reported
 beside this number, measured in the same session.
 
     .venv/bin/python benchmarks/reference.py

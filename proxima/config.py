@@ -168,7 +168,7 @@ class PPOArgs:
     """Box actions: cap the Gaussian policy's standard deviation under a ceiling that falls from 1 (its initial
     value) to this over the run, evenly in log std; the learned std may sit lower, never higher. The env clips
     actions to their bounds, so a wider Gaussian costs the policy nothing there and its std tends to grow; the
-    ceiling keeps the late policy precise (BipedalWalker, docs/BENCHMARKS.md). The fall spans --total-timesteps,
+    ceiling keeps the late policy precise (BipedalWalker, docs/journal/benchmarks.md). The fall spans --total-timesteps,
     so a shorter run falls faster, and one stopped early by --stop-return ends above this. Off by default"""
 
     # --- run: the run: seeding, devices, logging, evaluation, checkpoints

@@ -65,7 +65,7 @@ def resolve_precision(requested: str, device: torch.device) -> str:
 
 def emulation_note(precision: str, device: torch.device) -> list[str]:
     """A line for a run asked to compute in bf16 where the hardware cannot: emulated bf16 made a 256-sample
-    Atari minibatch step 9x slower than float32 on an AVX2 CPU (docs/BENCHMARKS.md), so say so at the start."""
+    Atari minibatch step 9x slower than float32 on an AVX2 CPU (docs/journal/benchmarks.md), so say so at the start."""
     if precision != "bfloat16" or native_bfloat16(device):
         return []
     hardware = (

@@ -7,7 +7,7 @@ checkpoint records it. ``--torch-threads N`` always wins.
 Automatic (``--torch-threads 0``): 1 thread for minibatches under 512 samples, where threads cost more than
 they save, and torch's default (one per core) above. But OpenMP threads spin while they wait for each other,
 so two runs with 2 threads each on 2 busy cores take turns spinning: measured here, two such runs at once
-took 33-44 s where one alone took 6-7 s (docs/BENCHMARKS.md, "Runs side by side"). So the automatic count is
+took 33-44 s where one alone took 6-7 s (docs/journal/benchmarks.md, "Runs side by side"). So the automatic count is
 also capped by the cores that other processes leave free. They are measured over the process's own
 start-up (from the import of proxima to the run's set-up, about a second of imports and env construction),
 not over a moment: two runs started together are in lockstep, and a short sample taken while both wait

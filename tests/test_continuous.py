@@ -388,7 +388,7 @@ def test_beta_refuses_unbounded_or_non_box_spaces_and_the_options_it_cannot_take
 
 def test_a_beta_policy_solves_mountaincar_continuous_and_loads_with_its_head(tmp_path):
     # mountaincarcontinuous-fast with a Beta policy, seed 1: the first evaluation (40,960 steps) reaches the
-    # preset's 93, and 100 episodes score 98.6 (docs/BENCHMARKS.md); here 20 episodes must clear the threshold
+    # preset's 93, and 100 episodes score 98.6 (docs/journal/benchmarks.md); here 20 episodes must clear the threshold
     run_dir = str(tmp_path / "run")
     agent = proxima.train(config="mountaincarcontinuous-fast", action_dist="beta", seed=1, torch_threads=1,
                           run_dir=run_dir, quiet=True)  # fmt: skip

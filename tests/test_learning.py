@@ -112,7 +112,7 @@ def test_seed001_ppo_preset_learns_on_a_short_budget(tmp_path):
 
 def test_seed002_preset_learns_its_value_function_on_a_short_budget(tmp_path):
     # Seed 002's set-up (one gradient step per 64 samples) improves its policy only slowly: -25 takes about
-    # 690k steps (docs/BENCHMARKS.md). On a short budget its separately optimized critic must already fit.
+    # 690k steps (docs/journal/benchmarks.md). On a short budget its separately optimized critic must already fit.
     proxima.train(
         config="seed002-ppo-pendulum-discrete", total_timesteps=64 * 1000, run_dir=str(tmp_path / "run")
     )
@@ -126,7 +126,7 @@ def test_seed002_preset_learns_its_value_function_on_a_short_budget(tmp_path):
 @pytest.mark.parametrize("algo", ["reinforce", "vpg"])
 def test_seed001_reinforce_and_vpg_presets_learn_on_a_short_budget(algo, tmp_path):
     # 50 of the seed's 250 iterations: both are near 50 there (random play: about 22) and pass 475 later
-    # (docs/BENCHMARKS.md).
+    # (docs/journal/benchmarks.md).
     proxima.train(
         config=f"seed001-{algo}-cartpole", total_timesteps=64 * 256 * 50, run_dir=str(tmp_path / "run")
     )
@@ -138,7 +138,7 @@ def test_cartpole_fast_preset_solves_gymnasium_cartpole(seed, threads, tmp_path)
     # issue 5's goal, as a test: the agent `proxima solve` scores (RUN_DIR/best, the highest of the rescored best
     # evaluations), played deterministically on 100 episodes of Gymnasium's own CartPole-v1 (not the native env it
     # trained on), scores >= 475. Seed 4 with 1 thread never reaches the stop return: its final agent scores about
-    # 250, and only the kept best agent solves it (docs/BENCHMARKS.md, "Fast presets with 1 thread and with 2").
+    # 250, and only the kept best agent solves it (docs/journal/benchmarks.md, "Fast presets with 1 thread and with 2").
     proxima.train(config="cartpole-fast", seed=seed, torch_threads=threads, run_dir=str(tmp_path / "run"))
     assert (
         proxima.evaluate(proxima.load(str(tmp_path / "run" / "best")), 100, deterministic=True).mean() >= 475
@@ -146,7 +146,7 @@ def test_cartpole_fast_preset_solves_gymnasium_cartpole(seed, threads, tmp_path)
 
 
 def test_cartpole_throughput_preset_learns_on_a_short_budget(tmp_path):
-    # The preset's full budget (seeds 1-5 solved at 430-640k steps/s) is a benchmark (docs/BENCHMARKS.md,
+    # The preset's full budget (seeds 1-5 solved at 430-640k steps/s) is a benchmark (docs/journal/benchmarks.md,
     # "Towards 500k steps/s"). On 1M steps, with the learning rate annealed over them, seeds 1-3 ended at a last-20
     # mean of 193-294 (random play: about 22), with 1 thread and with 2. One thread, so the load cannot change it.
     proxima.train(

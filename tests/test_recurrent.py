@@ -168,7 +168,7 @@ def test_a_recurrent_run_resumes_exactly_after_sigkill(tmp_path):
 
 @pytest.mark.slow
 def test_the_lstm_preset_balances_partially_observed_cartpole_where_an_mlp_cannot(tmp_path):
-    """A reduced budget of the cartpole-lstm preset (the full one is a benchmark: docs/BENCHMARKS.md)."""
+    """A reduced budget of the cartpole-lstm preset (the full one is a benchmark: docs/journal/benchmarks.md)."""
     budget = dict(total_timesteps=40_960, eval_every=0, stop_return=None, seed=1, plot=False, quiet=True)
     lstm = proxima.train(config="cartpole-lstm", run_dir=str(tmp_path / "lstm"), torch_threads=1, **budget)
     mlp = proxima.train(config="cartpole-lstm", run_dir=str(tmp_path / "mlp"), torch_threads=1, recurrent=None,

@@ -1,7 +1,7 @@
 """`proxima solve` and the fast presets: each preset learns its task on a reduced budget.
 
 The full budgets (every task solved, seeds 1-5, timed from process start) are a benchmark:
-benchmarks/solve_suite.py, recorded in docs/BENCHMARKS.md.
+benchmarks/solve_suite.py, recorded in docs/journal/benchmarks.md.
 """
 
 import json

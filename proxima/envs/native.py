@@ -468,7 +468,7 @@ def _make(env_id: str, num_envs: int, *, seed=None, device="cpu", **unused) -> N
 
 
 # Where a run of fewer envs goes faster on Gymnasium's envs, `--env-backend auto` takes those below this many
-# (benchmarks/backend_choice.py, docs/BENCHMARKS.md). Acrobot's RK4 step is about 150 small tensor ops, whose
+# (benchmarks/backend_choice.py, docs/journal/benchmarks.md). Acrobot's RK4 step is about 150 small tensor ops, whose
 # fixed cost Gymnasium's per-env numpy code undercuts until about 16 envs: 0.57x at the default 4 envs. The
 # other envs are within noise of Gymnasium's at 4 envs and faster from 8.
 NATIVE_FROM = {"Acrobot-v1": 16}
