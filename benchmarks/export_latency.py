@@ -4,14 +4,18 @@ Trains a small CartPole MLP agent (64x64 tanh, ``--norm-obs``), exports it to bo
 per observation, from a numpy observation to a numpy action, over 2,000 observations of the env after a
 warm-up. The three are interleaved in rounds, so that a load that comes and goes on the machine touches all of
 them alike. torch and onnxruntime each use one thread (a batch of one observation gains nothing from more).
-Prints a markdown table: median and 90th percentile in microseconds, with the date and this command.
+Prints a markdown table: median and 90th percentile in microseconds, with the date and this command; with
+`--record`, the rows go to docs/results/data (topic "export-latency", benchmarks/records.py) and docs/RESULTS.md
+is rendered again.
 
-    .venv/bin/python benchmarks/export_latency.py
+    .venv/bin/python benchmarks/export_latency.py [--record [DIR]]
 """
 
 from __future__ import annotations
 
+import argparse
 import datetime
+import os
 import sys
 import tempfile
 import time
@@ -22,6 +26,9 @@ import numpy as np
 import torch
 
 import proxima
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks import records  # noqa: E402
 
 CALLS, ROUNDS, WARMUP = 2000, 5, 200
 
@@ -40,6 +47,11 @@ def observations(n: int) -> np.ndarray:
 
 def main() -> None:
     import onnxruntime as ort
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    records.add_record_flag(parser)
+    args = parser.parse_args()
+    batch = records.Batch("export-latency", out_dir=args.record, software=("proxima", "torch", "onnxruntime"))
 
     torch.set_num_threads(1)
     warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit.load
@@ -74,6 +86,9 @@ def main() -> None:
     for name, t in times.items():
         median, p90 = np.percentile(t, [50, 90])
         print(f"| {name} | {median:.0f} | {p90:.0f} | {len(t)} | {date} | `{command}` |")
+        batch.add(task="CartPole-v1", settings=name, median_us=round(float(median), 1), p90_us=round(float(p90), 1),
+                  calls=len(t), command=command)  # fmt: skip
+    batch.finish()
 
 
 if __name__ == "__main__":

@@ -3,9 +3,10 @@
 For each run: the `proxima train --config PRESET --seed S` process timed from its start to its exit (the
 preset stops once solved), its steps, its peak RSS (os.wait4), then the score of 100 episodes of Gymnasium's
 own env (`proxima eval`, deterministic unless the preset says otherwise). The raw Gymnasium CartPole rate
-(benchmarks/reference.py) is measured before and after, so that days can be compared.
+(benchmarks/reference.py) is measured before and after, so that days can be compared. With `--record`, the batch
+goes to docs/results/data and docs/RESULTS.md and the README's table are rendered again (benchmarks/records.py).
 
-    .venv/bin/python benchmarks/solve_suite.py [--tasks CartPole-v1 ...] [--seeds 1 2 3 4 5]
+    .venv/bin/python benchmarks/solve_suite.py [--tasks CartPole-v1 ...] [--seeds 1 2 3 4 5] [--record [DIR]]
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -21,8 +23,8 @@ import time
 
 from proxima.config import read_preset, solve_presets
 
-sys.path.insert(0, ".")
-from benchmarks.reference import raw_cartpole_sps  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks import records  # noqa: E402
 
 BIN = os.path.join(os.path.dirname(sys.executable), "proxima")
 
@@ -46,8 +48,10 @@ def main() -> None:
     parser.add_argument("--tasks", nargs="+", default=list(presets), choices=list(presets))
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     parser.add_argument("extra", nargs="*", help="extra flags for proxima train, after --")
+    records.add_record_flag(parser)
     args = parser.parse_args()
-    print(f"raw Gymnasium CartPole-v1 reference before: {raw_cartpole_sps():,.0f} steps/s", flush=True)
+    batch = records.Batch("solve", out_dir=args.record, software=("proxima", "torch", "gymnasium"))
+    print(f"raw Gymnasium CartPole-v1 reference before: {batch.reference['before']:,.0f} steps/s", flush=True)
     print(
         "| task (preset) | seed | steps to solved | wall s (process) | peak RSS MB | 100 episodes, Gymnasium env | solved |"
     )
@@ -65,10 +69,17 @@ def main() -> None:
                                   *(["--deterministic"] if deterministic else [])],
                                  check=True, capture_output=True, text=True).stdout  # fmt: skip
             mean, std = (float(x) for x in re.search(r"mean_return=(\S+) std_return=(\S+)", out).groups())
+            batch.add(task=env_id, preset=preset, settings=shlex.join(args.extra) or None, seed=seed,
+                      score=records.score(mean, std, 100, deterministic), threshold=task["threshold"], steps=steps,
+                      wall_s=round(wall, 2), peak_rss_mb=round(rss),
+                      command=shlex.join(["proxima", "train", "--config", preset, "--seed", str(seed), *args.extra]))  # fmt: skip
             print(f"| {env_id} ({preset}) | {seed} | {steps:,} | {wall:.1f} | {rss:.0f} | {mean:.1f} ± {std:.1f} "
                   f"{'(det.)' if deterministic else '(sampled)'} | {'yes' if mean >= task['threshold'] else 'NO'} |",
                   flush=True)  # fmt: skip
-    print(f"raw Gymnasium CartPole-v1 reference after: {raw_cartpole_sps():,.0f} steps/s")
+    path = batch.finish()
+    print(f"raw Gymnasium CartPole-v1 reference after: {batch.reference['after']:,.0f} steps/s")
+    if path:
+        print(f"recorded in {path}")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,9 @@ reports the steady-state SPS that the run itself logs. Peak RSS is the training 
     .venv/bin/python benchmarks/throughput.py --suite   # every backend on CartPole-v1 and Pendulum-v1,
                                                         # then cartpole-fast's time to solve, seeds 1-5
     .venv/bin/python benchmarks/throughput.py --cartpole-fast [-- FLAGS]   # only the latter
+
+With `--record`, each table's rows go to docs/results/data as one batch (topic "throughput"; cartpole-fast's time
+to solve as topic "solve"), and docs/RESULTS.md and the README's table are rendered again (benchmarks/records.py).
 """
 
 from __future__ import annotations
@@ -15,12 +18,17 @@ import argparse
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from benchmarks import records  # noqa: E402
+
 BIN = os.path.join(os.path.dirname(sys.executable), "proxima")
+SOFTWARE = ("proxima", "torch", "gymnasium")
 BACKENDS = {
     "gymnasium sync": ["--env-backend", "gymnasium"],
     "gymnasium async": ["--async-envs"],
@@ -49,7 +57,12 @@ def train(env_id: str, steps: int, flags: list[str]) -> tuple[str, float, dict, 
     return run_dir, wall, last, usage.ru_maxrss / 1024
 
 
-def suite() -> None:
+def command(env_id: str, steps: int, flags: list[str]) -> str:
+    return shlex.join(["proxima", "train", "--env-id", env_id, "--total-timesteps", str(steps), *flags])
+
+
+def suite(record: str | None) -> None:
+    batch = records.Batch("throughput", out_dir=record, software=SOFTWARE)
     print(
         "| env | backend | flags | steps | wall s (process) | steps/s (process) | steps/s (loop, logged) | peak RSS MB |"
     )
@@ -60,12 +73,17 @@ def suite() -> None:
             done = last["global_step"]
             print(f"| {env_id} | {backend} | {' '.join(flags)} | {done} | {wall:.1f} | {done / wall:.0f} | "
                   f"{last['sps']:.0f} | {rss:.0f} |", flush=True)  # fmt: skip
+            batch.add(task=env_id, settings=f"{backend}: {' '.join(flags)}", steps=done, wall_s=round(wall, 2),
+                      sps_process=round(done / wall), sps_loop=round(last["sps"]), peak_rss_mb=round(rss),
+                      command=command(env_id, steps, [*flags, *backend_flags]))  # fmt: skip
+    batch.finish()
     print()
-    cartpole_fast([])
+    cartpole_fast([], record)
 
 
-def cartpole_fast(extra: list[str]) -> None:
+def cartpole_fast(extra: list[str], record: str | None) -> None:
     """cartpole-fast's time to solve from process start, seeds 1-5, with ``extra`` flags."""
+    batch = records.Batch("solve", out_dir=record, software=SOFTWARE)
     print(
         "| cartpole-fast, seed | steps | wall s (process) | peak RSS MB | eval mean ± std (100 ep, det., Gymnasium env) |"
     )
@@ -78,6 +96,11 @@ def cartpole_fast(extra: list[str]) -> None:
                              check=True, capture_output=True, text=True).stdout  # fmt: skip
         mean, std = re.search(r"mean_return=(\S+) std_return=(\S+)", out).groups()
         print(f"| {seed} | {last['global_step']} | {wall:.1f} | {rss:.0f} | {mean} ± {std} |", flush=True)
+        flags = ["--config", "cartpole-fast", "--seed", str(seed), *extra]
+        batch.add(task="CartPole-v1", preset="cartpole-fast", settings=shlex.join(extra) or None, seed=seed,
+                  score=records.score(float(mean), float(std), 100), threshold=475, steps=last["global_step"],
+                  wall_s=round(wall, 2), peak_rss_mb=round(rss), command=command("CartPole-v1", 300_000, flags))  # fmt: skip
+    batch.finish()
 
 
 def main() -> None:
@@ -90,11 +113,13 @@ def main() -> None:
     )
     parser.add_argument("--cartpole-fast", action="store_true", help="only cartpole-fast's time to solve")
     parser.add_argument("extra", nargs="*", help="extra flags for proxima train, after --")
+    records.add_record_flag(parser)
     args = parser.parse_args()
     if args.suite:
-        return suite()
+        return suite(args.record)
     if args.cartpole_fast:
-        return cartpole_fast(args.extra)
+        return cartpole_fast(args.extra, args.record)
+    batch = records.Batch("throughput", out_dir=args.record, software=SOFTWARE)
     print("| env | flags | steps | wall s (process) | steps/s (process) | steps/s (logged) | peak RSS MB |")
     print("|---|---|---|---|---|---|---|")
     for _ in range(args.repeats):
@@ -102,6 +127,10 @@ def main() -> None:
         steps = last["global_step"]
         print(f"| {args.env_id} | {' '.join(args.extra) or 'defaults'} | {steps} | {wall:.1f} | {steps / wall:.0f} | "
               f"{last['sps']:.0f} | {peak:.0f} |", flush=True)  # fmt: skip
+        batch.add(task=args.env_id, settings=shlex.join(args.extra) or "defaults", steps=steps, wall_s=round(wall, 2),
+                  sps_process=round(steps / wall), sps_loop=round(last["sps"]), peak_rss_mb=round(peak),
+                  command=command(args.env_id, args.total_timesteps, args.extra))  # fmt: skip
+    batch.finish()
 
 
 if __name__ == "__main__":

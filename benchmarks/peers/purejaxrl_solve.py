@@ -10,10 +10,12 @@ row: env steps trained, wall time from process start to the end of training (jax
 the import / compile / train split, peak RSS, the 100-episode mean ± std, solved or not.
 
 Each (task, seed) runs in its own process, so its wall time (imports and compile included) and peak RSS are its
-own. Runs in the peers' venv (benchmarks/peers/purejaxrl.sh), never in proxima's.
+own. Runs in the peers' venv (benchmarks/peers/purejaxrl.sh), never in proxima's. With `--record`, the batch goes
+to docs/results/data as the peer's rows of the solve table (benchmarks/records.py, standard library only; the raw
+CartPole rate is measured with proxima's .venv, since this venv has no Gymnasium).
 
     PEERS/purejaxrl/venv/bin/python benchmarks/peers/purejaxrl_solve.py [--tasks CartPole-v1 ...] [--seeds 1 2 3]
-        [--timesteps N] [--src PEERS/purejaxrl/src] [--set KEY=VALUE ...]
+        [--timesteps N] [--src PEERS/purejaxrl/src] [--set KEY=VALUE ...] [--record [DIR]]
 
 --timesteps default: 5e5 for the discrete tasks (ppo.py's own TOTAL_TIMESTEPS); 1e6 for the continuous ones
 (ppo_continuous_action.py's own 5e7 is sized for Brax hopper on an accelerator). --set overrides a config key for
@@ -30,8 +32,12 @@ import importlib  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import resource  # noqa: E402
+import shlex  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from benchmarks import records  # noqa: E402
 
 DISCRETE = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0")
 CONTINUOUS = ("MountainCarContinuous-v0", "Pendulum-v1")
@@ -40,6 +46,7 @@ THRESHOLDS = {"CartPole-v1": 475, "Acrobot-v1": -100, "MountainCar-v0": -110, "M
 DEFAULT_TIMESTEPS = {"discrete": None, "continuous": 1_000_000}  # None: the script's own TOTAL_TIMESTEPS
 EPISODES = 100
 DEFAULT_SRC = os.environ.get("PUREJAXRL_SRC", "/work/peers/purejaxrl/src")
+PEER = "PureJaxRL (defaults)"
 
 
 def script_config(path):
@@ -159,6 +166,7 @@ def main():
         "--set", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides, all tasks"
     )
     parser.add_argument("--one", nargs=2, metavar=("TASK", "SEED"), help=argparse.SUPPRESS)
+    records.add_record_flag(parser)
     args = parser.parse_args()
     overrides = parse_set(args.set)
 
@@ -167,6 +175,12 @@ def main():
         print("RESULT " + json.dumps(result), flush=True)
         return
 
+    batch = records.Batch(
+        "solve", out_dir=args.record, peer=PEER, software=("jax", "flax", "optax", "gymnax")
+    )
+    settings = ["the scripts' own configs"]
+    settings += [f"--timesteps {args.timesteps:g}"] if args.timesteps else []
+    settings = ", ".join(settings + args.set)
     print(
         "| task | seed | env steps | wall s (process start → end of training) | import s | compile s | train s "
         "| peak RSS MB | 100 deterministic episodes (mean ± std) | solved |"
@@ -188,6 +202,13 @@ def main():
             r = json.loads(lines[-1][len("RESULT ") :])
             configs[task] = r["config"]
             solved = "yes" if r["mean"] >= THRESHOLDS[task] else "no"
+            command = ["python", "benchmarks/peers/purejaxrl_solve.py", "--tasks", task, "--seeds", str(seed)]
+            command += ["--timesteps", f"{args.timesteps:g}"] if args.timesteps else []
+            command += ["--set", *args.set] if args.set else []
+            batch.add(task=task, settings=settings, seed=seed, score=records.score(r["mean"], r["std"], EPISODES),
+                      threshold=THRESHOLDS[task], steps=r["steps"], wall_s=round(r["wall"], 2),
+                      peak_rss_mb=round(r["rss_mb"]), compile_s=round(r["compile"], 2), config=r["config"],
+                      command=shlex.join(command))  # fmt: skip
             print(
                 f"| {task} | {seed} | {r['steps']} | {r['wall']:.1f} | {r['imports']:.1f} | {r['compile']:.1f} "
                 f"| {r['train']:.1f} | {r['rss_mb']:.0f} | {r['mean']:.1f} ± {r['std']:.1f} | {solved} |",
@@ -195,6 +216,9 @@ def main():
             )
     for task, config in configs.items():
         print(f"\n<!-- {task}: PureJaxRL config {json.dumps(config)} -->")
+    path = batch.finish()
+    if path:
+        print(f"recorded in {path}")
 
 
 if __name__ == "__main__":

@@ -12,10 +12,12 @@ markdown row: steps trained, process wall time from start to the end of training
 mean ± std, solved or not.
 
 Each (task, seed) runs in its own process, so that its wall time (imports included, as for `proxima train`)
-and its peak RSS are its own. Runs in the peers' venv (benchmarks/peers/sb3_zoo.sh), never in proxima's.
+and its peak RSS are its own. Runs in the peers' venv (benchmarks/peers/sb3_zoo.sh), never in proxima's. With
+`--record`, the batch goes to docs/results/data as the peer's rows of the solve table (benchmarks/records.py,
+standard library only, so it runs here too).
 
     PEERS/sb3/venv/bin/python benchmarks/peers/sb3_zoo_solve.py [--tasks CartPole-v1 ...] [--seeds 1 2 3 4 5]
-        [--timesteps N] [--eval-every N] [--no-stop] [--max-seconds 600]
+        [--timesteps N] [--eval-every N] [--no-stop] [--max-seconds 600] [--record [DIR]]
 """
 
 import time
@@ -23,7 +25,10 @@ import time
 START = time.perf_counter()
 
 import argparse  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
 import resource  # noqa: E402
+import shlex  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 
@@ -35,6 +40,9 @@ from stable_baselines3.common.callbacks import BaseCallback  # noqa: E402
 from stable_baselines3.common.env_util import make_vec_env  # noqa: E402
 from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize  # noqa: E402
 from torch import nn  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from benchmarks import records  # noqa: E402
 
 # Copied from rl-baselines3-zoo hyperparams/ppo.yml at commit 22e3ff2450fd92033f7f032915e1f64894a09584
 # (2026-04-23, "Update SB3 version, add pandas to plot requires (#511)"), values as the zoo writes them.
@@ -74,6 +82,7 @@ HYPERPARAMS = {
 THRESHOLDS = {"CartPole-v1": 475, "Acrobot-v1": -100, "MountainCar-v0": -110, "MountainCarContinuous-v0": 90,
               "Pendulum-v1": -200, "LunarLander-v3": 200, "BipedalWalker-v3": 300}  # fmt: skip
 EVAL_EPISODES, FINAL_EPISODES = 20, 100
+PEER = "SB3 (zoo settings)"
 
 
 def linear(initial):
@@ -192,6 +201,25 @@ def run(task, seed, args):
         f"{returns.mean():.1f} ± {returns.std():.1f} (det.) | {'yes' if solved else 'NO'} |",
         flush=True,
     )
+    return dict(task=task, seed=seed, steps=int(steps), wall=wall, rss=rss, mean=float(returns.mean()),
+                std=float(returns.std()), ended_by=callback.ended_by)  # fmt: skip
+
+
+def child_flags(args):
+    """The options a (task, seed) child gets, as given here."""
+    return ["--timesteps", str(args.timesteps), "--eval-every", str(args.eval_every),
+            "--max-seconds", str(args.max_seconds), *(["--no-stop"] if args.no_stop else [])]  # fmt: skip
+
+
+def add_row(batch, r, args):
+    settings = [f"rl-baselines3-zoo ppo.yml @ {ZOO_COMMIT[:7]}"]
+    settings += [f"--timesteps {args.timesteps}"] if args.timesteps else []
+    settings += ["--no-stop"] if args.no_stop else []
+    command = ["python", "benchmarks/peers/sb3_zoo_solve.py", "--tasks", r["task"], "--seeds", str(r["seed"])]
+    batch.add(task=r["task"], settings=", ".join(settings), seed=r["seed"],
+              score=records.score(r["mean"], r["std"], FINAL_EPISODES), threshold=THRESHOLDS[r["task"]],
+              steps=r["steps"], wall_s=round(r["wall"], 2), peak_rss_mb=round(r["rss"]), ended_by=r["ended_by"],
+              command=shlex.join(command + child_flags(args)))  # fmt: skip
 
 
 def main():
@@ -213,19 +241,37 @@ def main():
         "--max-seconds", type=float, default=600.0, help="stop training after this much process time"
     )
     parser.add_argument("--row-only", action="store_true", help=argparse.SUPPRESS)
+    records.add_record_flag(parser)
     args = parser.parse_args()
     runs = [(task, seed) for task in args.tasks for seed in args.seeds]
-    if not args.row_only:
-        print(f"SB3 PPO, rl-baselines3-zoo hyperparams/ppo.yml @ {ZOO_COMMIT[:7]}", flush=True)
-        print(HEADER, flush=True)
-    if len(runs) == 1:
-        run(*runs[0], args)
+    if args.row_only:  # a child: the row, then the result for the parent's record
+        result = run(*runs[0], args)
+        print("RESULT " + json.dumps(result), flush=True)
         return
+    batch = records.Batch("solve", out_dir=args.record, peer=PEER,
+                          software=("stable-baselines3", "torch", "gymnasium"))  # fmt: skip
+    print(f"SB3 PPO, rl-baselines3-zoo hyperparams/ppo.yml @ {ZOO_COMMIT[:7]}", flush=True)
+    print(HEADER, flush=True)
     for task, seed in runs:  # one process each: its own wall time from process start, its own peak RSS
-        cmd = [sys.executable, __file__, "--tasks", task, "--seeds", str(seed), "--row-only",
-               "--timesteps", str(args.timesteps), "--eval-every", str(args.eval_every),
-               "--max-seconds", str(args.max_seconds), *(["--no-stop"] if args.no_stop else [])]  # fmt: skip
-        subprocess.run(cmd, check=True)
+        cmd = [
+            sys.executable,
+            __file__,
+            "--tasks",
+            task,
+            "--seeds",
+            str(seed),
+            "--row-only",
+            *child_flags(args),
+        ]
+        out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout
+        for line in out.splitlines():
+            if line.startswith("RESULT "):
+                add_row(batch, json.loads(line[len("RESULT ") :]), args)
+            else:
+                print(line, flush=True)
+    path = batch.finish()
+    if path:
+        print(f"recorded in {path}")
 
 
 if __name__ == "__main__":
