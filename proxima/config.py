@@ -64,7 +64,7 @@ class PPOArgs:
     """whether to capture videos of the agent performances (into the run directory's `videos` folder)"""
     rollout_workers: int = 0
     """0: the envs step in this process; N: N Ray actors each own num_envs / N envs and collect their slice of
-    every rollout (needs the ray extra; see the README's Ray section)"""
+    every rollout (needs the ray extra; see docs/SCALING.md)"""
 
     # --- network: the networks and normalization
     encoder: str = "auto"

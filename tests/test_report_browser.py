@@ -2,7 +2,7 @@
 
 `make test` installs both (Playwright with the dev extra, Chromium with apt-get where it runs as root). Without
 them this module is skipped, with a line saying how to install them. Set PROXIMA_SCREENSHOTS=DIR to keep the
-screenshots (the README's is one).
+screenshots (docs/REPORT.md's is one).
 """
 
 import os
