@@ -233,3 +233,20 @@ def test_value_statistics_forget_the_early_spread_of_the_targets():
     for spread in [1.0] * 50 + [0.01] * 50:
         every.update_value(spread * signs, 0)
     assert abs(every.value_std.item() - math.sqrt((1 + 0.01**2) / 2)) < 1e-3
+
+
+def test_the_total_loss_adds_the_value_term_and_subtracts_the_entropy_bonus():
+    """Detail 10: ``policy + vf_coef * value - ent_coef * entropy`` is minimized, so a positive ent_coef raises
+    the policy's entropy where a negative one lowers it, and vf_coef moves the critic towards the returns."""
+    entropies, errors = {}, {}
+    for ent_coef, vf_coef in ((1.0, 0.0), (-1.0, 0.0), (0.0, 1.0)):
+        model, opt, batch = _setup()
+        # Zero advantages: no policy gradient, so only the entropy bonus moves the actor.
+        batch = Batch(batch.obs, batch.actions, batch.logprobs, batch.values, torch.zeros(64), batch.returns)
+        update(model, opt, batch, _settings(ent_coef=ent_coef, vf_coef=vf_coef, norm_value=False))
+        with torch.no_grad():
+            _, entropy, values = model.evaluate(batch.obs, batch.actions)
+        entropies[ent_coef] = entropy.mean().item()
+        errors[vf_coef] = (values - batch.returns).pow(2).mean().item()
+    assert entropies[1.0] > entropies[-1.0]
+    assert errors[1.0] < errors[0.0]
