@@ -22,13 +22,15 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON = os.path.join(ROOT, ".venv", "bin", "python")
+# A preset passed by its file in this checkout, so that a commit from before its name reads the same settings.
+PRESETS = os.path.join(ROOT, "proxima", "presets", "")
 
 RUNS = {  # name: flags of `proxima train` (the issue-12 set)
     "ppo-cartpole": ["--env-id", "CartPole-v1", "--seed", "1", "--total-timesteps", "20480"],
     "reinforce-cartpole": ["--env-id", "CartPole-v1", "--seed", "1", "--total-timesteps", "20480", "--algo", "reinforce"],
     "vpg-cartpole": ["--env-id", "CartPole-v1", "--seed", "1", "--total-timesteps", "20480", "--algo", "vpg"],
     "pendulum": ["--config", "pendulum", "--total-timesteps", "10240"],
-    "seed3-pendulum-discrete": ["--config", "seed3-ppo-pendulum-discrete", "--total-timesteps", "4096"],
+    "pendulum-discrete-single-env": ["--config", PRESETS + "pendulum-discrete-single-env.json", "--total-timesteps", "4096"],
     "acrobot-gymnasium": ["--env-id", "Acrobot-v1", "--env-backend", "gymnasium", "--total-timesteps", "8192"],
 }  # fmt: skip
 IGNORED_METRICS = ("time_s", "sps")
@@ -115,7 +117,7 @@ def main() -> int:
         for name in RUNS:
             diff = differences(os.path.join(outputs["base"], name), os.path.join(outputs["other"], name))
             failed |= bool(diff)
-            print(f"{name:26s} {'differs: ' + ', '.join(diff) if diff else 'identical'}")
+            print(f"{name:30s} {'differs: ' + ', '.join(diff) if diff else 'identical'}")
     print(f"{args.base} vs {args.other or 'work tree'}: {'DIFFERENT' if failed else 'all identical'}")
     return 1 if failed else 0
 

@@ -21,11 +21,16 @@ RUNS = {
     "cartpole-fast": ["--config", "cartpole-fast"],
     "pendulum": ["--config", "pendulum"],
     "pendulum-discrete": ["--config", "pendulum-discrete"],
-    "seed001-ppo-cartpole, 400k steps": ["--config", "seed001-ppo-cartpole", "--total-timesteps", "400000"],
-    "seed001-vpg-cartpole, 400k steps": ["--config", "seed001-vpg-cartpole", "--total-timesteps", "400000"],
-    "seed001-reinforce-cartpole, 400k steps": [
+    "cartpole-ppo-fullbatch, 400k steps": [
         "--config",
-        "seed001-reinforce-cartpole",
+        "cartpole-ppo-fullbatch",
+        "--total-timesteps",
+        "400000",
+    ],
+    "cartpole-vpg, 400k steps": ["--config", "cartpole-vpg", "--total-timesteps", "400000"],
+    "cartpole-reinforce, 400k steps": [
+        "--config",
+        "cartpole-reinforce",
         "--total-timesteps",
         "400000",
     ],

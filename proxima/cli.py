@@ -320,9 +320,9 @@ def _asked_norm_value(args: PPOArgs, argv: list[str]) -> bool | None:
 
 
 def cmd_presets(argv: list[str]) -> int:
-    from proxima.config import PRESET_ALIASES, load_preset, preset_names, read_preset
+    from proxima.config import load_preset, preset_names, read_preset
 
-    if argv and argv[0] not in preset_names() and argv[0] not in PRESET_ALIASES:
+    if argv and argv[0] not in preset_names():
         raise UserError(f"unknown preset {argv[0]!r}; accepted: {', '.join(preset_names())}")
     if argv:  # one preset in full, as the flags it stands for
         for key, value in load_preset(argv[0]).items():

@@ -27,15 +27,6 @@ from proxima.networks import check_activation
 # Keys that older config.json files hold but that are instructions, not settings: ignored when read.
 INSTRUCTIONS = ("config", "resume")
 
-# The seed presets were first numbered 1-3; the seed files are 000-002. The old names still work.
-PRESET_ALIASES = {
-    "seed1-ppo-cartpole": "seed000-ppo-cartpole",
-    "seed2-reinforce-cartpole": "seed001-reinforce-cartpole",
-    "seed2-vpg-cartpole": "seed001-vpg-cartpole",
-    "seed2-ppo-cartpole": "seed001-ppo-cartpole",
-    "seed3-ppo-pendulum-discrete": "seed002-ppo-pendulum-discrete",
-}
-
 
 @dataclass
 class PPOArgs:
@@ -406,7 +397,7 @@ PRESET_PACKAGE = "proxima.presets"
 
 
 def preset_names() -> list[str]:
-    """The shipped presets' names (their old aliases aside: ``PRESET_ALIASES``)."""
+    """The shipped presets' names."""
     files = resources.files(PRESET_PACKAGE).iterdir()
     return sorted(f.name[: -len(".json")] for f in files if f.name.endswith(".json"))
 
@@ -444,8 +435,7 @@ def read_preset(name_or_path: str) -> dict:
             raise UserError(f"cannot read config file {name_or_path!r}: {e.strerror}") from None
         except json.JSONDecodeError as e:
             raise UserError(f"config file {name_or_path!r} is not valid JSON: {e}") from None
-    elif name_or_path in preset_names() or name_or_path in PRESET_ALIASES:
-        name_or_path = PRESET_ALIASES.get(name_or_path, name_or_path)
+    elif name_or_path in preset_names():
         data = json.loads(resources.files(PRESET_PACKAGE).joinpath(name_or_path + ".json").read_text())
     else:
         raise UserError(

@@ -56,7 +56,7 @@ def train(
     """Train as ``proxima train`` does and return the trained agent.
 
     Takes a ``PPOArgs``, keyword overrides of its fields, or both: ``train(env_id="Acrobot-v1", seed=2)``,
-    ``train(algo="vpg")``, ``train(config="seed002-ppo-pendulum-discrete", seed=2)``. Without ``args``, the
+    ``train(algo="vpg")``, ``train(config="pendulum-discrete-single-env", seed=2)``. Without ``args``, the
     overrides are layered on the algorithm's defaults and the preset as on the command line.
     ``callbacks``: your own ``proxima.callbacks.Callback`` objects, run after each update.
     ``train(resume=RUN_DIR)`` continues an interrupted run instead (see ``resume``); ``init_from=RUN_DIR``

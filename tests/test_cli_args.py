@@ -142,15 +142,6 @@ def test_errors_are_one_line_and_proxima_debug_adds_the_traceback(error, code, m
     assert err.strip().splitlines()[-1] == f"proxima train: error: {message}"
 
 
-def test_presets_shows_a_preset_by_its_old_name_as_by_its_new_one(capsys):
-    from proxima.cli import main
-
-    assert main(["presets", "seed001-ppo-cartpole"]) == 0
-    new = capsys.readouterr().out
-    assert main(["presets", "seed2-ppo-cartpole"]) == 0
-    assert capsys.readouterr().out == new and "--num-envs 64" in new
-
-
 def test_output_piped_into_a_reader_that_stops_early_gives_no_traceback():
     import subprocess
     import sys

@@ -14,7 +14,7 @@ import proxima
 from proxima.advantages import discounted_returns, estimate_advantages, gae
 from proxima.algorithms import ALGORITHMS
 from proxima.cli import main, parse_train_args
-from proxima.config import PRESET_ALIASES, PPOArgs, load_preset, preset_names, resolve_args
+from proxima.config import PPOArgs, load_preset, preset_names, resolve_args
 from proxima.distributions import CategoricalHead
 from proxima.envs.pendulum import DiscreteTorques, ScaleAngularVelocity, ScaleReward
 from proxima.errors import UserError
@@ -183,7 +183,7 @@ def test_algo_defaults_then_preset_then_flags():
     vpg = resolve_args(algo="vpg")
     assert (vpg.update_epochs, vpg.num_minibatches, vpg.advantage, vpg.norm_adv) == (1, 1, "returns", False)
     assert resolve_args(algo="reinforce", update_epochs=3).update_epochs == 3
-    args = resolve_args(config="seed001-ppo-cartpole", seed=4, num_envs=8)
+    args = resolve_args(config="cartpole-ppo-fullbatch", seed=4, num_envs=8)
     assert (args.update_epochs, args.clip_coef, args.seed, args.num_envs) == (10, 0.1, 4, 8)
     assert set(ALGORITHMS) == {"ppo", "vpg", "reinforce"}
     for name, algorithm in ALGORITHMS.items():
@@ -193,7 +193,7 @@ def test_algo_defaults_then_preset_then_flags():
 
 def test_cli_flags_override_a_preset():
     args = parse_train_args(
-        ["--config", "seed002-ppo-pendulum-discrete", "--seed", "7", "--value-learning-rate", "5e-4"]
+        ["--config", "pendulum-discrete-single-env", "--seed", "7", "--value-learning-rate", "5e-4"]
     )
     assert args.env_id == "proxima/PendulumDiscrete-v1" and args.seed == 7
     assert args.value_learning_rate == 5e-4 and args.learning_rate == 3e-4
@@ -204,21 +204,12 @@ def test_cli_flags_override_a_preset():
 
 
 REQUIRED_PRESETS = {
-    "seed000-ppo-cartpole",
-    "seed001-reinforce-cartpole",
-    "seed001-vpg-cartpole",
-    "seed001-ppo-cartpole",
-    "seed002-ppo-pendulum-discrete",
+    "cartpole-cleanrl",
+    "cartpole-reinforce",
+    "cartpole-vpg",
+    "cartpole-ppo-fullbatch",
+    "pendulum-discrete-single-env",
     "pendulum-discrete",
-}
-
-# The seed presets' first names, numbered 1-3 before they were named after the seed files 000-002.
-OLD_PRESET_NAMES = {
-    "seed1-ppo-cartpole": "seed000-ppo-cartpole",
-    "seed2-reinforce-cartpole": "seed001-reinforce-cartpole",
-    "seed2-vpg-cartpole": "seed001-vpg-cartpole",
-    "seed2-ppo-cartpole": "seed001-ppo-cartpole",
-    "seed3-ppo-pendulum-discrete": "seed002-ppo-pendulum-discrete",
 }
 
 
@@ -228,32 +219,34 @@ def test_every_required_preset_ships_and_validates():
         resolve_args(config=name).validate()
 
 
-def test_every_old_preset_name_still_loads_the_same_settings():
-    assert PRESET_ALIASES == OLD_PRESET_NAMES
-    assert not set(OLD_PRESET_NAMES) & set(preset_names())  # listed once, under the new name
-    for old, new in OLD_PRESET_NAMES.items():
-        assert load_preset(old) == load_preset(new), old
-        assert resolve_args(config=old) == resolve_args(config=new), old
-        assert resolve_args(config=old, seed=5) == resolve_args(config=new, seed=5), old
-        assert parse_train_args(["--config", old, "--num-envs", "2"]) == parse_train_args(
-            ["--config", new, "--num-envs", "2"]
-        ), old
+def test_an_unknown_preset_name_is_refused_in_one_line_that_lists_the_presets(capsys):
+    with pytest.raises(
+        UserError, match="unknown preset 'seed001-ppo-cartpole'; accepted: .*cartpole-ppo-fullbatch"
+    ):
+        load_preset("seed001-ppo-cartpole")
+    assert main(["presets", "seed2-ppo-cartpole"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unknown preset 'seed2-ppo-cartpole'" in err and "cartpole-vpg" in err
 
 
 def test_presets_hold_the_seeds_settings():
-    assert resolve_args(config="seed000-ppo-cartpole") == resolve_args(
-        config="seed000-ppo-cartpole",
+    assert resolve_args(config="cartpole-cleanrl") == resolve_args(
+        config="cartpole-cleanrl",
         **{
             f: getattr(PPOArgs(), f)
             for f in ("learning_rate", "num_envs", "num_steps", "ent_coef", "clip_coef")
         },
     )
-    for algo in ("reinforce", "vpg", "ppo"):
-        a = resolve_args(config=f"seed001-{algo}-cartpole")
+    for algo, preset in (
+        ("reinforce", "cartpole-reinforce"),
+        ("vpg", "cartpole-vpg"),
+        ("ppo", "cartpole-ppo-fullbatch"),
+    ):
+        a = resolve_args(config=preset)
         assert (a.algo, a.num_envs, a.num_steps, a.learning_rate, a.num_updates) == (algo, 64, 256, 1e-3, 250)
         assert a.hidden_sizes == (128,) and a.activation == "relu"
-    assert resolve_args(config="seed001-ppo-cartpole").update_epochs == 10
-    s002 = resolve_args(config="seed002-ppo-pendulum-discrete")
+    assert resolve_args(config="cartpole-ppo-fullbatch").update_epochs == 10
+    s002 = resolve_args(config="pendulum-discrete-single-env")
     assert (s002.num_envs, s002.batch_size, s002.gamma, s002.clip_coef) == (1, 64, 0.99, 0.2)
     assert (s002.learning_rate, s002.value_learning_rate) == (3e-4, 1e-3)
     assert (s002.hidden_sizes, s002.critic_hidden_sizes) == ((64, 32), (64,))
@@ -278,7 +271,7 @@ def test_presets_command_lists_every_preset(capsys):
     assert main(["presets"]) == 0
     out = capsys.readouterr().out
     assert all(name in out for name in REQUIRED_PRESETS)
-    assert main(["presets", "seed001-ppo-cartpole"]) == 0
+    assert main(["presets", "cartpole-ppo-fullbatch"]) == 0
     assert "--update-epochs 10" in capsys.readouterr().out
 
 
@@ -400,7 +393,7 @@ def test_compare_writes_plot_and_table(tmp_path, capsys):
 
 def test_seed000_preset_is_the_defaults_with_the_seeds_critic():
     # the one default beyond seed 000 is value normalization; tests/test_learning.py trains both on CartPole
-    preset = resolve_args(config="seed000-ppo-cartpole")
+    preset = resolve_args(config="cartpole-cleanrl")
     assert preset.norm_value is False and PPOArgs().norm_value is True
     assert dataclasses.replace(preset, norm_value=True) == PPOArgs()
 

@@ -106,7 +106,9 @@ def test_pendulum_discrete_preset_learns_on_a_short_budget(tmp_path):
 
 
 def test_seed001_ppo_preset_learns_on_a_short_budget(tmp_path):
-    proxima.train(config="seed001-ppo-cartpole", total_timesteps=64 * 256 * 25, run_dir=str(tmp_path / "run"))
+    proxima.train(
+        config="cartpole-ppo-fullbatch", total_timesteps=64 * 256 * 25, run_dir=str(tmp_path / "run")
+    )
     assert _last20(tmp_path / "run") > 300  # 25 of the seed's 250 iterations
 
 
@@ -114,7 +116,7 @@ def test_seed002_preset_learns_its_value_function_on_a_short_budget(tmp_path):
     # Seed 002's set-up (one gradient step per 64 samples) improves its policy only slowly: -25 takes about
     # 690k steps (docs/journal/benchmarks.md). On a short budget its separately optimized critic must already fit.
     proxima.train(
-        config="seed002-ppo-pendulum-discrete", total_timesteps=64 * 1000, run_dir=str(tmp_path / "run")
+        config="pendulum-discrete-single-env", total_timesteps=64 * 1000, run_dir=str(tmp_path / "run")
     )
     metrics = [json.loads(line) for line in open(tmp_path / "run" / "metrics.jsonl")]
     assert len(metrics) == 1000 and metrics[0]["learning_rate"] == 3e-4
@@ -127,9 +129,7 @@ def test_seed002_preset_learns_its_value_function_on_a_short_budget(tmp_path):
 def test_seed001_reinforce_and_vpg_presets_learn_on_a_short_budget(algo, tmp_path):
     # 50 of the seed's 250 iterations: both are near 50 there (random play: about 22) and pass 475 later
     # (docs/journal/benchmarks.md).
-    proxima.train(
-        config=f"seed001-{algo}-cartpole", total_timesteps=64 * 256 * 50, run_dir=str(tmp_path / "run")
-    )
+    proxima.train(config=f"cartpole-{algo}", total_timesteps=64 * 256 * 50, run_dir=str(tmp_path / "run"))
     assert _last20(tmp_path / "run") > 35
 
 
