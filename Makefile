@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml constraints.txt
 
 install: $(STAMP)
 
-# Train PPO on CartPole-v1 with the seed's defaults, then score the saved agent on Gymnasium's own env.
+# Train PPO on CartPole-v1 with the defaults, then score the saved agent on Gymnasium's own env.
 demo: $(STAMP)
 	rm -rf runs/demo
 	$(VENV)/bin/proxima train --env-id CartPole-v1 --run-dir runs/demo

@@ -1,7 +1,8 @@
 """False alarms: train the shipped configurations and list every health warning they print.
 
 A healthy run should print none. Each run is the real `proxima train` command line. The last run is a known
-unhealthy one, seed 000's critic on CartPole (docs/HEALTH.md, flat_critic), which should warn.
+unhealthy one, a critic without value normalization on CartPole (docs/HEALTH.md, flat_critic), which should
+warn.
 
     .venv/bin/python benchmarks/health_sweep.py
 """

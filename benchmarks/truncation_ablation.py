@@ -4,7 +4,7 @@ proxima bootstraps a time-limit truncation from V(final_obs), as it must. CleanR
 truncation as termination. This script trains the same seeds several ways, on the Gymnasium backend (the
 only one whose ``step`` it can wrap), and reports the final policy and how much its critic's values vary:
 
-- ``bootstrap``: seed 000's PPO, default flags with ``--no-norm-value``;
+- ``bootstrap``: CleanRL's PPO settings, proxima's default flags with ``--no-norm-value``;
 - ``as-termination``: the same, with the env's truncation flag turned into a termination (CleanRL's
   behaviour) by wrapping the vector env's ``step``; only for this measurement, never in the library;
 - ``bootstrap-ent0``: ``bootstrap`` with ``ent_coef=0``;

@@ -1,6 +1,6 @@
-"""Advantage estimators as pure tensor functions (seed 000, detail #5).
+"""Advantage estimators as pure tensor functions (GAE: detail 5 of the 13 in docs/SEEDS.md).
 
-Conventions, shared by every estimator here (they are the seed's):
+Conventions, shared by every estimator here (they are CleanRL's ppo.py's):
 
 - ``rewards``, ``values``, ``dones`` are time-major, shape ``(T, N)``.
 - ``dones[t] = 1`` marks step ``t`` as the *first* step of a new episode, i.e. the step before it ended one.

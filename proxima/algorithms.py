@@ -19,12 +19,14 @@ PolicyLoss = Callable[[Tensor, Batch, float, bool], Tensor]
 
 
 def ppo_policy_loss(logprobs: Tensor, mb: Batch, clip_coef: float, norm_adv: bool) -> Tensor:
-    """Seed 000's clipped surrogate (details #7 and #8)."""
+    """PPO's clipped surrogate (detail 8 of the 13 in docs/SEEDS.md), on advantages normalized per minibatch
+    when ``norm_adv`` (detail 7)."""
     return clipped_surrogate_loss(logprobs, mb.logprobs, mb.advantages, clip_coef, norm_adv)
 
 
 def pg_policy_loss(logprobs: Tensor, mb: Batch, clip_coef: float, norm_adv: bool) -> Tensor:
-    """Seed 001's plain policy gradient: weights R - V(s) for VPG, R for REINFORCE (whose V is 0); no clip."""
+    """The plain policy gradient of the policy-gradient homework (docs/SEEDS.md): weights R - V(s) for VPG, R for
+    REINFORCE (whose V is 0); no clip."""
     return policy_gradient_loss(logprobs, normalize(mb.advantages) if norm_adv else mb.advantages)
 
 
@@ -37,8 +39,8 @@ class Algorithm:
     defaults: dict = field(default_factory=dict)  # PPOArgs fields it sets, under a preset and explicit flags
 
 
-# REINFORCE and VPG take one full-batch gradient step per rollout on raw rewards-to-go, as seed 001 does;
-# PPO keeps seed 000's settings.
+# REINFORCE and VPG take one full-batch gradient step per rollout on raw rewards-to-go, as the policy-gradient
+# homework does (docs/SEEDS.md); PPO keeps the settings of CleanRL's ppo.py.
 _ONE_STEP_ON_RETURNS = {"advantage": "returns", "norm_adv": False, "update_epochs": 1, "num_minibatches": 1}
 
 ALGORITHMS: dict[str, Algorithm] = {

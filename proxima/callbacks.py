@@ -384,7 +384,7 @@ class LearningCurve(Callback):
 
 class TensorBoardVideos(Callback):
     """``--capture-video``'s episodes in TensorBoard too (``videos/episode``, at the step they were found), as
-    the seed's W&B runs show them. The recorder may write from another process (async envs), so a file is
+    CleanRL's W&B runs show them. The recorder may write from another process (async envs), so a file is
     logged once its size has stayed the same for an update; at the end, whatever is there. Files already there
     when the run starts (a resumed run's earlier part) were logged by that part."""
 

@@ -99,7 +99,7 @@ def gamma_from_uniforms(concentration: Tensor, uniforms: Tensor) -> Tensor:
 
 
 class DiagGaussianHead(nn.Module):
-    """Diagonal Gaussian policy for a 1-D Box action space (continuous-control details #1-#3).
+    """Diagonal Gaussian policy for a 1-D Box action space (continuous-control details 1-3 in docs/SEEDS.md).
 
     The actor outputs the mean; the log standard deviation is one learned parameter per action component,
     independent of the state and initialised to 0 (std 1). The components are independent, so log-probs

@@ -78,7 +78,7 @@ def emulation_note(precision: str, device: torch.device) -> list[str]:
 
 
 def _conv_init(layer: nn.Conv2d | nn.Linear) -> nn.Module:
-    """Orthogonal weights with gain sqrt(2) and zero biases (detail #2, as for the MLPs' hidden layers)."""
+    """Orthogonal weights with gain sqrt(2) and zero biases (detail 2 in docs/SEEDS.md, as in the MLPs)."""
     nn.init.orthogonal_(layer.weight, np.sqrt(2))
     nn.init.constant_(layer.bias, 0.0)
     return layer

@@ -1,8 +1,8 @@
 """Training health: stop on non-finite numbers, warn on the debug variables that usually mean trouble.
 
-Seed 000's lesson is that RL code fails silently: a run with a bug still runs, it just learns badly. These
-checks turn the debug variables (detail #12) into messages a user can act on. ``docs/HEALTH.md`` explains
-each one: what it usually means and what to try.
+RL code fails silently (the PPO tutorial's lesson, docs/SEEDS.md): a run with a bug still runs, it just learns
+badly. These checks turn the debug variables (detail 12) into messages a user can act on. ``docs/HEALTH.md``
+explains each one: what it usually means and what to try.
 """
 
 from __future__ import annotations
@@ -21,14 +21,15 @@ SPIKE_UPDATES = 3  # approx_kl and clipfrac must stay above their limits this ma
 ENTROPY_EARLY = 0.25  # "early": within the first quarter of the updates
 ENTROPY_FRACTION = 0.1  # discrete: entropy below a tenth of its first value
 # Explained variance clearly below 0, for many updates in a row: a critic at chance level hovers around 0
-# (-0.02 to 0.02 in seed 001's set-ups), and one that lags fast-rising returns dips for a while.
+# (-0.02 to 0.02 in the policy-gradient homework's set-ups), and one that lags fast-rising returns dips for a
+# while.
 EV_LIMIT = -0.1
 NEGATIVE_EV_UPDATES = 20
 # Below this spread of the value targets (std / mean |target|) there is nothing left to explain: a solved
 # CartPole's bootstrapped returns are all about 100, and explained variance is then noise around any value.
 FLAT_RETURNS = 0.01
 # A critic whose predictions across a batch vary less than this fraction of its targets' std, for many updates
-# in a row, predicts about the same value everywhere: its hidden units have usually saturated (seed 000's
+# in a row, predicts about the same value everywhere: its hidden units have usually saturated (an unnormalized
 # critic on CartPole's bootstrapped returns of about 100 ends at 0.004). One that is merely still learning
 # starts from its random initialization, whose outputs vary far more than that.
 FLAT_VALUES = 0.02

@@ -18,7 +18,7 @@ import numpy as np
 
 from proxima.errors import UserError
 
-# metrics.jsonl key -> TensorBoard tag (detail #12's debug variables, plus episode statistics)
+# metrics.jsonl key -> TensorBoard tag (detail 12's debug variables, docs/SEEDS.md, plus episode statistics)
 TB_TAGS = {
     "learning_rate": "charts/learning_rate",
     "value_loss": "losses/value_loss",
@@ -113,7 +113,7 @@ class RunLogger:
         if self._writer is not None:
             step = record["global_step"]
             for key, value in record.items():
-                # the seed's debug variables under CleanRL's tags; a callback's own numbers under charts/
+                # the debug variables under CleanRL's tags; a callback's own numbers under charts/
                 tag = TB_TAGS.get(key, None if key in NOT_SCALARS else f"charts/{key}")
                 if tag is not None and isinstance(value, int | float) and not isinstance(value, bool):
                     self._writer.add_scalar(tag, value, step)

@@ -1,4 +1,5 @@
-"""Loss terms as pure functions of tensors, each returning a scalar to *minimize* (seed 000, "Loss Function").
+"""Loss terms as pure functions of tensors, each returning a scalar to *minimize*; the "detail N" below are
+those of docs/SEEDS.md.
 
 The PPO objective (paper eq. 9) is ``L = L_clip - c1 * L_vf + c2 * S``, written for gradient ascent; proxima
 descends, so every sign here is flipped where needed and the total is ``policy + vf_coef * value - ent_coef * entropy``.
@@ -11,7 +12,7 @@ from torch import Tensor
 
 
 def normalize(x: Tensor, eps: float = 1e-8) -> Tensor:
-    """Zero mean, unit std (detail #7 applies it per minibatch to advantages)."""
+    """Zero mean, unit std (detail 7 applies it per minibatch to advantages)."""
     return (x - x.mean()) / (x.std() + eps)
 
 
@@ -22,10 +23,10 @@ def clipped_surrogate_loss(
     clip_coef: float,
     normalize_advantages: bool = True,
 ) -> Tensor:
-    """Negative clipped surrogate objective, PPO paper eq. 7 (detail #8).
+    """Negative clipped surrogate objective, PPO paper eq. 7 (detail 8).
 
     ``ratio = exp(logprobs - old_logprobs)``; the loss is ``-mean(min(ratio * A, clip(ratio, 1 - eps, 1 + eps) * A))``.
-    With ``normalize_advantages`` the advantages of this minibatch are standardized first (detail #7).
+    With ``normalize_advantages`` the advantages of this minibatch are standardized first (detail 7).
     """
     if normalize_advantages:
         advantages = normalize(advantages)
@@ -36,14 +37,14 @@ def clipped_surrogate_loss(
 
 
 def value_loss(values: Tensor, returns: Tensor) -> Tensor:
-    """Half the mean squared error between predicted values and returns (detail #9, unclipped)."""
+    """Half the mean squared error between predicted values and returns (detail 9, unclipped)."""
     return 0.5 * (values - returns).pow(2).mean()
 
 
 def clipped_value_loss(values: Tensor, old_values: Tensor, returns: Tensor, clip_coef: float) -> Tensor:
     """The PPO paper's clipped value loss: ½·mean(max((V - R)², (V_clipped - R)²)).
 
-    ``V_clipped`` keeps the new value within ``clip_coef`` of the value recorded in the rollout. Detail #9
+    ``V_clipped`` keeps the new value within ``clip_coef`` of the value recorded in the rollout. Detail 9
     reports no benefit from it, so proxima leaves it off unless ``--clip-vloss`` is given.
     """
     clipped = old_values + (values - old_values).clamp(-clip_coef, clip_coef)
@@ -60,13 +61,14 @@ def policy_gradient_loss(logprobs: Tensor, weights: Tensor) -> Tensor:
 
 
 def entropy_bonus(entropy: Tensor) -> Tensor:
-    """Mean entropy of the action distributions (detail #10); the total loss subtracts ``ent_coef`` times it."""
+    """Mean entropy of the action distributions (detail 10); the total loss subtracts ``ent_coef`` times
+    it."""
     return entropy.mean()
 
 
 @torch.no_grad()
 def ratio_diagnostics(logprobs: Tensor, old_logprobs: Tensor, clip_coef: float) -> dict[str, Tensor]:
-    """The seed's debug variables for the probability ratio (detail #12), as 0-d tensors.
+    """The debug variables for the probability ratio (detail 12), as 0-d tensors.
 
     ``old_approx_kl`` is the naive estimator ``mean(-log r)``; ``approx_kl`` is the lower-variance, always
     non-negative ``mean((r - 1) - log r)`` (Schulman, "Approximating KL divergence"); ``clipfrac`` is the share

@@ -1,4 +1,4 @@
-"""Actor and critic networks (seed 000, detail #2; detail #13 for separate networks)."""
+"""Actor and critic networks (their initialization and separation: details 2 and 13 in docs/SEEDS.md)."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def check_activation(name: str, field: str = "activation") -> None:
 def hidden_gain(activation: str) -> float:
     """The row norm of a hidden layer's orthogonal weights, for the activation after it.
 
-    √2 for tanh and ReLU, as detail #2 has it (CleanRL uses √2 for tanh too, not torch's 5/3); for the others,
+    √2 for tanh and ReLU, as detail 2 has it (CleanRL uses √2 for tanh too, not torch's 5/3); for the others,
     ``torch.nn.init.calculate_gain`` where it knows the activation (sigmoid 1, selu 3/4, leaky_relu
     √(2 / (1 + 0.01²)) for nn.LeakyReLU's default slope), and √2 for the rest: ReLU's for the ReLU-like ones
     (elu, gelu, silu, mish, ...), and what tanh has here for the saturating ones (hardtanh, softsign).
@@ -75,7 +75,7 @@ def run(layers: nn.Module, x: Tensor) -> Tensor:
 
 
 def layer_init(layer: nn.Linear, row_norm: float = math.sqrt(2), bias_const: float = 0.0) -> nn.Linear:
-    """Orthogonal weights whose rows have norm ``row_norm``, constant bias (detail #2).
+    """Orthogonal weights whose rows have norm ``row_norm``, constant bias (detail 2, docs/SEEDS.md).
 
     √2 suits hidden tanh/ReLU layers; 1 the critic's output; 0.01 the actor's output, so that the initial
     policy is close to uniform and its value estimates do not depend on the actor's random start.
@@ -164,7 +164,7 @@ class NetworkSpec:
 class ActorCritic(nn.Module):
     """Actor (policy logits) and critic (state value) on the features of an observation encoder.
 
-    By default they are separate ``hidden_sizes`` MLPs (detail #13: better on simple envs); with
+    By default they are separate ``hidden_sizes`` MLPs (detail 13, docs/SEEDS.md: better on simple envs); with
     ``shared=True`` they share one trunk and differ only in their output layers.
     """
 
@@ -247,7 +247,7 @@ class ActorCritic(nn.Module):
         From the second call on, the critic's output layer is rescaled to absorb the change of mean and std
         (PopArt's "preserving outputs precisely", van Hasselt et al. 2016). Otherwise every update would shift
         all values by the change of the statistics, and late in a run, with the learning rate annealed to
-        almost 0, nothing would undo that shift: seed 000's probe 2 then misses its ±1e-4 by 2e-3.
+        almost 0, nothing would undo that shift: probe 2 then misses its ±1e-4 by 2e-3.
         """
         norm = self.normalization
         if not norm.norm_value:
@@ -256,7 +256,7 @@ class ActorCritic(nn.Module):
         old_mean, old_std = norm.value_mean.clone(), norm.value_std.clone()
         norm.update_value(targets, horizon)
         if first:  # the initial critic's outputs are random: nothing learned to preserve, and keeping them
-            return  # would leave it as far from targets of about 100 as seed 000's critic
+            return  # would leave it as far from targets of about 100 as an unnormalized critic
         last = self.critic if isinstance(self.critic, nn.Linear) else self.critic[-1]
         # (W h + b) * old_std + old_mean == (W' h + b') * std + mean
         last.weight.mul_(old_std / norm.value_std)
@@ -266,7 +266,8 @@ class ActorCritic(nn.Module):
         """Parameters for the optimizer: one group, or the critic apart with its own rate.
 
         Adam keeps its statistics per parameter, so two groups in one Adam step exactly as two separate Adam
-        optimizers would (seed 002's set-up), with one ``zero_grad``/``step`` and one LR schedule for both.
+        optimizers would (the PPO-from-scratch walk-through's set-up, docs/SEEDS.md), with one
+        ``zero_grad``/``step`` and one LR schedule for both.
         """
         if value_learning_rate is None:
             return [{"params": list(self.parameters()), "lr": learning_rate}]

@@ -1,4 +1,4 @@
-"""Observation normalization, reward scaling (continuous-control details #6-#9) and value-target
+"""Observation normalization, reward scaling (continuous-control details 6-9, docs/SEEDS.md) and value-target
 normalization, saved with the model.
 
 The statistics are buffers of an ``nn.Module`` that lives inside ``ActorCritic``, so they are written to

@@ -1,4 +1,5 @@
-"""The optimizer (detail #3); the learning rate's schedule (detail #4) is in ``proxima.schedules``.
+"""The optimizer (details 3 and 11 of the 13 in docs/SEEDS.md); the learning rate's schedule (detail 4) is in
+``proxima.schedules``.
 
 ``Adam`` steps with PyTorch's own fused Adam kernel (the functional ``torch.optim.adam.adam``, the same call that
 ``torch.optim.Adam(fused=True)`` makes) and keeps its state in the same layout. It is not a
@@ -101,12 +102,12 @@ class Adam:
 
 
 def make_adam(params, lr: float) -> Adam:
-    """Adam with eps=1e-5 rather than PyTorch's 1e-8, as the PPO reference code uses (detail #3)."""
+    """Adam with eps=1e-5 rather than PyTorch's 1e-8, as the PPO reference code does (detail 3, SEEDS.md)."""
     return Adam(params, lr=lr, eps=1e-5)
 
 
 def clip_grad_norm(model: nn.Module, max_norm: float) -> torch.Tensor:
-    """Global gradient-norm clipping over all parameters together (detail #11).
+    """Global gradient-norm clipping over all parameters together (detail 11, docs/SEEDS.md).
 
     ``foreach=True`` on a CPU too, where torch would otherwise loop over the parameters in Python: the same
     per-tensor norms and scaling (the same numbers), in one call each instead of one per parameter, which is

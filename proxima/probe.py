@@ -2,7 +2,8 @@
 
 Each probe has one exact answer and isolates one component (``proxima/envs/probes.py``). They are ordered so
 that each probe relies only on the parts the earlier ones checked. So the first failure points at the broken
-part, and later failures are usually the same bug seen again. The tolerances of probes 1-5 are seed 000's;
+part, and later failures are usually the same bug seen again. Probes 1-5 have the PPO tutorial's
+tolerances (docs/SEEDS.md);
 the continuous probe's are proxima's.
 """
 
@@ -27,7 +28,7 @@ class Probe:
     env_id: str
     tests: str
     blame: str  # the component a failure points to
-    timesteps: int  # the budget the probe passes within at the default settings (for seed 000's PPO)
+    timesteps: int  # the budget the probe passes within at the default settings (CleanRL's PPO settings)
     check: Callable[[ActorCritic, PPOArgs], tuple[str, str, bool]]  # -> (expected, learned, passed)
 
 
@@ -200,8 +201,9 @@ def probes_for(args: PPOArgs) -> list[Probe]:
     return IMAGE_PROBES if images else PROBES + (MEMORY_PROBES if args.recurrent else [])
 
 
-# The budgets above are set for seed 000's PPO (4 epochs x 4 minibatches per 512-sample rollout): the seed
-# gives about 10k steps for probes 1-2 and 30k+ for 4-5; probe 3's and the continuous probe's are proxima's.
+# The budgets above are set for CleanRL's PPO settings (4 epochs x 4 minibatches per 512-sample rollout): the
+# PPO tutorial (docs/SEEDS.md) gives about 10k steps for probes 1-2 and 30k+ for 4-5; probe 3's and the
+# continuous probe's are proxima's.
 BUDGET_STEPS_PER_SAMPLE = 16 / 512
 
 
@@ -229,7 +231,8 @@ def run_probes(
     probe that applies to the agent (``probes_for``), the image probes included when its env gives images.
 
     ``timesteps`` replaces every probe's own budget; ``run_dir`` keeps the runs (one sub-directory per probe)
-    instead of deleting them. ``norm_value`` replaces ``args.norm_value``; None means seed 000's critic (False).
+    instead of deleting them. ``norm_value`` replaces ``args.norm_value``; None means
+    a critic without value normalization (False).
     """
     from proxima.algorithms import get_algorithm
     from proxima.envs.registry import get_backend
@@ -240,7 +243,8 @@ def run_probes(
         # from its statistics alone, whatever its value loss does: it would hide a broken value loss.
         if args.norm_value and get_algorithm(args.algo).has_critic and not args.quiet:
             print(
-                "probing seed 000's critic (--no-norm-value): with value normalization, probe 1 passes whatever "
+                "probing the critic without value normalization (--no-norm-value): with value normalization, "
+                "probe 1 passes whatever "
                 "the value loss does; give --norm-value to probe the critic as configured"
             )
         norm_value = False

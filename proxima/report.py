@@ -32,7 +32,8 @@ from proxima.files import read_checkpoint_meta, read_jsonl, write_text
 from proxima.health import HEALTHY
 from proxima.plotting import mean_of_last
 
-# Charts against env steps, in the page's order: the seeds' debug variables (detail #12) and the episodes.
+# Charts against env steps, in the page's order: the debug variables (detail 12 in docs/SEEDS.md) and the
+# episodes.
 CHARTS = (
     "episodic_return", "eval_return", "episodic_length", "value_loss", "policy_loss", "entropy", "approx_kl",
     "old_approx_kl", "clipfrac", "explained_variance", "learning_rate", "grad_norm", "sps",

@@ -1,4 +1,4 @@
-"""The rollout phase (detail #1): N vector envs stepped ``num_steps`` times under the current policy.
+"""The rollout phase (detail 1 in docs/SEEDS.md): N vector envs stepped ``num_steps`` times under the policy.
 
 The collector keeps the state that outlives one rollout (the next observation, whether it starts an
 episode, and the running episode statistics), so consecutive rollouts continue the same episodes. It is

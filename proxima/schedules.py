@@ -46,7 +46,8 @@ class Schedules:
     @classmethod
     def from_args(cls, args) -> Schedules:
         """The schedules a run's settings ask for (``PPOArgs``): ``--learning-rate-end`` (``--anneal-lr``
-        alone is ``--learning-rate-end 0``, detail #4), ``--ent-coef-end`` and ``--clip-coef-end``."""
+        alone is ``--learning-rate-end 0``, detail 4 in docs/SEEDS.md), ``--ent-coef-end`` and
+        ``--clip-coef-end``."""
         lines = {}
         lr_end = args.learning_rate_end
         if lr_end is None and args.anneal_lr:
@@ -67,7 +68,7 @@ class Schedules:
         if end is None or start == end:
             return start
         span = self.num_updates - first
-        # the closed form (detail #4): exactly `end` at the last update, with no rounding accumulated on the way
+        # the closed form (detail 4): exactly `end` at the last update, with no rounding accumulated on the way
         frac = (min(update, self.num_updates) - first) / span if span > 0 else 1.0
         return (1.0 - frac) * start + frac * end
 

@@ -11,8 +11,8 @@ from torch import Tensor
 def minibatch_indices(batch_size: int, minibatch_size: int, device=None) -> list[Tensor]:
     """A random permutation of ``range(batch_size)`` cut into ``batch_size // minibatch_size`` index tensors.
 
-    Every sample appears in exactly one minibatch (detail #6): on-policy data is thrown away after the
-    update, so a sample that random sampling happened to skip would be wasted.
+    Every sample appears in exactly one minibatch (detail 6 of the 13 in docs/SEEDS.md): on-policy data is
+    thrown away after the update, so a sample that random sampling happened to skip would be wasted.
     """
     if batch_size % minibatch_size:
         raise ValueError(f"minibatch_size {minibatch_size} does not divide batch_size {batch_size}")
@@ -21,7 +21,7 @@ def minibatch_indices(batch_size: int, minibatch_size: int, device=None) -> list
 
 @dataclass
 class Batch:
-    """A flat batch of transitions (the seed's ``b_*`` tensors); indexing it gives a minibatch (``mb_*``)."""
+    """A flat batch of transitions (CleanRL's ``b_*`` tensors); indexing it gives a minibatch (``mb_*``)."""
 
     obs: Tensor
     actions: Tensor
@@ -93,7 +93,7 @@ class RolloutBuffer:
         self.episode_infos: dict[tuple[int, int], dict] | None = None
 
     def flatten(self, advantages: Tensor, returns: Tensor) -> Batch:
-        """Merge the time and env axes (detail #6 then slices minibatches from this)."""
+        """Merge the time and env axes; the minibatches (detail 6) are sliced from this."""
         return Batch(
             obs=self.obs.flatten(0, 1),
             actions=self.actions.flatten(0, 1),

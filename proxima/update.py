@@ -1,8 +1,8 @@
-"""The update phase: epochs of minibatch gradient steps on one rollout (seed 000, details #6-#11).
+"""The update phase: epochs of minibatch gradient steps on one rollout (details 6-11 in docs/SEEDS.md).
 
 PPO, VPG and REINFORCE share all of it and differ only in the policy term (``UpdateSettings.policy_loss``,
-from ``proxima.algorithms``): PPO's clipped surrogate, or the plain policy gradient of seed 001, whose weights
-are R - V(s) for VPG and R for REINFORCE (a model without a critic predicts V = 0).
+from ``proxima.algorithms``): PPO's clipped surrogate, or the policy-gradient homework's plain policy gradient,
+whose weights are R - V(s) for VPG and R for REINFORCE (a model without a critic predicts V = 0).
 """
 
 from __future__ import annotations
@@ -47,9 +47,9 @@ class UpdateSettings:
 
 
 def update(model: ActorCritic, optimizer: Adam, batch: Batch, settings: UpdateSettings) -> dict:
-    """Train on ``batch`` for ``update_epochs`` epochs; return the update's debug variables (detail #12).
+    """Train on ``batch`` for ``update_epochs`` epochs; return the update's debug variables (detail 12).
 
-    Like the seed, the losses and KL estimates reported are those of the last minibatch; clipfrac is the
+    As in CleanRL's ppo.py, the losses and KL estimates reported are those of the last minibatch; clipfrac is the
     mean over all minibatches.
     """
     clipfracs, losses, grad_norms = [], [], []
@@ -61,7 +61,7 @@ def update(model: ActorCritic, optimizer: Adam, batch: Batch, settings: UpdateSe
     if scale is not None:
         batch = dataclasses.replace(batch, values=batch.values / scale, returns=batch.returns / scale)
     for _ in range(settings.update_epochs):
-        for index in minibatch_indices(len(batch), settings.minibatch_size, batch.obs.device):  # detail #6
+        for index in minibatch_indices(len(batch), settings.minibatch_size, batch.obs.device):  # detail 6
             mb = batch[index]
             logprobs, entropy, values = model.evaluate(mb.obs, mb.actions, mb.sequences)
             pg_loss = settings.policy_loss(logprobs, mb, settings.clip_coef, settings.norm_adv)
@@ -76,12 +76,12 @@ def update(model: ActorCritic, optimizer: Adam, batch: Batch, settings: UpdateSe
             ent = entropy_bonus(entropy)
             loss = (
                 pg_loss + settings.vf_coef * v_loss - settings.ent_coef * ent
-            )  # detail #10: the bonus is subtracted
+            )  # detail 10: the bonus is subtracted
 
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             if settings.max_grad_norm > 0:
-                grad_norms.append(clip_grad_norm(model, settings.max_grad_norm))  # detail #11
+                grad_norms.append(clip_grad_norm(model, settings.max_grad_norm))  # detail 11
             optimizer.step()
             losses.append(loss.detach())
 

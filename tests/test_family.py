@@ -1,5 +1,6 @@
-"""The policy-gradient family (seed 001 and 002): losses with the seeds' exact numbers, the rewards-to-go
-estimator against the seeds' own loops, per-network architectures, separate optimizers, presets, and the
+"""The policy-gradient family (the second and third source documents, docs/SEEDS.md): losses with the exact
+numbers of the policy-gradient homework's unit tests, the rewards-to-go estimator against both documents' own
+loops, per-network architectures, separate optimizers, presets, and the
 modified Pendulum."""
 
 import dataclasses
@@ -23,8 +24,9 @@ from proxima.networks import ActorCritic, NetworkSpec
 from proxima.optim import make_adam
 
 
-def _seed001_traj_data(ppo: bool = False):
-    """The tensors of seed 001's unit tests: TrajData(10, 5, 4, 1) filled in its order after manual_seed(0)."""
+def _homework_traj_data(ppo: bool = False):
+    """The tensors of the policy-gradient homework's unit tests: TrajData(10, 5, 4, 1) filled in its order after
+    manual_seed(0)."""
     s, e, o = 10, 5, 4
     torch.manual_seed(0)
     states = torch.rand(s, e, o)
@@ -36,28 +38,29 @@ def _seed001_traj_data(ppo: bool = False):
     return states, actions, log_probs, returns
 
 
-def _seed001_linear_nets():
+def _homework_linear_nets():
     torch.manual_seed(0)
-    return nn.Linear(4, 1), nn.Linear(4, 1)  # a.policy, then a.value, as the seed's tests build them
+    return nn.Linear(4, 1), nn.Linear(4, 1)  # a.policy, then a.value, as the homework's tests build them
 
 
-def test_seed001_reinforce_loss_value():
-    _, _, log_probs, returns = _seed001_traj_data()
+def test_reinforce_loss_matches_the_homeworks_unit_test():
+    _, _, log_probs, returns = _homework_traj_data()
     assert abs(policy_gradient_loss(log_probs, returns).item() - (-0.2369)) < 1e-4
 
 
-def test_seed001_vpg_loss_value():
-    states, _, log_probs, returns = _seed001_traj_data()
-    _, value_net = _seed001_linear_nets()
+def test_vpg_loss_matches_the_homeworks_unit_test():
+    states, _, log_probs, returns = _homework_traj_data()
+    _, value_net = _homework_linear_nets()
     values = value_net(states).squeeze(-1)
-    # The seed's value term is the MSE without the 1/2: value_loss (1/2 MSE) with vf_coef 2, as its presets use.
+    # The homework's value term is the MSE without the 1/2: value_loss (1/2 MSE) with vf_coef 2, as its presets
+    # use.
     loss = policy_gradient_loss(log_probs, returns - values) + 2.0 * value_loss(values, returns)
     assert abs(loss.item() - 0.0618) < 1e-4
 
 
-def test_seed001_ppo_loss_value():
-    states, actions, old_log_probs, returns = _seed001_traj_data(ppo=True)
-    policy_net, value_net = _seed001_linear_nets()
+def test_ppo_loss_matches_the_homeworks_unit_test():
+    states, actions, old_log_probs, returns = _homework_traj_data(ppo=True)
+    policy_net, value_net = _homework_linear_nets()
     head = CategoricalHead(1)
     new_log_probs, _ = head.log_prob_entropy(policy_net(states).reshape(-1, 1), actions.reshape(-1))
     values = value_net(states).squeeze(-1).reshape(-1)
@@ -77,30 +80,32 @@ def test_vpg_policy_loss_does_not_backprop_into_the_baseline():
     torch.testing.assert_close(logprobs.grad, -torch.tensor([2.0, -1.0]) / 2)
 
 
-def _seed001_calc_returns(rewards, not_dones, gamma):
+def _homework_calc_returns(rewards, not_dones, gamma):
     returns = rewards.clone()
     for t in reversed(range(rewards.shape[0] - 1)):
         returns[t] += returns[t + 1] * not_dones[t] * gamma
     return returns
 
 
-def test_discounted_returns_match_seed001_calc_returns():
+def test_discounted_returns_match_the_homeworks_calc_returns():
     g = torch.Generator().manual_seed(3)
     rewards = torch.rand(12, 4, generator=g)
-    ended = (torch.rand(12, 4, generator=g) < 0.25).float()  # the seed's `done`: the episode ended at step t
-    # proxima's dones[t] = 1 marks obs t as a new episode's first: the seed's flags shifted by one.
+    # the homework's `done`: the episode ended at step t
+    ended = (torch.rand(12, 4, generator=g) < 0.25).float()
+    # proxima's dones[t] = 1 marks obs t as a new episode's first: the homework's flags shifted by one.
     dones = torch.cat([torch.zeros(1, 4), ended[:-1]])
     ours = discounted_returns(rewards, dones, torch.zeros(4), ended[-1], gamma=0.99)
-    torch.testing.assert_close(ours, _seed001_calc_returns(rewards, 1 - ended, 0.99))
+    torch.testing.assert_close(ours, _homework_calc_returns(rewards, 1 - ended, 0.99))
 
 
-def test_discounted_returns_match_seed002_loop_with_bootstrap():
+def test_discounted_returns_match_the_from_scratch_loop_with_bootstrap():
     rng = np.random.default_rng(0)
     for trial in range(20):
         rewards = rng.normal(size=9).tolist()
         dones = (rng.random(9) < 0.2).tolist()
         final_value = float(rng.normal())
-        # seed 002's loop, verbatim in logic: bootstrap from V(s_T) unless the last step ended an episode
+        # the PPO-from-scratch walk-through's loop, verbatim in logic: bootstrap from V(s_T) unless the last step
+        # ended an episode
         R = final_value if not dones[-1] else 0.0
         expected = []
         for r, done in zip(reversed(rewards), reversed(dones), strict=True):
@@ -141,7 +146,7 @@ def test_per_network_hidden_sizes_and_activations():
     assert _linears(model.actor) == [(3, 64), (64, 32), (32, 5)]
     assert _linears(model.critic) == [(3, 64), (64, 1)]
     assert all(isinstance(m, nn.ReLU) for m in model.actor if not isinstance(m, nn.Linear))
-    spec2 = NetworkSpec(4, 2, hidden_sizes=(128,), activation="relu")  # seed 001's 128-unit ReLU nets
+    spec2 = NetworkSpec(4, 2, hidden_sizes=(128,), activation="relu")  # the homework's 128-unit ReLU nets
     model2 = ActorCritic(spec2, CategoricalHead(2))
     assert _linears(model2.actor) == [(4, 128), (128, 2)] and _linears(model2.critic) == [(4, 128), (128, 1)]
     assert NetworkSpec.from_json(spec.to_json()) == spec
@@ -229,7 +234,7 @@ def test_an_unknown_preset_name_is_refused_in_one_line_that_lists_the_presets(ca
     assert err.count("\n") == 1 and "unknown preset 'seed2-ppo-cartpole'" in err and "cartpole-vpg" in err
 
 
-def test_presets_hold_the_seeds_settings():
+def test_presets_hold_the_source_documents_settings():
     assert resolve_args(config="cartpole-cleanrl") == resolve_args(
         config="cartpole-cleanrl",
         **{
@@ -391,8 +396,9 @@ def test_compare_writes_plot_and_table(tmp_path, capsys):
     assert not (tmp_path / "x").exists()
 
 
-def test_seed000_preset_is_the_defaults_with_the_seeds_critic():
-    # the one default beyond seed 000 is value normalization; tests/test_learning.py trains both on CartPole
+def test_cartpole_cleanrl_preset_is_the_defaults_without_value_normalization():
+    # the one default beyond CleanRL's ppo.py is value normalization; tests/test_learning.py trains both on
+    # CartPole
     preset = resolve_args(config="cartpole-cleanrl")
     assert preset.norm_value is False and PPOArgs().norm_value is True
     assert dataclasses.replace(preset, norm_value=True) == PPOArgs()

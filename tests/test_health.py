@@ -156,7 +156,8 @@ BAD_ENV_FLAGS = [
     "env,where,flags",
     [
         ("NaNObservations-v0", "observations", []),
-        # seed 000's critic: rewards of 1e30 overflow its squared errors; a normalized critic's do not (below)
+        # a critic without value normalization: rewards of 1e30 overflow its squared errors; a normalized
+        # critic's do not (below)
         ("HugeRewards-v0", "loss", ["--no-norm-value"]),
     ],
 )

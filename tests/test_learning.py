@@ -1,4 +1,5 @@
-"""Learning tests on small budgets: the seed's probe environments with its tolerances, and CartPole."""
+"""Learning tests on small budgets: the probe environments with the PPO tutorial's tolerances (docs/SEEDS.md),
+CartPole, and the presets."""
 
 import json
 import os
@@ -105,16 +106,17 @@ def test_pendulum_discrete_preset_learns_on_a_short_budget(tmp_path):
     assert _last20(tmp_path / "run") > -40  # random: about -120 (scaled); the target at 300k is -25
 
 
-def test_seed001_ppo_preset_learns_on_a_short_budget(tmp_path):
+def test_cartpole_ppo_fullbatch_preset_learns_on_a_short_budget(tmp_path):
     proxima.train(
         config="cartpole-ppo-fullbatch", total_timesteps=64 * 256 * 25, run_dir=str(tmp_path / "run")
     )
-    assert _last20(tmp_path / "run") > 300  # 25 of the seed's 250 iterations
+    assert _last20(tmp_path / "run") > 300  # 25 of the preset's 250 iterations
 
 
-def test_seed002_preset_learns_its_value_function_on_a_short_budget(tmp_path):
-    # Seed 002's set-up (one gradient step per 64 samples) improves its policy only slowly: -25 takes about
-    # 690k steps (docs/journal/benchmarks.md). On a short budget its separately optimized critic must already fit.
+def test_pendulum_discrete_single_env_preset_learns_its_value_function_on_a_short_budget(tmp_path):
+    # The PPO-from-scratch walk-through's set-up (one gradient step per 64 samples) improves its policy only
+    # slowly: -25 takes about 690k steps (docs/journal/benchmarks.md). On a short budget its separately optimized
+    # critic must already fit.
     proxima.train(
         config="pendulum-discrete-single-env", total_timesteps=64 * 1000, run_dir=str(tmp_path / "run")
     )
@@ -126,8 +128,8 @@ def test_seed002_preset_learns_its_value_function_on_a_short_budget(tmp_path):
 
 
 @pytest.mark.parametrize("algo", ["reinforce", "vpg"])
-def test_seed001_reinforce_and_vpg_presets_learn_on_a_short_budget(algo, tmp_path):
-    # 50 of the seed's 250 iterations: both are near 50 there (random play: about 22) and pass 475 later
+def test_cartpole_reinforce_and_vpg_presets_learn_on_a_short_budget(algo, tmp_path):
+    # 50 of the presets' 250 iterations: both are near 50 there (random play: about 22) and pass 475 later
     # (docs/journal/benchmarks.md).
     proxima.train(config=f"cartpole-{algo}", total_timesteps=64 * 256 * 50, run_dir=str(tmp_path / "run"))
     assert _last20(tmp_path / "run") > 35

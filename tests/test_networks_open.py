@@ -221,12 +221,13 @@ def test_each_torch_activation_builds_and_computes(name):
     assert isinstance(model.actor[1], ACTIVATIONS[name]) and isinstance(model.critic[1], ACTIVATIONS[name])
     logits, values = model(torch.randn(3, 4))
     assert logits.shape == (3, 2) and values.shape == (3,) and torch.isfinite(logits).all()
-    scales = torch.linalg.svdvals(model.actor[0].weight)  # orthogonal, scaled by the gain (detail #2)
+    # orthogonal, scaled by the gain (detail 2 in docs/SEEDS.md)
+    scales = torch.linalg.svdvals(model.actor[0].weight)
     torch.testing.assert_close(scales, torch.full_like(scales, hidden_gain(name)))
 
 
 def test_the_hidden_gains_keep_tanh_and_relu_and_follow_torch_elsewhere():
-    assert hidden_gain("tanh") == hidden_gain("relu") == math.sqrt(2)  # detail #2, not torch's 5/3 for tanh
+    assert hidden_gain("tanh") == hidden_gain("relu") == math.sqrt(2)  # detail 2, not torch's 5/3 for tanh
     assert hidden_gain("selu") == 0.75 and hidden_gain("sigmoid") == 1
     assert hidden_gain("leaky_relu") == math.sqrt(2 / (1 + 0.01**2))
     assert hidden_gain("gelu") == hidden_gain("elu") == math.sqrt(2)

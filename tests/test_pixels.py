@@ -29,7 +29,7 @@ def test_the_nature_cnn_has_the_papers_layers_and_orthogonal_init():
     shapes = [tuple(p.shape) for p in cnn.parameters()]
     assert shapes == [(32, 4, 8, 8), (32,), (64, 32, 4, 4), (64,), (64, 64, 3, 3), (64,), (512, 3136), (512,)]
     for name, p in cnn.named_parameters():
-        if name.endswith("weight"):  # rows of an orthogonal matrix with gain sqrt(2) (detail #2)
+        if name.endswith("weight"):  # orthogonal rows with gain sqrt(2) (detail 2, docs/SEEDS.md)
             norms = p.reshape(p.shape[0], -1).norm(dim=1)
             torch.testing.assert_close(norms, torch.full_like(norms, 2**0.5))
         else:
@@ -86,7 +86,7 @@ def test_an_image_agent_keeps_bytes_in_the_buffer_and_round_trips(tmp_path):
 
 @pytest.mark.slow
 def test_the_image_probes_learn_through_the_cnn(tmp_path):
-    """Seed 000's probes 2 and 5, in pixels: the value and the policy must both read the image."""
+    """Probes 2 and 5, in pixels: the value and the policy must both read the image."""
     images = _images()
     value = proxima.train(
         env_id="proxima/ProbeImageValue-v0", total_timesteps=10_000, run_dir=str(tmp_path / "v"), plot=False,

@@ -15,7 +15,7 @@ from proxima.networks import ActorCritic
 from proxima.probe import run_probes
 from proxima.storage import Batch
 
-NOTE = "probing seed 000's critic (--no-norm-value)"
+NOTE = "probing the critic without value normalization (--no-norm-value)"
 
 
 def _probe(capsys, *argv):
@@ -58,15 +58,15 @@ def test_a_value_loss_without_gradient_is_blamed_on_the_value_loss(capsys, monke
 
 
 @pytest.mark.slow
-def test_probes_train_the_seeds_critic_unless_value_normalization_is_asked_for(capsys, monkeypatch):
+def test_probes_train_an_unnormalized_critic_unless_value_normalization_is_asked_for(capsys, monkeypatch):
     """A normalized critic gets probe 1's constant value from its statistics, so it would hide a broken loss."""
     monkeypatch.setattr(
         proxima.update, "value_loss", lambda values, returns: value_loss(values.detach(), returns)
     )
     code, out, rows = _probe(capsys, "--probes", "1")
-    assert code == 1 and "│ FAIL" in rows["1"] and "probing seed 000's critic (--no-norm-value)" in out, out
+    assert code == 1 and "│ FAIL" in rows["1"] and NOTE in out, out
     code, out, rows = _probe(capsys, "--probes", "1", "--norm-value")
-    assert code == 0 and "│ pass" in rows["1"] and "probing seed 000's critic" not in out, out
+    assert code == 0 and "│ pass" in rows["1"] and NOTE not in out, out
 
 
 @pytest.mark.slow

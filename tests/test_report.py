@@ -88,7 +88,7 @@ def test_a_run_page_has_every_chart_the_run_logged_and_marks_non_default_setting
     assert run["status"] == "finished" and data["reload_s"] is None
     keys = [c["key"] for c in data["charts"]]
     assert keys[:3] == ["episodic_return"] * 3  # every episode, the running mean, against time
-    assert set(CHARTS) <= set(keys)  # every debug variable the seeds name
+    assert set(CHARTS) <= set(keys)  # every debug variable of detail 12 in docs/SEEDS.md
     for chart in data["charts"]:
         assert chart["healthy"] == HEALTHY[chart["key"]]
         assert any(v is not None for v in chart["tables"][0][1])

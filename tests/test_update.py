@@ -178,8 +178,9 @@ def test_value_normalization_measures_the_value_loss_in_stds_of_the_targets():
 
 
 def test_value_normalization_lets_the_critic_fit_targets_far_from_zero(one_thread):
-    """Seed 000's critic, at its learning rate, cannot reach targets of about 100 with a bias that Adam moves by
-    at most about the learning rate per step; standardized targets are in reach at once."""
+    """A critic without value normalization, at CleanRL's learning rate, cannot reach targets of about 100 with
+    a bias that Adam moves by at most about the learning rate per step; standardized targets are in reach at
+    once."""
     args = PPOArgs(num_envs=4, num_steps=128, ent_coef=0.0)
     settings = UpdateSettings.from_args(args)
     explained = {}

@@ -252,7 +252,7 @@ class Pendulum(NativeVecEnv):
 
 
 class PendulumDiscrete(Pendulum):
-    """``proxima/PendulumDiscrete-v1``: 5 torques, angular velocity / 8, reward / 10 (seed 002)."""
+    """``proxima/PendulumDiscrete-v1``: 5 torques, angular velocity / 8, reward / 10 (docs/SEEDS.md)."""
 
     single_observation_space = gym.spaces.Box(-1.0, 1.0, shape=(3,), dtype=np.float32)
     single_action_space = gym.spaces.Discrete(5)

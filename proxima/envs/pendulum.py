@@ -1,7 +1,7 @@
-"""Seed 002's modified Pendulum: 5 discrete torques, angular velocity scaled by 1/8, reward scaled by 1/10.
+"""The PPO-from-scratch walk-through's Pendulum (docs/SEEDS.md): 5 torques, angular velocity / 8, reward / 10.
 
 The three wrappers are public so they can be applied to any Pendulum-like env; ``proxima/PendulumDiscrete-v1``
-stacks them on Gymnasium's Pendulum-v1 (with its 200-step time limit) in the seed's order.
+stacks them on Gymnasium's Pendulum-v1 (with its 200-step time limit) in the walk-through's order.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ class ScaleAngularVelocity(gym.ObservationWrapper):
 
 
 class ScaleReward(gym.RewardWrapper):
-    """Multiply every reward by ``scale`` (seed 002 uses 1/10)."""
+    """Multiply every reward by ``scale`` (the walk-through uses 1/10)."""
 
     def __init__(self, env: gym.Env, scale: float = 1 / 10):
         super().__init__(env)

@@ -1,4 +1,5 @@
-"""Probe environments 1-5 (Andy Jones, "Debugging RL, Without the Agonizing Pain"; seed 000).
+"""Probe environments 1-5 (Andy Jones, "Debugging RL, Without the Agonizing Pain"; the
+tolerances are the PPO tutorial's, docs/SEEDS.md).
 
 Each isolates one part of an agent, and has an exact answer:
 
