@@ -114,7 +114,7 @@ class NatureCNN(nn.Module):
             nn.Flatten(),
         )
         # Channels-last memory (NHWC) for the convolutions: the same numbers, in the layout oneDNN's CPU kernels
-        # are fastest in (a 256-sample minibatch's forward and backward: 116 ms, against 191 ms in NCHW).
+        # are fastest in (benchmarks/atari_throughput.py minibatch times a minibatch's forward and backward).
         self.convs.to(memory_format=torch.channels_last)
         with torch.no_grad():
             flat = self.convs(self._as_images(torch.zeros(1, *obs_shape)).float()).shape[1]

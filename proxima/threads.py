@@ -6,8 +6,8 @@ checkpoint records it. ``--torch-threads N`` always wins.
 
 Automatic (``--torch-threads 0``): 1 thread for minibatches under 512 samples, where threads cost more than
 they save, and torch's default (one per core) above. But OpenMP threads spin while they wait for each other,
-so two runs with 2 threads each on 2 busy cores take turns spinning: measured here, two such runs at once
-took 33-44 s where one alone took 6-7 s (docs/journal/benchmarks.md, "Runs side by side"). So the automatic count is
+so two runs with 2 threads each on 2 busy cores take turns spinning, and each then takes several times as
+long as alone (benchmarks/concurrent_runs.py measures it). So the automatic count is
 also capped by the cores that other processes leave free. They are measured over the process's own
 start-up (from the import of proxima to the run's set-up, about a second of imports and env construction),
 not over a moment: two runs started together are in lockstep, and a short sample taken while both wait
@@ -42,8 +42,9 @@ import torch  # noqa: E402
 
 # torch's own choice for this machine, read before any run changes it
 DEFAULT_THREADS = torch.get_num_threads()
-SMALL_MINIBATCH = 512  # measured on 2 cores: CartPole defaults (minibatch 128) run at 10.0k steps/s with 1
-# thread, 8.3k with 2; a 512-sample minibatch step takes 2.04 ms with 1 thread, 1.71 ms with 2
+# Below this many samples a minibatch step is too small to split: a second thread costs more than it saves
+# (benchmarks/throughput.py with -- --torch-threads 1, then 2, measures it on a machine).
+SMALL_MINIBATCH = 512
 SAMPLE_S = 0.05
 MIN_WINDOW_S, MAX_WINDOW_S = 0.2, 10.0  # a start-up window outside these is resampled
 
@@ -72,8 +73,8 @@ def choose_threads(
     requested: int, minibatch_size: int, saved: int | None = None, images: bool = False
 ) -> tuple[int, str | None]:
     """The thread count for a run, and a note for the console when the load lowered it. ``images``: the
-    encoder is a CNN, whose minibatches are large convolutions at any sample count (the Atari preset's
-    256-sample minibatches: an update takes 4.6 s with 1 thread, 2.9 s with 2)."""
+    encoder is a CNN, whose minibatches are large convolutions at any sample count, so more threads pay off
+    there (benchmarks/atari_throughput.py minibatch --threads T)."""
     if requested:
         return requested, None
     if saved is not None:  # a resumed run: the same numbers as before the interruption

@@ -91,7 +91,7 @@ def video_summary(
 ) -> Summary:
     """A TensorBoard summary that shows ``frames`` as a video, the same proto ``add_video`` writes. With
     ``max_frames``, a longer video keeps every k-th frame at 1/k of the frame rate (the same playback time):
-    encoding the GIF costs time in the training loop, about 6 ms per frame at 320 wide."""
+    encoding the GIF costs time in the training loop, for every frame."""
     _check_frames(frames, fps, max_width)
     if max_frames is not None and len(frames) > max_frames:
         stride = -(-len(frames) // max_frames)

@@ -125,7 +125,7 @@ def test_adam_steps_bit_for_bit_like_torch_adam_and_saves_the_same_state(groups)
 
 
 def test_building_the_optimizer_does_not_import_dynamo():
-    """torch.optim optimizers import torch._dynamo when built (about 1 s here); proxima's must not."""
+    """torch.optim optimizers import torch._dynamo when built (a slow import); proxima's must not."""
     code = (
         "import sys, torch; from proxima.optim import make_adam; "
         "p = [torch.nn.Parameter(torch.ones(2))]; o = make_adam(p, 1e-3); "

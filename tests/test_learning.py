@@ -148,9 +148,9 @@ def test_cartpole_fast_preset_solves_gymnasium_cartpole(seed, threads, tmp_path)
 
 
 def test_cartpole_throughput_preset_learns_on_a_short_budget(tmp_path):
-    # The preset's full budget (seeds 1-5 solved at 430-640k steps/s) is a benchmark (docs/journal/benchmarks.md,
-    # "Towards 500k steps/s"). On 1M steps, with the learning rate annealed over them, seeds 1-3 ended at a last-20
-    # mean of 193-294 (random play: about 22), with 1 thread and with 2. One thread, so the load cannot change it.
+    # The preset's full budget is a benchmark (benchmarks/throughput.py). On 1M steps, with the learning rate
+    # annealed over them, seeds 1-3 end at a last-20 mean of about 190-290 (random play: about 22), with 1 thread
+    # and with 2. One thread, so the load cannot change it.
     proxima.train(
         config="cartpole-throughput", seed=1, total_timesteps=1_000_000, eval_every=0, stop_return=None,
         run_dir=str(tmp_path / "run"), torch_threads=1,

@@ -139,8 +139,7 @@ def test_run_level_flags_do_not_get_in_the_way(capsys, tmp_path):
 @pytest.mark.slow
 def test_the_box_only_settings_go_to_the_continuous_probe_alone(capsys):
     """A Beta policy (or a std cap) is a setting of Box actions: the continuous probe trains with it, and the
-    discrete probes of the same agent without it (bipedalwalker-fast's, a std cap then and a Beta now, stopped
-    them before)."""
+    discrete probes of the same agent without it (with it, bipedalwalker-fast's Beta policy would stop them)."""
     code, out, rows = _probe(capsys, "--action-dist", "beta", "--probes", "4", "continuous")
     assert code == 0 and set(rows) == {"4", "continuous"}, out
     assert all("│ pass" in row for row in rows.values()), out
