@@ -419,10 +419,10 @@ class TensorBoardVideos(Callback):
             self.sizes[path] = size
 
 
-class ReportPage(Callback):
+class ReportPageWriter(Callback):
     """``RUN_DIR/report.html`` (``proxima report``) every ``every_s`` seconds and at the end, last of all, so that
-    the page has this update's logs and the final checkpoint's verdict. A page reads the whole logs (0.6 s at
-    10M steps), so the pages of a long run come at least ``COST_RATIO`` times their cost apart: they never
+    the page has this update's logs and the final checkpoint's verdict. A page reads the whole logs (benchmarks/report_cost.py
+    measures it), so the pages of a long run come at least ``COST_RATIO`` times their cost apart: they never
     take more than 2% of its time."""
 
     COST_RATIO = 50
@@ -502,7 +502,7 @@ def default_callbacks(run: Run, user: list[Callback] = ()) -> list[Callback]:
     if args.plot:
         callbacks.append(LearningCurve())
     if args.report:
-        callbacks.append(ReportPage(REWRITE_S))
+        callbacks.append(ReportPageWriter(REWRITE_S))
     return callbacks
 
 

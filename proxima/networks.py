@@ -61,11 +61,11 @@ def hidden_gain(activation: str) -> float:
     return math.sqrt(2)
 
 
-def run(layers: nn.Module, x: Tensor) -> Tensor:
+def forward_without_hooks(layers: nn.Module, x: Tensor) -> Tensor:
     """Apply a ``Sequential`` (or any module) through ``forward`` directly, skipping ``__call__``'s hook dispatch.
 
     At a rollout's batch of a few observations, that dispatch costs as much as the matrix products; proxima
-    registers no hooks, so the result is identical.
+    registers no hooks, so the result is identical. A hook that a user registers on these layers is not called.
     """
     if isinstance(layers, nn.Sequential):
         for layer in layers:
@@ -215,7 +215,7 @@ class ActorCritic(nn.Module):
         unclipped mean), so tracing it by hand gives a file that disagrees with ``predict``. Use
         ``Agent.predict(obs, deterministic=True)``, or ``proxima.export`` for a file of that (docs/EXPORT.md)."""
         features = self._features(obs)
-        return self._masked(run(self.actor, features), obs), self._value(features)
+        return self._masked(forward_without_hooks(self.actor, features), obs), self._value(features)
 
     def _masked(self, logits: Tensor, obs: Tensor) -> Tensor:
         """Logits with masked actions at the lowest finite float: their probability is exactly 0 in softmax,
@@ -230,12 +230,12 @@ class ActorCritic(nn.Module):
         """The encoder's features, through the shared trunk if there is one."""
         if self.lstm is not None:  # its heads expect the LSTM's outputs, which need the memory
             raise RuntimeError("a recurrent agent's forward passes take its memory: use forward_sequence")
-        return run(self.trunk, self.encoder.forward(obs))
+        return forward_without_hooks(self.trunk, self.encoder.forward(obs))
 
     def _value(self, features: Tensor) -> Tensor:
         if self.critic is None:
             return features.new_zeros(features.shape[:-1])
-        return self.normalization.value(run(self.critic, features).squeeze(-1))
+        return self.normalization.value(forward_without_hooks(self.critic, features).squeeze(-1))
 
     def value(self, obs: Tensor) -> Tensor:
         return self._value(self._features(obs))
@@ -277,7 +277,7 @@ class ActorCritic(nn.Module):
         return [{"params": policy, "lr": learning_rate}, {"params": critic, "lr": value_learning_rate}]
 
     def logits(self, obs: Tensor) -> Tensor:
-        return self._masked(run(self.actor, self._features(obs)), obs)
+        return self._masked(forward_without_hooks(self.actor, self._features(obs)), obs)
 
     def act(self, obs: Tensor, uniforms: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
         """Sample actions for a batch of observations: ``(actions, log_probs, values)``; ``uniforms``: each
@@ -325,8 +325,8 @@ class ActorCritic(nn.Module):
             keep = (1.0 - starts[a]).view(1, -1, 1)
             out, (h, c) = self.lstm(x[a:b], (h * keep, c * keep))
             outputs.append(out)
-        features = run(self.trunk, torch.cat(outputs))
-        return self._masked(run(self.actor, features), obs), self._value(features), (h, c)
+        features = forward_without_hooks(self.trunk, torch.cat(outputs))
+        return self._masked(forward_without_hooks(self.actor, features), obs), self._value(features), (h, c)
 
     def act_recurrent(self, obs: Tensor, starts: Tensor, memory, uniforms: Tensor | None = None):
         """One step of ``N`` envs: ``(actions, log_probs, values, memory after the step)``."""

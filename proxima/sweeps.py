@@ -196,7 +196,7 @@ def run_trial(config: dict, report: Callable[[dict], None] | None = None, node: 
     row = _status(run_dir)
     if row is not None:
         return row
-    callbacks = [Report(report)] if report is not None else []
+    callbacks = [MetricsToTune(report)] if report is not None else []
     ckpt = os.path.join(run_dir, checkpoint.FILE)
     try:
         if os.path.exists(ckpt) and not checkpoint.read(ckpt)[0]["finished"]:
@@ -212,8 +212,9 @@ def run_trial(config: dict, report: Callable[[dict], None] | None = None, node: 
     return row
 
 
-class Report(Callback):
-    """Hands each update's numbers to the executor (``ray.tune.report`` on Ray)."""
+class MetricsToTune(Callback):
+    """Hands each update's numbers to Ray Tune (``report``: the ``ray.tune.report`` that the Ray executor
+    passes; the local executor passes none)."""
 
     def __init__(self, report: Callable[[dict], None]):
         self.report = report

@@ -215,7 +215,7 @@ def test_a_run_that_crashes_leaves_a_page_that_says_it_stopped(tmp_path):
 
 def test_training_rewrites_its_page_while_it_runs(tmp_path, monkeypatch):
     monkeypatch.setattr("proxima.callbacks.REWRITE_S", 0)  # every update
-    monkeypatch.setattr("proxima.callbacks.ReportPage.COST_RATIO", 0)
+    monkeypatch.setattr("proxima.callbacks.ReportPageWriter.COST_RATIO", 0)
     seen = []
 
     class Look(proxima.callbacks.Callback):
@@ -239,7 +239,7 @@ def test_a_long_runs_pages_are_spaced_by_their_cost(tmp_path, monkeypatch):
     monkeypatch.setattr(
         "proxima.callbacks.write_report", lambda paths, out, status, live: written.append(out)
     )
-    page = proxima.callbacks.ReportPage(30)
+    page = proxima.callbacks.ReportPageWriter(30)
     run = type("R", (), {"run_dir": str(tmp_path)})()
     page.on_train_start(run)  # t=0
     page.on_update_end(run, None)  # t=31: a page, from 31 to 33: 2 s

@@ -231,25 +231,26 @@ class _Tidy(gym.Wrapper):
     updated in place from step to step, which would change the vector env's record of an episode's final
     observation when reset overwrote it); the reward as a float; plain bools; and of the info only
     ``STAT_KEYS``, for ALE ids (Gymnasium's vector env fails on info arrays whose shape changes from step to
-    step). A
-    ``close()`` that raises becomes a warning: the run's results are already saved."""
+    step). A ``close()`` that raises becomes a warning: the run's results are already saved."""
 
     def __init__(self, env: gym.Env, env_id: str, layout: ObsLayout):
         super().__init__(env)
         self._env_id = env_id
-        self._layout = layout if layout.packed else None
-        if layout.packed:  # any space but a Box travels as one vector (proxima.spaces)
+        # A non-Box observation is packed into one vector (proxima.spaces); a Box one is copied to the space's
+        # dtype and shape.
+        self._packing = layout if layout.packed else None
+        if layout.packed:
             self.observation_space = layout.packed_space()
         # Only proxima's own wrappers report the statistics keys: a user env's info["score"] means something
         # else, and may change shape from step to step.
         self._keep = STAT_KEYS if atari_game(env_id) is not None else ()
         space = env.observation_space
-        self._obs_layout = (space.dtype, space.shape) if isinstance(space, gym.spaces.Box) else None
+        self._box_dtype_shape = (space.dtype, space.shape) if isinstance(space, gym.spaces.Box) else None
 
     def _obs(self, obs, info, final: bool = False):
-        if self._layout is not None:
+        if self._packing is not None:
             mask = None
-            if self._layout.mask == "info":
+            if self._packing.mask == "info":
                 mask = info.get(MASK_KEY) if info else None
                 # an episode's last observation is only ever valued, never acted on: its mask may be missing
                 if mask is None and not final:
@@ -257,10 +258,10 @@ class _Tidy(gym.Wrapper):
                         f"{self._env_id} gave info[{MASK_KEY!r}] at its first reset but not at a later reset or "
                         "step; give it with every one"
                     )
-            return self._layout.pack(obs, mask)
-        if self._obs_layout is None:
+            return self._packing.pack(obs, mask)
+        if self._box_dtype_shape is None:
             return obs
-        dtype, shape = self._obs_layout
+        dtype, shape = self._box_dtype_shape
         out = np.array(obs, dtype=dtype)  # always a copy
         return out if out.shape == shape else out.reshape(shape)
 
