@@ -38,7 +38,7 @@ def measure(config: str | None, writes: int) -> dict:
         start = time.perf_counter()
         run.iterate()
         update_s = time.perf_counter() - start
-        size = os.path.getsize(os.path.join(run_dir, checkpoint.FILE))
+        size = os.path.getsize(os.path.join(run_dir, "checkpoint.safetensors"))
     finally:
         for callback in run.callbacks:
             callback.close(run)

@@ -40,6 +40,7 @@ from proxima.envs import make_envs
 from proxima.envs.interface import InfoKeys, merge_info_keys
 from proxima.errors import NonFiniteError, TrainingInterrupted, UserError
 from proxima.evaluate import run_episodes
+from proxima.files import BEST, CANDIDATES, LEARNING_CURVE, METRICS, REPORT, VIDEOS
 from proxima.health import HealthMonitor, HealthWarning
 from proxima.logger import RunLogger, info_number, log_session
 from proxima.report import REWRITE_S, write_report
@@ -133,7 +134,7 @@ class Evaluation(Callback):
         result.record["eval_return"] = value = float(self.evaluate(run.model).mean())
         if self.save_best and (self.best_return is None or value > self.best_return):
             self.best_return = value
-            best_dir = os.path.join(run.run_dir, "best")
+            best_dir = os.path.join(run.run_dir, BEST)
             os.makedirs(best_dir, exist_ok=True)
             run.agent.save(best_dir, global_step=run.global_step, eval_return=value)
         if self.rescore and (len(self.candidates) < self.rescore or value > self.candidates[-1][0]):
@@ -171,7 +172,7 @@ class Evaluation(Callback):
             )
         winner = max(scored, key=lambda c: c["rescore_return"])  # the first of equals: the higher evaluation
         agents[winner["global_step"]].save(
-            os.path.join(run.run_dir, "best"), global_step=winner["global_step"], eval_return=winner["eval_return"],
+            os.path.join(run.run_dir, BEST), global_step=winner["global_step"], eval_return=winner["eval_return"],
             rescore_return=winner["rescore_return"], rescore_episodes=self.rescore_episodes, rescored=scored,
         )  # fmt: skip
         shutil.rmtree(os.path.join(run.run_dir, CANDIDATES))
@@ -195,9 +196,6 @@ class Evaluation(Callback):
     def load_state_dict(self, state: dict) -> None:
         self.best_return = state["best_return"]
         self.candidates = state.get("candidates", [])  # checkpoints before --rescore-best have none
-
-
-CANDIDATES = "candidates"  # RUN_DIR/candidates: the agents --rescore-best scores at the end
 
 
 class Health(Callback):
@@ -376,7 +374,7 @@ class LearningCurve(Callback):
         try:
             plot_runs(
                 {os.path.basename(os.path.normpath(run.run_dir)): [run.run_dir]},
-                os.path.join(run.run_dir, "learning_curve.png"),
+                os.path.join(run.run_dir, LEARNING_CURVE),
             )
         except UserError as e:  # matplotlib is an extra; the run itself is complete
             run.console.message(f"no learning_curve.png: {e}")
@@ -394,7 +392,7 @@ class TensorBoardVideos(Callback):
 
     def _videos(self, run: Run) -> list[str]:
         found = []
-        for root, _, files in os.walk(os.path.join(run.run_dir, "videos")):
+        for root, _, files in os.walk(os.path.join(run.run_dir, VIDEOS)):
             found += [os.path.join(root, f) for f in files if f.endswith(".mp4")]
         return sorted(set(found) - self.done, key=os.path.getmtime)
 
@@ -445,13 +443,13 @@ class ReportPageWriter(Callback):
         self.ended = True
 
     def close(self, run: Run) -> None:
-        if not self.ended and os.path.exists(os.path.join(run.run_dir, "metrics.jsonl")):
+        if not self.ended and os.path.exists(os.path.join(run.run_dir, METRICS)):
             self._write(run, "stopped")  # an env crashed, a NaN, Ctrl-C: the page says so and stops reloading
 
     def _write(self, run: Run, status: str | None = None) -> None:
         start = time.monotonic()
         try:
-            write_report([run.run_dir], os.path.join(run.run_dir, "report.html"), status, live=True)
+            write_report([run.run_dir], os.path.join(run.run_dir, REPORT), status, live=True)
         except Exception as e:  # noqa: BLE001  the page only shows the logs: whatever fails, training goes on
             run.console.message(f"no report.html: {type(e).__name__}: {e}")
         self.written = time.monotonic()

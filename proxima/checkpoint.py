@@ -21,12 +21,11 @@ from typing import TYPE_CHECKING
 from torch import Tensor
 
 from proxima.errors import UserError
-from proxima.files import read_checkpoint, write_checkpoint
+from proxima.files import CHECKPOINT, read_checkpoint, write_checkpoint
 
 if TYPE_CHECKING:
     from proxima.trainer import Run
 
-FILE = "checkpoint.safetensors"
 FORMAT, VERSION = "proxima-checkpoint", 3
 
 
@@ -87,7 +86,7 @@ def save(run: Run, finished: bool = False) -> None:
         **run.spaces(),
         "components": parts,
     }
-    write_checkpoint(os.path.join(run.run_dir, FILE), tensors, meta)
+    write_checkpoint(os.path.join(run.run_dir, CHECKPOINT), tensors, meta)
 
 
 def read(path: str) -> tuple[dict, dict]:
@@ -132,7 +131,7 @@ def load(run: Run, path: str, meta: dict, states: dict) -> None:
 
 def last_checkpoint_note(run_dir: str, resumable: bool = True) -> str:
     """What survives of a failed run, in words; with ``resumable``, how to continue it."""
-    path = os.path.join(run_dir, FILE)
+    path = os.path.join(run_dir, CHECKPOINT)
     try:
         meta, _ = read(path)
     except UserError:

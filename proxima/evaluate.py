@@ -14,7 +14,7 @@ from proxima.envs import VecEnv, make_envs
 from proxima.envs.interface import env_call, obs_layout
 from proxima.envs.user import describe_env, load_env_factory, unknown_id_hint
 from proxima.errors import UserError
-from proxima.files import write_json
+from proxima.files import EVAL_JSON, write_json
 from proxima.networks import ActorCritic
 from proxima.spaces import space_to_json
 
@@ -137,7 +137,7 @@ def evaluate(
 def save_evaluation(run_dir: str, returns: np.ndarray, *, deterministic: bool, seed: int, **extra) -> None:
     """``RUN_DIR/eval.json``: the last evaluation on Gymnasium's env (``proxima eval``, ``proxima solve``), which
     ``proxima report`` shows; ``extra`` adds keys (a threshold, the videos)."""
-    write_json(os.path.join(run_dir, "eval.json"), {
+    write_json(os.path.join(run_dir, EVAL_JSON), {
         "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "episodes": len(returns),
         "deterministic": deterministic,

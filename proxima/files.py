@@ -16,8 +16,31 @@ from safetensors.torch import load_file, save_file
 
 from proxima.errors import UserError
 
+# The names of the files and folders a run directory (RUN_DIR), an agent's directory and a sweep's directory
+# hold: every module that writes or reads one takes its name from here.
+# RUN_DIR, written by `proxima train`:
+CONFIG_JSON = "config.json"  # the run's settings, as resolved when it started
+METRICS = "metrics.jsonl"  # one line per update
+EPISODES = "episodes.jsonl"  # one line per finished episode
+MACHINE_JSON = "machine.json"  # the machine and versions of each session that trained the run
+CHECKPOINT = "checkpoint.safetensors"  # what --resume continues from (proxima.checkpoint)
+VIDEOS = "videos"  # --capture-video's episodes
+LEARNING_CURVE = "learning_curve.png"  # the plot extra's curve, at the end
+REPORT = "report.html"  # `proxima report`'s page (and the live one during training)
+EVAL_JSON = "eval.json"  # `proxima eval`'s (and `proxima solve`'s) verdict
+EVAL_VIDEOS = "eval-videos"  # `proxima eval --video`'s episodes
+PROBES_JSON = "probes.json"  # `proxima probe`'s results
+BEST = "best"  # --save-best's agent (an agent directory)
+CANDIDATES = "candidates"  # the agents --rescore-best scores at the end, one agent directory each
+# an agent directory (RUN_DIR itself, or RUN_DIR/best), written by Agent.save:
 WEIGHTS = "model.safetensors"
 AGENT_JSON = "agent.json"
+# a sweep's directory (its runs are RUN_DIRs in it):
+SWEEP_JSON = "sweep.json"  # the plan, for --resume
+TRIAL_JSON = "trial.json"  # in each run's directory: the sweep's verdict on it
+RESULTS_JSON = "results.json"
+RESULTS_MD = "results.md"
+LEARNING_CURVES = "learning_curves.png"  # the curves of every setting, with bands over seeds
 
 
 def _atomic(path: str, write) -> None:

@@ -17,6 +17,7 @@ import platform
 import numpy as np
 
 from proxima.errors import UserError
+from proxima.files import EPISODES, MACHINE_JSON, METRICS
 
 # metrics.jsonl key -> TensorBoard tag (detail 12's debug variables, docs/SEEDS.md, plus episode statistics)
 TB_TAGS = {
@@ -59,14 +60,14 @@ class RunLogger:
 
     def __init__(self, run_dir: str, config: dict, tensorboard: bool = True, resume_from: dict | None = None):
         self.run_dir = run_dir
-        for name in ("metrics.jsonl", "episodes.jsonl") if resume_from is not None else ():
+        for name in (METRICS, EPISODES) if resume_from is not None else ():
             path = os.path.join(run_dir, name)  # both checked before either is cut back
             if not os.path.exists(path) or os.path.getsize(path) < resume_from[name]:
                 raise UserError(
                     f"{path} is shorter than its checkpoint says; the run directory was changed after it"
                 )
-        self._metrics = self._open("metrics.jsonl", resume_from)
-        self._episodes = self._open("episodes.jsonl", resume_from)
+        self._metrics = self._open(METRICS, resume_from)
+        self._episodes = self._open(EPISODES, resume_from)
         self._writer = None
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
@@ -94,8 +95,8 @@ class RunLogger:
             os.fsync(f.fileno())
         return {
             "global_step": global_step,
-            "metrics.jsonl": self._metrics.tell(),
-            "episodes.jsonl": self._episodes.tell(),
+            METRICS: self._metrics.tell(),
+            EPISODES: self._episodes.tell(),
         }
 
     def text(self, tag: str, text: str, global_step: int) -> None:
@@ -149,7 +150,7 @@ def log_session(run_dir: str, global_step: int, device: str, torch_threads: int)
     from proxima.files import write_json
     from proxima.version import __version__
 
-    path = os.path.join(run_dir, "machine.json")
+    path = os.path.join(run_dir, MACHINE_JSON)
     try:
         with open(path) as f:
             sessions = json.load(f)["sessions"]

@@ -12,12 +12,12 @@ import warnings
 import numpy as np
 
 from proxima.errors import UserError
-from proxima.files import read_jsonl
+from proxima.files import EPISODES, read_jsonl
 
 
 def read_episodes(run_dir: str) -> tuple[np.ndarray, np.ndarray]:
     """``(global_step, return)`` of every finished episode of a run, in order."""
-    path = os.path.join(run_dir, "episodes.jsonl")
+    path = os.path.join(run_dir, EPISODES)
     if not os.path.isfile(path):
         raise UserError(f"{run_dir!r} is not a proxima run directory (no readable episodes.jsonl)")
     rows = read_jsonl(path)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from proxima.config import PPOArgs
-from proxima.files import write_json
+from proxima.files import PROBES_JSON, write_json
 from proxima.networks import ActorCritic
 
 
@@ -283,7 +283,7 @@ def run_probes(
             model = train(probe_args).model.cpu()
             results.append(ProbeResult(probe, *probe.check(model, probe_args)))
     if run_dir is not None:  # the table, for `proxima report RUN_DIR`
-        write_json(os.path.join(run_dir, "probes.json"), {"probes": [
+        write_json(os.path.join(run_dir, PROBES_JSON), {"probes": [
             {"name": r.probe.name, "tests": r.probe.tests, "expected": r.expected, "learned": r.learned,
              "passed": r.passed, "points_to": r.probe.blame, "run_dir": f"probe-{r.probe.name}"}
             for r in results

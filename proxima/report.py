@@ -28,7 +28,22 @@ import numpy as np
 
 from proxima.config import resolve_args, show_value
 from proxima.errors import UserError
-from proxima.files import read_checkpoint_meta, read_jsonl, write_text
+from proxima.files import (
+    CHECKPOINT,
+    CONFIG_JSON,
+    EPISODES,
+    EVAL_JSON,
+    EVAL_VIDEOS,
+    MACHINE_JSON,
+    METRICS,
+    PROBES_JSON,
+    SWEEP_JSON,
+    TRIAL_JSON,
+    VIDEOS,
+    read_checkpoint_meta,
+    read_jsonl,
+    write_text,
+)
 from proxima.health import HEALTHY
 from proxima.plotting import mean_of_last
 
@@ -83,17 +98,15 @@ def _read_json(path: str) -> dict | None:
 
 
 def is_run(path: str) -> bool:
-    return os.path.isfile(os.path.join(path, "config.json")) and os.path.isfile(
-        os.path.join(path, "metrics.jsonl")
-    )
+    return os.path.isfile(os.path.join(path, CONFIG_JSON)) and os.path.isfile(os.path.join(path, METRICS))
 
 
 def _status(run_dir: str, sessions: list[dict]) -> str:
-    trial = _read_json(os.path.join(run_dir, "trial.json"))  # a sweep's verdict on a failed run
+    trial = _read_json(os.path.join(run_dir, TRIAL_JSON))  # a sweep's verdict on a failed run
     if trial is not None and trial.get("status") == "failed":
         return "failed"
     try:
-        if read_checkpoint_meta(os.path.join(run_dir, "checkpoint.safetensors"))["finished"]:
+        if read_checkpoint_meta(os.path.join(run_dir, CHECKPOINT))["finished"]:
             return "finished"
     except (UserError, KeyError):
         pass
@@ -102,7 +115,7 @@ def _status(run_dir: str, sessions: list[dict]) -> str:
         # its process is gone (killed, crashed): nothing will write its logs again
         return "in progress" if _alive(last["pid"]) else "stopped"
     try:  # no final checkpoint: still writing its logs, or stopped elsewhere
-        age = time.time() - os.path.getmtime(os.path.join(run_dir, "metrics.jsonl"))
+        age = time.time() - os.path.getmtime(os.path.join(run_dir, METRICS))
     except OSError:
         return "stopped"
     return "in progress" if age < 10 * REWRITE_S else "stopped"
@@ -119,23 +132,23 @@ def _alive(pid: int) -> bool:
 
 
 def read_run(run_dir: str, label: str | None = None) -> RunData:
-    config = _read_json(os.path.join(run_dir, "config.json"))
+    config = _read_json(os.path.join(run_dir, CONFIG_JSON))
     if config is None:
         raise UserError(
-            f"{run_dir}/config.json is missing or not JSON; give a directory written by proxima train"
+            f"{run_dir}/{CONFIG_JSON} is missing or not JSON; give a directory written by proxima train"
         )
-    episodes = read_jsonl(os.path.join(run_dir, "episodes.jsonl"))
-    machine = (_read_json(os.path.join(run_dir, "machine.json")) or {}).get("sessions", [])
-    evaluation = _read_json(os.path.join(run_dir, "eval.json"))
+    episodes = read_jsonl(os.path.join(run_dir, EPISODES))
+    machine = (_read_json(os.path.join(run_dir, MACHINE_JSON)) or {}).get("sessions", [])
+    evaluation = _read_json(os.path.join(run_dir, EVAL_JSON))
     # the last evaluation's own videos (an earlier `proxima eval --video` may have left others)
     videos = [os.path.join(run_dir, v) for v in (evaluation or {}).get("videos", [])]
-    for root, _, files in os.walk(os.path.join(run_dir, "videos")):
+    for root, _, files in os.walk(os.path.join(run_dir, VIDEOS)):
         videos += [os.path.join(root, f) for f in files if f.endswith(".mp4")]
     return RunData(
         run_dir=run_dir,
         label=label or os.path.basename(os.path.normpath(run_dir)),
         config=config,
-        metrics=read_jsonl(os.path.join(run_dir, "metrics.jsonl")),
+        metrics=read_jsonl(os.path.join(run_dir, METRICS)),
         steps=np.array([e["global_step"] for e in episodes], dtype=np.float64),
         returns=np.array([e["return"] for e in episodes], dtype=np.float64),
         machine=machine,
@@ -151,7 +164,7 @@ def _episode_number(path: str) -> tuple:
     resumed = re.search(r"resumed-after-update-(\d+)", path)
     found = re.search(r"(\d+)\.mp4$", path)
     return (
-        "eval-videos" not in path,
+        EVAL_VIDEOS not in path,
         int(resumed.group(1)) if resumed else 0,
         int(found.group(1)) if found else 0,
     )
@@ -167,9 +180,9 @@ def find_runs(paths: list[str]) -> tuple[list[RunData], str, list[dict]]:
             raise UserError(
                 f"{path!r} is not a directory; give run directories, or a sweep or compare directory"
             )
-        found = _read_json(os.path.join(path, "probes.json"))
+        found = _read_json(os.path.join(path, PROBES_JSON))
         probes += found.get("probes", []) if found else []
-        sweep = _read_json(os.path.join(path, "sweep.json"))
+        sweep = _read_json(os.path.join(path, SWEEP_JSON))
         if is_run(path):
             runs.append(read_run(path))
         elif sweep is not None and sweep.get("format") == "proxima-sweep":
@@ -369,7 +382,7 @@ def _videos(runs: list[RunData]) -> tuple[list[dict], int]:
     and how many were left out."""
     chosen, total, left = [], 0, 0
     for i, r in enumerate(runs):
-        evals = [v for v in r.videos if "eval-videos" in v]
+        evals = [v for v in r.videos if EVAL_VIDEOS in v]
         train = [v for v in r.videos if v not in evals]
         order = evals[:2] + train[-1:] + train[:1]
         for path in dict.fromkeys(order):

@@ -22,12 +22,23 @@ from proxima import checkpoint, executors
 from proxima.callbacks import Callback
 from proxima.config import PPOArgs, resolve_args, show_value
 from proxima.errors import EnvError, NonFiniteError, UserError
-from proxima.files import read_json, read_jsonl, write_json
+from proxima.files import (
+    CHECKPOINT,
+    LEARNING_CURVES,
+    METRICS,
+    REPORT,
+    RESULTS_JSON,
+    RESULTS_MD,
+    SWEEP_JSON,
+    TRIAL_JSON,
+    read_json,
+    read_jsonl,
+    write_json,
+)
 from proxima.plotting import final_return, plot_runs
 from proxima.report import write_report
 from proxima.trainer import resume, train
 
-SWEEP_JSON, TRIAL_JSON = "sweep.json", "trial.json"
 FORMAT, VERSION = "proxima-sweep", 1
 
 
@@ -197,7 +208,7 @@ def run_trial(config: dict, report: Callable[[dict], None] | None = None, node: 
     if row is not None:
         return row
     callbacks = [MetricsToTune(report)] if report is not None else []
-    ckpt = os.path.join(run_dir, checkpoint.FILE)
+    ckpt = os.path.join(run_dir, CHECKPOINT)
     try:
         if os.path.exists(ckpt) and not checkpoint.read(ckpt)[0]["finished"]:
             resume(run_dir, quiet=True, callbacks=callbacks)
@@ -238,9 +249,9 @@ def summarize(out: str, plan: dict, errors: dict[str, str] | None = None) -> Swe
     labels = list(dict.fromkeys(t["setting"] for t in plan["trials"]))
     settings = [_summary(label, [r for r in rows if r["setting"] == label]) for label in labels]
     results = SweepResults(out, rows, settings)
-    write_json(os.path.join(out, "results.json"), _finite({"title": plan["title"], "settings": settings,
+    write_json(os.path.join(out, RESULTS_JSON), _finite({"title": plan["title"], "settings": settings,
                                                            "trials": rows}))  # fmt: skip
-    with open(os.path.join(out, "results.md"), "w") as f:
+    with open(os.path.join(out, RESULTS_MD), "w") as f:
         f.write(results_table(settings, rows, plan["title"]))
     groups = {
         label: [r["run_dir"] for r in rows if r["setting"] == label and r["status"] == "finished"]
@@ -249,11 +260,11 @@ def summarize(out: str, plan: dict, errors: dict[str, str] | None = None) -> Swe
     groups = {label: runs for label, runs in groups.items() if runs}
     if groups:
         try:
-            plot_runs(groups, os.path.join(out, "learning_curves.png"), title=plan["title"])
+            plot_runs(groups, os.path.join(out, LEARNING_CURVES), title=plan["title"])
         except UserError as e:  # no matplotlib: the table and results.json are what matter
             print(f"note: no learning_curves.png: {e}", flush=True)
         try:
-            write_report([out], os.path.join(out, "report.html"))
+            write_report([out], os.path.join(out, REPORT))
         except (UserError, OSError) as e:  # the page is a view of the runs; the table above is the result
             print(f"note: no report.html: {e}", flush=True)
     return results
@@ -318,7 +329,7 @@ def _status(run_dir: str) -> dict | None:
 def _elapsed(run_dir: str) -> float | None:
     """Training time over every part of the run (a resumed run's clock goes on), from ``metrics.jsonl``."""
     try:
-        lines = read_jsonl(os.path.join(run_dir, "metrics.jsonl"))
+        lines = read_jsonl(os.path.join(run_dir, METRICS))
         return lines[-1]["time_s"] if lines else None
     except (UserError, KeyError):
         return None

@@ -30,7 +30,16 @@ from proxima.envs import make_envs
 from proxima.envs.interface import obs_layout
 from proxima.envs.user import describe_env, env_source, is_env_object, load_env_factory
 from proxima.errors import EnvError, NonFiniteError, UserError
-from proxima.files import AGENT_JSON, WEIGHTS, load_module_state, read_json, write_json
+from proxima.files import (
+    AGENT_JSON,
+    CHECKPOINT,
+    CONFIG_JSON,
+    VIDEOS,
+    WEIGHTS,
+    load_module_state,
+    read_json,
+    write_json,
+)
 from proxima.health import first_non_finite_in_rollout
 from proxima.losses import explained_variance
 from proxima.networks import ActorCritic, NetworkSpec
@@ -102,7 +111,7 @@ def train(
         if args.init_from is not None:
             _init_from(run, args.init_from)
         os.makedirs(run_dir, exist_ok=True)
-        write_json(os.path.join(run_dir, "config.json"), args.to_json())
+        write_json(os.path.join(run_dir, CONFIG_JSON), args.to_json())
         written = True
         run.notes += notes
         return loop(run, default_callbacks(run, callbacks or []))
@@ -110,7 +119,7 @@ def train(
         if envs is not None:
             envs.close()
         if not written:
-            shutil.rmtree(os.path.join(run_dir, "videos"), ignore_errors=True)
+            shutil.rmtree(os.path.join(run_dir, VIDEOS), ignore_errors=True)
             if not existed and os.path.isdir(run_dir) and not os.listdir(run_dir):
                 os.rmdir(run_dir)
 
@@ -139,9 +148,9 @@ def resume(
         raise UserError(
             f"run directory {run_dir!r} does not exist; give a directory written by `proxima train`"
         )
-    saved = read_json(os.path.join(run_dir, "config.json"))
+    saved = read_json(os.path.join(run_dir, CONFIG_JSON))
     saved.setdefault("norm_value", False)  # a run from before value normalization had seed 000's critic
-    path = os.path.join(run_dir, checkpoint.FILE)
+    path = os.path.join(run_dir, CHECKPOINT)
     if not os.path.exists(path):
         raise UserError(
             f"{path} is missing: the run stopped before its first checkpoint (see --checkpoint-every)"
@@ -178,7 +187,7 @@ def resume(
         run.callbacks = run_callbacks
         checkpoint.load(run, path, meta, states)
         if total_timesteps is not None:
-            config_path = os.path.join(run_dir, "config.json")
+            config_path = os.path.join(run_dir, CONFIG_JSON)
             write_json(config_path, {**read_json(config_path), "total_timesteps": total_timesteps})
         return loop(run, run_callbacks)
     finally:
@@ -391,7 +400,7 @@ class Run:
         }
 
     def load_state_dict(self, meta: dict, states: dict) -> None:
-        load_module_state(self.model, states["model"], checkpoint.FILE)
+        load_module_state(self.model, states["model"], CHECKPOINT)
         self.optimizer.load_state_dict(states["optimizer"])
         self.schedules.load_state_dict(states["settings"])
         rng = states["rng"]
@@ -597,5 +606,5 @@ def _make_envs(args: PPOArgs, run_dir: str, device: torch.device, env=None, vide
         seed=args.seed,
         asynchronous=args.async_envs,
         device=device,
-        video_dir=os.path.join(run_dir, "videos", video_subdir) if args.capture_video else None,
+        video_dir=os.path.join(run_dir, VIDEOS, video_subdir) if args.capture_video else None,
     )

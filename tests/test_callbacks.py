@@ -44,7 +44,7 @@ def test_a_callback_stops_training_at_the_update_it_chooses(tmp_path):
     assert agent is not None
     from proxima import checkpoint
 
-    meta, _ = checkpoint.read(os.path.join(run_dir, checkpoint.FILE))
+    meta, _ = checkpoint.read(os.path.join(run_dir, "checkpoint.safetensors"))
     assert meta["finished"] and meta["update"] == 3
 
 

@@ -27,7 +27,7 @@ def test_an_older_checkpoint_is_refused_in_one_line(tmp_path, capsys):
     it was."""
     run_dir = str(tmp_path / "v1")
     shutil.copytree(FIXTURE, run_dir)
-    _, meta = read_checkpoint(os.path.join(run_dir, checkpoint.FILE))
+    _, meta = read_checkpoint(os.path.join(run_dir, "checkpoint.safetensors"))
     assert meta["version"] == 1 and meta["update"] == 3
     before = sorted(os.listdir(run_dir))
     assert main(["train", "--resume", run_dir, "--quiet"]) == 2
@@ -41,7 +41,7 @@ def test_an_older_checkpoint_is_refused_in_one_line(tmp_path, capsys):
 def unfinished(tmp_path):
     run_dir = str(tmp_path / "run")
     train(env_id="CartPole-v1", total_timesteps=1024, plot=False, quiet=True, run_dir=run_dir)
-    path = os.path.join(run_dir, checkpoint.FILE)
+    path = os.path.join(run_dir, "checkpoint.safetensors")
     tensors, meta = read_checkpoint(path)
     write_checkpoint(path, tensors, {**meta, "finished": False})
     return run_dir
@@ -58,7 +58,7 @@ def unfinished(tmp_path):
 def test_a_checkpoint_of_an_unknown_or_newer_version_is_refused_in_one_line(
     unfinished, capsys, change, words
 ):
-    path = os.path.join(unfinished, checkpoint.FILE)
+    path = os.path.join(unfinished, "checkpoint.safetensors")
     tensors, meta = read_checkpoint(path)
     write_checkpoint(path, tensors, {**meta, **change})
     assert main(["train", "--resume", unfinished]) == 2
@@ -96,7 +96,7 @@ def test_a_callback_with_state_is_a_checkpoint_component(unfinished, tmp_path):
         callbacks=[counter],
     )
     assert counter.seen == 4
-    path = os.path.join(run_dir, checkpoint.FILE)
+    path = os.path.join(run_dir, "checkpoint.safetensors")
     tensors, meta = read_checkpoint(path)
     assert meta["components"]["counter"] == {"seen": 4}
     # as if killed before its last update: the resumed counter continues from the saved count

@@ -8,9 +8,8 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from proxima.checkpoint import FILE as CHECKPOINT
 from proxima.cli import main
-from proxima.files import read_checkpoint
+from proxima.files import CHECKPOINT, read_checkpoint
 from proxima.health import HealthMonitor, first_non_finite_in_rollout
 from proxima.storage import RolloutBuffer
 from proxima.update import _grad_stats

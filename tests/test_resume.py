@@ -13,9 +13,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from proxima.checkpoint import FILE as CHECKPOINT
 from proxima.cli import main
-from proxima.files import read_checkpoint
+from proxima.files import CHECKPOINT, read_checkpoint
 
 # 12 updates of 16 envs x 128 steps on native CartPole (long enough to interrupt), a checkpoint every 2.
 # One thread given explicitly: the automatic count of these 512-sample minibatches depends on the load at

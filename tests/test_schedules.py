@@ -133,7 +133,7 @@ def test_run_set_takes_effect_from_the_next_update(tmp_path, value_learning_rate
     assert records[2]["learning_rate"] > 0 and "ent_coef" not in records[2]
     assert [r["learning_rate"] for r in records[3:]] == [0.0] * 5
     assert [r["ent_coef"] for r in records[3:]] == [0.5] * 5
-    meta, _ = checkpoint.read(os.path.join(run_dir, checkpoint.FILE))
+    meta, _ = checkpoint.read(os.path.join(run_dir, "checkpoint.safetensors"))
     assert meta["components"]["settings"]["lines"]["ent_coef"] == [0.5, None, 3]
 
 
@@ -178,7 +178,7 @@ def test_a_scheduled_run_interrupted_and_resumed_is_the_uninterrupted_run(tmp_pa
     cut = str(tmp_path / "cut")
     with pytest.raises(KeyboardInterrupt):
         train(**settings, run_dir=cut, callbacks=[SetAt(2, vf_coef=0.25, learning_rate=5e-4), InterruptAt(5)])
-    assert read_checkpoint(os.path.join(cut, checkpoint.FILE))[1]["update"] == 5
+    assert read_checkpoint(os.path.join(cut, "checkpoint.safetensors"))[1]["update"] == 5
     resume(cut, quiet=True, callbacks=[SetAt(2, vf_coef=0.25, learning_rate=5e-4)])
     assert _weights_equal(load_file(f"{whole}/model.safetensors"), load_file(f"{cut}/model.safetensors"))
     assert _metrics(whole) == _metrics(cut)
@@ -206,7 +206,7 @@ def test_resume_with_total_timesteps_continues_a_finished_run_and_stretches_the_
         assert r["ent_coef"] == pytest.approx(_line(0.01, 0.0, u, n), rel=1e-12), u
     with open(os.path.join(run_dir, "config.json")) as f:
         assert json.load(f)["total_timesteps"] == 8192
-    _, meta = read_checkpoint(os.path.join(run_dir, checkpoint.FILE))
+    _, meta = read_checkpoint(os.path.join(run_dir, "checkpoint.safetensors"))
     assert meta["finished"] and meta["update"] == 16
 
 
@@ -281,7 +281,7 @@ def test_sigterm_saves_a_checkpoint_says_how_to_resume_and_exits_143(tmp_path):
     assert "Traceback" not in err
     last = err.strip().splitlines()[-1]
     assert "stopped by SIGTERM after update" in last and f"proxima train --resume {run_dir}" in last
-    _, meta = read_checkpoint(os.path.join(run_dir, checkpoint.FILE))
+    _, meta = read_checkpoint(os.path.join(run_dir, "checkpoint.safetensors"))
     assert 1 <= meta["update"] < 16 and not meta["finished"]
     assert main(["train", "--resume", run_dir, "--quiet"]) == 0
     assert len(_metrics(run_dir)) == 16

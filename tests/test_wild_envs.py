@@ -274,11 +274,11 @@ def crash_args(run_dir, *extra):
 def assert_crashed_run_kept(run_dir, updates):
     """config.json, one metrics line per finished update (500 steps each), and their checkpoint; no agent."""
     names = set(os.listdir(run_dir))
-    assert {"config.json", "metrics.jsonl", "episodes.jsonl", checkpoint.FILE} <= names
+    assert {"config.json", "metrics.jsonl", "episodes.jsonl", "checkpoint.safetensors"} <= names
     assert "model.safetensors" not in names  # the run did not finish
     metrics = read_lines(os.path.join(run_dir, "metrics.jsonl"))
     assert [m["global_step"] for m in metrics] == [500 * (u + 1) for u in range(updates)]
-    meta, _ = checkpoint.read(os.path.join(run_dir, checkpoint.FILE))
+    meta, _ = checkpoint.read(os.path.join(run_dir, "checkpoint.safetensors"))
     assert meta["update"] == updates and not meta["finished"]
     episodes = read_lines(os.path.join(run_dir, "episodes.jsonl"))
     assert episodes and max(e["global_step"] for e in episodes) <= 500 * updates
