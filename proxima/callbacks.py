@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from proxima import checkpoint
+from proxima import checkpoint, seeding
 from proxima.envs import make_envs
 from proxima.envs.interface import InfoKeys, merge_info_keys
 from proxima.errors import NonFiniteError, TrainingInterrupted, UserError
@@ -120,7 +120,8 @@ class Evaluation(Callback):
         self.envs = make_envs(
             source, self.episodes, env_kwargs=args.env_kwargs, backend=args.env_backend, device=device
         )
-        self.seed, self.env_id = args.seed + 1_000_000, args.env_id
+        self.seed, self.env_id = seeding.evaluation(args.seed), args.env_id
+        self.rescore_seed = seeding.rescore(args.seed)
 
     def evaluate(self, model) -> np.ndarray:
         """The returns of ``episodes`` deterministic episodes, from the same starting states each time."""
@@ -164,7 +165,7 @@ class Evaluation(Callback):
         for value, step in self.candidates:
             agents[step] = agent = Agent.load(self._candidate_dir(run, step), device=run.device)
             returns = run_episodes(  # other episodes than the evaluations' (seed) and proxima eval's (args.seed)
-                agent.model, self.envs, self.rescore_episodes, deterministic=True, seed=self.seed + 1_000_000,
+                agent.model, self.envs, self.rescore_episodes, deterministic=True, seed=self.rescore_seed,
                 name=self.env_id,
             )  # fmt: skip
             scored.append(

@@ -10,7 +10,7 @@ as with local envs: GAE, then the update. ``RayCollector`` is one more collector
 **Partition invariance.** A run gives the same numbers with 1, 2 or 4 workers (byte for byte on native
 envs), because nothing an env sees depends on which worker holds it:
 - env ``i`` is seeded with ``seed + i`` and draws its actions from its own stream (``CounterRNG``, keyed by
-  the run seed and ``i``), not from a generator shared by the envs of a process;
+  the run seed and ``i``: ``proxima.seeding``), not from a generator shared by the envs of a process;
 - every forward pass runs on a batch of all ``num_envs`` rows, the worker's own in their places and zeros
   elsewhere, because a matrix product's rounding can depend on the batch size;
 - observation and reward statistics stay frozen during a rollout; the learner merges the rollout's raw
@@ -36,6 +36,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
+from proxima import seeding
 from proxima.config import PPOArgs
 from proxima.distributions import make_head
 from proxima.envs import make_envs
@@ -48,9 +49,6 @@ from proxima.rollout import RolloutCollector
 from proxima.storage import RolloutBuffer
 
 RAY_MISSING = "--rollout-workers needs Ray: pip install 'proxima[ray]' (make installs it)"
-# the action-sampling streams are keyed apart from the envs' own reset streams (seed + i)
-NOISE_KEY = 0x5EED0000
-FRESH_KEY = 0x7E500000  # and a replacement's fresh episodes apart from both
 SLICE_FIELDS = ("obs", "actions", "logprobs", "values", "rewards", "dones",
                 "episode_returns", "episode_lengths", "episode_ended")  # fmt: skip
 
@@ -62,12 +60,12 @@ class SliceCollector(RolloutCollector):
     def __init__(
         self, envs, num_steps: int, gamma: float, model: ActorCritic, seed: int, offset: int, total: int
     ):
-        super().__init__(envs, num_steps, gamma, model, seed=seed + offset)
+        super().__init__(envs, num_steps, gamma, model, seed=seeding.training_envs(seed, offset))
         n = envs.num_envs
         self.rows = slice(offset, offset + n)
         self.total = total
         self.noise = CounterRNG(n, envs.device)
-        self.noise.seed(seed + NOISE_KEY + offset)  # env i's stream: seed + NOISE_KEY + i
+        self.noise.seed(seeding.action_noise(seed, offset))
         self._all = torch.ones(n, dtype=torch.bool, device=envs.device)
         norm = model.normalization
         layout = obs_layout(envs)
@@ -129,13 +127,13 @@ class RolloutWorker:
         """Make the envs; return their spaces and observation layout. Not in ``__init__``: an env that fails there would reach the
         learner as the actor's death, without the error it raised."""
         run = self.args
-        # seeded again by the collector's first reset; seed + offset: env i's seed is seed + i
+        # seeded again by the collector's first reset
         self.envs = make_envs(
             run.env_id if self.env is None else self.env,
             self.count,
             env_kwargs=run.env_kwargs,
             backend=run.env_backend,
-            seed=run.seed + self.offset,
+            seed=seeding.training_envs(run.seed, self.offset),
             asynchronous=run.async_envs,
         )
         return self.envs.single_observation_space, self.envs.single_action_space, obs_layout(self.envs)
@@ -359,8 +357,8 @@ class RayCollector:
             state = self.states[k]
             if state is not None or self.steps_done == 0:  # the very state this rollout started from
                 seed, how = self.seed, "from the state its envs had at the start of this rollout"
-            else:  # fresh episodes, from seeds apart from the envs' (seed + i) and the noise streams'
-                seed = self.seed + FRESH_KEY + self.steps_done * self.pool.num_envs
+            else:
+                seed = seeding.fresh_episodes(self.seed, self.steps_done * self.pool.num_envs)
                 how = "from fresh episodes (its envs' state cannot be saved)"
             self.pool.get(actor.start.remote(self.spec, seed, state))
             if self.infos is not None:

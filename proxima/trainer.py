@@ -18,7 +18,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from proxima import checkpoint
+from proxima import checkpoint, seeding
 from proxima.advantages import estimate_advantages
 from proxima.agent import Agent
 from proxima.algorithms import get_algorithm
@@ -414,7 +414,7 @@ class Run:
         if states["collector"] is not None:
             self.collector.load_state_dict(states["collector"])
         else:  # new episodes, from a seed the run has not used yet
-            self.collector.restart(seed=self.args.seed + meta["global_step"])
+            self.collector.restart(seed=seeding.resumed_episodes(self.args.seed, meta["global_step"]))
         self.update, self.global_step, self.elapsed = meta["update"], meta["global_step"], meta["elapsed_s"]
         self._lrs = None  # the optimizer's rates are the checkpoint's
         self._apply()
@@ -507,13 +507,6 @@ def network_spec(args: PPOArgs, envs) -> NetworkSpec:
     )
 
 
-def seed_everything(seed: int, deterministic: bool) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-    torch.backends.cudnn.deterministic = deterministic
-
-
 def default_run_dir(args: PPOArgs) -> str:
     env_name = re.sub(r"[^\w.-]", "_", args.env_id)  # an id's / and :, an env object's <lambda>
     return os.path.join("runs", f"{env_name}__{args.exp_name}__{args.seed}__{int(time.time())}")
@@ -532,7 +525,7 @@ def _setup(args: PPOArgs) -> tuple[torch.device, list[str]]:
         notes.append(
             "note: no GPU is available, so training runs on the CPU (--no-cuda says so and hides this)"
         )
-    seed_everything(args.seed, args.torch_deterministic)
+    seeding.seed_globals(args.seed, args.torch_deterministic)
     return device, notes
 
 
