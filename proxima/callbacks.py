@@ -130,7 +130,7 @@ class Evaluation(Callback):
         )
 
     def on_update_end(self, run: Run, result: UpdateResult) -> bool:
-        if run.update % self.every:
+        if run.updates_done % self.every:
             return False
         result.record["eval_return"] = value = float(self.evaluate(run.model).mean())
         if self.save_best and (self.best_return is None or value > self.best_return):
@@ -209,11 +209,11 @@ class Health(Callback):
 
     def on_update_end(self, run: Run, result: UpdateResult) -> None:
         result.warnings += self.monitor.check(
-            run.update, result.record, result.return_spread, result.value_spread
+            run.updates_done, result.record, result.return_spread, result.value_spread
         )
 
     def on_train_end(self, run: Run) -> None:
-        for line in self.monitor.summary(run.update):
+        for line in self.monitor.summary(run.updates_done):
             run.console.message(f"health: {line}")
 
     def state_dict(self) -> dict:
@@ -273,7 +273,7 @@ class Logging(Callback):
                 where = "" if reports else "; this env backend reports no info"
                 run.console.message(
                     f"note: --log-info {key}: none of the {len(infos)} episodes that ended in update "
-                    f"{run.update} had info[{key!r}] (they had {had}{where}); info/{key} stays empty until "
+                    f"{run.updates_done} had info[{key!r}] (they had {had}{where}); info/{key} stays empty until "
                     "one does"
                 )
             elif len(numbers) < len(values):
@@ -304,7 +304,9 @@ class NonFiniteStop(Callback):
     def on_update_end(self, run: Run, result: UpdateResult) -> None:
         where = result.record.get("non_finite")
         if where is not None:
-            raise NonFiniteError(f"NaN or infinity in the {where} at update {run.update}; training stopped")
+            raise NonFiniteError(
+                f"NaN or infinity in the {where} at update {run.updates_done}; training stopped"
+            )
 
 
 class Progress(Callback):
@@ -317,13 +319,13 @@ class Progress(Callback):
     def on_update_end(self, run: Run, result: UpdateResult) -> None:
         for warning in result.warnings:
             run.console.message(f"warning: {warning.text} (see docs/HEALTH.md, {warning.kind})")
-        if run.console.update(run.update, result.record, result.episode_returns):
-            self.shown = run.update
+        if run.console.update(run.updates_done, result.record, result.episode_returns):
+            self.shown = run.updates_done
         self.last = result
 
     def on_train_end(self, run: Run) -> None:
-        if self.shown != run.update and self.last is not None:  # stopped early: show where
-            run.console.update(run.update, self.last.record, [], force=True)
+        if self.shown != run.updates_done and self.last is not None:  # stopped early: show where
+            run.console.update(run.updates_done, self.last.record, [], force=True)
         run.console.close()
 
 
@@ -351,10 +353,10 @@ class Checkpointing(Callback):
         self.hits.append(signum)
 
     def on_update_end(self, run: Run, result: UpdateResult) -> None:
-        if self.hits or (self.every and run.update % self.every == 0):
+        if self.hits or (self.every and run.updates_done % self.every == 0):
             checkpoint.save(run)
         if self.hits:
-            raise TrainingInterrupted(run.run_dir, run.update, run.args.num_updates, self.hits[0])
+            raise TrainingInterrupted(run.run_dir, run.updates_done, run.args.num_updates, self.hits[0])
 
     def on_train_end(self, run: Run) -> None:
         checkpoint.save(run, finished=True)  # there is nothing left to resume
@@ -466,7 +468,7 @@ class StdCap(Callback):
         self.end = end
 
     def on_update_end(self, run: Run, result: UpdateResult) -> None:
-        cap = self.end ** (run.update / run.args.num_updates)
+        cap = self.end ** (run.updates_done / run.args.num_updates)
         run.model.head.cap_std(cap)
         result.record["action_std_cap"] = cap
 

@@ -10,6 +10,7 @@ policy's forward pass at small batch sizes, and the numbers are the same (tests 
 from __future__ import annotations
 
 import math
+from typing import Protocol
 
 import gymnasium as gym
 import numpy as np
@@ -17,6 +18,35 @@ import torch
 from torch import Tensor, nn
 
 from proxima.errors import UserError
+
+
+class Head(Protocol):
+    """What ``ActorCritic`` and the loop ask of a policy head. Each head below implements it for one kind of
+    action space, as an ``nn.Module`` (so that its buffers move and save with the network). ``logits`` is the
+    actor's output, ``(B, logits_dim)``."""
+
+    action_dtype: torch.dtype  # of the actions it returns (int64 for indices, float32 for values)
+    action_shape: tuple[int, ...]  # of one action: () for Discrete
+    logits_dim: int  # the actor's outputs it needs
+    discrete: bool  # whether its entropy is a discrete distribution's (the health checks read it so)
+
+    @property
+    def noise_draws(self) -> int:
+        """Uniforms one row's ``sample`` takes when given its own (``--rollout-workers``' per-env streams)."""
+        ...
+
+    def sample(self, logits: Tensor, uniforms: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """``(actions, log_probs)``, one per row; drawn from ``uniforms`` ``(B, noise_draws)`` where given, else
+        from torch's global generator."""
+        ...
+
+    def mode(self, logits: Tensor) -> Tensor:
+        """The most probable action per row, for deterministic evaluation."""
+        ...
+
+    def log_prob_entropy(self, logits: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
+        """The log-probability of ``actions`` and the entropy of each row's distribution."""
+        ...
 
 
 class CategoricalHead(nn.Module):
@@ -307,7 +337,7 @@ class BernoulliHead(nn.Module):
 ACTION_DISTS = ("gaussian", "beta")  # for a Box action space (--action-dist)
 
 
-def make_head(action_space: gym.Space, action_dist: str = "gaussian") -> nn.Module:
+def make_head(action_space: gym.Space, action_dist: str = "gaussian") -> Head:
     """The head for an action space, or a ``UserError`` naming what is accepted. ``action_dist``: the
     distribution of a Box's actions (the other spaces have one each)."""
     if action_dist not in ACTION_DISTS:

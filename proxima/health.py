@@ -11,7 +11,9 @@ import math
 from typing import NamedTuple
 
 import torch
+from torch import Tensor
 
+from proxima.errors import NonFiniteError
 from proxima.storage import RolloutBuffer
 
 KL_LIMIT = 0.05  # CleanRL-style runs that learn well sit around 0.01-0.02
@@ -65,6 +67,24 @@ def first_non_finite_in_rollout(buf: RolloutBuffer) -> str | None:
     if bool(finite.all()):  # one sync for both in the common case
         return None
     return "observations" if not bool(finite[0]) else "rewards"
+
+
+def check_rollout(buf: RolloutBuffer, update: int) -> None:
+    """Stop the run (``NonFiniteError``) where update ``update``'s rollout holds a NaN or infinity, before it
+    reaches the advantages and the weights."""
+    bad = first_non_finite_in_rollout(buf)
+    if bad is not None:
+        raise NonFiniteError(f"NaN or infinity in the {bad} at update {update}; training stopped")
+
+
+def spreads(values: Tensor, returns: Tensor) -> tuple[float, float]:
+    """``(return_spread, value_spread)`` of a batch, for ``HealthMonitor.check``: the spread of the value targets
+    around their size (std / mean |target|), and of the critic's predictions against its targets' (std / std)."""
+    target_std = returns.std()
+    return (
+        float(target_std / returns.abs().mean().clamp_min(1e-8)),
+        float(values.std() / target_std.clamp_min(1e-8)),
+    )
 
 
 class HealthWarning(NamedTuple):

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from proxima.distributions import Head
 from proxima.encoders import make_encoder
 from proxima.errors import UserError
 from proxima.normalization import Normalization
@@ -168,7 +169,7 @@ class ActorCritic(nn.Module):
     ``shared=True`` they share one trunk and differ only in their output layers.
     """
 
-    def __init__(self, spec: NetworkSpec, head: nn.Module):
+    def __init__(self, spec: NetworkSpec, head: Head):
         super().__init__()
         self.spec = spec
         self.head = head

@@ -7,6 +7,8 @@ shared by every algorithm: PPO, VPG and REINFORCE differ only in what they do wi
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import torch
 from torch import Tensor
 
@@ -16,9 +18,47 @@ from proxima.networks import ActorCritic
 from proxima.storage import RolloutBuffer
 
 
+class Collector(Protocol):
+    """What the loop asks of a collector: whole rollouts in ``buffer``. ``RolloutCollector`` (and its recurrent
+    kind) steps local envs; ``proxima.rollout_workers.RayCollector`` gathers the slices of Ray actors."""
+
+    buffer: RolloutBuffer  # the last rollout, time-major: (num_steps, num_envs, ...)
+    reports_infos: bool  # set by keep_infos
+
+    def collect(self, model: ActorCritic) -> tuple[Tensor, Tensor]:
+        """Fill ``buffer`` with the next rollout under ``model``; return ``(next_value, next_done)``, what the
+        advantages bootstrap from at its end."""
+        ...
+
+    def keep_infos(self, keys: InfoKeys) -> bool:
+        """Keep each ended episode's info (``keys`` of it, or "all") from the next rollout on; return whether the
+        envs report infos at all."""
+        ...
+
+    def restart(self, seed: int) -> None:
+        """Fresh episodes from ``seed`` (a resumed run whose envs could not be saved)."""
+        ...
+
+    def state_dict(self) -> dict | None:
+        """What the next rollout continues from, the envs included; None if the envs cannot be captured."""
+        ...
+
+    def load_state_dict(self, state: dict) -> None: ...
+
+
 class RolloutCollector:
+    """The ``Collector`` of local envs. ``frozen_stats`` (a rollout worker's slice of the envs,
+    ``proxima.rollout_workers``): normalize with the observation and reward statistics as they are, and keep
+    what would have updated them (the raw observations, the discounted returns) for the learner to merge."""
+
     def __init__(
-        self, envs: VecEnv, num_steps: int, gamma: float, model: ActorCritic, seed: int | None = None
+        self,
+        envs: VecEnv,
+        num_steps: int,
+        gamma: float,
+        model: ActorCritic,
+        seed: int | None = None,
+        frozen_stats: bool = False,
     ):
         self.envs = envs
         self.gamma = gamma
@@ -33,6 +73,14 @@ class RolloutCollector:
         self._episode_length = torch.zeros(n, dtype=torch.int64, device=device)
         self._discounted_return = torch.zeros(n, device=device)  # for reward scaling only
         self._infos = None  # keep_infos' keys: None until the run asks for infos
+        self.frozen_stats = frozen_stats
+        norm = model.normalization
+        self.raw_obs = (
+            torch.zeros((num_steps, n, *layout.shape), dtype=layout.dtype)
+            if frozen_stats and norm.norm_obs
+            else None
+        )
+        self.returns_seen = torch.zeros(num_steps, n) if frozen_stats and norm.norm_reward else None
 
     @torch.no_grad()
     def collect(self, model: ActorCritic) -> tuple[Tensor, Tensor]:
@@ -45,7 +93,9 @@ class RolloutCollector:
         if self._infos is not None:
             buf.episode_infos = {}
         for t in range(buf.obs.shape[0]):
-            obs = self._observe(t, norm, self.next_obs)
+            if self.raw_obs is not None:
+                self.raw_obs[t] = self.next_obs
+            obs = norm.obs(self.next_obs, update=not self.frozen_stats)
             buf.obs[t] = obs
             buf.dones[t] = self.next_done
             # One forward pass over the whole batch gives the actions, their log-probs and the values.
@@ -59,7 +109,9 @@ class RolloutCollector:
             reward = step.reward
             if norm.norm_reward:
                 self._discounted_return.mul_(self.gamma).add_(step.reward)
-                reward = self._scale_reward(t, norm, reward)
+                if self.returns_seen is not None:
+                    self.returns_seen[t] = self._discounted_return
+                reward = norm.reward(reward, self._discounted_return, update=not self.frozen_stats)
                 self._discounted_return.masked_fill_(done, 0.0)
             # A time-limit truncation is not the end of the task: the return goes on past the cut, so the
             # target for this step is r + gamma * V(final_obs). A termination's future is worth 0.
@@ -74,16 +126,10 @@ class RolloutCollector:
             self.next_done = done.float()
         return self._values(model, norm.obs(self.next_obs)), self.next_done
 
-    # The policy's share of a step, apart so that a collector of a slice of the envs (proxima.rollout_workers)
-    # can draw from each env's own stream and keep the statistics frozen.
-    def _observe(self, t: int, norm, raw: Tensor) -> Tensor:
-        return norm.obs(raw, update=True)
-
+    # The policy's share of a step, apart so that the recurrent collector can carry its memory through it, and a
+    # rollout worker's (proxima.rollout_workers) can pad the batch to all envs and draw from each env's stream.
     def _act(self, model: ActorCritic, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         return model.act(obs)
-
-    def _scale_reward(self, t: int, norm, reward: Tensor) -> Tensor:
-        return norm.reward(reward, self._discounted_return)
 
     def _final_values(self, model: ActorCritic, final_obs: Tensor, rows: Tensor) -> Tensor:
         return model.value(model.normalization.obs(final_obs[rows]))

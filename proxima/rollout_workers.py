@@ -55,43 +55,30 @@ SLICE_FIELDS = ("obs", "actions", "logprobs", "values", "rewards", "dones",
 
 class SliceCollector(RolloutCollector):
     """A ``RolloutCollector`` for envs ``offset .. offset + n`` of ``total``: per-env sampling streams,
-    forward passes padded to all ``total`` rows, and frozen statistics (it records what the learner merges)."""
+    forward passes padded to all ``total`` rows, and frozen statistics (``frozen_stats``)."""
 
     def __init__(
         self, envs, num_steps: int, gamma: float, model: ActorCritic, seed: int, offset: int, total: int
     ):
-        super().__init__(envs, num_steps, gamma, model, seed=seeding.training_envs(seed, offset))
+        super().__init__(
+            envs, num_steps, gamma, model, seeding.training_envs(seed, offset), frozen_stats=True
+        )
         n = envs.num_envs
         self.rows = slice(offset, offset + n)
         self.total = total
         self.noise = CounterRNG(n, envs.device)
         self.noise.seed(seeding.action_noise(seed, offset))
         self._all = torch.ones(n, dtype=torch.bool, device=envs.device)
-        norm = model.normalization
-        layout = obs_layout(envs)
-        self.raw_obs = (
-            torch.zeros((num_steps, n, *layout.shape), dtype=layout.dtype) if norm.norm_obs else None
-        )
-        self.returns_seen = torch.zeros(num_steps, n) if norm.norm_reward else None
 
     def _pad(self, x: Tensor, fill: float = 0.0) -> Tensor:
         full = x.new_full((self.total, *x.shape[1:]), fill)
         full[self.rows] = x
         return full
 
-    def _observe(self, t: int, norm, raw: Tensor) -> Tensor:
-        if self.raw_obs is not None:
-            self.raw_obs[t] = raw
-        return norm.obs(raw)  # frozen
-
     def _act(self, model: ActorCritic, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         uniforms = self.noise.uniform(model.head.noise_draws, 0.0, 1.0, advance=self._all)
         actions, logprobs, values = model.act(self._pad(obs), self._pad(uniforms, 0.5))
         return actions[self.rows], logprobs[self.rows], values[self.rows]
-
-    def _scale_reward(self, t: int, norm, reward: Tensor) -> Tensor:
-        self.returns_seen[t] = self._discounted_return
-        return norm.reward(reward, self._discounted_return, update=False)
 
     def _final_values(self, model: ActorCritic, final_obs: Tensor, rows: Tensor) -> Tensor:
         values = model.value(model.normalization.obs(self._pad(final_obs)))

@@ -40,12 +40,12 @@ from proxima.files import (
     read_json,
     write_json,
 )
-from proxima.health import first_non_finite_in_rollout
+from proxima.health import check_rollout, spreads
 from proxima.losses import explained_variance
 from proxima.networks import ActorCritic, NetworkSpec
 from proxima.optim import make_adam
 from proxima.progress import ProgressReport
-from proxima.rollout import RecurrentCollector, RolloutCollector
+from proxima.rollout import Collector, RecurrentCollector, RolloutCollector
 from proxima.rollout_workers import RayCollector, WorkerPool
 from proxima.schedules import ADJUSTABLE, VALUE_LR, Schedules
 from proxima.spaces import space_to_json
@@ -212,7 +212,7 @@ def loop(run: Run, callbacks: list[Callback]) -> Agent:
         for callback in callbacks:
             callback.on_train_start(run)
         start = time.perf_counter() - run.elapsed
-        while run.update < args.num_updates:
+        while run.updates_done < args.num_updates:
             result = run.iterate()
             run.elapsed = time.perf_counter() - start
             result.record = {
@@ -230,7 +230,7 @@ def loop(run: Run, callbacks: list[Callback]) -> Agent:
         run.console.message(f"saved agent to {run.run_dir}")
     except (EnvError, NonFiniteError) as e:
         crashed = isinstance(e, EnvError)  # a crash may not recur; a NaN would, from the same state
-        where = f" in update {run.update + 1}" if crashed else ""
+        where = f" in update {run.updates_done + 1}" if crashed else ""
         raise type(e)(f"{e}{where}; {checkpoint.last_checkpoint_note(run.run_dir, resumable=crashed)}") from e
     finally:
         run.console.close()
@@ -259,6 +259,7 @@ class Run:
             args.value_learning_rate / args.learning_rate if len(self.optimizer.param_groups) > 1 else None
         )
         self._lrs: list[float] | None = None  # the rates _apply put into the optimizer
+        self.collector: Collector
         if isinstance(envs, WorkerPool):  # the envs are on Ray actors: one more collector, same buffer
             self.collector = RayCollector(
                 envs, args.num_steps, args.gamma, self.model, args.seed, say=self._say
@@ -268,7 +269,7 @@ class Run:
             self.collector = collector(envs, args.num_steps, args.gamma, self.model, seed=args.seed)
         self.agent = Agent(self.model, args.env_id, envs.single_observation_space, envs.single_action_space)
         self.console: ProgressReport | None = None  # the loop's
-        self.update = self.global_step = 0
+        self.updates_done = self.global_step = 0
         self.elapsed = 0.0
         self._apply()
         self.notes: list[str] = []  # shown when training starts
@@ -287,7 +288,7 @@ class Run:
         linearly from the new value to its end value; one without stays at the new value. With
         ``--value-learning-rate``, the critic's rate keeps its ratio to ``learning_rate``. The values in force
         are logged each update, and checkpoints keep them (docs/TRAINING.md)."""
-        self.schedules.set(self.update, values, self._value_lr_ratio)
+        self.schedules.set(self.updates_done, values, self._value_lr_ratio)
         self._apply()
 
     @property
@@ -302,7 +303,7 @@ class Run:
         """Put the values in force at this update into the optimizer and ``settings``; return those that have a
         line (``proxima.schedules``). A learning rate changed in the optimizer behind ``set``'s back would be
         overwritten here: refused instead."""
-        values = self.schedules.at(self.update)
+        values = self.schedules.at(self.updates_done)
         if not values:
             return values
         groups = self.optimizer.param_groups
@@ -327,11 +328,7 @@ class Run:
         learning_rate = self.optimizer.param_groups[0]["lr"]
         next_value, next_done = self.collector.collect(self.model)
         buf = self.collector.buffer
-        bad = first_non_finite_in_rollout(buf)
-        if bad is not None:
-            raise NonFiniteError(
-                f"NaN or infinity in the {bad} at update {self.update + 1}; training stopped"
-            )
+        check_rollout(buf, self.updates_done + 1)
         advantages = estimate_advantages(
             args.advantage,
             buf.rewards,
@@ -345,11 +342,11 @@ class Run:
         returns = advantages + buf.values
         batch = buf.sequences(advantages, returns) if args.recurrent else buf.flatten(advantages, returns)
         stats = update(self.model, self.optimizer, batch, self.settings)
-        self.update += 1
+        self.updates_done += 1
         self.global_step += args.batch_size
         self._apply()  # the next update's values, in place for the callbacks and the checkpoint
         episode_returns, episode_lengths = buf.finished_episodes()
-        target_std = batch.returns.std()
+        return_spread, value_spread = spreads(batch.values, batch.returns)
         record = {
             "global_step": self.global_step,
             "learning_rate": learning_rate,
@@ -364,16 +361,15 @@ class Run:
             record,
             episode_returns,
             episode_lengths,
-            # of the targets around their size, and of the predictions against the targets (for the health checks)
-            return_spread=float(target_std / batch.returns.abs().mean().clamp_min(1e-8)),
-            value_spread=float(batch.values.std() / target_std.clamp_min(1e-8)),
+            return_spread=return_spread,
+            value_spread=value_spread,
             episode_infos=buf.finished_infos(),
         )
 
     # --- the checkpoint's share of the run (proxima.checkpoint owns the file) ---------------------------
     def counters(self) -> dict:
         return {
-            "update": self.update,
+            "update": self.updates_done,
             "global_step": self.global_step,
             "elapsed_s": self.elapsed,
             "torch_threads": torch.get_num_threads(),
@@ -415,10 +411,16 @@ class Run:
             self.collector.load_state_dict(states["collector"])
         else:  # new episodes, from a seed the run has not used yet
             self.collector.restart(seed=seeding.resumed_episodes(self.args.seed, meta["global_step"]))
-        self.update, self.global_step, self.elapsed = meta["update"], meta["global_step"], meta["elapsed_s"]
+        self.updates_done, self.global_step, self.elapsed = (
+            meta["update"],
+            meta["global_step"],
+            meta["elapsed_s"],
+        )
         self._lrs = None  # the optimizer's rates are the checkpoint's
         self._apply()
-        self.notes.append(f"resuming {self.run_dir} after update {self.update} of {self.args.num_updates}")
+        self.notes.append(
+            f"resuming {self.run_dir} after update {self.updates_done} of {self.args.num_updates}"
+        )
         if states["collector"] is None:
             self.notes.append(
                 "note: Gymnasium envs cannot be saved without pickling, so they start new episodes; the rest of "

@@ -18,8 +18,8 @@ class StopAt(Callback):
         self.calls = []
 
     def on_update_end(self, run, result):
-        self.calls.append(run.update)
-        return run.update == self.update
+        self.calls.append(run.updates_done)
+        return run.updates_done == self.update
 
 
 class LogsActionMean(Callback):

@@ -248,7 +248,7 @@ class _CtrlCAt(Callback):
         self.update = update
 
     def on_update_end(self, run, result) -> None:
-        if run.update == self.update:  # as a user's Ctrl-C: a checkpoint after this update, then a stop
+        if run.updates_done == self.update:  # as a user's Ctrl-C: a checkpoint after this update, then a stop
             signal.raise_signal(signal.SIGINT)
 
 

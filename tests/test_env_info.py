@@ -133,9 +133,9 @@ class Curriculum(Callback):
     def on_update_end(self, run, result):
         self.returns.append(sorted(set(result.episode_returns)))
         self.levels.append(sorted({info["level"] for info in result.episode_infos}))
-        if run.update == 1:
+        if run.updates_done == 1:
             run.envs.set_attr("level", 3)
-        if run.update == 2:
+        if run.updates_done == 2:
             self.called = (run.envs.call("harder", by=1), run.envs.call("level"))
             run.envs.set_attr("level", [0, 5])
             self.after = run.envs.call("level")
@@ -210,7 +210,7 @@ def test_rollout_workers_bring_the_infos_back_and_forward_call_and_set_attr(tmp_
         class ByEnv(Recorder):
             def on_update_end(self, run, result):
                 super().on_update_end(run, result)
-                if run.update == 1:
+                if run.updates_done == 1:
                     run.envs.set_attr("level", [0, 1, 2, 3])  # env i, on worker i // 2, gets level i
                     self.levels = run.envs.call("level")
 

@@ -220,7 +220,7 @@ def test_rescore_best_resumes_exactly_and_needs_save_best(tmp_path):
 
     class CtrlCAt(Callback):
         def on_update_end(self, run, result) -> None:
-            if run.update == 7:  # as a user's Ctrl-C: a checkpoint after this update, then a stop
+            if run.updates_done == 7:  # as a user's Ctrl-C: a checkpoint after this update, then a stop
                 signal.raise_signal(signal.SIGINT)
 
     whole, cut = tmp_path / "whole", tmp_path / "cut"

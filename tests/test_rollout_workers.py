@@ -56,7 +56,7 @@ class KillWorker(Callback):
         self.k, self.at, self.delay = k, at, delay
 
     def on_update_end(self, run, result):
-        if run.update == self.at:
+        if run.updates_done == self.at:
             import ray
 
             actor = run.collector.pool.actors[self.k]
@@ -149,7 +149,7 @@ def test_a_killed_actor_of_gymnasium_envs_starts_fresh_episodes_and_no_step_is_l
 def test_a_run_with_workers_resumes_exactly_after_ctrl_c(ray_instance, tmp_path):
     class CtrlC(Callback):
         def on_update_end(self, run, result):
-            if run.update == 3:
+            if run.updates_done == 3:
                 os.kill(os.getpid(), signal.SIGINT)  # the checkpointing callback takes it after this update
 
     proxima.train(**RUN, rollout_workers=2, run_dir=str(tmp_path / "whole"))

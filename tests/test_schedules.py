@@ -113,7 +113,7 @@ class SetAt(Callback):
         self.at, self.values, self.params = at, values, None
 
     def on_update_end(self, run, result):
-        if run.update == self.at:
+        if run.updates_done == self.at:
             run.set(**self.values)
             self.params = {k: v.detach().clone() for k, v in run.model.named_parameters()}
 
@@ -142,7 +142,7 @@ class Assign(Callback):
         self.how = how
 
     def on_update_end(self, run, result):
-        if run.update == 2:
+        if run.updates_done == 2:
             self.how(run)
 
 
@@ -167,7 +167,7 @@ class InterruptAt(Callback):
         self.at = at
 
     def on_update_end(self, run, result):
-        if run.update == self.at:
+        if run.updates_done == self.at:
             os.kill(os.getpid(), signal.SIGINT)
 
 
@@ -227,7 +227,7 @@ def test_init_from_starts_from_the_agents_weights_and_statistics_with_a_fresh_op
     class AtStart(Callback):
         def on_train_start(self, run):
             seen["state"] = {k: v.clone() for k, v in run.model.state_dict().items()}
-            seen["optimizer"], seen["update"] = dict(run.optimizer.state), run.update
+            seen["optimizer"], seen["update"] = dict(run.optimizer.state), run.updates_done
 
     tuned = str(tmp_path / "tuned")
     train(**{**SMALL, "total_timesteps": 1024}, run_dir=tuned, norm_obs=True, init_from=source,
