@@ -62,11 +62,15 @@ def hidden_gain(activation: str) -> float:
     return math.sqrt(2)
 
 
-def forward_without_hooks(layers: nn.Module, x: Tensor) -> Tensor:
-    """Apply a ``Sequential`` (or any module) through ``forward`` directly, skipping ``__call__``'s hook dispatch.
+def forward_skipping_hooks(layers: nn.Module, x: Tensor) -> Tensor:
+    """Apply a ``Sequential`` (or any module) through ``forward`` directly, not ``__call__``: forward hooks and
+    pre-hooks registered on ``layers`` or their layers do NOT run (nor do global module hooks).
 
-    At a rollout's batch of a few observations, that dispatch costs as much as the matrix products; proxima
-    registers no hooks, so the result is identical. A hook that a user registers on these layers is not called.
+    ``ActorCritic`` applies its trunk, actor and critic this way because at a rollout's batch of a few
+    observations ``__call__``'s dispatch is a sizeable share of a step (benchmarks/forward_dispatch.py measures
+    it). proxima registers no hooks, so the numbers are those of ``layers(x)``. To watch a layer's output, wrap
+    its ``forward`` instead of registering a hook. The encoder's ``forward`` is called directly too, but the
+    submodules it calls (a CNN's layers) are called normally, and their hooks do run.
     """
     if isinstance(layers, nn.Sequential):
         for layer in layers:
@@ -216,7 +220,7 @@ class ActorCritic(nn.Module):
         unclipped mean), so tracing it by hand gives a file that disagrees with ``predict``. Use
         ``Agent.predict(obs, deterministic=True)``, or ``proxima.export`` for a file of that (docs/EXPORT.md)."""
         features = self._features(obs)
-        return self._masked(forward_without_hooks(self.actor, features), obs), self._value(features)
+        return self._masked(forward_skipping_hooks(self.actor, features), obs), self._value(features)
 
     def _masked(self, logits: Tensor, obs: Tensor) -> Tensor:
         """Logits with masked actions at the lowest finite float: their probability is exactly 0 in softmax,
@@ -231,12 +235,12 @@ class ActorCritic(nn.Module):
         """The encoder's features, through the shared trunk if there is one."""
         if self.lstm is not None:  # its heads expect the LSTM's outputs, which need the memory
             raise RuntimeError("a recurrent agent's forward passes take its memory: use forward_sequence")
-        return forward_without_hooks(self.trunk, self.encoder.forward(obs))
+        return forward_skipping_hooks(self.trunk, self.encoder.forward(obs))
 
     def _value(self, features: Tensor) -> Tensor:
         if self.critic is None:
             return features.new_zeros(features.shape[:-1])
-        return self.normalization.value(forward_without_hooks(self.critic, features).squeeze(-1))
+        return self.normalization.value(forward_skipping_hooks(self.critic, features).squeeze(-1))
 
     def value(self, obs: Tensor) -> Tensor:
         return self._value(self._features(obs))
@@ -278,7 +282,7 @@ class ActorCritic(nn.Module):
         return [{"params": policy, "lr": learning_rate}, {"params": critic, "lr": value_learning_rate}]
 
     def logits(self, obs: Tensor) -> Tensor:
-        return self._masked(forward_without_hooks(self.actor, self._features(obs)), obs)
+        return self._masked(forward_skipping_hooks(self.actor, self._features(obs)), obs)
 
     def act(self, obs: Tensor, uniforms: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
         """Sample actions for a batch of observations: ``(actions, log_probs, values)``; ``uniforms``: each
@@ -326,8 +330,8 @@ class ActorCritic(nn.Module):
             keep = (1.0 - starts[a]).view(1, -1, 1)
             out, (h, c) = self.lstm(x[a:b], (h * keep, c * keep))
             outputs.append(out)
-        features = forward_without_hooks(self.trunk, torch.cat(outputs))
-        return self._masked(forward_without_hooks(self.actor, features), obs), self._value(features), (h, c)
+        features = forward_skipping_hooks(self.trunk, torch.cat(outputs))
+        return self._masked(forward_skipping_hooks(self.actor, features), obs), self._value(features), (h, c)
 
     def act_recurrent(self, obs: Tensor, starts: Tensor, memory, uniforms: Tensor | None = None):
         """One step of ``N`` envs: ``(actions, log_probs, values, memory after the step)``."""

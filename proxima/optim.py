@@ -3,9 +3,12 @@
 
 ``Adam`` steps with PyTorch's own fused Adam kernel (the functional ``torch.optim.adam.adam``, the same call that
 ``torch.optim.Adam(fused=True)`` makes) and keeps its state in the same layout. It is not a
-``torch.optim.Optimizer``: constructing any of those imports ``torch._dynamo``, which costs about 1 s on this
-2-core machine, a quarter of ``cartpole-fast``'s whole run. ``tests/test_components.py`` shows that it steps
-bit for bit as ``torch.optim.Adam`` does.
+``torch.optim.Optimizer``, for speed: building one imports ``torch._dynamo``, seconds per process (a short run's
+whole budget), and its ``step`` wraps the same call in more Python. ``benchmarks/adam_variants.py`` measures both
+against ``torch.optim.Adam``'s variants on proxima's update. The price is a call into torch's private API, whose
+signature may change with torch: ``tests/test_components.py`` pins the call (``ADAM_OPTIONS``) to the installed
+torch's signature and shows that it steps bit for bit as ``torch.optim.Adam(fused=True)`` does, so a new torch
+that breaks either fails there, by name, before a run does.
 """
 
 from __future__ import annotations
@@ -15,6 +18,21 @@ from collections.abc import Iterable
 import torch
 from torch import Tensor, nn
 from torch.optim.adam import adam
+
+# What Adam passes torch.optim.adam.adam besides the tensors and each group's betas, lr and eps.
+ADAM_OPTIONS = {
+    "fused": True,  # one kernel for all tensors; on a CPU faster than the per-tensor loop or foreach
+    "foreach": None,
+    "amsgrad": False,
+    "has_complex": False,
+    "weight_decay": 0.0,
+    "maximize": False,
+    "capturable": False,
+    "differentiable": False,
+    "grad_scale": None,
+    "found_inf": None,
+    "decoupled_weight_decay": False,
+}
 
 
 class Adam:
@@ -51,21 +69,11 @@ class Adam:
                 [s["exp_avg_sq"] for s in states],
                 [],
                 [s["step"] for s in states],
-                fused=True,  # one kernel for all tensors; on a CPU about 20% faster than the per-tensor loop
-                foreach=None,
-                amsgrad=False,
-                has_complex=False,
                 beta1=beta1,
                 beta2=beta2,
                 lr=group["lr"],
-                weight_decay=0.0,
                 eps=group["eps"],
-                maximize=False,
-                capturable=False,
-                differentiable=False,
-                grad_scale=None,
-                found_inf=None,
-                decoupled_weight_decay=False,
+                **ADAM_OPTIONS,
             )
 
     def _state(self, p: Tensor) -> dict[str, Tensor]:

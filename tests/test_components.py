@@ -1,4 +1,5 @@
 import copy
+import inspect
 import math
 import subprocess
 import sys
@@ -121,6 +122,37 @@ def test_adam_steps_bit_for_bit_like_torch_adam_and_saves_the_same_state(groups)
     assert again.param_groups[0]["lr"] == ours.param_groups[0]["lr"] and again.param_groups[0]["betas"] == (
         0.9,
         0.999,
+    )
+
+
+def test_the_private_adam_call_fits_this_torch():
+    """proxima's Adam calls torch's private functional adam (proxima/optim.py says why), whose signature is no
+    public API: a torch that renames, adds or drops an argument it needs fails here, naming the version."""
+    from torch.optim.adam import adam
+
+    from proxima.optim import ADAM_OPTIONS
+
+    params = inspect.signature(adam).parameters
+    positional = ["params", "grads", "exp_avgs", "exp_avg_sqs", "max_exp_avg_sqs", "state_steps"]
+    given = {*positional, *ADAM_OPTIONS, "beta1", "beta2", "lr", "eps"}
+    required = {
+        name
+        for name, p in params.items()
+        if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    }
+    problems = [
+        *(
+            f"takes {name} first"
+            for name, want in zip(list(params)[:6], positional, strict=True)
+            if name != want
+        ),
+        *(f"no longer takes {name}" for name in sorted(given - set(params))),
+        *(f"now requires {name}" for name in sorted(required - given)),
+    ]
+    assert not problems, (
+        f"torch {torch.__version__} changed torch.optim.adam.adam, which proxima.optim.Adam calls directly: "
+        f"it {'; '.join(problems)}. Update the call and ADAM_OPTIONS, or switch to torch.optim.Adam(fused=True) "
+        "(benchmarks/adam_variants.py measures the difference)"
     )
 
 
