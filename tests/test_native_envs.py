@@ -8,6 +8,7 @@ import torch
 import proxima
 from proxima.envs import make_vec_env
 from proxima.envs.native import CartPole, hash32
+from proxima.envs.probes import IMAGE_PROBES, PROBES
 from proxima.errors import UserError
 
 
@@ -317,14 +318,23 @@ def test_native_rollouts_match_gymnasium_including_time_limits(env_id):
     assert obs.shape == native.single_observation_space.shape
 
 
-@pytest.mark.parametrize("probe", ["Probe1", "Probe2", "Probe3", "Probe4", "Probe5", "ProbeContinuous"])
-def test_native_probes_match_the_gymnasium_probes(probe):
+# probe: (observation, action) -> (reward, terminated); probe 3's observation 0 pays 0 and goes on to 1, which ends
+_PROBE_ANSWERS = {
+    "Probe1": lambda o, a: (1.0, True),
+    "Probe2": lambda o, a: (o, True),
+    "Probe3": lambda o, a: (o, o == 1.0),
+    "Probe4": lambda o, a: (1.0 if a == 1 else -1.0, True),
+    "Probe5": lambda o, a: (1.0 if a == o else -1.0, True),
+    "ProbeContinuous": lambda o, a: (-((min(max(a, -2.0), 2.0) - 0.5) ** 2), True),  # a Box action is clipped
+}
+
+
+@pytest.mark.parametrize("probe", list(_PROBE_ANSWERS))
+def test_native_probes_pay_their_known_answers(probe):
     from proxima.envs.native import NATIVE_ENVS
 
-    env_id = f"proxima/{probe}-v0"
     n = 64
-    native = NATIVE_ENVS[env_id](n, seed=0)
-    ref = gym.make(env_id)
+    native = NATIVE_ENVS[f"proxima/{probe}-v0"](n, seed=0)
     rng = np.random.default_rng(0)
     obs = native.reset()
     firsts = set()
@@ -335,19 +345,68 @@ def test_native_probes_match_the_gymnasium_probes(probe):
             actions = torch.as_tensor(rng.integers(native.single_action_space.n, size=n))
         step = native.step(actions)
         for i in range(n):
-            ref.reset(seed=0)
-            ref.unwrapped._obs = float(obs[i, 0])
-            firsts.add(float(obs[i, 0]))
-            ref_obs, r, term, trunc, _ = ref.step(_to_env(actions[i].numpy(), ref.action_space))
-            np.testing.assert_allclose(step.final_obs[i].numpy(), ref_obs, atol=1e-6)
-            assert (
-                step.reward[i].item(),
-                bool(step.terminated[i]),
-                bool(step.truncated[i]),
-            ) == pytest.approx((r, term, trunc))
+            o, a = float(obs[i, 0]), float(actions[i].reshape(-1)[0])
+            firsts.add(o)
+            reward, terminated = _PROBE_ANSWERS[probe](o, a)
+            assert step.reward[i].item() == pytest.approx(reward, abs=1e-6)
+            assert (bool(step.terminated[i]), bool(step.truncated[i])) == (terminated, False)
+            if not terminated:
+                assert float(step.final_obs[i, 0]) == float(step.obs[i, 0]) == 1.0
         obs = step.obs
     expected_firsts = {"Probe2": {-1.0, 1.0}, "Probe5": {0.0, 1.0}, "Probe3": {0.0, 1.0}}
     assert firsts == expected_firsts.get(probe, {0.0})
+
+
+_ALL_PROBES = [*PROBES, *IMAGE_PROBES]
+
+
+@pytest.mark.parametrize("env_id", _ALL_PROBES)
+def test_each_gymnasium_probe_is_its_native_probe(env_id):
+    """A probe is written once: the Gymnasium env of an id plays native env 0 of the same class and seed, step
+    for step, and its unseeded resets go on reproducibly from the seed it was given."""
+    from proxima.envs import native
+
+    cls = {**native.PROBE_ENVS, **native.IMAGE_PROBE_ENVS}[env_id]
+    assert (PROBES | IMAGE_PROBES)[env_id].native is cls
+    rng = np.random.default_rng(0)
+    episodes = []
+    for _ in range(2):  # two envs given the same seed play the same episodes
+        env, played = gym.make(env_id), []
+        for episode in range(6):
+            seed = 5 if episode == 0 else None
+            obs, _ = env.reset(seed=seed)
+            played.append(obs.copy())
+            if episode == 0:  # the first, seeded episode is native env 0's with that seed
+                twin = cls(1, seed=5)
+                np.testing.assert_array_equal(twin.reset().numpy()[0], obs)
+            for _t in range(10):
+                box = isinstance(env.action_space, gym.spaces.Box)
+                action = np.float32([rng.uniform(-3, 3)]) if box else int(rng.integers(env.action_space.n))
+                obs, reward, terminated, truncated, _ = env.step(action)
+                played.append((obs.copy(), reward, terminated, truncated))
+                if episode == 0:
+                    step = twin.step(torch.as_tensor(np.asarray(action)).reshape(1, *env.action_space.shape))
+                    np.testing.assert_array_equal(step.final_obs.numpy()[0], obs)
+                    assert (step.reward.item(), bool(step.terminated[0])) == (reward, terminated)
+                if terminated or truncated:
+                    break
+            assert terminated
+        episodes.append(played)
+        rng = np.random.default_rng(0)
+    assert len(episodes[0]) == len(episodes[1])
+    for a, b in zip(*episodes, strict=True):
+        np.testing.assert_equal(a, b)
+
+
+@pytest.mark.parametrize("env_id", ["proxima/Probe2-v0", "proxima/Probe5-v0"])
+def test_both_backends_start_a_probes_envs_in_the_same_states(env_id):
+    """Env i of either backend, seeded with s, starts from native env i's first state of seed s: the Gymnasium
+    backend seeds sub-env i with s + i, which is native env 0 of seed s + i, whose stream is native env i's of s."""
+    gymnasium = make_vec_env(env_id, 16, backend="gymnasium", seed=3)
+    batched = make_vec_env(env_id, 16, backend="native", seed=3)
+    torch.testing.assert_close(gymnasium.reset(), batched.reset())
+    assert len(set(batched.reset().reshape(-1).tolist())) == 2  # both first observations occur
+    gymnasium.close()
 
 
 def test_ppo_passes_probe_1_on_the_native_backend(tmp_path):

@@ -10,17 +10,13 @@ import torch
 import proxima
 from proxima import encoders
 from proxima.encoders import NatureCNN, emulation_note, encoder_for, resolve_precision
-from proxima.envs.probes import ProbeImageValue
+from proxima.envs.probes import probe_images
 from proxima.spaces import ObsLayout
 
 
 def _images() -> torch.Tensor:
     """The two observations of the image probes: left half bright, right half bright."""
-    env, images = ProbeImageValue(), []
-    for side in (0, 1):
-        env.side = side
-        images.append(env._image())
-    return torch.as_tensor(np.stack(images))
+    return torch.as_tensor(probe_images())
 
 
 def test_the_nature_cnn_has_the_papers_layers_and_orthogonal_init():

@@ -120,7 +120,7 @@ class NativeVecEnv:
             return Step(final_obs, reward, terminated, truncated, final_obs)
         self.state = torch.where(done.unsqueeze(1), self._initial_state(done), state)
         self.elapsed.masked_fill_(done, 0)
-        obs = torch.where(done.unsqueeze(1), self._observe(self.state), final_obs)
+        obs = torch.where(done.view(-1, *(1,) * (final_obs.dim() - 1)), self._observe(self.state), final_obs)
         return Step(obs, reward, terminated, truncated, final_obs)
 
     def close(self) -> None:
@@ -384,7 +384,7 @@ def _wrap(x: Tensor) -> Tensor:
 
 
 class _NativeProbe(NativeVecEnv):
-    """Base of the native probes (see ``proxima.envs.probes``): state = (observation, steps taken)."""
+    """Base of the probes (``proxima.envs.probes`` says what each tests): state = (observation, steps taken)."""
 
     max_episode_steps = 2**62  # probes end themselves; no time limit
     state_dim = 2
@@ -393,6 +393,10 @@ class _NativeProbe(NativeVecEnv):
 
     def _first_obs(self, reset: Tensor) -> Tensor:
         return torch.zeros(self.num_envs, dtype=torch.float64, device=self.device)
+
+    def _coin(self, reset: Tensor) -> Tensor:
+        """True or False with probability 1/2 per env, from its own stream."""
+        return self.rng.uniform(1, 0.0, 1.0, advance=reset)[:, 0] < 0.5
 
     def _initial_state(self, reset: Tensor) -> Tensor:
         obs = self._first_obs(reset)
@@ -407,19 +411,25 @@ class _NativeProbe(NativeVecEnv):
 
 
 class Probe1(_NativeProbe):
+    """Constant observation 0, one action, reward 1, episode of one step."""
+
     def _dynamics(self, state, actions):
         return self._one_step(state, torch.ones_like(state[:, 0]))
 
 
 class Probe2(_NativeProbe):
+    """Observation ±1 at random, one action, reward equal to the observation, episode of one step."""
+
     def _first_obs(self, reset: Tensor) -> Tensor:
-        return torch.where(self.rng.uniform(1, 0.0, 1.0, advance=reset)[:, 0] < 0.5, -1.0, 1.0).double()
+        return torch.where(self._coin(reset), -1.0, 1.0).double()
 
     def _dynamics(self, state, actions):
         return self._one_step(state, state[:, 0])
 
 
 class Probe3(_NativeProbe):
+    """Two steps: observation 0 with reward 0, then observation 1 with reward 1."""
+
     def _dynamics(self, state, actions):
         first = state[:, 1] == 0  # obs 0, reward 0, then obs 1, reward 1 and the end
         next_state = torch.where(first.unsqueeze(1), state.new_tensor([1.0, 1.0]), state)
@@ -427,6 +437,8 @@ class Probe3(_NativeProbe):
 
 
 class Probe4(_NativeProbe):
+    """Observation 0, two actions: reward +1 for action 1, -1 for action 0, episode of one step."""
+
     single_action_space = gym.spaces.Discrete(2)
 
     def _dynamics(self, state, actions):
@@ -434,25 +446,104 @@ class Probe4(_NativeProbe):
 
 
 class Probe5(Probe4):
+    """Observation 0 or 1 at random, two actions: reward +1 when the action equals the observation, else -1."""
+
     def _first_obs(self, reset: Tensor) -> Tensor:
-        return (self.rng.uniform(1, 0.0, 1.0, advance=reset)[:, 0] < 0.5).double()
+        return self._coin(reset).double()
 
     def _dynamics(self, state, actions):
         return self._one_step(state, torch.where(actions == state[:, 0].long(), 1.0, -1.0))
 
 
 class ProbeContinuous(_NativeProbe):
+    """Observation 0, one continuous action in [-2, 2], reward -(action - 0.5)^2, episode of one step."""
+
     single_action_space = gym.spaces.Box(-2.0, 2.0, shape=(1,), dtype=np.float32)
+    target = 0.5
 
     def _dynamics(self, state, actions):
-        return self._one_step(state, -((actions.reshape(-1) - 0.5) ** 2))
+        return self._one_step(state, -((actions.reshape(-1) - self.target) ** 2))
 
 
-NATIVE_ENVS = {
+class ProbeMemory(_NativeProbe):
+    """Memory: observation ±1 at the first of four steps only, then 0; the action at the fourth is paid +1 when it
+    is 1 for a first observation of +1 (0 for -1), else -1; nothing is paid before. State: (observation, steps
+    taken, the first observation)."""
+
+    single_action_space = gym.spaces.Discrete(2)
+    state_dim = 3
+    length = 4
+
+    def _initial_state(self, reset: Tensor) -> Tensor:
+        cue = torch.where(self._coin(reset), -1.0, 1.0).double()
+        return torch.stack((cue, torch.zeros_like(cue), cue), dim=1)
+
+    def _dynamics(self, state, actions):
+        steps, cue = state[:, 1] + 1, state[:, 2]
+        last = steps >= self.length
+        paid = torch.where(actions == (cue > 0).long(), 1.0, -1.0)
+        reward = torch.where(last, paid, 0.0).to(torch.float32)
+        return torch.stack((torch.zeros_like(cue), steps, cue), dim=1), reward, last
+
+
+class _ImageProbe(_NativeProbe):
+    """A 1x36x36 uint8 image, one half bright (255) and the other dark, at random; one step. The smallest image
+    the Nature CNN takes, so that the pixel path trains in seconds. State: (the bright half: 0 left, 1 right,
+    steps taken)."""
+
+    size = 36
+    single_observation_space = gym.spaces.Box(0, 255, shape=(1, size, size), dtype=np.uint8)
+
+    def _first_obs(self, reset: Tensor) -> Tensor:
+        return self._coin(reset).double()
+
+    def _observe(self, state: Tensor) -> Tensor:
+        right = torch.arange(self.size, device=state.device) >= self.size // 2
+        bright = right.unsqueeze(0) == state[:, :1].bool()  # (N, columns)
+        rows = torch.where(bright, 255, 0).to(torch.uint8)
+        return rows[:, None, None, :].expand(-1, 1, self.size, self.size).contiguous()
+
+
+class ProbeImageValue(_ImageProbe):
+    """One action; reward +1 when the left half is bright, -1 when the right half is: V = +1 or -1 by the image.
+    Tests that the value reaches through the CNN to the pixels."""
+
+    def _dynamics(self, state, actions):
+        return self._one_step(state, torch.where(state[:, 0] == 0, 1.0, -1.0))
+
+
+class ProbeImagePolicy(_ImageProbe):
+    """Two actions; reward +1 for the action that names the bright half (0: left, 1: right), else -1.
+    Tests that the policy reads the image: pi(side | image) = 1, V = 1."""
+
+    single_action_space = gym.spaces.Discrete(2)
+
+    def _dynamics(self, state, actions):
+        return self._one_step(state, torch.where(actions == state[:, 0].long(), 1.0, -1.0))
+
+
+def probe_images() -> Tensor:
+    """The image probes' two observations, ``(2, 1, 36, 36)`` uint8: left half bright, then right half."""
+    return ProbeImageValue(2)._observe(torch.tensor([[0.0, 0.0], [1.0, 0.0]], dtype=torch.float64))
+
+
+PROBE_ENVS = {
     **{
         f"proxima/Probe{i}-v0": cls for i, cls in enumerate([Probe1, Probe2, Probe3, Probe4, Probe5], start=1)
     },
     "proxima/ProbeContinuous-v0": ProbeContinuous,
+    "proxima/ProbeMemory-v0": ProbeMemory,
+}
+IMAGE_PROBE_ENVS = {
+    "proxima/ProbeImageValue-v0": ProbeImageValue,
+    "proxima/ProbeImagePolicy-v0": ProbeImagePolicy,
+}
+# Served by this backend: the vector probes but the memory one. The memory and image probes are served by
+# Gymnasium's backend only (proxima.envs.probes), as their probe budgets were set there.
+NATIVE_PROBES = [env_id for env_id in PROBE_ENVS if env_id != "proxima/ProbeMemory-v0"]
+
+NATIVE_ENVS = {
+    **{env_id: PROBE_ENVS[env_id] for env_id in NATIVE_PROBES},
     "CartPole-v1": CartPole,
     "proxima/CartPoleNoVelocity-v1": CartPoleNoVelocity,
     "Acrobot-v1": Acrobot,

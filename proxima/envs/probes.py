@@ -17,176 +17,94 @@ average); with it, pi(right | cue, 0, 0, 0) = 1 and V = 1 there. Tests the LSTM,
 
 ProbeContinuous: one step, obs 0, a 1-D action in [-2, 2], reward -(a - 0.5)^2: the Gaussian's mean must
 converge to 0.5 and V(0) to minus its variance. Tests the continuous head (log-probs, log-std) end to end.
+
+ProbeImageValue and ProbeImagePolicy: probes 2 and 5 seen through a 1x36x36 image (one half bright), for the
+CNN encoder.
+
+Each probe is written once, as a batched native env (``proxima.envs.native``); the Gymnasium env of the same id
+is one native env behind ``gym.Env``'s API (``FromNative``), so the two backends play the same probe.
 """
 
 from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.spaces import Box, Discrete
+import torch
+
+from proxima.envs import native
 
 
-class _Probe(gym.Env):
+class FromNative(gym.Env):
+    """One env of a native env class (``native``) as a Gymnasium env.
+
+    ``reset(seed=s)`` starts the episodes of native env 0 seeded with ``s``; a ``reset()`` without a seed starts
+    one from a seed drawn from ``np_random``, so a seeded env's later episodes are reproducible too."""
+
     metadata = {"render_modes": []}
-    n_actions = 1
+    native: type[native.NativeVecEnv]
 
     def __init__(self, render_mode: str | None = None):
-        self.observation_space = Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
-        self.action_space = Discrete(self.n_actions)
+        self.env = self.native(1)
+        self.observation_space = self.env.single_observation_space
+        self.action_space = self.env.single_action_space
         self.render_mode = render_mode
-        self._obs = 0.0
-
-    def _observe(self) -> np.ndarray:
-        return np.array([self._obs], dtype=np.float32)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
-        self._obs = self._first_obs()
-        return self._observe(), {}
-
-    def _first_obs(self) -> float:
-        return 0.0
-
-
-class Probe1(_Probe):
-    """Constant observation 0, one action, reward 1, episode of one step."""
+        episode_seed = seed if seed is not None else int(self.np_random.integers(2**31))
+        return self.env.reset(seed=episode_seed)[0].numpy(), {}
 
     def step(self, action):
-        return self._observe(), 1.0, True, False, {}
-
-
-class Probe2(_Probe):
-    """Observation ±1 at random, one action, reward equal to the observation, episode of one step."""
-
-    def _first_obs(self) -> float:
-        return float(self.np_random.choice([-1.0, 1.0]))
-
-    def step(self, action):
-        return self._observe(), self._obs, True, False, {}
-
-
-class Probe3(_Probe):
-    """Two steps: observation 0 with reward 0, then observation 1 with reward 1."""
-
-    def step(self, action):
-        if self._obs == 0.0:
-            self._obs = 1.0
-            return self._observe(), 0.0, False, False, {}
-        return self._observe(), 1.0, True, False, {}
-
-
-class Probe4(_Probe):
-    """Observation 0, two actions: reward +1 for action 1, -1 for action 0, episode of one step."""
-
-    n_actions = 2
-
-    def step(self, action):
-        return self._observe(), 1.0 if int(action) == 1 else -1.0, True, False, {}
-
-
-class Probe5(_Probe):
-    """Observation 0 or 1 at random, two actions: reward +1 when the action equals the observation, else -1."""
-
-    n_actions = 2
-
-    def _first_obs(self) -> float:
-        return float(self.np_random.integers(2))
-
-    def step(self, action):
-        return self._observe(), 1.0 if int(action) == int(self._obs) else -1.0, True, False, {}
-
-
-class ProbeMemory(_Probe):
-    """Memory: observation ±1 at the first of four steps only, then 0; the action at the fourth is paid +1 when it
-    is 1 for a first observation of +1 (0 for -1), else -1; nothing is paid before."""
-
-    n_actions = 2
-    length = 4
-
-    def _first_obs(self) -> float:
-        self.cue, self.t = float(self.np_random.choice([-1.0, 1.0])), 0
-        return self.cue
-
-    def step(self, action):
-        self.t += 1
-        if self.t < self.length:
-            self._obs = 0.0
-            return self._observe(), 0.0, False, False, {}
-        return self._observe(), 1.0 if int(action) == int(self.cue > 0) else -1.0, True, False, {}
-
-
-class ProbeContinuous(_Probe):
-    """Observation 0, one continuous action in [-2, 2], reward -(action - 0.5)^2, episode of one step."""
-
-    target = 0.5
-
-    def __init__(self, render_mode: str | None = None):
-        super().__init__(render_mode)
-        self.action_space = Box(-2.0, 2.0, shape=(1,), dtype=np.float32)
-
-    def step(self, action):
+        actions = torch.as_tensor(np.asarray(action)).reshape(1, *self.action_space.shape)
+        step = self.env.step(actions)  # the native env starts its next episode at once: reset() replaces it
         return (
-            self._observe(),
-            -float((np.asarray(action).reshape(-1)[0] - self.target) ** 2),
-            True,
-            False,
+            step.final_obs[0].numpy(),
+            float(step.reward[0]),
+            bool(step.terminated[0]),
+            bool(step.truncated[0]),
             {},
         )
 
 
-class _ImageProbe(gym.Env):
-    """A 1x36x36 uint8 image, one half bright (255) and the other dark, at random; one step. The smallest image
-    the Nature CNN takes, so that the pixel path trains in seconds."""
-
-    metadata = {"render_modes": []}
-    size = 36
-
-    def __init__(self, render_mode: str | None = None):
-        self.observation_space = Box(0, 255, shape=(1, self.size, self.size), dtype=np.uint8)
-        self.action_space = Discrete(self.n_actions)
-        self.render_mode = render_mode
-        self.side = 0
-
-    def _image(self) -> np.ndarray:
-        image = np.zeros((1, self.size, self.size), dtype=np.uint8)
-        half = self.size // 2
-        image[:, :, self.side * half : (self.side + 1) * half] = 255
-        return image
-
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
-        super().reset(seed=seed)
-        self.side = int(self.np_random.integers(2))  # 0: the left half is bright, 1: the right half
-        return self._image(), {}
+class Probe1(FromNative):
+    native = native.Probe1
 
 
-class ProbeImageValue(_ImageProbe):
-    """One action; reward +1 when the left half is bright, -1 when the right half is: V = +1 or -1 by the image.
-    Tests that the value reaches through the CNN to the pixels."""
-
-    n_actions = 1
-
-    def step(self, action):
-        return self._image(), 1.0 if self.side == 0 else -1.0, True, False, {}
+class Probe2(FromNative):
+    native = native.Probe2
 
 
-class ProbeImagePolicy(_ImageProbe):
-    """Two actions; reward +1 for the action that names the bright half (0: left, 1: right), else -1.
-    Tests that the policy reads the image: pi(side | image) = 1, V = 1."""
+class Probe3(FromNative):
+    native = native.Probe3
 
-    n_actions = 2
 
-    def step(self, action):
-        return self._image(), 1.0 if int(action) == self.side else -1.0, True, False, {}
+class Probe4(FromNative):
+    native = native.Probe4
+
+
+class Probe5(FromNative):
+    native = native.Probe5
+
+
+class ProbeContinuous(FromNative):
+    native = native.ProbeContinuous
+
+
+class ProbeMemory(FromNative):
+    native = native.ProbeMemory
+
+
+class ProbeImageValue(FromNative):
+    native = native.ProbeImageValue
+
+
+class ProbeImagePolicy(FromNative):
+    native = native.ProbeImagePolicy
 
 
 def probe_images() -> np.ndarray:
     """The image probes' two observations, ``(2, 1, 36, 36)`` uint8: left half bright, then right half."""
-    env = ProbeImageValue()
-    images = []
-    for side in (0, 1):
-        env.side = side
-        images.append(env._image())
-    return np.stack(images)
+    return native.probe_images().numpy()
 
 
 IMAGE_PROBES = {
