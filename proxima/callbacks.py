@@ -53,42 +53,54 @@ if TYPE_CHECKING:
 class UpdateResult:
     """What one update produced, passed to every callback's ``on_update_end``."""
 
-    record: dict  # metrics.jsonl's line for this update (global_step, time_s, sps, losses, ...)
-    episode_returns: list[float]  # of the episodes that ended during the rollout, in time order
+    record: dict
+    """metrics.jsonl's line for this update (global_step, time_s, sps, losses, ...)"""
+    episode_returns: list[float]
+    """of the episodes that ended during the rollout, in time order"""
     episode_lengths: list[int]
-    return_spread: float  # std / mean |value target| of the batch
-    value_spread: float  # std of the predicted values / std of the targets
-    warnings: list[HealthWarning] = field(default_factory=list)  # filled by Health, shown and logged after
-    # The info at the end of each of episode_returns' episodes, in the same order ({} where the env gave
-    # none): the keys that --log-info and the callbacks' info_keys ask for, all of it if one asks for "all";
-    # [] when nobody asks, for then the rollout collects none.
+    return_spread: float
+    """std / mean |value target| of the batch"""
+    value_spread: float
+    """std of the predicted values / std of the targets"""
+    warnings: list[HealthWarning] = field(default_factory=list)
+    """filled by Health, shown and logged after"""
     episode_infos: list[dict] = field(default_factory=list)
+    """The info at the end of each of episode_returns' episodes, in the same order ({} where the env gave
+    none): the keys that --log-info and the callbacks' info_keys ask for, all of it if one asks for "all";
+    [] when nobody asks, for then the rollout collects none."""
 
 
 class Callback:
     """Base class: every hook does nothing. Override the ones you need."""
 
     state_key: str | None = None
-    # The info keys this callback reads in result.episode_infos: a tuple of keys, or "all" for the whole info
-    # dicts; () asks for none (docs/CALLBACKS.md).
+    """Given: checkpoints save ``state_dict()`` under this key, and a resumed run restores it."""
     info_keys: InfoKeys = ()
+    """The info keys this callback reads in result.episode_infos: a tuple of keys, or "all" for the whole info
+    dicts; () asks for none (docs/CALLBACKS.md)."""
 
     def on_train_start(self, run: Run) -> None:
+        """Before the first update of this session: at the start, and again when a run resumes."""
         pass
 
     def on_update_end(self, run: Run, result: UpdateResult) -> bool | None:
+        """After each update; keys added to ``result.record`` are logged. Return True to stop training."""
         return None
 
     def on_train_end(self, run: Run) -> None:
+        """After the last update, once the agent is saved (not when training failed)."""
         pass
 
     def close(self, run: Run) -> None:
+        """Always, last, in reverse order of the callbacks: release what the callback holds."""
         pass
 
     def state_dict(self) -> dict:
+        """What checkpoints save of this callback, under ``state_key`` (JSON-compatible values or tensors)."""
         return {}
 
     def load_state_dict(self, state: dict) -> None:
+        """Restore what ``state_dict`` returned, when a run with this ``state_key`` resumes."""
         pass
 
 

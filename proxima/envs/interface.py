@@ -29,20 +29,25 @@ from proxima.spaces import ObsLayout
 class Step(NamedTuple):
     """One step of N environments; all tensors have leading dimension N."""
 
-    obs: Tensor  # (N, *obs_shape) in the space's dtype; where an episode just ended, the next one's first obs
-    reward: Tensor  # (N,) float32
-    terminated: Tensor  # (N,) bool: the episode reached a terminal state; its future value is 0
-    truncated: Tensor  # (N,) bool: the episode was cut short (time limit); its future value is V(final_obs)
-    final_obs: (
-        Tensor  # (N, *obs_shape): the last obs of the ended episode where terminated | truncated, else obs
-    )
-    # For the statistics only, where an episode is not a whole game (Atari: a lost life terminates the
-    # training episode, and rewards are clipped). None: the same as reward and terminated | truncated.
-    score: Tensor | None = None  # (N,) float32: the env's own reward, unclipped
-    game_over: Tensor | None = None  # (N,) bool: a whole game ended here (every life lost, or its time limit)
-    # Only after ``keep_infos`` (None otherwise, and from backends that report no info): env index -> the info
-    # its env gave at the step that ended its episode, for the envs whose episode ended here.
+    obs: Tensor
+    """(N, *obs_shape) in the space's dtype; where an episode just ended, the next one's first obs"""
+    reward: Tensor
+    """(N,) float32"""
+    terminated: Tensor
+    """(N,) bool: the episode reached a terminal state; its future value is 0"""
+    truncated: Tensor
+    """(N,) bool: the episode was cut short (time limit); its future value is V(final_obs)"""
+    final_obs: Tensor
+    """(N, *obs_shape): the last obs of the ended episode where terminated | truncated, else obs"""
+    # score and game_over serve the statistics only, where an episode is not a whole game (Atari: a lost life
+    # terminates the training episode, and rewards are clipped). None: the same as reward and done.
+    score: Tensor | None = None
+    """(N,) float32: the env's own reward, unclipped"""
+    game_over: Tensor | None = None
+    """(N,) bool: a whole game ended here (every life lost, or its time limit)"""
     infos: dict[int, dict] | None = None
+    """Only after ``keep_infos`` (None otherwise, and from backends that report no info): env index -> the info
+    its env gave at the step that ended its episode, for the envs whose episode ended here."""
 
     @property
     def done(self) -> Tensor:
@@ -57,14 +62,21 @@ class Step(NamedTuple):
 
 
 class VecEnv(Protocol):
+    """N environments stepped together, each starting its next episode itself: what the training loop talks
+    to (docs/ARCHITECTURE.md)."""
+
     num_envs: int
     single_observation_space: gym.Space
     single_action_space: gym.Space
     device: torch.device
 
-    def reset(self, seed: int | None = None) -> Tensor: ...
+    def reset(self, seed: int | None = None) -> Tensor:
+        """Start a new episode in every env; return the observations, ``(N, *obs_shape)``."""
+        ...
 
-    def step(self, actions: Tensor) -> Step: ...
+    def step(self, actions: Tensor) -> Step:
+        """Apply one action per env; an env whose episode ends starts the next one in the same call."""
+        ...
 
     def close(self) -> None: ...
 
