@@ -7,11 +7,11 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check -q
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast browser lint format bench clean
+.PHONY: install demo test test-fast browser lint docs format bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install -c constraints.txt -e ".[video,track,plot,mujoco,box2d,atari,ray,export,dev]" 2>&1 | grep -v "^WARNING: Location" || true
+	$(PIP) install -c constraints.txt -e ".[video,track,plot,mujoco,box2d,atari,ray,export,docs,dev]" 2>&1 | grep -v "^WARNING: Location" || true
 	$(PY) -c "import torch, gymnasium, proxima; assert torch.__version__.startswith('2.13.0'), torch.__version__"
 	touch $(STAMP)
 
@@ -52,6 +52,11 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check proxima tests benchmarks
 	$(VENV)/bin/lint-imports  # the layers in pyproject.toml and docs/ARCHITECTURE.md
 
+# The docs site into site/ (mkdocs.yml). --strict: a broken link, a missing page or an API reference that does not
+# resolve fails the build. `.venv/bin/python -m mkdocs serve` shows it while you write.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet
+
 format: $(STAMP)
 	$(VENV)/bin/ruff format proxima tests benchmarks
 	$(VENV)/bin/ruff check --fix proxima tests benchmarks
@@ -60,4 +65,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/throughput.py
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache .ruff_cache
+	rm -rf $(VENV) runs site .pytest_cache .ruff_cache
