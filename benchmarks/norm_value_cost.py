@@ -24,7 +24,9 @@ from proxima.update import update
 def main() -> None:
     torch.set_num_threads(1)  # what a default run uses at minibatches of 128
     torch.manual_seed(0)
-    models = {nv: ActorCritic(NetworkSpec(4, 2, norm_value=nv), CategoricalHead(2)) for nv in (False, True)}
+    models = {
+        nv: ActorCritic(NetworkSpec(2, (4,), norm_value=nv), CategoricalHead(2)) for nv in (False, True)
+    }
     step_us: dict[bool, list[float]] = {False: [], True: []}
     obs = torch.randn(4, 4)
     for _ in range(5):

@@ -45,7 +45,7 @@ def batch() -> Batch:
 def model() -> ActorCritic:
     torch.manual_seed(0)
     return ActorCritic(
-        NetworkSpec(obs_dim=OBS, logits_dim=ACTIONS, norm_value=True), CategoricalHead(ACTIONS)
+        NetworkSpec(logits_dim=ACTIONS, obs_shape=(OBS,), norm_value=True), CategoricalHead(ACTIONS)
     )
 
 

@@ -24,7 +24,7 @@ from proxima.networks import ActorCritic, NetworkSpec
 from proxima.spaces import space_from_json, space_to_json
 
 FORMAT = "proxima-agent"
-VERSION = 1
+VERSION = 2
 
 
 class Agent:
@@ -124,8 +124,13 @@ class Agent:
                 f"run directory {run_dir!r} does not exist; give a directory written by `proxima train`"
             )
         meta = read_json(os.path.join(run_dir, AGENT_JSON))
-        if meta.get("format") != FORMAT or meta.get("version") != VERSION:
-            raise UserError(f"{run_dir}/{AGENT_JSON} is not a proxima agent (format version {VERSION})")
+        if meta.get("format") != FORMAT or not isinstance(meta.get("version"), int):
+            raise UserError(f"{run_dir}/{AGENT_JSON} is not a proxima agent")
+        if meta["version"] != VERSION:  # before 1.0 an agent of another version is refused, not converted
+            raise UserError(
+                f"{run_dir}/{AGENT_JSON} has agent format version {meta['version']}; this proxima reads version "
+                f"{VERSION} only (train the agent again, or load it with the proxima that saved it)"
+            )
         try:
             spec = NetworkSpec.from_json(meta["network"])
             observation_space = space_from_json(meta["observation_space"])

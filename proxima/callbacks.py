@@ -208,7 +208,7 @@ class Evaluation(Callback):
 
     def load_state_dict(self, state: dict) -> None:
         self.best_return = state["best_return"]
-        self.candidates = state.get("candidates", [])  # checkpoints before --rescore-best have none
+        self.candidates = state["candidates"]
 
 
 class Health(Callback):

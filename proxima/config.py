@@ -24,9 +24,6 @@ from proxima.encoders import PRECISIONS, class_path
 from proxima.errors import UserError
 from proxima.networks import check_activation
 
-# Keys that older config.json files hold but that are instructions, not settings: ignored when read.
-INSTRUCTIONS = ("config", "resume")
-
 
 @dataclass
 class PPOArgs:
@@ -233,9 +230,8 @@ class PPOArgs:
 
     @classmethod
     def from_json(cls, data: dict, source: str = "settings") -> PPOArgs:
-        """From ``to_json``'s output, or an older ``config.json`` (its instructions are ignored)."""
+        """From ``to_json``'s output (a run's ``config.json``) or a preset's settings."""
         names = {f.name for f in dataclasses.fields(cls)}
-        data = {k: v for k, v in data.items() if k not in INSTRUCTIONS}
         unknown = sorted(set(data) - names)
         if unknown:
             raise UserError(

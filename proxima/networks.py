@@ -115,8 +115,8 @@ def mlp(
 class NetworkSpec:
     """Everything needed to rebuild an ``ActorCritic`` from a checkpoint (stored as JSON)."""
 
-    obs_dim: int  # the encoder's input size, flattened (kept for agents saved before obs_shape)
     logits_dim: int
+    obs_shape: tuple[int, ...]  # the shape of one observation tensor, as the encoder takes it
     hidden_sizes: tuple[int, ...] = (64, 64)
     activation: str = "tanh"
     shared: bool = False
@@ -130,7 +130,6 @@ class NetworkSpec:
     clip_obs: float = 10.0
     clip_reward: float = 10.0
     encoder: str = "flatten-mlp"  # proxima.encoders: a registered name, or a user's class as module:ClassName
-    obs_shape: tuple[int, ...] | None = None  # None: (obs_dim,)
     obs_layout: dict | None = None  # ObsLayout.to_json() of packed observations (proxima.spaces); None: Box
     recurrent: str | None = None  # "lstm": an LSTM between the encoder and the heads
     lstm_hidden_size: int = 128
@@ -138,23 +137,15 @@ class NetworkSpec:
     precision: str = "float32"  # what CNN encoders compute in (proxima.encoders.PRECISIONS)
     action_dist: str = "gaussian"  # a Box's action distribution (proxima.distributions.ACTION_DISTS)
 
-    @property
-    def input_shape(self) -> tuple[int, ...]:
-        return self.obs_shape or (self.obs_dim,)
-
     def layout(self) -> ObsLayout:
         if self.obs_layout is not None:
             return ObsLayout.from_json(self.obs_layout)
         return ObsLayout(
-            gym.spaces.Box(-np.inf, np.inf, shape=self.input_shape)
+            gym.spaces.Box(-np.inf, np.inf, shape=self.obs_shape)
         )  # shape is all a Box needs here
 
     def to_json(self) -> dict:
-        data = asdict(self)
-        for name, default in (("precision", "float32"), ("action_dist", "gaussian"), ("layer_norm", False)):
-            if data[name] == default:  # the defaults, left out: agents stay loadable by older proxima
-                del data[name]
-        return data
+        return asdict(self)
 
     @classmethod
     def from_json(cls, data: dict) -> NetworkSpec:
@@ -179,7 +170,7 @@ class ActorCritic(nn.Module):
         self.head = head
         layout = spec.layout()
         self.normalization = Normalization(
-            spec.input_shape,
+            spec.obs_shape,
             spec.norm_obs,
             spec.norm_reward,
             spec.clip_obs,

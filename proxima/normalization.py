@@ -78,7 +78,7 @@ class Normalization(nn.Module):
         self.clip_obs, self.clip_reward, self.eps = clip_obs, clip_reward, eps
         self.obs_rms = RunningMeanStd(tuple(obs_shape))
         self.return_rms = RunningMeanStd(())
-        if norm_value:  # only then, so that agents saved before it existed still load
+        if norm_value:  # only then: an agent without it has no value statistics to save
             self.value_rms = RunningMeanStd(())
             # float32 copies for the per-step rescaling, refreshed when the statistics change
             self.register_buffer("value_mean", torch.zeros(()))

@@ -232,8 +232,7 @@ def space_from_json(data: dict) -> gym.Space:
     if kind == "Discrete":
         return gym.spaces.Discrete(int(data["n"]), start=int(data.get("start", 0)))
     if kind == "Box":
-        # agents saved before "dtype" existed had float32 spaces
-        shape, dtype = tuple(data["shape"]), np.dtype(data.get("dtype", "float32"))
+        shape, dtype = tuple(data["shape"]), np.dtype(data["dtype"])
         low = np.array([-np.inf if x is None else x for x in data["low"]], dtype=np.float64).reshape(shape)
         high = np.array([np.inf if x is None else x for x in data["high"]], dtype=np.float64).reshape(shape)
         return gym.spaces.Box(low.astype(dtype), high.astype(dtype), dtype=dtype)

@@ -149,7 +149,6 @@ def resume(
             f"run directory {run_dir!r} does not exist; give a directory written by `proxima train`"
         )
     saved = read_json(os.path.join(run_dir, CONFIG_JSON))
-    saved.setdefault("norm_value", False)  # a run from before value normalization had seed 000's critic
     path = os.path.join(run_dir, CHECKPOINT)
     if not os.path.exists(path):
         raise UserError(
@@ -484,7 +483,6 @@ def _numpy_rng_state() -> list:
 def network_spec(args: PPOArgs, envs) -> NetworkSpec:
     layout = obs_layout(envs)
     return NetworkSpec(
-        obs_dim=int(np.prod(layout.shape)),
         logits_dim=make_head(envs.single_action_space, args.action_dist).logits_dim,
         hidden_sizes=args.hidden_sizes,
         activation=args.activation,

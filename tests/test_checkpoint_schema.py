@@ -2,39 +2,21 @@
 
 import json
 import os
-import shutil
 
 import pytest
 
-from proxima import checkpoint
+from proxima import agent, checkpoint
 from proxima.callbacks import Callback
 from proxima.cli import main
 from proxima.files import read_checkpoint, write_checkpoint
 from proxima.trainer import resume, train
 
-FIXTURE = os.path.join(os.path.dirname(__file__), "fixtures", "checkpoint-v1")
 TIMES = {"time_s", "sps"}
 
 
 def _metrics(run_dir):
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:
         return [{k: v for k, v in json.loads(line).items() if k not in TIMES} for line in f]
-
-
-def test_an_older_checkpoint_is_refused_in_one_line(tmp_path, capsys):
-    """tests/fixtures/checkpoint-v1 was written by commit 5b414c6 (before the schema had components). Before 1.0
-    a checkpoint of another version is refused in one line, not converted, and the run directory is left as
-    it was."""
-    run_dir = str(tmp_path / "v1")
-    shutil.copytree(FIXTURE, run_dir)
-    _, meta = read_checkpoint(os.path.join(run_dir, "checkpoint.safetensors"))
-    assert meta["version"] == 1 and meta["update"] == 3
-    before = sorted(os.listdir(run_dir))
-    assert main(["train", "--resume", run_dir, "--quiet"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert f"checkpoint version 1; this proxima reads version {checkpoint.VERSION} only" in err, err
-    assert "older proxima" in err and "\n" not in err
-    assert sorted(os.listdir(run_dir)) == before
 
 
 @pytest.fixture
@@ -45,6 +27,37 @@ def unfinished(tmp_path):
     tensors, meta = read_checkpoint(path)
     write_checkpoint(path, tensors, {**meta, "finished": False})
     return run_dir
+
+
+def test_an_older_checkpoint_is_refused_in_one_line(unfinished, capsys):
+    """Before 1.0 a checkpoint of another version is refused in one line, not converted, and the run directory
+    is left as it was."""
+    path = os.path.join(unfinished, checkpoint.FILE)
+    tensors, meta = read_checkpoint(path)
+    write_checkpoint(path, tensors, {**meta, "version": checkpoint.VERSION - 1})
+    before = {name: os.path.getmtime(os.path.join(unfinished, name)) for name in os.listdir(unfinished)}
+    assert main(["train", "--resume", unfinished, "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    old = checkpoint.VERSION - 1
+    assert f"checkpoint version {old}; this proxima reads version {checkpoint.VERSION} only" in err, err
+    assert "older proxima" in err and "\n" not in err
+    assert {
+        name: os.path.getmtime(os.path.join(unfinished, name)) for name in os.listdir(unfinished)
+    } == before
+
+
+@pytest.mark.parametrize("version", [agent.VERSION - 1, agent.VERSION + 1])
+def test_an_agent_of_another_format_version_is_refused_in_one_line(unfinished, capsys, version):
+    """agent.json's format changes with what a NetworkSpec holds; one of another version is not converted."""
+    path = os.path.join(unfinished, "agent.json")
+    with open(path) as f:
+        meta = json.load(f)
+    with open(path, "w") as f:
+        json.dump({**meta, "version": version}, f)
+    assert main(["eval", unfinished, "--episodes", "1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"has agent format version {version}; this proxima reads version {agent.VERSION} only" in err, err
+    assert "\n" not in err
 
 
 @pytest.mark.parametrize(

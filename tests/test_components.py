@@ -54,7 +54,7 @@ def test_layer_init_orthogonal_with_norm(shape, norm):
 
 
 def test_actor_critic_structure_and_init():
-    model = ActorCritic(NetworkSpec(obs_dim=4, logits_dim=2), CategoricalHead(2))
+    model = ActorCritic(NetworkSpec(logits_dim=2, obs_shape=(4,)), CategoricalHead(2))
     linears = [m for m in model.actor if isinstance(m, torch.nn.Linear)]
     assert [tuple(m.weight.shape) for m in linears] == [(64, 4), (64, 64), (2, 64)]
     assert isinstance(model.actor[1], torch.nn.Tanh)
@@ -66,7 +66,7 @@ def test_actor_critic_structure_and_init():
 
 
 def test_shared_trunk_option():
-    model = ActorCritic(NetworkSpec(obs_dim=4, logits_dim=3, shared=True), CategoricalHead(3))
+    model = ActorCritic(NetworkSpec(logits_dim=3, obs_shape=(4,), shared=True), CategoricalHead(3))
     assert isinstance(model.actor, torch.nn.Linear) and isinstance(model.critic, torch.nn.Linear)
     logits, values = model(torch.randn(5, 4))
     assert logits.shape == (5, 3) and values.shape == (5,)

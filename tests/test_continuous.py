@@ -87,7 +87,7 @@ def test_buffer_keeps_the_sampled_action_and_the_env_gets_it_clipped():
     envs = make_vec_env("RecordingBox-v0", 2, seed=0)
     _RecordingEnv.received = []  # from here: the Gymnasium backend steps a probe env once as it starts
     head = make_head(envs.single_action_space)
-    model = ActorCritic(NetworkSpec(2, head.logits_dim), head)
+    model = ActorCritic(NetworkSpec(head.logits_dim, (2,)), head)
     with torch.no_grad():
         head.log_std.fill_(np.log(3.0))  # std 3: most samples fall outside [-1, 1]
     collector = RolloutCollector(envs, 16, 0.99, model, seed=0)

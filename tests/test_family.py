@@ -140,20 +140,20 @@ def _linears(seq):
 
 def test_per_network_hidden_sizes_and_activations():
     spec = NetworkSpec(
-        3, 5, hidden_sizes=(64, 32), activation="relu", critic_hidden_sizes=(64,), critic_activation="relu"
+        5, (3,), hidden_sizes=(64, 32), activation="relu", critic_hidden_sizes=(64,), critic_activation="relu"
     )
     model = ActorCritic(spec, CategoricalHead(5))
     assert _linears(model.actor) == [(3, 64), (64, 32), (32, 5)]
     assert _linears(model.critic) == [(3, 64), (64, 1)]
     assert all(isinstance(m, nn.ReLU) for m in model.actor if not isinstance(m, nn.Linear))
-    spec2 = NetworkSpec(4, 2, hidden_sizes=(128,), activation="relu")  # the homework's 128-unit ReLU nets
+    spec2 = NetworkSpec(2, (4,), hidden_sizes=(128,), activation="relu")  # the homework's 128-unit ReLU nets
     model2 = ActorCritic(spec2, CategoricalHead(2))
     assert _linears(model2.actor) == [(4, 128), (128, 2)] and _linears(model2.critic) == [(4, 128), (128, 1)]
     assert NetworkSpec.from_json(spec.to_json()) == spec
 
 
 def test_reinforce_model_has_no_critic_and_zero_values():
-    model = ActorCritic(NetworkSpec(4, 2, has_critic=False), CategoricalHead(2))
+    model = ActorCritic(NetworkSpec(2, (4,), has_critic=False), CategoricalHead(2))
     assert model.critic is None
     obs = torch.randn(7, 4)
     assert torch.equal(model.value(obs), torch.zeros(7))
@@ -162,7 +162,7 @@ def test_reinforce_model_has_no_critic_and_zero_values():
 
 def test_two_param_groups_step_exactly_like_two_adam_optimizers():
     torch.manual_seed(0)
-    spec = NetworkSpec(3, 5, hidden_sizes=(8,), critic_hidden_sizes=(6,))
+    spec = NetworkSpec(5, (3,), hidden_sizes=(8,), critic_hidden_sizes=(6,))
     a = ActorCritic(spec, CategoricalHead(5))
     b = ActorCritic(spec, CategoricalHead(5))
     b.load_state_dict(a.state_dict())

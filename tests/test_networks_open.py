@@ -170,7 +170,7 @@ def test_a_class_no_other_process_can_import_trains_warns_and_is_refused_there(m
 
 
 def _model(**spec) -> ActorCritic:
-    spec = NetworkSpec(obs_dim=4, logits_dim=2, **spec)
+    spec = NetworkSpec(logits_dim=2, obs_shape=(4,), **spec)
     return ActorCritic(spec, make_head(gym.spaces.Discrete(2)))
 
 
@@ -203,7 +203,7 @@ def test_layer_norm_sits_between_each_hidden_layer_and_its_activation_and_draws_
     x = torch.randn(5, 4) * 100
     hidden = normed.actor[1](normed.actor[0](x))  # normalized over the 64 units of each row
     torch.testing.assert_close(hidden.mean(1), torch.zeros(5), rtol=0, atol=1e-5)
-    assert "layer_norm" not in plain.spec.to_json() and normed.spec.to_json()["layer_norm"] is True
+    assert plain.spec.to_json()["layer_norm"] is False and normed.spec.to_json()["layer_norm"] is True
     agent = proxima.train(layer_norm=True, total_timesteps=256, run_dir=str(tmp_path / "run"), **FAST)
     assert sum(isinstance(m, nn.LayerNorm) for m in agent.model.modules()) == 4
     loaded = proxima.load(str(tmp_path / "run"))

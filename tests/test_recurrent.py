@@ -31,7 +31,7 @@ if "test/CartPoleNoVelocity5-v1" not in gym.registry:  # truncated after 5 steps
 def _model(obs_dim=2, layers=1, seed=0):
     torch.manual_seed(seed)
     spec = NetworkSpec(
-        obs_dim=obs_dim, logits_dim=2, recurrent="lstm", lstm_hidden_size=8, lstm_layers=layers
+        logits_dim=2, obs_shape=(obs_dim,), recurrent="lstm", lstm_hidden_size=8, lstm_layers=layers
     )
     return ActorCritic(spec, make_head(gym.spaces.Discrete(2)))
 

@@ -215,19 +215,6 @@ def interrupted_run(tmp_path):
     return run_dir
 
 
-def test_a_run_from_before_value_normalization_resumes_with_the_seeds_critic(tmp_path):
-    run_dir = str(tmp_path / "run")
-    assert main(["train", "--run-dir", run_dir, *RUN, "--total-timesteps", "2048", "--no-norm-value"]) == 0
-    from proxima.files import write_checkpoint
-
-    tensors, meta = read_checkpoint(os.path.join(run_dir, CHECKPOINT))
-    write_checkpoint(os.path.join(run_dir, CHECKPOINT), tensors, {**meta, "finished": False})
-    config = json.load(open(os.path.join(run_dir, "config.json")))
-    del config["norm_value"]  # config.json as proxima wrote it before the setting existed
-    json.dump(config, open(os.path.join(run_dir, "config.json"), "w"))
-    assert main(["train", "--resume", run_dir, "--quiet"]) == 0
-
-
 def test_resume_refuses_other_flags(interrupted_run, capsys):
     _one_line_exit_2(["train", "--resume", interrupted_run, "--seed", "3"], capsys, "--seed")
 

@@ -187,7 +187,7 @@ def _masked_model(n=4, mask=None, space=None):
     )
     layout = ObsLayout(space, mask or "action_mask")
     action_space = gym.spaces.Discrete(n)
-    spec = NetworkSpec(obs_dim=layout.shape[0], logits_dim=n, encoder=encoder_for(layout),
+    spec = NetworkSpec(logits_dim=n, encoder=encoder_for(layout),
                        obs_shape=layout.shape, obs_layout=layout.to_json())  # fmt: skip
     torch.manual_seed(0)
     model = ActorCritic(spec, make_head(action_space))
@@ -219,9 +219,7 @@ def test_masked_actions_have_probability_exactly_zero_everywhere():
 def test_multidiscrete_masks_apply_per_dimension():
     space = gym.spaces.Dict({"x": gym.spaces.Box(-1, 1, (1,)), "action_mask": gym.spaces.MultiBinary(5)})
     layout = ObsLayout(space, "action_mask")
-    spec = NetworkSpec(
-        obs_dim=6, logits_dim=5, encoder="multi-input", obs_shape=(6,), obs_layout=layout.to_json()
-    )
+    spec = NetworkSpec(logits_dim=5, encoder="multi-input", obs_shape=(6,), obs_layout=layout.to_json())
     model = ActorCritic(spec, make_head(gym.spaces.MultiDiscrete([3, 2])))
     obs = torch.tensor([[1, 0, 0, 0, 1, 0.0]]).expand(20_000, 6)  # dim 0: only 0; dim 1: only 1
     actions, _, _ = model.act(obs)

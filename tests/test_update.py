@@ -15,7 +15,7 @@ from proxima.update import UpdateSettings, update
 
 def _setup(seed=0, shared=False):
     torch.manual_seed(seed)
-    model = ActorCritic(NetworkSpec(obs_dim=3, logits_dim=2, shared=shared), CategoricalHead(2))
+    model = ActorCritic(NetworkSpec(logits_dim=2, obs_shape=(3,), shared=shared), CategoricalHead(2))
     obs = torch.randn(64, 3)
     with torch.no_grad():
         actions, logprobs, values = model.act(obs)
@@ -140,7 +140,7 @@ def test_gradient_norm_is_clipped_globally():
 
 def _norm_value_model(seed=0, norm_value=True):
     torch.manual_seed(seed)
-    return ActorCritic(NetworkSpec(obs_dim=4, logits_dim=2, norm_value=norm_value), CategoricalHead(2))
+    return ActorCritic(NetworkSpec(logits_dim=2, obs_shape=(4,), norm_value=norm_value), CategoricalHead(2))
 
 
 def test_value_normalization_keeps_values_in_reward_units():
@@ -205,7 +205,7 @@ def test_value_statistics_change_without_moving_any_value():
     """PopArt's output preservation: the critic's last layer absorbs each change of mean and std."""
     for shared in (False, True):
         torch.manual_seed(0)
-        spec = NetworkSpec(obs_dim=4, logits_dim=2, shared=shared, norm_value=True)
+        spec = NetworkSpec(logits_dim=2, obs_shape=(4,), shared=shared, norm_value=True)
         model = ActorCritic(spec, CategoricalHead(2))
         obs = torch.randn(16, 4)
         model.update_value_normalization(100.0 + 10.0 * torch.randn(512))  # the first: nothing to preserve

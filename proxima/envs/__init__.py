@@ -5,7 +5,7 @@ Gymnasium ids (``proxima/...``).
 """
 
 from proxima.envs import ale_backend, gymnasium_backend, native, partial, pendulum, probes  # noqa: F401  (registrations)
-from proxima.envs.interface import Step, VecEnv, clip_to_space, env_actions
+from proxima.envs.interface import Step, VecEnv, env_actions
 from proxima.envs.registry import backend_names, make_vec_env, register_backend
 from proxima.envs.user import make_envs
 
@@ -13,7 +13,6 @@ __all__ = [
     "Step",
     "VecEnv",
     "backend_names",
-    "clip_to_space",
     "env_actions",
     "make_envs",
     "make_vec_env",

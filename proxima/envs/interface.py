@@ -133,9 +133,6 @@ def env_actions(actions: np.ndarray, action_space: gym.Space) -> np.ndarray:
     return actions
 
 
-clip_to_space = env_actions  # its name before it also shifted a start (kept for code that imports it)
-
-
 def obs_layout(envs: VecEnv) -> ObsLayout:
     """What each env's observation tensor holds (``proxima.spaces``): a Box observation as it is, or any other
     space packed into one vector, with the action mask where the env gives one. A backend that packs says so
