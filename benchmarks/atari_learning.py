@@ -33,12 +33,12 @@ def main() -> None:
     for run in args.runs:
         config = read_json(os.path.join(run, "config.json"))
         steps, scores = read_episodes(run)
-        marks = np.arange(args.every, config["total_timesteps"] + 1, args.every)
+        marks = np.arange(args.every, config["algorithm"]["total_timesteps"] + 1, args.every)
         curve = learning_curve(run, marks)
         along = ", ".join(f"{m // 1000}k: {c:.1f}" for m, c in zip(marks, curve, strict=True))
         print(f"{config['env_id']} seed {config['seed']}: {len(scores)} games, last 20 games {scores[-20:].mean():.1f}"
               f" (last 20 by {along})")  # fmt: skip
-        groups.setdefault(config["env_id"], []).append(run)
+        groups.setdefault(config["env"]["env_id"], []).append(run)
     plot_runs(groups, args.output, title="--config atari, 1M steps: mean score of the last 20 whole games")
     print(f"wrote {args.output}")
 

@@ -101,7 +101,7 @@ def _overrides(flags: list[str]) -> dict:
     out = {}
     for flag, value in zip(flags[::2], flags[1::2], strict=True):
         key = flag.lstrip("-").replace("-", "_")
-        out[key] = type(getattr(__import__("proxima.config").config.PPOArgs(), key))(value)
+        out[key] = type(__import__("proxima.config").config.PPOArgs().flat()[key])(value)
     return out
 
 

@@ -53,7 +53,7 @@ def main() -> None:
     if args.env_id is None:
         from proxima.config import resolve_args
 
-        args.env_id = resolve_args(config=args.config).env_id
+        args.env_id = resolve_args(config=args.config).env.env_id
     print(
         "| env | seed | steps | wall s (process) | SPS | first step with last-20 mean >= "
         f"{args.threshold:g} | last-20 mean at end | eval mean ± std ({args.eval_episodes} ep, det.) |"

@@ -22,7 +22,7 @@ import torch
 import proxima
 from proxima.distributions import make_head
 from proxima.envs import make_vec_env
-from proxima.networks import ActorCritic, NetworkSpec
+from proxima.networks import ActorCritic, NetworkSettings, NetworkSpec
 from proxima.rollout import RolloutCollector
 
 NUM_ENVS, NUM_STEPS = 4, 128
@@ -30,7 +30,9 @@ NUM_ENVS, NUM_STEPS = 4, 128
 
 def collector(infos) -> RolloutCollector:
     envs = make_vec_env("CartPole-v1", NUM_ENVS, backend="gymnasium", seed=0)
-    model = ActorCritic(NetworkSpec(2, (4,)), make_head(envs.single_action_space))
+    model = ActorCritic(
+        NetworkSpec(2, (4,), NetworkSettings(norm_value=False)), make_head(envs.single_action_space)
+    )
     c = RolloutCollector(envs, NUM_STEPS, 0.99, model, seed=0)
     if infos is not None:
         c.keep_infos(infos)
@@ -48,7 +50,10 @@ def main() -> None:
     if hasattr(RolloutCollector, "keep_infos"):  # absent before --log-info
         modes.update({"one key": ("success",), "all": "all"})
     collectors = {name: collector(infos) for name, infos in modes.items()}
-    model = ActorCritic(NetworkSpec(2, (4,)), make_head(collectors["none"].envs.single_action_space))
+    model = ActorCritic(
+        NetworkSpec(2, (4,), NetworkSettings(norm_value=False)),
+        make_head(collectors["none"].envs.single_action_space),
+    )
     seconds: dict[str, list[float]] = {name: [] for name in modes}
     for c in collectors.values():  # warm-up
         c.collect(model)

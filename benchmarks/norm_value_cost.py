@@ -15,17 +15,18 @@ import torch
 
 from proxima.config import PPOArgs
 from proxima.distributions import CategoricalHead
-from proxima.networks import ActorCritic, NetworkSpec
+from proxima.networks import ActorCritic, NetworkSettings, NetworkSpec
 from proxima.optim import make_adam
 from proxima.storage import Batch
-from proxima.update import update
+from proxima.update import UpdateSettings, update
 
 
 def main() -> None:
     torch.set_num_threads(1)  # what a default run uses at minibatches of 128
     torch.manual_seed(0)
     models = {
-        nv: ActorCritic(NetworkSpec(2, (4,), norm_value=nv), CategoricalHead(2)) for nv in (False, True)
+        nv: ActorCritic(NetworkSpec(2, (4,), NetworkSettings(norm_value=nv)), CategoricalHead(2))
+        for nv in (False, True)
     }
     step_us: dict[bool, list[float]] = {False: [], True: []}
     obs = torch.randn(4, 4)
@@ -40,13 +41,13 @@ def main() -> None:
     args, big = PPOArgs(), torch.randn(512, 4)
     for _ in range(3):
         for nv, model in models.items():
-            optimizer = make_adam(model.parameters(), args.learning_rate)
+            optimizer = make_adam(model.parameters(), args.algorithm.learning_rate)
             with torch.no_grad():
                 actions, logprobs, values = model.act(big)
             batch = Batch(big, actions, logprobs, values, torch.randn(512), values + torch.randn(512))
             start = time.perf_counter()
             for _ in range(20):
-                update(model, optimizer, batch, args)
+                update(model, optimizer, batch, UpdateSettings.from_args(args))
             update_ms[nv].append((time.perf_counter() - start) / 20 * 1e3)
     print("| norm_value | act, 4 observations (µs) | update, 512 samples (ms) |")
     print("|---|---|---|")

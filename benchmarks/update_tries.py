@@ -22,7 +22,7 @@ import torch
 
 from proxima.algorithms import get_algorithm
 from proxima.distributions import CategoricalHead
-from proxima.networks import ActorCritic, NetworkSpec
+from proxima.networks import ActorCritic, NetworkSettings, NetworkSpec
 from proxima.optim import make_adam
 from proxima.storage import Batch
 from proxima.update import UpdateSettings, update
@@ -45,13 +45,13 @@ def batch() -> Batch:
 def model() -> ActorCritic:
     torch.manual_seed(0)
     return ActorCritic(
-        NetworkSpec(logits_dim=ACTIONS, obs_shape=(OBS,), norm_value=True), CategoricalHead(ACTIONS)
+        NetworkSpec(ACTIONS, (OBS,), NetworkSettings(norm_value=True)), CategoricalHead(ACTIONS)
     )
 
 
 def time_updates(m: ActorCritic, repeats: int) -> tuple[float, float]:
     """(seconds of the first update, best seconds of the next ``repeats``)."""
-    settings = UpdateSettings(get_algorithm("ppo").policy_loss, EPOCHS, SAMPLES // MINIBATCHES)
+    settings = UpdateSettings(get_algorithm("ppo").policy_loss, EPOCHS, MINIBATCHES)
     optimizer = make_adam(m.param_groups(2.5e-4, None), 2.5e-4)
     b = batch()
     start = time.perf_counter()

@@ -24,7 +24,7 @@ from proxima.networks import ActorCritic, NetworkSpec
 from proxima.spaces import space_from_json, space_to_json
 
 FORMAT = "proxima-agent"
-VERSION = 2
+VERSION = 3
 
 
 class Agent:
@@ -139,7 +139,7 @@ class Agent:
             raise UserError(
                 f"{run_dir}/{AGENT_JSON} is missing or has a bad field ({e}); the checkpoint is corrupt"
             ) from None
-        model = ActorCritic(spec, make_head(action_space, spec.action_dist))
+        model = ActorCritic(spec, make_head(action_space, spec.network.action_dist))
         path = os.path.join(run_dir, WEIGHTS)
         load_module_state(model, read_tensors(path), path)
         agent = cls(model.to(device).eval(), meta["env_id"], observation_space, action_space)

@@ -128,12 +128,12 @@ class Evaluation(Callback):
 
     def open(self, args, device, env=None) -> None:
         """The evaluation envs of a run with settings ``args`` (of ``env``, the run's env object, where given)."""
-        source = args.env_id if env is None else env
+        source = args.env.env_id if env is None else env
         self.envs = make_envs(
-            source, self.episodes, env_kwargs=args.env_kwargs, backend=args.env_backend, device=device
+            source, self.episodes, env_kwargs=args.env.env_kwargs, backend=args.env.env_backend, device=device
         )
-        self.seed, self.env_id = seeding.evaluation(args.seed), args.env_id
-        self.rescore_seed = seeding.rescore(args.seed)
+        self.seed, self.env_id = seeding.evaluation(args.run.seed), args.env.env_id
+        self.rescore_seed = seeding.rescore(args.run.seed)
 
     def evaluate(self, model) -> np.ndarray:
         """The returns of ``episodes`` deterministic episodes, from the same starting states each time."""
@@ -176,7 +176,7 @@ class Evaluation(Callback):
         scored, agents = [], {}
         for value, step in self.candidates:
             agents[step] = agent = Agent.load(self._candidate_dir(run, step), device=run.device)
-            returns = run_episodes(  # other episodes than the evaluations' (seed) and proxima eval's (args.seed)
+            returns = run_episodes(  # other episodes than the evaluations' (seed) and proxima eval's (args.run.seed)
                 agent.model, self.envs, self.rescore_episodes, deterministic=True, seed=self.rescore_seed,
                 name=self.env_id,
             )  # fmt: skip
@@ -251,10 +251,12 @@ class Logging(Callback):
         self.global_step = 0  # of the last update logged: where the logs' offsets stand
 
     def on_train_start(self, run: Run) -> None:
-        if run.args.track:  # before TensorBoard, which it mirrors; a resumed run continues the same W&B run
+        if (
+            run.args.run.track
+        ):  # before TensorBoard, which it mirrors; a resumed run continues the same W&B run
             self.wandb_run = _init_wandb(run.args, run.run_dir, self.wandb_id)
             self.wandb_id = self.wandb_run.id
-        self.logger = run.logger = RunLogger(run.run_dir, run.args.to_json(), resume_from=self.resume_from)
+        self.logger = run.logger = RunLogger(run.run_dir, run.args.flat(), resume_from=self.resume_from)
         self.global_step = run.global_step
         log_session(run.run_dir, run.global_step, str(run.device), torch.get_num_threads())
 
@@ -489,11 +491,19 @@ def default_callbacks(run: Run, user: list[Callback] = ()) -> list[Callback]:
     """The built-in callbacks a run's settings ask for, in the order they must run, with ``user``'s after
     evaluation (so they see ``eval_return``) and before logging (so what they add to the record is logged)."""
     args = run.args
-    callbacks: list[Callback] = [StdCap(args.action_std_end)] if args.action_std_end is not None else []
-    if args.eval_every:
-        rescore = {"rescore": args.rescore_best, "rescore_episodes": args.rescore_episodes}
+    callbacks: list[Callback] = (
+        [StdCap(args.algorithm.action_std_end)] if args.algorithm.action_std_end is not None else []
+    )
+    if args.run.eval_every:
+        rescore = {"rescore": args.run.rescore_best, "rescore_episodes": args.run.rescore_episodes}
         callbacks.append(
-            Evaluation(args.eval_every, args.eval_episodes, args.stop_return, args.save_best, **rescore)
+            Evaluation(
+                args.run.eval_every,
+                args.run.eval_episodes,
+                args.run.stop_return,
+                args.run.save_best,
+                **rescore,
+            )
         )
     callbacks += list(user)
     discrete = run.model.head.discrete
@@ -505,16 +515,16 @@ def default_callbacks(run: Run, user: list[Callback] = ()) -> list[Callback]:
     )
     callbacks += [
         Health(monitor),
-        Logging(args.log_info),
+        Logging(args.run.log_info),
         NonFiniteStop(),
         Progress(),
-        Checkpointing(args.checkpoint_every),
+        Checkpointing(args.run.checkpoint_every),
     ]
-    if args.capture_video:
+    if args.env.capture_video:
         callbacks.append(TensorBoardVideos())
-    if args.plot:
+    if args.run.plot:
         callbacks.append(LearningCurve())
-    if args.report:
+    if args.run.report:
         callbacks.append(ReportPageWriter(REWRITE_S))
     return callbacks
 
@@ -538,8 +548,8 @@ def _init_wandb(args, run_dir: str, run_id: str | None = None):
     except ImportError:
         raise UserError("--track needs Weights & Biases: pip install 'proxima[track]'") from None
     return wandb.init(
-        project=args.wandb_project_name,
-        entity=args.wandb_entity,
+        project=args.run.wandb_project_name,
+        entity=args.run.wandb_entity,
         sync_tensorboard=True,
         config=args.to_json(),
         name=os.path.basename(os.path.normpath(run_dir)),

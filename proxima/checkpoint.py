@@ -115,7 +115,7 @@ def load(run: Run, path: str, meta: dict, states: dict) -> None:
         current = run.spaces()["spaces"][key]
         if current != saved:
             raise UserError(
-                f"{path} was written for another env: its {key} is {saved}, {run.args.env_id}'s is {current}"
+                f"{path} was written for another env: its {key} is {saved}, {run.args.env.env_id}'s is {current}"
             )
     try:
         run.load_state_dict(meta, states)

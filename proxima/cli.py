@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import inspect
 import io
+import json
 import os
-import re
 import sys
 import time
 import traceback
@@ -99,15 +98,20 @@ def _parse(cls, argv: list[str], prog: str):
     if "-h" in argv or "--help" in argv:
         # straight to the terminal, so it keeps its formatting; without the other flags, which tyro would
         # parse first, so that a mistake in them does not hide the help
-        return tyro.cli(cls, args=["--help"], prog=prog)
+        with _REGISTRY:
+            return tyro.cli(tyro.conf.OmitArgPrefixes[cls], args=["--help"], prog=prog)
     check(cls, argv, prog)
+    _constructor_errors.clear()
     try:
         with contextlib.ExitStack() as stack:
             if not _debug():
                 stack.enter_context(contextlib.redirect_stdout(io.StringIO()))
                 stack.enter_context(contextlib.redirect_stderr(io.StringIO()))
-            return tyro.cli(cls, args=argv, prog=prog)
+            with _REGISTRY:
+                return tyro.cli(tyro.conf.OmitArgPrefixes[cls], args=argv, prog=prog)
     except SystemExit:
+        if _constructor_errors:  # a value tyro could not make, with our own line for it
+            raise _constructor_errors.pop() from None
         # A mistake the check does not know of. tyro's wording and layout change between its releases, so
         # its text is not read here; PROXIMA_DEBUG=1 lets it through.
         raise UserError(
@@ -150,56 +154,69 @@ INSTRUCTIONS = {
 }
 
 
-def _sectioned(defaults: PPOArgs, instructions: dict[str, str | None]):
-    """A dataclass with one dataclass field per group of ``GROUPS`` (and one for ``instructions``), so that
-    ``--help`` shows one section per group; ``OmitArgPrefixes`` keeps the flags flat (``--env-id``).
+def _train_flags(defaults: PPOArgs, instructions: dict[str, str | None]):
+    """A dataclass of ``PPOArgs``' groups (one ``--help`` section each, titled by the group's docstring) and
+    of the ``instructions``, with ``defaults`` as its defaults, so that ``--help`` shows the values a run would
+    get; the flags are flat (``--env-id``) under ``OmitArgPrefixes``."""
+    from proxima.config import GROUPS
 
-    Made at run time from ``PPOArgs``, so that a new field needs no change here, and with ``defaults`` as
-    the field defaults, so that ``--help`` shows the values a run would get.
-    """
-    from proxima.config import GROUPS, PPOArgs
-
-    hints, docs = typing.get_type_hints(PPOArgs), field_docs(PPOArgs)
-    # the "# --- env: the environment" comments above each group in PPOArgs: the sections' descriptions
-    about = dict(re.findall(r"#\s*---\s*(\w+):\s*(.+)", inspect.getsource(PPOArgs)))
-    grouped = {name for names in GROUPS.values() for name in names}
-    others = tuple(f.name for f in dataclasses.fields(PPOArgs) if f.name not in grouped)
-    sections = {}
-    for group, names in {**GROUPS, **({"other": others} if others else {})}.items():
-        sections[group] = [
-            (
-                n,
-                Annotated[hints[n], tyro.conf.arg(help=docs.get(n))],
-                dataclasses.field(default=getattr(defaults, n)),
-            )
-            if n not in JSON_FIELDS
-            else _json_field(n, getattr(defaults, n), docs.get(n))
-            for n in names
-        ]
-    sections["instructions"] = [
+    instruction_fields = [
         (n, Annotated[str | None, tyro.conf.arg(metavar=INSTRUCTIONS[n][0], help=INSTRUCTIONS[n][1])],
          dataclasses.field(default=value))
         for n, value in instructions.items()
     ]  # fmt: skip
-    about["instructions"] = "what to start from, rather than settings"
-    made = []
-    for group, group_fields in sections.items():
-        cls = dataclasses.make_dataclass(group, group_fields)
-        cls.__doc__ = about.get(group, "")
-        made.append((group, tyro.conf.OmitArgPrefixes[cls], dataclasses.field(default_factory=cls)))
-    return dataclasses.make_dataclass("train", made)
+    made = dataclasses.make_dataclass("instructions", instruction_fields, frozen=True)
+    made.__doc__ = "what to start from, rather than settings"
+    sections = {group: _with_help(cls, getattr(defaults, group)) for group, cls in GROUPS.items()}
+    groups = [(group, cls, dataclasses.field(default_factory=cls)) for group, cls in sections.items()]
+    return dataclasses.make_dataclass(
+        "train", [*groups, ("instructions", made, dataclasses.field(default=made()))]
+    )
 
 
-# PPOArgs fields that hold a JSON object: a string flag on the command line, read by ``parse_env_kwargs``.
-JSON_FIELDS = ("env_kwargs",)
+def _with_help(cls, defaults):
+    """``cls`` again with ``defaults`` as its defaults and each field's docstring on one line as its help
+    (tyro keeps a docstring's line breaks, which the help's columns then break again)."""
+    hints, docs = typing.get_type_hints(cls), field_docs(cls)
+    fields_ = []
+    for f in dataclasses.fields(cls):
+        value = getattr(defaults, f.name)
+        default = dataclasses.field(default_factory=lambda v=value: v) if isinstance(value, dict) else (
+            dataclasses.field(default=value))  # fmt: skip
+        fields_.append((f.name, Annotated[hints[f.name], tyro.conf.arg(help=docs.get(f.name))], default))
+    made = dataclasses.make_dataclass(cls.__name__, fields_, frozen=True)
+    made.__doc__ = cls.__doc__
+    return made
 
 
-def _json_field(name: str, default, doc: str | None):
-    import json
+def _json_object(values: list[str]) -> dict | None:
+    """``--env-kwargs``' JSON text as a dict; a ``UserError`` kept for ``_parse``, which tyro would turn into
+    a box of text."""
+    from proxima.config import parse_env_kwargs
 
-    text = None if default is None else json.dumps(default)
-    hint = Annotated[str | None, tyro.conf.arg(metavar="JSON", help=doc)]
-    return name, hint, dataclasses.field(default=text)
+    try:
+        return parse_env_kwargs(values[0])
+    except UserError as e:
+        _constructor_errors.append(e)
+        raise
+
+
+_constructor_errors: list[UserError] = []
+# PPOArgs' dict settings (env_kwargs) are one JSON object on the command line
+_REGISTRY = tyro.constructors.ConstructorRegistry()
+
+
+@_REGISTRY.primitive_rule
+def _dict_as_json(info: tyro.constructors.PrimitiveTypeInfo):
+    if info.type is not dict:
+        return None
+    return tyro.constructors.PrimitiveConstructorSpec(
+        nargs=1,
+        metavar="JSON",
+        instance_from_str=_json_object,
+        is_instance=lambda value: isinstance(value, dict),
+        str_from_instance=lambda value: [json.dumps(value)],
+    )
 
 
 def parse_train_args(
@@ -210,21 +227,15 @@ def parse_train_args(
     The two are read first, so that the preset's values become the defaults ``--help`` shows and explicit
     flags override them. ``instructions`` are the instruction flags accepted beside ``PPOArgs``' fields.
     """
-    from proxima.config import PPOArgs, resolve_args
+    from proxima.config import GROUPS, PPOArgs, resolve_args
 
     given = {name: _flag_value(argv, "--" + name) for name in instructions}
     if not {"-h", "--help"} & set(argv):  # --config's and --algo's values are read below: check them first
-        check(_sectioned(PPOArgs(), given), _bool_flags_as_tyro(PPOArgs, argv), prog)
+        check(_train_flags(PPOArgs(), given), _bool_flags_as_tyro(PPOArgs, argv), prog)
     algo = _flag_value(argv, "--algo")
     defaults = resolve_args(config=given.get("config"), **({"algo": algo} if algo is not None else {}))
-    parsed = dataclasses.asdict(_parse(_sectioned(defaults, given), argv, prog))
-    parsed.pop("instructions")
-    values = {name: value for group in parsed.values() for name, value in group.items()}
-    from proxima.config import parse_env_kwargs
-
-    for name in JSON_FIELDS:
-        values[name] = parse_env_kwargs(values[name], "--" + name.replace("_", "-"))
-    return PPOArgs(**values)
+    parsed = _parse(_train_flags(defaults, given), argv, prog)
+    return PPOArgs(**{g: cls(**vars(getattr(parsed, g))) for g, cls in GROUPS.items()})
 
 
 @dataclass
@@ -301,22 +312,22 @@ def cmd_probe(argv: list[str]) -> int:
     if _flag_value(argv, "--env-id") is not None:
         raise UserError("proxima probe chooses the envs itself; drop --env-id")
     args = parse_train_args(argv, prog="proxima probe", instructions=("config",))
-    timesteps = args.total_timesteps if _flag_value(argv, "--total-timesteps") is not None else None
+    timesteps = args.algorithm.total_timesteps if _flag_value(argv, "--total-timesteps") is not None else None
     results = run_probes(
-        args, names, timesteps, run_dir=args.run_dir, norm_value=_asked_norm_value(args, argv)
+        args, names, timesteps, run_dir=args.run.run_dir, norm_value=_asked_norm_value(args, argv)
     )
     print_table(results, args)
     return 1 if any(r.passed is False for r in results) else 0
 
 
 def _asked_norm_value(args: PPOArgs, argv: list[str]) -> bool | None:
-    """``args.norm_value`` where the flags or the preset set it, else None: ``PPOArgs``' default is not a
+    """``args.network.norm_value`` where the flags or the preset set it, else None: ``PPOArgs``' default is not a
     choice of the user's, and ``run_probes`` trains seed 000's critic unless asked."""
     from proxima.config import load_preset
 
     config = _flag_value(argv, "--config")
     asked = any(a.split("=")[0] in ("--norm-value", "--no-norm-value") for a in argv)
-    return args.norm_value if asked or (config and "norm_value" in load_preset(config)) else None
+    return args.network.norm_value if asked or (config and "norm_value" in load_preset(config)) else None
 
 
 def cmd_presets(argv: list[str]) -> int:
@@ -368,13 +379,15 @@ def cmd_solve(argv: list[str]) -> int:
             )
     task = tasks[env_id]
     args = parse_train_args(["--config", task["name"], *rest], prog="proxima solve", instructions=("config",))
-    args = dataclasses.replace(args, run_dir=args.run_dir or default_run_dir(args))
+    args = args.replace(run_dir=args.run.run_dir or default_run_dir(args))
     agent = train(args)
     trained = _process_seconds()
-    steps = read_json(os.path.join(args.run_dir, "agent.json"))["global_step"]
+    steps = read_json(os.path.join(args.run.run_dir, "agent.json"))["global_step"]
     scored = ""
-    best = os.path.join(args.run_dir, "best")
-    if args.save_best and os.path.isdir(best):  # PPO's policy can get worse late in a run: score the best one
+    best = os.path.join(args.run.run_dir, "best")
+    if args.run.save_best and os.path.isdir(
+        best
+    ):  # PPO's policy can get worse late in a run: score the best one
         from proxima.agent import load
 
         agent, meta = load(best), read_json(os.path.join(best, "agent.json"))
@@ -383,16 +396,16 @@ def cmd_solve(argv: list[str]) -> int:
             chosen = f"the highest of the {len(meta['rescored'])} best evaluations rescored on {meta['rescore_episodes']} episodes"
         scored = f" (scored: {best}, {chosen}, from step {meta['global_step']:,})"
     deterministic = task["solve"].get("deterministic", True)
-    returns = evaluate(agent, SOLVE_EPISODES, deterministic=deterministic, seed=args.seed)
+    returns = evaluate(agent, SOLVE_EPISODES, deterministic=deterministic, seed=args.run.seed)
     threshold = task["solve"]["threshold"]
     solved = returns.mean() >= threshold
-    save_evaluation(args.run_dir, returns, deterministic=deterministic, seed=args.seed, threshold=threshold,
+    save_evaluation(args.run.run_dir, returns, deterministic=deterministic, seed=args.run.seed, threshold=threshold,
                     solved=bool(solved))  # fmt: skip
     print(
         f"{env_id} {'solved' if solved else 'NOT solved'}: {returns.mean():.1f} ± {returns.std():.1f} over "
         f"{SOLVE_EPISODES} {'deterministic' if deterministic else 'sampled'} episodes of Gymnasium's env "
         f"(threshold {threshold:g}), after {steps:,} steps{scored}; trained in {trained:.1f} s from process start "
-        f"({_process_seconds():.1f} s with the evaluation); run directory: {args.run_dir}"
+        f"({_process_seconds():.1f} s with the evaluation); run directory: {args.run.run_dir}"
     )
     return 0 if solved else 1
 
@@ -608,7 +621,7 @@ def cmd_sweep(argv: list[str]) -> int:
         if _flag_value(argv, flag) is not None:
             raise UserError(f"proxima sweep sets {flag} of each run; give --seeds and --output-dir instead")
     settings = _grid_settings(argv, [values[0] for values in given.get("--grid", [])])
-    out = one.get("--output-dir") or default_output_dir(settings[0][1].env_id)
+    out = one.get("--output-dir") or default_output_dir(settings[0][1].env.env_id)
     try:
         results = sweep(
             seeds=parse_seeds(one.get("--seeds", "1-3")),
@@ -646,9 +659,9 @@ def _grid_settings(argv: list[str], grid: list[str]):
     (an algo's defaults, a preset) exactly as on its command line."""
     import itertools
 
-    from proxima.config import PPOArgs
+    from proxima.config import GROUP_OF
 
-    names = {f.name for f in dataclasses.fields(PPOArgs)}
+    names = set(GROUP_OF)
     axes = []
     for item in grid:
         name, equals, values = item.partition("=")

@@ -1,8 +1,11 @@
-"""``PPOArgs``: every setting of a run, one typed dataclass whose field docs become ``--help``.
+"""``PPOArgs``: every setting of a run, in four typed groups whose field docs become ``--help``.
 
-Names and defaults of the seed's fields follow seed 000 (and CleanRL's ppo.py); proxima adds the rest.
-The fields are grouped by concern (env, network, algorithm, run). Derived sizes are properties, never
-written back into the object.
+Names and defaults of the seed's fields follow seed 000 (and CleanRL's ppo.py); proxima adds the rest. Each
+group is a frozen dataclass that validates itself and goes where it is used: ``args.env`` (``EnvSettings``),
+``args.network`` (``proxima.networks.NetworkSettings``, which the network's ``NetworkSpec`` holds),
+``args.algorithm`` (``AlgoSettings``) and ``args.run`` (``RunSettings``). The names stay flat where a user
+gives them (flags, keyword arguments, presets, ``args.replace``): every field name is unique across the
+groups. Derived sizes are properties, never written back into the object.
 
 Where a value comes from, lowest priority first: the field defaults here, then the chosen algorithm's
 defaults (``proxima.algorithms``), then a preset (``config``), then explicit flags or keyword arguments
@@ -15,21 +18,25 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Literal
 
 from proxima.algorithms import get_algorithm
-from proxima.encoders import PRECISIONS, class_path
-from proxima.errors import UserError
-from proxima.networks import check_activation
+from proxima.encoders import class_path
+from proxima.errors import UserError, read_only
+from proxima.networks import NetworkSettings
+from proxima.schedules import ADJUSTABLE
+
+# config.json: the settings of a run, by group. Before 1.0 a file of another version is refused, not converted.
+CONFIG_FORMAT, CONFIG_VERSION = "proxima-config", 2
 
 
-@dataclass
-class PPOArgs:
-    """Every setting of a run. The fields are grouped by concern (``GROUPS``); the flags stay flat."""
+@read_only
+@dataclass(frozen=True)
+class EnvSettings:
+    """the environment"""
 
-    # --- env: the environment
     env_id: str = "CartPole-v1"
     """the id of the environment: any registered Gymnasium id, or module:EnvName-v0 to import module first (from
     the working directory too); for an env given to train(env=...) as an object, a label that names it"""
@@ -54,60 +61,36 @@ class PPOArgs:
     """0: the envs step in this process; N: N Ray actors each own num_envs / N envs and collect their slice of
     every rollout (needs the ray extra; see docs/SCALING.md)"""
 
-    # --- network: the networks and normalization
-    encoder: str = "auto"
-    """what turns observations into features for the MLPs: auto (flatten-mlp for vectors, nature-cnn for images,
-    multi-input for Dict and other spaces), the name of an encoder registered with
-    proxima.encoders.register_encoder, or a class as module:ClassName (from Python, the class itself);
-    docs/NETWORKS.md"""
-    hidden_sizes: tuple[int, ...] = (64, 64)
-    """hidden layer sizes of the policy network (and of the shared trunk with --shared-network); none: the heads
-    are linear layers on the encoder's features (the Nature CNN's 512, as for Atari)"""
-    activation: str = "tanh"
-    """activation of the policy network's hidden layers: any torch.nn activation by name (tanh, relu, elu, gelu,
-    silu, leaky_relu, selu, softplus, mish, ...)"""
-    critic_hidden_sizes: tuple[int, ...] | None = None
-    """hidden layer sizes of the value network (default: the same as --hidden-sizes)"""
-    critic_activation: str | None = None
-    """activation of the value network's hidden layers (default: the same as --activation)"""
-    layer_norm: bool = False
-    """a LayerNorm after each hidden Linear layer of the actor's, the critic's and the shared MLPs, before its
-    activation"""
-    shared_network: bool = False
-    """let the actor and critic share one hidden trunk instead of two separate networks"""
-    norm_obs: bool = False
-    """normalize observations by their running mean and std, then clip them (saved with the model)"""
-    norm_reward: bool = False
-    """scale rewards by the running std of the discounted return, then clip them"""
-    norm_value: bool = True
-    """let the critic predict its targets standardized by their running mean and std (values stay in reward
-    units); --no-norm-value gives seed 000's critic, which saturates on CartPole's returns of about 100"""
-    value_norm_horizon: int = 10
-    """with --norm-value: the value targets' statistics weigh each update's batch at least 1/N and forget older
-    batches geometrically (PopArt's moving average), so that the critic's scale follows the spread its targets
-    have now; 0: every target since the start counts equally (docs/HEALTH.md, explained_variance)"""
-    clip_obs: float = 10.0
-    """the bound of normalized observations"""
-    clip_reward: float = 10.0
-    """the bound of scaled rewards"""
-    recurrent: Literal["lstm"] | None = None
-    """lstm: an LSTM between the encoder and the heads, its state carried across steps (recurrent PPO); the
-    update then replays whole env sequences, in minibatches of envs"""
-    lstm_hidden_size: int = 128
-    """the LSTM's hidden size (with --recurrent lstm)"""
-    lstm_layers: int = 1
-    """the number of stacked LSTM layers (with --recurrent lstm)"""
-    action_dist: Literal["gaussian", "beta"] = "gaussian"
-    """the policy's distribution over Box actions: gaussian (a diagonal Gaussian whose draws the env clips to the
-    bounds) or beta (a Beta per component, stretched to the bounds, which must be finite: every draw is a valid
-    action, and the log-probs are those of the actions taken). The other action spaces have one each"""
-    precision: Literal["float32", "bfloat16", "auto"] = "float32"
-    """what a CNN encoder's convolutions compute in: bfloat16 runs them under autocast (float32 weights,
-    gradients, 512-unit layer, heads and losses); auto picks bfloat16 where the hardware computes it natively (a
-    CPU with AVX512-BF16 or AMX, a GPU of compute capability 8.0+) and float32 elsewhere, and float32 for
-    agents without a CNN. docs/ATARI.md has the speed and learning measured"""
+    def validate(self) -> None:
+        """Raise a ``UserError`` naming the first bad value and what is accepted."""
+        from proxima.envs.registry import backend_names
 
-    # --- algorithm: the algorithm and its optimization
+        if self.num_envs < 1:
+            raise UserError(f"num_envs must be a positive integer, got {self.num_envs}")
+        if self.env_backend not in backend_names():
+            raise UserError(
+                f"unknown env backend {self.env_backend!r}; accepted: {', '.join(backend_names())}"
+            )
+        if self.rollout_workers < 0 or (self.rollout_workers and self.num_envs % self.rollout_workers):
+            raise UserError(
+                f"rollout_workers must be 0 (envs in this process) or a positive divisor of num_envs={self.num_envs}, "
+                f"got {self.rollout_workers}"
+            )
+        if self.rollout_workers and self.capture_video:
+            raise UserError("capture_video records envs of this process; drop it or --rollout-workers")
+        if self.env_kwargs is not None and not (
+            isinstance(self.env_kwargs, dict) and all(isinstance(k, str) for k in self.env_kwargs)
+        ):
+            raise UserError(
+                f"env_kwargs must be a dict of the env constructor's keyword arguments, got {self.env_kwargs!r}"
+            )
+
+
+@read_only
+@dataclass(frozen=True)
+class AlgoSettings:
+    """the algorithm and its optimization"""
+
     algo: str = "ppo"
     """the algorithm: ppo (clipped surrogate), vpg (policy gradient with a learned value baseline) or
     reinforce (policy gradient on rewards-to-go, no critic); any name in proxima.algorithms.ALGORITHMS"""
@@ -159,7 +142,48 @@ class PPOArgs:
     ceiling keeps the late policy precise (BipedalWalker, docs/journal/benchmarks.md). The fall spans --total-timesteps,
     so a shorter run falls faster, and one stopped early by --stop-return ends above this. Off by default"""
 
-    # --- run: the run: seeding, devices, logging, evaluation, checkpoints
+    def validate(self) -> None:
+        """Raise a ``UserError`` naming the first bad value and what is accepted."""
+        get_algorithm(self.algo)  # a UserError naming the accepted ones
+        for name in ("total_timesteps", "num_steps", "num_minibatches", "update_epochs"):
+            if getattr(self, name) < 1:
+                raise UserError(f"{name} must be a positive integer, got {getattr(self, name)}")
+        for name in ("learning_rate", "clip_coef"):
+            if not getattr(self, name) > 0:
+                raise UserError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.value_learning_rate is not None and not self.value_learning_rate > 0:
+            raise UserError(
+                f"value_learning_rate must be positive when given, got {self.value_learning_rate}"
+            )
+        if self.value_learning_rate is not None and not get_algorithm(self.algo).has_critic:
+            raise UserError(f"{self.algo} has no value network, so value_learning_rate does not apply")
+        for name in ("gamma", "gae_lambda"):
+            if not 0 < getattr(self, name) <= 1:
+                raise UserError(f"{name} must be in (0, 1], got {getattr(self, name)}")
+        for name in ("ent_coef", "vf_coef", "max_grad_norm"):
+            if getattr(self, name) < 0:
+                raise UserError(f"{name} must be non-negative, got {getattr(self, name)}")
+        for name in ("learning_rate_end", "ent_coef_end", "clip_coef_end"):
+            if getattr(self, name) is not None and not getattr(self, name) >= 0:
+                raise UserError(f"{name} must be non-negative when given, got {getattr(self, name)}")
+        if self.target_kl is not None and not self.target_kl > 0:
+            raise UserError(f"target_kl must be positive when given, got {self.target_kl}")
+        if self.action_std_end is not None and not 0 < self.action_std_end <= 1:
+            raise UserError(
+                f"action_std_end must be a standard deviation in (0, 1], under the initial 1, got {self.action_std_end}"
+            )
+
+    def how_to_change(self, name: str) -> str:
+        if name in ADJUSTABLE:
+            return f"change it between updates of a run with run.set({name}=...)"
+        return f"make new ones with args.replace({name}=...) (run.set changes {', '.join(ADJUSTABLE)})"
+
+
+@read_only
+@dataclass(frozen=True)
+class RunSettings:
+    """the run: seeding, devices, logging, evaluation, checkpoints"""
+
     exp_name: str = "ppo"
     """the name of this experiment"""
     seed: int = 1
@@ -178,7 +202,7 @@ class PPOArgs:
     statistics, with a fresh optimizer and counters; its spaces and network settings must be this run's"""
     track: bool = False
     """if toggled, this experiment will be tracked with Weights and Biases"""
-    wandb_project_name: str = "mlab2_ppo"
+    wandb_project_name: str = "proxima"
     """the wandb's project name"""
     wandb_entity: str | None = None
     """the entity (team) of wandb's project"""
@@ -213,109 +237,12 @@ class PPOArgs:
     quiet: bool = False
     """no console output (no progress bar or progress lines); the run directory still gets everything"""
 
-    @property
-    def batch_size(self) -> int:
-        return self.num_envs * self.num_steps
-
-    @property
-    def minibatch_size(self) -> int:
-        return self.batch_size // self.num_minibatches
-
-    @property
-    def num_updates(self) -> int:
-        return self.total_timesteps // self.batch_size
-
-    def to_json(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict, source: str = "settings") -> PPOArgs:
-        """From ``to_json``'s output (a run's ``config.json``) or a preset's settings."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - names)
-        if unknown:
-            raise UserError(
-                f"{source} has unknown settings {unknown}; the accepted names are PPOArgs' fields"
-            )
-        tuples = {"hidden_sizes", "critic_hidden_sizes", "log_info"}
-        data = {k: tuple(v) if k in tuples and isinstance(v, list | tuple) else v for k, v in data.items()}
-        return cls(**data)
-
-    def validate(self) -> PPOArgs:
-        """Raise a ``UserError`` naming the first bad value and what is accepted; return self if all is well."""
-        get_algorithm(self.algo)  # a UserError naming the accepted ones
-        positive_ints = ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs")
-        if self.value_norm_horizon < 0:
-            raise UserError(
-                f"value_norm_horizon must be 0 (every target counts) or a positive number of updates, got {self.value_norm_horizon}"
-            )
+    def validate(self) -> None:
+        """Raise a ``UserError`` naming the first bad value and what is accepted."""
         if self.torch_threads < 0:
             raise UserError(
                 f"torch_threads must be 0 (automatic) or a positive integer, got {self.torch_threads}"
             )
-        if self.precision not in (*PRECISIONS, "auto"):
-            raise UserError(f"precision must be float32, bfloat16 or auto, got {self.precision!r}")
-        if not isinstance(self.encoder, str) or not self.encoder:
-            raise UserError(
-                f"encoder must be auto, a registered encoder's name, module:ClassName or an nn.Module class, "
-                f"got {self.encoder!r}"
-            )  # which names exist and fit the env is known once the env is made (encoders.choose_encoder)
-        check_activation(self.activation)
-        if self.critic_activation is not None:
-            check_activation(self.critic_activation, "critic_activation")
-        for name in positive_ints:
-            if getattr(self, name) < 1:
-                raise UserError(f"{name} must be a positive integer, got {getattr(self, name)}")
-        for name in ("learning_rate", "clip_coef", "clip_obs", "clip_reward"):
-            if not getattr(self, name) > 0:
-                raise UserError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.value_learning_rate is not None and not self.value_learning_rate > 0:
-            raise UserError(
-                f"value_learning_rate must be positive when given, got {self.value_learning_rate}"
-            )
-        if self.value_learning_rate is not None and self.shared_network:
-            raise UserError("value_learning_rate needs separate networks; drop it or --shared-network")
-        if self.value_learning_rate is not None and not get_algorithm(self.algo).has_critic:
-            raise UserError(f"{self.algo} has no value network, so value_learning_rate does not apply")
-        from proxima.envs.registry import backend_names
-
-        if self.env_backend not in backend_names():
-            raise UserError(
-                f"unknown env backend {self.env_backend!r}; accepted: {', '.join(backend_names())}"
-            )
-        for name in ("hidden_sizes", "critic_hidden_sizes"):
-            sizes = getattr(self, name)
-            if sizes and min(sizes) < 1:
-                raise UserError(
-                    f"{name} must be positive layer widths (none: the heads sit on the encoder's features), got {sizes}"
-                )
-        for name in ("gamma", "gae_lambda"):
-            if not 0 < getattr(self, name) <= 1:
-                raise UserError(f"{name} must be in (0, 1], got {getattr(self, name)}")
-        for name in ("ent_coef", "vf_coef", "max_grad_norm"):
-            if getattr(self, name) < 0:
-                raise UserError(f"{name} must be non-negative, got {getattr(self, name)}")
-        for name in ("learning_rate_end", "ent_coef_end", "clip_coef_end"):
-            if getattr(self, name) is not None and not getattr(self, name) >= 0:
-                raise UserError(f"{name} must be non-negative when given, got {getattr(self, name)}")
-        if self.rollout_workers < 0 or (self.rollout_workers and self.num_envs % self.rollout_workers):
-            raise UserError(
-                f"rollout_workers must be 0 (envs in this process) or a positive divisor of num_envs={self.num_envs}, "
-                f"got {self.rollout_workers}"
-            )
-        if self.recurrent and self.rollout_workers:
-            raise UserError("--recurrent runs its envs in this process; drop it or --rollout-workers")
-        if self.recurrent and self.num_envs % self.num_minibatches:
-            raise UserError(
-                f"num_minibatches={self.num_minibatches} does not divide num_envs={self.num_envs}: with --recurrent a "
-                "minibatch is whole env sequences; pick a divisor of num_envs"
-            )
-        if self.lstm_hidden_size < 1 or self.lstm_layers < 1:
-            raise UserError(
-                f"lstm_hidden_size and lstm_layers must be positive, got {self.lstm_hidden_size} and {self.lstm_layers}"
-            )
-        if self.rollout_workers and self.capture_video:
-            raise UserError("capture_video records envs of this process; drop it or --rollout-workers")
         if self.checkpoint_every < 0:
             raise UserError(
                 f"checkpoint_every must be 0 (only at the end) or a positive number of updates, got {self.checkpoint_every}"
@@ -336,58 +263,138 @@ class PPOArgs:
             )
         if self.rescore_best and not self.save_best:
             raise UserError("rescore_best chooses the agent in RUN_DIR/best: give --save-best as well")
-        if self.env_kwargs is not None and not (
-            isinstance(self.env_kwargs, dict) and all(isinstance(k, str) for k in self.env_kwargs)
-        ):
-            raise UserError(
-                f"env_kwargs must be a dict of the env constructor's keyword arguments, got {self.env_kwargs!r}"
-            )
         keys = self.log_info
         if isinstance(keys, str) or any(not isinstance(k, str) or not k.strip() for k in keys):
             raise UserError(f"log_info must be a tuple of info keys such as ('success',), got {keys!r}")
-        if self.target_kl is not None and not self.target_kl > 0:
-            raise UserError(f"target_kl must be positive when given, got {self.target_kl}")
-        if self.action_dist == "beta" and self.action_std_end is not None:
+
+
+# Each group by its attribute in PPOArgs, in the order of --help's sections.
+GROUPS: dict[str, type] = {
+    "env": EnvSettings,
+    "network": NetworkSettings,
+    "algorithm": AlgoSettings,
+    "run": RunSettings,
+}
+# Each setting's flat name (a flag, a keyword, a preset's key) -> its group
+GROUP_OF: dict[str, str] = {f.name: group for group, cls in GROUPS.items() for f in dataclasses.fields(cls)}
+TUPLES = ("hidden_sizes", "critic_hidden_sizes", "log_info")  # JSON has lists
+
+
+@read_only
+@dataclass(frozen=True)
+class PPOArgs:
+    """Every setting of a run, in four groups; ``PPOArgs.of(env_id=..., seed=...)`` and ``args.replace(...)``
+    take the settings' flat names."""
+
+    env: EnvSettings = field(default_factory=EnvSettings)
+    network: NetworkSettings = field(default_factory=NetworkSettings)
+    algorithm: AlgoSettings = field(default_factory=AlgoSettings)
+    run: RunSettings = field(default_factory=RunSettings)
+
+    @property
+    def batch_size(self) -> int:
+        """Samples per update: every env's ``num_steps`` steps."""
+        return self.env.num_envs * self.algorithm.num_steps
+
+    @property
+    def samples_per_minibatch(self) -> int:
+        """Samples per gradient step (with --recurrent, ``num_envs / num_minibatches`` whole env sequences)."""
+        return self.batch_size // self.algorithm.num_minibatches
+
+    @property
+    def num_updates(self) -> int:
+        return self.algorithm.total_timesteps // self.batch_size
+
+    @classmethod
+    def of(cls, source: str = "settings", **values) -> PPOArgs:
+        """Settings by their flat names (``PPOArgs.of(env_id="Acrobot-v1", hidden_sizes=(32,))``) over the field
+        defaults; ``source`` names where they come from in the error for an unknown name."""
+        return cls().replace(_source=source, **values)
+
+    def replace(self, _source: str = "settings", **values) -> PPOArgs:
+        """A copy with the settings given by their flat names changed: ``args.replace(seed=2, num_envs=8)``."""
+        unknown = sorted(set(values) - set(GROUP_OF))
+        if unknown:
+            raise UserError(
+                f"{_source} has unknown settings {unknown}; the accepted names are the fields of proxima.PPOArgs' "
+                f"groups ({', '.join(f'{g}: {c.__name__}' for g, c in GROUPS.items())})"
+            )
+        by_group: dict[str, dict] = {}
+        for name, value in values.items():
+            if name in TUPLES and isinstance(value, list):
+                value = tuple(value)
+            if name == "encoder" and isinstance(value, type):  # its import path, which config.json records
+                value = class_path(value)
+            by_group.setdefault(GROUP_OF[name], {})[name] = value
+        return dataclasses.replace(
+            self, **{g: dataclasses.replace(getattr(self, g), **v) for g, v in by_group.items()}
+        )
+
+    def flat(self) -> dict:
+        """Every setting by its flat name, in the groups' order."""
+        return {
+            name: value
+            for group in GROUPS
+            for name, value in dataclasses.asdict(getattr(self, group)).items()
+        }
+
+    def to_json(self) -> dict:
+        """``config.json``'s content: the settings by group, with the format's version."""
+        groups = {group: dataclasses.asdict(getattr(self, group)) for group in GROUPS}
+        return {"format": CONFIG_FORMAT, "version": CONFIG_VERSION, **groups}
+
+    @classmethod
+    def from_json(cls, data: dict, source: str = "config.json") -> PPOArgs:
+        """From ``to_json``'s output; another format or version is refused in one line."""
+        if data.get("format") != CONFIG_FORMAT or data.get("version") != CONFIG_VERSION:
+            raise UserError(
+                f"{source} is not a proxima config of format version {CONFIG_VERSION} (settings by group); "
+                "this proxima reads no other: train the run again, or use the proxima that wrote it"
+            )
+        unknown = sorted(set(data) - {"format", "version", *GROUPS})
+        if unknown:
+            raise UserError(f"{source} has unknown groups {unknown}; accepted: {', '.join(GROUPS)}")
+        values = {}
+        for group, cls_ in GROUPS.items():
+            names = {f.name for f in dataclasses.fields(cls_)}
+            given = data.get(group, {})
+            if not isinstance(given, dict) or set(given) - names:
+                bad = sorted(set(given) - names) if isinstance(given, dict) else given
+                raise UserError(f"{source} has unknown settings in {group}: {bad}")
+            values.update(given)
+        return cls.of(source, **values)
+
+    def validate(self) -> PPOArgs:
+        """Raise a ``UserError`` naming the first bad value and what is accepted; return self if all is well.
+        Each group checks its own values; the checks across groups are here."""
+        for group in GROUPS:
+            getattr(self, group).validate()
+        env, net, algo = self.env, self.network, self.algorithm
+        if algo.value_learning_rate is not None and net.shared_network:
+            raise UserError("value_learning_rate needs separate networks; drop it or --shared-network")
+        if net.recurrent and env.rollout_workers:
+            raise UserError("--recurrent runs its envs in this process; drop it or --rollout-workers")
+        if net.recurrent and env.num_envs % algo.num_minibatches:
+            raise UserError(
+                f"num_minibatches={algo.num_minibatches} does not divide num_envs={env.num_envs}: with --recurrent a "
+                "minibatch is whole env sequences; pick a divisor of num_envs"
+            )
+        if net.action_dist == "beta" and algo.action_std_end is not None:
             raise UserError(
                 "--action-std-end caps a Gaussian's std; a Beta policy has none: drop one of them"
             )
-        if self.action_std_end is not None and not 0 < self.action_std_end <= 1:
+        if self.batch_size % algo.num_minibatches:
             raise UserError(
-                f"action_std_end must be a standard deviation in (0, 1], under the initial 1, got {self.action_std_end}"
-            )
-        if self.batch_size % self.num_minibatches:
-            raise UserError(
-                f"num_minibatches={self.num_minibatches} does not divide the batch of num_envs x num_steps = "
+                f"num_minibatches={algo.num_minibatches} does not divide the batch of num_envs x num_steps = "
                 f"{self.batch_size}; pick a divisor of {self.batch_size}"
             )
         if self.num_updates < 1:
             raise UserError(
-                f"total_timesteps={self.total_timesteps} is less than one batch of num_envs x num_steps = "
+                f"total_timesteps={algo.total_timesteps} is less than one batch of num_envs x num_steps = "
                 f"{self.batch_size}; give at least {self.batch_size}"
             )
         return self
 
-
-# Each group is one concern, in the order of PPOArgs' fields; ``--help`` shows one section per group.
-GROUPS: dict[str, tuple[str, ...]] = {
-    "env": ("env_id", "env_kwargs", "env_factory", "num_envs", "env_backend", "async_envs", "capture_video", "rollout_workers"),
-    "network": (
-        "encoder", "hidden_sizes", "activation", "critic_hidden_sizes", "critic_activation", "layer_norm",
-        "shared_network", "norm_obs", "norm_reward", "norm_value", "value_norm_horizon", "clip_obs", "clip_reward", "recurrent", "lstm_hidden_size",
-        "lstm_layers", "action_dist", "precision",
-    ),
-    "algorithm": (
-        "algo", "total_timesteps", "learning_rate", "value_learning_rate", "anneal_lr", "learning_rate_end",
-        "num_steps", "gamma", "gae_lambda", "advantage", "num_minibatches", "update_epochs", "norm_adv", "clip_coef",
-        "clip_coef_end", "clip_vloss", "ent_coef", "ent_coef_end", "vf_coef", "max_grad_norm", "target_kl",
-        "action_std_end",
-    ),
-    "run": (
-        "exp_name", "seed", "torch_deterministic", "cuda", "torch_threads", "run_dir", "init_from", "track",
-        "wandb_project_name", "wandb_entity", "eval_every", "eval_episodes", "stop_return", "save_best",
-        "rescore_best", "rescore_episodes", "checkpoint_every", "plot", "report", "log_info", "quiet",
-    ),
-}  # fmt: skip
 
 PRESET_PACKAGE = "proxima.presets"
 
@@ -408,7 +415,7 @@ def load_preset(name_or_path: str) -> dict:
     data = read_preset(name_or_path)
     for key in PRESET_METADATA:
         data.pop(key, None)
-    PPOArgs.from_json(data, source=f"config {name_or_path!r}")  # names checked here, values by validate()
+    PPOArgs.of(f"config {name_or_path!r}", **data)  # names checked here, values by validate()
     return data
 
 
@@ -438,7 +445,7 @@ def read_preset(name_or_path: str) -> dict:
             f"unknown preset {name_or_path!r}; accepted: {', '.join(preset_names())}, or a path to a .json file"
         )
     if not isinstance(data, dict):
-        raise UserError(f"config {name_or_path!r} must be a JSON object of PPOArgs fields")
+        raise UserError(f"config {name_or_path!r} must be a JSON object of settings by their flat names")
     return data
 
 
@@ -447,26 +454,13 @@ def resolve_args(args: PPOArgs | None = None, config: str | None = None, **overr
 
     With ``args`` given, it is the base instead and only ``overrides`` are applied on top.
     """
-    names = {f.name for f in dataclasses.fields(PPOArgs)}
-    unknown = sorted(set(overrides) - names)
-    if unknown:
-        raise UserError(
-            f"unknown settings {unknown}; the accepted settings are the fields of proxima.PPOArgs"
-        )
     if args is not None:
         if config is not None:
             raise UserError("give either a PPOArgs or a config preset to layer on the defaults, not both")
-        return _encoder_as_path(dataclasses.replace(args, **overrides))
+        return args.replace(**overrides)
     preset = load_preset(config) if config else {}
     algo = get_algorithm(overrides.get("algo", preset.get("algo", "ppo")))
-    return _encoder_as_path(PPOArgs.from_json({**algo.defaults, **preset, **overrides}))
-
-
-def _encoder_as_path(args: PPOArgs) -> PPOArgs:
-    """``encoder=`` given a class: its import path, which config.json and agent.json record."""
-    if isinstance(args.encoder, type):
-        return dataclasses.replace(args, encoder=class_path(args.encoder))
-    return args
+    return PPOArgs.of(**{**algo.defaults, **preset, **overrides})
 
 
 def parse_env_kwargs(text: str | None, flag: str = "--env-kwargs") -> dict | None:

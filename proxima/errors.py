@@ -27,3 +27,22 @@ class TrainingInterrupted(KeyboardInterrupt):
 
 class EnvError(RuntimeError):
     """The environment itself failed (its constructor, reset or step raised); the message names its exception."""
+
+
+def read_only(cls):
+    """Make the frozen dataclass ``cls`` refuse an assignment with a ``UserError`` that says how to change the
+    value instead (``cls.how_to_change(name)``), where dataclasses would raise ``FrozenInstanceError``. Its
+    ``__init__`` and ``dataclasses.replace`` still work: a frozen dataclass's ``__init__`` bypasses
+    ``__setattr__``."""
+
+    def refuse(self, name: str, value=None) -> None:
+        raise UserError(
+            f"{type(self).__name__}.{name} cannot be assigned: settings are fixed once made; "
+            f"{self.how_to_change(name)}"
+        )
+
+    cls.__setattr__ = refuse
+    cls.__delattr__ = refuse
+    if not hasattr(cls, "how_to_change"):
+        cls.how_to_change = lambda self, name: f"make new ones with args.replace({name}=...)"
+    return cls

@@ -134,7 +134,7 @@ def run_ray(
 
 
 def _name(trial) -> str:
-    return os.path.basename(trial.config["config"]["run_dir"])
+    return os.path.basename(trial.config["config"]["run"]["run_dir"])
 
 
 def _trainable(trial_fn: TrialFn):

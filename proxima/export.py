@@ -116,7 +116,10 @@ class ExportedPolicy(nn.Module):
         self.n_obs_inputs = len(inputs)
         outputs = [Port("action", np.dtype(action_space.dtype).name, tuple(model.head.action_shape))]
         if self.recurrent:
-            state = (model.spec.lstm_layers, model.spec.lstm_hidden_size)  # the batch axis goes between
+            state = (
+                model.spec.network.lstm_layers,
+                model.spec.network.lstm_hidden_size,
+            )  # the batch axis goes between
             inputs += [Port("h", "float32", state, 1), Port("c", "float32", state, 1)]
             inputs.append(Port("episode_start", "bool", ()))
             outputs += [Port("h_next", "float32", state, 1), Port("c_next", "float32", state, 1)]
@@ -162,8 +165,10 @@ class ExportedPolicy(nn.Module):
 def policy_of(agent: Agent) -> ExportedPolicy:
     """The exported policy of ``agent``, on the CPU in float32, whatever device and ``--precision`` it trained
     with: a bfloat16 CNN's convolutions then compute in float32 (an ONNX runtime's CPU kernels have no bf16)."""
-    spec = dataclasses.replace(agent.model.spec, precision="float32")
-    model = ActorCritic(spec, make_head(agent.action_space, spec.action_dist))
+    spec = dataclasses.replace(
+        agent.model.spec, network=dataclasses.replace(agent.model.spec.network, precision="float32")
+    )
+    model = ActorCritic(spec, make_head(agent.action_space, spec.network.action_dist))
     model.load_state_dict({k: v.detach().cpu() for k, v in agent.model.state_dict().items()})
     model.requires_grad_(False)  # a user's call of the TorchScript file returns plain tensors
     return ExportedPolicy(model.eval(), agent.observation_space, agent.action_space).eval()
@@ -304,9 +309,9 @@ def describe(agent: Agent, policy: ExportedPolicy, format: str, detail: dict) ->
     recurrent = None
     if policy.recurrent:
         recurrent = {
-            "type": spec.recurrent,
-            "layers": spec.lstm_layers,
-            "hidden_size": spec.lstm_hidden_size,
+            "type": spec.network.recurrent,
+            "layers": spec.network.lstm_layers,
+            "hidden_size": spec.network.lstm_hidden_size,
             "state": ["h", "c"],
             "initial_state": "zeros",
         }
@@ -324,5 +329,5 @@ def describe(agent: Agent, policy: ExportedPolicy, format: str, detail: dict) ->
         "outputs": [p.to_json() for p in policy.output_ports],
         "action_mask": policy.mask_input is not None,
         "recurrent": recurrent,
-        "norm_obs": spec.norm_obs,
+        "norm_obs": spec.network.norm_obs,
     }

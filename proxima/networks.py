@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import inspect
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+from typing import Literal
 
 import gymnasium as gym
 import numpy as np
@@ -12,8 +13,8 @@ import torch
 from torch import Tensor, nn
 
 from proxima.distributions import Head
-from proxima.encoders import make_encoder
-from proxima.errors import UserError
+from proxima.encoders import PRECISIONS, choose_encoder, make_encoder
+from proxima.errors import UserError, read_only
 from proxima.normalization import Normalization
 from proxima.spaces import ObsLayout
 
@@ -111,31 +112,112 @@ def mlp(
     return nn.Sequential(*layers)
 
 
+@read_only
+@dataclass(frozen=True)
+class NetworkSettings:
+    """the networks and normalization"""
+
+    encoder: str = "auto"
+    """what turns observations into features for the MLPs: auto (flatten-mlp for vectors, nature-cnn for images,
+    multi-input for Dict and other spaces), the name of an encoder registered with
+    proxima.encoders.register_encoder, or a class as module:ClassName (from Python, the class itself);
+    docs/NETWORKS.md"""
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    """hidden layer sizes of the policy network (and of the shared trunk with --shared-network); none: the heads
+    are linear layers on the encoder's features (the Nature CNN's 512, as for Atari)"""
+    activation: str = "tanh"
+    """activation of the policy network's hidden layers: any torch.nn activation by name (tanh, relu, elu, gelu,
+    silu, leaky_relu, selu, softplus, mish, ...)"""
+    critic_hidden_sizes: tuple[int, ...] | None = None
+    """hidden layer sizes of the value network (default: the same as --hidden-sizes)"""
+    critic_activation: str | None = None
+    """activation of the value network's hidden layers (default: the same as --activation)"""
+    layer_norm: bool = False
+    """a LayerNorm after each hidden Linear layer of the actor's, the critic's and the shared MLPs, before its
+    activation"""
+    shared_network: bool = False
+    """let the actor and critic share one hidden trunk instead of two separate networks"""
+    norm_obs: bool = False
+    """normalize observations by their running mean and std, then clip them (saved with the model)"""
+    norm_reward: bool = False
+    """scale rewards by the running std of the discounted return, then clip them"""
+    norm_value: bool = True
+    """let the critic predict its targets standardized by their running mean and std (values stay in reward
+    units); --no-norm-value gives seed 000's critic, which saturates on CartPole's returns of about 100"""
+    value_norm_horizon: int = 10
+    """with --norm-value: the value targets' statistics weigh each update's batch at least 1/N and forget older
+    batches geometrically (PopArt's moving average), so that the critic's scale follows the spread its targets
+    have now; 0: every target since the start counts equally (docs/HEALTH.md, explained_variance)"""
+    clip_obs: float = 10.0
+    """the bound of normalized observations"""
+    clip_reward: float = 10.0
+    """the bound of scaled rewards"""
+    recurrent: Literal["lstm"] | None = None
+    """lstm: an LSTM between the encoder and the heads, its state carried across steps (recurrent PPO); the
+    update then replays whole env sequences, in minibatches of envs"""
+    lstm_hidden_size: int = 128
+    """the LSTM's hidden size (with --recurrent lstm)"""
+    lstm_layers: int = 1
+    """the number of stacked LSTM layers (with --recurrent lstm)"""
+    action_dist: Literal["gaussian", "beta"] = "gaussian"
+    """the policy's distribution over Box actions: gaussian (a diagonal Gaussian whose draws the env clips to the
+    bounds) or beta (a Beta per component, stretched to the bounds, which must be finite: every draw is a valid
+    action, and the log-probs are those of the actions taken). The other action spaces have one each"""
+    precision: Literal["float32", "bfloat16", "auto"] = "float32"
+    """what a CNN encoder's convolutions compute in: bfloat16 runs them under autocast (float32 weights,
+    gradients, 512-unit layer, heads and losses); auto picks bfloat16 where the hardware computes it natively (a
+    CPU with AVX512-BF16 or AMX, a GPU of compute capability 8.0+) and float32 elsewhere, and float32 for
+    agents without a CNN. docs/ATARI.md has the speed and learning measured"""
+
+    def validate(self) -> None:
+        """Raise a ``UserError`` naming the first bad value and what is accepted."""
+        if self.value_norm_horizon < 0:
+            raise UserError(
+                f"value_norm_horizon must be 0 (every target counts) or a positive number of updates, got {self.value_norm_horizon}"
+            )
+        if self.precision not in (*PRECISIONS, "auto"):
+            raise UserError(f"precision must be float32, bfloat16 or auto, got {self.precision!r}")
+        if not isinstance(self.encoder, str) or not self.encoder:
+            raise UserError(
+                f"encoder must be auto, a registered encoder's name, module:ClassName or an nn.Module class, "
+                f"got {self.encoder!r}"
+            )  # which names exist and fit the env is known once the env is made (encoders.choose_encoder)
+        check_activation(self.activation)
+        if self.critic_activation is not None:
+            check_activation(self.critic_activation, "critic_activation")
+        for name in ("clip_obs", "clip_reward"):
+            if not getattr(self, name) > 0:
+                raise UserError(f"{name} must be positive, got {getattr(self, name)}")
+        for name in ("hidden_sizes", "critic_hidden_sizes"):
+            sizes = getattr(self, name)
+            if sizes and min(sizes) < 1:
+                raise UserError(
+                    f"{name} must be positive layer widths (none: the heads sit on the encoder's features), got {sizes}"
+                )
+        if self.lstm_hidden_size < 1 or self.lstm_layers < 1:
+            raise UserError(
+                f"lstm_hidden_size and lstm_layers must be positive, got {self.lstm_hidden_size} and {self.lstm_layers}"
+            )
+
+    @classmethod
+    def from_json(cls, data: dict) -> NetworkSettings:
+        sizes = {
+            k: tuple(data[k]) for k in ("hidden_sizes", "critic_hidden_sizes") if data.get(k) is not None
+        }
+        return cls(**{**data, **sizes})
+
+
 @dataclass(frozen=True)
 class NetworkSpec:
-    """Everything needed to rebuild an ``ActorCritic`` from a checkpoint (stored as JSON)."""
+    """Everything needed to rebuild an ``ActorCritic`` from a checkpoint (stored as JSON): the run's network
+    settings, and what the env and the algorithm decide (the logits' size, the observations' shape and layout,
+    whether there is a critic)."""
 
     logits_dim: int
     obs_shape: tuple[int, ...]  # the shape of one observation tensor, as the encoder takes it
-    hidden_sizes: tuple[int, ...] = (64, 64)
-    activation: str = "tanh"
-    shared: bool = False
-    critic_hidden_sizes: tuple[int, ...] | None = None  # None: the same as hidden_sizes
-    critic_activation: str | None = None  # None: the same as activation
-    layer_norm: bool = False  # a LayerNorm before each hidden activation of the MLPs
+    network: NetworkSettings = field(default_factory=NetworkSettings)
     has_critic: bool = True  # REINFORCE learns no value function; V(s) is then 0 everywhere
-    norm_obs: bool = False
-    norm_reward: bool = False
-    norm_value: bool = False
-    clip_obs: float = 10.0
-    clip_reward: float = 10.0
-    encoder: str = "flatten-mlp"  # proxima.encoders: a registered name, or a user's class as module:ClassName
     obs_layout: dict | None = None  # ObsLayout.to_json() of packed observations (proxima.spaces); None: Box
-    recurrent: str | None = None  # "lstm": an LSTM between the encoder and the heads
-    lstm_hidden_size: int = 128
-    lstm_layers: int = 1
-    precision: str = "float32"  # what CNN encoders compute in (proxima.encoders.PRECISIONS)
-    action_dist: str = "gaussian"  # a Box's action distribution (proxima.distributions.ACTION_DISTS)
 
     def layout(self) -> ObsLayout:
         if self.obs_layout is not None:
@@ -149,12 +231,8 @@ class NetworkSpec:
 
     @classmethod
     def from_json(cls, data: dict) -> NetworkSpec:
-        sizes = {
-            k: tuple(data[k])
-            for k in ("hidden_sizes", "critic_hidden_sizes", "obs_shape")
-            if data.get(k) is not None
-        }
-        return cls(**{**data, **sizes})
+        network = NetworkSettings.from_json(data["network"])
+        return cls(**{**data, "network": network, "obs_shape": tuple(data["obs_shape"])})
 
 
 class ActorCritic(nn.Module):
@@ -168,39 +246,39 @@ class ActorCritic(nn.Module):
         super().__init__()
         self.spec = spec
         self.head = head
-        layout = spec.layout()
+        net, layout = spec.network, spec.layout()
         self.normalization = Normalization(
             spec.obs_shape,
-            spec.norm_obs,
-            spec.norm_reward,
-            spec.clip_obs,
-            spec.clip_reward,
-            norm_value=spec.norm_value and spec.has_critic,
+            net.norm_obs,
+            net.norm_reward,
+            net.clip_obs,
+            net.clip_reward,
+            norm_value=net.norm_value and spec.has_critic,
             elements=layout.norm_elements(),
         )
-        self.encoder = make_encoder(spec.encoder, layout, spec.precision)
+        self.encoder = make_encoder(choose_encoder(net.encoder, layout), layout, net.precision)
         features = self.encoder.features_dim
         self.lstm = None
-        if spec.recurrent:  # orthogonal weights and zero biases, as CleanRL's ppo_atari_lstm.py
-            self.lstm = nn.LSTM(features, spec.lstm_hidden_size, spec.lstm_layers)
+        if net.recurrent:  # orthogonal weights and zero biases, as CleanRL's ppo_atari_lstm.py
+            self.lstm = nn.LSTM(features, net.lstm_hidden_size, net.lstm_layers)
             for name, param in self.lstm.named_parameters():
                 nn.init.orthogonal_(param, 1.0) if "weight" in name else nn.init.constant_(param, 0.0)
-            features = spec.lstm_hidden_size
+            features = net.lstm_hidden_size
         # Action masking: the mask is a part of the packed observation (proxima.spaces)
         mask = layout.mask_part
         self.mask_span = mask.span if mask is not None else None
-        sizes = [features, *spec.hidden_sizes]
-        critic_sizes = [features, *(spec.critic_hidden_sizes or spec.hidden_sizes)]
-        critic_activation = spec.critic_activation or spec.activation
-        if spec.shared:
-            self.trunk = mlp(sizes, spec.activation, layer_norm=spec.layer_norm)
+        sizes = [features, *net.hidden_sizes]
+        critic_sizes = [features, *(net.critic_hidden_sizes or net.hidden_sizes)]
+        critic_activation = net.critic_activation or net.activation
+        if net.shared_network:
+            self.trunk = mlp(sizes, net.activation, layer_norm=net.layer_norm)
             self.actor = layer_init(nn.Linear(sizes[-1], spec.logits_dim), 0.01)
             self.critic = layer_init(nn.Linear(sizes[-1], 1), 1.0) if spec.has_critic else None
         else:
             self.trunk = nn.Identity()
-            self.actor = mlp([*sizes, spec.logits_dim], spec.activation, 0.01, spec.layer_norm)
+            self.actor = mlp([*sizes, spec.logits_dim], net.activation, 0.01, net.layer_norm)
             self.critic = (
-                mlp([*critic_sizes, 1], critic_activation, 1.0, spec.layer_norm) if spec.has_critic else None
+                mlp([*critic_sizes, 1], critic_activation, 1.0, net.layer_norm) if spec.has_critic else None
             )
 
     def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:
@@ -302,7 +380,7 @@ class ActorCritic(nn.Module):
     # --- recurrent agents (--recurrent lstm): the LSTM's state is the "memory", (h, c), each (layers, N, hidden)
 
     def initial_memory(self, n: int, device=None) -> tuple[Tensor, Tensor]:
-        shape = (self.spec.lstm_layers, n, self.spec.lstm_hidden_size)
+        shape = (self.spec.network.lstm_layers, n, self.spec.network.lstm_hidden_size)
         return torch.zeros(shape, device=device), torch.zeros(shape, device=device)
 
     def forward_sequence(self, obs: Tensor, starts: Tensor, memory) -> tuple[Tensor, Tensor, tuple]:

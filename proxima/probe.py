@@ -9,7 +9,6 @@ the continuous probe's are proxima's.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import tempfile
 from collections.abc import Callable
@@ -69,7 +68,7 @@ def _values(obs: list[float], targets: Callable[[PPOArgs], list[float]], atol: f
         target = torch.tensor(targets(args))
         values, _ = _query(model, obs, episode)
         expected = f"V({_obs(obs)}) = {_obs(target.tolist())} ± {atol:g}"
-        if model.critic is None or args.norm_reward:
+        if model.critic is None or args.network.norm_reward:
             return expected, "n/a: " + ("no critic" if model.critic is None else "values are scaled"), None
         return expected, f"V = {_fmt(values)}", bool(((values - target).abs() <= atol).all())
 
@@ -84,7 +83,7 @@ def _policy(obs: list[float], best_actions: list[int], value: float, atol: float
         expected = f"π(best | {_obs(obs)}) = 1 ± {atol:g}"
         learned = f"π(best) = {_fmt(p_best)}"
         passed = bool(((1 - p_best) <= atol).all())
-        if model.critic is not None and not args.norm_reward:
+        if model.critic is not None and not args.network.norm_reward:
             expected += f", V = {value:g} ± {atol:g}"
             learned += f", V = {_fmt(values)}"
             passed &= bool(((values - value).abs() <= atol).all())
@@ -100,7 +99,7 @@ def _continuous(model: ActorCritic, args: PPOArgs):
     expected = "mean = 0.5 ± 0.1, std < 1, V(0) = -std² - (mean - 0.5)² ± 0.1"
     learned = f"mean = {mean:.4f}, std = {std:.4f}"
     passed = abs(mean - 0.5) <= 0.1 and std < 1.0
-    if model.critic is not None and not args.norm_reward:
+    if model.critic is not None and not args.network.norm_reward:
         learned += f", V(0) = {values.item():.4f} (implied {implied:.4f})"
         passed &= abs(values.item() - implied) <= 0.1
     return expected, learned, passed
@@ -112,7 +111,7 @@ PROBES = [
     Probe("2", "proxima/Probe2-v0", "reward = observation: V(±1) = ±1", "backprop or network", 10_000,
           _values([-1.0, 1.0], lambda a: [-1.0, 1.0], 1e-4)),
     Probe("3", "proxima/Probe3-v0", "reward one step later: V(0) = gamma", "discounting", 20_000,
-          _values([0.0, 1.0], lambda a: [a.gamma, 1.0], 1e-3, episode=True)),
+          _values([0.0, 1.0], lambda a: [a.algorithm.gamma, 1.0], 1e-3, episode=True)),
     Probe("4", "proxima/Probe4-v0", "the better of two actions", "advantages or policy loss", 30_000,
           _policy([0.0], [1], 1.0, 1e-2)),
     Probe("5", "proxima/Probe5-v0", "the action that matches the observation", "batching or stale data", 30_000,
@@ -131,7 +130,7 @@ def _images():
 def _image_values(model: ActorCritic, args: PPOArgs):
     """V(left half bright) = 1, V(right half bright) = -1: the value reads the pixels through the CNN."""
     expected = "V(left bright, right bright) = 1, -1 ± 0.001"
-    if args.norm_reward:
+    if args.network.norm_reward:
         return expected, "n/a: values are scaled", None
     values, _ = _fresh(model, _images())
     return expected, f"V = {_fmt(values)}", bool(((values - torch.tensor([1.0, -1.0])).abs() <= 1e-3).all())
@@ -143,7 +142,7 @@ def _image_policy(model: ActorCritic, args: PPOArgs):
     p_best = model.head.probs(logits)[[0, 1], [0, 1]]
     expected, learned = "π(bright side | image) = 1 ± 0.01", f"π(best) = {_fmt(p_best)}"
     passed = bool(((1 - p_best) <= 1e-2).all())
-    if model.critic is not None and not args.norm_reward:
+    if model.critic is not None and not args.network.norm_reward:
         expected += ", V = 1 ± 0.01"
         learned += f", V = {_fmt(values)}"
         passed &= bool(((values - 1).abs() <= 1e-2).all())
@@ -170,7 +169,7 @@ def _memory(model: ActorCritic, args: PPOArgs):
     p_best, values = torch.stack(p_best), torch.stack(values)
     expected, learned = "π(cue's action | cue, 0, 0, 0) = 1 ± 0.02", f"π(best) = {_fmt(p_best)}"
     passed = bool(((1 - p_best) <= 2e-2).all())
-    if model.critic is not None and not args.norm_reward:
+    if model.critic is not None and not args.network.norm_reward:
         expected += ", V = 1 ± 0.05"
         learned += f", V = {_fmt(values)}"
         passed &= bool(((values - 1).abs() <= 5e-2).all())
@@ -193,12 +192,12 @@ def probes_for(args: PPOArgs) -> list[Probe]:
     from proxima.envs import make_vec_env
     from proxima.envs.interface import obs_layout
 
-    envs = make_vec_env(args.env_id, 1, backend=args.env_backend)
+    envs = make_vec_env(args.env.env_id, 1, backend=args.env.env_backend)
     try:
         images = encoder_for(obs_layout(envs)) == "nature-cnn"
     finally:
         envs.close()
-    return IMAGE_PROBES if images else PROBES + (MEMORY_PROBES if args.recurrent else [])
+    return IMAGE_PROBES if images else PROBES + (MEMORY_PROBES if args.network.recurrent else [])
 
 
 # The budgets above are set for CleanRL's PPO settings (4 epochs x 4 minibatches per 512-sample rollout): the
@@ -209,7 +208,7 @@ BUDGET_STEPS_PER_SAMPLE = 16 / 512
 
 def steps_per_sample(args: PPOArgs) -> float:
     """Gradient steps per collected sample: what a probe's env-step budget buys this agent."""
-    return args.update_epochs * args.num_minibatches / args.batch_size
+    return args.algorithm.update_epochs * args.algorithm.num_minibatches / args.batch_size
 
 
 @dataclass
@@ -231,7 +230,7 @@ def run_probes(
     probe that applies to the agent (``probes_for``), the image probes included when its env gives images.
 
     ``timesteps`` replaces every probe's own budget; ``run_dir`` keeps the runs (one sub-directory per probe)
-    instead of deleting them. ``norm_value`` replaces ``args.norm_value``; None means
+    instead of deleting them. ``norm_value`` replaces ``args.network.norm_value``; None means
     a critic without value normalization (False).
     """
     from proxima.algorithms import get_algorithm
@@ -241,7 +240,7 @@ def run_probes(
     if norm_value is None:
         # Probes 1 to 3 check a critic that learns its values. A normalized one gets probe 1's constant value
         # from its statistics alone, whatever its value loss does: it would hide a broken value loss.
-        if args.norm_value and get_algorithm(args.algo).has_critic and not args.quiet:
+        if args.network.norm_value and get_algorithm(args.algorithm.algo).has_critic and not args.run.quiet:
             print(
                 "probing the critic without value normalization (--no-norm-value): with value normalization, "
                 "probe 1 passes whatever "
@@ -257,11 +256,12 @@ def run_probes(
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for probe in chosen:
-            backend = args.env_backend  # kept where it runs the probe env (native, gymnasium), else auto's
+            backend = (
+                args.env.env_backend
+            )  # kept where it runs the probe env (native, gymnasium), else auto's
             if backend != "auto" and not get_backend(backend).handles(probe.env_id):
                 backend = "auto"
-            probe_args = dataclasses.replace(
-                args,
+            probe_args = args.replace(
                 env_id=probe.env_id,
                 env_backend=backend,
                 norm_value=norm_value,
@@ -278,8 +278,11 @@ def run_probes(
                 save_best=False,
                 **({} if probe.name == "continuous" else BOX_ONLY),
             ).validate()
-            if not args.quiet:  # a probe takes seconds: say what is running
-                print(f"probe {probe.name}: {probe.tests}, {probe_args.total_timesteps} steps", flush=True)
+            if not args.run.quiet:  # a probe takes seconds: say what is running
+                print(
+                    f"probe {probe.name}: {probe.tests}, {probe_args.algorithm.total_timesteps} steps",
+                    flush=True,
+                )
             model = train(probe_args).model.cpu()
             results.append(ProbeResult(probe, *probe.check(model, probe_args)))
     if run_dir is not None:  # the table, for `proxima report RUN_DIR`
@@ -312,7 +315,7 @@ def print_table(results: list[ProbeResult], args: PPOArgs | None = None) -> None
         )
         if args is not None and steps_per_sample(args) < BUDGET_STEPS_PER_SAMPLE:
             console.print(
-                f"note: this agent takes {args.update_epochs * args.num_minibatches} gradient steps per "
+                f"note: this agent takes {args.algorithm.update_epochs * args.algorithm.num_minibatches} gradient steps per "
                 f"{args.batch_size} samples, fewer than the 16 per 512 the probes' budgets were set for, so a "
                 "failure may only mean too few steps: try a larger --total-timesteps."
             )

@@ -26,7 +26,7 @@ from importlib import resources
 
 import numpy as np
 
-from proxima.config import resolve_args, show_value
+from proxima.config import PPOArgs, resolve_args, show_value
 from proxima.errors import UserError
 from proxima.files import (
     CHECKPOINT,
@@ -137,6 +137,7 @@ def read_run(run_dir: str, label: str | None = None) -> RunData:
         raise UserError(
             f"{run_dir}/{CONFIG_JSON} is missing or not JSON; give a directory written by proxima train"
         )
+    config = PPOArgs.from_json(config, f"{run_dir}/config.json").flat()  # the page shows the flat names
     episodes = read_jsonl(os.path.join(run_dir, EPISODES))
     machine = (_read_json(os.path.join(run_dir, MACHINE_JSON)) or {}).get("sessions", [])
     evaluation = _read_json(os.path.join(run_dir, EVAL_JSON))
@@ -355,7 +356,7 @@ def _charts(runs: list[RunData], groups: list[str]) -> list[dict]:
 def _settings(config: dict) -> list[list]:
     """``[name, value, non-default]`` for each setting, against the defaults of the run's algorithm."""
     try:
-        defaults = resolve_args(algo=config.get("algo", "ppo")).to_json()
+        defaults = resolve_args(algo=config.get("algo", "ppo")).flat()
     except UserError:
         defaults = {}
     return [

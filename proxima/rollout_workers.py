@@ -27,7 +27,6 @@ the buffer, so no transition is lost or counted twice.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import math
 import os
 import time
@@ -106,33 +105,33 @@ class RolloutWorker:
     def __init__(self, args: dict, offset: int, count: int, env=None):
         torch.set_num_threads(1)  # one CPU per actor: Ray's default reservation
         self.args, self.offset, self.count = PPOArgs.from_json(args), offset, count
-        self.env = env  # the run's env factory (train(env=...)), sent by Ray; None: args.env_id
+        self.env = env  # the run's env factory (train(env=...)), sent by Ray; None: the env id in args
         self.envs = self.model = self.collector = None
         self.infos = None  # keep_infos' keys, for every collector this actor builds
 
     def open(self) -> tuple:
         """Make the envs; return their spaces and observation layout. Not in ``__init__``: an env that fails there would reach the
         learner as the actor's death, without the error it raised."""
-        run = self.args
+        env = self.args.env
         # seeded again by the collector's first reset
         self.envs = make_envs(
-            run.env_id if self.env is None else self.env,
+            env.env_id if self.env is None else self.env,
             self.count,
-            env_kwargs=run.env_kwargs,
-            backend=run.env_backend,
-            seed=seeding.training_envs(run.seed, self.offset),
-            asynchronous=run.async_envs,
+            env_kwargs=env.env_kwargs,
+            backend=env.env_backend,
+            seed=seeding.training_envs(self.args.run.seed, self.offset),
+            asynchronous=env.async_envs,
         )
         return self.envs.single_observation_space, self.envs.single_action_space, obs_layout(self.envs)
 
     def start(self, spec: dict, seed: int, state: dict | None = None) -> None:
         """Build the policy and the collector (whose first reset seeds env i with ``seed + i``); continue
         from ``state`` where one is given."""
-        run = self.args
+        algo = self.args.algorithm
         spec = NetworkSpec.from_json(spec)
-        self.model = ActorCritic(spec, make_head(self.envs.single_action_space, spec.action_dist))
+        self.model = ActorCritic(spec, make_head(self.envs.single_action_space, spec.network.action_dist))
         self.collector = SliceCollector(
-            self.envs, run.num_steps, run.gamma, self.model, seed, self.offset, run.num_envs
+            self.envs, algo.num_steps, algo.gamma, self.model, seed, self.offset, self.args.env.num_envs
         )
         if state is not None:
             self.collector.load_state_dict(state)
@@ -186,27 +185,27 @@ class WorkerPool:
             backend = "gymnasium"
         else:
             backend = resolve_backend(
-                args.env_id,
-                args.env_backend,
-                asynchronous=args.async_envs,
-                num_envs=args.num_envs,
-                env_kwargs=bool(args.env_kwargs),
+                args.env.env_id,
+                args.env.env_backend,
+                asynchronous=args.env.async_envs,
+                num_envs=args.env.num_envs,
+                env_kwargs=bool(args.env.env_kwargs),
             )
         self.env = env
-        self.ray, self.args = ray, dataclasses.replace(args, env_backend=backend)
+        self.ray, self.args = ray, args.replace(env_backend=backend)
         self._started = not ray.is_initialized()
         if self._started:
             # RAY_ADDRESS or a new local instance; never the cluster named by /tmp/ray/ray_current_cluster
             # (proxima.executors.run_ray says why)
             ray.init(address=os.environ.get("RAY_ADDRESS") or "local", include_dashboard=False,
                      logging_level="ERROR", log_to_driver=False)  # fmt: skip
-        self.num_envs, self.device = args.num_envs, torch.device("cpu")
-        self.count = args.num_envs // args.rollout_workers
+        self.num_envs, self.device = args.env.num_envs, torch.device("cpu")
+        self.count = args.env.num_envs // args.env.rollout_workers
         # a CPU each where the cluster has them; on a small machine a share, so that every actor starts
-        share = ray.cluster_resources().get("CPU", 1.0) / args.rollout_workers
+        share = ray.cluster_resources().get("CPU", 1.0) / args.env.rollout_workers
         cpus = min(1.0, math.floor(share * 10_000) / 10_000)  # rounded down: N shares never exceed the CPUs
         self.actor_class = ray.remote(num_cpus=cpus)(RolloutWorker)
-        self.actors = [self._new(k) for k in range(args.rollout_workers)]
+        self.actors = [self._new(k) for k in range(args.env.rollout_workers)]
         try:
             spaces = self.get([actor.open.remote() for actor in self.actors])
             self.single_observation_space, self.single_action_space, self.obs_layout = spaces[0]

@@ -48,19 +48,19 @@ class Schedules:
         """The schedules a run's settings ask for (``PPOArgs``): ``--learning-rate-end`` (``--anneal-lr``
         alone is ``--learning-rate-end 0``, detail 4 in docs/SEEDS.md), ``--ent-coef-end`` and
         ``--clip-coef-end``."""
-        lines = {}
-        lr_end = args.learning_rate_end
-        if lr_end is None and args.anneal_lr:
+        lines, algo = {}, args.algorithm
+        lr_end = algo.learning_rate_end
+        if lr_end is None and algo.anneal_lr:
             lr_end = 0.0
         if lr_end is not None:
-            lines["learning_rate"] = [args.learning_rate, lr_end, 0]
-            if args.value_learning_rate is not None:
-                ratio = args.value_learning_rate / args.learning_rate
-                lines[VALUE_LR] = [args.value_learning_rate, lr_end * ratio, 0]
+            lines["learning_rate"] = [algo.learning_rate, lr_end, 0]
+            if algo.value_learning_rate is not None:
+                ratio = algo.value_learning_rate / algo.learning_rate
+                lines[VALUE_LR] = [algo.value_learning_rate, lr_end * ratio, 0]
         for name in ("ent_coef", "clip_coef"):
-            end = getattr(args, f"{name}_end")
+            end = getattr(algo, f"{name}_end")
             if end is not None:
-                lines[name] = [getattr(args, name), end, 0]
+                lines[name] = [getattr(algo, name), end, 0]
         return cls(args.num_updates, lines)
 
     def value(self, name: str, update: int):

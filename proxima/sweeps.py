@@ -39,7 +39,7 @@ from proxima.plotting import final_return, plot_runs
 from proxima.report import write_report
 from proxima.trainer import resume, train
 
-FORMAT, VERSION = "proxima-sweep", 1
+FORMAT, VERSION = "proxima-sweep", 2  # each trial's "config" is its config.json
 
 
 @dataclass
@@ -121,7 +121,7 @@ def sweep(
             for label, setting in grid_settings(grid or {})
         ]  # fmt: skip
     _check_workers(executor, [base.to_json() for _, base in settings])
-    out = os.path.abspath(output_dir or default_output_dir(settings[0][1].env_id))
+    out = os.path.abspath(output_dir or default_output_dir(settings[0][1].env.env_id))
     if os.path.exists(out) and os.listdir(out):
         raise UserError(f"output directory {out!r} already exists and is not empty; give a new --output-dir")
     threads = {"torch_threads": cpus_per_trial} if executor == "ray" else {}
@@ -159,6 +159,11 @@ def resume_sweep(
     plan = read_json(path)
     if plan.get("format") != FORMAT:
         raise UserError(f"{path} is not a proxima sweep plan")
+    if plan.get("version") != VERSION:  # before 1.0 a plan of another version is refused, not converted
+        raise UserError(
+            f"{path} has sweep plan version {plan.get('version')}; this proxima reads version {VERSION} only (run "
+            "the sweep again, or finish it with the proxima that started it)"
+        )
     executor = executor or plan["executor"]
     executors.check_executor(executor, "this sweep")
     return _run(
@@ -169,13 +174,13 @@ def resume_sweep(
 def _run(
     out: str, plan: dict, executor: str, address: str | None, max_concurrent: int | None
 ) -> SweepResults:
-    todo = [t["config"] for t in plan["trials"] if _status(t["config"]["run_dir"]) is None]
+    todo = [t["config"] for t in plan["trials"] if _status(t["config"]["run"]["run_dir"]) is None]
     _check_workers(executor, todo)
-    names = {t["config"]["run_dir"]: t["name"] for t in plan["trials"]}
+    names = {t["config"]["run"]["run_dir"]: t["name"] for t in plan["trials"]}
     errors: dict[str, str] = {}
 
     def on_done(config: dict, error: str | None) -> None:
-        run_dir = config["run_dir"]
+        run_dir = config["run"]["run_dir"]
         if error is not None:
             errors[run_dir] = error
         row = _status(run_dir) or {"status": "failed", "error": error}
@@ -194,7 +199,7 @@ def _run(
 
 
 def _check_workers(executor: str, configs: list[dict]) -> None:
-    if executor == "ray" and any(config["rollout_workers"] for config in configs):
+    if executor == "ray" and any(config["env"]["rollout_workers"] for config in configs):
         # Tune reserves a trial's CPUs; actors of its own would wait for CPUs that other trials hold
         raise UserError("a sweep's runs on Ray cannot have rollout workers of their own yet; drop --rollout-workers "
                         "or give --executor local")  # fmt: skip
@@ -203,7 +208,7 @@ def _check_workers(executor: str, configs: list[dict]) -> None:
 def run_trial(config: dict, report: Callable[[dict], None] | None = None, node: str | None = None) -> dict:
     """Train, resume or skip one trial by what its run directory holds; return its row, also written to
     its ``trial.json``. proxima's own errors (a NaN, a crashed env) fail the trial with their one line."""
-    run_dir = config["run_dir"]
+    run_dir = config["run"]["run_dir"]
     row = _status(run_dir)
     if row is not None:
         return row
@@ -239,7 +244,7 @@ def summarize(out: str, plan: dict, errors: dict[str, str] | None = None) -> Swe
     ``report.html`` (``proxima report``'s page of every run)."""
     rows = []
     for trial in plan["trials"]:
-        run_dir = trial["config"]["run_dir"]
+        run_dir = trial["config"]["run"]["run_dir"]
         status = _status(run_dir) or (
             {"status": "failed", "error": errors[run_dir]} if errors and run_dir in errors
             else {"status": "not run"}
@@ -353,4 +358,4 @@ def _dir_name(label: str) -> str:
 
 
 def _title(base: PPOArgs) -> str:
-    return f"{base.env_id}, {base.total_timesteps} env steps per run"
+    return f"{base.env.env_id}, {base.algorithm.total_timesteps} env steps per run"

@@ -86,9 +86,9 @@ def train(
     env, args, overrides = _take_env(env, args, overrides)
     args = resolve_args(args, config=config, **overrides).validate()
     env = _env_of(args, env)
-    if env is not None and not args.env_id.startswith("object:"):  # --env-factory given, not env=
-        args = dataclasses.replace(args, env_id=describe_env(env)[0])
-    run_dir = args.run_dir or default_run_dir(args)
+    if env is not None and not args.env.env_id.startswith("object:"):  # --env-factory given, not env=
+        args = args.replace(env_id=describe_env(env)[0])
+    run_dir = args.run.run_dir or default_run_dir(args)
     _check_run_dir_free(run_dir)
     device, notes = _setup(args)
     existed, written, envs = os.path.isdir(run_dir), False, None
@@ -96,20 +96,26 @@ def train(
         # Built before the run directory, so a bad env id or unsupported space leaves nothing behind (but
         # --capture-video's recorder makes RUN_DIR/videos as it is built: removed below if the run never starts).
         envs = _make_envs(args, run_dir, device, env)
-        check_spaces(obs_layout(envs), envs.single_action_space, args.encoder)
-        if args.action_std_end is not None and not isinstance(envs.single_action_space, gym.spaces.Box):
+        check_spaces(obs_layout(envs), envs.single_action_space, args.network.encoder)
+        if args.algorithm.action_std_end is not None and not isinstance(
+            envs.single_action_space, gym.spaces.Box
+        ):
             raise UserError(
-                f"--action-std-end caps a Gaussian policy's std, for Box action spaces; {args.env_id} has "
+                f"--action-std-end caps a Gaussian policy's std, for Box action spaces; {args.env.env_id} has "
                 f"{envs.single_action_space}: drop --action-std-end"
             )
         # config.json keeps what auto chose, so that a resume elsewhere computes as this run did
         args = _resolve_precision(args, envs, device)
-        notes += emulation_note(args.precision, device) + _threads(args, envs) + encoder_note(args.encoder)
+        notes += (
+            emulation_note(args.network.precision, device)
+            + _threads(args, envs)
+            + encoder_note(args.network.encoder)
+        )
         run = Run(args, envs, run_dir, device)
         run.env = env
-        run.agent.env_source = env_source(args.env_id, args.env_kwargs, args.env_factory)
-        if args.init_from is not None:
-            _init_from(run, args.init_from)
+        run.agent.env_source = env_source(args.env.env_id, args.env.env_kwargs, args.env.env_factory)
+        if args.run.init_from is not None:
+            _init_from(run, args.run.init_from)
         os.makedirs(run_dir, exist_ok=True)
         write_json(os.path.join(run_dir, CONFIG_JSON), args.to_json())
         written = True
@@ -148,7 +154,8 @@ def resume(
         raise UserError(
             f"run directory {run_dir!r} does not exist; give a directory written by `proxima train`"
         )
-    saved = read_json(os.path.join(run_dir, CONFIG_JSON))
+    config_path = os.path.join(run_dir, CONFIG_JSON)
+    saved = PPOArgs.from_json(read_json(config_path), config_path)
     path = os.path.join(run_dir, CHECKPOINT)
     if not os.path.exists(path):
         raise UserError(
@@ -161,33 +168,30 @@ def resume(
                 f"total_timesteps {total_timesteps} is below the {meta['global_step']} steps the run in {run_dir} "
                 f"has done; give at least {meta['global_step']}"
             )
-        saved = {**saved, "total_timesteps": total_timesteps}
+        saved = saved.replace(total_timesteps=total_timesteps)
     elif meta["finished"]:
         raise UserError(
             f"the run in {run_dir} already finished (update {meta['update']}); to train it further, give the new "
             "total: --resume RUN_DIR --total-timesteps N"
         )
-    args = PPOArgs.from_json(
-        {**saved, "run_dir": run_dir, "quiet": quiet}, f"{run_dir}/config.json"
-    ).validate()
+    args = saved.replace(run_dir=run_dir, quiet=quiet).validate()
     env = _env_of(args, env, what=run_dir)
     device, notes = _setup(args)
     # Gymnasium's recorder numbers a new process's episodes from 0 again: keep the earlier videos apart.
     envs = _make_envs(args, run_dir, device, env, video_subdir=f"resumed-after-update-{meta['update']}")
     try:
         args = _resolve_precision(args, envs, device)  # a config.json written by hand may say auto
-        notes += emulation_note(args.precision, device)
-        notes += _threads(args, envs, saved=meta.get("torch_threads"))
+        notes += emulation_note(args.network.precision, device)
+        notes += _threads(args, envs, saved=meta["torch_threads"])
         run = Run(args, envs, run_dir, device)
         run.env = env
-        run.agent.env_source = env_source(args.env_id, args.env_kwargs, args.env_factory)
+        run.agent.env_source = env_source(args.env.env_id, args.env.env_kwargs, args.env.env_factory)
         run.notes += notes
         run_callbacks = default_callbacks(run, callbacks or [])
         run.callbacks = run_callbacks
         checkpoint.load(run, path, meta, states)
         if total_timesteps is not None:
-            config_path = os.path.join(run_dir, CONFIG_JSON)
-            write_json(config_path, {**read_json(config_path), "total_timesteps": total_timesteps})
+            write_json(config_path, saved.to_json())
         return loop(run, run_callbacks)
     finally:
         envs.close()
@@ -204,7 +208,7 @@ def loop(run: Run, callbacks: list[Callback]) -> Agent:
     infos = wanted_infos(callbacks)
     if infos is not None:  # else the envs never carry an info, and a step costs what it did without them
         run.collector.keep_infos(infos)
-    run.console = ProgressReport(args.num_updates * args.batch_size, args.num_updates, quiet=args.quiet)
+    run.console = ProgressReport(args.num_updates * args.batch_size, args.num_updates, quiet=args.run.quiet)
     for note in run.notes:
         run.console.message(note)
     try:
@@ -246,27 +250,34 @@ class Run:
     updates, and ``in_force`` gives their values now."""
 
     def __init__(self, args: PPOArgs, envs, run_dir: str, device: torch.device):
-        self.args, self.envs, self.run_dir, self.device = _read_only(args), envs, run_dir, device
-        head = make_head(envs.single_action_space, args.action_dist)
+        self.args, self.envs, self.run_dir, self.device = args, envs, run_dir, device
+        head = make_head(envs.single_action_space, args.network.action_dist)
         self.model = ActorCritic(network_spec(args, envs), head).to(device)
         self.optimizer = make_adam(
-            self.model.param_groups(args.learning_rate, args.value_learning_rate), args.learning_rate
+            self.model.param_groups(args.algorithm.learning_rate, args.algorithm.value_learning_rate),
+            args.algorithm.learning_rate,
         )
         self.settings = UpdateSettings.from_args(args)
         self.schedules = Schedules.from_args(args)
         self._value_lr_ratio = (
-            args.value_learning_rate / args.learning_rate if len(self.optimizer.param_groups) > 1 else None
+            args.algorithm.value_learning_rate / args.algorithm.learning_rate
+            if len(self.optimizer.param_groups) > 1
+            else None
         )
         self._lrs: list[float] | None = None  # the rates _apply put into the optimizer
         self.collector: Collector
         if isinstance(envs, WorkerPool):  # the envs are on Ray actors: one more collector, same buffer
             self.collector = RayCollector(
-                envs, args.num_steps, args.gamma, self.model, args.seed, say=self._say
+                envs, args.algorithm.num_steps, args.algorithm.gamma, self.model, args.run.seed, say=self._say
             )
         else:
-            collector = RecurrentCollector if args.recurrent else RolloutCollector
-            self.collector = collector(envs, args.num_steps, args.gamma, self.model, seed=args.seed)
-        self.agent = Agent(self.model, args.env_id, envs.single_observation_space, envs.single_action_space)
+            collector = RecurrentCollector if args.network.recurrent else RolloutCollector
+            self.collector = collector(
+                envs, args.algorithm.num_steps, args.algorithm.gamma, self.model, seed=args.run.seed
+            )
+        self.agent = Agent(
+            self.model, args.env.env_id, envs.single_observation_space, envs.single_action_space
+        )
         self.console: ProgressReport | None = None  # the loop's
         self.updates_done = self.global_step = 0
         self.elapsed = 0.0
@@ -274,7 +285,9 @@ class Run:
         self.notes: list[str] = []  # shown when training starts
         self.callbacks: list[Callback] = []
         self.logger = None  # set by the Logging callback
-        self.env = None  # the env object of train(env=...) (None: args.env_id), for the callbacks' own envs
+        self.env = (
+            None  # the env object of train(env=...) (None: args.env.env_id), for the callbacks' own envs
+        )
 
     def _say(self, text: str) -> None:
         if self.console is not None:
@@ -329,17 +342,19 @@ class Run:
         buf = self.collector.buffer
         check_rollout(buf, self.updates_done + 1)
         advantages = estimate_advantages(
-            args.advantage,
+            args.algorithm.advantage,
             buf.rewards,
             buf.values,
             buf.dones,
             next_value,
             next_done,
-            args.gamma,
-            args.gae_lambda,
+            args.algorithm.gamma,
+            args.algorithm.gae_lambda,
         )
         returns = advantages + buf.values
-        batch = buf.sequences(advantages, returns) if args.recurrent else buf.flatten(advantages, returns)
+        batch = (
+            buf.sequences(advantages, returns) if args.network.recurrent else buf.flatten(advantages, returns)
+        )
         stats = update(self.model, self.optimizer, batch, self.settings)
         self.updates_done += 1
         self.global_step += args.batch_size
@@ -409,7 +424,7 @@ class Run:
         if states["collector"] is not None:
             self.collector.load_state_dict(states["collector"])
         else:  # new episodes, from a seed the run has not used yet
-            self.collector.restart(seed=seeding.resumed_episodes(self.args.seed, meta["global_step"]))
+            self.collector.restart(seed=seeding.resumed_episodes(self.args.run.seed, meta["global_step"]))
         self.updates_done, self.global_step, self.elapsed = (
             meta["update"],
             meta["global_step"],
@@ -425,27 +440,6 @@ class Run:
                 "note: Gymnasium envs cannot be saved without pickling, so they start new episodes; the rest of "
                 "this run will differ from an uninterrupted one (native envs resume exactly)"
             )
-
-
-class RunArgs(PPOArgs):
-    """``run.args``: the settings the run started with (its config.json), read-only, since assigning to them
-    would change nothing; ``run.set`` changes the ones that can change."""
-
-    def __setattr__(self, name: str, value) -> None:
-        if self.__dict__.get("_sealed"):
-            how = (
-                f"change it between updates with run.set({name}=...)"
-                if name in ADJUSTABLE
-                else f"it is fixed for the run (run.set changes {', '.join(ADJUSTABLE)})"
-            )
-            raise UserError(f"run.args.{name} cannot be assigned: run.args is the run's config.json; {how}")
-        super().__setattr__(name, value)
-
-
-def _read_only(args: PPOArgs) -> RunArgs:
-    frozen = RunArgs(**{f.name: getattr(args, f.name) for f in dataclasses.fields(PPOArgs)})
-    object.__setattr__(frozen, "_sealed", True)
-    return frozen
 
 
 def _init_from(run: Run, source: str) -> None:
@@ -465,9 +459,14 @@ def _init_from(run: Run, source: str) -> None:
             raise UserError(
                 f"--init-from {source}: its agent's {name} is {theirs}, this run's env has {ours}"
             )
-    theirs, ours = dataclasses.asdict(agent.model.spec), dataclasses.asdict(run.model.spec)
-    for name in ours:  # the precision a CNN computes in is not part of what it is
-        if name != "precision" and theirs.get(name) != ours[name]:
+
+    def described(spec: NetworkSpec) -> dict:
+        return {**dataclasses.asdict(spec), **dataclasses.asdict(spec.network), "network": None}
+
+    theirs, ours = described(agent.model.spec), described(run.model.spec)
+    # the precision a CNN computes in is not part of what it is, nor the statistics' horizon
+    for name in ours:
+        if name not in ("precision", "value_norm_horizon") and theirs.get(name) != ours[name]:
             raise UserError(
                 f"--init-from {source}: its agent's network has {name} {show_value(theirs.get(name))}, this run's "
                 f"{show_value(ours[name])}; give the network settings of that run (its config.json)"
@@ -481,35 +480,21 @@ def _numpy_rng_state() -> list:
 
 
 def network_spec(args: PPOArgs, envs) -> NetworkSpec:
+    """The run's network settings, with the encoder that ``auto`` (or the name given) stands for on these envs,
+    and what the envs and the algorithm decide."""
     layout = obs_layout(envs)
     return NetworkSpec(
-        logits_dim=make_head(envs.single_action_space, args.action_dist).logits_dim,
-        hidden_sizes=args.hidden_sizes,
-        activation=args.activation,
-        shared=args.shared_network,
-        critic_hidden_sizes=args.critic_hidden_sizes,
-        critic_activation=args.critic_activation,
-        layer_norm=args.layer_norm,
-        has_critic=get_algorithm(args.algo).has_critic,
-        norm_obs=args.norm_obs,
-        norm_reward=args.norm_reward,
-        norm_value=args.norm_value,
-        clip_obs=args.clip_obs,
-        clip_reward=args.clip_reward,
-        recurrent=args.recurrent,
-        lstm_hidden_size=args.lstm_hidden_size,
-        lstm_layers=args.lstm_layers,
-        precision=args.precision,
-        action_dist=args.action_dist,
-        encoder=choose_encoder(args.encoder, layout),
+        logits_dim=make_head(envs.single_action_space, args.network.action_dist).logits_dim,
         obs_shape=tuple(layout.shape),
+        network=dataclasses.replace(args.network, encoder=choose_encoder(args.network.encoder, layout)),
+        has_critic=get_algorithm(args.algorithm.algo).has_critic,
         obs_layout=layout.to_json() if layout.packed else None,
     )
 
 
 def default_run_dir(args: PPOArgs) -> str:
-    env_name = re.sub(r"[^\w.-]", "_", args.env_id)  # an id's / and :, an env object's <lambda>
-    return os.path.join("runs", f"{env_name}__{args.exp_name}__{args.seed}__{int(time.time())}")
+    env_name = re.sub(r"[^\w.-]", "_", args.env.env_id)  # an id's / and :, an env object's <lambda>
+    return os.path.join("runs", f"{env_name}__{args.run.exp_name}__{args.run.seed}__{int(time.time())}")
 
 
 def _check_run_dir_free(run_dir: str) -> None:
@@ -520,26 +505,30 @@ def _check_run_dir_free(run_dir: str) -> None:
 def _setup(args: PPOArgs) -> tuple[torch.device, list[str]]:
     """The device and the seeds; returns the device and notes for the console."""
     notes = []
-    device = torch.device("cuda" if args.cuda and torch.cuda.is_available() else "cpu")
-    if args.cuda and device.type == "cpu":
+    device = torch.device("cuda" if args.run.cuda and torch.cuda.is_available() else "cpu")
+    if args.run.cuda and device.type == "cpu":
         notes.append(
             "note: no GPU is available, so training runs on the CPU (--no-cuda says so and hides this)"
         )
-    seeding.seed_globals(args.seed, args.torch_deterministic)
+    seeding.seed_globals(args.run.seed, args.run.torch_deterministic)
     return device, notes
 
 
 def _resolve_precision(args: PPOArgs, envs, device: torch.device) -> PPOArgs:
     """``--precision auto`` made concrete: bfloat16 where the device computes it natively and the agent has a
     CNN, float32 elsewhere (an MLP never computes in bf16, and its run should not say it does)."""
-    precision = resolve_precision(args.precision, device) if obs_layout(envs).has_images else "float32"
-    return dataclasses.replace(args, precision=precision)
+    precision = (
+        resolve_precision(args.network.precision, device) if obs_layout(envs).has_images else "float32"
+    )
+    return args.replace(precision=precision)
 
 
 def _threads(args: PPOArgs, envs, saved: int | None = None) -> list[str]:
     """Set torch's thread count for the run (``proxima.threads``); a resumed run keeps its ``saved`` one."""
     images = obs_layout(envs).has_images
-    count, why = choose_threads(args.torch_threads, args.minibatch_size, saved=saved, images=images)
+    count, why = choose_threads(
+        args.run.torch_threads, args.samples_per_minibatch, saved=saved, images=images
+    )
     torch.set_num_threads(count)
     return [why] if why else []
 
@@ -547,8 +536,8 @@ def _threads(args: PPOArgs, envs, saved: int | None = None) -> list[str]:
 def _take_env(env, args: PPOArgs | None, overrides: dict):
     """The env object of ``train(env=...)``, or of an ``env_id`` (keyword or ``PPOArgs``) that is not an id
     string, with the ``args`` and ``overrides`` that record it: its label as ``env_id`` and ``env_factory``."""
-    if args is not None and is_env_object(args.env_id):
-        env, args = (args.env_id if env is None else env), dataclasses.replace(args, env_id="")
+    if args is not None and is_env_object(args.env.env_id):
+        env, args = (args.env.env_id if env is None else env), args.replace(env_id="")
     if is_env_object(overrides.get("env_id")):
         if env is not None:
             raise UserError("give the env once: as env= or as env_id=, not both")
@@ -571,33 +560,38 @@ def _take_env(env, args: PPOArgs | None, overrides: dict):
 
 
 def _env_of(args: PPOArgs, env, what: str = "the run"):
-    """What the run's envs are made from: ``env`` where given, else the factory that ``args.env_factory`` names
-    (imported again), else None (``args.env_id``). What a run on a user's VectorEnv cannot do is refused here."""
-    if env is None and args.env_factory is not None:
-        env = load_env_factory(args.env_factory, what)
+    """What the run's envs are made from: ``env`` where given, else the factory that ``args.env.env_factory`` names
+    (imported again), else None (``args.env.env_id``). What a run on a user's VectorEnv cannot do is refused here."""
+    if env is None and args.env.env_factory is not None:
+        env = load_env_factory(args.env.env_factory, what)
     if isinstance(env, gym.vector.VectorEnv):
-        for asked, flag in ((args.eval_every, "--eval-every"), (args.rollout_workers, "--rollout-workers")):
+        for asked, flag in (
+            (args.run.eval_every, "--eval-every"),
+            (args.env.rollout_workers, "--rollout-workers"),
+        ):
             if asked:
                 raise UserError(
                     f"{flag} makes envs of its own, which a VectorEnv instance cannot give; pass env= a class or "
                     "function that returns one gymnasium.Env instead"
                 )
-        if env.num_envs != args.num_envs:
-            raise UserError(f"num_envs is {args.num_envs}, but the VectorEnv given has {env.num_envs} envs")
+        if env.num_envs != args.env.num_envs:
+            raise UserError(
+                f"num_envs is {args.env.num_envs}, but the VectorEnv given has {env.num_envs} envs"
+            )
     return env
 
 
 def _make_envs(args: PPOArgs, run_dir: str, device: torch.device, env=None, video_subdir: str = ""):
-    """The run's envs: of ``env`` (an object: ``proxima.envs.user``) where given, else of ``args.env_id``."""
-    if args.rollout_workers:
+    """The run's envs: of ``env`` (an object: ``proxima.envs.user``) where given, else of ``args.env.env_id``."""
+    if args.env.rollout_workers:
         return WorkerPool(args, env)
     return make_envs(
-        args.env_id if env is None else env,
-        args.num_envs,
-        env_kwargs=args.env_kwargs,
-        backend=args.env_backend,
-        seed=args.seed,
-        asynchronous=args.async_envs,
+        args.env.env_id if env is None else env,
+        args.env.num_envs,
+        env_kwargs=args.env.env_kwargs,
+        backend=args.env.env_backend,
+        seed=args.run.seed,
+        asynchronous=args.env.async_envs,
         device=device,
-        video_dir=os.path.join(run_dir, VIDEOS, video_subdir) if args.capture_video else None,
+        video_dir=os.path.join(run_dir, VIDEOS, video_subdir) if args.env.capture_video else None,
     )

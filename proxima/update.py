@@ -26,7 +26,7 @@ class UpdateSettings:
 
     policy_loss: PolicyLoss  # the algorithm's policy term (proxima.algorithms)
     update_epochs: int = 4
-    minibatch_size: int = 128
+    num_minibatches: int = 4  # a minibatch is len(batch) // num_minibatches rows: samples, or env sequences
     clip_coef: float = 0.2
     norm_adv: bool = True
     clip_vloss: bool = False
@@ -38,12 +38,16 @@ class UpdateSettings:
 
     @classmethod
     def from_args(cls, args) -> UpdateSettings:
-        """From a ``PPOArgs`` (or anything with its field names)."""
-        names = [f.name for f in dataclasses.fields(cls) if f.name != "policy_loss"]
-        settings = {name: getattr(args, name) for name in names}
-        if getattr(args, "recurrent", None):  # a minibatch is whole env sequences: its size counts envs
-            settings["minibatch_size"] = args.num_envs // args.num_minibatches
-        return cls(get_algorithm(args.algo).policy_loss, **settings)
+        """From a ``PPOArgs``: its algorithm's settings, and the value normalization's horizon."""
+        names = [
+            f.name for f in dataclasses.fields(cls) if f.name not in ("policy_loss", "value_norm_horizon")
+        ]
+        settings = {name: getattr(args.algorithm, name) for name in names}
+        return cls(
+            get_algorithm(args.algorithm.algo).policy_loss,
+            **settings,
+            value_norm_horizon=args.network.value_norm_horizon,
+        )
 
 
 def update(model: ActorCritic, optimizer: Adam, batch: Batch, settings: UpdateSettings) -> dict:
@@ -61,7 +65,8 @@ def update(model: ActorCritic, optimizer: Adam, batch: Batch, settings: UpdateSe
     if scale is not None:
         batch = dataclasses.replace(batch, values=batch.values / scale, returns=batch.returns / scale)
     for _ in range(settings.update_epochs):
-        for index in minibatch_indices(len(batch), settings.minibatch_size, batch.obs.device):  # detail 6
+        rows = len(batch) // settings.num_minibatches
+        for index in minibatch_indices(len(batch), rows, batch.obs.device):  # detail 6
             mb = batch[index]
             logprobs, entropy, values = model.evaluate(mb.obs, mb.actions, mb.sequences)
             pg_loss = settings.policy_loss(logprobs, mb, settings.clip_coef, settings.norm_adv)

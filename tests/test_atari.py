@@ -129,7 +129,8 @@ def test_atari_trains_evaluates_records_the_rgb_game_predicts_and_resumes(tmp_pa
 
     agent = proxima.load(run_dir)
     spec = json.load(open(os.path.join(run_dir, "agent.json")))["network"]
-    assert spec["encoder"] == "nature-cnn" and spec["obs_shape"] == [4, 84, 84] and spec["hidden_sizes"] == []
+    net = spec["network"]
+    assert net["encoder"] == "nature-cnn" and spec["obs_shape"] == [4, 84, 84] and net["hidden_sizes"] == []
     stack = np.zeros((4, 84, 84), dtype=np.uint8)
     assert agent.predict(stack, deterministic=True) in range(4)
     assert agent.predict(np.stack([stack, stack + 255])).shape == (2,)

@@ -32,7 +32,7 @@ def unfinished(tmp_path):
 def test_an_older_checkpoint_is_refused_in_one_line(unfinished, capsys):
     """Before 1.0 a checkpoint of another version is refused in one line, not converted, and the run directory
     is left as it was."""
-    path = os.path.join(unfinished, checkpoint.FILE)
+    path = os.path.join(unfinished, "checkpoint.safetensors")
     tensors, meta = read_checkpoint(path)
     write_checkpoint(path, tensors, {**meta, "version": checkpoint.VERSION - 1})
     before = {name: os.path.getmtime(os.path.join(unfinished, name)) for name in os.listdir(unfinished)}

@@ -56,7 +56,7 @@ def test_train_writes_every_output(trained_run):
     assert records[0]["learning_rate"] == 2.5e-4 and records[-1]["learning_rate"] < 2.5e-4
     assert all(r["episodic_return"] is None or r["episodic_return"] > 0 for r in records)
     config = json.load(open(os.path.join(trained_run, "config.json")))
-    assert config["seed"] == 3 and config["env_id"] == "CartPole-v1"
+    assert config["run"]["seed"] == 3 and config["env"]["env_id"] == "CartPole-v1"
 
 
 def test_tensorboard_has_every_debug_variable(trained_run):
@@ -154,7 +154,7 @@ def test_bad_eval_directory(setup, trained_run, tmp_path, capsys):
         (run_dir / "model.safetensors").write_bytes(data[: len(data) // 2])
     if setup == "wrong_shapes":
         meta = json.loads((run_dir / "agent.json").read_text())
-        meta["network"]["hidden_sizes"] = [32, 32]
+        meta["network"]["network"]["hidden_sizes"] = [32, 32]
         (run_dir / "agent.json").write_text(json.dumps(meta))
     code, captured = _run_main(["eval", str(run_dir)], capsys)
     assert code == 2
@@ -181,10 +181,10 @@ def test_help_documents_every_flag(capsys):
         main(["train", "--help"])
     assert e.value.code == 0
     out = capsys.readouterr().out
-    import dataclasses
+    from proxima.config import GROUP_OF
 
-    for field in dataclasses.fields(PPOArgs):
-        assert "--" + field.name.replace("_", "-") in out, field.name
+    for name in GROUP_OF:
+        assert "--" + name.replace("_", "-") in out, name
     for flag in ["--exp-name", "--torch-deterministic", "--cuda", "--track", "--wandb-project-name", "--wandb-entity",
                  "--capture-video", "--env-id", "--total-timesteps", "--learning-rate", "--num-envs", "--num-steps",
                  "--gamma", "--gae-lambda", "--num-minibatches", "--update-epochs", "--clip-coef", "--ent-coef",
@@ -212,7 +212,14 @@ def test_seed_style_boolean_values_are_accepted():
 
 def test_defaults_match_the_seed():
     a = PPOArgs()
-    assert (a.seed, a.torch_deterministic, a.cuda, a.track, a.capture_video, a.env_id) == (
+    assert (
+        a.run.seed,
+        a.run.torch_deterministic,
+        a.run.cuda,
+        a.run.track,
+        a.env.capture_video,
+        a.env.env_id,
+    ) == (
         1,
         True,
         True,
@@ -220,7 +227,14 @@ def test_defaults_match_the_seed():
         False,
         "CartPole-v1",
     )
-    assert (a.total_timesteps, a.learning_rate, a.num_envs, a.num_steps, a.gamma, a.gae_lambda) == (
+    assert (
+        a.algorithm.total_timesteps,
+        a.algorithm.learning_rate,
+        a.env.num_envs,
+        a.algorithm.num_steps,
+        a.algorithm.gamma,
+        a.algorithm.gae_lambda,
+    ) == (
         500000,
         2.5e-4,
         4,
@@ -228,7 +242,14 @@ def test_defaults_match_the_seed():
         0.99,
         0.95,
     )
-    assert (a.num_minibatches, a.update_epochs, a.clip_coef, a.ent_coef, a.vf_coef, a.max_grad_norm) == (
+    assert (
+        a.algorithm.num_minibatches,
+        a.algorithm.update_epochs,
+        a.algorithm.clip_coef,
+        a.algorithm.ent_coef,
+        a.algorithm.vf_coef,
+        a.algorithm.max_grad_norm,
+    ) == (
         4,
         4,
         0.2,
@@ -236,7 +257,7 @@ def test_defaults_match_the_seed():
         0.5,
         0.5,
     )
-    assert (a.batch_size, a.minibatch_size, a.num_updates) == (512, 128, 976)
+    assert (a.batch_size, a.samples_per_minibatch, a.num_updates) == (512, 128, 976)
 
 
 def test_console_script_error_has_no_traceback(tmp_path):

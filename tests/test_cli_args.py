@@ -53,9 +53,18 @@ def test_values_tyro_accepts_pass_the_check():
         ["--learning-rate", "-1e-3", "--seed=-3", "--target-kl", "None", "--critic-hidden-sizes", "16",
          "--critic-activation", "relu", "--hidden-sizes=8", "--run-dir", "None", "--torch-deterministic=false"]
     )  # fmt: skip
-    assert (args.learning_rate, args.seed, args.target_kl, args.run_dir) == (-1e-3, -3, None, None)
-    assert (args.hidden_sizes, args.critic_hidden_sizes, args.critic_activation) == ((8,), (16,), "relu")
-    assert args.torch_deterministic is False
+    assert (args.algorithm.learning_rate, args.run.seed, args.algorithm.target_kl, args.run.run_dir) == (
+        -1e-3,
+        -3,
+        None,
+        None,
+    )
+    assert (args.network.hidden_sizes, args.network.critic_hidden_sizes, args.network.critic_activation) == (
+        (8,),
+        (16,),
+        "relu",
+    )
+    assert args.run.torch_deterministic is False
 
 
 def test_a_parser_failure_the_check_misses_is_one_generic_line(monkeypatch, capsys):
@@ -81,9 +90,10 @@ def test_train_help_shows_one_section_per_group_with_flat_flags_and_the_resolved
     assert starts == sorted(starts), starts
     ends = [*starts[1:], len(out)]
     sections = {name: out[a:b] for name, a, b in zip(names, starts, ends, strict=True)}
-    for group, names in GROUPS.items():
-        for name in names:
-            assert "--" + name.replace("_", "-") in sections[group], (group, name)
+    for group, cls in GROUPS.items():
+        assert cls.__doc__ in sections[group]  # the group's own docstring says what the section is
+        for field in dataclasses.fields(cls):
+            assert "--" + field.name.replace("_", "-") in sections[group], (group, field.name)
     assert "--env-id" in sections["env"] and "--learning-rate" in sections["algorithm"]
     assert "--config NAME|FILE" in sections["instructions"] and "--resume RUN_DIR" in sections["instructions"]
     assert "--env.env-id" not in out
@@ -108,7 +118,7 @@ def test_flags_on_a_preset_give_the_layered_settings(monkeypatch):
     assert main(["train", *argv]) == 0
     expected = resolve_args(config="pendulum", seed=3, hidden_sizes=(32, 32), anneal_lr=False, cuda=False)
     assert seen == [expected] and type(seen[0]) is PPOArgs
-    assert (expected.env_id, expected.num_envs, expected.anneal_lr, expected.cuda) == (
+    assert (expected.env.env_id, expected.env.num_envs, expected.algorithm.anneal_lr, expected.run.cuda) == (
         "Pendulum-v1",
         8,
         False,

@@ -11,7 +11,7 @@ from torch.distributions import Categorical
 
 from proxima.distributions import CategoricalHead, make_head
 from proxima.errors import UserError
-from proxima.networks import ActorCritic, NetworkSpec, layer_init
+from proxima.networks import ActorCritic, NetworkSettings, NetworkSpec, layer_init
 from proxima.optim import make_adam
 from proxima.schedules import Schedules
 from proxima.storage import minibatch_indices
@@ -54,7 +54,7 @@ def test_layer_init_orthogonal_with_norm(shape, norm):
 
 
 def test_actor_critic_structure_and_init():
-    model = ActorCritic(NetworkSpec(logits_dim=2, obs_shape=(4,)), CategoricalHead(2))
+    model = ActorCritic(NetworkSpec(2, (4,), NetworkSettings(norm_value=False)), CategoricalHead(2))
     linears = [m for m in model.actor if isinstance(m, torch.nn.Linear)]
     assert [tuple(m.weight.shape) for m in linears] == [(64, 4), (64, 64), (2, 64)]
     assert isinstance(model.actor[1], torch.nn.Tanh)
@@ -66,7 +66,9 @@ def test_actor_critic_structure_and_init():
 
 
 def test_shared_trunk_option():
-    model = ActorCritic(NetworkSpec(logits_dim=3, obs_shape=(4,), shared=True), CategoricalHead(3))
+    model = ActorCritic(
+        NetworkSpec(3, (4,), NetworkSettings(shared_network=True, norm_value=False)), CategoricalHead(3)
+    )
     assert isinstance(model.actor, torch.nn.Linear) and isinstance(model.critic, torch.nn.Linear)
     logits, values = model(torch.randn(5, 4))
     assert logits.shape == (5, 3) and values.shape == (5,)

@@ -14,7 +14,7 @@ from proxima.callbacks import Callback
 from proxima.distributions import GAMMA_TRIES, BetaHead, DiagGaussianHead, gamma_from_uniforms, make_head
 from proxima.envs import env_actions, make_vec_env
 from proxima.errors import TrainingInterrupted, UserError
-from proxima.networks import ActorCritic, NetworkSpec
+from proxima.networks import ActorCritic, NetworkSettings, NetworkSpec
 from proxima.normalization import Normalization, RunningMeanStd
 from proxima.rollout import RolloutCollector
 
@@ -87,7 +87,7 @@ def test_buffer_keeps_the_sampled_action_and_the_env_gets_it_clipped():
     envs = make_vec_env("RecordingBox-v0", 2, seed=0)
     _RecordingEnv.received = []  # from here: the Gymnasium backend steps a probe env once as it starts
     head = make_head(envs.single_action_space)
-    model = ActorCritic(NetworkSpec(head.logits_dim, (2,)), head)
+    model = ActorCritic(NetworkSpec(head.logits_dim, (2,), NetworkSettings(norm_value=False)), head)
     with torch.no_grad():
         head.log_std.fill_(np.log(3.0))  # std 3: most samples fall outside [-1, 1]
     collector = RolloutCollector(envs, 16, 0.99, model, seed=0)
@@ -240,7 +240,7 @@ def test_action_std_end_caps_the_std_on_a_falling_schedule(tmp_path):
     np.testing.assert_allclose(caps, [0.1 ** (k / 5) for k in range(1, 6)])
     # the entropy bonus pushes the std up; the cap holds it at the last ceiling, 0.1
     torch.testing.assert_close(agent.model.head.log_std.detach().exp(), torch.full((1,), 0.1))
-    assert json.loads((run_dir / "config.json").read_text())["action_std_end"] == 0.1
+    assert json.loads((run_dir / "config.json").read_text())["algorithm"]["action_std_end"] == 0.1
 
 
 class _CtrlCAt(Callback):
@@ -392,7 +392,7 @@ def test_a_beta_policy_solves_mountaincar_continuous_and_loads_with_its_head(tmp
     run_dir = str(tmp_path / "run")
     agent = proxima.train(config="mountaincarcontinuous-fast", action_dist="beta", seed=1, torch_threads=1,
                           run_dir=run_dir, quiet=True)  # fmt: skip
-    assert agent.model.spec.action_dist == "beta"
+    assert agent.model.spec.network.action_dist == "beta"
     loaded = proxima.load(run_dir)
     assert isinstance(loaded.model.head, BetaHead)
     assert set(loaded.model.state_dict()) == set(agent.model.state_dict())  # the bounds are not weights

@@ -73,7 +73,7 @@ def test_log_info_logs_the_mean_at_episode_ends_to_metrics_tensorboard_and_the_r
     assert {"info/success", "info/steps", "info/pos", "info/level"} <= charts
     assert "info/tag" not in charts and "info/missing" not in charts
     with open(os.path.join(run_dir, "config.json")) as f:
-        assert json.load(f)["log_info"] == list(keys)
+        assert json.load(f)["run"]["log_info"] == list(keys)
 
 
 def test_log_info_on_the_command_line(tmp_path, capsys):

@@ -197,7 +197,9 @@ def test_the_normalization_is_inside_the_file(agents):
     """An agent whose statistics are non-trivial; the file's actions follow them, not the raw observations."""
     run_dir, agent = agents("gaussian")
     rms = agent.model.normalization.obs_rms
-    assert agent.model.spec.norm_obs and not torch.allclose(rms.var, torch.ones_like(rms.var), atol=0.05)
+    assert agent.model.spec.network.norm_obs and not torch.allclose(
+        rms.var, torch.ones_like(rms.var), atol=0.05
+    )
     path = proxima.export(run_dir, "torchscript")
     obs = _batch(agent.observation_space, 200)
     exported = torch.jit.load(path)(torch.as_tensor(obs)).numpy()

@@ -3,8 +3,6 @@ numbers of the policy-gradient homework's unit tests, the rewards-to-go estimato
 loops, per-network architectures, separate optimizers, presets, and the
 modified Pendulum."""
 
-import dataclasses
-
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -20,7 +18,7 @@ from proxima.distributions import CategoricalHead
 from proxima.envs.pendulum import DiscreteTorques, ScaleAngularVelocity, ScaleReward
 from proxima.errors import UserError
 from proxima.losses import clipped_surrogate_loss, policy_gradient_loss, value_loss
-from proxima.networks import ActorCritic, NetworkSpec
+from proxima.networks import ActorCritic, NetworkSettings, NetworkSpec
 from proxima.optim import make_adam
 
 
@@ -140,13 +138,19 @@ def _linears(seq):
 
 def test_per_network_hidden_sizes_and_activations():
     spec = NetworkSpec(
-        5, (3,), hidden_sizes=(64, 32), activation="relu", critic_hidden_sizes=(64,), critic_activation="relu"
+        5,
+        (3,),
+        NetworkSettings(
+            hidden_sizes=(64, 32), activation="relu", critic_hidden_sizes=(64,), critic_activation="relu"
+        ),
     )
     model = ActorCritic(spec, CategoricalHead(5))
     assert _linears(model.actor) == [(3, 64), (64, 32), (32, 5)]
     assert _linears(model.critic) == [(3, 64), (64, 1)]
     assert all(isinstance(m, nn.ReLU) for m in model.actor if not isinstance(m, nn.Linear))
-    spec2 = NetworkSpec(2, (4,), hidden_sizes=(128,), activation="relu")  # the homework's 128-unit ReLU nets
+    spec2 = NetworkSpec(
+        2, (4,), NetworkSettings(hidden_sizes=(128,), activation="relu")
+    )  # the homework's 128-unit ReLU nets
     model2 = ActorCritic(spec2, CategoricalHead(2))
     assert _linears(model2.actor) == [(4, 128), (128, 2)] and _linears(model2.critic) == [(4, 128), (128, 1)]
     assert NetworkSpec.from_json(spec.to_json()) == spec
@@ -162,7 +166,9 @@ def test_reinforce_model_has_no_critic_and_zero_values():
 
 def test_two_param_groups_step_exactly_like_two_adam_optimizers():
     torch.manual_seed(0)
-    spec = NetworkSpec(5, (3,), hidden_sizes=(8,), critic_hidden_sizes=(6,))
+    spec = NetworkSpec(
+        5, (3,), NetworkSettings(hidden_sizes=(8,), critic_hidden_sizes=(6,), norm_value=False)
+    )
     a = ActorCritic(spec, CategoricalHead(5))
     b = ActorCritic(spec, CategoricalHead(5))
     b.load_state_dict(a.state_dict())
@@ -184,15 +190,25 @@ def test_two_param_groups_step_exactly_like_two_adam_optimizers():
 
 
 def test_algo_defaults_then_preset_then_flags():
-    assert resolve_args().algo == "ppo" and resolve_args().update_epochs == 4
+    assert resolve_args().algorithm.algo == "ppo" and resolve_args().algorithm.update_epochs == 4
     vpg = resolve_args(algo="vpg")
-    assert (vpg.update_epochs, vpg.num_minibatches, vpg.advantage, vpg.norm_adv) == (1, 1, "returns", False)
-    assert resolve_args(algo="reinforce", update_epochs=3).update_epochs == 3
+    assert (
+        vpg.algorithm.update_epochs,
+        vpg.algorithm.num_minibatches,
+        vpg.algorithm.advantage,
+        vpg.algorithm.norm_adv,
+    ) == (1, 1, "returns", False)
+    assert resolve_args(algo="reinforce", update_epochs=3).algorithm.update_epochs == 3
     args = resolve_args(config="cartpole-ppo-fullbatch", seed=4, num_envs=8)
-    assert (args.update_epochs, args.clip_coef, args.seed, args.num_envs) == (10, 0.1, 4, 8)
+    assert (args.algorithm.update_epochs, args.algorithm.clip_coef, args.run.seed, args.env.num_envs) == (
+        10,
+        0.1,
+        4,
+        8,
+    )
     assert set(ALGORITHMS) == {"ppo", "vpg", "reinforce"}
     for name, algorithm in ALGORITHMS.items():
-        assert resolve_args(algo=name) == PPOArgs(algo=name, **algorithm.defaults)
+        assert resolve_args(algo=name) == PPOArgs.of(algo=name, **algorithm.defaults)
     assert [name for name, algorithm in ALGORITHMS.items() if not algorithm.has_critic] == ["reinforce"]
 
 
@@ -200,12 +216,15 @@ def test_cli_flags_override_a_preset():
     args = parse_train_args(
         ["--config", "pendulum-discrete-single-env", "--seed", "7", "--value-learning-rate", "5e-4"]
     )
-    assert args.env_id == "proxima/PendulumDiscrete-v1" and args.seed == 7
-    assert args.value_learning_rate == 5e-4 and args.learning_rate == 3e-4
-    assert (args.hidden_sizes, args.critic_hidden_sizes) == ((64, 32), (64,))  # the preset's, not overridden
-    assert "config" not in args.to_json()  # the preset is an instruction, not a setting
-    assert parse_train_args(["--algo=vpg"]).update_epochs == 1
-    assert parse_train_args(["--algo", "vpg", "--update-epochs", "2"]).update_epochs == 2
+    assert args.env.env_id == "proxima/PendulumDiscrete-v1" and args.run.seed == 7
+    assert args.algorithm.value_learning_rate == 5e-4 and args.algorithm.learning_rate == 3e-4
+    assert (args.network.hidden_sizes, args.network.critic_hidden_sizes) == (
+        (64, 32),
+        (64,),
+    )  # the preset's, not overridden
+    assert "config" not in args.flat()  # the preset is an instruction, not a setting
+    assert parse_train_args(["--algo=vpg"]).algorithm.update_epochs == 1
+    assert parse_train_args(["--algo", "vpg", "--update-epochs", "2"]).algorithm.update_epochs == 2
 
 
 REQUIRED_PRESETS = {
@@ -238,30 +257,39 @@ def test_presets_hold_the_source_documents_settings():
     assert resolve_args(config="cartpole-cleanrl") == resolve_args(
         config="cartpole-cleanrl",
         **{
-            f: getattr(PPOArgs(), f)
+            f: PPOArgs().flat()[f]
             for f in ("learning_rate", "num_envs", "num_steps", "ent_coef", "clip_coef")
         },
     )
-    for algo, preset in (
-        ("reinforce", "cartpole-reinforce"),
-        ("vpg", "cartpole-vpg"),
-        ("ppo", "cartpole-ppo-fullbatch"),
-    ):
-        a = resolve_args(config=preset)
-        assert (a.algo, a.num_envs, a.num_steps, a.learning_rate, a.num_updates) == (algo, 64, 256, 1e-3, 250)
-        assert a.hidden_sizes == (128,) and a.activation == "relu"
-    assert resolve_args(config="cartpole-ppo-fullbatch").update_epochs == 10
+    for algo in ("reinforce", "vpg", "ppo"):
+        a = resolve_args(config=f"cartpole-{algo}" if algo != "ppo" else "cartpole-ppo-fullbatch")
+        assert (
+            a.algorithm.algo,
+            a.env.num_envs,
+            a.algorithm.num_steps,
+            a.algorithm.learning_rate,
+            a.num_updates,
+        ) == (algo, 64, 256, 1e-3, 250)
+        assert a.network.hidden_sizes == (128,) and a.network.activation == "relu"
+    assert resolve_args(config="cartpole-ppo-fullbatch").algorithm.update_epochs == 10
     s002 = resolve_args(config="pendulum-discrete-single-env")
-    assert (s002.num_envs, s002.batch_size, s002.gamma, s002.clip_coef) == (1, 64, 0.99, 0.2)
-    assert (s002.learning_rate, s002.value_learning_rate) == (3e-4, 1e-3)
-    assert (s002.hidden_sizes, s002.critic_hidden_sizes) == ((64, 32), (64,))
+    assert (s002.env.num_envs, s002.batch_size, s002.algorithm.gamma, s002.algorithm.clip_coef) == (
+        1,
+        64,
+        0.99,
+        0.2,
+    )
+    assert (s002.algorithm.learning_rate, s002.algorithm.value_learning_rate) == (3e-4, 1e-3)
+    assert (s002.network.hidden_sizes, s002.network.critic_hidden_sizes) == ((64, 32), (64,))
 
 
 def test_preset_from_a_file_and_bad_presets(tmp_path, capsys):
     path = tmp_path / "mine.json"
     path.write_text('{"algo": "vpg", "num_envs": 2}')
     assert load_preset(str(path)) == {"algo": "vpg", "num_envs": 2}
-    assert resolve_args(config=str(path)).update_epochs == 1  # the preset's algo brings its defaults
+    assert (
+        resolve_args(config=str(path)).algorithm.update_epochs == 1
+    )  # the preset's algo brings its defaults
     (tmp_path / "bad.json").write_text('{"num_envz": 2}')
     with pytest.raises(UserError, match="unknown settings"):
         load_preset(str(tmp_path / "bad.json"))
@@ -350,7 +378,7 @@ def test_one_gradient_step_per_rollout_for_vpg(tmp_path):
     agent = proxima.train(algo="vpg", total_timesteps=4 * 512, run_dir=str(tmp_path / "run"))
     assert agent.model is not None
     config = resolve_args(algo="vpg")
-    assert config.update_epochs * config.num_minibatches == 1
+    assert config.algorithm.update_epochs * config.algorithm.num_minibatches == 1
 
 
 def test_compare_writes_plot_and_table(tmp_path, capsys):
@@ -400,11 +428,11 @@ def test_cartpole_cleanrl_preset_is_the_defaults_without_value_normalization():
     # the one default beyond CleanRL's ppo.py is value normalization; tests/test_learning.py trains both on
     # CartPole
     preset = resolve_args(config="cartpole-cleanrl")
-    assert preset.norm_value is False and PPOArgs().norm_value is True
-    assert dataclasses.replace(preset, norm_value=True) == PPOArgs()
+    assert preset.network.norm_value is False and PPOArgs().network.norm_value is True
+    assert preset.replace(norm_value=True) == PPOArgs()
 
 
 def test_seed_presets_run_the_seeds_critic():
     for name in preset_names():
         if name.startswith("seed"):
-            assert resolve_args(config=name).norm_value is False, name
+            assert resolve_args(config=name).network.norm_value is False, name

@@ -168,7 +168,7 @@ def test_save_best_keeps_the_best_evaluated_agent(tmp_path):
 
     best = proxima.load(str(run / "best"))
     evaluation = Evaluation(every=1, episodes=8)
-    evaluation.open(proxima.PPOArgs(env_backend="native"), best.device)
+    evaluation.open(proxima.PPOArgs.of(env_backend="native"), best.device)
     assert evaluation.evaluate(best.model).mean() == max(evals)
 
 
@@ -204,12 +204,12 @@ def test_rescore_best_keeps_the_highest_of_the_best_evaluations_rescored(tmp_pat
     # episodes are not the evaluations' (whose starting states are seeded apart)
     best = proxima.load(str(run / "best"))
     evaluation = Evaluation(every=1, episodes=8)
-    evaluation.open(proxima.PPOArgs(env_backend="native"), best.device)
+    evaluation.open(proxima.PPOArgs.of(env_backend="native"), best.device)
     returns = run_episodes(
         best.model, evaluation.envs, 20, deterministic=True, seed=evaluation.seed + 1_000_000
     )
     assert returns.mean() == saved["rescore_return"]
-    assert evaluation.seed + 1_000_000 != evaluation.seed != proxima.PPOArgs().seed
+    assert evaluation.seed + 1_000_000 != evaluation.seed != proxima.PPOArgs().run.seed
 
 
 def test_rescore_best_resumes_exactly_and_needs_save_best(tmp_path):

@@ -16,7 +16,7 @@ from proxima.cli import parse_train_args
 from proxima.distributions import make_head
 from proxima.encoders import ENCODERS, EncoderType, class_path, encoder_note, register_encoder
 from proxima.errors import UserError
-from proxima.networks import ACTIVATIONS, ActorCritic, NetworkSpec, hidden_gain
+from proxima.networks import ACTIVATIONS, ActorCritic, NetworkSettings, NetworkSpec, hidden_gain
 from tests.fixtures.user_encoders import NoFeatures, TinyCNN, VectorEncoder
 
 FAST = dict(num_envs=2, num_steps=64, plot=False, report=False, quiet=True)
@@ -41,8 +41,8 @@ def _trains_through(encoder_cls, env_id, run_dir, obs):
     assert set(after) == set(start.before)
     for name, value in after.items():  # every weight and bias of the encoder moved: the updates reached it
         assert not torch.equal(value, start.before[name]), name
-    assert json.loads((run_dir / "config.json").read_text())["encoder"] == path
-    assert json.loads((run_dir / "agent.json").read_text())["network"]["encoder"] == path
+    assert json.loads((run_dir / "config.json").read_text())["network"]["encoder"] == path
+    assert json.loads((run_dir / "agent.json").read_text())["network"]["network"]["encoder"] == path
     loaded = proxima.load(str(run_dir))
     assert type(loaded.model.encoder) is encoder_cls
     for name, value in loaded.model.encoder.state_dict().items():
@@ -91,17 +91,17 @@ def doubled(monkeypatch):
 
 
 def test_a_registered_encoder_is_chosen_by_name_from_python_and_the_command_line(doubled, tmp_path):
-    assert parse_train_args(["--encoder", doubled]).encoder == "doubled"
-    assert parse_train_args([]).encoder == "auto"
+    assert parse_train_args(["--encoder", doubled]).network.encoder == "doubled"
+    assert parse_train_args([]).network.encoder == "auto"
     agent = proxima.train(encoder="doubled", total_timesteps=128, run_dir=str(tmp_path / "a"), **FAST)
-    assert isinstance(agent.model.encoder, Doubled) and agent.model.spec.encoder == "doubled"
+    assert isinstance(agent.model.encoder, Doubled) and agent.model.spec.network.encoder == "doubled"
     args = parse_train_args(["--encoder", "doubled", "--total-timesteps", "128", "--num-envs", "2", "--num-steps",
                              "64", "--run-dir", str(tmp_path / "b"), "--quiet", "--no-plot", "--no-report"])  # fmt: skip
     assert isinstance(proxima.train(args).model.encoder, Doubled)
     # auto keeps the built-in, registered first
     auto = proxima.train(total_timesteps=128, run_dir=str(tmp_path / "c"), **FAST)
-    assert auto.model.spec.encoder == "flatten-mlp"
-    assert json.loads((tmp_path / "c" / "config.json").read_text())["encoder"] == "auto"
+    assert auto.model.spec.network.encoder == "flatten-mlp"
+    assert json.loads((tmp_path / "c" / "config.json").read_text())["network"]["encoder"] == "auto"
 
 
 def test_an_encoder_that_is_not_there_or_does_not_fit_is_one_line(doubled, tmp_path):
@@ -138,7 +138,7 @@ def test_an_agent_whose_encoder_module_is_missing_says_which_and_how_to_fix_it(t
     run_dir = tmp_path / "run"
     proxima.train(encoder=VectorEncoder, total_timesteps=128, run_dir=str(run_dir), **FAST)
     meta = json.loads((run_dir / "agent.json").read_text())
-    meta["network"]["encoder"] = "my_lab.encoders:VectorEncoder"
+    meta["network"]["network"]["encoder"] = "my_lab.encoders:VectorEncoder"
     (run_dir / "agent.json").write_text(json.dumps(meta))
     with pytest.raises(UserError) as e:
         proxima.load(str(run_dir))
@@ -170,7 +170,7 @@ def test_a_class_no_other_process_can_import_trains_warns_and_is_refused_there(m
 
 
 def _model(**spec) -> ActorCritic:
-    spec = NetworkSpec(logits_dim=2, obs_shape=(4,), **spec)
+    spec = NetworkSpec(logits_dim=2, obs_shape=(4,), network=NetworkSettings(norm_value=False, **spec))
     return ActorCritic(spec, make_head(gym.spaces.Discrete(2)))
 
 
@@ -191,7 +191,7 @@ def test_layer_norm_sits_between_each_hidden_layer_and_its_activation_and_draws_
                "critic.6.weight": "critic.4.weight"}  # fmt: skip
     for k, v in linear.items():
         torch.testing.assert_close(v, plain.state_dict()[renamed[k]], rtol=0, atol=0)
-    shared = _model(layer_norm=True, shared=True)
+    shared = _model(layer_norm=True, shared_network=True)
     assert [type(m) for m in shared.trunk] == [
         nn.Linear,
         nn.LayerNorm,
@@ -203,11 +203,14 @@ def test_layer_norm_sits_between_each_hidden_layer_and_its_activation_and_draws_
     x = torch.randn(5, 4) * 100
     hidden = normed.actor[1](normed.actor[0](x))  # normalized over the 64 units of each row
     torch.testing.assert_close(hidden.mean(1), torch.zeros(5), rtol=0, atol=1e-5)
-    assert plain.spec.to_json()["layer_norm"] is False and normed.spec.to_json()["layer_norm"] is True
+    assert (
+        plain.spec.to_json()["network"]["layer_norm"] is False
+        and normed.spec.to_json()["network"]["layer_norm"] is True
+    )
     agent = proxima.train(layer_norm=True, total_timesteps=256, run_dir=str(tmp_path / "run"), **FAST)
     assert sum(isinstance(m, nn.LayerNorm) for m in agent.model.modules()) == 4
     loaded = proxima.load(str(tmp_path / "run"))
-    assert loaded.model.spec.layer_norm and str(loaded.model) == str(agent.model)
+    assert loaded.model.spec.network.layer_norm and str(loaded.model) == str(agent.model)
     obs = np.random.default_rng(0).normal(size=(20, 4)).astype(np.float32)
     np.testing.assert_array_equal(
         loaded.predict(obs, deterministic=True), agent.predict(obs, deterministic=True)

@@ -70,7 +70,11 @@ def test_an_image_agent_keeps_bytes_in_the_buffer_and_round_trips(tmp_path):
     )  # fmt: skip
     assert seen == [torch.uint8]
     meta = json.loads((run_dir / "agent.json").read_text())
-    assert meta["network"]["encoder"] == "nature-cnn" and meta["network"]["obs_shape"] == [1, 36, 36]
+    assert meta["network"]["network"]["encoder"] == "nature-cnn" and meta["network"]["obs_shape"] == [
+        1,
+        36,
+        36,
+    ]
     assert meta["observation_space"]["dtype"] == "uint8"
     loaded = proxima.load(str(run_dir))
     images = _images().numpy()
@@ -151,8 +155,8 @@ def test_a_run_saves_the_precision_auto_chose_and_its_agent_computes_in_it(monke
         plot=False, quiet=True, precision="auto",
     )  # fmt: skip
     # config.json holds the choice, not "auto": a resume on a machine without bf16 computes as this run did
-    assert json.loads((run_dir / "config.json").read_text())["precision"] == "bfloat16"
-    assert json.loads((run_dir / "agent.json").read_text())["network"]["precision"] == "bfloat16"
+    assert json.loads((run_dir / "config.json").read_text())["network"]["precision"] == "bfloat16"
+    assert json.loads((run_dir / "agent.json").read_text())["network"]["network"]["precision"] == "bfloat16"
     loaded = proxima.load(str(run_dir))
     assert agent.model.encoder.autocast is loaded.model.encoder.autocast is torch.bfloat16
     images = _images().numpy()

@@ -197,13 +197,13 @@ def trained(monkeypatch):
 def test_run_probes_trains_the_seeds_critic_unless_asked(trained, capsys):
     with pytest.raises(_Trained):
         run_probes(PPOArgs(), names=["1"])
-    assert trained[-1].norm_value is False and trained[-1].env_id == "proxima/Probe1-v0"
+    assert trained[-1].network.norm_value is False and trained[-1].env.env_id == "proxima/Probe1-v0"
     assert NOTE in capsys.readouterr().out
     with pytest.raises(_Trained):
         run_probes(PPOArgs(), names=["1"], norm_value=True)
-    assert trained[-1].norm_value is True and NOTE not in capsys.readouterr().out
+    assert trained[-1].network.norm_value is True and NOTE not in capsys.readouterr().out
     with pytest.raises(_Trained):
-        run_probes(PPOArgs(algo="reinforce"), names=["1"])
+        run_probes(PPOArgs.of(algo="reinforce"), names=["1"])
     assert NOTE not in capsys.readouterr().out  # no critic to speak of
 
 
@@ -227,7 +227,7 @@ def test_the_probe_command_trains_the_seeds_critic_unless_the_flags_or_preset_as
     argv = [str(tmp_path / a) if a.endswith(".json") else a for a in argv]
     with pytest.raises(_Trained):
         main(["probe", "--probes", "1", *argv])
-    assert trained[-1].norm_value is norm_value
+    assert trained[-1].network.norm_value is norm_value
     assert (NOTE in capsys.readouterr().out) is note
 
 
@@ -236,5 +236,5 @@ def test_the_probe_command_and_run_probes_train_the_same_agent(trained):
         main(["probe", "--probes", "2"])
     with pytest.raises(_Trained):
         run_probes(PPOArgs(), names=["2"])
-    cli, api = (dataclasses.replace(args, run_dir=None) for args in trained)
-    assert cli == api and cli.norm_value is False
+    cli, api = (args.replace(run_dir=None) for args in trained)
+    assert cli == api and cli.network.norm_value is False

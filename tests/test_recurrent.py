@@ -18,7 +18,7 @@ from proxima.distributions import make_head
 from proxima.envs import make_vec_env
 from proxima.envs.partial import make_cartpole_no_velocity
 from proxima.errors import UserError
-from proxima.networks import ActorCritic, NetworkSpec
+from proxima.networks import ActorCritic, NetworkSettings, NetworkSpec
 from proxima.rollout import RecurrentCollector
 from proxima.storage import SequenceBatch
 from proxima.update import UpdateSettings
@@ -31,7 +31,9 @@ if "test/CartPoleNoVelocity5-v1" not in gym.registry:  # truncated after 5 steps
 def _model(obs_dim=2, layers=1, seed=0):
     torch.manual_seed(seed)
     spec = NetworkSpec(
-        logits_dim=2, obs_shape=(obs_dim,), recurrent="lstm", lstm_hidden_size=8, lstm_layers=layers
+        2,
+        (obs_dim,),
+        NetworkSettings(recurrent="lstm", lstm_hidden_size=8, lstm_layers=layers, norm_value=False),
     )
     return ActorCritic(spec, make_head(gym.spaces.Discrete(2)))
 
@@ -95,8 +97,8 @@ def test_the_update_replays_the_rollout_exactly_and_bootstraps_truncations_under
 
 
 def test_minibatches_are_whole_env_sequences():
-    args = PPOArgs(recurrent="lstm", num_envs=8, num_minibatches=4).validate()
-    assert UpdateSettings.from_args(args).minibatch_size == 2  # envs per minibatch
+    args = PPOArgs.of(recurrent="lstm", num_envs=8, num_minibatches=4).validate()
+    assert UpdateSettings.from_args(args).num_minibatches == 4 and args.samples_per_minibatch == 2 * 128
     batch = SequenceBatch(
         *(torch.arange(24.0).view(3, 8) for _ in range(7)), memory=(torch.zeros(1, 8, 4),) * 2
     )
@@ -107,9 +109,9 @@ def test_minibatches_are_whole_env_sequences():
         and mb.memory[0].shape == (1, 2, 4)
     )
     with pytest.raises(UserError, match="does not divide num_envs=6"):
-        PPOArgs(recurrent="lstm", num_envs=6, num_minibatches=4, num_steps=128).validate()
+        PPOArgs.of(recurrent="lstm", num_envs=6, num_minibatches=4, num_steps=128).validate()
     with pytest.raises(UserError, match="--recurrent runs its envs in this process"):
-        PPOArgs(recurrent="lstm", rollout_workers=2).validate()
+        PPOArgs.of(recurrent="lstm", rollout_workers=2).validate()
 
 
 def test_predict_carries_the_state_and_eval_and_load_work(tmp_path):
@@ -127,7 +129,7 @@ def test_predict_carries_the_state_and_eval_and_load_work(tmp_path):
     single, single_state = loaded.predict(np.array([1.0], dtype=np.float32), deterministic=True)
     assert single == actions[0] and single_state[0].shape == (1, 1, 16)
     assert main(["eval", str(run_dir), "--episodes", "4"]) == 0
-    assert json.loads((run_dir / "agent.json").read_text())["network"]["recurrent"] == "lstm"
+    assert json.loads((run_dir / "agent.json").read_text())["network"]["network"]["recurrent"] == "lstm"
 
 
 @pytest.mark.slow

@@ -29,7 +29,7 @@ def fake_run(path, updates=50, steps_per_update=512, episodes_per_update=3, spik
     """A run directory as training writes it, without training: ``updates`` metrics lines and their episodes."""
     os.makedirs(path)
     config = resolve_args(run_dir=str(path), **settings).to_json()
-    rng = np.random.default_rng(config["seed"])
+    rng = np.random.default_rng(config["run"]["seed"])
     with open(os.path.join(path, "config.json"), "w") as f:
         json.dump(config, f)
     with (

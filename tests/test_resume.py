@@ -244,7 +244,7 @@ def test_resume_refuses_a_checkpoint_of_other_env_spaces(interrupted_run, capsys
 def test_resume_refuses_weights_of_the_wrong_shape(interrupted_run, capsys):
     config_path = os.path.join(interrupted_run, "config.json")
     config = json.load(open(config_path))
-    json.dump({**config, "hidden_sizes": [32, 32]}, open(config_path, "w"))
+    json.dump({**config, "network": {**config["network"], "hidden_sizes": [32, 32]}}, open(config_path, "w"))
     _one_line_exit_2(["train", "--resume", interrupted_run], capsys, "does not match the network")
 
 
@@ -333,7 +333,7 @@ def test_every_run_sets_its_thread_count_instead_of_inheriting_one(monkeypatch):
     from proxima.trainer import _threads
 
     monkeypatch.setattr(threads, "busy_cores", lambda: 0.0)  # an idle machine
-    big = PPOArgs(num_envs=16, num_steps=128)  # minibatches of 512: torch's default thread count
+    big = PPOArgs.of(num_envs=16, num_steps=128)  # minibatches of 512: torch's default thread count
     vectors = SimpleNamespace(single_observation_space=gym.spaces.Box(-1, 1, (4,)))
     images = SimpleNamespace(single_observation_space=gym.spaces.Box(0, 255, (4, 84, 84), dtype="uint8"))
     try:

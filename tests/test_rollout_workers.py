@@ -217,8 +217,8 @@ def test_workers_run_the_backend_auto_picks_for_the_whole_run(ray_instance):
     from proxima.config import PPOArgs
     from proxima.rollout_workers import WorkerPool
 
-    pool = WorkerPool(PPOArgs(env_id="Acrobot-v1", num_envs=16, rollout_workers=2))
+    pool = WorkerPool(PPOArgs.of(env_id="Acrobot-v1", num_envs=16, rollout_workers=2))
     try:
-        assert pool.args.env_backend == "native"
+        assert pool.args.env.env_backend == "native"
     finally:
         pool.close()

@@ -149,8 +149,9 @@ class Assign(Callback):
 @pytest.mark.parametrize(
     "how, words",
     [
-        (lambda run: setattr(run.args, "ent_coef", 0.05), r"run.args.ent_coef cannot be assigned: .*run.set\(ent_coef=...\)"),
-        (lambda run: setattr(run.args, "gamma", 0.9), "run.args.gamma cannot be assigned: .*fixed for the run"),
+        (lambda run: setattr(run.args.algorithm, "ent_coef", 0.05), r"AlgoSettings.ent_coef cannot be assigned: .*run.set\(ent_coef=...\)"),
+        (lambda run: setattr(run.args.algorithm, "gamma", 0.9), r"AlgoSettings.gamma cannot be assigned: .*args.replace\(gamma=...\)"),
+        (lambda run: setattr(run.args, "network", None), r"PPOArgs.network cannot be assigned: .*args.replace\(network=...\)"),
         (lambda run: run.optimizer.param_groups[0].update(lr=1.0), r"outside run.set.*run.set\(learning_rate=...\)"),
     ],
 )  # fmt: skip
@@ -205,7 +206,7 @@ def test_resume_with_total_timesteps_continues_a_finished_run_and_stretches_the_
         assert r["learning_rate"] == pytest.approx(_line(2.5e-4, 0.0, u, n), rel=1e-12), u
         assert r["ent_coef"] == pytest.approx(_line(0.01, 0.0, u, n), rel=1e-12), u
     with open(os.path.join(run_dir, "config.json")) as f:
-        assert json.load(f)["total_timesteps"] == 8192
+        assert json.load(f)["algorithm"]["total_timesteps"] == 8192
     _, meta = read_checkpoint(os.path.join(run_dir, "checkpoint.safetensors"))
     assert meta["finished"] and meta["update"] == 16
 
@@ -237,7 +238,7 @@ def test_init_from_starts_from_the_agents_weights_and_statistics_with_a_fresh_op
     assert saved["normalization.obs_rms.count"] > 4096  # the statistics came along
     assert seen["optimizer"] == {} and seen["update"] == 0
     with open(os.path.join(tuned, "config.json")) as f:
-        assert json.load(f)["init_from"] == source
+        assert json.load(f)["run"]["init_from"] == source
     assert len(_metrics(tuned)) == 2
 
 

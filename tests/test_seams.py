@@ -1,5 +1,7 @@
 """The seams new kinds of env, observation and algorithm plug into: each is an addition in one place."""
 
+import dataclasses
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -48,7 +50,7 @@ def test_unknown_backends_and_ids_a_backend_lacks_are_one_line_errors():
     with pytest.raises(UserError, match="unknown env backend 'nope'; accepted: auto, gymnasium, ale, native"):
         make_vec_env("CartPole-v1", 2, backend="nope")
     with pytest.raises(UserError, match="unknown env backend"):
-        proxima.PPOArgs(env_backend="nope").validate()
+        proxima.PPOArgs.of(env_backend="nope").validate()
     with pytest.raises(UserError, match="the native backend cannot do --async-envs"):
         make_vec_env("CartPole-v1", 2, backend="native", asynchronous=True)
 
@@ -94,7 +96,7 @@ def test_the_buffer_keeps_the_observation_spaces_dtype_until_the_encoder(tmp_pat
     obs = np.array([0, 255, 3, 200], dtype=np.uint8)
     assert agent.predict(obs, deterministic=True) in (0, 1)
     loaded = proxima.load(str(tmp_path / "u8"))
-    assert loaded.observation_space.dtype == np.uint8 and loaded.model.spec.encoder == "flatten-mlp"
+    assert loaded.observation_space.dtype == np.uint8 and loaded.model.spec.network.encoder == "flatten-mlp"
     assert loaded.predict(obs, deterministic=True) == agent.predict(obs, deterministic=True)
     # with observation normalization the buffer holds the normalized floats
     proxima.train(
@@ -141,25 +143,44 @@ def test_an_encoder_registered_from_outside_the_package_trains(monkeypatch, tmp_
     assert encoder_for(ObsLayout(gym.spaces.Box(-1, 1, (4,)))) == "flatten-mlp"
     agent = proxima.train(total_timesteps=512, run_dir=str(tmp_path / "run"), plot=False, quiet=True,
                           precision="auto", encoder="halved")  # fmt: skip
-    assert agent.model.spec.encoder == "halved" and isinstance(agent.model.encoder, HalvedEncoder)
-    assert agent.model.spec.precision == "float32"  # auto: no CNN, no bf16
-    assert proxima.load(str(tmp_path / "run")).model.spec.encoder == "halved"
+    assert agent.model.spec.network.encoder == "halved" and isinstance(agent.model.encoder, HalvedEncoder)
+    assert agent.model.spec.network.precision == "float32"  # auto: no CNN, no bf16
+    assert proxima.load(str(tmp_path / "run")).model.spec.network.encoder == "halved"
 
 
 def test_each_algorithm_is_one_row_of_the_table():
     assert set(ALGORITHMS) == {"ppo", "vpg", "reinforce"}
     assert [a.has_critic for a in ALGORITHMS.values()] == [True, True, False]
     assert (
-        proxima.config.resolve_args(algo="vpg").update_epochs
+        proxima.config.resolve_args(algo="vpg").algorithm.update_epochs
         == ALGORITHMS["vpg"].defaults["update_epochs"]
         == 1
     )
 
 
-def test_every_setting_belongs_to_exactly_one_group_in_field_order():
-    import dataclasses
+def test_every_setting_has_one_flat_name_and_reaches_its_group():
+    from proxima.config import GROUP_OF, GROUPS
 
-    from proxima.config import GROUPS
+    grouped = [f.name for cls in GROUPS.values() for f in dataclasses.fields(cls)]
+    assert len(grouped) == len(set(grouped)) == len(GROUP_OF)  # a flag, keyword or preset key names one field
+    assert not set(GROUPS) & set(grouped)  # and never a group
+    assert [f.name for f in dataclasses.fields(proxima.PPOArgs)] == list(GROUPS)
+    args = proxima.PPOArgs.of(env_id="Acrobot-v1", hidden_sizes=[32], learning_rate=1e-3, seed=4)
+    assert (args.env.env_id, args.network.hidden_sizes, args.algorithm.learning_rate, args.run.seed) == (
+        "Acrobot-v1", (32,), 1e-3, 4)  # fmt: skip
+    assert proxima.PPOArgs.from_json(args.to_json()) == args and args.flat()["hidden_sizes"] == (32,)
 
-    grouped = [name for names in GROUPS.values() for name in names]
-    assert grouped == [f.name for f in dataclasses.fields(proxima.PPOArgs)]
+
+def test_a_network_option_reaches_the_network_without_copying():
+    """NetworkSpec holds the run's NetworkSettings itself: a new option is one field of NetworkSettings."""
+    from proxima.envs import make_vec_env
+    from proxima.trainer import network_spec
+
+    args = proxima.PPOArgs.of(layer_norm=True, critic_activation="relu", lstm_layers=2)
+    envs = make_vec_env("CartPole-v1", 2)
+    try:
+        spec = network_spec(args, envs)
+    finally:
+        envs.close()
+    assert spec.network == dataclasses.replace(args.network, encoder="flatten-mlp")  # auto, made concrete
+    assert (spec.logits_dim, spec.obs_shape, spec.has_critic) == (2, (4,), True)

@@ -21,7 +21,7 @@ from proxima.distributions import BernoulliHead, CategoricalHead, MultiCategoric
 from proxima.encoders import MultiInputEncoder, NatureCNN, encoder_for
 from proxima.envs import env_actions, make_vec_env
 from proxima.errors import UserError
-from proxima.networks import ActorCritic, NetworkSpec
+from proxima.networks import ActorCritic, NetworkSettings, NetworkSpec
 from proxima.spaces import ObsLayout, space_from_json, space_to_json
 from tests.fixtures import space_envs  # noqa: F401  (registers the envs)
 
@@ -187,8 +187,8 @@ def _masked_model(n=4, mask=None, space=None):
     )
     layout = ObsLayout(space, mask or "action_mask")
     action_space = gym.spaces.Discrete(n)
-    spec = NetworkSpec(logits_dim=n, encoder=encoder_for(layout),
-                       obs_shape=layout.shape, obs_layout=layout.to_json())  # fmt: skip
+    spec = NetworkSpec(logits_dim=n, obs_shape=layout.shape, obs_layout=layout.to_json(),
+                       network=NetworkSettings(encoder=encoder_for(layout), norm_value=False))  # fmt: skip
     torch.manual_seed(0)
     model = ActorCritic(spec, make_head(action_space))
     with torch.no_grad():  # a policy that prefers the masked actions, so that a mask that leaks shows
@@ -219,7 +219,9 @@ def test_masked_actions_have_probability_exactly_zero_everywhere():
 def test_multidiscrete_masks_apply_per_dimension():
     space = gym.spaces.Dict({"x": gym.spaces.Box(-1, 1, (1,)), "action_mask": gym.spaces.MultiBinary(5)})
     layout = ObsLayout(space, "action_mask")
-    spec = NetworkSpec(logits_dim=5, encoder="multi-input", obs_shape=(6,), obs_layout=layout.to_json())
+    spec = NetworkSpec(
+        5, (6,), NetworkSettings(encoder="multi-input", norm_value=False), obs_layout=layout.to_json()
+    )
     model = ActorCritic(spec, make_head(gym.spaces.MultiDiscrete([3, 2])))
     obs = torch.tensor([[1, 0, 0, 0, 1, 0.0]]).expand(20_000, 6)  # dim 0: only 0; dim 1: only 1
     actions, _, _ = model.act(obs)
@@ -352,7 +354,9 @@ def test_a_dict_env_runs_on_the_async_backend_and_evaluates(tmp_path):
     finally:
         envs.close()
     meta = json.loads((run_dir / "agent.json").read_text())
-    assert meta["observation_space"]["type"] == "Dict" and meta["network"]["encoder"] == "multi-input"
+    assert (
+        meta["observation_space"]["type"] == "Dict" and meta["network"]["network"]["encoder"] == "multi-input"
+    )
     assert math.isfinite(proxima.evaluate(proxima.load(str(run_dir)), episodes=4).mean())
 
 

@@ -124,9 +124,9 @@ def test_a_local_sweep_tabulates_every_setting_and_goes_on_past_a_failed_run(tmp
     # each run is an ordinary run with its setting and seed; the table's numbers are its episodes'
     for trial in results["trials"]:
         config = _json(os.path.join(trial["run_dir"], "config.json"))
-        assert config["seed"] == trial["seed"]
-        assert config["learning_rate"] == (1e30 if "1e30" in trial["setting"] else 2.5e-4)
-        assert config["hidden_sizes"] == ([16] if trial["setting"].endswith("=16") else [64, 64])
+        assert config["run"]["seed"] == trial["seed"]
+        assert config["algorithm"]["learning_rate"] == (1e30 if "1e30" in trial["setting"] else 2.5e-4)
+        assert config["network"]["hidden_sizes"] == ([16] if trial["setting"].endswith("=16") else [64, 64])
         if trial["status"] == "finished":
             returns = [
                 json.loads(line)["return"] for line in open(os.path.join(trial["run_dir"], "episodes.jsonl"))
@@ -203,7 +203,9 @@ def test_a_ray_sweep_spreads_over_a_two_node_cluster_and_reports_each_update_to_
     # one CPU per node and one per trial: Tune ran trials on both nodes
     assert {t["node"] for t in results.trials} == nodes and len(nodes) == 2
     for trial in results.trials[:2]:
-        assert _json(os.path.join(trial["run_dir"], "config.json"))["torch_threads"] == 1  # its one CPU
+        assert (
+            _json(os.path.join(trial["run_dir"], "config.json"))["run"]["torch_threads"] == 1
+        )  # its one CPU
         tune_rows = [
             json.loads(line) for line in open(tmp_path / "s" / "tune-1" / trial["name"] / "result.json")
         ]
@@ -263,7 +265,7 @@ def test_a_sweep_killed_with_sigkill_finishes_on_resume_and_reruns_nothing_finis
     assert _json(second / "trial.json")["status"] == "finished"
     # the interrupted run resumed from its checkpoint: exactly the run it would have been
     config = _json(second / "config.json")
-    proxima.train(PPOArgs.from_json({**config, "run_dir": str(tmp_path / "whole")}))
+    proxima.train(PPOArgs.from_json(config).replace(run_dir=str(tmp_path / "whole")))
     assert _metrics(second) == _metrics(tmp_path / "whole")
     assert len(_metrics(second)) == 24
 
@@ -291,10 +293,10 @@ def test_without_an_address_ray_starts_here_and_never_joins_the_cluster_its_file
         with pytest.raises(UserError):
             executors.run_ray(None, [], None, address=address, **sweep)
     with pytest.raises(ConnectionError):
-        WorkerPool(PPOArgs(rollout_workers=2))
+        WorkerPool(PPOArgs.of(rollout_workers=2))
     monkeypatch.setenv("RAY_ADDRESS", "ray://head:10001")  # as for Ray's own tools
     with pytest.raises(UserError):
         executors.run_ray(None, [], None, address=None, **sweep)
     with pytest.raises(ConnectionError):
-        WorkerPool(PPOArgs(rollout_workers=2))
+        WorkerPool(PPOArgs.of(rollout_workers=2))
     assert asked == ["local", "auto", "local", "ray://head:10001", "ray://head:10001"]

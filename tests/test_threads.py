@@ -62,12 +62,12 @@ def test_the_run_says_when_the_load_lowers_its_threads_and_when_cuda_is_missing(
     two_cores, monkeypatch, one_thread
 ):
     monkeypatch.setattr(threads, "busy_cores", lambda: 1.0)
-    args = PPOArgs(num_envs=16, num_steps=128, cuda=True)
+    args = PPOArgs.of(num_envs=16, num_steps=128, cuda=True)
     _, notes = _setup(args)
     notes += _threads(args, VECTORS)
     assert torch.get_num_threads() == 1
     assert any("--torch-threads 1 reproduces this run" in n for n in notes)
     if not torch.cuda.is_available():
         assert any("no GPU is available" in n for n in notes)
-    _, notes = _setup(PPOArgs(cuda=False))
+    _, notes = _setup(PPOArgs.of(cuda=False))
     assert not any("GPU" in n for n in notes)

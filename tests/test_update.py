@@ -7,7 +7,7 @@ from proxima.algorithms import ppo_policy_loss
 from proxima.config import PPOArgs
 from proxima.distributions import CategoricalHead
 from proxima.losses import explained_variance
-from proxima.networks import ActorCritic, NetworkSpec
+from proxima.networks import ActorCritic, NetworkSettings, NetworkSpec
 from proxima.optim import make_adam
 from proxima.storage import Batch
 from proxima.update import UpdateSettings, update
@@ -15,7 +15,9 @@ from proxima.update import UpdateSettings, update
 
 def _setup(seed=0, shared=False):
     torch.manual_seed(seed)
-    model = ActorCritic(NetworkSpec(logits_dim=2, obs_shape=(3,), shared=shared), CategoricalHead(2))
+    model = ActorCritic(
+        NetworkSpec(2, (3,), NetworkSettings(shared_network=shared, norm_value=False)), CategoricalHead(2)
+    )
     obs = torch.randn(64, 3)
     with torch.no_grad():
         actions, logprobs, values = model.act(obs)
@@ -29,7 +31,7 @@ def _steps_taken(optimizer):
 
 def _settings(**kw):
     """The update settings of a PPO run with a batch of 8 envs x 8 steps, the 64 samples of ``_setup``."""
-    return UpdateSettings.from_args(PPOArgs(num_envs=8, num_steps=8, **kw))
+    return UpdateSettings.from_args(PPOArgs.of(num_envs=8, num_steps=8, **kw))
 
 
 def test_every_minibatch_of_every_epoch_takes_a_step():
@@ -48,10 +50,12 @@ def test_every_minibatch_of_every_epoch_takes_a_step():
 
 
 def test_settings_from_args_are_the_runs_settings():
-    args = PPOArgs(num_envs=8, num_steps=8, num_minibatches=4, update_epochs=3, clip_coef=0.3, target_kl=0.02)
+    args = PPOArgs.of(
+        num_envs=8, num_steps=8, num_minibatches=4, update_epochs=3, clip_coef=0.3, target_kl=0.02
+    )
     settings = UpdateSettings.from_args(args)
     assert settings == UpdateSettings(
-        ppo_policy_loss, update_epochs=3, minibatch_size=16, clip_coef=0.3, target_kl=0.02
+        ppo_policy_loss, update_epochs=3, num_minibatches=4, clip_coef=0.3, target_kl=0.02
     )
 
 
@@ -140,7 +144,7 @@ def test_gradient_norm_is_clipped_globally():
 
 def _norm_value_model(seed=0, norm_value=True):
     torch.manual_seed(seed)
-    return ActorCritic(NetworkSpec(logits_dim=2, obs_shape=(4,), norm_value=norm_value), CategoricalHead(2))
+    return ActorCritic(NetworkSpec(2, (4,), NetworkSettings(norm_value=norm_value)), CategoricalHead(2))
 
 
 def test_value_normalization_keeps_values_in_reward_units():
@@ -181,12 +185,12 @@ def test_value_normalization_lets_the_critic_fit_targets_far_from_zero(one_threa
     """A critic without value normalization, at CleanRL's learning rate, cannot reach targets of about 100 with
     a bias that Adam moves by at most about the learning rate per step; standardized targets are in reach at
     once."""
-    args = PPOArgs(num_envs=4, num_steps=128, ent_coef=0.0)
+    args = PPOArgs.of(num_envs=4, num_steps=128, ent_coef=0.0)
     settings = UpdateSettings.from_args(args)
     explained = {}
     for norm_value in (False, True):
         model = _norm_value_model(norm_value=norm_value)
-        optimizer = make_adam(model.parameters(), args.learning_rate)
+        optimizer = make_adam(model.parameters(), args.algorithm.learning_rate)
         for _ in range(30):
             obs = torch.randn(512, 4)
             returns = 100.0 + 20.0 * torch.tanh(obs[:, 0])
@@ -205,7 +209,7 @@ def test_value_statistics_change_without_moving_any_value():
     """PopArt's output preservation: the critic's last layer absorbs each change of mean and std."""
     for shared in (False, True):
         torch.manual_seed(0)
-        spec = NetworkSpec(logits_dim=2, obs_shape=(4,), shared=shared, norm_value=True)
+        spec = NetworkSpec(2, (4,), NetworkSettings(shared_network=shared, norm_value=True))
         model = ActorCritic(spec, CategoricalHead(2))
         obs = torch.randn(16, 4)
         model.update_value_normalization(100.0 + 10.0 * torch.randn(512))  # the first: nothing to preserve
@@ -222,7 +226,9 @@ def test_value_statistics_forget_the_early_spread_of_the_targets():
     spread 0.01 the std is sqrt(0.9 ** 50 + (1 - 0.9 ** 50) * 0.01 ** 2) = 0.0725. Statistics of every target
     since the start would say 0.707, 28 times the late targets' own spread, which left the reach task's critic
     unable to tell its states apart (docs/HEALTH.md, explained_variance)."""
-    assert PPOArgs().value_norm_horizon == UpdateSettings.from_args(PPOArgs()).value_norm_horizon == 10
+    assert (
+        PPOArgs().network.value_norm_horizon == UpdateSettings.from_args(PPOArgs()).value_norm_horizon == 10
+    )
     norm = _norm_value_model().normalization
     signs = torch.tensor([1.0, -1.0]).repeat(256)  # mean 0, variance exactly spread ** 2
     for spread in [1.0] * 50 + [0.01] * 50:

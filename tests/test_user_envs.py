@@ -78,7 +78,7 @@ def test_a_short_training_run_on_a_vector_env_in_each_mode(mode, tmp_path):
     )
     agent = proxima.train(env=envs, run_dir=str(tmp_path / "run"), **TINY)
     config = json.loads((tmp_path / "run" / "config.json").read_text())
-    assert config["env_id"] == "object:CartPole-v1" and config["env_factory"] == "<VectorEnv>"
+    assert config["env"]["env_id"] == "object:CartPole-v1" and config["env"]["env_factory"] == "<VectorEnv>"
     lengths = [json.loads(line)["length"] for line in open(tmp_path / "run" / "episodes.jsonl")]
     assert lengths and max(lengths) <= LIMIT
     returns = proxima.evaluate(agent, 4, env=envs)
@@ -125,7 +125,7 @@ def test_an_env_object_trains_as_env_or_as_env_id(given, label, factory, keyword
     """The defect of issue 32: env_id=MyEnv or env_id=a VectorEnv gave AttributeError 'startswith'."""
     agent = proxima.train(**{keyword: given}, run_dir=str(tmp_path / "run"), **TINY)
     config = json.loads((tmp_path / "run" / "config.json").read_text())
-    assert (config["env_id"], config["env_factory"]) == (label, factory)
+    assert (config["env"]["env_id"], config["env"]["env_factory"]) == (label, factory)
     assert agent.env_id == label
     lengths = [json.loads(line)["length"] for line in open(tmp_path / "run" / "episodes.jsonl")]
     assert lengths and set(lengths) <= set(range(EPISODE - 3, EPISODE + 1))  # starts at 0..3, ends at EPISODE
@@ -146,7 +146,9 @@ def test_env_kwargs_reach_the_env_its_evaluations_and_proxima_eval(tmp_path, cap
         eval_episodes=2,
         **TINY,
     )
-    assert json.loads(open(os.path.join(run, "config.json")).read())["env_kwargs"] == {"max_episode_steps": 7}
+    assert json.loads(open(os.path.join(run, "config.json")).read())["env"]["env_kwargs"] == {
+        "max_episode_steps": 7
+    }
     lengths = [json.loads(line)["length"] for line in open(os.path.join(run, "episodes.jsonl"))]
     assert max(lengths) == 7  # CartPole cannot fall in fewer than 8 steps: every episode was truncated at 7
     evals = [json.loads(line)["eval_return"] for line in open(os.path.join(run, "metrics.jsonl"))]
@@ -160,7 +162,7 @@ def test_env_kwargs_reach_the_env_its_evaluations_and_proxima_eval(tmp_path, cap
 
 def test_env_kwargs_on_the_cli_are_json_and_the_native_backend_refuses_them(capsys):
     args = cli.parse_train_args(["--env-kwargs", '{"max_episode_steps": 8}'])
-    assert args.env_kwargs == {"max_episode_steps": 8}
+    assert args.env.env_kwargs == {"max_episode_steps": 8}
     assert cli.main(["train", "--env-kwargs", "{size: 8}"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--env-kwargs must be a JSON object" in err[0]

@@ -201,13 +201,13 @@ def test_agents_of_float64_and_int64_envs_predict_on_observations_of_that_dtype(
 def test_a_float64_channels_last_image_goes_through_the_cnn_in_bfloat16_too(trained, tmp_path, capsys):
     code, run_dir = trained("WildFloat64Image-v0")
     with open(os.path.join(run_dir, "agent.json")) as f:
-        assert code == 0 and json.load(f)["network"]["encoder"] == "nature-cnn"
+        assert code == 0 and json.load(f)["network"]["network"]["encoder"] == "nature-cnn"
     run_dir = str(tmp_path / "bf16")
     code, err, _, _ = run_cli(["train", "--env-id", PREFIX + "WildFloat64Image-v0", "--run-dir", run_dir, *TINY,
                                "--precision", "bfloat16"], capsys)  # fmt: skip
     assert code == 0 and err == []
     with open(os.path.join(run_dir, "config.json")) as f:
-        assert json.load(f)["precision"] == "bfloat16"
+        assert json.load(f)["network"]["precision"] == "bfloat16"
     metrics = read_lines(os.path.join(run_dir, "metrics.jsonl"))
     assert all(np.isfinite(m["value_loss"]) and np.isfinite(m["policy_loss"]) for m in metrics)
     env = gym.make(PREFIX + "WildFloat64Image-v0")
@@ -376,7 +376,7 @@ def test_a_beta_policy_acts_inside_a_float64_box_that_asserts_its_actions(tmp_pa
                                "--action-dist", "beta"], capsys)  # fmt: skip
     assert code == 0 and err == []
     agent = proxima.load(run_dir)
-    assert agent.model.spec.action_dist == "beta"
+    assert agent.model.spec.network.action_dist == "beta"
     env = gym.make(PREFIX + "WildFloat64Actions-v0")
     obs, _ = env.reset(seed=0)
     for deterministic in (False, True):
