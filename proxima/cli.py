@@ -1,7 +1,9 @@
-"""The ``proxima`` command: ``proxima train`` and ``proxima eval``.
+"""The ``proxima`` command and its subcommands (``USAGE``).
 
-Flags come from the typed dataclasses (``PPOArgs``, ``EvalArgs``) through tyro, so ``--help`` is their field
-docs. Every user error becomes one line on stderr and exit status 2 (``PROXIMA_DEBUG=1`` adds the traceback).
+Every command's flags are a dataclass parsed by ``_parse`` (tyro, after ``proxima.argv.check``): ``EvalArgs``,
+``ExportArgs``, ... and, for the commands that train (train, probe, solve, sweep), the command's own flags
+composed with ``PPOArgs``' groups by ``parse_command``. So ``--help`` is their field docs, and every user error
+becomes one line on stderr and exit status 2 (``PROXIMA_DEBUG=1`` adds the traceback).
 """
 
 from __future__ import annotations
@@ -92,14 +94,20 @@ def _flag_value(argv: list[str], flag: str) -> str | None:
     return value
 
 
-def _parse(cls, argv: list[str], prog: str):
-    """``tyro.cli``, after ``proxima.argv.check`` has turned any mistake into one line (help prints in full)."""
+def _helping(argv: list[str]) -> bool:
+    return "-h" in argv or "--help" in argv
+
+
+def _parse(cls, argv: list[str], prog: str, description: str | None = None):
+    """Every command's flags, the one way: ``tyro.cli`` on the dataclass ``cls`` (its flags flat), after
+    ``proxima.argv.check`` has turned any mistake into one line; help prints in full and exits 0."""
     argv = _bool_flags_as_tyro(cls, argv)
-    if "-h" in argv or "--help" in argv:
+    flat = tyro.conf.OmitArgPrefixes[cls]
+    if _helping(argv):
         # straight to the terminal, so it keeps its formatting; without the other flags, which tyro would
         # parse first, so that a mistake in them does not hide the help
         with _REGISTRY:
-            return tyro.cli(tyro.conf.OmitArgPrefixes[cls], args=["--help"], prog=prog)
+            return tyro.cli(flat, args=["--help"], prog=prog, description=description)
     check(cls, argv, prog)
     _constructor_errors.clear()
     try:
@@ -108,7 +116,7 @@ def _parse(cls, argv: list[str], prog: str):
                 stack.enter_context(contextlib.redirect_stdout(io.StringIO()))
                 stack.enter_context(contextlib.redirect_stderr(io.StringIO()))
             with _REGISTRY:
-                return tyro.cli(tyro.conf.OmitArgPrefixes[cls], args=argv, prog=prog)
+                return tyro.cli(flat, args=argv, prog=prog, description=description)
     except SystemExit:
         if _constructor_errors:  # a value tyro could not make, with our own line for it
             raise _constructor_errors.pop() from None
@@ -139,8 +147,8 @@ class EvalArgs:
     """keyword arguments of the env's constructor, as JSON, instead of the run's: --env-kwargs '{"size": 8}'"""
 
 
-# Instructions are not settings (not PPOArgs fields), but --help lists them with the flags: (metavar, help).
-INSTRUCTIONS = {
+# The flags that say what a run starts from rather than set anything (not PPOArgs' fields): (metavar, help).
+INSTRUCTION_FLAGS = {
     "config": (
         "NAME|FILE",
         "a preset (`proxima presets` lists them) or a JSON file of settings: its values replace the defaults "
@@ -154,14 +162,15 @@ INSTRUCTIONS = {
 }
 
 
-def _train_flags(defaults: PPOArgs, instructions: dict[str, str | None]):
-    """A dataclass of ``PPOArgs``' groups (one ``--help`` section each, titled by the group's docstring) and
-    of the ``instructions``, with ``defaults`` as its defaults, so that ``--help`` shows the values a run would
-    get; the flags are flat (``--env-id``) under ``OmitArgPrefixes``."""
+def _command_flags(defaults: PPOArgs, instructions: dict[str, str | None], own: type | None = None):
+    """A dataclass of a command's own flags (``own``, a dataclass named after the command), of ``PPOArgs``'
+    groups and of the ``instructions``: one ``--help`` section each, titled by its docstring, with
+    ``defaults`` as the settings' defaults, so that ``--help`` shows the values a run would get. The flags are
+    flat (``--env-id``): ``_parse`` puts the dataclass under ``OmitArgPrefixes``."""
     from proxima.config import GROUPS
 
     instruction_fields = [
-        (n, Annotated[str | None, tyro.conf.arg(metavar=INSTRUCTIONS[n][0], help=INSTRUCTIONS[n][1])],
+        (n, Annotated[str | None, tyro.conf.arg(metavar=INSTRUCTION_FLAGS[n][0], help=INSTRUCTION_FLAGS[n][1])],
          dataclasses.field(default=value))
         for n, value in instructions.items()
     ]  # fmt: skip
@@ -169,8 +178,9 @@ def _train_flags(defaults: PPOArgs, instructions: dict[str, str | None]):
     made.__doc__ = "what to start from, rather than settings"
     sections = {group: _with_help(cls, getattr(defaults, group)) for group, cls in GROUPS.items()}
     groups = [(group, cls, dataclasses.field(default_factory=cls)) for group, cls in sections.items()]
+    mine = [(own.__name__.lower().removesuffix("flags"), own)] if own is not None else []
     return dataclasses.make_dataclass(
-        "train", [*groups, ("instructions", made, dataclasses.field(default=made()))]
+        "flags", [*mine, *groups, ("instructions", made, dataclasses.field(default_factory=made))]
     )
 
 
@@ -219,23 +229,38 @@ def _dict_as_json(info: tyro.constructors.PrimitiveTypeInfo):
     )
 
 
-def parse_train_args(
-    argv: list[str], prog: str = "proxima train", instructions: tuple[str, ...] = ("config", "resume")
-) -> PPOArgs:
-    """``PPOArgs`` from command-line flags, on top of the ``--algo`` defaults and the ``--config`` preset.
-
-    The two are read first, so that the preset's values become the defaults ``--help`` shows and explicit
-    flags override them. ``instructions`` are the instruction flags accepted beside ``PPOArgs``' fields.
+def parse_command(
+    argv: list[str],
+    prog: str,
+    own: type | None = None,
+    instructions: tuple[str, ...] = ("config",),
+    preset: str | None = None,
+    description: str | None = None,
+):
+    """``(own flags, PPOArgs)`` of a command that takes the train flags beside its own (``own``: a dataclass,
+    or None), through ``_parse``. The settings are layered on the ``--algo`` defaults and the ``--config``
+    preset (else ``preset``), read first, so that the preset's values become the defaults ``--help`` shows
+    and explicit flags override them. ``instructions`` are the instruction flags accepted beside the settings.
     """
     from proxima.config import GROUPS, PPOArgs, resolve_args
 
     given = {name: _flag_value(argv, "--" + name) for name in instructions}
-    if not {"-h", "--help"} & set(argv):  # --config's and --algo's values are read below: check them first
-        check(_train_flags(PPOArgs(), given), _bool_flags_as_tyro(PPOArgs, argv), prog)
+    plain = _command_flags(PPOArgs(), given, own)
+    if not _helping(argv):  # --config's and --algo's values are read below: check them first
+        check(plain, _bool_flags_as_tyro(plain, argv), prog)
     algo = _flag_value(argv, "--algo")
-    defaults = resolve_args(config=given.get("config"), **({"algo": algo} if algo is not None else {}))
-    parsed = _parse(_train_flags(defaults, given), argv, prog)
-    return PPOArgs(**{g: cls(**vars(getattr(parsed, g))) for g, cls in GROUPS.items()})
+    config = given.get("config") or preset
+    defaults = resolve_args(config=config, **({"algo": algo} if algo is not None else {}))
+    parsed = _parse(_command_flags(defaults, given, own), argv, prog, description)
+    args = PPOArgs(**{g: cls(**vars(getattr(parsed, g))) for g, cls in GROUPS.items()})
+    return (getattr(parsed, dataclasses.fields(parsed)[0].name) if own is not None else None), args
+
+
+def parse_train_args(
+    argv: list[str], prog: str = "proxima train", instructions: tuple[str, ...] = ("config", "resume")
+) -> PPOArgs:
+    """``PPOArgs`` from ``proxima train``'s flags (``parse_command`` without flags of its own)."""
+    return parse_command(argv, prog, instructions=instructions)[1]
 
 
 @dataclass
@@ -251,8 +276,7 @@ class ResumeArgs:
 def cmd_train(argv: list[str]) -> int:
     from proxima.trainer import resume, train
 
-    helping = "-h" in argv or "--help" in argv  # train's help lists --resume too
-    if _flag_value(argv, "--resume") is not None and not helping:
+    if _flag_value(argv, "--resume") is not None and not _helping(argv):  # train's help lists --resume too
         others = [
             a
             for a in argv
@@ -271,47 +295,33 @@ def cmd_train(argv: list[str]) -> int:
     return 0
 
 
-def _pop_flag(argv: list[str], flag: str) -> tuple[list[str], list[str] | None]:
-    """Remove the first ``--flag V1 V2 ...`` (its values run up to the next flag) or ``--flag=V`` from argv;
-    return the rest and its values (None: the flag is not there)."""
-    for i, arg in enumerate(argv):
-        if arg.startswith(flag + "="):
-            return argv[:i] + argv[i + 1 :], [arg.partition("=")[2]]
-    if flag not in argv:
-        return argv, None
-    i = j = argv.index(flag)
-    j += 1
-    while j < len(argv) and not argv[j].startswith("--"):
-        j += 1
-    return argv[:i] + argv[j:], argv[i + 1 : j]
+@dataclass(frozen=True)
+class ProbeFlags:
+    """which probes; every other flag is a `proxima train` flag (proxima train --help), --total-timesteps and --run-dir as below"""
+
+    probes: Annotated[tuple[str, ...], tyro.conf.arg(metavar="NAME [NAME ...]")] = ()
+    """which probes to run (none given: those that apply: the image probes for an agent whose env gives images, as --config atari's; the others for any other agent, and the memory probe for a recurrent one)"""
+
+
+PROBE_ABOUT = """Trains the agent that `proxima train` would build with the same flags (--algo, --config,
+--learning-rate, ...) on each probe env, prints what each one expects and what was learned, and names the
+component a failure points to. Exit status 1 if a probe fails.
+
+--total-timesteps gives every probe one budget (default: each probe's own, set for seed 000's PPO's 16 gradient
+steps per 512 samples; vpg and reinforce take 1 and need more); --run-dir DIR keeps each probe's run in
+DIR/probe-NAME (default: deleted). Every other flag is a `proxima train` flag: see proxima train --help."""
 
 
 def cmd_probe(argv: list[str]) -> int:
     from proxima.probe import PROBE_NAMES, print_table, run_probes
 
-    if "-h" in argv or "--help" in argv:
-        print(
-            "usage: proxima probe [--probes NAME...] [TRAIN FLAGS]\n\n"
-            "Trains the agent that `proxima train` would build with the same flags (--algo, --config, "
-            "--learning-rate, ...) on each probe env, prints what each one expects and what was learned, and "
-            "names the component a failure points to. Exit status 1 if a probe fails.\n\n"
-            f"  --probes NAME...     which probes to run, of {' '.join(PROBE_NAMES)} (default: those that apply:\n"
-            "                       the image probes for an agent whose env gives images, as --config atari's;\n"
-            "                       the others for any other agent, and the memory probe for a recurrent one)\n"
-            "  --total-timesteps N  one budget for every probe (default: each probe's own, set for seed 000's PPO's\n"
-            "                       16 gradient steps per 512 samples; vpg and reinforce take 1 and need more)\n"
-            "  --run-dir DIR        keep each probe's run in DIR/probe-NAME (default: deleted)\n"
-            "Every other flag is a `proxima train` flag: see proxima train --help."
-        )
-        return 0
-    argv, names = _pop_flag(argv, "--probes")
-    if names is not None:
-        unknown = [n for n in names if n not in PROBE_NAMES] or ([] if names else ["(none)"])
-        if unknown:
-            raise UserError(f"unknown probe {unknown[0]!r}; accepted: {', '.join(PROBE_NAMES)}")
+    flags, args = parse_command(argv, "proxima probe", ProbeFlags, description=PROBE_ABOUT)
+    names = list(flags.probes) or None
+    unknown = [n for n in names or () if n not in PROBE_NAMES]
+    if unknown:
+        raise UserError(f"unknown probe {unknown[0]!r}; accepted: {', '.join(PROBE_NAMES)}")
     if _flag_value(argv, "--env-id") is not None:
         raise UserError("proxima probe chooses the envs itself; drop --env-id")
-    args = parse_train_args(argv, prog="proxima probe", instructions=("config",))
     timesteps = args.algorithm.total_timesteps if _flag_value(argv, "--total-timesteps") is not None else None
     results = run_probes(
         args, names, timesteps, run_dir=args.run.run_dir, norm_value=_asked_norm_value(args, argv)
@@ -345,16 +355,20 @@ def cmd_presets(argv: list[str]) -> int:
     return 0
 
 
-SOLVE_USAGE = """usage: proxima solve ENV_ID [--seed S] [TRAIN FLAGS]
+@dataclass(frozen=True)
+class SolveFlags:
+    """the task; every other flag is a `proxima train` flag, over the task's preset (`proxima presets NAME` shows it)"""
 
-Train ENV_ID with its fast preset, which stops once the deterministic policy reaches the task's score on
-proxima's evaluation envs; then play {episodes} episodes of Gymnasium's own ENV_ID and print the time, the
-steps and the score. Exit status 0 when that score reaches the task's threshold, 1 when it does not. Any
-`proxima train` flag overrides the preset's value (`proxima presets NAME` shows them).
+    task: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="ENV_ID")]
+    """the env to solve: one of the tasks above"""
+
+
+SOLVE_ABOUT = """Train ENV_ID with its fast preset, which stops once the deterministic policy reaches the task's score
+on proxima's evaluation envs; then play {episodes} episodes of Gymnasium's own ENV_ID and print the time, the steps
+and the score. Exit status 0 when that score reaches the task's threshold, 1 when it does not.
 
 tasks (preset, threshold):
-{tasks}
-"""
+{tasks}"""
 
 
 def cmd_solve(argv: list[str]) -> int:
@@ -365,20 +379,23 @@ def cmd_solve(argv: list[str]) -> int:
 
     presets = solve_presets()
     tasks = {env_id: read_preset(name) | {"name": name} for env_id, name in presets.items()}
-    if not argv or argv[0] in ("-h", "--help"):
-        rows = [f"  {e:26s} {t['name']:28s} {t['solve']['threshold']:g}" for e, t in tasks.items()]
-        print(SOLVE_USAGE.format(episodes=SOLVE_EPISODES, tasks="\n".join(rows)), end="")
-        return 0
-    env_id, rest = argv[0], argv[1:]
-    if env_id not in tasks:
+    rows = [f"  {e:26s} {t['name']:28s} {t['solve']['threshold']:g}" for e, t in tasks.items()]
+    about = SOLVE_ABOUT.format(episodes=SOLVE_EPISODES, tasks="\n".join(rows))
+    env_id = argv[0] if argv and not argv[0].startswith("-") else None
+    if env_id is not None and env_id not in tasks:
         raise UserError(f"no solve preset for {env_id!r}; accepted: {', '.join(tasks)}")
     for flag in ("--config", "--env-id", "--resume"):
-        if _flag_value(rest, flag) is not None:
+        if _flag_value(argv, flag) is not None:
             raise UserError(
                 f"proxima solve sets {flag} itself (from ENV_ID); give it to proxima train instead"
             )
+    preset = tasks[env_id]["name"] if env_id is not None else None
+    flags, args = parse_command(
+        argv, "proxima solve", SolveFlags, instructions=(), preset=preset, description=about
+    )
+    if flags.task != env_id:  # the preset is read before the flags: the task comes first
+        raise UserError(f"give ENV_ID first: proxima solve {flags.task} [TRAIN FLAGS]")
     task = tasks[env_id]
-    args = parse_train_args(["--config", task["name"], *rest], prog="proxima solve", instructions=("config",))
     args = args.replace(run_dir=args.run.run_dir or default_run_dir(args))
     agent = train(args)
     trained = _process_seconds()
@@ -557,79 +574,73 @@ def _print_results(results, command: str) -> int:
     return 1 if failed or missing else 0
 
 
-SWEEP_HELP = """usage: proxima sweep [SWEEP FLAGS] [TRAIN FLAGS]
-       proxima sweep --resume SWEEP_DIR [--executor E] [--address A] [--max-concurrent N]
+@dataclass(frozen=True)
+class SweepFlags:
+    """the sweep; every other flag is a `proxima train` flag (proxima train --help)"""
 
-Trains every combination of the --grid values with every seed, each as an ordinary `proxima train` run in
-its own directory under the sweep directory (as a Ray Tune trial, by default), then writes a table of the
-final returns over seeds per setting (results.md), the learning curves with bands (learning_curves.png)
-and results.json. Every run can be evaluated, plotted or resumed on its own.
+    seeds: str = "1-3"
+    """the seeds of every setting: 1-10, 1,3,5 or 4"""
+    grid: Annotated[tuple[str, ...], tyro.conf.UseAppendAction, tyro.conf.arg(metavar="NAME=V1,V2,...")] = ()
+    """one setting and its values, repeatable: --grid learning_rate=3e-4,1e-3 --grid ent_coef=0,0.01 (a train flag's name; a value of several numbers, as for hidden_sizes, has them apart by spaces: --grid "hidden_sizes=64 64,256 256")"""
+    executor: Annotated[str, tyro.conf.arg(metavar="ray|local")] = "ray"
+    """ray: each run a Ray Tune trial (needs the ray extra); local: one after another in this process"""
+    cpus_per_trial: int = 1
+    """CPUs Ray gives each run; a run's torch threads equal them"""
+    max_concurrent: int | None = None
+    """at most N runs at once (default: as many as the CPUs allow)"""
+    address: str | None = None
+    """join a running Ray cluster: auto, or ray://HOST:10001 (default: the one RAY_ADDRESS names, else a new local Ray instance); every node must see the sweep directory"""
+    output_dir: str | None = None
+    """the sweep directory (default: runs/sweep__{env}__{unix time})"""
+    resume: Annotated[str | None, tyro.conf.arg(metavar="SWEEP_DIR")] = None
+    """finish a sweep that was stopped: finished and failed runs are kept, interrupted ones resume from their checkpoints, the others start; only --executor, --address and --max-concurrent may be given with it"""
 
-  --seeds SEEDS          the seeds of every setting: 1-10, 1,3,5 or 4 (default: 1-3)
-  --grid NAME=V1,V2...   one setting and its values, repeatable: --grid learning_rate=3e-4,1e-3 --grid
-                         ent_coef=0,0.01 (a train flag's name; a value of several numbers, as for
-                         hidden_sizes, has them separated by spaces: --grid "hidden_sizes=64 64,256 256")
-  --executor ray|local   ray: each run a Ray Tune trial (needs the ray extra); local: one after another in this
-                         process (default: ray)
-  --cpus-per-trial N     CPUs Ray gives each run; a run's torch threads equal them (default: 1)
-  --max-concurrent N     at most N runs at once (default: as many as the CPUs allow)
-  --address A            join a running Ray cluster: auto, or ray://HOST:10001 (default: the one RAY_ADDRESS
-                         names, else a new local Ray instance); every node must see the sweep directory
-  --output-dir DIR       the sweep directory (default: runs/sweep__{env}__{unix time})
-  --resume SWEEP_DIR     finish a sweep that was stopped: finished and failed runs are kept, interrupted ones
-                         resume from their checkpoints, the others start
-Every other flag is a `proxima train` flag (--config, --env-id, --total-timesteps, ...): see proxima train --help.
-Exit status 1 if a run failed (a NaN, a crashed env: its reason is in results.md, and the other runs go on;
---resume keeps it failed) or did not run. A run that crashed on anything else (a bug) runs again on --resume.
-"""
 
-_SWEEP_FLAGS = ("--seeds", "--grid", "--executor", "--cpus-per-trial", "--max-concurrent", "--address",
-                "--output-dir", "--resume")  # fmt: skip
+SWEEP_ABOUT = """Trains every combination of the --grid values with every seed, each as an ordinary `proxima train` run
+in its own directory under the sweep directory (as a Ray Tune trial, by default), then writes a table of the final
+returns over seeds per setting (results.md), the learning curves with bands (learning_curves.png) and
+results.json. Every run can be evaluated, plotted or resumed on its own. Exit status 1 if a run failed (a NaN, a
+crashed env: its reason is in results.md, and the other runs go on; --resume keeps it failed) or did not run. A run
+that crashed on anything else (a bug) runs again on --resume."""
+
+# What `proxima sweep --resume SWEEP_DIR` accepts beside it: where the rest runs, not what it is
+_SWEEP_RESUME_FLAGS = ("--resume", "--executor", "--address", "--max-concurrent")
 
 
 def cmd_sweep(argv: list[str]) -> int:
     from proxima.sweeps import default_output_dir, parse_seeds, resume_sweep, sweep
 
-    if "-h" in argv or "--help" in argv:
-        print(SWEEP_HELP, end="")
-        return 0
-    given: dict[str, list[list[str]]] = {}
-    for flag in _SWEEP_FLAGS:
-        while True:
-            argv, values = _pop_flag(argv, flag)
-            if values is None:
-                break
-            if len(values) != 1:
-                raise UserError(f"{flag} takes one value, got {len(values)}: {' '.join(values) or '(none)'} "
-                                "(see proxima sweep --help)")  # fmt: skip
-            given.setdefault(flag, []).append(values)
-    one = {flag: values[-1][0] for flag, values in given.items()}
-    max_concurrent = _positive(one, "--max-concurrent")
-    if "--resume" in one:
-        extra = sorted(set(one) - {"--resume", "--executor", "--address", "--max-concurrent"}) + argv[:1]
+    flags, _ = parse_command(argv, "proxima sweep", SweepFlags, description=SWEEP_ABOUT)
+    for name in ("cpus_per_trial", "max_concurrent"):
+        value = getattr(flags, name)
+        if value is not None and value < 1:
+            raise UserError(f"--{name.replace('_', '-')} expects a positive integer, got '{value}'")
+    if flags.resume is not None:
+        extra = [
+            a.split("=")[0] for a in argv if a.startswith("-") and a.split("=")[0] not in _SWEEP_RESUME_FLAGS
+        ]
         if extra:
             raise UserError(f"with --resume, only --executor, --address and --max-concurrent may be given, not "
                             f"{extra[0]} (the sweep's sweep.json holds the rest)")  # fmt: skip
+        executor = flags.executor if _flag_value(argv, "--executor") is not None else None
         try:
-            results = resume_sweep(
-                one["--resume"], one.get("--executor"), one.get("--address"), max_concurrent
-            )
+            results = resume_sweep(flags.resume, executor, flags.address, flags.max_concurrent)
         except TrainingInterrupted as e:
-            return _sweep_interrupted(e, one["--resume"])
+            return _sweep_interrupted(e, flags.resume)
         return _print_results(results, "sweep")
     for flag in ("--seed", "--run-dir"):
         if _flag_value(argv, flag) is not None:
             raise UserError(f"proxima sweep sets {flag} of each run; give --seeds and --output-dir instead")
-    settings = _grid_settings(argv, [values[0] for values in given.get("--grid", [])])
-    out = one.get("--output-dir") or default_output_dir(settings[0][1].env.env_id)
+    settings = _grid_settings(argv, list(flags.grid))
+    out = flags.output_dir or default_output_dir(settings[0][1].env.env_id)
     try:
         results = sweep(
-            seeds=parse_seeds(one.get("--seeds", "1-3")),
+            seeds=parse_seeds(flags.seeds),
             settings=settings,
-            executor=one.get("--executor", "ray"),
-            cpus_per_trial=_positive(one, "--cpus-per-trial") or 1,
-            max_concurrent=max_concurrent,
-            address=one.get("--address"),
+            executor=flags.executor,
+            cpus_per_trial=flags.cpus_per_trial,
+            max_concurrent=flags.max_concurrent,
+            address=flags.address,
             output_dir=out,
         )
     except TrainingInterrupted as e:
@@ -644,46 +655,51 @@ def _sweep_interrupted(e: TrainingInterrupted, out: str) -> int:
     return e.exit_status
 
 
-def _positive(given: dict[str, str], flag: str) -> int | None:
-    if flag not in given:
-        return None
-    value = given[flag]
-    if not value.isdigit() or int(value) < 1:
-        raise UserError(f"{flag} expects a positive integer, got {value!r}")
-    return int(value)
-
-
 def _grid_settings(argv: list[str], grid: list[str]):
-    """Each combination of the ``--grid`` values as ``(label, PPOArgs)``: what ``proxima train`` would make
-    of the train flags with that combination's flags added, so that values are read, checked and layered
-    (an algo's defaults, a preset) exactly as on its command line."""
-    import itertools
-
+    """Each combination of the ``--grid`` values (``sweeps.grid_settings``) as ``(label, PPOArgs)``: what
+    ``proxima train`` would make of the train flags with that combination's flags added, so that values are
+    read, checked and layered (an algo's defaults, a preset) exactly as on its command line."""
     from proxima.config import GROUP_OF
+    from proxima.sweeps import grid_settings
 
-    names = set(GROUP_OF)
-    axes = []
+    axes: dict[str, list[str]] = {}
     for item in grid:
         name, equals, values = item.partition("=")
         name = name.strip().replace("-", "_")
         if not equals or not values.strip():
             raise UserError(f"--grid expects NAME=V1,V2,..., got {item!r}")
-        if name not in names or name in ("seed", "run_dir"):
+        if name not in GROUP_OF or name in ("seed", "run_dir"):
             raise UserError(f"--grid: {name!r} is not a setting a sweep can vary; accepted: the names of the "
                             "train flags (proxima train --help), such as learning_rate, apart from seed and run_dir")  # fmt: skip
-        axes.append([(name, value.strip()) for value in values.split(",")])
-    if len({axis[0][0] for axis in axes}) < len(axes):
-        raise UserError("--grid names a setting twice; give all its values in one --grid NAME=V1,V2")
+        if name in axes:
+            raise UserError("--grid names a setting twice; give all its values in one --grid NAME=V1,V2")
+        axes[name] = [value.strip() for value in values.split(",")]
+    train_argv = _without_own_flags(argv, SweepFlags)
     settings = []
-    for combination in itertools.product(*axes):
+    for label, setting in grid_settings(axes):
         flags = [
-            token for name, value in combination for token in ("--" + name.replace("_", "-"), *value.split())
+            token
+            for name, value in setting.items()
+            for token in ("--" + name.replace("_", "-"), *value.split())
         ]
-        label = ",".join(f"{name}={value}" for name, value in combination) or "base"
         settings.append(
-            (label, parse_train_args(argv + flags, prog="proxima sweep", instructions=("config",)))
+            (label, parse_train_args(train_argv + flags, prog="proxima sweep", instructions=("config",)))
         )
     return settings
+
+
+def _without_own_flags(argv: list[str], own: type) -> list[str]:
+    """``argv`` without the flags of ``own`` (a dataclass of a command's own flags, each taking one value)."""
+    names = {"--" + f.name.replace("_", "-") for f in dataclasses.fields(own)}
+    out, i = [], 0
+    while i < len(argv):
+        name = argv[i].split("=")[0]
+        if name in names:
+            i += 1 if "=" in argv[i] else 2
+            continue
+        out.append(argv[i])
+        i += 1
+    return out
 
 
 COMMANDS = {
@@ -717,6 +733,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return COMMANDS[command](rest)
+    except SystemExit as e:  # --help, printed in full
+        return e.code if isinstance(e.code, int) else 0
     except BrokenPipeError:  # `proxima presets | head`: the reader has all it wants
         os.dup2(
             os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno()

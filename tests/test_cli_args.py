@@ -1,4 +1,4 @@
-"""The CLI's arguments: the check before tyro, the grouped ``proxima train --help``, and how errors end a command."""
+"""The CLI's arguments: the check before tyro, the grouped --help of every command that trains, and how errors end a command."""
 
 import dataclasses
 import sys
@@ -81,9 +81,7 @@ def test_a_parser_failure_the_check_misses_is_one_generic_line(monkeypatch, caps
 
 
 def test_train_help_shows_one_section_per_group_with_flat_flags_and_the_resolved_defaults(capsys):
-    with pytest.raises(SystemExit) as e:
-        main(["train", "--config", "pendulum", "--help"])
-    assert e.value.code == 0
+    assert main(["train", "--config", "pendulum", "--help"]) == 0
     out = capsys.readouterr().out
     names = [*GROUPS, "instructions"]
     starts = [out.index(f"{name} options") for name in names]
@@ -160,3 +158,35 @@ def test_output_piped_into_a_reader_that_stops_early_gives_no_traceback():
         f"{sys.executable} -m proxima.cli presets | head -1", shell=True, capture_output=True, text=True
     )
     assert proc.stdout.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(
+    "command, own",
+    [(["sweep"], ["--seeds", "--grid NAME=V1,V2,...", "--executor", "--resume SWEEP_DIR"]),
+     (["probe"], ["--probes NAME"]),
+     (["solve"], ["ENV_ID", "CartPole-v1"])],
+)  # fmt: skip
+def test_the_commands_that_train_show_their_own_flags_and_every_train_flag(command, own, capsys):
+    """sweep, probe and solve parse as train does: their own dataclass composed with PPOArgs' groups."""
+    assert main([*command, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert all(flag in out for flag in own), out
+    if command != ["solve"]:  # solve's own flag is its positional ENV_ID
+        assert f"{command[0]} options" in out
+    for group in GROUPS:
+        assert f"{group} options" in out
+    assert "--learning-rate" in out and "--hidden-sizes" in out and "--env.env-id" not in out
+
+
+def test_a_sweep_grid_is_expanded_once_and_parsed_as_train_flags():
+    settings = proxima.cli._grid_settings(
+        ["--num-envs", "2", "--grid", "learning_rate=1e-3,1e-4"],
+        ["learning_rate=1e-3,1e-4", "hidden_sizes=64 64,16"],
+    )
+    assert [label for label, _ in settings] == [
+        "learning_rate=1e-3,hidden_sizes=64 64", "learning_rate=1e-3,hidden_sizes=16",
+        "learning_rate=1e-4,hidden_sizes=64 64", "learning_rate=1e-4,hidden_sizes=16",
+    ]  # fmt: skip
+    assert [(a.algorithm.learning_rate, a.network.hidden_sizes, a.env.num_envs) for _, a in settings] == [
+        (1e-3, (64, 64), 2), (1e-3, (16,), 2), (1e-4, (64, 64), 2), (1e-4, (16,), 2)
+    ]  # fmt: skip
