@@ -56,21 +56,25 @@ print(time.perf_counter() - start)
 def setup(preset: str | None):
     args = resolve_args(config=preset, env_backend="native") if preset else resolve_args(env_backend="native")
     args = args.validate()
-    envs = make_vec_env(args.env_id, args.num_envs, backend="native", seed=args.seed)
-    torch.manual_seed(args.seed)
+    env, algo, seed = args.env, args.algorithm, args.run.seed
+    envs = make_vec_env(env.env_id, env.num_envs, backend="native", seed=seed)
+    torch.manual_seed(seed)
     model = ActorCritic(network_spec(args, envs), make_head(envs.single_action_space))
-    collector = RolloutCollector(envs, args.num_steps, args.gamma, model, seed=args.seed)
+    collector = RolloutCollector(envs, algo.num_steps, algo.gamma, model, seed=seed)
     next_value, next_done = collector.collect(model)
     buf = collector.buffer
     advantages = estimate_advantages(
-        args.advantage, buf.rewards, buf.values, buf.dones, next_value, next_done, args.gamma, args.gae_lambda
+        algo.advantage, buf.rewards, buf.values, buf.dones, next_value, next_done, algo.gamma, algo.gae_lambda
     )
     return args, model, buf.flatten(advantages, advantages + buf.values), UpdateSettings.from_args(args)
 
 
 def run(make, args, model, batch, settings, updates: int) -> tuple[float, list[torch.Tensor]]:
     model = copy.deepcopy(model)
-    optimizer = make(model.param_groups(args.learning_rate, args.value_learning_rate), args.learning_rate)
+    optimizer = make(
+        model.param_groups(args.algorithm.learning_rate, args.algorithm.value_learning_rate),
+        args.algorithm.learning_rate,
+    )
     torch.manual_seed(0)  # the same minibatch order for every variant
     start = time.perf_counter()
     for _ in range(updates):
@@ -109,7 +113,7 @@ def main() -> None:
             identical[name] &= same
     base = statistics.median(times[names[0]])
     print(f"torch {torch.__version__}, {options.threads} thread(s), {options.repeats} repeats x {options.updates} "
-          f"updates of {len(batch)} samples ({settings.update_epochs} epochs x {len(batch) // settings.minibatch_size} "
+          f"updates of {len(batch)} samples ({settings.update_epochs} epochs x {settings.num_minibatches} "
           "minibatches)")  # fmt: skip
     print(f"{'variant':36} {'ms/update':>10} {'ratio':>7}  weights as proxima's")
     for name in names:

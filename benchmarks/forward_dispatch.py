@@ -25,7 +25,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=4)
     options = parser.parse_args()
     torch.set_num_threads(1)
-    model = networks.ActorCritic(networks.NetworkSpec(4, 2), make_head(gym.spaces.Discrete(2)))
+    model = networks.ActorCritic(networks.NetworkSpec(2, (4,)), make_head(gym.spaces.Discrete(2)))
     obs = torch.randn(options.batch, 4)
     ways = {"forward (proxima)": networks.forward_skipping_hooks, "__call__": lambda layers, x: layers(x)}
     times: dict[str, list[float]] = {name: [] for name in ways}
