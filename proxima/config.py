@@ -306,17 +306,17 @@ class PPOArgs:
         return self.algorithm.total_timesteps // self.batch_size
 
     @classmethod
-    def of(cls, source: str = "settings", **values) -> PPOArgs:
+    def of(cls, source: str | None = None, **values) -> PPOArgs:
         """Settings by their flat names (``PPOArgs.of(env_id="Acrobot-v1", hidden_sizes=(32,))``) over the field
         defaults; ``source`` names where they come from in the error for an unknown name."""
         return cls().replace(_source=source, **values)
 
-    def replace(self, _source: str = "settings", **values) -> PPOArgs:
+    def replace(self, _source: str | None = None, **values) -> PPOArgs:
         """A copy with the settings given by their flat names changed: ``args.replace(seed=2, num_envs=8)``."""
         unknown = sorted(set(values) - set(GROUP_OF))
         if unknown:
             raise UserError(
-                f"{_source} has unknown settings {unknown}; the accepted names are the fields of proxima.PPOArgs' "
+                f"{_source + ' has unknown' if _source else 'unknown'} settings {unknown}; the accepted names are the fields of proxima.PPOArgs' "
                 f"groups ({', '.join(f'{g}: {c.__name__}' for g, c in GROUPS.items())})"
             )
         by_group: dict[str, dict] = {}
