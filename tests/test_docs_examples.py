@@ -136,6 +136,15 @@ def proxima_command(line: str) -> tuple[dict[str, str], list[str]] | None:
     return env, words[1:]
 
 
+def looks_like_a_command(line: str) -> bool:
+    """For an untagged block, which is often prose or output: a line shlex cannot split (an apostrophe, as in
+    "the run's files") is no command."""
+    try:
+        return proxima_command(line) is not None
+    except ValueError:
+        return False
+
+
 def budgeted_argv(argv: list[str], budget: int) -> list[str]:
     argv = list(argv)
     limit = 2 * budget if "--resume" in argv else budget  # a resumed run trains one budget more
@@ -252,7 +261,7 @@ def test_the_examples_of_a_page_run(page, slow_too, tmp_path, monkeypatch, capsy
             elif block.lang in SHELL:
                 run_shell(block, tmp_path, monkeypatch, capsys)
             elif not block.lang:
-                commands = [line for line in shell_lines(block) if proxima_command(line)]
+                commands = [line for line in shell_lines(block) if looks_like_a_command(line)]
                 assert not commands, (
                     f"{block.where}: a command in an untagged block: tag it bash (text if output)"
                 )
@@ -275,6 +284,7 @@ def test_the_runner_shrinks_budgets_and_only_budgets():
         {"PYTHONPATH": "."}, ["train", "--env-kwargs", '{"a": 1}'],
     )  # fmt: skip
     assert proxima_command("make demo") is None
+    assert looks_like_a_command("proxima eval runs/a") and not looks_like_a_command("a run directory's files")
     tree = Budget(2048).visit(
         ast.parse("proxima.train(env_id='x')\nf(total_timesteps=10**6)\nresume(total_timesteps=30_000)")
     )
