@@ -32,10 +32,13 @@ import types
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import gymnasium as gym
 import pytest
 
 import proxima.trainer
 from proxima.cli import main
+from proxima.encoders import ENCODERS
+from proxima.envs.registry import _BACKENDS
 
 ROOT = Path(__file__).resolve().parent.parent
 BUDGET = 2048
@@ -241,7 +244,20 @@ def one_run_dir_per_second(monkeypatch) -> None:
     monkeypatch.setattr(proxima.trainer, "default_run_dir", waiting)
 
 
+@pytest.fixture
+def own_registries():
+    """What a page registers (an encoder, an env backend, a Gymnasium id) is its own: other tests in this process
+    list the registries' contents, so each is put back as it was."""
+    registries = (ENCODERS, _BACKENDS, gym.envs.registry)
+    saved = [dict(registry) for registry in registries]
+    yield
+    for registry, contents in zip(registries, saved, strict=True):
+        registry.clear()
+        registry.update(contents)
+
+
 @pytest.mark.parametrize(("page", "slow_too"), page_params())
+@pytest.mark.usefixtures("own_registries")
 def test_the_examples_of_a_page_run(page, slow_too, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     one_run_dir_per_second(monkeypatch)
