@@ -32,7 +32,6 @@ import types
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import gymnasium as gym
 import pytest
 
 import proxima.trainer
@@ -246,9 +245,10 @@ def one_run_dir_per_second(monkeypatch) -> None:
 
 @pytest.fixture
 def own_registries():
-    """What a page registers (an encoder, an env backend, a Gymnasium id) is its own: other tests in this process
-    list the registries' contents, so each is put back as it was."""
-    registries = (ENCODERS, _BACKENDS, gym.envs.registry)
+    """What a page registers (an encoder, an env backend) is its own: other tests in this process list these
+    registries' contents, so each is put back as it was. Gymnasium's ids stay: a module that registers one on
+    import (tests.fixtures.info_envs) is not imported again, and no test lists them."""
+    registries = (ENCODERS, _BACKENDS)
     saved = [dict(registry) for registry in registries]
     yield
     for registry, contents in zip(registries, saved, strict=True):
