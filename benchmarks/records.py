@@ -72,13 +72,15 @@ def machine() -> dict:
 
 
 def git_commit() -> tuple[str | None, bool]:
-    """The checkout's commit and whether its tracked files differ from it (None where git cannot say)."""
+    """The checkout's commit and whether its tracked files differ from it (None where git cannot say). The pages
+    that render_results.py writes do not count: an earlier batch of the same session rewrites them."""
     try:
         head = subprocess.run(
             ["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True, text=True, check=True
         )
-        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, check=True)  # fmt: skip
+        rendered = [":(exclude)README.md", ":(exclude)docs/RESULTS.md", ":(exclude)docs/results"]
+        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                *rendered], capture_output=True, text=True, check=True)  # fmt: skip
     except (OSError, subprocess.CalledProcessError):
         return None, False
     return head.stdout.strip(), bool(dirty.stdout.strip())
