@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import tyro
 
+from proxima import files
 from proxima.argv import check, field_docs, fields
 from proxima.errors import EnvError, NonFiniteError, TrainingInterrupted, UserError
 
@@ -399,15 +400,15 @@ def cmd_solve(argv: list[str]) -> int:
     args = args.replace(run_dir=args.run.run_dir or default_run_dir(args))
     agent = train(args)
     trained = _process_seconds()
-    steps = read_json(os.path.join(args.run.run_dir, "agent.json"))["global_step"]
+    steps = read_json(os.path.join(args.run.run_dir, files.AGENT_JSON))["global_step"]
     scored = ""
-    best = os.path.join(args.run.run_dir, "best")
+    best = os.path.join(args.run.run_dir, files.BEST)
     if args.run.save_best and os.path.isdir(
         best
     ):  # PPO's policy can get worse late in a run: score the best one
         from proxima.agent import load
 
-        agent, meta = load(best), read_json(os.path.join(best, "agent.json"))
+        agent, meta = load(best), read_json(os.path.join(best, files.AGENT_JSON))
         chosen = "the best of the evaluations during training"
         if "rescore_return" in meta:
             chosen = f"the highest of the {len(meta['rescored'])} best evaluations rescored on {meta['rescore_episodes']} episodes"
@@ -438,14 +439,14 @@ def cmd_eval(argv: list[str]) -> int:
     args = _parse(EvalArgs, argv, "proxima eval")
     env_kwargs = parse_env_kwargs(args.env_kwargs)
     agent = load(args.run_dir)
-    video_dir = os.path.join(args.run_dir, "eval-videos") if args.video else None
+    video_dir = os.path.join(args.run_dir, files.EVAL_VIDEOS) if args.video else None
     returns = evaluate(
         agent, args.episodes, deterministic=args.deterministic, seed=args.seed, video_dir=video_dir,
         env_id=args.env_id, env_kwargs=env_kwargs,
     )  # fmt: skip
     videos = sorted(f for f in os.listdir(video_dir) if f.endswith(".mp4")) if video_dir else []
     save_evaluation(args.run_dir, returns, deterministic=args.deterministic, seed=args.seed,
-                    videos=[os.path.join("eval-videos", f) for f in videos])  # fmt: skip
+                    videos=[os.path.join(files.EVAL_VIDEOS, f) for f in videos])  # fmt: skip
     print(
         f"{args.env_id or agent.env_id}: mean_return={returns.mean():.2f} std_return={returns.std():.2f} "
         f"episodes={len(returns)} deterministic={args.deterministic}"
@@ -508,7 +509,7 @@ def cmd_check_env(argv: list[str]) -> int:
 class PlotArgs:
     run_dirs: Annotated[tuple[str, ...], tyro.conf.Positional]
     """one or more run directories written by `proxima train`"""
-    output: str = "learning_curves.png"
+    output: str = files.LEARNING_CURVES
     """the PNG to write"""
 
 
@@ -544,7 +545,7 @@ def cmd_report(argv: list[str]) -> int:
     if not args.paths:
         raise UserError("give at least one run, sweep or compare directory")
     output = args.output or (
-        os.path.join(args.paths[0], "report.html") if len(args.paths) == 1 else "report.html"
+        os.path.join(args.paths[0], files.REPORT) if len(args.paths) == 1 else files.REPORT
     )
     print(f"wrote {write_report(list(args.paths), output)}")
     return 0
@@ -560,7 +561,7 @@ def _print_results(results, command: str) -> int:
     """The table and where it is; exit status 1 if a run failed (each failure was said as it happened)."""
     out = results.output_dir
     print(f"\n{results}", end="")
-    written = [f"{out}/{f}" for f in ("results.md", "results.json", "learning_curves.png", "report.html")
+    written = [f"{out}/{f}" for f in (files.RESULTS_MD, files.RESULTS_JSON, files.LEARNING_CURVES, files.REPORT)
                if os.path.exists(f"{out}/{f}")]  # fmt: skip
     print(f"wrote {', '.join(written)}")
     failed = sum(t["status"] == "failed" for t in results.trials)
