@@ -1,3 +1,5 @@
+import shutil
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -70,3 +72,29 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+def chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        if found := shutil.which(name):
+            return found
+    return None
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium driven by Playwright, for the browser tests (the report page, the docs site)."""
+    sync_api = pytest.importorskip(
+        "playwright.sync_api",
+        reason="the browser tests need Playwright: pip install playwright (the dev extra)",
+    )
+    executable = chromium()
+    if executable is None:
+        pytest.skip(
+            "no Chromium on PATH: install Debian's with `apt-get install -y chromium` (make test does, as root)"
+        )
+    with sync_api.sync_playwright() as p:
+        # Playwright's own browser builds cannot be downloaded here; Debian's Chromium speaks the same protocol
+        launched = p.chromium.launch(executable_path=executable, headless=True, args=["--no-sandbox"])
+        yield launched
+        launched.close()

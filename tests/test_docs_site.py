@@ -16,8 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_report_browser import chromium
-
 pytest.importorskip(
     "mkdocs", reason="the docs site needs mkdocs: pip install -c constraints.txt -e '.[docs]'"
 )
@@ -50,19 +48,6 @@ def site(tmp_path_factory):
 class Quiet(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass
-
-
-@pytest.fixture(scope="module")
-def browser():
-    executable = chromium()
-    if executable is None:
-        pytest.skip(
-            "no Chromium on PATH: install Debian's with `apt-get install -y chromium` (make test does, as root)"
-        )
-    with sync_api.sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=executable, headless=True, args=["--no-sandbox"])
-        yield launched
-        launched.close()
 
 
 @pytest.fixture

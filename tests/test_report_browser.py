@@ -6,7 +6,6 @@ screenshots (docs/REPORT.md's is one).
 """
 
 import os
-import shutil
 
 import pytest
 
@@ -17,27 +16,6 @@ from tests.test_report import fake_run
 sync_api = pytest.importorskip(
     "playwright.sync_api", reason="the browser test needs Playwright: pip install playwright (the dev extra)"
 )
-
-
-def chromium() -> str | None:
-    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
-        if found := shutil.which(name):
-            return found
-    return None
-
-
-@pytest.fixture(scope="module")
-def browser():
-    executable = chromium()
-    if executable is None:
-        pytest.skip(
-            "no Chromium on PATH: install Debian's with `apt-get install -y chromium` (make test does, as root)"
-        )
-    with sync_api.sync_playwright() as p:
-        # Playwright's own browser builds cannot be downloaded here; Debian's Chromium speaks the same protocol
-        launched = p.chromium.launch(executable_path=executable, headless=True, args=["--no-sandbox"])
-        yield launched
-        launched.close()
 
 
 def open_page(browser, path, tmp_path, name):
