@@ -13,6 +13,7 @@ import random
 import re
 import shutil
 import time
+from collections.abc import Generator
 
 import gymnasium as gym
 import numpy as np
@@ -52,6 +53,9 @@ from proxima.spaces import space_to_json
 from proxima.threads import choose_threads
 from proxima.update import UpdateSettings, update
 
+# what training, resuming and steps are: (run, result) after each update, then the agent
+Updates = Generator["tuple[Run, UpdateResult]", None, Agent]
+
 
 def train(
     args: PPOArgs | None = None,
@@ -74,6 +78,22 @@ def train(
     (called with ``env_kwargs`` once per sub-env), or a ``gymnasium.vector.VectorEnv`` in any autoreset mode
     (``env_id=`` takes the same); config.json records what it can of it (docs/ENVS.md).
     """
+    return run_to_end(training(args, config=config, resume=resume, callbacks=callbacks, env=env, **overrides))
+
+
+def training(
+    args: PPOArgs | None = None,
+    *,
+    config: str | None = None,
+    resume: str | None = None,
+    callbacks: list[Callback] | None = None,
+    env=None,
+    **overrides,
+) -> Updates:
+    """``train`` one update at a time: a generator that yields ``(run, result)`` after each update (its callbacks
+    done) and returns the agent when the run ends. Stepping several of them in turn trains several runs in one
+    thread, as ``proxima tune`` does for the seeds of a sample; closing one early (``close()``) ends its run
+    where it stands, without the end-of-run save."""
     if resume is not None:
         others = sorted(set(overrides) - {"quiet", "total_timesteps"})
         if others or args is not None or config is not None:
@@ -82,7 +102,7 @@ def train(
                 f"train(resume=...) takes only quiet and total_timesteps besides callbacks (the run's config.json "
                 f"holds its settings), not {given}"
             )
-        return _resume(resume, callbacks=callbacks, env=env, **overrides)
+        return (yield from resuming(resume, callbacks=callbacks, env=env, **overrides))
     env, args, overrides = _take_env(env, args, overrides)
     args = resolve_args(args, config=config, **overrides).validate()
     env = _env_of(args, env)
@@ -120,7 +140,7 @@ def train(
         write_json(os.path.join(run_dir, CONFIG_JSON), args.to_json())
         written = True
         run.notes += notes
-        return loop(run, default_callbacks(run, callbacks or []))
+        return (yield from steps(run, default_callbacks(run, callbacks or [])))
     finally:
         if envs is not None:
             envs.close()
@@ -150,6 +170,17 @@ def resume(
     ``env``: the env object the run was trained on, given again (``train(env=...)``): config.json cannot make a
     lambda, a ``functools.partial`` or a ``VectorEnv`` again (a class or module-level function it imports).
     """
+    return run_to_end(resuming(run_dir, quiet, callbacks, total_timesteps, env))
+
+
+def resuming(
+    run_dir: str,
+    quiet: bool = False,
+    callbacks: list[Callback] | None = None,
+    total_timesteps: int | None = None,
+    env=None,
+) -> Updates:
+    """``resume`` one update at a time, as ``training`` is ``train``."""
     if not os.path.isdir(run_dir):
         raise UserError(
             f"run directory {run_dir!r} does not exist; give a directory written by `proxima train`"
@@ -192,17 +223,28 @@ def resume(
         checkpoint.load(run, path, meta, states)
         if total_timesteps is not None:
             write_json(config_path, saved.to_json())
-        return loop(run, run_callbacks)
+        return (yield from steps(run, run_callbacks))
     finally:
         envs.close()
-
-
-_resume = resume  # for train(resume=...), whose argument hides the function's name
 
 
 def loop(run: Run, callbacks: list[Callback]) -> Agent:
     """Train ``run`` to its last update (or until a callback stops it); return its agent, saved in its
     directory. An env that fails, or a NaN, ends the run with one line saying what survives of it."""
+    return run_to_end(steps(run, callbacks))
+
+
+def run_to_end(updates: Updates) -> Agent:
+    """Step a generator of ``steps`` (or ``training``, ``resuming``) to its end; return its agent."""
+    while True:
+        try:
+            next(updates)
+        except StopIteration as end:
+            return end.value
+
+
+def steps(run: Run, callbacks: list[Callback]) -> Updates:
+    """``loop`` one update at a time: yields ``(run, result)`` after each update's callbacks, returns the agent."""
     run.callbacks = callbacks
     args = run.args
     infos = wanted_infos(callbacks)
@@ -225,6 +267,7 @@ def loop(run: Run, callbacks: list[Callback]) -> Agent:
                 **result.record,
             }
             stops = [callback.on_update_end(run, result) for callback in callbacks]  # each sees every update
+            yield run, result
             if any(stops):
                 break
         run.agent.save(run.run_dir, global_step=run.global_step)
