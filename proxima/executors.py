@@ -13,6 +13,7 @@ import os
 from collections.abc import Callable
 
 from proxima.errors import UserError
+from proxima.threads import ray_worker_priority
 
 EXECUTORS = ("local", "ray")
 RAY_MISSING = "needs Ray: pip install 'proxima[ray]' (make installs it)"
@@ -77,6 +78,7 @@ def run_ray(
 
     started = not ray.is_initialized()
     if started:
+        ray_worker_priority()
         try:
             # "local", not None: with None, Ray joins the cluster that its file /tmp/ray/ray_current_cluster names,
             # left by the last `ray start` or by a test's ray.cluster_utils.Cluster, alive or dying

@@ -46,6 +46,7 @@ from proxima.errors import EnvError, NonFiniteError, UserError
 from proxima.networks import ActorCritic, NetworkSpec
 from proxima.rollout import RolloutCollector
 from proxima.storage import RolloutBuffer
+from proxima.threads import ray_worker_priority
 
 RAY_MISSING = "--rollout-workers needs Ray: pip install 'proxima[ray]' (make installs it)"
 SLICE_FIELDS = ("obs", "actions", "logprobs", "values", "rewards", "dones",
@@ -197,6 +198,7 @@ class WorkerPool:
         if self._started:
             # RAY_ADDRESS or a new local instance; never the cluster named by /tmp/ray/ray_current_cluster
             # (proxima.executors.run_ray says why)
+            ray_worker_priority()
             ray.init(address=os.environ.get("RAY_ADDRESS") or "local", include_dashboard=False,
                      logging_level="ERROR", log_to_driver=False)  # fmt: skip
         self.num_envs, self.device = args.env.num_envs, torch.device("cpu")

@@ -93,3 +93,11 @@ def choose_threads(
         f"note: other processes keep {busy:.1f} of {usable} cores busy, so torch uses {free} thread(s) instead of "
         f"{wanted}; results depend on the thread count: --torch-threads {free} reproduces this run"
     )
+
+
+def ray_worker_priority() -> None:
+    """Ray starts its workers at nice 15, so that its own processes stay responsive; but the workers are where
+    proxima trains, and at nice 15 a trial crawls beside any other work on the machine. A local Ray instance
+    started here runs them at the caller's priority (Ray's job submission does the same); a cluster keeps its
+    own setting, and RAY_worker_niceness set by the user wins."""
+    os.environ.setdefault("RAY_worker_niceness", "0")

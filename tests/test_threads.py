@@ -1,12 +1,13 @@
 """torch's thread count: explicit always, capped by the cores other processes leave free, the user's flag first."""
 
+import os
 from types import SimpleNamespace
 
 import gymnasium as gym
 import pytest
 import torch
 
-from proxima import threads
+from proxima import executors, threads
 from proxima.config import PPOArgs
 from proxima.trainer import _setup, _threads
 
@@ -71,3 +72,18 @@ def test_the_run_says_when_the_load_lowers_its_threads_and_when_cuda_is_missing(
         assert any("no GPU is available" in n for n in notes)
     _, notes = _setup(PPOArgs.of(cuda=False))
     assert not any("GPU" in n for n in notes)
+
+
+@pytest.mark.xdist_group("ray")
+@pytest.mark.skipif(not executors.ray_available(), reason="needs the ray extra")
+def test_a_local_ray_instance_runs_its_workers_at_the_callers_priority(monkeypatch):
+    import ray
+
+    monkeypatch.delenv("RAY_worker_niceness", raising=False)
+    threads.ray_worker_priority()
+    ray.init(address="local", include_dashboard=False, logging_level="ERROR", num_cpus=1)
+    try:
+        nice = ray.get(ray.remote(lambda: os.nice(0)).remote())
+    finally:
+        ray.shutdown()
+    assert nice == os.nice(0)  # Ray's default would be 15: a trial crawls beside any other work
