@@ -9,6 +9,7 @@ from proxima.evaluate import evaluate
 from proxima.export import export
 from proxima.sweeps import resume_sweep, sweep
 from proxima.trainer import resume, train
+from proxima.tuning import resume_tune, tune
 from proxima.version import __version__
 
 __all__ = [
@@ -22,6 +23,8 @@ __all__ = [
     "make_vec_env",
     "resume",
     "resume_sweep",
+    "resume_tune",
     "sweep",
     "train",
+    "tune",
 ]

@@ -57,18 +57,30 @@ def run_local(trial_fn: TrialFn, configs: list[dict], on_done: OnDone) -> None:
 
 def run_ray(
     trial_fn: TrialFn,
-    configs: list[dict],
+    configs: list[dict] | None,
     on_done: OnDone,
     *,
     storage: str,
     cpus_per_trial: int,
     max_concurrent: int | None,
     address: str | None,
+    name_of: Callable | None = None,
+    param_space: dict | None = None,
+    search_alg=None,
+    scheduler=None,
+    num_samples: int = 1,
+    metric: str | None = None,
+    mode: str | None = None,
 ) -> None:
     """Every config as one Ray Tune trial of ``trial_fn`` with ``cpus_per_trial`` CPUs, at most
     ``max_concurrent`` at once (None: as many as the cluster's CPUs allow). ``address``: None joins the cluster
     that ``RAY_ADDRESS`` names, if set, and otherwise starts a local Ray instance; ``auto`` or
-    ``ray://host:port`` joins a cluster, whose nodes must all see ``storage``."""
+    ``ray://host:port`` joins a cluster, whose nodes must all see ``storage``.
+
+    ``name_of(trial)``: a trial's name and folder (default: its run directory's name). A search instead of a
+    grid (``proxima tune``): ``configs`` None, and ``param_space``'s ``num_samples`` draws by ``search_alg``,
+    under ``scheduler``, judged by ``metric`` and ``mode``; ``trial_fn`` and ``on_done`` then get the drawn
+    settings with the trial's name under ``"__name"``."""
     # Tune's console tables and tracebacks would bury proxima's one line per trial; PROXIMA_DEBUG shows them.
     quiet = os.environ.get("PROXIMA_DEBUG", "") in ("", "0")
     if quiet:
@@ -97,23 +109,34 @@ def run_ray(
 
     class Notify(tune.Callback):  # runs in this process as Tune learns that a trial ended
         def on_trial_complete(self, iteration, trials, trial, **info):
-            on_done(trial.config["config"], None)
+            on_done(config_of(trial), None)
 
         def on_trial_error(self, iteration, trials, trial, **info):
             # the reason a failed trial wrote to its trial.json comes first; this is for any other crash
             lines = [line for line in str(trial.get_error()).splitlines() if line.strip()]
-            on_done(trial.config["config"], lines[-1] if lines else "the trial crashed")
+            on_done(config_of(trial), lines[-1] if lines else "the trial crashed")
+
+    name_of = name_of or _name
+    grid = configs is not None
+
+    def config_of(trial) -> dict:
+        return trial.config["config"] if grid else {**trial.config, "__name": name_of(trial)}
 
     # A new Tune experiment each time: the run directories, not Tune's state, say what is done (a resumed
     # sweep schedules only the unfinished trials).
     attempt = 1 + sum(name.startswith("tune-") for name in os.listdir(storage))
     tuner = tune.Tuner(
-        tune.with_resources(_trainable(trial_fn), {"cpu": cpus_per_trial}),
-        param_space={"config": tune.grid_search(configs)},
+        tune.with_resources(_trainable(trial_fn, grid), {"cpu": cpus_per_trial}),
+        param_space={"config": tune.grid_search(configs)} if grid else param_space,
         tune_config=tune.TuneConfig(
             max_concurrent_trials=max_concurrent,
-            trial_name_creator=_name,  # Tune's names and folders (RUN_DIR/../tune-N/) are the runs' own
-            trial_dirname_creator=_name,
+            trial_name_creator=name_of,  # Tune's names and folders (RUN_DIR/../tune-N/) are the runs' own
+            trial_dirname_creator=name_of,
+            search_alg=search_alg,
+            scheduler=scheduler,
+            num_samples=num_samples,
+            metric=metric,
+            mode=mode,
         ),
         run_config=tune.RunConfig(
             name=f"tune-{attempt}",
@@ -139,12 +162,13 @@ def _name(trial) -> str:
     return os.path.basename(trial.config["config"]["run"]["run_dir"])
 
 
-def _trainable(trial_fn: TrialFn):
+def _trainable(trial_fn: TrialFn, grid: bool):
     def trial(params: dict) -> None:
         import ray
         from ray import tune
 
-        row = trial_fn(params["config"], report=tune.report, node=ray.get_runtime_context().get_node_id())
+        config = params["config"] if grid else {**params, "__name": tune.get_context().get_trial_name()}
+        row = trial_fn(config, report=tune.report, node=ray.get_runtime_context().get_node_id())
         if row["status"] == "failed":
             raise TrialFailed(row["error"])
 

@@ -41,6 +41,11 @@ TRIAL_JSON = "trial.json"  # in each run's directory: the sweep's verdict on it
 RESULTS_JSON = "results.json"
 RESULTS_MD = "results.md"
 LEARNING_CURVES = "learning_curves.png"  # the curves of every setting, with bands over seeds
+TUNE_JSON = "tune.json"  # `proxima tune`'s plan and the samples drawn, for --resume
+BEST_PRESET = "best.json"  # `proxima tune`'s best settings, a preset for --config
+PERTURBATIONS = (
+    "perturbations.jsonl"  # in a PBT run's directory: each time it continued from another's checkpoint
+)
 
 
 def _atomic(path: str, write) -> None:

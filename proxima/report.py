@@ -36,6 +36,7 @@ from proxima.files import (
     EVAL_VIDEOS,
     MACHINE_JSON,
     METRICS,
+    PERTURBATIONS,
     PROBES_JSON,
     SWEEP_JSON,
     TRIAL_JSON,
@@ -86,6 +87,7 @@ class RunData:
     status: str  # finished, in progress, stopped, failed
     group: str = ""
     videos: list[str] = field(default_factory=list)
+    perturbations: list[dict] = field(default_factory=list)  # PBT's (proxima tune --scheduler pbt)
 
 
 def _read_json(path: str) -> dict | None:
@@ -156,7 +158,13 @@ def read_run(run_dir: str, label: str | None = None) -> RunData:
         evaluation=evaluation,
         status=_status(run_dir, machine),
         videos=sorted((v for v in videos if os.path.isfile(v)), key=_episode_number),
+        perturbations=_perturbations(run_dir),
     )
+
+
+def _perturbations(run_dir: str) -> list[dict]:
+    path = os.path.join(run_dir, PERTURBATIONS)
+    return read_jsonl(path) if os.path.exists(path) else []
 
 
 def _episode_number(path: str) -> tuple:
@@ -375,6 +383,7 @@ def _summary(run: RunData) -> dict:
         "steps": steps, "seconds": seconds, "sps": steps / seconds if seconds else None,
         "episodes": len(run.returns), "final_return": final, "last_eval": evals[-1] if evals else None,
         "best_eval": max(evals) if evals else None, "warnings": warnings,
+        "perturbations": run.perturbations,
     }  # fmt: skip
 
 

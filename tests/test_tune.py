@@ -1,0 +1,194 @@
+"""proxima tune: search spaces read as the train flags read them; a sample's seeds in lockstep compute what
+solo runs compute; Optuna with ASHA stops a sample; PBT copies a better sample's checkpoint and perturbs its
+settings; the best settings come out as a preset; a killed search finishes on --resume."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file
+
+import proxima
+from proxima import executors
+from proxima.cli import main
+from proxima.config import resolve_args
+from proxima.tuning import _plan, parse_space_item, run_sample, spec_of
+
+pytestmark = pytest.mark.xdist_group("ray")  # Ray tests share the machine's Ray processes (see test_sweep.py)
+needs_ray = pytest.mark.skipif(not executors.ray_available(), reason="needs the ray extra")
+
+# native CartPole: 4 envs x 64 steps an update
+SMALL = ["--env-id", "CartPole-v1", "--env-backend", "native", "--num-envs", "4", "--num-steps", "64", "--no-plot",
+         "--no-report"]  # fmt: skip
+TIMES = {"time_s", "sps"}
+
+
+def _metrics(run_dir) -> list[dict]:
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        return [{k: v for k, v in json.loads(line).items() if k not in TIMES} for line in f]
+
+
+def _json(path) -> dict:
+    with open(path) as f:
+        return json.load(f)
+
+
+def test_space_items_are_read_as_the_train_flag_reads_them():
+    def read(name, text):  # what the CLI passes: the train flag's own parser
+        return {
+            "learning_rate": float,
+            "num_minibatches": int,
+            "hidden_sizes": lambda t: tuple(map(int, t.split())),
+        }[name](text)
+
+    assert parse_space_item("learning_rate=loguniform:1e-5:1e-2", read) == (
+        "learning_rate",
+        ["loguniform", 1e-05, 0.01],
+    )
+    assert parse_space_item("num-minibatches=choice:4,8,16", read) == (
+        "num_minibatches",
+        ["choice", [4, 8, 16]],
+    )
+    assert parse_space_item("num_minibatches=randint:2:8", read) == ("num_minibatches", ["randint", 2, 8])
+    assert parse_space_item("hidden_sizes=choice:64 64,32", read) == (
+        "hidden_sizes",
+        ["choice", [(64, 64), (32,)]],
+    )
+    # Tune's own distributions, in Python; randint's upper bound is Tune's exclusive one
+    from ray import tune
+
+    assert spec_of("ent_coef", tune.uniform(0.0, 0.05)) == ["uniform", 0.0, 0.05]
+    assert spec_of("learning_rate", tune.loguniform(1e-5, 1e-2)) == ["loguniform", 1e-05, 0.01]
+    assert spec_of("num_minibatches", tune.randint(4, 17)) == ["randint", 4, 16]
+    assert spec_of("update_epochs", tune.choice([4, 10])) == ["choice", [4, 10]]
+
+
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        (["--space", "learning_rate=lognormal:1:2"], "--space expects NAME=uniform:LOW:HIGH"),
+        (["--space", "num_minibatches=uniform:2:8"], "num_minibatches is a whole number; use randint"),
+        (["--space", "learning_rate=loguniform:1e-2:1e-4"], "LOW must be below HIGH"),
+        (["--space", "learning_rate=loguniform:0:1e-4"], "loguniform needs LOW > 0"),
+        (["--space", "seed=choice:1,2"], "'seed' is not a setting a search can vary"),
+        (["--space", "clip_coef=choice:0.1,-2"], "clip_coef must be positive"),
+        (["--space", "num_minibatches=choice:4,8", "--scheduler", "pbt"], "pbt perturbs learning_rate"),
+        (
+            ["--space", "ent_coef=uniform:0:0.1", "--scheduler", "pbt", "--search", "optuna"],
+            "give --search random",
+        ),
+        (["--space", "ent_coef=uniform:0:0.1", "--metric", "eval_return"], "give --eval-every"),
+        (["--space", "ent_coef=uniform:0:0.1", "--search", "grid"], "unknown search 'grid'"),
+        (["--space", "ent_coef=uniform:0:0.1", "--seeds", "0"], "seeds must be a positive integer"),
+        (["--space", "ent_coef=uniform:0:0.1", "--run-dir", "x"], "give --output-dir instead"),
+        ([], "give at least one setting to search"),
+    ],
+)
+def test_bad_tune_input_is_one_line_exit_2_and_writes_nothing(argv, match, tmp_path, capsys):
+    out = tmp_path / "t"
+    assert main(["tune", *SMALL, "--output-dir", str(out), *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and match in err, err
+    assert not out.exists()
+
+
+def test_a_samples_seeds_in_lockstep_compute_exactly_what_solo_runs_compute(tmp_path):
+    base = resolve_args(env_id="CartPole-v1", env_backend="native", num_envs=4, num_steps=64, total_timesteps=2048,
+                        plot=False, report=False, seed=3)  # fmt: skip
+    settings = {"learning_rate": 1e-3, "num_minibatches": 2}
+    plan = _plan(base, {"learning_rate": ["choice", [1e-3]], "num_minibatches": ["choice", [2]]}, "random", 1,
+                 "return", "max", 2, "fifo", None, 1, None)  # fmt: skip
+    out = tmp_path / "tune"
+    out.mkdir()
+    assert run_sample(str(out), plan, "s001", settings)["status"] == "finished"
+    for seed in (3, 4):
+        solo = tmp_path / f"solo{seed}"
+        proxima.train(base.replace(**settings, seed=seed, run_dir=str(solo), torch_threads=1, quiet=True))
+        sample = out / f"s001__seed{seed}"
+        assert _metrics(sample) == _metrics(solo)
+        ours, theirs = load_file(sample / "model.safetensors"), load_file(solo / "model.safetensors")
+        assert all(np.array_equal(ours[k], theirs[k]) for k in theirs)
+        row = _json(sample / "trial.json")
+        assert row["status"] == "finished" and row["updates"] == 8
+        returns = [json.loads(line)["return"] for line in open(solo / "episodes.jsonl")][-20:]
+        assert row["score"] == pytest.approx(np.mean(returns))
+
+
+@pytest.mark.slow
+@needs_ray
+def test_optuna_with_asha_stops_a_sample_and_the_best_settings_train_as_a_preset(tmp_path, capsys):
+    out = tmp_path / "t"
+    argv = ["tune", *SMALL, "--total-timesteps", "4096", "--space", "learning_rate=choice:1e-5,3e-3",
+            "--space", "update_epochs=choice:2,4", "--search", "optuna", "--scheduler", "asha", "--num-samples", "5",
+            "--seeds", "2", "--max-concurrent", "1", "--output-dir", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    results = _json(out / "results.json")["samples"]
+    assert len(results) == 5
+    stopped = [s for s in results if s["status"] == "stopped"]
+    assert stopped, results  # ASHA acted: a sample was stopped before its last update
+    for sample in stopped:
+        assert all(_json(out / run / "trial.json")["updates"] < 16 for run in sample["runs"])
+    best = results[0]
+    assert best["status"] == "finished" and best["settings"]["learning_rate"] == 3e-3
+    assert best["score_mean"] == pytest.approx(
+        np.mean([_json(out / r / "trial.json")["score"] for r in best["runs"]])
+    )
+    preset = _json(out / "best.json")
+    assert preset["learning_rate"] == 3e-3 and preset["env_backend"] == "native" and "seed" not in preset
+    assert "| 1 | " + best["name"] in (out / "results.md").read_text()
+    assert (out / "report.html").exists()
+    capsys.readouterr()
+    run = tmp_path / "from-preset"
+    assert (
+        main(["train", "--config", str(out / "best.json"), "--total-timesteps", "512", "--run-dir", str(run)])
+        == 0
+    )
+    config = _json(run / "config.json")
+    assert config["algorithm"]["learning_rate"] == 3e-3
+    assert config["algorithm"]["update_epochs"] == best["settings"]["update_epochs"]
+
+
+@pytest.mark.slow
+@needs_ray
+def test_pbt_continues_a_sample_from_a_better_ones_checkpoint_with_perturbed_settings(tmp_path):
+    out = tmp_path / "t"
+    argv = ["tune", *SMALL, "--total-timesteps", "3072", "--space", "learning_rate=choice:1e-6,1e-5,3e-3",
+            "--scheduler", "pbt", "--perturbation-interval", "3", "--num-samples", "4", "--output-dir", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    lines = []
+    for run in sorted(os.listdir(out)):
+        path = out / run / "perturbations.jsonl"
+        if path.exists():
+            lines += [(run, json.loads(line)) for line in open(path)]
+    assert lines, "PBT never exploited"
+    for run, line in lines:
+        assert line["from"] != run.split("__")[0]
+        # from that update on, the run trained with the perturbed rate
+        after = [m for m in _metrics(out / run) if m["global_step"] > line["global_step"]]
+        assert after and after[0]["learning_rate"] == pytest.approx(line["settings"]["learning_rate"])
+    assert "PBT steps" in (out / "results.md").read_text()
+    assert "Population-based training" in (out / "report.html").read_text()
+
+
+@pytest.mark.slow
+@needs_ray
+def test_a_killed_search_finishes_on_resume_without_rerunning_what_ended(tmp_path, capsys):
+    out = tmp_path / "t"
+    argv = ["tune", *SMALL, "--total-timesteps", "1024", "--space", "learning_rate=loguniform:1e-4:1e-2",
+            "--num-samples", "2", "--output-dir", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    # as if killed: the second sample's row never written, and one sample never drawn
+    plan = _json(out / "tune.json")
+    first = plan["samples"][0]["name"]
+    kept = (out / f"{first}__seed1" / "metrics.jsonl").stat().st_mtime_ns
+    os.remove(out / f"{plan['samples'][1]['name']}__seed1" / "trial.json")
+    plan["num_samples"] = 3
+    (out / "tune.json").write_text(json.dumps(plan))
+    capsys.readouterr()
+    assert main(["tune", "--resume", str(out), "--space", "x=1"]) == 2  # only --address goes with --resume
+    assert main(["tune", "--resume", str(out)]) == 0
+    samples = _json(out / "results.json")["samples"]
+    assert sorted(s["name"] for s in samples) == ["s001", "s002", "s003"]
+    assert all(s["status"] == "finished" for s in samples)
+    assert (out / f"{first}__seed1" / "metrics.jsonl").stat().st_mtime_ns == kept
