@@ -55,6 +55,17 @@ def run_local(trial_fn: TrialFn, configs: list[dict], on_done: OnDone) -> None:
             on_done(config, None)
 
 
+def trial_resources(cpus_per_trial: int, gpus_per_trial: float = 0, worker_cpus: int = 0):
+    """What ``tune.with_resources`` takes for one trial: a placement group of one bundle for the trial itself
+    (``cpus_per_trial`` CPUs, ``gpus_per_trial`` GPUs) and one bundle of one CPU for each of the ``worker_cpus``
+    CPUs that its own Ray actors (rollout workers) ask for. Tune schedules a trial's actors into its group, so
+    the actors run on CPUs reserved with the trial, never waiting on CPUs that other trials hold."""
+    from ray import tune
+
+    own = {"CPU": cpus_per_trial, **({"GPU": gpus_per_trial} if gpus_per_trial else {})}
+    return tune.PlacementGroupFactory([own] + [{"CPU": 1}] * worker_cpus)
+
+
 def run_ray(
     trial_fn: TrialFn,
     configs: list[dict] | None,
@@ -64,6 +75,8 @@ def run_ray(
     cpus_per_trial: int,
     max_concurrent: int | None,
     address: str | None,
+    gpus_per_trial: float = 0,
+    worker_cpus: Callable[[dict], int] | None = None,
     name_of: Callable | None = None,
     param_space: dict | None = None,
     search_alg=None,
@@ -72,9 +85,10 @@ def run_ray(
     metric: str | None = None,
     mode: str | None = None,
 ) -> None:
-    """Every config as one Ray Tune trial of ``trial_fn`` with ``cpus_per_trial`` CPUs, at most
-    ``max_concurrent`` at once (None: as many as the cluster's CPUs allow). ``address``: None joins the cluster
-    that ``RAY_ADDRESS`` names, if set, and otherwise starts a local Ray instance; ``auto`` or
+    """Every config as one Ray Tune trial of ``trial_fn`` with ``cpus_per_trial`` CPUs and ``gpus_per_trial``
+    GPUs, at most ``max_concurrent`` at once (None: as many as the cluster's CPUs allow), and
+    ``worker_cpus(config)`` more CPUs for the trial's own actors (``trial_resources``). ``address``: None joins
+    the cluster that ``RAY_ADDRESS`` names, if set, and otherwise starts a local Ray instance; ``auto`` or
     ``ray://host:port`` joins a cluster, whose nodes must all see ``storage``.
 
     ``name_of(trial)``: a trial's name and folder (default: its run directory's name). A search instead of a
@@ -100,12 +114,13 @@ def run_ray(
             given = f"--address {address!r}" if address else f"RAY_ADDRESS {target!r}"
             raise UserError(f"cannot reach Ray at {given}: {str(e).splitlines()[0]}") from None
 
-    largest = max((node["Resources"].get("CPU", 0) for node in ray.nodes() if node["Alive"]), default=0)
-    if cpus_per_trial > largest:  # Tune would wait for such a node forever, with a warning at most
+    workers = {0} if worker_cpus is None else {worker_cpus(config) for config in configs or ()} or {0}
+    try:
+        _check_resources(ray, cpus_per_trial, gpus_per_trial, max(workers))
+    except UserError:
         if started:
             ray.shutdown()
-        raise UserError(f"--cpus-per-trial {cpus_per_trial} is more than any Ray node has (the largest has "
-                        f"{largest:g} CPUs); give at most {largest:g}")  # fmt: skip
+        raise
 
     class Notify(tune.Callback):  # runs in this process as Tune learns that a trial ended
         def on_trial_complete(self, iteration, trials, trial, **info):
@@ -126,7 +141,14 @@ def run_ray(
     # sweep schedules only the unfinished trials).
     attempt = 1 + sum(name.startswith("tune-") for name in os.listdir(storage))
     tuner = tune.Tuner(
-        tune.with_resources(_trainable(trial_fn, grid), {"cpu": cpus_per_trial}),
+        tune.with_resources(
+            _trainable(trial_fn, grid),
+            lambda params: trial_resources(
+                cpus_per_trial,
+                gpus_per_trial,
+                0 if worker_cpus is None else worker_cpus(params["config"] if grid else params),
+            ),
+        ),
         param_space={"config": tune.grid_search(configs)} if grid else param_space,
         tune_config=tune.TuneConfig(
             max_concurrent_trials=max_concurrent,
@@ -156,6 +178,25 @@ def run_ray(
         logger.setLevel(level)
         if started:
             ray.shutdown()
+
+
+def _check_resources(ray, cpus_per_trial: int, gpus_per_trial: float, worker_cpus: int) -> None:
+    """A one-line ``UserError`` for a trial that no node, or the whole cluster, could hold: Tune would wait for
+    it forever, with a warning at most."""
+    nodes = [node["Resources"] for node in ray.nodes() if node["Alive"]]
+    for flag, asked, name in (
+        ("--cpus-per-trial", cpus_per_trial, "CPU"),
+        ("--gpus-per-trial", gpus_per_trial, "GPU"),
+    ):
+        largest = max((node.get(name, 0) for node in nodes), default=0)
+        if asked > largest:
+            raise UserError(f"{flag} {asked:g} is more than any Ray node has (the largest has {largest:g} "
+                            f"{name}s); give at most {largest:g}")  # fmt: skip
+    total = sum(node.get("CPU", 0) for node in nodes)
+    if cpus_per_trial + worker_cpus > total:
+        raise UserError(f"a trial needs {cpus_per_trial + worker_cpus} CPUs ({cpus_per_trial} of its own, "
+                        f"{worker_cpus} for its rollout workers' actors), more than the {total:g} of the Ray "
+                        "cluster; give fewer --rollout-workers or a smaller --cpus-per-trial")  # fmt: skip
 
 
 def _name(trial) -> str:

@@ -49,6 +49,7 @@ from proxima.storage import RolloutBuffer
 from proxima.threads import ray_worker_priority
 
 RAY_MISSING = "--rollout-workers needs Ray: pip install 'proxima[ray]' (make installs it)"
+TRIAL_ACTOR_CPUS = 1  # what each actor asks for inside a Tune trial, which reserved that much for it
 SLICE_FIELDS = ("obs", "actions", "logprobs", "values", "rewards", "dones",
                 "episode_returns", "episode_lengths", "episode_ended")  # fmt: skip
 
@@ -203,9 +204,14 @@ class WorkerPool:
                      logging_level="ERROR", log_to_driver=False)  # fmt: skip
         self.num_envs, self.device = args.env.num_envs, torch.device("cpu")
         self.count = args.env.num_envs // args.env.rollout_workers
-        # a CPU each where the cluster has them; on a small machine a share, so that every actor starts
-        share = ray.cluster_resources().get("CPU", 1.0) / args.env.rollout_workers
-        cpus = min(1.0, math.floor(share * 10_000) / 10_000)  # rounded down: N shares never exceed the CPUs
+        if ray.util.get_current_placement_group() is not None:
+            # a sweep's trial: Ray places the actors in its placement group, where a bundle waits for each
+            cpus = TRIAL_ACTOR_CPUS
+        else:
+            # a CPU each where the cluster has them; on a small machine a share, so that every actor starts
+            share = ray.cluster_resources().get("CPU", 1.0) / args.env.rollout_workers
+            # rounded down: N shares never exceed the CPUs
+            cpus = min(1.0, math.floor(share * 10_000) / 10_000)
         self.actor_class = ray.remote(num_cpus=cpus)(RolloutWorker)
         self.actors = [self._new(k) for k in range(args.env.rollout_workers)]
         try:

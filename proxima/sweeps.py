@@ -9,6 +9,7 @@ from the checkpoint. So after any kill, ``proxima sweep --resume DIR`` runs only
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import shutil
@@ -37,6 +38,7 @@ from proxima.files import (
 )
 from proxima.plotting import final_return, plot_runs
 from proxima.report import write_report
+from proxima.rollout_workers import TRIAL_ACTOR_CPUS
 from proxima.trainer import resume, train
 
 FORMAT, VERSION = "proxima-sweep", 2  # each trial's "config" is its config.json
@@ -120,7 +122,6 @@ def sweep(
              else resolve_args(config=config, **{**overrides, **setting}))
             for label, setting in grid_settings(grid or {})
         ]  # fmt: skip
-    _check_workers(executor, [base.to_json() for _, base in settings])
     out = os.path.abspath(output_dir or default_output_dir(settings[0][1].env.env_id))
     if os.path.exists(out) and os.listdir(out):
         raise UserError(f"output directory {out!r} already exists and is not empty; give a new --output-dir")
@@ -135,12 +136,20 @@ def sweep(
             trials.append({"name": name, "setting": label, "seed": seed, "config": run.validate().to_json()})
     if len({t["name"] for t in trials}) < len(trials):
         raise UserError("two settings give the same run directory name; give each setting its own values")
+    existed = os.path.isdir(out)
     os.makedirs(out, exist_ok=True)
     plan = {"format": FORMAT, "version": VERSION, "title": _title(settings[0][1]),
             "cpus_per_trial": cpus_per_trial, "max_concurrent": max_concurrent, "executor": executor,
             "trials": trials}  # fmt: skip
     write_json(os.path.join(out, SWEEP_JSON), plan)
-    return _run(out, plan, executor, address, max_concurrent)
+    try:
+        return _run(out, plan, executor, address, max_concurrent)
+    except UserError:  # Ray was out of reach or has no node for a trial: refused before any trial ran
+        os.remove(os.path.join(out, SWEEP_JSON))
+        if not existed:
+            with contextlib.suppress(OSError):
+                os.rmdir(out)
+        raise
 
 
 def resume_sweep(
@@ -175,7 +184,6 @@ def _run(
     out: str, plan: dict, executor: str, address: str | None, max_concurrent: int | None
 ) -> SweepResults:
     todo = [t["config"] for t in plan["trials"] if _status(t["config"]["run"]["run_dir"]) is None]
-    _check_workers(executor, todo)
     names = {t["config"]["run"]["run_dir"]: t["name"] for t in plan["trials"]}
     errors: dict[str, str] = {}
 
@@ -192,17 +200,15 @@ def _run(
 
     if todo and executor == "ray":
         executors.run_ray(run_trial, todo, on_done, storage=out, cpus_per_trial=plan["cpus_per_trial"],
-                          max_concurrent=max_concurrent, address=address)  # fmt: skip
+                          max_concurrent=max_concurrent, address=address, worker_cpus=_worker_cpus)  # fmt: skip
     elif todo:
         executors.run_local(run_trial, todo, on_done)
     return summarize(out, plan, errors)
 
 
-def _check_workers(executor: str, configs: list[dict]) -> None:
-    if executor == "ray" and any(config["env"]["rollout_workers"] for config in configs):
-        # Tune reserves a trial's CPUs; actors of its own would wait for CPUs that other trials hold
-        raise UserError("a sweep's runs on Ray cannot have rollout workers of their own yet; drop --rollout-workers "
-                        "or give --executor local")  # fmt: skip
+def _worker_cpus(config: dict) -> int:
+    """The CPUs that a trial's rollout workers ask for inside its placement group: Tune reserves them with it."""
+    return config["env"]["rollout_workers"] * TRIAL_ACTOR_CPUS
 
 
 def run_trial(config: dict, report: Callable[[dict], None] | None = None, node: str | None = None) -> dict:

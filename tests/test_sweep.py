@@ -69,10 +69,6 @@ RESUME = "resume"
         (["--cpus-per-trial", "0"], "--cpus-per-trial expects a positive integer, got '0'"),
         (["--executor", "dask"], "unknown executor 'dask'; accepted: local, ray"),
         (["--num-envs", "0"], "num_envs must be a positive integer, got 0"),
-        (
-            ["--rollout-workers", "2", "--executor", "ray"],
-            "a sweep's runs on Ray cannot have rollout workers",
-        ),
         ([RESUME, "--resume", "nowhere"], "sweep directory 'nowhere' does not exist"),
         (
             [RESUME, "--resume", "x", "--seeds", "1"],
@@ -180,6 +176,60 @@ def test_more_cpus_per_trial_than_a_node_has_is_one_line_exit_2(tmp_path, capsys
     assert main(["sweep", *SMALL, "--cpus-per-trial", "64", "--output-dir", str(out)]) == 2
     err = capsys.readouterr().err
     assert "--cpus-per-trial 64 is more than any Ray node has" in err and err.count("\n") == 1, err
+
+
+def _on_ray_with_two_cpus(argvs: list[list[str]], timeout: float = 300) -> list[tuple[int, str]]:
+    """``proxima sweep`` with each of ``argvs``, in one process that starts a local Ray instance of exactly two
+    CPUs first (whatever the machine has), so that a trial that asked for one CPU too few would wait forever:
+    here, until ``timeout`` kills it. Returns each call's exit status and stderr."""
+    script = (
+        "import contextlib, io, json, sys, ray\n"
+        "from proxima.cli import main\n"
+        "ray.init(address='local', num_cpus=2, include_dashboard=False, logging_level='ERROR', log_to_driver=False)\n"
+        "said = []\n"
+        "for argv in json.loads(sys.argv[1]):\n"
+        "    err = io.StringIO()\n"
+        "    with contextlib.redirect_stderr(err):\n"
+        "        said.append((main(['sweep', *argv]), err.getvalue()))\n"
+        "print(json.dumps(said))\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script, json.dumps(argvs)], start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        out = None
+    finally:
+        _kill_session(proc.pid)
+    assert out is not None, "the sweep waited for CPUs that its trials never had"
+    return [tuple(row) for row in json.loads(out.strip().splitlines()[-1])]
+
+
+@pytest.mark.slow
+@needs_ray
+def test_rollout_workers_in_ray_trials_run_on_cpus_reserved_with_the_trial(tmp_path):
+    out, too_many = tmp_path / "sweep", tmp_path / "too-many"
+    run = ["--env-id", "CartPole-v1", "--total-timesteps", "1024", "--num-envs", "2", "--num-steps", "64",
+           "--no-plot", "--no-report"]  # fmt: skip
+    # two CPUs: a trial's own and its actor's. Two seeds, so that the second trial starts once the first
+    # has given back both.
+    said = _on_ray_with_two_cpus(
+        [[*run, "--rollout-workers", "2", "--output-dir", str(too_many)],
+         [*run, "--rollout-workers", "1", "--seeds", "1-2", "--output-dir", str(out)]]
+    )  # fmt: skip
+    (refused, err), (status, _) = said
+    assert refused == 2 and err.count("\n") == 1, err
+    assert (
+        "a trial needs 3 CPUs (1 of its own, 2 for its rollout workers' actors), more than the 2 of the Ray"
+        in err
+    )
+    assert not too_many.exists()
+    assert status == 0
+    results = _json(out / "results.json")
+    assert [t["status"] for t in results["trials"]] == ["finished", "finished"]
+    for trial in results["trials"]:
+        assert _json(os.path.join(trial["run_dir"], "config.json"))["env"]["rollout_workers"] == 1
+        assert [r["global_step"] for r in _metrics(trial["run_dir"])] == [128 * k for k in range(1, 9)]
 
 
 @pytest.mark.slow
