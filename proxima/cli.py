@@ -588,6 +588,8 @@ class SweepFlags:
     """ray: each run a Ray Tune trial (needs the ray extra); local: one after another in this process"""
     cpus_per_trial: int = 1
     """CPUs Ray gives each run; a run's torch threads equal them"""
+    gpus_per_trial: float = 0
+    """GPUs Ray gives each run, which then trains on CUDA (0.5: two runs share a GPU)"""
     max_concurrent: int | None = None
     """at most N runs at once (default: as many as the CPUs allow)"""
     address: str | None = None
@@ -617,6 +619,8 @@ def cmd_sweep(argv: list[str]) -> int:
         value = getattr(flags, name)
         if value is not None and value < 1:
             raise UserError(f"--{name.replace('_', '-')} expects a positive integer, got '{value}'")
+    if not flags.gpus_per_trial >= 0:
+        raise UserError(f"--gpus-per-trial expects a non-negative number, got '{flags.gpus_per_trial:g}'")
     if flags.resume is not None:
         extra = [
             a.split("=")[0] for a in argv if a.startswith("-") and a.split("=")[0] not in _SWEEP_RESUME_FLAGS
@@ -641,6 +645,7 @@ def cmd_sweep(argv: list[str]) -> int:
             settings=settings,
             executor=flags.executor,
             cpus_per_trial=flags.cpus_per_trial,
+            gpus_per_trial=flags.gpus_per_trial,
             max_concurrent=flags.max_concurrent,
             address=flags.address,
             output_dir=out,

@@ -89,6 +89,7 @@ def sweep(
     grid: dict[str, list] | None = None,
     executor: str = "ray",
     cpus_per_trial: int = 1,
+    gpus_per_trial: float = 0,
     max_concurrent: int | None = None,
     address: str | None = None,
     output_dir: str | None = None,
@@ -101,12 +102,19 @@ def sweep(
     Each combination's settings are layered as for ``train``: ``config`` and ``overrides``, then the grid's
     values (an ``algo`` in the grid brings that algorithm's defaults), or ``args`` with the grid's values on
     top. ``executor``: ``"ray"`` (each run a Ray Tune trial with ``cpus_per_trial`` CPUs and as many torch
-    threads; ``address`` joins a cluster) or ``"local"`` (one after another here). ``settings``: labelled
-    settings instead of a grid (``proxima compare`` passes one per algorithm, the CLI the parsed flags).
+    threads, ``gpus_per_trial`` GPUs (a fraction shares one; with any, the run trains on it), and a CPU for
+    each of its rollout workers; ``address`` joins a cluster) or ``"local"`` (one after another here).
+    ``settings``: labelled settings instead of a grid (``proxima compare`` passes one per algorithm, the CLI
+    the parsed flags).
     """
     executors.check_executor(executor, "a sweep")
     if cpus_per_trial < 1:
         raise UserError(f"cpus_per_trial must be a positive integer, got {cpus_per_trial}")
+    if not gpus_per_trial >= 0:
+        raise UserError(f"gpus_per_trial must be a non-negative number, got {gpus_per_trial}")
+    if gpus_per_trial and executor != "ray":
+        raise UserError("--gpus-per-trial reserves GPUs for Ray trials; a local sweep's runs use a GPU where --cuda "
+                        "says so: drop --gpus-per-trial or give --executor ray")  # fmt: skip
     if max_concurrent is not None and max_concurrent < 1:
         raise UserError(f"max_concurrent must be a positive integer or None (no limit), got {max_concurrent}")
     seeds = list(seeds)
@@ -122,6 +130,10 @@ def sweep(
              else resolve_args(config=config, **{**overrides, **setting}))
             for label, setting in grid_settings(grid or {})
         ]  # fmt: skip
+    if gpus_per_trial and not all(base.run.cuda for _, base in settings):
+        raise UserError(
+            "--gpus-per-trial gives each run a GPU to train on; drop --no-cuda or --gpus-per-trial"
+        )
     out = os.path.abspath(output_dir or default_output_dir(settings[0][1].env.env_id))
     if os.path.exists(out) and os.listdir(out):
         raise UserError(f"output directory {out!r} already exists and is not empty; give a new --output-dir")
@@ -139,7 +151,8 @@ def sweep(
     existed = os.path.isdir(out)
     os.makedirs(out, exist_ok=True)
     plan = {"format": FORMAT, "version": VERSION, "title": _title(settings[0][1]),
-            "cpus_per_trial": cpus_per_trial, "max_concurrent": max_concurrent, "executor": executor,
+            "cpus_per_trial": cpus_per_trial, "gpus_per_trial": gpus_per_trial, "max_concurrent": max_concurrent,
+            "executor": executor,
             "trials": trials}  # fmt: skip
     write_json(os.path.join(out, SWEEP_JSON), plan)
     try:
@@ -200,7 +213,8 @@ def _run(
 
     if todo and executor == "ray":
         executors.run_ray(run_trial, todo, on_done, storage=out, cpus_per_trial=plan["cpus_per_trial"],
-                          max_concurrent=max_concurrent, address=address, worker_cpus=_worker_cpus)  # fmt: skip
+                          max_concurrent=max_concurrent, address=address, gpus_per_trial=plan["gpus_per_trial"],
+                          worker_cpus=_worker_cpus)  # fmt: skip
     elif todo:
         executors.run_local(run_trial, todo, on_done)
     return summarize(out, plan, errors)

@@ -10,6 +10,7 @@ import sys
 import time
 
 import pytest
+import torch
 
 import proxima
 from proxima import executors
@@ -67,6 +68,15 @@ RESUME = "resume"
         (["--grid", "ent_coef=0", "--grid", "ent_coef=1"], "--grid names a setting twice"),
         (["--seed", "3"], "proxima sweep sets --seed of each run; give --seeds and --output-dir instead"),
         (["--cpus-per-trial", "0"], "--cpus-per-trial expects a positive integer, got '0'"),
+        (["--gpus-per-trial=-1"], "--gpus-per-trial expects a non-negative number, got '-1'"),
+        (
+            ["--gpus-per-trial", "1"],
+            "--gpus-per-trial reserves GPUs for Ray trials; a local sweep's runs use a GPU",
+        ),
+        (
+            ["--gpus-per-trial", "1", "--no-cuda", "--executor", "ray"],
+            "--gpus-per-trial gives each run a GPU to train on; drop --no-cuda or --gpus-per-trial",
+        ),
         (["--executor", "dask"], "unknown executor 'dask'; accepted: local, ray"),
         (["--num-envs", "0"], "num_envs must be a positive integer, got 0"),
         ([RESUME, "--resume", "nowhere"], "sweep directory 'nowhere' does not exist"),
@@ -171,11 +181,31 @@ needs_ray = pytest.mark.skipif(not executors.ray_available(), reason="the ray ex
 
 @pytest.mark.slow
 @needs_ray
-def test_more_cpus_per_trial_than_a_node_has_is_one_line_exit_2(tmp_path, capsys):
-    out = tmp_path / "sweep"
-    assert main(["sweep", *SMALL, "--cpus-per-trial", "64", "--output-dir", str(out)]) == 2
-    err = capsys.readouterr().err
-    assert "--cpus-per-trial 64 is more than any Ray node has" in err and err.count("\n") == 1, err
+def test_more_cpus_or_gpus_per_trial_than_a_node_has_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys):
+    gpus = torch.cuda.device_count() + 1  # 1 on a machine without a GPU
+    for flags, said in [
+        (["--cpus-per-trial", "64"], "--cpus-per-trial 64 is more than any Ray node has"),
+        (["--gpus-per-trial", str(gpus)], f"--gpus-per-trial {gpus} is more than any Ray node has"),
+    ]:
+        out = tmp_path / "sweep"
+        assert main(["sweep", *SMALL, *flags, "--output-dir", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert said in err and err.count("\n") == 1, err
+        assert not out.exists()
+
+
+@pytest.mark.slow
+@needs_ray
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_a_trial_with_a_gpu_trains_on_it(tmp_path):
+    results = proxima.sweep(
+        env_id="CartPole-v1", total_timesteps=1024, num_envs=2, num_steps=64, plot=False, report=False,
+        seeds=[1, 2], gpus_per_trial=0.5, output_dir=str(tmp_path / "s"),
+    )  # fmt: skip
+    assert [t["status"] for t in results.trials] == ["finished", "finished"]
+    for trial in results.trials:
+        sessions = _json(os.path.join(trial["run_dir"], "machine.json"))["sessions"]
+        assert [s["device"].split(":")[0] for s in sessions] == ["cuda"]
 
 
 def _on_ray_with_two_cpus(argvs: list[list[str]], timeout: float = 300) -> list[tuple[int, str]]:
