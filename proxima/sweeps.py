@@ -10,6 +10,7 @@ from the checkpoint. So after any kill, ``proxima sweep --resume DIR`` runs only
 from __future__ import annotations
 
 import contextlib
+import copy
 import itertools
 import os
 import shutil
@@ -41,7 +42,9 @@ from proxima.report import write_report
 from proxima.rollout_workers import TRIAL_ACTOR_CPUS
 from proxima.trainer import resume, train
 
-FORMAT, VERSION = "proxima-sweep", 2  # each trial's "config" is its config.json
+# each trial's "config" is its config.json, but with its run_dir relative to the sweep directory, so that a
+# sweep moved elsewhere resumes where it lies
+FORMAT, VERSION = "proxima-sweep", 3
 
 
 @dataclass
@@ -145,7 +148,9 @@ def sweep(
         for seed in seeds:
             name = f"{_dir_name(label)}__seed{seed}"
             run = resolve_args(base, **threads, seed=seed, run_dir=os.path.join(out, name), quiet=True)
-            trials.append({"name": name, "setting": label, "seed": seed, "config": run.validate().to_json()})
+            config = run.validate().to_json()
+            config["run"]["run_dir"] = name
+            trials.append({"name": name, "setting": label, "seed": seed, "config": config})
     if len({t["name"] for t in trials}) < len(trials):
         raise UserError("two settings give the same run directory name; give each setting its own values")
     existed = os.path.isdir(out)
@@ -156,7 +161,7 @@ def sweep(
             "trials": trials}  # fmt: skip
     write_json(os.path.join(out, SWEEP_JSON), plan)
     try:
-        return _run(out, plan, executor, address, max_concurrent)
+        return _run(out, _located(plan, out), executor, address, max_concurrent)
     except UserError:  # Ray was out of reach or has no node for a trial: refused before any trial ran
         os.remove(os.path.join(out, SWEEP_JSON))
         if not existed:
@@ -188,9 +193,17 @@ def resume_sweep(
         )
     executor = executor or plan["executor"]
     executors.check_executor(executor, "this sweep")
-    return _run(
-        os.path.abspath(output_dir), plan, executor, address, max_concurrent or plan["max_concurrent"]
-    )
+    out = os.path.abspath(output_dir)
+    return _run(out, _located(plan, out), executor, address, max_concurrent or plan["max_concurrent"])
+
+
+def _located(plan: dict, out: str) -> dict:
+    """``plan`` with each trial's run directory under ``out``, where the sweep lies now."""
+    located = copy.deepcopy(plan)
+    for trial in located["trials"]:
+        run = trial["config"]["run"]
+        run["run_dir"] = os.path.join(out, run["run_dir"])
+    return located
 
 
 def _run(

@@ -4,6 +4,7 @@ reported and the others go on; a sweep killed with SIGKILL finishes on --resume;
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import torch
 
 import proxima
 from proxima import executors
+from proxima.callbacks import Callback
 from proxima.cli import main
 from proxima.config import PPOArgs
 from proxima.sweeps import grid_settings, parse_seeds
@@ -174,6 +176,56 @@ def test_a_local_sweep_tabulates_every_setting_and_goes_on_past_a_failed_run(tmp
     again = page_data(moved / "report.html")
     assert again["groups"] == page["groups"] and len(again["runs"]) == len(page["runs"])
     assert all(r["run_dir"].startswith(str(moved)) for r in again["runs"])
+
+
+class StopAt(Callback):
+    """Raises KeyboardInterrupt after update ``at``, before that update is logged or checkpointed: the run's
+    directory is then as a SIGKILL after update ``at - 1``'s checkpoint leaves it."""
+
+    def __init__(self, at: int):
+        self.at = at
+
+    def on_update_end(self, run, result):
+        if run.updates_done == self.at:
+            raise KeyboardInterrupt
+
+
+def test_a_moved_sweep_resumes_where_it_lies_and_reruns_nothing_finished(tmp_path, capsys):
+    out, moved = tmp_path / "sweep", tmp_path / "elsewhere" / "sweep"
+    proxima.sweep(env_id="CartPole-v1", total_timesteps=1024, num_envs=2, num_steps=64, checkpoint_every=1,
+                  plot=False, report=False, seeds=[1, 2], executor="local", output_dir=str(out))  # fmt: skip
+    plan = (out / "sweep.json").read_text()
+    assert str(tmp_path) not in plan
+    assert [t["config"]["run"]["run_dir"] for t in json.loads(plan)["trials"]] == [
+        "base__seed1",
+        "base__seed2",
+    ]
+    # seed 2 interrupted after its second update's checkpoint: no trial.json, a checkpoint to resume from
+    first, second = out / "base__seed1", out / "base__seed2"
+    whole, config = _metrics(second), _json(second / "config.json")
+    shutil.rmtree(second)
+    with pytest.raises(KeyboardInterrupt):
+        proxima.train(PPOArgs.from_json(config), callbacks=[StopAt(3)])
+    assert len(_metrics(second)) == 2 and not (second / "trial.json").exists()
+    done_before = (first / "trial.json").read_bytes(), os.stat(first / "metrics.jsonl").st_mtime_ns
+    os.makedirs(moved.parent)
+    shutil.move(out, moved)
+    capsys.readouterr()
+    assert main(["sweep", "--resume", str(moved), "--executor", "local"]) == 0
+    assert "base__seed1" not in capsys.readouterr().out  # not run again: only seed 2 says it finished
+    first, second = moved / "base__seed1", moved / "base__seed2"
+    assert ((first / "trial.json").read_bytes(), os.stat(first / "metrics.jsonl").st_mtime_ns) == done_before
+    assert _json(second / "trial.json")["status"] == "finished"
+    assert _metrics(second) == whole  # resumed from its checkpoint, where it lies now: the same run
+    assert not out.exists()
+    results = _json(moved / "results.json")
+    assert [t["run_dir"] for t in results["trials"]] == [str(first), str(second)]
+    # a plan of an older version is refused, not converted
+    older = json.loads(plan) | {"version": 2}
+    (moved / "sweep.json").write_text(json.dumps(older))
+    assert main(["sweep", "--resume", str(moved), "--executor", "local"]) == 2
+    err = capsys.readouterr().err
+    assert "has sweep plan version 2; this proxima reads version 3 only" in err and err.count("\n") == 1, err
 
 
 needs_ray = pytest.mark.skipif(not executors.ray_available(), reason="the ray extra is not installed")
