@@ -366,6 +366,12 @@ class Checkpointing(Callback):
             raise KeyboardInterrupt
         self.hits.append(signum)
 
+    def interrupt(self, signum: int) -> None:
+        """Stop after this update as on ``signum``: for a run whose process got no signal of its own (a sweep's
+        trial in a Ray worker is told through its sweep)."""
+        if not self.hits:
+            self.hits.append(signum)
+
     def on_update_end(self, run: Run, result: UpdateResult) -> None:
         if self.hits or (self.every and run.updates_done % self.every == 0):
             checkpoint.save(run)

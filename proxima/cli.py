@@ -554,8 +554,14 @@ def cmd_report(argv: list[str]) -> int:
 
 def cmd_compare(argv: list[str]) -> int:
     from proxima.compare import CompareArgs, compare
+    from proxima.sweeps import default_output_dir
 
-    return _print_results(compare(_parse(CompareArgs, argv, "proxima compare")), "compare")
+    args = _parse(CompareArgs, argv, "proxima compare")
+    args.output_dir = args.output_dir or default_output_dir(args.env_id, "compare")
+    try:
+        return _print_results(compare(args), "compare")
+    except TrainingInterrupted as e:  # a comparison is a sweep: it finishes as one
+        return _sweep_interrupted(e, args.output_dir, "compare")
 
 
 def _print_results(results, command: str) -> int:
@@ -655,10 +661,10 @@ def cmd_sweep(argv: list[str]) -> int:
     return _print_results(results, "sweep")
 
 
-def _sweep_interrupted(e: TrainingInterrupted, out: str) -> int:
-    """Ctrl-C or SIGTERM in a local sweep's run: how to finish the sweep (not the run alone), and exit status
-    130 or 143."""
-    print(f"proxima sweep: {e}; finish the sweep with: proxima sweep --resume {out}", file=sys.stderr)
+def _sweep_interrupted(e: TrainingInterrupted, out: str, command: str = "sweep") -> int:
+    """Ctrl-C or SIGTERM in a local sweep's run, or SIGTERM to a Ray sweep (each running trial checkpointed):
+    how to finish the sweep (not a run alone), and exit status 130 or 143."""
+    print(f"proxima {command}: {e}; finish the {command} with: proxima sweep --resume {out}", file=sys.stderr)
     return e.exit_status
 
 

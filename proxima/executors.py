@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
+import threading
 from collections.abc import Callable
 
-from proxima.errors import UserError
+from proxima.errors import TrainingInterrupted, UserError
+from proxima.files import STOP_JSON, read_json, write_json
 from proxima.threads import ray_worker_priority
 
 EXECUTORS = ("local", "ray")
 RAY_MISSING = "needs Ray: pip install 'proxima[ray]' (make installs it)"
 
-# trial_fn(config, report, node) -> the trial's row; report(metrics) is called after each update
+# trial_fn(config, report, node, stop) -> the trial's row; report(metrics) is called after each update, stop()
+# too: a signal number there asks the trial to checkpoint after its update and raise TrainingInterrupted
 TrialFn = Callable[..., dict]
 # on_done(config, error): error is None where the trial wrote its own row (finished, or failed with a reason)
 OnDone = Callable[[dict, str | None], None]
@@ -26,6 +30,19 @@ OnDone = Callable[[dict, str | None], None]
 
 class TrialFailed(Exception):
     """Raised inside a Tune trial that failed with a reason, so that Tune records it as an error."""
+
+
+class TrialsStopped(TrainingInterrupted):
+    """SIGTERM to a Ray sweep's driver: every trial that was running checkpointed after its update and stopped;
+    the others did not start."""
+
+    def __init__(self, signum: int):
+        KeyboardInterrupt.__init__(
+            self,
+            f"stopped by {signal.Signals(signum).name}; each run that was training saved a checkpoint after its "
+            "update",
+        )
+        self.run_dir, self.exit_status = None, 128 + signum
 
 
 def ray_available() -> bool:
@@ -122,11 +139,24 @@ def run_ray(
             ray.shutdown()
         raise
 
-    class Notify(tune.Callback):  # runs in this process as Tune learns that a trial ended
+    # SIGTERM (a scheduler ending the job) reaches this process only: the trials, in Ray's processes, learn it
+    # from the stop file, which every node sees as it sees `storage`
+    stop_file = os.path.join(storage, STOP_JSON)
+    if os.path.exists(stop_file):  # left by a stopped sweep that this one resumes
+        os.remove(stop_file)
+    signals: list[int] = []
+    running: set[str] = set()
+
+    class Notify(tune.Callback):  # runs in this process as Tune learns that a trial started or ended
+        def on_trial_start(self, iteration, trials, trial, **info):
+            running.add(trial.trial_id)
+
         def on_trial_complete(self, iteration, trials, trial, **info):
+            running.discard(trial.trial_id)
             on_done(config_of(trial), None)
 
         def on_trial_error(self, iteration, trials, trial, **info):
+            running.discard(trial.trial_id)
             # the reason a failed trial wrote to its trial.json comes first; this is for any other crash
             lines = [line for line in str(trial.get_error()).splitlines() if line.strip()]
             on_done(config_of(trial), lines[-1] if lines else "the trial crashed")
@@ -137,12 +167,28 @@ def run_ray(
     def config_of(trial) -> dict:
         return trial.config["config"] if grid else {**trial.config, "__name": name_of(trial)}
 
+    class StopTheRest(tune.Stopper):
+        """Once signalled and every running trial has stopped on its own (with its checkpoint), Tune stops the
+        rest: trials that had not started yet. Tune's own stop would kill a running trial mid-update."""
+
+        def __call__(self, trial_id, result) -> bool:
+            return False
+
+        def stop_all(self) -> bool:
+            return bool(signals) and not running
+
+    def stop(signum, frame) -> None:
+        if signals:  # a second signal: now, as for a plain run
+            raise KeyboardInterrupt
+        signals.append(signum)
+        write_json(stop_file, {"signal": signum})
+
     # A new Tune experiment each time: the run directories, not Tune's state, say what is done (a resumed
     # sweep schedules only the unfinished trials).
     attempt = 1 + sum(name.startswith("tune-") for name in os.listdir(storage))
     tuner = tune.Tuner(
         tune.with_resources(
-            _trainable(trial_fn, grid),
+            _trainable(trial_fn, grid, stop_file),
             lambda params: trial_resources(
                 cpus_per_trial,
                 gpus_per_trial,
@@ -165,6 +211,7 @@ def run_ray(
             storage_path=os.path.abspath(storage),
             verbose=0,
             callbacks=[Notify()],
+            stop=StopTheRest(),
             failure_config=tune.FailureConfig(max_failures=0),  # a NaN would recur: proxima says why instead
         ),
     )
@@ -172,12 +219,20 @@ def run_ray(
     level = logger.level
     if quiet:
         logger.setLevel(logging.CRITICAL)  # a failed trial's traceback; on_trial_error says it in one line
+    handled = (signal.SIGTERM,) if threading.current_thread() is threading.main_thread() else ()
+    previous = {signum: signal.signal(signum, stop) for signum in handled}
     try:
         tuner.fit()
     finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
         logger.setLevel(level)
         if started:
             ray.shutdown()
+        if os.path.exists(stop_file):
+            os.remove(stop_file)
+    if signals:
+        raise TrialsStopped(signals[0])
 
 
 def _check_resources(ray, cpus_per_trial: int, gpus_per_trial: float, worker_cpus: int) -> None:
@@ -203,13 +258,23 @@ def _name(trial) -> str:
     return os.path.basename(trial.config["config"]["run"]["run_dir"])
 
 
-def _trainable(trial_fn: TrialFn, grid: bool):
+def _trainable(trial_fn: TrialFn, grid: bool, stop_file: str):
+    def stop() -> int | None:
+        """The signal that stopped the sweep, or None while it runs."""
+        return read_json(stop_file)["signal"] if os.path.exists(stop_file) else None
+
     def trial(params: dict) -> None:
         import ray
         from ray import tune
 
-        config = params["config"] if grid else {**params, "__name": tune.get_context().get_trial_name()}
-        row = trial_fn(config, report=tune.report, node=ray.get_runtime_context().get_node_id())
+        if stop() is not None:  # started as the sweep stops: left for --resume
+            return
+        node = ray.get_runtime_context().get_node_id()
+        try:
+            config = params["config"] if grid else {**params, "__name": tune.get_context().get_trial_name()}
+            row = trial_fn(config, report=tune.report, node=node, stop=stop)
+        except TrainingInterrupted:  # checkpointed after its update: --resume goes on from there
+            return
         if row["status"] == "failed":
             raise TrialFailed(row["error"])
 

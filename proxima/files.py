@@ -46,6 +46,7 @@ BEST_PRESET = "best.json"  # `proxima tune`'s best settings, a preset for --conf
 PERTURBATIONS = (
     "perturbations.jsonl"  # in a PBT run's directory: each time it continued from another's checkpoint
 )
+STOP_JSON = "stop.json"  # while a Ray sweep stops on SIGTERM: tells its trials to checkpoint and stop
 
 
 def _atomic(path: str, write) -> None:

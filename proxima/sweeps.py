@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from proxima import checkpoint, executors
-from proxima.callbacks import Callback
+from proxima.callbacks import Callback, Checkpointing
 from proxima.config import PPOArgs, resolve_args, show_value
 from proxima.errors import EnvError, NonFiniteError, UserError
 from proxima.files import (
@@ -217,7 +217,10 @@ def _run(
         run_dir = config["run"]["run_dir"]
         if error is not None:
             errors[run_dir] = error
-        row = _status(run_dir) or {"status": "failed", "error": error}
+        row = _status(run_dir)
+        if row is None and error is None:  # stopped by SIGTERM, with its checkpoint: --resume finishes it
+            return
+        row = row or {"status": "failed", "error": error}
         if row["status"] == "failed":
             said = f"failed: {row['error']}"
         else:
@@ -238,14 +241,22 @@ def _worker_cpus(config: dict) -> int:
     return config["env"]["rollout_workers"] * TRIAL_ACTOR_CPUS
 
 
-def run_trial(config: dict, report: Callable[[dict], None] | None = None, node: str | None = None) -> dict:
+def run_trial(
+    config: dict,
+    report: Callable[[dict], None] | None = None,
+    node: str | None = None,
+    stop: Callable[[], int | None] | None = None,
+) -> dict:
     """Train, resume or skip one trial by what its run directory holds; return its row, also written to
-    its ``trial.json``. proxima's own errors (a NaN, a crashed env) fail the trial with their one line."""
+    its ``trial.json``. proxima's own errors (a NaN, a crashed env) fail the trial with their one line.
+    ``stop``: polled after each update; a signal number stops the run as that signal would (a checkpoint,
+    then ``TrainingInterrupted``, and no ``trial.json``)."""
     run_dir = config["run"]["run_dir"]
     row = _status(run_dir)
     if row is not None:
         return row
     callbacks = [MetricsToTune(report)] if report is not None else []
+    callbacks += [StopWhenAsked(stop)] if stop is not None else []
     ckpt = os.path.join(run_dir, CHECKPOINT)
     try:
         if os.path.exists(ckpt) and not checkpoint.read(ckpt)[0]["finished"]:
@@ -270,6 +281,19 @@ class MetricsToTune(Callback):
 
     def on_update_end(self, run, result) -> None:
         self.report({k: v for k, v in result.record.items() if isinstance(v, (int, float)) and v is not None})
+
+
+class StopWhenAsked(Callback):
+    """Stops the run after an update where ``stop()`` gives a signal number, as that signal would stop a plain
+    run (``Checkpointing``): a Ray trial's process gets no signal of its own when its sweep is stopped."""
+
+    def __init__(self, stop: Callable[[], int | None]):
+        self.stop = stop
+
+    def on_update_end(self, run, result) -> None:
+        signum = self.stop()
+        if signum is not None:
+            next(c for c in run.callbacks if isinstance(c, Checkpointing)).interrupt(signum)
 
 
 def summarize(out: str, plan: dict, errors: dict[str, str] | None = None) -> SweepResults:

@@ -4,8 +4,10 @@ mid-run replaced with nothing lost or counted twice, exact resume, and one line 
 import json
 import os
 import signal
+import subprocess
 import sys
 import threading
+import time
 
 import pytest
 import torch
@@ -15,6 +17,7 @@ import proxima
 from proxima.callbacks import Callback
 from proxima.cli import main
 from proxima.executors import ray_available
+from proxima.files import read_checkpoint
 
 # Ray tests share the machine's Ray processes (a cluster test stops its nodes, a killed sweep leaves a
 # dying instance): one xdist worker runs all of them, in turn (`--dist loadgroup` in the Makefile).
@@ -159,6 +162,38 @@ def test_a_run_with_workers_resumes_exactly_after_ctrl_c(ray_instance, tmp_path)
     proxima.resume(str(tmp_path / "cut"), quiet=True)
     assert _metrics(tmp_path / "cut") == _metrics(tmp_path / "whole")
     assert _same_weights(tmp_path / "cut", tmp_path / "whole")
+
+
+@pytest.mark.slow
+@needs_ray
+def test_sigterm_to_a_run_with_workers_checkpoints_says_how_to_resume_and_exits_143(tmp_path):
+    """The Ray actors get no signal: the learner finishes its update, checkpoints, and ends them."""
+    run_dir = str(tmp_path / "run")
+    flags = ["--env-id", "CartPole-v1", "--total-timesteps", "8192", "--num-envs", "2", "--num-steps", "64",
+             "--rollout-workers", "1", "--checkpoint-every", "0", "--torch-threads", "1", "--quiet", "--no-plot",
+             "--no-report"]  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-m", "proxima.cli", "train", "--run-dir", run_dir, *flags],
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
+    metrics, deadline = os.path.join(run_dir, "metrics.jsonl"), time.monotonic() + 180
+    try:
+        while not (os.path.exists(metrics) and sum(1 for _ in open(metrics)) >= 1):  # past its start
+            assert proc.poll() is None and time.monotonic() < deadline, (
+                "the run ended before it could be stopped"
+            )
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err
+    last = err.strip().splitlines()[-1]
+    assert "stopped by SIGTERM after update" in last and f"proxima train --resume {run_dir}" in last
+    meta = read_checkpoint(os.path.join(run_dir, "checkpoint.safetensors"))[1]
+    assert not meta["finished"] and 1 <= meta["update"] == len(_metrics(run_dir)) < 64
+    assert main(["train", "--resume", run_dir, "--quiet"]) == 0
+    assert len(_metrics(run_dir)) == 64
 
 
 @pytest.mark.slow

@@ -18,6 +18,7 @@ from proxima import executors
 from proxima.callbacks import Callback
 from proxima.cli import main
 from proxima.config import PPOArgs
+from proxima.files import read_checkpoint
 from proxima.sweeps import grid_settings, parse_seeds
 
 # Ray tests share the machine's Ray processes: one xdist worker runs all of them, in turn (`--dist loadgroup`
@@ -400,6 +401,49 @@ def test_a_sweep_killed_with_sigkill_finishes_on_resume_and_reruns_nothing_finis
     proxima.train(PPOArgs.from_json(config).replace(run_dir=str(tmp_path / "whole")))
     assert _metrics(second) == _metrics(tmp_path / "whole")
     assert len(_metrics(second)) == 24
+
+
+@pytest.mark.slow
+@pytest.mark.serial
+@needs_ray
+def test_sigterm_stops_every_trial_of_a_ray_sweep_after_its_update_with_a_checkpoint_and_exit_143(tmp_path):
+    out = tmp_path / "sweep"
+    # 128 updates per run, checkpoints only at the end or on a signal; two CPUs: seeds 1 and 2 train while 3 waits
+    argv = ["--env-id", "CartPole-v1", "--total-timesteps", "16384", "--num-envs", "2", "--num-steps", "64",
+            "--checkpoint-every", "0", "--no-plot", "--no-report", "--seeds", "1-3", "--max-concurrent", "2",
+            "--output-dir", str(out)]  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-m", "proxima.cli", "sweep", *argv], start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    started = [out / f"base__seed{k}" for k in (1, 2)]
+    deadline = time.monotonic() + 240
+    try:
+        while not all((run / "metrics.jsonl").exists() for run in started):
+            assert proc.poll() is None and time.monotonic() < deadline, (
+                "the sweep ended before it was stopped"
+            )
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        _kill_session(proc.pid)
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err
+    last = err.strip().splitlines()[-1]
+    assert last == (
+        "proxima sweep: stopped by SIGTERM; each run that was training saved a checkpoint after its update; "
+        f"finish the sweep with: proxima sweep --resume {out}"
+    )
+    for run in started:  # stopped after an update, logged and checkpointed: nothing to redo, nothing lost
+        meta = read_checkpoint(str(run / "checkpoint.safetensors"))[1]
+        assert not meta["finished"] and 1 <= meta["update"] == len(_metrics(run)) < 128
+        assert not (run / "trial.json").exists()
+    assert not (out / "base__seed3").exists()  # it had not started: it starts on --resume
+    assert not (out / "stop.json").exists()
+    assert main(["sweep", "--resume", str(out)]) == 0
+    for k in (1, 2, 3):
+        run = out / f"base__seed{k}"
+        assert _json(run / "trial.json")["status"] == "finished"
+        assert [r["global_step"] for r in _metrics(run)] == [128 * i for i in range(1, 129)]
 
 
 @needs_ray
