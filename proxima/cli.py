@@ -275,6 +275,14 @@ class ResumeArgs:
     """continue the run, finished or not, to this many steps"""
 
 
+@dataclass(frozen=True)
+class TrainFlags:
+    """for jobs that a scheduler may start again (docs/SCALING.md)"""
+
+    resume_if_exists: bool = False
+    """start the run in --run-dir, or continue it from its checkpoint there if it has one (with its config.json's settings; given settings that differ are named and ignored), or do nothing if it finished; the same command line for every start of a SLURM or Kubernetes job"""
+
+
 def cmd_train(argv: list[str]) -> int:
     from proxima.trainer import resume, train
 
@@ -293,7 +301,8 @@ def cmd_train(argv: list[str]) -> int:
         args = _parse(ResumeArgs, argv, "proxima train")
         resume(args.resume, quiet=args.quiet, total_timesteps=args.total_timesteps)
     else:
-        train(parse_train_args(argv))
+        flags, args = parse_command(argv, "proxima train", TrainFlags, instructions=("config", "resume"))
+        train(args, resume_if_exists=flags.resume_if_exists)
     return 0
 
 

@@ -48,6 +48,17 @@ PERTURBATIONS = (
 )
 STOP_JSON = "stop.json"  # while a Ray sweep stops on SIGTERM: tells its trials to checkpoint and stop
 
+# What `proxima train` writes into RUN_DIR, and the other commands beside it; besides, TensorBoard's event files,
+# W&B's folder and the atomic writes' temporary files (_atomic)
+RUN_FILES = (CONFIG_JSON, METRICS, EPISODES, MACHINE_JSON, CHECKPOINT, VIDEOS, LEARNING_CURVE, REPORT, EVAL_JSON,
+             EVAL_VIDEOS, PROBES_JSON, BEST, CANDIDATES, WEIGHTS, AGENT_JSON, TRIAL_JSON, "wandb")  # fmt: skip
+_RUN_FILE_PREFIXES = ("events.out.tfevents.", ".tmp-")
+
+
+def written_by_a_run(name: str) -> bool:
+    """Whether ``name``, an entry of a run directory, is one that proxima writes there."""
+    return name in RUN_FILES or name.startswith(_RUN_FILE_PREFIXES)
+
 
 def _atomic(path: str, write) -> None:
     directory = os.path.dirname(os.path.abspath(path))

@@ -38,8 +38,10 @@ from proxima.files import (
     VIDEOS,
     WEIGHTS,
     load_module_state,
+    read_checkpoint_meta,
     read_json,
     write_json,
+    written_by_a_run,
 )
 from proxima.health import check_rollout, spreads
 from proxima.losses import explained_variance
@@ -62,6 +64,7 @@ def train(
     *,
     config: str | None = None,
     resume: str | None = None,
+    resume_if_exists: bool = False,
     callbacks: list[Callback] | None = None,
     env=None,
     **overrides,
@@ -74,11 +77,23 @@ def train(
     ``callbacks``: your own ``proxima.callbacks.Callback`` objects, run after each update.
     ``train(resume=RUN_DIR)`` continues an interrupted run instead (see ``resume``); ``init_from=RUN_DIR``
     starts from that run's agent (docs/TRAINING.md).
+    ``resume_if_exists``: the same call starts the run or continues it, for a job that a scheduler may start
+    again (``requeue``, docs/SCALING.md); ``run_dir`` is required.
     ``env``: the env as you have it, instead of an id: a class or function that returns a ``gymnasium.Env``
     (called with ``env_kwargs`` once per sub-env), or a ``gymnasium.vector.VectorEnv`` in any autoreset mode
     (``env_id=`` takes the same); config.json records what it can of it (docs/ENVS.md).
     """
-    return run_to_end(training(args, config=config, resume=resume, callbacks=callbacks, env=env, **overrides))
+    return run_to_end(
+        training(
+            args,
+            config=config,
+            resume=resume,
+            resume_if_exists=resume_if_exists,
+            callbacks=callbacks,
+            env=env,
+            **overrides,
+        )
+    )
 
 
 def training(
@@ -86,6 +101,7 @@ def training(
     *,
     config: str | None = None,
     resume: str | None = None,
+    resume_if_exists: bool = False,
     callbacks: list[Callback] | None = None,
     env=None,
     **overrides,
@@ -95,6 +111,11 @@ def training(
     thread, as ``proxima tune`` does for the seeds of a sample; closing one early (``close()``) ends its run
     where it stands, without the end-of-run save."""
     if resume is not None:
+        if resume_if_exists:
+            raise UserError(
+                "give resume=RUN_DIR (continue that run) or run_dir=RUN_DIR with resume_if_exists=True (start it or "
+                "continue it), not both"
+            )
         others = sorted(set(overrides) - {"quiet", "total_timesteps"})
         if others or args is not None or config is not None:
             given = others[0] if others else "args" if args is not None else "config"
@@ -108,8 +129,13 @@ def training(
     env = _env_of(args, env)
     if env is not None and not args.env.env_id.startswith("object:"):  # --env-factory given, not env=
         args = args.replace(env_id=describe_env(env)[0])
+    if resume_if_exists:
+        agent = requeue(args, callbacks, env)
+        if agent is not None:
+            return agent
     run_dir = args.run.run_dir or default_run_dir(args)
-    _check_run_dir_free(run_dir)
+    if not resume_if_exists:  # else the files in it are not a run's (requeue said so)
+        _check_run_dir_free(run_dir)
     device, notes = _setup(args)
     existed, written, envs = os.path.isdir(run_dir), False, None
     try:
@@ -226,6 +252,75 @@ def resuming(
         return (yield from steps(run, run_callbacks))
     finally:
         envs.close()
+
+
+def requeue(args: PPOArgs, callbacks: list[Callback] | None = None, env=None) -> Agent | None:
+    """``--resume-if-exists``: what to do with ``args.run.run_dir`` when a job that a scheduler may start again
+    (a SLURM array task, a Kubernetes Job's pod) runs the same command each time. Returns the agent where the run
+    is handled here, None where ``train`` should start it.
+
+    - A checkpoint there: the run resumes from it, exactly as ``resume`` does, with the settings of its own
+      config.json. Settings given that differ from them are ignored, and one line names them: the job's command
+      line is the same on every start, so a difference comes from an edited script or from new defaults after
+      an upgrade, and in neither case should a half-trained run change course or fail (``--resume RUN_DIR
+      --total-timesteps N`` is how a run is continued further).
+    - A finished checkpoint: nothing to train; one line says so and the saved agent is returned (exit status 0:
+      a job started again after its run finished must not fail).
+    - No checkpoint, but the files of a run that stopped before its first one (its config.json): they are
+      removed and the run starts again, as a sweep's trial does. Other files are left (a scheduler's log
+      written there), and files that only a run writes, without its config.json, are refused.
+    - Nothing there: the run starts.
+    """
+    run_dir = args.run.run_dir
+    if run_dir is None:
+        raise UserError(
+            "--resume-if-exists needs the run's directory: give --run-dir RUN_DIR (run_dir=RUN_DIR), the same on "
+            "every start of the job"
+        )
+    say = (lambda text: None) if args.run.quiet else (lambda text: print(text, flush=True))
+    path = os.path.join(run_dir, CHECKPOINT)
+    if os.path.exists(path):
+        meta = read_checkpoint_meta(path)
+        config_path = os.path.join(run_dir, CONFIG_JSON)
+        saved = PPOArgs.from_json(read_json(config_path), config_path)
+        if meta.get("finished"):
+            say(
+                f"{run_dir}: the run already finished ({meta['global_step']} steps); nothing to train (train it "
+                f"further with: proxima train --resume {run_dir} --total-timesteps N)"
+            )
+            return Agent.load(run_dir)
+        ignored = _differences(args, saved)
+        if ignored:
+            say(
+                f"{run_dir} holds a run: it resumes with the settings of its config.json, and these given ones, "
+                f"which differ, are ignored: {ignored}"
+            )
+        return resume(run_dir, quiet=args.run.quiet, callbacks=callbacks, env=env)
+    if os.path.isdir(run_dir):
+        written = sorted(name for name in os.listdir(run_dir) if written_by_a_run(name))
+        if written and CONFIG_JSON not in written:
+            raise UserError(
+                f"{run_dir} holds {written[0]} but no config.json: not a run that proxima started, so "
+                "--resume-if-exists leaves it alone; give another --run-dir"
+            )
+        if written:
+            say(f"{run_dir}: the run stopped before its first checkpoint; starting it again")
+            for name in written:
+                target = os.path.join(run_dir, name)
+                shutil.rmtree(target) if os.path.isdir(target) else os.remove(target)
+    return None
+
+
+def _differences(given: PPOArgs, saved: PPOArgs) -> str:
+    """The settings of ``given`` that differ from ``saved``'s, as ``name=value (the run's: value)``; the run's
+    directory, the console's and what a run resolves itself (``precision`` auto) are no difference."""
+    theirs = saved.flat()
+    own = {"run_dir", "quiet", *(("precision",) if given.network.precision == "auto" else ())}
+    return ", ".join(
+        f"{name}={show_value(value)} (the run's: {show_value(theirs[name])})"
+        for name, value in given.flat().items()
+        if name not in own and value != theirs[name]
+    )
 
 
 def loop(run: Run, callbacks: list[Callback]) -> Agent:

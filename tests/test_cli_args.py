@@ -100,7 +100,7 @@ def test_train_help_shows_one_section_per_group_with_flat_flags_and_the_resolved
 
 def test_flags_on_a_preset_give_the_layered_settings(monkeypatch):
     seen = []
-    monkeypatch.setattr(proxima.trainer, "train", lambda args: seen.append(args))
+    monkeypatch.setattr(proxima.trainer, "train", lambda args, **_: seen.append(args))
     argv = [
         "--config",
         "pendulum",
@@ -132,7 +132,7 @@ def test_flags_on_a_preset_give_the_layered_settings(monkeypatch):
 def test_errors_are_one_line_and_proxima_debug_adds_the_traceback(error, code, monkeypatch, capsys):
     message = "env 'Broken-v0' raised ValueError: boom; continue it with: proxima train --resume runs/x"
 
-    def train(args):
+    def train(args, **_):
         try:
             raise ValueError("boom")
         except ValueError as cause:
