@@ -38,7 +38,7 @@ import torch
 from proxima import checkpoint, seeding
 from proxima.envs import make_envs
 from proxima.envs.interface import InfoKeys, merge_info_keys
-from proxima.errors import NonFiniteError, TrainingInterrupted, UserError
+from proxima.errors import DiskFullError, NonFiniteError, TrainingInterrupted, UserError
 from proxima.evaluate import run_episodes
 from proxima.files import BEST, CANDIDATES, LEARNING_CURVE, METRICS, REPORT, VIDEOS
 from proxima.health import HealthMonitor, HealthWarning
@@ -399,7 +399,7 @@ class LearningCurve(Callback):
                 {os.path.basename(os.path.normpath(run.run_dir)): [run.run_dir]},
                 os.path.join(run.run_dir, LEARNING_CURVE),
             )
-        except UserError as e:  # matplotlib is an extra; the run itself is complete
+        except (UserError, DiskFullError) as e:  # matplotlib is an extra; the run itself is complete
             run.console.message(f"no learning_curve.png: {e}")
 
 
@@ -474,7 +474,9 @@ class ReportPageWriter(Callback):
         try:
             write_report([run.run_dir], os.path.join(run.run_dir, REPORT), status, live=True)
         except Exception as e:  # noqa: BLE001  the page only shows the logs: whatever fails, training goes on
-            run.console.message(f"no report.html: {type(e).__name__}: {e}")
+            # a run that a full disk stopped has said so in its one line
+            if not (isinstance(e, DiskFullError) and status == "stopped"):
+                run.console.message(f"no report.html: {type(e).__name__}: {e}")
         self.written = time.monotonic()
         self.cost = self.written - start
 

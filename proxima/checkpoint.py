@@ -129,12 +129,13 @@ def load(run: Run, path: str, meta: dict, states: dict) -> None:
         ) from None
 
 
-def last_checkpoint_note(run_dir: str, resumable: bool = True) -> str:
-    """What survives of a failed run, in words; with ``resumable``, how to continue it."""
+def last_checkpoint_note(run_dir: str, resumable: bool = True, how: str = "continue with") -> str:
+    """What survives of a failed run, in words; with ``resumable``, how to continue it (``how``, then the
+    command)."""
     path = os.path.join(run_dir, CHECKPOINT)
     try:
         meta, _ = read(path)
     except UserError:
         return "no checkpoint had been written yet" + (", so it cannot be resumed" if resumable else "")
     note = f"the last good checkpoint, from update {meta['update']}, is {path}"
-    return note + (f"; continue with: proxima train --resume {run_dir}" if resumable else "")
+    return note + (f"; {how}: proxima train --resume {run_dir}" if resumable else "")

@@ -24,7 +24,7 @@ import tyro
 
 from proxima import files
 from proxima.argv import check, field_docs, fields
-from proxima.errors import EnvError, NonFiniteError, TrainingInterrupted, UserError
+from proxima.errors import DiskFullError, EnvError, NonFiniteError, TrainingInterrupted, UserError
 
 if TYPE_CHECKING:  # imported lazily at run time: the CLI starts fast
     from proxima.config import PPOArgs
@@ -851,11 +851,11 @@ def main(argv: list[str] | None = None) -> int:
             os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno()
         )  # Python's advice: no second error at exit
         return 0
-    except (UserError, EnvError, NonFiniteError) as e:
+    except (UserError, EnvError, NonFiniteError, DiskFullError) as e:
         if _debug():  # where it was raised, and what raised the env's exception (its cause)
             traceback.print_exc()
         print(f"proxima {command}: error: {e}", file=sys.stderr)
-        return 2 if isinstance(e, UserError) else 1
+        return 2 if isinstance(e, UserError) else getattr(e, "exit_status", 1)
     except TrainingInterrupted as e:
         print(
             f"proxima {command}: {e}; continue it with: proxima train --resume {e.run_dir}", file=sys.stderr

@@ -25,6 +25,15 @@ class TrainingInterrupted(KeyboardInterrupt):
         self.exit_status = 128 + signum
 
 
+class DiskFullError(RuntimeError):
+    """A write failed for want of space (ENOSPC, or EDQUOT: a quota); the message names the file, the space the
+    write needed and the space free. Files are written atomically, so the previous checkpoint stays whole. The CLI
+    exits with ``exit_status``, 75 (EX_TEMPFAIL in sysexits.h: try again later): unlike 1 (a NaN or a crashed env,
+    which a resume would meet again) and 2 (bad input), the run resumes as it was once space is freed."""
+
+    exit_status = 75
+
+
 class EnvError(RuntimeError):
     """The environment itself failed (its constructor, reset or step raised); the message names its exception."""
 

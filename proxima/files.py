@@ -6,15 +6,18 @@ sees either the old file or the new one, never half of one.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
+import shutil
 import tempfile
 
 import torch
 from safetensors import SafetensorError, safe_open
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file, save
 
-from proxima.errors import UserError
+from proxima.errors import DiskFullError, UserError
 
 # The names of the files and folders a run directory (RUN_DIR), an agent's directory and a sweep's directory
 # hold: every module that writes or reads one takes its name from here.
@@ -60,18 +63,50 @@ def written_by_a_run(name: str) -> bool:
     return name in RUN_FILES or name.startswith(_RUN_FILE_PREFIXES)
 
 
-def _atomic(path: str, write) -> None:
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=os.path.basename(path))
-    os.close(fd)
+FULL_DISK = (errno.ENOSPC, errno.EDQUOT)  # the errnos of a full disk and of a full quota
+
+
+@contextlib.contextmanager
+def writing(path: str, size: int | None):
+    """Turns a full disk (ENOSPC) or quota (EDQUOT) met while writing ``size`` bytes (None: what is pending) to
+    ``path`` into one ``DiskFullError`` that names them and the space free; any other error passes."""
     try:
-        write(tmp)
-        _fsync(tmp)  # the data reaches the disk before the name does, so a power cut cannot leave it empty
-        os.replace(tmp, path)
-        _fsync(directory)  # and the rename itself is on disk
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+        yield
+    except OSError as e:
+        if e.errno not in FULL_DISK:
+            raise
+        parts = [] if size is None else [f"it needs about {_size(size)}"]
+        if e.errno == errno.ENOSPC:  # a quota's room is not the filesystem's free space
+            with contextlib.suppress(OSError):
+                free = shutil.disk_usage(os.path.dirname(os.path.abspath(path))).free
+                parts.append(f"{_size(free)} free on that filesystem")
+        what = "no space left on device" if e.errno == errno.ENOSPC else "disk quota exceeded"
+        raise DiskFullError(f"{what} writing {path}" + (": " + ", ".join(parts) if parts else "")) from None
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} bytes"
+
+
+def _atomic(path: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same directory and a rename: a failed write
+    (a full disk among others) leaves the previous file whole and no temporary file behind."""
+    directory = os.path.dirname(os.path.abspath(path))
+    with writing(path, len(data)):
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=os.path.basename(path))
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            # the data reaches the disk before the name does, so a power cut cannot leave it empty
+            _fsync(tmp)
+            os.replace(tmp, path)
+            _fsync(directory)  # and the rename itself is on disk
+        finally:
+            if os.path.exists(tmp):
+                os.remove(tmp)
 
 
 def _fsync(path: str) -> None:
@@ -83,20 +118,11 @@ def _fsync(path: str) -> None:
 
 
 def write_json(path: str, data: dict) -> None:
-    def write(tmp: str) -> None:
-        with open(tmp, "w") as f:
-            json.dump(data, f, indent=2, allow_nan=False)
-            f.write("\n")
-
-    _atomic(path, write)
+    _atomic(path, (json.dumps(data, indent=2, allow_nan=False) + "\n").encode())
 
 
 def write_text(path: str, text: str) -> None:
-    def write(tmp: str) -> None:
-        with open(tmp, "w") as f:
-            f.write(text)
-
-    _atomic(path, write)
+    _atomic(path, text.encode())
 
 
 def read_jsonl(path: str) -> list[dict]:
@@ -120,16 +146,17 @@ def read_jsonl(path: str) -> list[dict]:
         raise UserError(f"{path} is corrupt") from None
 
 
+# The safetensors bytes are made here and written by _atomic, not by safetensors' save_file, whose I/O errors
+# come without their errno: a full disk must be told from any other failure.
 def write_tensors(path: str, tensors: dict[str, torch.Tensor]) -> None:
-    _atomic(path, lambda tmp: save_file({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, tmp))
+    _atomic(path, save({k: v.detach().cpu().contiguous() for k, v in tensors.items()}))
 
 
 def write_checkpoint(path: str, tensors: dict[str, torch.Tensor], meta: dict) -> None:
     """One safetensors file holding tensors plus a JSON object in its header, written atomically, so the
     tensors and the counters that go with them can never come from two different moments."""
     tensors = {k: v.detach().cpu().contiguous() for k, v in tensors.items()}
-    metadata = {"proxima": json.dumps(meta, allow_nan=False)}
-    _atomic(path, lambda tmp: save_file(tensors, tmp, metadata=metadata))
+    _atomic(path, save(tensors, metadata={"proxima": json.dumps(meta, allow_nan=False)}))
 
 
 def read_checkpoint(path: str) -> tuple[dict[str, torch.Tensor], dict]:

@@ -9,15 +9,17 @@ TensorBoard tags follow CleanRL's grouping (``charts/`` and ``losses/``) with ``
 from __future__ import annotations
 
 import datetime
+import glob
 import json
 import math
 import os
 import platform
+import threading
 
 import numpy as np
 
 from proxima.errors import UserError
-from proxima.files import EPISODES, MACHINE_JSON, METRICS
+from proxima.files import EPISODES, FULL_DISK, MACHINE_JSON, METRICS, writing
 
 # metrics.jsonl key -> TensorBoard tag (detail 12's debug variables, docs/SEEDS.md, plus episode statistics)
 TB_TAGS = {
@@ -78,6 +80,24 @@ class RunLogger:
                 self._writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{rows}")
             else:  # TensorBoard hides what the interrupted process logged after the checkpoint
                 self._writer = SummaryWriter(run_dir, purge_step=resume_from["global_step"] + 1)
+            found = glob.glob(os.path.join(run_dir, f"events.out.tfevents.*.{os.getpid()}.*"))
+            self._events = (
+                max(found, key=os.path.getmtime) if found else os.path.join(run_dir, "events.out.tfevents")
+            )
+            self._hook = threading.excepthook
+            threading.excepthook = self._tensorboard_thread_hook
+
+    def _tensorboard_thread_hook(self, args) -> None:
+        """TensorBoard writes its events in a thread of its own, and raises that thread's error again in this one
+        at the next call, where ``writing`` turns a full disk into the run's one line: the thread need not print
+        a traceback of it as well."""
+        error = args.exc_value
+        if not (
+            isinstance(error, OSError)
+            and error.errno in FULL_DISK
+            and "tensorboard" in type(args.thread).__module__
+        ):
+            self._hook(args)
 
     def _open(self, name: str, resume_from: dict | None):
         path = os.path.join(self.run_dir, name)
@@ -90,9 +110,10 @@ class RunLogger:
     def offsets(self, global_step: int) -> dict:
         """Where the logs end now, for a checkpoint taken at ``global_step``; the logs are on disk up to there
         before the checkpoint that records it can be."""
-        for f in (self._metrics, self._episodes):
-            f.flush()
-            os.fsync(f.fileno())
+        for f, name in ((self._metrics, METRICS), (self._episodes, EPISODES)):
+            with writing(os.path.join(self.run_dir, name), None):
+                f.flush()
+                os.fsync(f.fileno())
         return {
             "global_step": global_step,
             METRICS: self._metrics.tell(),
@@ -101,7 +122,8 @@ class RunLogger:
 
     def text(self, tag: str, text: str, global_step: int) -> None:
         if self._writer is not None:
-            self._writer.add_text(tag, text, global_step)
+            with writing(self._events, None):
+                self._writer.add_text(tag, text, global_step)
 
     def log_update(self, record: dict, warnings: list[dict] = ()) -> None:
         """Write one update's record (which must hold ``global_step``) to every sink; ``warnings`` (the health
@@ -109,15 +131,15 @@ class RunLogger:
         can mark them where they fired and a resumed run's log keeps exactly the ones before its checkpoint."""
         record = {k: _json_number(v) for k, v in record.items()}
         line = {**record, "warnings": list(warnings)} if warnings else record
-        self._metrics.write(json.dumps(line) + "\n")
-        self._metrics.flush()
+        self._append(self._metrics, METRICS, json.dumps(line) + "\n")
         if self._writer is not None:
             step = record["global_step"]
-            for key, value in record.items():
-                # the debug variables under CleanRL's tags; a callback's own numbers under charts/
-                tag = TB_TAGS.get(key, None if key in NOT_SCALARS else f"charts/{key}")
-                if tag is not None and isinstance(value, int | float) and not isinstance(value, bool):
-                    self._writer.add_scalar(tag, value, step)
+            with writing(self._events, None):
+                for key, value in record.items():
+                    # the debug variables under CleanRL's tags; a callback's own numbers under charts/
+                    tag = TB_TAGS.get(key, None if key in NOT_SCALARS else f"charts/{key}")
+                    if tag is not None and isinstance(value, int | float) and not isinstance(value, bool):
+                        self._writer.add_scalar(tag, value, step)
 
     def video(self, tag: str, path: str, global_step: int) -> None:
         """An MP4 (``--capture-video``'s) into TensorBoard as a video, at most 240 wide and 150 frames."""
@@ -126,20 +148,33 @@ class RunLogger:
 
             frames, fps = read_mp4(path, max_width=240)
             if len(frames):
-                log_video(self._writer, tag, frames, fps, global_step, max_width=240, max_frames=150)
+                with writing(self._events, None):
+                    log_video(self._writer, tag, frames, fps, global_step, max_width=240, max_frames=150)
 
     def log_episodes(self, global_step: int, returns: list[float], lengths: list[int]) -> None:
-        for ret, length in zip(returns, lengths, strict=True):
-            self._episodes.write(
-                json.dumps({"global_step": global_step, "return": ret, "length": length}) + "\n"
-            )
-        self._episodes.flush()
+        lines = [
+            json.dumps({"global_step": global_step, "return": ret, "length": length}) + "\n"
+            for ret, length in zip(returns, lengths, strict=True)
+        ]
+        self._append(self._episodes, EPISODES, "".join(lines))
+
+    def _append(self, f, name: str, text: str) -> None:
+        with writing(os.path.join(self.run_dir, name), len(text)):
+            f.write(text)
+            f.flush()
 
     def close(self) -> None:
-        self._metrics.close()
-        self._episodes.close()
-        if self._writer is not None:
-            self._writer.close()
+        for sink in (self._metrics, self._episodes, self._writer):
+            try:
+                if sink is not None:
+                    sink.close()
+            except OSError as e:
+                # a full disk here loses only what came after the last checkpoint, which a resume cuts off from
+                # the logs (and TensorBoard hides); it must not hide the error that stopped the run
+                if e.errno not in FULL_DISK:
+                    raise
+        if self._writer is not None and threading.excepthook == self._tensorboard_thread_hook:
+            threading.excepthook = self._hook
 
 
 def log_session(run_dir: str, global_step: int, device: str, torch_threads: int) -> None:

@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 
 from proxima.errors import UserError
-from proxima.files import EPISODES, read_jsonl
+from proxima.files import EPISODES, read_jsonl, writing
 
 
 def read_episodes(run_dir: str) -> tuple[np.ndarray, np.ndarray]:
@@ -73,6 +73,11 @@ def plot_runs(groups: dict[str, list[str]], output: str, title: str = "", points
     ax.legend()
     fig.tight_layout()
     tmp = output + ".tmp.png"
-    fig.savefig(tmp)
-    plt.close(fig)
-    os.replace(tmp, output)
+    try:
+        with writing(output, None):
+            fig.savefig(tmp)
+        os.replace(tmp, output)
+    finally:
+        plt.close(fig)
+        if os.path.exists(tmp):
+            os.remove(tmp)

@@ -30,7 +30,7 @@ from proxima.encoders import check_spaces, choose_encoder, emulation_note, encod
 from proxima.envs import make_envs
 from proxima.envs.interface import obs_layout
 from proxima.envs.user import describe_env, env_source, is_env_object, load_env_factory
-from proxima.errors import EnvError, NonFiniteError, UserError
+from proxima.errors import DiskFullError, EnvError, NonFiniteError, UserError
 from proxima.files import (
     AGENT_JSON,
     CHECKPOINT,
@@ -373,6 +373,9 @@ def steps(run: Run, callbacks: list[Callback]) -> Updates:
         crashed = isinstance(e, EnvError)  # a crash may not recur; a NaN would, from the same state
         where = f" in update {run.updates_done + 1}" if crashed else ""
         raise type(e)(f"{e}{where}; {checkpoint.last_checkpoint_note(run.run_dir, resumable=crashed)}") from e
+    except DiskFullError as e:
+        note = checkpoint.last_checkpoint_note(run.run_dir, how="free space, then continue with")
+        raise DiskFullError(f"{e}; {note}") from None
     finally:
         run.console.close()
         for callback in reversed(callbacks):
