@@ -746,6 +746,8 @@ class TuneFlags:
     """pbt: updates between perturbations (default: an eighth of the run)"""
     cpus_per_trial: int = 1
     """CPUs Ray gives each sample; its torch threads equal them"""
+    gpus_per_trial: float = 0
+    """GPUs Ray gives each sample (a fraction shares one); with any, its runs train on CUDA"""
     max_concurrent: int | None = None
     """at most N samples at once (default: as many as the CPUs allow)"""
     address: str | None = None
@@ -763,6 +765,7 @@ ranked, mean ± std over seeds), results.json, report.html and best.json, the be
 
 
 def cmd_tune(argv: list[str]) -> int:
+    from proxima.sweeps import default_output_dir
     from proxima.tuning import parse_space_item, resume_tune, tune
 
     flags, base = parse_command(argv, "proxima tune", TuneFlags, description=TUNE_ABOUT)
@@ -776,7 +779,10 @@ def cmd_tune(argv: list[str]) -> int:
             raise UserError(
                 f"with --resume, only --address may be given, not {extra[0]} (tune.json holds the rest)"
             )
-        return _tune_done(resume_tune(flags.resume, flags.address))
+        try:
+            return _tune_done(resume_tune(flags.resume, flags.address))
+        except TrainingInterrupted as e:
+            return _tune_interrupted(e, flags.resume)
     for flag in ("--run-dir",):
         if _flag_value(argv, flag) is not None:
             raise UserError(f"proxima tune sets {flag} of each run; give --output-dir instead")
@@ -791,14 +797,24 @@ def cmd_tune(argv: list[str]) -> int:
     space = dict(parse_space_item(item, read) for item in flags.space)
     if len(space) < len(flags.space):
         raise UserError("--space names a setting twice; give each setting once")
-    results = tune(
-        base, space={name: ":".join(map(str, spec)) if spec[0] != "choice" else spec[1] for name, spec in space.items()},
-        search=flags.search, num_samples=flags.num_samples, metric=flags.metric, mode=flags.mode, seeds=flags.seeds,
-        scheduler=flags.scheduler, perturbation_interval=flags.perturbation_interval,
-        cpus_per_trial=flags.cpus_per_trial, max_concurrent=flags.max_concurrent, address=flags.address,
-        output_dir=flags.output_dir,
-    )  # fmt: skip
+    out = flags.output_dir or default_output_dir(base.env.env_id, "tune")
+    try:
+        results = tune(
+            base, space={n: ":".join(map(str, spec)) if spec[0] != "choice" else spec[1] for n, spec in space.items()},
+            search=flags.search, num_samples=flags.num_samples, metric=flags.metric, mode=flags.mode,
+            seeds=flags.seeds, scheduler=flags.scheduler, perturbation_interval=flags.perturbation_interval,
+            cpus_per_trial=flags.cpus_per_trial, gpus_per_trial=flags.gpus_per_trial,
+            max_concurrent=flags.max_concurrent, address=flags.address, output_dir=out,
+        )  # fmt: skip
+    except TrainingInterrupted as e:
+        return _tune_interrupted(e, out)
     return _tune_done(results)
+
+
+def _tune_interrupted(e: TrainingInterrupted, out: str) -> int:
+    """SIGTERM (or Ctrl-C) in a search: every sample that was training checkpointed; how to finish it."""
+    print(f"proxima tune: {e}; finish the search with: proxima tune --resume {out}", file=sys.stderr)
+    return e.exit_status
 
 
 def _tune_done(results) -> int:

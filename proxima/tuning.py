@@ -38,7 +38,7 @@ import torch
 from proxima import checkpoint, executors
 from proxima.callbacks import Callback
 from proxima.config import GROUP_OF, PPOArgs, resolve_args, show_value
-from proxima.errors import EnvError, NonFiniteError, UserError
+from proxima.errors import EnvError, NonFiniteError, TrainingInterrupted, UserError
 from proxima.files import (
     BEST_PRESET,
     CHECKPOINT,
@@ -54,8 +54,9 @@ from proxima.files import (
     read_jsonl,
     write_json,
 )
+from proxima.rollout_workers import TRIAL_ACTOR_CPUS
 from proxima.schedules import ADJUSTABLE
-from proxima.sweeps import _finite, default_output_dir
+from proxima.sweeps import StopWhenAsked, _finite, default_output_dir
 from proxima.trainer import resuming, training
 
 FORMAT, VERSION = "proxima-tune", 1
@@ -205,6 +206,7 @@ def tune(
     scheduler: str = "fifo",
     perturbation_interval: int | None = None,
     cpus_per_trial: int = 1,
+    gpus_per_trial: float = 0,
     max_concurrent: int | None = None,
     address: str | None = None,
     output_dir: str | None = None,
@@ -220,7 +222,8 @@ def tune(
     ``mode`` ``max`` or ``min``. ``scheduler``: ``fifo`` (every sample to its end), ``asha`` (stops samples
     behind at its rungs) or ``pbt`` (perturbs ``learning_rate``, ``ent_coef``, ``clip_coef`` of the space
     every ``perturbation_interval`` updates; default an eighth of the run). Each trial gets ``cpus_per_trial``
-    CPUs and as many torch threads.
+    CPUs and as many torch threads, ``gpus_per_trial`` GPUs (with any, its runs train on CUDA), and a CPU for
+    each rollout worker of its seeds' runs.
     """
     base = resolve_args(args, **overrides) if args is not None else resolve_args(config=config, **overrides)
     if not space:
@@ -229,7 +232,7 @@ def tune(
         )
     spec = {name: spec_of(name, value) for name, value in space.items()}
     plan = _plan(base, spec, search, num_samples, metric, mode, seeds, scheduler, perturbation_interval,
-                 cpus_per_trial, max_concurrent)  # fmt: skip
+                 cpus_per_trial, max_concurrent, gpus_per_trial)  # fmt: skip
     executors.check_executor("ray", "proxima tune")
     if search == "optuna":
         _need_optuna()
@@ -243,7 +246,7 @@ def tune(
 
 def _plan(base: PPOArgs, spec: dict, search: str, num_samples: int, metric: str, mode: str, seeds: int,
           scheduler: str, perturbation_interval: int | None, cpus_per_trial: int,
-          max_concurrent: int | None) -> dict:  # fmt: skip
+          max_concurrent: int | None, gpus_per_trial: float = 0) -> dict:  # fmt: skip
     for value, accepted, what in ((search, SEARCHES, "search"), (scheduler, SCHEDULERS, "scheduler"),
                                   (metric, METRICS_, "metric"), (mode, MODES, "mode")):  # fmt: skip
         if value not in accepted:
@@ -253,6 +256,10 @@ def _plan(base: PPOArgs, spec: dict, search: str, num_samples: int, metric: str,
             raise UserError(f"{what} must be a positive integer, got {value!r}")
     if max_concurrent is not None and max_concurrent < 1:
         raise UserError(f"max_concurrent must be a positive integer or None (no limit), got {max_concurrent}")
+    if not gpus_per_trial >= 0:
+        raise UserError(f"gpus_per_trial must be a non-negative number, got {gpus_per_trial}")
+    if gpus_per_trial and not base.run.cuda:
+        raise UserError("--gpus-per-trial reserves GPUs for runs that train on them: drop --no-cuda")
     if scheduler == "pbt" and search != "random":  # Tune's PBT explores by its own perturbations
         raise UserError("--scheduler pbt draws its own perturbations; give --search random with it")
     if metric == "eval_return" and not base.run.eval_every:
@@ -276,7 +283,7 @@ def _plan(base: PPOArgs, spec: dict, search: str, num_samples: int, metric: str,
         "seeds": [base.run.seed + k for k in range(seeds)], "scheduler": scheduler,
         "perturbation_interval": interval, "perturbation_steps": interval * base.batch_size,
         "total_timesteps": base.algorithm.total_timesteps, "num_updates": num_updates, "cpus_per_trial": cpus_per_trial,
-        "max_concurrent": max_concurrent, "samples": [],
+        "gpus_per_trial": gpus_per_trial, "max_concurrent": max_concurrent, "samples": [],
     }  # fmt: skip
 
 
@@ -344,11 +351,25 @@ def _run(out: str, plan: dict, address: str | None) -> TuneResults:
         configs = [{"__name": s["name"], **s["settings"]} for s in unfinished]
         executors.run_ray(trial, configs, lambda config, error: on_done(config["__name"], error), storage=out,
                           cpus_per_trial=plan["cpus_per_trial"], max_concurrent=plan["max_concurrent"],
-                          address=address, name_of=lambda t: t.config["config"]["__name"])  # fmt: skip
+                          address=address, name_of=lambda t: t.config["config"]["__name"], **_resources(plan))  # fmt: skip
     left = plan["num_samples"] - len(plan["samples"])
     if left > 0:
         _search(out, plan, trial, left, address, on_start, on_done)
+    _rows_of_stopped(out, plan)
     return summarize(out, plan)
+
+
+def _rows_of_stopped(out: str, plan: dict) -> None:
+    """The search has ended, so a run without its row was stopped by the scheduler, and its trial's process
+    ended before the row was written: write it, with the score its logs give."""
+    for sample in plan["samples"]:
+        for seed in plan["seeds"]:
+            run_dir = os.path.join(out, run_name(sample["name"], seed))
+            if os.path.exists(os.path.join(run_dir, METRICS)) and _trial_row(run_dir) is None:
+                score = Score(plan["metric"])
+                score.from_logs(run_dir)
+                row = {"status": "stopped", "score": score.value, "settings": sample["settings"]}
+                write_json(os.path.join(run_dir, TRIAL_JSON), _finite(row))
 
 
 def _search(out, plan, trial, count, address, on_start, on_done) -> None:
@@ -384,8 +405,14 @@ def _search(out, plan, trial, count, address, on_start, on_done) -> None:
         trial, None, lambda config, error: on_done(config["__name"], error), storage=out,
         cpus_per_trial=plan["cpus_per_trial"], max_concurrent=plan["max_concurrent"], address=address,
         param_space=space, search_alg=searcher, scheduler=_scheduler(plan, space), num_samples=count,
-        metric=metric, mode=mode, name_of=name_of,
+        metric=metric, mode=mode, name_of=name_of, **_resources(plan),
     )  # fmt: skip
+
+
+def _resources(plan: dict) -> dict:
+    """What each trial reserves beside its CPUs: its GPUs, and a CPU for each of its seeds' rollout workers."""
+    workers = plan["base"]["env"]["rollout_workers"] * TRIAL_ACTOR_CPUS * len(plan["seeds"])
+    return {"gpus_per_trial": plan["gpus_per_trial"], "worker_cpus": lambda _: workers}
 
 
 def _scheduler(plan: dict, space: dict):
@@ -486,16 +513,18 @@ def _set_rng_states(states) -> None:
 
 
 def _trial_function(out: str, plan: dict):
-    def trial(params: dict, report=None, node: str | None = None) -> dict:
+    def trial(params: dict, report=None, node: str | None = None, stop=None) -> dict:
         settings = {k: v for k, v in params.items() if k != "__name"}
-        return run_sample(out, plan, params["__name"], settings, report, node)
+        return run_sample(out, plan, params["__name"], settings, report, node, stop)
 
     return trial
 
 
-def run_sample(out: str, plan: dict, name: str, settings: dict, report=None, node=None) -> dict:
+def run_sample(out: str, plan: dict, name: str, settings: dict, report=None, node=None, stop=None) -> dict:
     """Train the sample's seeds in lockstep, reporting their mean score (``report``: Tune's) after each round;
-    write each run's ``trial.json``; return the sample's row."""
+    write each run's ``trial.json``; return the sample's row. ``stop``: as for a sweep's trial
+    (``proxima.sweeps.run_trial``): once it gives a signal, each seed checkpoints after its update, the sample
+    raises ``TrainingInterrupted``, and no ``trial.json`` is written, so that ``--resume`` goes on from there."""
     base = PPOArgs.from_json(plan["base"])
     typed = {k: _typed(k, v) for k, v in settings.items()}
     exploit = _exploited(out, plan, name) if plan["scheduler"] == "pbt" and report is not None else None
@@ -503,7 +532,7 @@ def run_sample(out: str, plan: dict, name: str, settings: dict, report=None, nod
     for seed in plan["seeds"]:
         run_dir = os.path.join(out, run_name(name, seed))
         score = Score(plan["metric"])
-        callbacks: list[Callback] = [score]
+        callbacks: list[Callback] = [score, *([StopWhenAsked(stop)] if stop is not None else [])]
         ckpt = os.path.join(run_dir, CHECKPOINT)
         if exploit is not None:
             origin, source = exploit
@@ -530,6 +559,7 @@ def run_sample(out: str, plan: dict, name: str, settings: dict, report=None, nod
         rngs.append(None)
     cpu_start = time.process_time()
     marks = None  # the last checkpoint's multiple of perturbation_steps, from where the runs start
+    interrupted: list[TrainingInterrupted] = []
     live = list(range(len(gens)))
     last: dict[int, object] = {}
     status, error = "finished", None
@@ -545,11 +575,17 @@ def run_sample(out: str, plan: dict, name: str, settings: dict, report=None, nod
                     moved = True
                 except StopIteration:
                     live.remove(k)
+                except TrainingInterrupted as e:  # checkpointed; the other seeds stop after their update too
+                    interrupted.append(e)
+                    live.remove(k)
                 rngs[k] = _rng_states()
-            if report is not None and moved:
+            if report is not None and moved and not interrupted:
                 if marks is None:
                     marks = [max(r.global_step for r in last.values()) // plan["perturbation_steps"]]
                 _report(report, plan, scores, last, name, marks)
+        if interrupted:
+            status = None
+            raise interrupted[0]
     except SystemExit:  # the scheduler stopped this sample (ASHA), or PBT pauses it to exploit another
         status = "stopped"
         raise
@@ -560,7 +596,7 @@ def run_sample(out: str, plan: dict, name: str, settings: dict, report=None, nod
             gen.close()  # a run that did not end stops where it stands
         _set_rng_states(outer)
         for k, run_dir in enumerate(runs):
-            if os.path.isdir(run_dir):
+            if status is not None and os.path.isdir(run_dir):
                 row = {"status": status, "score": scores[k].value, "settings": settings, "node": node,
                        "updates": getattr(last.get(k), "updates_done", None),
                     "sample_cpu_s": time.process_time() - cpu_start, **({"error": error} if error else {})}  # fmt: skip

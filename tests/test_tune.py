@@ -4,6 +4,10 @@ settings; the best settings come out as a preset; a killed search finishes on --
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -192,3 +196,43 @@ def test_a_killed_search_finishes_on_resume_without_rerunning_what_ended(tmp_pat
     assert sorted(s["name"] for s in samples) == ["s001", "s002", "s003"]
     assert all(s["status"] == "finished" for s in samples)
     assert (out / f"{first}__seed1" / "metrics.jsonl").stat().st_mtime_ns == kept
+
+
+@pytest.mark.slow
+@pytest.mark.serial
+@needs_ray
+def test_sigterm_stops_a_search_with_every_seed_checkpointed_and_resume_finishes_it(tmp_path):
+    from proxima.files import read_checkpoint
+    from tests.test_sweep import _kill_session
+
+    out = tmp_path / "t"
+    # one sample of 2 seeds, 64 updates each, checkpoints only at the end or on a signal
+    argv = ["tune", *SMALL, "--total-timesteps", "16384", "--checkpoint-every", "0", "--space",
+            "learning_rate=choice:1e-3", "--num-samples", "1", "--seeds", "2", "--output-dir", str(out)]  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-m", "proxima.cli", *argv], start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    runs = [out / "s001__seed1", out / "s001__seed2"]
+    deadline = time.monotonic() + 240
+    try:
+        while not all((run / "metrics.jsonl").exists() for run in runs):
+            assert proc.poll() is None and time.monotonic() < deadline, (
+                "the search ended before it was stopped"
+            )
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        _kill_session(proc.pid)
+    assert proc.returncode == 143, err
+    assert err.strip().splitlines()[-1].endswith(f"finish the search with: proxima tune --resume {out}")
+    updates = []
+    for run in runs:  # each seed stopped after its update, logged and checkpointed, in lockstep
+        meta = read_checkpoint(str(run / "checkpoint.safetensors"))[1]
+        assert not meta["finished"] and 1 <= meta["update"] == len(_metrics(run)) < 64
+        assert not (run / "trial.json").exists()
+        updates.append(meta["update"])
+    assert abs(updates[0] - updates[1]) <= 1
+    assert main(["tune", "--resume", str(out)]) == 0
+    for run in runs:
+        assert _json(run / "trial.json")["status"] == "finished"
+        assert [r["global_step"] for r in _metrics(run)] == [256 * i for i in range(1, 65)]
