@@ -66,6 +66,20 @@ TOPICS = {
         "--record` and `benchmarks/peers/purejaxrl_solve.py --record` in their venvs",
         extras=[("peak_rss_mb", "peak RSS MB", _int)],
     ),
+    "tuned": Topic(
+        "Settings found by `proxima tune`, trained longer",
+        "The best settings of a search (`best.json`) and the settings the search started from, each trained for "
+        "the steps shown on each seed, then scored on 100 deterministic episodes of Gymnasium's env. The search "
+        "columns: how it searched, its samples and their CPU time (every sample's process, all seeds).",
+        "`proxima tune ...` (the command in docs/TUNING.md), then `python benchmarks/tuned_preset.py TUNE_DIR "
+        "--record`",
+        common=("seeds", "score", "steps", "wall"),
+        extras=[
+            ("search", "search", str),
+            ("samples", "samples", _int),
+            ("search_cpu_s", "search CPU s", _int),
+        ],
+    ),
     "throughput": Topic(
         "Throughput: env steps per second of the whole loop",
         "`proxima train` timed from process start (imports and set-up count); steps/s (loop) is what the run "
