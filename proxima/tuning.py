@@ -373,25 +373,12 @@ def _rows_of_stopped(out: str, plan: dict) -> None:
 
 
 def _search(out, plan, trial, count, address, on_start, on_done) -> None:
-
-    metric, mode, seed = "score", plan["mode"], plan["seeds"][0]
+    metric, mode = "score", plan["mode"]
     space = {name: domain(spec) for name, spec in plan["space"].items()}
-    done = [s for s in plan["samples"] if _sample_score(out, plan, s["name"]) is not None]
-    if plan["search"] == "optuna":
-        import optuna
-        from ray.tune.search.optuna import OptunaSearch
-
-        optuna.logging.set_verbosity(optuna.logging.WARNING)  # proxima says one line per sample instead
-
-        searcher = OptunaSearch(
-            metric=metric, mode=mode, seed=seed,
-            points_to_evaluate=[s["settings"] for s in done] or None,
-            evaluated_rewards=[_sample_score(out, plan, s["name"]) for s in done] or None,
-        )  # fmt: skip
-    else:  # Tune's random search, seeded so that a search draws the same samples again
-        from ray.tune.search import BasicVariantGenerator
-
-        searcher = BasicVariantGenerator(random_state=seed + len(plan["samples"]))
+    scores = {s["name"]: _sample_score(out, plan, s["name"]) for s in plan["samples"]}
+    searcher = make_searcher(
+        plan, [(s["settings"], scores[s["name"]]) for s in plan["samples"] if scores[s["name"]] is not None]
+    )
     first = 1 + max((int(s["name"][1:]) for s in plan["samples"]), default=0)
     names: dict[str, str] = {}
 
@@ -407,6 +394,25 @@ def _search(out, plan, trial, count, address, on_start, on_done) -> None:
         param_space=space, search_alg=searcher, scheduler=_scheduler(plan, space), num_samples=count,
         metric=metric, mode=mode, name_of=name_of, **_resources(plan),
     )  # fmt: skip
+
+
+def make_searcher(plan: dict, done: list[tuple[dict, float]]):
+    """Tune's searcher for ``plan``, seeded with its first seed; ``done``: the settings and scores of samples
+    that already ended (a resumed search), which Optuna is told and random search skips past."""
+    seed = plan["seeds"][0]
+    if plan["search"] == "optuna":
+        import optuna
+        from ray.tune.search.optuna import OptunaSearch
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)  # proxima says one line per sample instead
+        return OptunaSearch(
+            metric="score", mode=plan["mode"], seed=seed,
+            points_to_evaluate=[settings for settings, _ in done] or None,
+            evaluated_rewards=[score for _, score in done] or None,
+        )  # fmt: skip
+    from ray.tune.search import BasicVariantGenerator  # random search, seeded: the same samples again
+
+    return BasicVariantGenerator(random_state=seed + len(plan["samples"]))
 
 
 def _resources(plan: dict) -> dict:

@@ -17,7 +17,7 @@ import proxima
 from proxima import executors
 from proxima.cli import main
 from proxima.config import resolve_args
-from proxima.tuning import _plan, parse_space_item, run_sample, spec_of
+from proxima.tuning import _plan, domain, make_searcher, parse_space_item, run_sample, spec_of
 
 pytestmark = pytest.mark.xdist_group("ray")  # Ray tests share the machine's Ray processes (see test_sweep.py)
 needs_ray = pytest.mark.skipif(not executors.ray_available(), reason="needs the ray extra")
@@ -117,6 +117,35 @@ def test_a_samples_seeds_in_lockstep_compute_exactly_what_solo_runs_compute(tmp_
         assert row["status"] == "finished" and row["updates"] == 8
         returns = [json.loads(line)["return"] for line in open(solo / "episodes.jsonl")][-20:]
         assert row["score"] == pytest.approx(np.mean(returns))
+
+
+def _drawn(searcher, plan, count, offset=0):
+    """Draw ``count`` learning rates from ``searcher``, each scored by its distance from 1e-3 in log10."""
+    searcher.set_search_properties(None, None, {"learning_rate": domain(plan["space"]["learning_rate"])})
+    rates = []
+    for i in range(offset, offset + count):
+        rate = searcher.suggest(f"t{i}")["learning_rate"]
+        searcher.on_trial_complete(f"t{i}", {"score": -abs(np.log10(rate) + 3)})
+        rates.append(rate)
+    return rates
+
+
+@needs_ray
+def test_optuna_draws_near_the_settings_that_scored_well_and_is_told_those_of_a_resumed_search():
+    base = resolve_args(env_id="CartPole-v1")
+    plan = _plan(base, {"learning_rate": ["loguniform", 1e-5, 1e-1]}, "optuna", 30, "return", "max", 1, "fifo",
+                 None, 1, None)  # fmt: skip
+
+    def spread(rates):  # median distance from the best rate, in decades
+        return float(np.median([abs(np.log10(r) + 3) for r in rates]))
+
+    rates = _drawn(make_searcher(plan, []), plan, 30)
+    # its first 10 draws are random (TPE's start-up); after them it draws near 1e-3
+    assert spread(rates[-10:]) < 0.6 * spread(rates[:10])
+    assert rates == _drawn(make_searcher(plan, []), plan, 30)  # seeded: the same draws again
+    told = [({"learning_rate": r}, -abs(np.log10(r) + 3)) for r in rates[:10]]
+    resumed = _drawn(make_searcher(plan, told), plan, 10, offset=10)
+    assert spread(resumed) < 0.6 * spread(rates[:10])  # it went on from what it was told, not from scratch
 
 
 @pytest.mark.slow
