@@ -26,8 +26,10 @@ demo: $(STAMP)
 # pytest-xdist: one worker per core. The automatic torch thread count follows the load (proxima/threads.py), so
 # every test that compares two runs fixes it or uses minibatches that take 1 thread anyway; the learning tests
 # pass with 1 thread or 2 (measured both ways: sequential and with -n 2).
-# `serial` tests (a sweep killed with SIGKILL and resumed on Ray, a two-node Ray cluster) run alone, after the
-# others: beside another worker's training, Ray's fresh local node was now and then SIGTERMed or hung (2026-11-22).
+# `serial` tests (a two-node ray.cluster_utils.Cluster) run alone, after the others: such a cluster names itself
+# in /tmp/ray/ray_current_cluster and SIGTERMs its nodes when it stops, so any Ray client on the machine that
+# gives no address joins it and dies with it. proxima starts Ray with address "local" and never joins it, so the
+# sweep killed with SIGKILL and resumed runs with the others (docs/journal/benchmarks.md, the Ray flake under load).
 test: $(STAMP) browser
 	$(PY) -m pytest -q -n auto --dist loadgroup -m "not serial"
 	$(PY) -m pytest -q -m serial

@@ -22,7 +22,7 @@ from proxima.files import read_checkpoint
 from proxima.sweeps import grid_settings, parse_seeds
 
 # Ray tests share the machine's Ray processes: one xdist worker runs all of them, in turn (`--dist loadgroup`
-# in the Makefile). The two that start clusters and kill them run after the others, alone (`serial`).
+# in the Makefile). The two-node cluster test runs after the others, alone (`serial`).
 pytestmark = pytest.mark.xdist_group("ray")
 
 # native CartPole, 4 updates of 4 envs x 128 steps; 1e30 turns the loss into NaN in the first update
@@ -373,7 +373,6 @@ def _kill_session(sid: int) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.serial
 @needs_ray
 def test_a_sweep_killed_with_sigkill_finishes_on_resume_and_reruns_nothing_finished(tmp_path):
     out = tmp_path / "sweep"
