@@ -40,7 +40,9 @@ def train_and_score(flags: list[str], seed: int, steps: int) -> dict:
                    stdout=subprocess.DEVNULL)  # fmt: skip
     with open(os.path.join(run_dir, "eval.json")) as f:
         result = json.load(f)
-    return {"run_dir": run_dir, "wall_s": wall, "mean": result["mean"], "std": result["std"],
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        trained = json.loads(f.readlines()[-1])["global_step"]  # whole updates: at most the steps asked for
+    return {"run_dir": run_dir, "wall_s": wall, "mean": result["mean"], "std": result["std"], "steps": trained,
             "command": shlex.join(["proxima", *command[1:]])}  # fmt: skip
 
 
@@ -74,8 +76,8 @@ def main() -> None:
         results = list(pool.map(lambda job: train_and_score(job[1], job[2], args.steps), jobs))
     print("| settings | seed | steps | 100 episodes | wall s |\n|---|---|---|---|---|")
     for (label, _, seed), r in zip(jobs, results, strict=True):
-        print(f"| {label} | {seed} | {args.steps:,} | {r['mean']:.1f} ± {r['std']:.1f} | {r['wall_s']:.0f} |")
-        batch.add(task=env_id, preset=label, seed=seed, steps=args.steps, wall_s=r["wall_s"],
+        print(f"| {label} | {seed} | {r['steps']:,} | {r['mean']:.1f} ± {r['std']:.1f} | {r['wall_s']:.0f} |")
+        batch.add(task=env_id, preset=label, seed=seed, steps=r["steps"], wall_s=r["wall_s"],
                   score=records.score(r["mean"], r["std"], 100), command=r["command"],
                   **(search if label == "tuned" else {}))  # fmt: skip
     print(f"the search: {search}")
