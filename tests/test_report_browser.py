@@ -5,6 +5,7 @@ them this module is skipped, with a line saying how to install them. Set PROXIMA
 screenshots (docs/REPORT.md's is one).
 """
 
+import json
 import os
 
 import pytest
@@ -119,3 +120,25 @@ def test_a_multi_run_page_has_one_legend_entry_per_run_bands_and_warning_marks(b
     entries.nth(0).click()
     shown = page.evaluate("() => window.proximaReport.charts.map(c => c.u.series[1].show)")
     assert shown == [False] * len(charts)
+
+
+def test_a_page_of_pbt_runs_lists_each_perturbation(browser, tmp_path):
+    for sample in ("s001", "s002"):
+        fake_run(
+            tmp_path / "tune" / f"{sample}__seed1",
+            updates=20,
+            learning_rate=1e-3 if sample == "s001" else 3e-4,
+        )
+    line = {
+        "update": 8,
+        "global_step": 4096,
+        "from": "s001",
+        "settings": {"learning_rate": 0.0012, "ent_coef": 0.01},
+    }
+    (tmp_path / "tune" / "s002__seed1" / "perturbations.jsonl").write_text(json.dumps(line) + "\n")
+    assert main(["report", str(tmp_path / "tune"), "--output", str(tmp_path / "tune.html")]) == 0
+    page = open_page(browser, tmp_path / "tune.html", tmp_path, "tune")
+    tables = [t for t in page.locator("table").all_inner_texts() if "copied from" in t]
+    assert len(tables) == 1
+    rows = tables[0].strip().splitlines()
+    assert rows[1].split("\t") == ["s002__seed1", "8", "4,096", "s001", "learning_rate=0.0012, ent_coef=0.01"]

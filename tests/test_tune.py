@@ -201,7 +201,11 @@ def test_pbt_continues_a_sample_from_a_better_ones_checkpoint_with_perturbed_set
         after = [m for m in _metrics(out / run) if m["global_step"] > line["global_step"]]
         assert after and after[0]["learning_rate"] == pytest.approx(line["settings"]["learning_rate"])
     assert "PBT steps" in (out / "results.md").read_text()
-    assert "Population-based training" in (out / "report.html").read_text()
+    run, line = lines[0]  # the page's data lists it (its table is drawn from them)
+    assert (
+        f'"perturbations":[{{"update":{line["update"]},"global_step":{line["global_step"]},"from":"{line["from"]}"'
+        in (out / "report.html").read_text()
+    )
 
 
 @pytest.mark.slow
