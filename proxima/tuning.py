@@ -624,7 +624,9 @@ def _report(report, plan: dict, scores: list[Score], runs: dict, name: str, mark
     }
     checkpoint_dir = None
     mark = metrics["global_step"] // plan["perturbation_steps"]
-    if plan["scheduler"] == "pbt" and mark > marks[0]:
+    # none after the last update: a trial that went on from it would have nothing left to train
+    left = any(r.updates_done < r.args.num_updates for r in runs.values())
+    if plan["scheduler"] == "pbt" and mark > marks[0] and left:
         marks[0] = mark
         checkpoint_dir = _tune_checkpoint(name, runs, plan)
     if checkpoint_dir is None:
