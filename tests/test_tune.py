@@ -18,6 +18,7 @@ from proxima import executors
 from proxima.cli import main
 from proxima.config import resolve_args
 from proxima.tuning import _plan, domain, make_searcher, parse_space_item, run_sample, spec_of
+from tests.test_sweep import _json, _kill_session, _metrics
 
 pytestmark = pytest.mark.xdist_group("ray")  # Ray tests share the machine's Ray processes (see test_sweep.py)
 needs_ray = pytest.mark.skipif(not executors.ray_available(), reason="needs the ray extra")
@@ -25,17 +26,6 @@ needs_ray = pytest.mark.skipif(not executors.ray_available(), reason="needs the 
 # native CartPole: 4 envs x 64 steps an update
 SMALL = ["--env-id", "CartPole-v1", "--env-backend", "native", "--num-envs", "4", "--num-steps", "64", "--no-plot",
          "--no-report"]  # fmt: skip
-TIMES = {"time_s", "sps"}
-
-
-def _metrics(run_dir) -> list[dict]:
-    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-        return [{k: v for k, v in json.loads(line).items() if k not in TIMES} for line in f]
-
-
-def _json(path) -> dict:
-    with open(path) as f:
-        return json.load(f)
 
 
 def test_space_items_are_read_as_the_train_flag_reads_them():
@@ -236,7 +226,6 @@ def test_a_killed_search_finishes_on_resume_without_rerunning_what_ended(tmp_pat
 @needs_ray
 def test_sigterm_stops_a_search_with_every_seed_checkpointed_and_resume_finishes_it(tmp_path):
     from proxima.files import read_checkpoint
-    from tests.test_sweep import _kill_session
 
     out = tmp_path / "t"
     # one sample of 2 seeds, 64 updates each, checkpoints only at the end or on a signal
