@@ -15,6 +15,7 @@ here knows about policies.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal, NamedTuple, Protocol
 
 import gymnasium as gym
@@ -48,6 +49,11 @@ class Step(NamedTuple):
     infos: dict[int, dict] | None = None
     """Only after ``keep_infos`` (None otherwise, and from backends that report no info): env index -> the info
     its env gave at the step that ended its episode, for the envs whose episode ended here."""
+    alive: Tensor | None = None
+    """(N,) bool, multi-agent envs only (``AgentSpec``): whether row i's agent is present in ``obs``, so its next
+    action counts. A row whose agent left (it terminated before its env's episode ended) is not alive until its
+    env resets: its actions are ignored, its rewards are 0, it never ends an episode, and the trainer masks its
+    steps out of the losses and the advantages. None: every row is alive."""
 
     @property
     def done(self) -> Tensor:
@@ -91,6 +97,39 @@ class VecEnv(Protocol):
     # - ``call(name, *args, **kwargs) -> tuple`` and ``set_attr(name, values) -> None``: Gymnasium's
     #   ``VectorEnv.call`` and ``set_attr``, on every sub-env, results in env order. Backends with no per-env
     #   objects raise a one-line ``UserError`` from them.
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """What a multi-agent VecEnv is (docs/MULTIAGENT.md): ``num_envs`` copies of a game of ``len(names)`` agents,
+    presented as ``num_envs * len(names)`` rows, one per agent of each env, env-major (row ``e * A + a`` is
+    agent ``a`` of env ``e``). Each row's observation is a Dict, packed (``obs_layout``): ``"obs"`` (the agent's
+    own observation, zero-padded to the largest kind's), ``"agent"`` (``Discrete(A)``: which agent),
+    ``"state"`` (the global state: the env's ``state()``, else every agent's observation side by side) and,
+    where the env gives masks, ``"action_mask"``. Rewards, terminations and truncations are per row."""
+
+    names: tuple[str, ...]
+    """the agents, in row order (PettingZoo's ``possible_agents``)"""
+    kinds: tuple[int, ...]
+    """each agent's kind: agents with the same observation and action spaces share one (0, 1, ...)"""
+    num_envs: int
+    """E, the number of games; the VecEnv's ``num_envs`` is E * len(names)"""
+
+    @property
+    def num_agents(self) -> int:
+        return len(self.names)
+
+    @property
+    def num_kinds(self) -> int:
+        return max(self.kinds) + 1
+
+    def to_json(self) -> dict:
+        return {"names": list(self.names), "kinds": list(self.kinds), "num_envs": self.num_envs}
+
+
+def agent_spec(envs) -> AgentSpec | None:
+    """The env's ``AgentSpec`` where it is multi-agent, else None."""
+    return getattr(envs, "agents", None)
 
 
 # What ``keep_infos`` keeps of the info at an episode's end: these keys (where present), or "all" of them.
