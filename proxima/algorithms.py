@@ -36,6 +36,7 @@ class Algorithm:
     summary: str
     policy_loss: PolicyLoss
     has_critic: bool = True
+    multi_agent: bool = False  # only for multi-agent envs (docs/MULTIAGENT.md)
     defaults: dict = field(default_factory=dict)  # PPOArgs fields it sets, under a preset and explicit flags
 
 
@@ -59,6 +60,22 @@ ALGORITHMS: dict[str, Algorithm] = {
             pg_policy_loss,
             has_critic=False,
             defaults={"exp_name": "reinforce", **_ONE_STEP_ON_RETURNS},
+        ),
+        # Many agents (Yu et al. 2022): PPO per agent, with the critic on the agent's own observation (IPPO) or
+        # on the global state (MAPPO). Both share the agents' networks unless --no-share-params.
+        Algorithm(
+            "ippo",
+            "PPO for each agent, its critic on its own observation",
+            ppo_policy_loss,
+            multi_agent=True,
+            defaults={"exp_name": "ippo"},
+        ),
+        Algorithm(
+            "mappo",
+            "PPO for each agent, one critic on the global state",
+            ppo_policy_loss,
+            multi_agent=True,
+            defaults={"exp_name": "mappo", "centralized_critic": True},
         ),
     )
 }

@@ -137,6 +137,12 @@ class NetworkSettings:
     activation"""
     shared_network: bool = False
     """let the actor and critic share one hidden trunk instead of two separate networks"""
+    centralized_critic: bool = False
+    """multi-agent envs: the critic sees the global state (MAPPO; --algo mappo sets it), not the agent's own
+    observation; the actor always sees only its own (docs/MULTIAGENT.md)"""
+    share_params: bool = True
+    """multi-agent envs: agents of a kind share one actor and one critic, told apart by their one-hot index;
+    --no-share-params gives each agent its own (agents of different kinds never share)"""
     norm_obs: bool = False
     """normalize observations by their running mean and std, then clip them (saved with the model)"""
     norm_reward: bool = False
@@ -194,6 +200,11 @@ class NetworkSettings:
                 raise UserError(
                     f"{name} must be positive layer widths (none: the heads sit on the encoder's features), got {sizes}"
                 )
+        if self.centralized_critic and self.shared_network:
+            raise UserError(
+                "centralized_critic (--algo mappo) needs separate actor and critic networks: the actor must not "
+                "see the global state; drop --shared-network"
+            )
         if self.lstm_hidden_size < 1 or self.lstm_layers < 1:
             raise UserError(
                 f"lstm_hidden_size and lstm_layers must be positive, got {self.lstm_hidden_size} and {self.lstm_layers}"
@@ -218,6 +229,7 @@ class NetworkSpec:
     network: NetworkSettings = field(default_factory=NetworkSettings)
     has_critic: bool = True  # REINFORCE learns no value function; V(s) is then 0 everywhere
     obs_layout: dict | None = None  # ObsLayout.to_json() of packed observations (proxima.spaces); None: Box
+    agents: dict | None = None  # a multi-agent env's AgentSpec.to_json() (proxima.envs.interface); None: one agent
 
     def layout(self) -> ObsLayout:
         if self.obs_layout is not None:
@@ -235,6 +247,26 @@ class NetworkSpec:
         return cls(**{**data, "network": network, "obs_shape": tuple(data["obs_shape"])})
 
 
+class Grouped(nn.Module):
+    """One network per group of rows (multi-agent: an agent, or a kind of agent): row i goes through
+    ``nets[groups[i]]``. Every network runs on every row and each row keeps its own network's output: with a
+    handful of small MLPs that is cheaper than gathering each group's rows, and it keeps one code path."""
+
+    def __init__(self, nets: list[nn.Module]):
+        super().__init__()
+        self.nets = nn.ModuleList(nets)
+
+    def forward(self, x: Tensor, groups: Tensor) -> Tensor:
+        out = torch.stack([forward_skipping_hooks(net, x) for net in self.nets])  # (G, *rows, out)
+        index = groups.unsqueeze(0).unsqueeze(-1).expand(1, *out.shape[1:])
+        return out.gather(0, index)[0]
+
+
+def grouped(nets: list[nn.Module]) -> nn.Module:
+    """The one network itself, or the ``Grouped`` of several."""
+    return nets[0] if len(nets) == 1 else Grouped(nets)
+
+
 class ActorCritic(nn.Module):
     """Actor (policy logits) and critic (state value) on the features of an observation encoder.
 
@@ -247,6 +279,7 @@ class ActorCritic(nn.Module):
         self.spec = spec
         self.head = head
         net, layout = spec.network, spec.layout()
+        full = layout
         self.normalization = Normalization(
             spec.obs_shape,
             net.norm_obs,
@@ -256,6 +289,19 @@ class ActorCritic(nn.Module):
             norm_value=net.norm_value and spec.has_critic,
             elements=layout.norm_elements(),
         )
+        self.actor_index = self.critic_index = self.critic_encoder = None
+        groups = None
+        if spec.agents is not None:  # rows are agents: the actor sees all but the global state
+            layout, self.actor_index = full.select(tuple(k for k in full.space.spaces if k != "state"))
+            kinds = spec.agents["kinds"]
+            groups = torch.tensor(kinds if net.share_params else list(range(len(kinds))))
+            self.agent_column = next(p.offset for p in full.parts if p.path == ("agent",))
+            if net.centralized_critic:
+                critic_layout, self.critic_index = full.select(("agent", "state"))
+                self.critic_encoder = make_encoder(
+                    choose_encoder("auto", critic_layout), critic_layout, net.precision
+                )
+        self.group_of_agent = groups if groups is not None and int(groups.max()) > 0 else None
         self.encoder = make_encoder(choose_encoder(net.encoder, layout), layout, net.precision)
         features = self.encoder.features_dim
         self.lstm = None
@@ -265,10 +311,11 @@ class ActorCritic(nn.Module):
                 nn.init.orthogonal_(param, 1.0) if "weight" in name else nn.init.constant_(param, 0.0)
             features = net.lstm_hidden_size
         # Action masking: the mask is a part of the packed observation (proxima.spaces)
-        mask = layout.mask_part
+        mask = full.mask_part
         self.mask_span = mask.span if mask is not None else None
         sizes = [features, *net.hidden_sizes]
-        critic_sizes = [features, *(net.critic_hidden_sizes or net.hidden_sizes)]
+        critic_features = features if self.critic_encoder is None else self.critic_encoder.features_dim
+        critic_sizes = [critic_features, *(net.critic_hidden_sizes or net.hidden_sizes)]
         critic_activation = net.critic_activation or net.activation
         if net.shared_network:
             self.trunk = mlp(sizes, net.activation, layer_norm=net.layer_norm)
@@ -276,9 +323,13 @@ class ActorCritic(nn.Module):
             self.critic = layer_init(nn.Linear(sizes[-1], 1), 1.0) if spec.has_critic else None
         else:
             self.trunk = nn.Identity()
-            self.actor = mlp([*sizes, spec.logits_dim], net.activation, 0.01, net.layer_norm)
+            count = 1 if self.group_of_agent is None else int(self.group_of_agent.max()) + 1
+            self.actor = grouped([mlp([*sizes, spec.logits_dim], net.activation, 0.01, net.layer_norm)
+                                  for _ in range(count)])  # fmt: skip
             self.critic = (
-                mlp([*critic_sizes, 1], critic_activation, 1.0, net.layer_norm) if spec.has_critic else None
+                grouped([mlp([*critic_sizes, 1], critic_activation, 1.0, net.layer_norm) for _ in range(count)])
+                if spec.has_critic
+                else None
             )
 
     def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:
@@ -289,7 +340,7 @@ class ActorCritic(nn.Module):
         unclipped mean), so tracing it by hand gives a file that disagrees with ``predict``. Use
         ``Agent.predict(obs, deterministic=True)``, or ``proxima.export`` for a file of that (docs/EXPORT.md)."""
         features = self._features(obs)
-        return self._masked(forward_skipping_hooks(self.actor, features), obs), self._value(features)
+        return self._masked(self._through(self.actor, features, obs), obs), self._value(features, obs)
 
     def _masked(self, logits: Tensor, obs: Tensor) -> Tensor:
         """Logits with masked actions at the lowest finite float: their probability is exactly 0 in softmax,
@@ -304,15 +355,30 @@ class ActorCritic(nn.Module):
         """The encoder's features, through the shared trunk if there is one."""
         if self.lstm is not None:  # its heads expect the LSTM's outputs, which need the memory
             raise RuntimeError("a recurrent agent's forward passes take its memory: use forward_sequence")
-        return forward_skipping_hooks(self.trunk, self.encoder.forward(obs))
+        return forward_skipping_hooks(self.trunk, self.encoder.forward(self._actor_input(obs)))
 
-    def _value(self, features: Tensor) -> Tensor:
+    def _actor_input(self, obs: Tensor) -> Tensor:
+        return obs if self.actor_index is None else obs[..., self.actor_index.to(obs.device)]
+
+    def _through(self, layers: nn.Module, features: Tensor, obs: Tensor) -> Tensor:
+        """The actor's or critic's MLP on ``features``; with one network per group of agents, each row's own."""
+        if not isinstance(layers, Grouped):
+            return forward_skipping_hooks(layers, features)
+        agent = obs[..., self.agent_column].long()
+        return layers(features, self.group_of_agent.to(obs.device)[agent])
+
+    def _value(self, features: Tensor, obs: Tensor) -> Tensor:
+        """V(s): from the actor's features, or with a centralized critic from the global state (which a
+        recurrent agent's critic takes as it is: the state is the whole game, its memory is not needed)."""
         if self.critic is None:
             return features.new_zeros(features.shape[:-1])
-        return self.normalization.value(forward_skipping_hooks(self.critic, features).squeeze(-1))
+        if self.critic_encoder is not None:
+            state = obs[..., self.critic_index.to(obs.device)]
+            features = self.critic_encoder.forward(state.flatten(0, -2)).view(*obs.shape[:-1], -1)
+        return self.normalization.value(self._through(self.critic, features, obs).squeeze(-1))
 
     def value(self, obs: Tensor) -> Tensor:
-        return self._value(self._features(obs))
+        return self._value(self._features(obs), obs)
 
     @torch.no_grad()
     def update_value_normalization(self, targets: Tensor, horizon: int = 0) -> None:
@@ -331,10 +397,12 @@ class ActorCritic(nn.Module):
         norm.update_value(targets, horizon)
         if first:  # the initial critic's outputs are random: nothing learned to preserve, and keeping them
             return  # would leave it as far from targets of about 100 as an unnormalized critic
-        last = self.critic if isinstance(self.critic, nn.Linear) else self.critic[-1]
-        # (W h + b) * old_std + old_mean == (W' h + b') * std + mean
-        last.weight.mul_(old_std / norm.value_std)
-        last.bias.mul_(old_std).add_(old_mean - norm.value_mean).div_(norm.value_std)
+        nets = self.critic.nets if isinstance(self.critic, Grouped) else [self.critic]
+        for net in nets:
+            last = net if isinstance(net, nn.Linear) else net[-1]
+            # (W h + b) * old_std + old_mean == (W' h + b') * std + mean
+            last.weight.mul_(old_std / norm.value_std)
+            last.bias.mul_(old_std).add_(old_mean - norm.value_mean).div_(norm.value_std)
 
     def param_groups(self, learning_rate: float, value_learning_rate: float | None) -> list[dict]:
         """Parameters for the optimizer: one group, or the critic apart with its own rate.
@@ -345,13 +413,13 @@ class ActorCritic(nn.Module):
         """
         if value_learning_rate is None:
             return [{"params": list(self.parameters()), "lr": learning_rate}]
-        critic = list(self.critic.parameters())
+        critic = [*self.critic.parameters(), *(self.critic_encoder or nn.Identity()).parameters()]
         critic_ids = {id(p) for p in critic}
         policy = [p for p in self.parameters() if id(p) not in critic_ids]
         return [{"params": policy, "lr": learning_rate}, {"params": critic, "lr": value_learning_rate}]
 
     def logits(self, obs: Tensor) -> Tensor:
-        return self._masked(forward_skipping_hooks(self.actor, self._features(obs)), obs)
+        return self._masked(self._through(self.actor, self._features(obs), obs), obs)
 
     def act(self, obs: Tensor, uniforms: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
         """Sample actions for a batch of observations: ``(actions, log_probs, values)``; ``uniforms``: each
@@ -388,7 +456,7 @@ class ActorCritic(nn.Module):
         before the first step; ``starts[t]`` = 1 where ``obs[t]`` begins an episode, whose memory is zeroed first.
         Returns the memory after the last step too."""
         steps, envs = starts.shape
-        x = self.encoder.forward(obs.flatten(0, 1)).view(steps, envs, -1)
+        x = self.encoder.forward(self._actor_input(obs).flatten(0, 1)).view(steps, envs, -1)
         h, c = memory
         # The memory is zeroed where an episode starts, so the sequence is cut there; each piece between cuts
         # is one call of the LSTM, which runs its steps in C++ (a step-by-step Python loop is 10x slower).
@@ -400,7 +468,8 @@ class ActorCritic(nn.Module):
             out, (h, c) = self.lstm(x[a:b], (h * keep, c * keep))
             outputs.append(out)
         features = forward_skipping_hooks(self.trunk, torch.cat(outputs))
-        return self._masked(forward_skipping_hooks(self.actor, features), obs), self._value(features), (h, c)
+        logits = self._masked(self._through(self.actor, features, obs), obs)
+        return logits, self._value(features, obs), (h, c)
 
     def act_recurrent(self, obs: Tensor, starts: Tensor, memory, uniforms: Tensor | None = None):
         """One step of ``N`` envs: ``(actions, log_probs, values, memory after the step)``."""

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from proxima.envs import VecEnv
-from proxima.envs.interface import InfoKeys, env_call, obs_layout
+from proxima.envs.interface import InfoKeys, agent_spec, env_call, obs_layout
 from proxima.networks import ActorCritic
 from proxima.storage import RolloutBuffer
 
@@ -73,6 +73,10 @@ class RolloutCollector:
         self._episode_length = torch.zeros(n, dtype=torch.int64, device=device)
         self._discounted_return = torch.zeros(n, device=device)  # for reward scaling only
         self._infos = None  # keep_infos' keys: None until the run asks for infos
+        # multi-agent envs: which rows' agents are present in next_obs (Step.alive); None: one agent per env
+        self.alive = torch.ones(n, dtype=torch.bool, device=device) if agent_spec(envs) is not None else None
+        if self.alive is not None:
+            self.buffer.valid = torch.ones((num_steps, n), dtype=torch.bool, device=device)
         self.frozen_stats = frozen_stats
         norm = model.normalization
         self.raw_obs = (
@@ -98,6 +102,8 @@ class RolloutCollector:
             obs = norm.obs(self.next_obs, update=not self.frozen_stats)
             buf.obs[t] = obs
             buf.dones[t] = self.next_done
+            if self.alive is not None:
+                buf.valid[t] = self.alive
             # One forward pass over the whole batch gives the actions, their log-probs and the values.
             actions, buf.logprobs[t], buf.values[t] = self._act(model, obs)
             buf.actions[t] = actions  # as sampled: a Box action is clipped only on its way into the env
@@ -124,6 +130,8 @@ class RolloutCollector:
             buf.rewards[t] = reward
             self.next_obs = step.obs
             self.next_done = done.float()
+            if self.alive is not None:
+                self.alive = torch.ones_like(self.alive) if step.alive is None else step.alive
         return self._values(model, norm.obs(self.next_obs)), self.next_done
 
     # The policy's share of a step, apart so that the recurrent collector can carry its memory through it, and a
@@ -151,6 +159,8 @@ class RolloutCollector:
     def restart(self, seed: int) -> None:
         """Fresh episodes from ``seed`` (a resumed run whose envs could not be saved)."""
         self.next_obs = env_call(self.envs.reset, seed=seed)
+        if self.alive is not None:
+            self.alive = torch.ones_like(self.alive)
 
     _STATE = ("next_obs", "next_done", "_episode_return", "_episode_length", "_discounted_return")
 
@@ -159,18 +169,21 @@ class RolloutCollector:
         env_state = self.envs.state_dict()
         if env_state is None:
             return None
-        return {**{name.lstrip("_"): getattr(self, name) for name in self._STATE}, "env": env_state}
+        alive = {} if self.alive is None else {"alive": self.alive}
+        return {**{name.lstrip("_"): getattr(self, name) for name in self._STATE}, **alive, "env": env_state}
 
     def load_state_dict(self, state: dict) -> None:
         for name in self._STATE:
             setattr(self, name, state[name.lstrip("_")].to(getattr(self, name)))
+        if self.alive is not None:
+            self.alive = state["alive"].to(self.alive)
         self.envs.load_state_dict(state["env"])
 
     def _record_episodes(self, t: int, score: Tensor, game_over: Tensor) -> None:
         """Statistics of whole games: an Atari game goes on after a lost life, and its score is unclipped."""
         buf = self.buffer
         self._episode_return += score
-        self._episode_length += 1
+        self._episode_length += 1 if self.alive is None else self.alive  # an agent that left takes no steps
         buf.episode_returns[t] = self._episode_return
         buf.episode_lengths[t] = self._episode_length
         buf.episode_ended[t] = game_over

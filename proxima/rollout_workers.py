@@ -39,7 +39,7 @@ from proxima import seeding
 from proxima.config import PPOArgs
 from proxima.distributions import make_head
 from proxima.envs import make_envs
-from proxima.envs.interface import obs_layout, per_env_values
+from proxima.envs.interface import agent_spec, obs_layout, per_env_values
 from proxima.envs.native import CounterRNG
 from proxima.envs.registry import resolve_backend
 from proxima.errors import EnvError, NonFiniteError, UserError
@@ -124,6 +124,10 @@ class RolloutWorker:
             seed=seeding.training_envs(self.args.run.seed, self.offset),
             asynchronous=env.async_envs,
         )
+        if agent_spec(self.envs) is not None:
+            raise UserError(
+                "--rollout-workers does not take multi-agent envs yet; train them without it (docs/MULTIAGENT.md)"
+            )
         return self.envs.single_observation_space, self.envs.single_action_space, obs_layout(self.envs)
 
     def start(self, spec: dict, seed: int, state: dict | None = None) -> None:

@@ -153,6 +153,15 @@ class ObsLayout:
             value = value[key]
         return np.ndim(value) > len(part.shape)
 
+    def select(self, keys: tuple[str, ...]) -> tuple[ObsLayout, torch.Tensor]:
+        """The layout of a packed Dict observation's top-level ``keys`` alone (in the space's order), and the
+        indices that cut such observations out of this layout's vectors (``obs[..., index]``): what a
+        network that may see only some parts takes (a multi-agent actor never sees the global state)."""
+        kept = [(k, sub) for k, sub in self.space.spaces.items() if k in keys]
+        layout = ObsLayout(gym.spaces.Dict(kept), self.mask if self.mask in keys else None)
+        index = [i for p in self.parts if p.path[0] in keys for i in range(p.offset, p.offset + p.size)]
+        return layout, torch.tensor(index, dtype=torch.long)
+
     def to_json(self) -> dict:
         return {"space": space_to_json(self.space), "mask": self.mask, "mask_size": self.mask_size}
 

@@ -19,6 +19,14 @@ def minibatch_indices(batch_size: int, minibatch_size: int, device=None) -> list
     return list(torch.randperm(batch_size, device=device).split(minibatch_size))
 
 
+def minibatches(batch_size: int, count: int, device=None) -> list[Tensor]:
+    """``count`` minibatches of a random permutation: ``minibatch_indices``' where ``count`` divides the batch;
+    otherwise sizes that differ by at most one (a multi-agent batch, less the steps of agents that had left)."""
+    if batch_size % count == 0:
+        return minibatch_indices(batch_size, batch_size // count, device)
+    return list(torch.randperm(batch_size, device=device).tensor_split(count))
+
+
 @dataclass
 class Batch:
     """A flat batch of transitions (CleanRL's ``b_*`` tensors); indexing it gives a minibatch (``mb_*``)."""
@@ -91,10 +99,15 @@ class RolloutBuffer:
         self.episode_ended = zeros(dtype=torch.bool)
         # (step, env) -> the env's info where an episode ended there; None: the run asked for no infos
         self.episode_infos: dict[tuple[int, int], dict] | None = None
+        # Multi-agent envs (proxima.envs.interface.AgentSpec): valid[t, i] = row i's agent was present at step t,
+        # so its action counted. None: every step is a sample.
+        self.valid: Tensor | None = None
 
     def flatten(self, advantages: Tensor, returns: Tensor) -> Batch:
-        """Merge the time and env axes; the minibatches (detail 6) are sliced from this."""
-        return Batch(
+        """Merge the time and env axes; the minibatches (detail 6) are sliced from this. The steps of agents that
+        had left their game are not samples: they are dropped here, so that no loss, normalization or
+        statistic of the update sees them."""
+        batch = Batch(
             obs=self.obs.flatten(0, 1),
             actions=self.actions.flatten(0, 1),
             logprobs=self.logprobs.flatten(),
@@ -102,6 +115,9 @@ class RolloutBuffer:
             advantages=advantages.flatten(),
             returns=returns.flatten(),
         )
+        if self.valid is None or bool(self.valid.all()):
+            return batch
+        return batch[self.valid.flatten().nonzero().squeeze(-1)]
 
     def sequences(self, advantages: Tensor, returns: Tensor) -> SequenceBatch:
         """The rollout as whole env sequences, for a recurrent agent (``memory``: set by its collector)."""

@@ -28,7 +28,7 @@ from proxima.config import PPOArgs, resolve_args, show_value
 from proxima.distributions import make_head
 from proxima.encoders import check_spaces, choose_encoder, emulation_note, encoder_note, resolve_precision
 from proxima.envs import make_envs
-from proxima.envs.interface import obs_layout
+from proxima.envs.interface import AgentSpec, agent_spec, obs_layout
 from proxima.envs.user import describe_env, env_source, is_env_object, load_env_factory
 from proxima.errors import DiskFullError, EnvError, NonFiniteError, UserError
 from proxima.files import (
@@ -493,6 +493,11 @@ class Run:
             args.algorithm.gae_lambda,
         )
         returns = advantages + buf.values
+        if args.network.recurrent and buf.valid is not None and not bool(buf.valid.all()):
+            raise UserError(
+                "an agent left its game before the game ended, and --recurrent lstm cannot skip its missing "
+                "steps yet; train this env without --recurrent"
+            )
         batch = (
             buf.sequences(advantages, returns) if args.network.recurrent else buf.flatten(advantages, returns)
         )
@@ -623,14 +628,27 @@ def _numpy_rng_state() -> list:
 def network_spec(args: PPOArgs, envs) -> NetworkSpec:
     """The run's network settings, with the encoder that ``auto`` (or the name given) stands for on these envs,
     and what the envs and the algorithm decide."""
-    layout = obs_layout(envs)
+    layout, agents = obs_layout(envs), agent_spec(envs)
+    check_agents(args, agents)
     return NetworkSpec(
         logits_dim=make_head(envs.single_action_space, args.network.action_dist).logits_dim,
         obs_shape=tuple(layout.shape),
         network=dataclasses.replace(args.network, encoder=choose_encoder(args.network.encoder, layout)),
         has_critic=get_algorithm(args.algorithm.algo).has_critic,
         obs_layout=layout.to_json() if layout.packed else None,
+        agents=None if agents is None else agents.to_json(),
     )
+
+
+def check_agents(args: PPOArgs, agents: AgentSpec | None) -> None:
+    """The settings that only a multi-agent env gives a meaning to, refused on any other."""
+    algo = args.algorithm.algo
+    if agents is None and (get_algorithm(algo).multi_agent or args.network.centralized_critic):
+        what = f"--algo {algo}" if get_algorithm(algo).multi_agent else "centralized_critic"
+        raise UserError(
+            f"{what} trains many agents, and {args.env.env_id} is a single-agent env; multi-agent envs are "
+            "pettingzoo:MODULE and vmas:SCENARIO ids (docs/MULTIAGENT.md)"
+        )
 
 
 def default_run_dir(args: PPOArgs) -> str:

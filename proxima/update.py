@@ -17,7 +17,7 @@ from proxima.algorithms import PolicyLoss, get_algorithm
 from proxima.losses import clipped_value_loss, entropy_bonus, ratio_diagnostics, value_loss
 from proxima.networks import ActorCritic
 from proxima.optim import Adam, clip_grad_norm
-from proxima.storage import Batch, minibatch_indices
+from proxima.storage import Batch, minibatches
 
 
 @dataclass(frozen=True)
@@ -65,8 +65,7 @@ def update(model: ActorCritic, optimizer: Adam, batch: Batch, settings: UpdateSe
     if scale is not None:
         batch = dataclasses.replace(batch, values=batch.values / scale, returns=batch.returns / scale)
     for _ in range(settings.update_epochs):
-        rows = len(batch) // settings.num_minibatches
-        for index in minibatch_indices(len(batch), rows, batch.obs.device):  # detail 6
+        for index in minibatches(len(batch), settings.num_minibatches, batch.obs.device):  # detail 6
             mb = batch[index]
             logprobs, entropy, values = model.evaluate(mb.obs, mb.actions, mb.sequences)
             pg_loss = settings.policy_loss(logprobs, mb, settings.clip_coef, settings.norm_adv)

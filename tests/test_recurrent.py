@@ -53,7 +53,7 @@ def test_a_sequence_in_pieces_equals_the_steps_one_by_one_with_resets(layers):
         keep = 1 - starts[t].view(1, -1, 1)
         out, (ref_h, ref_c) = model.lstm(model.encoder(obs[t]).unsqueeze(0), (ref_h * keep, ref_c * keep))
         torch.testing.assert_close(logits[t], model.actor(out[0]))
-        torch.testing.assert_close(values[t], model._value(out[0]))
+        torch.testing.assert_close(values[t], model._value(out[0], obs[t]))
     torch.testing.assert_close((h, c), (ref_h, ref_c))
     # a start erases everything before it: env 1 from step 9 on does not depend on its earlier observations
     changed = obs.clone()

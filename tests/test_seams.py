@@ -149,8 +149,9 @@ def test_an_encoder_registered_from_outside_the_package_trains(monkeypatch, tmp_
 
 
 def test_each_algorithm_is_one_row_of_the_table():
-    assert set(ALGORITHMS) == {"ppo", "vpg", "reinforce"}
-    assert [a.has_critic for a in ALGORITHMS.values()] == [True, True, False]
+    assert set(ALGORITHMS) == {"ppo", "vpg", "reinforce", "ippo", "mappo"}
+    assert [a.has_critic for a in ALGORITHMS.values()] == [True, True, False, True, True]
+    assert proxima.config.resolve_args(algo="mappo").network.centralized_critic
     assert (
         proxima.config.resolve_args(algo="vpg").algorithm.update_epochs
         == ALGORITHMS["vpg"].defaults["update_epochs"]
