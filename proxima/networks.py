@@ -229,7 +229,9 @@ class NetworkSpec:
     network: NetworkSettings = field(default_factory=NetworkSettings)
     has_critic: bool = True  # REINFORCE learns no value function; V(s) is then 0 everywhere
     obs_layout: dict | None = None  # ObsLayout.to_json() of packed observations (proxima.spaces); None: Box
-    agents: dict | None = None  # a multi-agent env's AgentSpec.to_json() (proxima.envs.interface); None: one agent
+    agents: dict | None = (
+        None  # a multi-agent env's AgentSpec.to_json() (proxima.envs.interface); None: one agent
+    )
 
     def layout(self) -> ObsLayout:
         if self.obs_layout is not None:
@@ -327,7 +329,9 @@ class ActorCritic(nn.Module):
             self.actor = grouped([mlp([*sizes, spec.logits_dim], net.activation, 0.01, net.layer_norm)
                                   for _ in range(count)])  # fmt: skip
             self.critic = (
-                grouped([mlp([*critic_sizes, 1], critic_activation, 1.0, net.layer_norm) for _ in range(count)])
+                grouped(
+                    [mlp([*critic_sizes, 1], critic_activation, 1.0, net.layer_norm) for _ in range(count)]
+                )
                 if spec.has_critic
                 else None
             )
