@@ -516,6 +516,7 @@ class Run:
             "explained_variance": explained_variance(batch.values, batch.returns),
             "episodic_return": float(np.mean(episode_returns)) if episode_returns else None,
             "episodic_length": float(np.mean(episode_lengths)) if episode_lengths else None,
+            **self._per_agent(buf),
         }
         return UpdateResult(
             record,
@@ -525,6 +526,21 @@ class Run:
             value_spread=value_spread,
             episode_infos=buf.finished_infos(),
         )
+
+    def _per_agent(self, buf) -> dict:
+        """A multi-agent run's mean episodic return of each agent (``episodic_return/NAME``; None where none of
+        its episodes ended): which agent lags behind."""
+        agents = agent_spec(self.envs)
+        if agents is None:
+            return {}
+        by_row = buf.episode_returns.where(buf.episode_ended, torch.nan).view(
+            -1, agents.num_envs, agents.num_agents
+        )
+        means = by_row.nanmean((0, 1)).tolist()
+        return {
+            f"episodic_return/{name}": None if np.isnan(m) else m
+            for name, m in zip(agents.names, means, strict=True)
+        }
 
     # --- the checkpoint's share of the run (proxima.checkpoint owns the file) ---------------------------
     def counters(self) -> dict:

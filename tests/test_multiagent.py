@@ -1,0 +1,113 @@
+"""Many agents as rows (docs/MULTIAGENT.md): what the actor and the critic see, one network per group, and the
+steps of agents that left kept out of the update. The backends and the probes have their own test files."""
+
+import gymnasium as gym
+import pytest
+import torch
+
+import proxima
+from proxima.distributions import make_head
+from proxima.errors import UserError
+from proxima.networks import ActorCritic, Grouped, NetworkSettings, NetworkSpec
+from proxima.spaces import ObsLayout
+from proxima.storage import RolloutBuffer, minibatches
+
+AGENTS = 3
+SPACE = gym.spaces.Dict(
+    {
+        "obs": gym.spaces.Box(-1, 1, (4,)),
+        "agent": gym.spaces.Discrete(AGENTS),
+        "state": gym.spaces.Box(-1, 1, (6,)),
+    }
+)
+LAYOUT = ObsLayout(SPACE)
+
+
+def _model(kinds=(0, 0, 0), **network) -> ActorCritic:
+    spec = NetworkSpec(
+        logits_dim=2,
+        obs_shape=LAYOUT.shape,
+        network=NetworkSettings(**network),
+        obs_layout=LAYOUT.to_json(),
+        agents={"names": [f"a{i}" for i in range(AGENTS)], "kinds": list(kinds), "num_envs": 1},
+    )
+    torch.manual_seed(0)
+    return ActorCritic(spec, make_head(gym.spaces.Discrete(2)))
+
+
+def _rows(n=6) -> torch.Tensor:
+    torch.manual_seed(1)
+    obs, state = torch.randn(n, 4), torch.randn(n, 6)
+    agent = (torch.arange(n) % AGENTS).float().unsqueeze(1)
+    return torch.cat([agent, obs, state], dim=1)  # ObsLayout's order
+
+
+def test_the_packed_row_is_agent_then_obs_then_state():
+    assert [(p.path, p.offset, p.size) for p in LAYOUT.parts] == [
+        (("agent",), 0, 1),
+        (("obs",), 1, 4),
+        (("state",), 5, 6),
+    ]
+    sub, index = LAYOUT.select(("agent", "state"))
+    assert index.tolist() == [0, *range(5, 11)] and [p.path for p in sub.parts] == [("agent",), ("state",)]
+
+
+@pytest.mark.parametrize("centralized", [False, True])
+def test_the_actor_never_sees_the_state_and_only_a_centralized_critic_does(centralized):
+    model, rows = _model(centralized_critic=centralized), _rows()
+    changed = rows.clone()
+    changed[:, 5:] += 3.0  # another global state
+    logits, values = model(rows)
+    logits2, values2 = model(changed)
+    torch.testing.assert_close(logits, logits2)  # the actor: its own observation and index only
+    assert torch.equal(values, values2) != centralized
+    own = rows.clone()
+    own[:, 1:5] += 3.0  # another own observation: a centralized critic does not see it
+    assert torch.equal(model(own)[1], values) == centralized
+
+
+def test_shared_params_tell_agents_apart_by_index_and_no_share_params_gives_each_its_network():
+    shared, separate = _model(), _model(share_params=False)
+    assert not isinstance(shared.actor, Grouped) and isinstance(separate.actor, Grouped)
+    assert len(separate.actor.nets) == len(separate.critic.nets) == AGENTS
+    rows = _rows()
+    logits, values = separate(rows)
+    # row i goes through agent i's own networks, on the same features
+    features = separate.encoder(rows[:, separate.actor_index])
+    for i in range(len(rows)):
+        net = i % AGENTS
+        torch.testing.assert_close(logits[i], separate.actor.nets[net](features[i : i + 1])[0])
+        torch.testing.assert_close(values[i], separate.critic.nets[net](features[i : i + 1])[0, 0])
+
+
+def test_agents_of_different_kinds_never_share_a_network():
+    model = _model(kinds=(0, 1, 1))
+    assert isinstance(model.actor, Grouped) and len(model.actor.nets) == 2
+    assert model.group_of_agent.tolist() == [0, 1, 1]
+
+
+def test_the_steps_of_an_agent_that_left_are_not_samples():
+    buf = RolloutBuffer(4, 3, (2,), torch.float32, (), torch.long, torch.device("cpu"))
+    buf.obs[:] = torch.arange(12.0).view(4, 3, 1)
+    buf.valid = torch.ones(4, 3, dtype=torch.bool)
+    buf.valid[1:3, 2] = False  # row 2's agent left after step 0, until its game reset at step 3
+    advantages = torch.arange(12.0).view(4, 3)
+    batch = buf.flatten(advantages, advantages)
+    assert len(batch) == 10 and 5.0 not in batch.advantages.tolist() and 8.0 not in batch.advantages.tolist()
+    parts = minibatches(len(batch), 4)  # 10 samples in 4 minibatches: sizes 3, 3, 2, 2, each once
+    assert sorted(torch.cat(parts).tolist()) == list(range(10)) and sorted(map(len, parts)) == [2, 2, 3, 3]
+    # where the count divides the batch, the minibatches are those of a single-agent run, draw for draw
+    torch.manual_seed(3)
+    even = minibatches(12, 4)
+    torch.manual_seed(3)
+    assert all(torch.equal(a, b) for a, b in zip(even, torch.randperm(12).split(3), strict=True))
+
+
+def test_multi_agent_settings_are_refused_on_a_single_agent_env(tmp_path):
+    for settings in ({"algo": "mappo"}, {"algo": "ippo"}, {"centralized_critic": True}):
+        with pytest.raises(UserError, match="single-agent env"):
+            proxima.train(
+                env_id="CartPole-v1", total_timesteps=512, run_dir=str(tmp_path / "r"), quiet=True, **settings
+            )
+    with pytest.raises(UserError, match="shared-network"):
+        NetworkSettings(centralized_critic=True, shared_network=True).validate()
