@@ -60,6 +60,9 @@ class EnvSettings:
     rollout_workers: int = 0
     """0: the envs step in this process; N: N Ray actors each own num_envs / N envs and collect their slice of
     every rollout (needs the ray extra; see docs/SCALING.md)"""
+    team_reward: bool = False
+    """multi-agent envs: every agent present is rewarded with the mean reward of its game's agents present, not
+    its own (a cooperative team's shared reward; the episode statistics stay the env's own rewards)"""
 
     def validate(self) -> None:
         """Raise a ``UserError`` naming the first bad value and what is accepted."""

@@ -59,6 +59,7 @@ class RolloutCollector:
         model: ActorCritic,
         seed: int | None = None,
         frozen_stats: bool = False,
+        team_reward: bool = False,
     ):
         self.envs = envs
         self.gamma = gamma
@@ -74,7 +75,9 @@ class RolloutCollector:
         self._discounted_return = torch.zeros(n, device=device)  # for reward scaling only
         self._infos = None  # keep_infos' keys: None until the run asks for infos
         # multi-agent envs: which rows' agents are present in next_obs (Step.alive); None: one agent per env
-        self.alive = torch.ones(n, dtype=torch.bool, device=device) if agent_spec(envs) is not None else None
+        agents = agent_spec(envs)
+        self.alive = torch.ones(n, dtype=torch.bool, device=device) if agents is not None else None
+        self.team = agents.num_agents if team_reward else None
         if self.alive is not None:
             self.buffer.valid = torch.ones((num_steps, n), dtype=torch.bool, device=device)
         self.frozen_stats = frozen_stats
@@ -112,7 +115,9 @@ class RolloutCollector:
             self._record_episodes(t, *step.stats())
             if step.infos:
                 buf.episode_infos.update(((t, i), info) for i, info in step.infos.items())
-            reward = step.reward
+            reward = (
+                step.reward if self.team is None else team_reward_of(step.reward, buf.valid[t], self.team)
+            )
             if norm.norm_reward:
                 self._discounted_return.mul_(self.gamma).add_(step.reward)
                 if self.returns_seen is not None:
@@ -191,15 +196,29 @@ class RolloutCollector:
         self._episode_length.masked_fill_(game_over, 0)
 
 
+def team_reward_of(reward: Tensor, present: Tensor, agents: int) -> Tensor:
+    """Each present agent's reward replaced by the mean over the agents present in its game (rows env-major,
+    ``agents`` a game); an absent agent's stays 0."""
+    r, present = reward.view(-1, agents), present.view(-1, agents)
+    mean = r.sum(1, keepdim=True) / present.sum(1, keepdim=True).clamp(min=1)
+    return (mean * present).reshape(-1)
+
+
 class RecurrentCollector(RolloutCollector):
     """The collector of a recurrent agent (``--recurrent lstm``): the LSTM's memory per env is carried from step
     to step and rollout to rollout, zeroed where an episode starts, and stored in the buffer at the start of each
     rollout, where the update's replay of the sequences begins."""
 
     def __init__(
-        self, envs: VecEnv, num_steps: int, gamma: float, model: ActorCritic, seed: int | None = None
+        self,
+        envs: VecEnv,
+        num_steps: int,
+        gamma: float,
+        model: ActorCritic,
+        seed: int | None = None,
+        team_reward: bool = False,
     ):
-        super().__init__(envs, num_steps, gamma, model, seed)
+        super().__init__(envs, num_steps, gamma, model, seed, team_reward=team_reward)
         self.memory = model.initial_memory(envs.num_envs, envs.device)
 
     @torch.no_grad()

@@ -414,7 +414,12 @@ class Run:
         else:
             collector = RecurrentCollector if args.network.recurrent else RolloutCollector
             self.collector = collector(
-                envs, args.algorithm.num_steps, args.algorithm.gamma, self.model, seed=args.run.seed
+                envs,
+                args.algorithm.num_steps,
+                args.algorithm.gamma,
+                self.model,
+                seed=args.run.seed,
+                team_reward=args.env.team_reward,
             )
         self.agent = Agent(
             self.model, args.env.env_id, envs.single_observation_space, envs.single_action_space
@@ -659,10 +664,15 @@ def network_spec(args: PPOArgs, envs) -> NetworkSpec:
 def check_agents(args: PPOArgs, agents: AgentSpec | None) -> None:
     """The settings that only a multi-agent env gives a meaning to, refused on any other."""
     algo = args.algorithm.algo
-    if agents is None and (get_algorithm(algo).multi_agent or args.network.centralized_critic):
-        what = f"--algo {algo}" if get_algorithm(algo).multi_agent else "centralized_critic"
+    asked = (
+        (f"--algo {algo}", get_algorithm(algo).multi_agent),
+        ("centralized_critic", args.network.centralized_critic),
+        ("team_reward", args.env.team_reward),
+    )
+    named = [name for name, on in asked if on]
+    if agents is None and named:
         raise UserError(
-            f"{what} trains many agents, and {args.env.env_id} is a single-agent env; multi-agent envs are "
+            f"{named[0]} trains many agents, and {args.env.env_id} is a single-agent env; multi-agent envs are "
             "pettingzoo:MODULE and vmas:SCENARIO ids (docs/MULTIAGENT.md)"
         )
 

@@ -104,10 +104,23 @@ def test_the_steps_of_an_agent_that_left_are_not_samples():
 
 
 def test_multi_agent_settings_are_refused_on_a_single_agent_env(tmp_path):
-    for settings in ({"algo": "mappo"}, {"algo": "ippo"}, {"centralized_critic": True}):
+    for settings in (
+        {"algo": "mappo"},
+        {"algo": "ippo"},
+        {"centralized_critic": True},
+        {"team_reward": True},
+    ):
         with pytest.raises(UserError, match="single-agent env"):
             proxima.train(
                 env_id="CartPole-v1", total_timesteps=512, run_dir=str(tmp_path / "r"), quiet=True, **settings
             )
     with pytest.raises(UserError, match="shared-network"):
         NetworkSettings(centralized_critic=True, shared_network=True).validate()
+
+
+def test_a_team_reward_is_the_mean_over_the_agents_present():
+    from proxima.rollout import team_reward_of
+
+    reward = torch.tensor([1.0, 2.0, 0.0, 3.0, 5.0, 7.0])  # two games of three agents
+    present = torch.tensor([True, True, False, True, True, True])  # game 0's third agent has left
+    assert team_reward_of(reward, present, 3).tolist() == [1.5, 1.5, 0.0, 5.0, 5.0, 5.0]
