@@ -53,7 +53,7 @@ from proxima.rollout_workers import RayCollector, WorkerPool
 from proxima.schedules import ADJUSTABLE, VALUE_LR, Schedules
 from proxima.spaces import space_to_json
 from proxima.threads import choose_threads
-from proxima.update import UpdateSettings, update
+from proxima.update import UpdateSettings, group_diagnostics, update
 
 # what training, resuming and steps are: (run, result) after each update, then the agent
 Updates = Generator["tuple[Run, UpdateResult]", None, Agent]
@@ -507,6 +507,9 @@ class Run:
             buf.sequences(advantages, returns) if args.network.recurrent else buf.flatten(advantages, returns)
         )
         stats = update(self.model, self.optimizer, batch, self.settings)
+        agents = agent_spec(self.envs)
+        if agents is not None and agents.num_kinds > 1:
+            stats.update(group_diagnostics(self.model, batch, list(agents.kinds), agents.kind_names()))
         self.updates_done += 1
         self.global_step += args.batch_size
         self._apply()  # the next update's values, in place for the callbacks and the checkpoint

@@ -14,7 +14,13 @@ import torch
 from torch import Tensor
 
 from proxima.algorithms import PolicyLoss, get_algorithm
-from proxima.losses import clipped_value_loss, entropy_bonus, ratio_diagnostics, value_loss
+from proxima.losses import (
+    clipped_value_loss,
+    entropy_bonus,
+    explained_variance,
+    ratio_diagnostics,
+    value_loss,
+)
 from proxima.networks import ActorCritic
 from proxima.optim import Adam, clip_grad_norm
 from proxima.storage import Batch, minibatches
@@ -102,6 +108,28 @@ def update(model: ActorCritic, optimizer: Adam, batch: Batch, settings: UpdateSe
         "approx_kl": diagnostics["approx_kl"].item(),
         "clipfrac": torch.stack(clipfracs).mean().item(),
     }
+
+
+@torch.no_grad()
+def group_diagnostics(model: ActorCritic, batch: Batch, kinds: list[int], names: list[str]) -> dict:
+    """The debug variables of each kind of agent (``kinds``: the kind of each agent index), after the update,
+    over the whole batch: ``NAME/entropy``, ``NAME/approx_kl`` (from the rollout's policy), and the critic's
+    ``NAME/value_loss`` (in the update's units) and ``NAME/explained_variance``. One forward pass."""
+    logprobs, entropy, values = model.evaluate(batch.obs, batch.actions, batch.sequences)
+    scale = model.normalization.value_scale()
+    scale = 1.0 if scale is None else scale
+    kind = torch.tensor(kinds, device=batch.obs.device)[batch.obs[..., model.agent_column].long()]
+    stats = {}
+    for k, name in enumerate(names):
+        rows = kind == k
+        if not bool(rows.any()):
+            continue
+        logratio = logprobs[rows] - batch.logprobs[rows]
+        stats[f"{name}/entropy"] = entropy[rows].mean().item()
+        stats[f"{name}/approx_kl"] = ((logratio.exp() - 1.0) - logratio).mean().item()
+        stats[f"{name}/value_loss"] = value_loss(values[rows] / scale, batch.returns[rows] / scale).item()
+        stats[f"{name}/explained_variance"] = explained_variance(values[rows], batch.returns[rows])
+    return stats
 
 
 def _grad_stats(losses: list[Tensor], grad_norms: list[Tensor]) -> dict:

@@ -124,3 +124,25 @@ def test_a_team_reward_is_the_mean_over_the_agents_present():
     reward = torch.tensor([1.0, 2.0, 0.0, 3.0, 5.0, 7.0])  # two games of three agents
     present = torch.tensor([True, True, False, True, True, True])  # game 0's third agent has left
     assert team_reward_of(reward, present, 3).tolist() == [1.5, 1.5, 0.0, 5.0, 5.0, 5.0]
+
+
+def test_each_kind_of_agent_gets_its_own_debug_variables():
+    from proxima.envs.interface import AgentSpec
+    from proxima.storage import Batch
+    from proxima.update import group_diagnostics
+
+    model, rows = _model(kinds=(0, 1, 1)), _rows(12)
+    actions = torch.randint(0, 2, (12,))
+    logprobs, _, values = model.evaluate(rows, actions)
+    returns = values + torch.randn(12)
+    batch = Batch(rows, actions, logprobs.detach(), values.detach(), returns, returns)
+    names = AgentSpec(("adversary_0", "agent_0", "agent_1"), (0, 1, 1), 4).kind_names()
+    assert names == ["adversary", "agent"]
+    stats = group_diagnostics(model, batch, [0, 1, 1], names)
+    assert stats["adversary/approx_kl"] == pytest.approx(0.0, abs=1e-7)  # the rollout's own policy
+    adversary = torch.arange(12) % AGENTS == 0
+    expected = 0.5 * (values[adversary] - returns[adversary]).pow(2).mean().item()
+    assert stats["adversary/value_loss"] == pytest.approx(expected, rel=1e-5)
+    assert set(stats) == {
+        f"{k}/{v}" for k in names for v in ("entropy", "approx_kl", "value_loss", "explained_variance")
+    }

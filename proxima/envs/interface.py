@@ -123,6 +123,19 @@ class AgentSpec:
     def num_kinds(self) -> int:
         return max(self.kinds) + 1
 
+    def kind_names(self) -> list[str]:
+        """A name for each kind: its agents' common name before the last ``_`` (``adversary`` for
+        ``adversary_0``, ``adversary_1``), else ``kind0``, ``kind1``, ..."""
+        names = []
+        for kind in range(self.num_kinds):
+            stems = {
+                name.rpartition("_")[0] or name
+                for name, k in zip(self.names, self.kinds, strict=True)
+                if k == kind
+            }
+            names.append(stems.pop() if len(stems) == 1 else f"kind{kind}")
+        return names if len(set(names)) == len(names) else [f"kind{k}" for k in range(self.num_kinds)]
+
     def to_json(self) -> dict:
         return {"names": list(self.names), "kinds": list(self.kinds), "num_envs": self.num_envs}
 
