@@ -1,10 +1,18 @@
 """Environments: the vector-env interface the training loop talks to, its backends, and proxima's own envs.
 
-Importing this package registers the built-in backends (Gymnasium's first, then native and ALE's) and proxima's
+Importing this package registers the built-in backends (Gymnasium's first, then native, ALE's and PettingZoo's) and proxima's
 Gymnasium ids (``proxima/...``).
 """
 
-from proxima.envs import ale_backend, gymnasium_backend, native, partial, pendulum, probes  # noqa: F401  (registrations)
+from proxima.envs import (  # noqa: F401  (registrations)
+    ale_backend,
+    gymnasium_backend,
+    native,
+    partial,
+    pendulum,
+    pettingzoo_backend,
+    probes,
+)
 from proxima.envs.interface import Step, VecEnv, env_actions
 from proxima.envs.registry import backend_names, make_vec_env, register_backend
 from proxima.envs.user import make_envs

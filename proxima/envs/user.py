@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import sys
 
 import gymnasium as gym
 import numpy as np
@@ -28,6 +29,7 @@ from torch import Tensor
 
 from proxima.envs.gymnasium_backend import GymnasiumVecEnv, call_envs, set_env_attr
 from proxima.envs.interface import InfoKeys, Step, env_actions, env_call
+from proxima.envs.pettingzoo_backend import PettingZooVecEnv, construct_pettingzoo, is_pettingzoo_env
 from proxima.envs.registry import make_vec_env
 from proxima.errors import EnvError, UserError
 from proxima.spaces import MASK_KEY, ObsLayout, action_count
@@ -54,10 +56,12 @@ def describe_env(env) -> tuple[str, str]:
         spec = getattr(env, "spec", None)
         name = spec.id if spec is not None else f"{type(env).__module__}.{type(env).__qualname__}"
         return f"object:{name}", "<VectorEnv>"
-    if isinstance(env, gym.Env):
+    if isinstance(env, gym.Env) or (is_pettingzoo_env(env) and not isinstance(env, type)):
+        name = type(env.unwrapped if isinstance(env, gym.Env) else env).__name__
         raise UserError(
-            f"env= got one {type(env.unwrapped).__name__} instance, but proxima runs num_envs copies: give the "
-            "function that makes it (its class, or lambda: ...) or a gymnasium.vector.VectorEnv"
+            f"env= got one {name} instance, but proxima runs num_envs copies: give the function that makes it "
+            "(its class, or lambda: ...)"
+            + ("" if is_pettingzoo_env(env) else " or a gymnasium.vector.VectorEnv")
         )
     if isinstance(env, functools.partial):
         inner, _ = describe_env(env.func) if callable(env.func) else ("object:partial", "")
@@ -122,8 +126,18 @@ def make_envs(
             video_dir=video_dir, video_episodes=video_episodes, env_kwargs=env_kwargs,
         )  # fmt: skip
     label, _ = describe_env(env)
+    first = _made_pettingzoo_env(env, label, env_kwargs, backend)
+    if first is not None:
+        if asynchronous:
+            raise UserError("the pettingzoo backend cannot do --async-envs; drop it")
+        return PettingZooVecEnv(
+            label, num_envs, env, env_kwargs=env_kwargs, seed=seed, device=device, video_dir=video_dir,
+            video_episodes=video_episodes, first=first,
+        )  # fmt: skip
     if backend not in ("auto", "gymnasium"):
-        raise UserError(f"an env object runs on the gymnasium backend, not {backend!r}: drop --env-backend")
+        raise UserError(
+            f"an env object runs on the gymnasium or pettingzoo backend, not {backend!r}: drop --env-backend"
+        )
     if isinstance(env, gym.vector.VectorEnv):
         refused = [what for what, on in (("video", video_dir), ("--async-envs", asynchronous),
                                          ("env_kwargs", env_kwargs)) if on]  # fmt: skip
@@ -139,6 +153,32 @@ def make_envs(
         label, num_envs, asynchronous=asynchronous, seed=seed, device=device, video_dir=video_dir,
         video_episodes=video_episodes, env_kwargs=env_kwargs, factory=env,
     )  # fmt: skip
+
+
+def _made_pettingzoo_env(env, label: str, env_kwargs: dict | None, backend: str):
+    """One PettingZoo env that the factory ``env`` made, where it makes them; else None. A PettingZoo class says
+    so itself; another callable is called once to see, only where PettingZoo is loaded (a factory can make its
+    envs only then) or the pettingzoo backend is asked for."""
+    if backend == "gymnasium" or isinstance(env, gym.vector.VectorEnv):
+        return None
+    if isinstance(env, type) and issubclass(env, gym.Env):
+        return None
+    sure = is_pettingzoo_env(env) or backend == "pettingzoo"
+    if not (sure or "pettingzoo" in sys.modules):
+        return None
+    try:
+        made = construct_pettingzoo(env, label, env_kwargs or {})
+    except (UserError, EnvError):
+        if sure:
+            raise
+        return None  # the Gymnasium backend makes it again, and says what is wrong
+    if is_pettingzoo_env(made):
+        return made
+    if backend == "pettingzoo":
+        raise UserError(f"the pettingzoo backend takes a PettingZoo env; {label} made {type(made).__name__}")
+    if isinstance(made, gym.Env):
+        made.close()
+    return None
 
 
 class UserVectorEnv:

@@ -1,0 +1,538 @@
+"""The PettingZoo backend: ``pettingzoo:MODULE`` ids and users' ParallelEnvs, as a multi-agent ``VecEnv``.
+
+``pettingzoo:mpe2.simple_spread_v3`` imports the module and calls its ``parallel_env(**env_kwargs)``. A module
+with only an AEC ``env`` enters through PettingZoo's own ``aec_to_parallel``, which is exact only for envs
+that update once per cycle (``metadata["is_parallelizable"]``); a turn-based game is refused in one line.
+
+E copies of the game become E * A rows, one per agent, env-major (``proxima.envs.interface.AgentSpec``). Each
+row's observation is a Dict, packed into one float32 vector: "obs" (the agent's own, zero-padded to the largest
+kind's), "agent" (its index), "state" (the env's ``state()``, else every agent's padded observation side by
+side) and, where masks are needed, "action_mask". Agents of different kinds share one action space:
+``Discrete(max n)`` with the actions a kind lacks masked off, or ``Box(max dim)`` of which each agent takes its
+first dims. An agent that leaves (absent from ``env.agents`` before the game ends) has a row that is not
+alive, with reward 0 and no termination, until its game resets; a game resets within the step that ends it
+(all its agents gone), as the Gymnasium backend's envs do. PettingZoo is an optional extra: it is imported
+only when an env of it is made.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import Tensor
+
+from proxima.envs.gymnasium_backend import _refuse_unknown_kwargs
+from proxima.envs.interface import AgentSpec, InfoKeys, Step, env_actions, env_call, per_env_values
+from proxima.envs.registry import register_backend
+from proxima.errors import EnvError, UserError
+from proxima.spaces import MASK_KEY, ObsLayout, action_count
+
+PREFIX = "pettingzoo:"
+ID_FORM = "pettingzoo:MODULE, a module with parallel_env() (or a simultaneous-move AEC env()), e.g. pettingzoo:mpe2.simple_spread_v3"
+
+
+def handles(env_id: str) -> bool:
+    return env_id.startswith(PREFIX)
+
+
+def is_pettingzoo_env(obj) -> bool:
+    """Whether ``obj`` is a PettingZoo env (Parallel or AEC), or a class of one. Only a program that imported
+    PettingZoo can hold one, so this imports nothing."""
+    module = sys.modules.get("pettingzoo.utils.env")
+    if module is None:
+        return False
+    kinds = (module.ParallelEnv, module.AECEnv)
+    return isinstance(obj, kinds) or (isinstance(obj, type) and issubclass(obj, kinds))
+
+
+def id_factory(env_id: str):
+    """The function that makes one ParallelEnv of ``env_id`` (``pettingzoo:MODULE``) with its kwargs."""
+    name = env_id[len(PREFIX) :]
+    if not name.strip() or ":" in name:
+        raise UserError(f"malformed PettingZoo id {env_id!r}; give {ID_FORM}")
+    try:
+        module = importlib.import_module(name)
+    except ImportError as e:
+        raise UserError(f"cannot import {name!r} for {env_id} ({e}); give {ID_FORM}") from None
+    make = getattr(module, "parallel_env", None) or getattr(module, "env", None)
+    if not callable(make):
+        raise UserError(f"{name} has neither parallel_env() nor env(); give {ID_FORM}")
+    return make
+
+
+def as_parallel(env, label: str):
+    """``env`` as a ParallelEnv: itself, or an AEC env converted where that is exact."""
+    from pettingzoo.utils.conversions import aec_to_parallel
+    from pettingzoo.utils.env import AECEnv, ParallelEnv
+
+    if isinstance(env, ParallelEnv):
+        return env
+    if isinstance(env, AECEnv):
+        if not env.metadata.get("is_parallelizable", False):
+            env.close()
+            raise UserError(
+                f"{label} is a turn-based game (one agent moves at a time), which the PettingZoo backend cannot "
+                "step in parallel; it trains with --self-play"
+            )
+        return aec_to_parallel(env)
+    raise UserError(
+        f"{label} made {type(env).__name__}, not a PettingZoo env; give a ParallelEnv, or an AEC env whose "
+        "metadata says is_parallelizable"
+    )
+
+
+def construct_pettingzoo(make, label: str, kwargs: dict, render_mode: str | None = None):
+    """``make(**kwargs)``, what it raises as one line that names ``label``; the env as made (not converted)."""
+    if render_mode is not None:
+        kwargs = {**kwargs, "render_mode": render_mode}
+    try:
+        env = make(**kwargs)
+    except TypeError as e:
+        if render_mode is not None and "render_mode" in str(e):
+            raise UserError(
+                f"{label} cannot render: it takes no render_mode argument, which video needs"
+            ) from None
+        _refuse_unknown_kwargs(e, label)
+        raise EnvError(f"{label}'s constructor raised {type(e).__name__}: {e}") from e
+    except (UserError, EnvError):
+        raise
+    except Exception as e:
+        raise EnvError(f"{label}'s constructor raised {type(e).__name__}: {e}") from e
+    return env
+
+
+class _Kind:
+    """How one agent's observations, masks and actions become its row's, and back."""
+
+    def __init__(self, obs_space: gym.Space, action_space: gym.Space, mask: str | None):
+        self.obs_space, self.action_space, self.mask = obs_space, action_space, mask
+        # the observation without its mask: what "obs" holds
+        own = obs_space
+        if mask == "obs":
+            rest = [(k, s) for k, s in obs_space.spaces.items() if k != MASK_KEY]
+            own = rest[0][1] if len(rest) == 1 else gym.spaces.Dict(rest)
+        self.own = own
+        self.flat = own if isinstance(own, gym.spaces.Box) else gym.spaces.flatten_space(own)
+        self.size = int(np.prod(self.flat.shape))
+        self.count = action_count(action_space)
+
+    def values(self, obs) -> np.ndarray:
+        """The agent's observation as a flat vector (its mask left out)."""
+        if self.mask == "obs":
+            obs = {k: v for k, v in obs.items() if k != MASK_KEY}
+            obs = next(iter(obs.values())) if len(obs) == 1 else obs
+        if isinstance(self.own, gym.spaces.Box):
+            return np.asarray(obs).reshape(-1)
+        return gym.spaces.flatten(self.own, obs)
+
+
+def _row_action_space(spaces: list[gym.Space], label: str) -> gym.Space:
+    """The one action space of every row: the agents' own where they share it; else ``Discrete(max n)`` or
+    ``Box(max dim)``, bounds taken over the agents that have each dim."""
+    first = spaces[0]
+    if all(s == first for s in spaces):
+        return first
+    if all(isinstance(s, gym.spaces.Discrete) for s in spaces):
+        return gym.spaces.Discrete(max(int(s.n) for s in spaces))
+    if all(isinstance(s, gym.spaces.Box) for s in spaces):
+        size = max(int(np.prod(s.shape)) for s in spaces)
+        low, high = np.full(size, np.inf), np.full(size, -np.inf)
+        for s in spaces:
+            n = int(np.prod(s.shape))
+            low[:n] = np.minimum(low[:n], s.low.reshape(-1))
+            high[:n] = np.maximum(high[:n], s.high.reshape(-1))
+        return gym.spaces.Box(low.astype(np.float32), high.astype(np.float32), dtype=np.float32)
+    raise UserError(
+        f"{label}'s agents have action spaces of different types ({', '.join(sorted({type(s).__name__ for s in spaces}))}); "
+        "agents of different kinds need all Discrete or all Box actions"
+    )
+
+
+def _padded_box(kinds: list[_Kind]) -> gym.spaces.Box:
+    """One flat Box that holds every kind's observation, each zero-padded to the largest."""
+    size = max(k.size for k in kinds)
+    low, high = np.zeros(size), np.zeros(size)
+    for k in kinds:
+        low[: k.size] = np.minimum(low[: k.size], k.flat.low.reshape(-1))
+        high[: k.size] = np.maximum(high[: k.size], k.flat.high.reshape(-1))
+    return gym.spaces.Box(low.astype(np.float32), high.astype(np.float32), dtype=np.float32)
+
+
+class PettingZooVecEnv:
+    """E copies of a PettingZoo ParallelEnv as E * A agent rows (see the module's doc)."""
+
+    def __init__(
+        self,
+        label: str,
+        num_envs: int,
+        make,
+        *,
+        env_kwargs: dict | None = None,
+        seed: int | None = None,
+        device: torch.device | str = "cpu",
+        video_dir: str | None = None,
+        video_episodes: int | None = None,
+        first=None,
+    ):
+        """``make(**env_kwargs)`` returns one ParallelEnv (or a parallelizable AEC env); ``first``: one it already
+        made, used as game 0 where no video asks for a rendering one."""
+        self.label, self._seed = label, seed
+        kwargs = env_kwargs or {}
+        self._video = _Recorder(video_dir, video_episodes) if video_dir else None
+        if first is not None and video_dir is not None:
+            first.close()
+            first = None
+        self.games = []
+        for e in range(num_envs):
+            if e == 0 and first is not None:
+                game = as_parallel(first, label)
+            else:
+                render = "rgb_array" if e == 0 and video_dir else None
+                game = as_parallel(construct_pettingzoo(make, label, kwargs, render), label)
+            self.games.append(game)
+        game = self.games[0]
+        names = tuple(game.possible_agents)
+        if not names:
+            raise UserError(f"{label} has no possible_agents; a PettingZoo env lists them in __init__")
+        self._names = names
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            obs_spaces = [game.observation_space(a) for a in names]
+            act_spaces = [game.action_space(a) for a in names]
+        masks = self._find_masks(obs_spaces)
+        self._kinds: list[_Kind] = []
+        firsts: list[int] = []  # the first agent of each kind
+        kinds = []
+        for i, (o, a, m) in enumerate(zip(obs_spaces, act_spaces, masks, strict=True)):
+            same = [k for k, f in enumerate(firsts) if obs_spaces[f] == o and act_spaces[f] == a]
+            kinds.append(same[0] if same else len(firsts))
+            firsts += [] if same else [i]
+            kind = _Kind(o, a, m)
+            if m == "obs" and int(np.prod(o[MASK_KEY].shape)) != kind.count:
+                raise UserError(
+                    f"{label}'s {MASK_KEY} for {names[i]} is {o[MASK_KEY]}, but its action space {a} needs "
+                    f"{kind.count} booleans (masks are for Discrete and MultiDiscrete actions)"
+                )
+            self._kinds.append(kind)
+        self.agents = AgentSpec(names, tuple(kinds), num_envs)
+        self.single_action_space = _row_action_space(act_spaces, label)
+        count = action_count(self.single_action_space)
+        # masks: the env's own, and the actions a kind lacks where kinds share Discrete(max n)
+        self._masked = any(masks) or any(k.count != count for k in self._kinds)
+        if self._masked and count is None:
+            raise UserError(
+                f"{label} gives an {MASK_KEY}, but its action space {self.single_action_space} cannot be "
+                "masked; masks are for Discrete and MultiDiscrete actions"
+            )
+        self._default_mask = []  # a kind's own actions: for its rows where the env gives no mask
+        for k in self._kinds:
+            default = np.zeros(count or 0, dtype=np.float32)
+            default[: k.count or 0] = 1
+            self._default_mask.append(default)
+        own = self._kinds[0].own  # kept as it is (an image stays an image) where every agent has it
+        same = isinstance(own, gym.spaces.Box) and all(k.own == own for k in self._kinds)
+        obs_box = own if same else _padded_box(self._kinds)
+        self._obs_size = int(np.prod(obs_box.shape))
+        self._state_fn, state_size = self._find_state()
+        parts = [
+            ("obs", obs_box),
+            ("agent", gym.spaces.Discrete(len(names))),
+            ("state", gym.spaces.Box(-np.inf, np.inf, (state_size,), dtype=np.float32)),
+        ]
+        if self._masked:
+            parts.append((MASK_KEY, gym.spaces.MultiBinary(count)))
+        self.single_observation_space = gym.spaces.Dict(parts)
+        self.obs_layout = ObsLayout(self.single_observation_space, MASK_KEY if self._masked else None)
+        self._spans = {p.path[0]: p.span for p in self.obs_layout.parts}
+        self._index = {name: i for i, name in enumerate(names)}
+        self.num_envs = num_envs * len(names)
+        self.device = torch.device(device)
+        self._present: list[list[str]] = [[] for _ in self.games]
+        self._infos: InfoKeys | None = None
+
+    # -- what the env is made of ----------------------------------------------------------------------------
+
+    def _find_masks(self, obs_spaces: list[gym.Space]) -> list[str | None]:
+        """Each agent's mask convention: "obs" (a Dict observation's ``action_mask``), "info" (the info of every
+        reset and step), or None. A reset of game 0 tells the info convention."""
+        found: list[str | None] = [
+            "obs" if isinstance(s, gym.spaces.Dict) and MASK_KEY in s.spaces else None for s in obs_spaces
+        ]
+        _, infos = env_call(self.games[0].reset, seed=0)  # the run's own reset seeds it again
+        for i, name in enumerate(self._names):
+            if found[i] is None and MASK_KEY in (infos or {}).get(name, {}):
+                found[i] = "info"
+        return found
+
+    def _find_state(self):
+        """``(state, size)``: the function that gives a game's global state, and its size."""
+        game = self.games[0]
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                value = np.asarray(game.state(), dtype=np.float32).reshape(-1)
+            return (lambda g, obs: np.asarray(g.state(), dtype=np.float32).reshape(-1)), value.size
+        except (NotImplementedError, AttributeError):
+            pass
+        size, a = self._obs_size, len(self._names)
+
+        def joint(_, obs: dict) -> np.ndarray:
+            out = np.zeros(size * a, dtype=np.float32)
+            for i, name in enumerate(self._names):
+                if name in obs:
+                    values = self._kinds[i].values(obs[name])
+                    out[i * size : i * size + values.size] = values
+            return out
+
+        return joint, size * a
+
+    # -- rows -----------------------------------------------------------------------------------------------
+
+    def _fill(self, out: np.ndarray, e: int, obs: dict, infos: dict, state: np.ndarray) -> None:
+        """Write game ``e``'s rows into ``out``: an absent agent's "obs" is zeros."""
+        A = len(self._names)
+        for i in range(A):
+            self._row(out[e * A + i], i, obs, infos, state)
+
+    def _row(self, row: np.ndarray, i: int, obs: dict, infos: dict, state: np.ndarray, final=False) -> None:
+        """Write agent ``i``'s packed observation into ``row`` (zeros where it is not in ``obs``)."""
+        spans, name, kind = self._spans, self._names[i], self._kinds[i]
+        if name in obs:
+            values = kind.values(obs[name])
+            row[spans["obs"].start : spans["obs"].start + values.size] = values
+        row[spans["agent"]] = i
+        row[spans["state"]] = state
+        if self._masked:
+            row[spans[MASK_KEY]] = self._mask(i, obs.get(name), (infos or {}).get(name), final)
+
+    def _mask(self, i: int, obs, info, final: bool) -> np.ndarray:
+        kind, default = self._kinds[i], self._default_mask[i]
+        given = None
+        if obs is not None and kind.mask == "obs":
+            given = obs[MASK_KEY]
+        elif obs is not None and kind.mask == "info":
+            given = (info or {}).get(MASK_KEY)
+            # an episode's last observation is only valued, never acted on: its mask may be missing
+            if given is None and not final:
+                raise EnvError(
+                    f"{self.label} gave info[{MASK_KEY!r}] for {self._names[i]} at its first reset but not at a "
+                    "later reset or step; give it with every one"
+                )
+        if given is None:
+            return default
+        given = np.asarray(given).reshape(-1)
+        if given.size != kind.count:
+            raise UserError(
+                f"{self.label}'s {MASK_KEY} for {self._names[i]} has {given.size} values; its action space "
+                f"{kind.action_space} needs {kind.count}"
+            )
+        mask = default.copy()
+        mask[: given.size] = given
+        return mask
+
+    def _tensor(self, array: np.ndarray) -> Tensor:
+        return torch.as_tensor(array, device=self.device)
+
+    # -- the VecEnv -----------------------------------------------------------------------------------------
+
+    def reset(self, seed: int | None = None) -> Tensor:
+        """Reset every game; game e is seeded with seed + e (the seed given at construction, if none here)."""
+        seed, self._seed = (self._seed if seed is None else seed), None
+        out = np.zeros((self.num_envs, self.obs_layout.shape[0]), dtype=np.float32)
+        for e in range(len(self.games)):
+            self._reset_game(out, e, None if seed is None else seed + e)
+        return self._tensor(out)
+
+    def _reset_game(self, out: np.ndarray, e: int, seed: int | None) -> None:
+        game = self.games[e]
+        obs, infos = env_call(game.reset, seed=seed)
+        self._present[e] = list(game.agents)
+        if not self._present[e]:
+            raise EnvError(
+                f"{self.label}'s reset() left env.agents empty; a game starts with its agents in it"
+            )
+        self._fill(out, e, obs, infos, self._state_fn(game, obs))
+        if e == 0 and self._video is not None:
+            self._video.start(game)
+
+    def step(self, actions: Tensor) -> Step:
+        A, E, index = len(self._names), len(self.games), self._index
+        actions = actions.cpu().numpy()
+        per_agent = self._agent_actions(actions.reshape(E, A, *actions.shape[1:]))
+        n = self.num_envs
+        out = np.zeros((n, self.obs_layout.shape[0]), dtype=np.float32)
+        reward = np.zeros(n, dtype=np.float32)
+        terminated, truncated = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+        alive, over = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+        final_rows: dict[int, np.ndarray] = {}
+        ended_infos: dict[int, dict] = {}
+        for e, game in enumerate(self.games):
+            acting = self._present[e]
+            moves = {name: per_agent[index[name]][e] for name in acting}
+            obs, rewards, terms, truncs, infos = env_call(game.step, moves)
+            for name in acting:
+                row = e * A + index[name]
+                reward[row] = rewards.get(name, 0.0)
+                terminated[row] = bool(terms.get(name, False))
+                truncated[row] = bool(truncs.get(name, False))
+            if e == 0 and self._video is not None:
+                self._video.frame(game)
+            now = list(game.agents)
+            left = [name for name in acting if name not in now]
+            ended = not now
+            if ended:  # every agent of the game is gone: a game with no flag on one ended without saying why
+                for name in acting:
+                    row = e * A + index[name]
+                    truncated[row] |= not (terminated[row] or truncated[row])
+            else:  # an agent that left without a flag terminated
+                for name in left:
+                    row = e * A + index[name]
+                    terminated[row] |= not truncated[row]
+            if left:
+                state = self._state_fn(game, obs)
+                for name in left:
+                    row = e * A + index[name]
+                    final_rows[row] = np.zeros(self.obs_layout.shape[0], dtype=np.float32)
+                    self._row(final_rows[row], index[name], obs, infos, state, final=True)
+                    if self._infos is not None:
+                        ended_infos[row] = _kept(infos.get(name, {}), self._infos)
+            if ended:
+                over[e * A : (e + 1) * A] = True
+                if e == 0 and self._video is not None:
+                    self._video.save(game)
+                self._reset_game(out, e, None)
+            else:  # the agents that left are in this step's obs, but not in the next rows' (nor their state)
+                self._present[e] = now
+                still = {name: obs[name] for name in now if name in obs}
+                self._fill(out, e, still, infos, self._state_fn(game, still))
+            for name in self._present[e]:
+                alive[e * A + index[name]] = True
+        obs_t = self._tensor(out)
+        final_obs = obs_t
+        if final_rows:
+            final_obs = obs_t.clone()
+            rows = list(final_rows)
+            final_obs[rows] = self._tensor(np.stack([final_rows[r] for r in rows]))
+        return Step(
+            obs_t,
+            self._tensor(reward),
+            self._tensor(terminated),
+            self._tensor(truncated),
+            final_obs,
+            None,
+            self._tensor(over),
+            None if self._infos is None else ended_infos,
+            None if alive.all() else self._tensor(alive),
+        )
+
+    def _agent_actions(self, actions: np.ndarray) -> list[np.ndarray]:
+        """Each agent's actions in every game, ``(E, *its action shape)``, as its env takes them: a Box agent's
+        first dims of the row's Box, a start added, bounds clipped (``env_actions``)."""
+        out = []
+        for i, kind in enumerate(self._kinds):
+            mine = actions[:, i]
+            space = kind.action_space
+            if isinstance(space, gym.spaces.Box) and space != self.single_action_space:
+                size = int(np.prod(space.shape))
+                mine = mine.reshape(len(mine), -1)[:, :size].reshape(len(mine), *space.shape)
+            out.append(env_actions(mine, space))
+        return out
+
+    def keep_infos(self, keys: InfoKeys) -> None:
+        """From now on ``Step.infos`` holds, for each row whose agent left or whose game ended, its agent's info
+        at that step (its ``keys``, or all of it)."""
+        self._infos = keys
+
+    def call(self, name: str, *args, **kwargs) -> tuple:
+        """``name(*args, **kwargs)`` on each game (the attribute's value where it is not callable), in order."""
+        self._check_attr(name)
+        results = []
+        for game in self.games:
+            attr = getattr(game, name)
+            results.append(env_call(attr, *args, **kwargs) if callable(attr) else attr)
+        return tuple(results)
+
+    def set_attr(self, name: str, values) -> None:
+        values = per_env_values(values, len(self.games))
+        self._check_attr(name)
+        for game, value in zip(self.games, values, strict=True):
+            setattr(game, name, value)
+
+    def _check_attr(self, name: str) -> None:
+        if not isinstance(name, str) or not all(hasattr(g, name) for g in self.games):
+            raise UserError(
+                f"the env has no attribute {name!r}; call and set_attr reach a method or attribute that the "
+                "PettingZoo env defines"
+            )
+
+    def close(self) -> None:
+        if self._video is not None:
+            self._video.save(self.games[0])
+        for game in self.games:
+            try:
+                game.close()
+            except Exception as e:
+                warnings.warn(
+                    f"{self.label}'s close() raised {type(e).__name__}: {e}", RuntimeWarning, stacklevel=2
+                )
+
+    def state_dict(self) -> None:
+        # A PettingZoo env's state is an arbitrary Python object; saving it would mean pickling it.
+        return None
+
+    def load_state_dict(self, state: dict[str, Tensor]) -> None:
+        raise NotImplementedError("PettingZoo envs cannot be restored; reset them instead")
+
+
+def _kept(info: dict, keys: InfoKeys) -> dict:
+    return dict(info) if keys == "all" else {k: info[k] for k in keys if k in info}
+
+
+class _Recorder:
+    """Game 0's episodes as ``rl-video-episode-N.mp4``, the names Gymnasium's RecordVideo gives: the first
+    ``episodes`` of them, or Gymnasium's 0, 1, 8, 27, ... schedule."""
+
+    def __init__(self, video_dir: str, episodes: int | None):
+        from gymnasium.utils.save_video import capped_cubic_video_schedule
+
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # rgb_array needs no display; keeps SDL quiet
+        self.dir, self.episode, self.frames = video_dir, -1, None
+        self.trigger = capped_cubic_video_schedule if episodes is None else (lambda n: n < episodes)
+
+    def start(self, game) -> None:
+        self.episode += 1
+        self.frames = [self._render(game)] if self.trigger(self.episode) else None
+
+    def frame(self, game) -> None:
+        if self.frames is not None:
+            self.frames.append(self._render(game))
+
+    def save(self, game) -> None:
+        if not self.frames:
+            return
+        from gymnasium.utils.save_video import save_video
+
+        fps = game.metadata.get("render_fps", 30)
+        save_video(self.frames, self.dir, fps=fps, episode_index=self.episode, episode_trigger=lambda _: True)
+        self.frames = None
+
+    @staticmethod
+    def _render(game) -> np.ndarray:
+        frame = game.render()
+        if not (isinstance(frame, np.ndarray) and frame.ndim == 3):
+            raise UserError(f"{type(game).__name__} cannot render rgb_array frames, which video needs")
+        return frame
+
+
+def _make(env_id: str, num_envs: int, *, env_kwargs: dict | None = None, **kwargs) -> PettingZooVecEnv:
+    kwargs.pop("asynchronous", None)  # the registry refuses --async-envs for this backend before here
+    return PettingZooVecEnv(env_id, num_envs, id_factory(env_id), env_kwargs=env_kwargs, **kwargs)
+
+
+register_backend("pettingzoo", _make, handles=handles, features=("video", "env_kwargs"))

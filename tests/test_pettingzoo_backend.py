@@ -1,0 +1,376 @@
+"""The PettingZoo backend (proxima.envs.pettingzoo_backend): E games of A agents as E * A rows that match
+PettingZoo's own env step for step, agents that leave, agents of two kinds, masks, and one-line refusals."""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("pettingzoo")
+from pettingzoo import ParallelEnv  # noqa: E402
+
+from proxima.envs import make_envs, make_vec_env  # noqa: E402
+from proxima.errors import UserError  # noqa: E402
+from proxima.spaces import MASK_KEY  # noqa: E402
+
+RUNNERS = ("runner_0", "runner_1")
+
+
+class Chase(ParallelEnv):
+    """Two runners (Box(3) observations, Discrete(3) moves: left, stay, right) walk an integer line towards 0
+    and terminate there; a scout (Box(5), Discrete(2)) leaves the game after ``scout_steps``; everyone still
+    there is truncated after ``max_cycles``. A runner may not move right from 2 or beyond: its mask, in the info
+    or (``mask_in_obs``) in a Dict observation. Written as PettingZoo's custom-env tutorial writes envs."""
+
+    metadata = {"name": "chase_v0", "render_modes": []}
+
+    def __init__(self, max_cycles=8, scout_steps=2, mask_in_obs=False, render_mode=None):
+        self.max_cycles, self.scout_steps, self.mask_in_obs = max_cycles, scout_steps, mask_in_obs
+        self.possible_agents = [*RUNNERS, "scout"]
+        self.render_mode = render_mode
+        self.rng = np.random.default_rng()
+
+    @functools.cache  # noqa: B019  (PettingZoo's tutorial caches the spaces so)
+    def observation_space(self, agent):
+        if agent == "scout":
+            return gym.spaces.Box(-10, 10, (5,), np.float32)
+        box = gym.spaces.Box(-10, 10, (3,), np.float32)
+        if self.mask_in_obs:
+            return gym.spaces.Dict({"observation": box, MASK_KEY: gym.spaces.MultiBinary(3)})
+        return box
+
+    @functools.cache  # noqa: B019
+    def action_space(self, agent):
+        return gym.spaces.Discrete(2 if agent == "scout" else 3)
+
+    def _mask(self, agent):
+        return np.array([1, 1, self.pos[agent] < 2], dtype=np.int8)
+
+    def _observe(self, agent):
+        if agent == "scout":
+            return np.array([self.t, 1, 2, 3, 4], dtype=np.float32)
+        obs = np.array([self.pos[agent], self.t, self.noise], dtype=np.float32)
+        return {"observation": obs, MASK_KEY: self._mask(agent)} if self.mask_in_obs else obs
+
+    def _infos(self):
+        return {
+            a: {} if a == "scout" or self.mask_in_obs else {MASK_KEY: self._mask(a), "pos": self.pos[a]}
+            for a in self.agents
+        }
+
+    def reset(self, seed=None, options=None):
+        if seed is not None:
+            self.rng = np.random.default_rng(seed)
+        self.agents = self.possible_agents[:]
+        self.t = 0
+        self.pos = {a: int(self.rng.integers(-3, 4)) or 3 for a in RUNNERS}
+        self.noise = float(self.rng.normal())
+        return {a: self._observe(a) for a in self.agents}, self._infos()
+
+    def step(self, actions):
+        self.t += 1
+        self.noise = float(self.rng.normal())
+        rewards, terminations, truncations = {}, {}, {}
+        for agent, action in actions.items():
+            assert action in self.action_space(agent), (agent, action)
+            if agent == "scout":
+                rewards[agent] = 0.5 * int(action)
+                terminations[agent] = self.t >= self.scout_steps
+            else:
+                assert self._mask(agent)[action], "a masked action was taken"
+                self.pos[agent] += int(action) - 1
+                rewards[agent] = -abs(self.pos[agent]) + self.noise
+                terminations[agent] = self.pos[agent] == 0
+            truncations[agent] = self.t >= self.max_cycles and not terminations[agent]
+        observations = {a: self._observe(a) for a in actions}
+        infos = {a: {} if a == "scout" or self.mask_in_obs else {MASK_KEY: self._mask(a)} for a in actions}
+        self.agents = [a for a in self.agents if not (terminations[a] or truncations[a])]
+        return observations, rewards, terminations, truncations, infos
+
+
+def _parts(envs, obs: torch.Tensor) -> dict[str, np.ndarray]:
+    return {p.path[0]: obs[:, p.span].numpy() for p in envs.obs_layout.parts}
+
+
+def _padded(values, size: int) -> np.ndarray:
+    out = np.zeros(size, dtype=np.float32)
+    flat = np.asarray(values, dtype=np.float32).reshape(-1)
+    out[: flat.size] = flat
+    return out
+
+
+def _own(obs):
+    return obs["observation"] if isinstance(obs, dict) else obs
+
+
+def _check_rows(envs, obs_t, games, observations, step_state=None):
+    """Every row of ``obs_t`` against the reference games' own observations (absent agents: zeros)."""
+    names, A = envs.agents.names, envs.agents.num_agents
+    parts = _parts(envs, obs_t)
+    size = parts["obs"].shape[1]
+    for e, game in enumerate(games):
+        state = np.asarray(game.state(), dtype=np.float32) if step_state is None else step_state[e]
+        if state is None:  # no state(): every agent's padded observation side by side
+            state = np.concatenate([_padded(_own(observations[e][n]), size) if n in observations[e]
+                                    else np.zeros(size, np.float32) for n in names])  # fmt: skip
+        for i, name in enumerate(names):
+            row = e * A + i
+            want = _padded(_own(observations[e][name]), size) if name in observations[e] else np.zeros(size)
+            np.testing.assert_array_equal(parts["obs"][row], want)
+            assert parts["agent"][row, 0] == i
+            np.testing.assert_allclose(parts["state"][row], state, rtol=0, atol=0)
+
+
+def _random_actions(envs, obs_t, rng) -> torch.Tensor:
+    """A valid action for every row under its mask, where the rows have masks."""
+    n = envs.single_action_space.n
+    mask = _parts(envs, obs_t).get(MASK_KEY, np.ones((len(obs_t), n)))
+    return torch.tensor([rng.choice(np.flatnonzero(m)) for m in mask])
+
+
+def test_simple_spread_matches_pettingzoo_step_for_step():
+    simple_spread = pytest.importorskip("mpe2.simple_spread_v3")
+    E, seed, cycles = 3, 11, 5
+    envs = make_vec_env("pettingzoo:mpe2.simple_spread_v3", E, seed=seed, env_kwargs={"max_cycles": cycles})
+    assert envs.num_envs == 9 and envs.agents.names == ("agent_0", "agent_1", "agent_2")
+    assert envs.agents.kinds == (0, 0, 0) and envs.single_action_space == gym.spaces.Discrete(5)
+    assert list(envs.single_observation_space.spaces) == ["obs", "agent", "state"]
+    games = [simple_spread.parallel_env(max_cycles=cycles) for _ in range(E)]
+    observations = [g.reset(seed=seed + e)[0] for e, g in enumerate(games)]
+    obs_t = envs.reset()
+    assert obs_t.dtype == torch.float32 and obs_t.shape == (9, 18 + 1 + 54)
+    _check_rows(envs, obs_t, games, observations)
+    rng = np.random.default_rng(0)
+    resets = 0
+    for _ in range(2 * cycles + 2):
+        actions = _random_actions(envs, obs_t, rng)
+        step = envs.step(actions)
+        for e, game in enumerate(games):
+            moves = {name: int(actions[e * 3 + i]) for i, name in enumerate(envs.agents.names)}
+            obs, rewards, terms, truncs, _ = game.step(moves)
+            rows = slice(3 * e, 3 * e + 3)
+            want = [rewards[n] for n in envs.agents.names]
+            np.testing.assert_allclose(step.reward[rows].numpy(), want, rtol=1e-6)
+            assert step.terminated[rows].tolist() == [terms[n] for n in envs.agents.names]
+            assert step.truncated[rows].tolist() == [truncs[n] for n in envs.agents.names]
+            over = not game.agents
+            assert step.game_over[rows].tolist() == [over] * 3
+            if over:  # same-step reset: final_obs holds the last observations, obs the next game's first
+                final_parts = _parts(envs, step.final_obs)
+                for i, name in enumerate(envs.agents.names):
+                    np.testing.assert_array_equal(final_parts["obs"][3 * e + i], obs[name])
+                obs, _ = game.reset()
+                resets += 1
+            observations[e] = obs
+        assert step.alive is None  # MPE's agents never leave early
+        _check_rows(envs, step.obs, games, observations)
+        obs_t = step.obs
+    assert resets == 2 * E
+    envs.close()
+
+
+def test_custom_env_with_a_leaving_agent_and_two_kinds_matches_step_for_step():
+    E, seed = 2, 5
+    envs = make_envs(Chase, E, seed=seed, env_kwargs={"max_cycles": 6, "scout_steps": 2})
+    assert envs.agents.names == (*RUNNERS, "scout") and envs.agents.kinds == (0, 0, 1)
+    assert envs.single_action_space == gym.spaces.Discrete(3)  # the scout's Discrete(2), plus one masked off
+    assert envs.obs_layout.mask == MASK_KEY
+    assert envs.single_observation_space["obs"].shape == (5,)  # the runners' 3 values padded to the scout's 5
+    assert envs.single_observation_space["state"].shape == (15,)
+    games = [Chase(max_cycles=6, scout_steps=2) for _ in range(E)]
+    observations = [g.reset(seed=seed + e)[0] for e, g in enumerate(games)]
+    obs_t = envs.reset()
+    _check_rows(envs, obs_t, games, observations, step_state=[None] * E)
+    rng = np.random.default_rng(1)
+    A, left_rows, ends = 3, 0, 0
+    for _ in range(20):
+        actions = _random_actions(envs, obs_t, rng)
+        alive_before = [set(g.agents) for g in games]
+        step = envs.step(actions)
+        for e, game in enumerate(games):
+            moves = {n: int(actions[e * A + i]) for i, n in enumerate(envs.agents.names) if n in game.agents}
+            obs, rewards, terms, truncs, _ = game.step(moves)
+            for i, name in enumerate(envs.agents.names):
+                row = e * A + i
+                if name in alive_before[e]:
+                    assert step.reward[row].item() == pytest.approx(rewards[name])
+                    assert step.terminated[row].item() == terms[name]
+                    assert step.truncated[row].item() == truncs[name]
+                else:  # it left earlier: nothing more of it until its game resets
+                    left_rows += 1
+                    assert step.reward[row] == 0 and not step.terminated[row] and not step.truncated[row]
+            if not game.agents:
+                ends += 1
+                assert step.game_over[e * A : e * A + A].all()
+                obs, _ = game.reset()
+                assert step.alive is None or step.alive[e * A : e * A + A].all()
+            else:
+                assert not step.game_over[e * A : e * A + A].any()
+                present = [n in game.agents for n in envs.agents.names]
+                alive = [True] * A if step.alive is None else step.alive[e * A : e * A + A].tolist()
+                assert alive == present
+            observations[e] = {n: obs[n] for n in game.agents} if game.agents else obs
+        _check_rows(envs, step.obs, games, observations, step_state=[None] * E)
+        obs_t = step.obs
+    assert left_rows > 0 and ends > 0
+    envs.close()
+
+
+def test_a_leaving_agent_row_is_not_alive_and_gets_nothing():
+    envs = make_envs(Chase, 1, seed=0, env_kwargs={"max_cycles": 4, "scout_steps": 1})
+    obs = envs.reset()
+    scout = envs.agents.names.index("scout")
+    final_obs = None
+    for t in range(4):
+        actions = torch.ones(3, dtype=torch.long)  # the runners stay; the scout plays 1 (0.5 while there)
+        step = envs.step(actions)
+        if t == 0:  # the scout leaves: its last step is a termination with its reward and last observation
+            assert step.terminated[scout] and step.reward[scout] == 0.5
+            assert step.alive.tolist() == [True, True, False]
+            final_obs = _parts(envs, step.final_obs)["obs"][scout]
+            np.testing.assert_array_equal(final_obs, [1, 1, 2, 3, 4])
+            assert not _parts(envs, step.obs)["obs"][scout].any()  # not present: zeros
+        elif t < 3:
+            assert step.alive.tolist() == [True, True, False]
+            assert step.reward[scout] == 0 and not step.done[scout]
+        else:  # the game is truncated, resets in the same step, and every row is alive again
+            assert step.truncated.tolist() == [True, True, False] and step.alive is None
+            assert step.game_over.all()
+        # a dead row's action is never sent (the scout's action 2 would fail the env's own check)
+        obs = step.obs
+    assert obs.shape == (3, envs.obs_layout.shape[0])
+    envs.close()
+
+
+def test_dead_rows_take_any_action():
+    envs = make_envs(Chase, 1, seed=0, env_kwargs={"max_cycles": 4, "scout_steps": 1})
+    envs.reset()
+    envs.step(torch.tensor([1, 1, 1]))
+    step = envs.step(torch.tensor([1, 1, 2]))  # 2 is not one of the scout's actions; its row is not alive
+    assert step.alive.tolist() == [True, True, False]
+    envs.close()
+
+
+@pytest.mark.parametrize("mask_in_obs", [False, True])
+def test_masks_from_the_info_or_the_observation_and_the_kind(mask_in_obs):
+    envs = make_envs(Chase, 2, seed=3, env_kwargs={"mask_in_obs": mask_in_obs, "max_cycles": 5})
+    assert envs.obs_layout.mask == MASK_KEY and envs.obs_layout.mask_part.size == 3
+    games = [Chase(mask_in_obs=mask_in_obs, max_cycles=5) for _ in range(2)]
+    obs_t = envs.reset()
+    for e, game in enumerate(games):
+        game.reset(seed=3 + e)
+    rng = np.random.default_rng(2)
+    for _ in range(12):
+        mask = _parts(envs, obs_t)[MASK_KEY]
+        for e, game in enumerate(games):
+            for i, name in enumerate(envs.agents.names):
+                if name == "scout":  # Discrete(2) of the rows' Discrete(3): its third action is masked off
+                    want = [1, 1, 0]
+                else:  # a runner that left has every action allowed: none of them is sent
+                    want = game._mask(name) if name in game.agents else [1, 1, 1]
+                np.testing.assert_array_equal(mask[e * 3 + i], want)
+        actions = _random_actions(envs, obs_t, rng)
+        step = envs.step(actions)
+        for e, game in enumerate(games):
+            game.step(
+                {n: int(actions[e * 3 + i]) for i, n in enumerate(envs.agents.names) if n in game.agents}
+            )
+            if not game.agents:
+                game.reset()
+        obs_t = step.obs
+    envs.close()
+
+
+class Reach(ParallelEnv):
+    """Box actions of two sizes: agent "arm" moves in 2 dims, "slider" in 1; each is paid its action's sum."""
+
+    metadata = {"name": "reach_v0"}
+
+    def __init__(self, slider_action=None):
+        self.possible_agents = ["arm", "slider"]
+        self.slider_action = slider_action or gym.spaces.Box(-0.5, 0.5, (1,), np.float32)
+
+    def observation_space(self, agent):
+        return gym.spaces.Box(-1, 1, (2,), np.float32)
+
+    def action_space(self, agent):
+        return gym.spaces.Box(-1, 1, (2,), np.float32) if agent == "arm" else self.slider_action
+
+    def reset(self, seed=None, options=None):
+        self.agents = self.possible_agents[:]
+        return {a: np.zeros(2, np.float32) for a in self.agents}, {a: {} for a in self.agents}
+
+    def step(self, actions):
+        assert actions["arm"].shape == (2,) and actions["slider"].shape == (1,)
+        assert abs(actions["slider"][0]) <= 0.5
+        rewards = {a: float(np.sum(x)) for a, x in actions.items()}
+        no = {a: False for a in self.agents}
+        return {a: np.ones(2, np.float32) for a in self.agents}, rewards, no, no, {a: {} for a in self.agents}
+
+
+def test_box_actions_of_two_sizes_take_their_first_dims():
+    envs = make_envs(Reach, 2, seed=0)
+    assert envs.agents.kinds == (0, 1)
+    space = envs.single_action_space
+    assert space.shape == (2,) and space.low.tolist() == [-1, -1] and space.high.tolist() == [1, 1]
+    assert envs.obs_layout.mask is None  # Box actions have nothing to mask
+    envs.reset()
+    step = envs.step(torch.tensor([[0.25, 0.5], [0.9, 0.7]] * 2))  # the slider takes 0.9, clipped to 0.5
+    np.testing.assert_allclose(step.reward.numpy(), [0.75, 0.5, 0.75, 0.5])
+    envs.close()
+
+
+def test_a_factory_function_and_env_kwargs_route_to_the_backend():
+    envs = make_envs(functools.partial(Chase, max_cycles=3), 2, seed=0, env_kwargs={"scout_steps": 1})
+    assert envs.agents.num_envs == 2 and envs.num_envs == 6
+    envs.close()
+
+
+def test_video_records_game_0(tmp_path):
+    pytest.importorskip("mpe2")
+    pytest.importorskip("moviepy")
+    envs = make_vec_env(
+        "pettingzoo:mpe2.simple_spread_v3", 2, seed=0, env_kwargs={"max_cycles": 3},
+        video_dir=str(tmp_path), video_episodes=1,
+    )  # fmt: skip
+    envs.reset()
+    for _ in range(7):
+        envs.step(torch.zeros(6, dtype=torch.long))
+    envs.close()
+    assert os.listdir(tmp_path) == ["rl-video-episode-0.mp4"]  # the first game only, 3 steps and its reset
+
+
+@pytest.mark.parametrize(
+    "env_id, says",
+    [
+        ("pettingzoo:", "malformed PettingZoo id"),
+        ("pettingzoo:no_such_module_for_proxima", "cannot import"),
+        ("pettingzoo:json", "neither parallel_env() nor env()"),
+        ("pettingzoo:pettingzoo.classic.connect_four_v3", "--self-play"),
+    ],
+)
+def test_bad_ids_are_one_line(env_id, says):
+    with pytest.raises(UserError, match=None) as error:
+        make_vec_env(env_id, 2)
+    assert says in str(error.value) and "\n" not in str(error.value)
+
+
+def test_mixed_action_types_and_instances_are_refused_in_one_line():
+    with pytest.raises(UserError, match="action spaces of different types") as error:
+        make_envs(functools.partial(Reach, slider_action=gym.spaces.Discrete(2)), 2)
+    assert "\n" not in str(error.value)
+    with pytest.raises(UserError, match="give the function that makes it"):
+        make_envs(Chase(), 2)
+    with pytest.raises(UserError, match="pettingzoo backend cannot do --async-envs"):
+        make_vec_env("pettingzoo:mpe2.simple_spread_v3", 2, backend="pettingzoo", asynchronous=True)
+
+
+def test_resume_starts_new_games():
+    envs = make_envs(Chase, 2, seed=0)
+    assert envs.state_dict() is None  # PettingZoo state cannot be saved without pickling
+    envs.close()
