@@ -108,22 +108,21 @@ def _own(obs):
     return obs["observation"] if isinstance(obs, dict) else obs
 
 
-def _check_rows(envs, obs_t, games, observations, step_state=None):
-    """Every row of ``obs_t`` against the reference games' own observations (absent agents: zeros)."""
+def _check_rows(envs, obs_t, games, observations, joint=False):
+    """Every row of ``obs_t`` against the reference games' own observations (absent agents: zeros) and state
+    (``joint``: the env has no ``state()``, so every agent's padded observation side by side)."""
     names, A = envs.agents.names, envs.agents.num_agents
     parts = _parts(envs, obs_t)
     size = parts["obs"].shape[1]
     for e, game in enumerate(games):
-        state = np.asarray(game.state(), dtype=np.float32) if step_state is None else step_state[e]
-        if state is None:  # no state(): every agent's padded observation side by side
-            state = np.concatenate([_padded(_own(observations[e][n]), size) if n in observations[e]
-                                    else np.zeros(size, np.float32) for n in names])  # fmt: skip
-        for i, name in enumerate(names):
-            row = e * A + i
-            want = _padded(_own(observations[e][name]), size) if name in observations[e] else np.zeros(size)
-            np.testing.assert_array_equal(parts["obs"][row], want)
-            assert parts["agent"][row, 0] == i
-            np.testing.assert_allclose(parts["state"][row], state, rtol=0, atol=0)
+        padded = [
+            _padded(_own(observations[e][n]), size) if n in observations[e] else np.zeros(size) for n in names
+        ]
+        state = np.concatenate(padded) if joint else np.asarray(game.state(), dtype=np.float32)
+        for i in range(A):
+            np.testing.assert_array_equal(parts["obs"][e * A + i], padded[i])
+            assert parts["agent"][e * A + i, 0] == i
+            np.testing.assert_array_equal(parts["state"][e * A + i], state)
 
 
 def _random_actions(envs, obs_t, rng) -> torch.Tensor:
@@ -185,7 +184,7 @@ def test_custom_env_with_a_leaving_agent_and_two_kinds_matches_step_for_step():
     games = [Chase(max_cycles=6, scout_steps=2) for _ in range(E)]
     observations = [g.reset(seed=seed + e)[0] for e, g in enumerate(games)]
     obs_t = envs.reset()
-    _check_rows(envs, obs_t, games, observations, step_state=[None] * E)
+    _check_rows(envs, obs_t, games, observations, joint=True)
     rng = np.random.default_rng(1)
     A, left_rows, ends = 3, 0, 0
     for _ in range(20):
@@ -215,7 +214,7 @@ def test_custom_env_with_a_leaving_agent_and_two_kinds_matches_step_for_step():
                 alive = [True] * A if step.alive is None else step.alive[e * A : e * A + A].tolist()
                 assert alive == present
             observations[e] = {n: obs[n] for n in game.agents} if game.agents else obs
-        _check_rows(envs, step.obs, games, observations, step_state=[None] * E)
+        _check_rows(envs, step.obs, games, observations, joint=True)
         obs_t = step.obs
     assert left_rows > 0 and ends > 0
     envs.close()
@@ -225,15 +224,13 @@ def test_a_leaving_agent_row_is_not_alive_and_gets_nothing():
     envs = make_envs(Chase, 1, seed=0, env_kwargs={"max_cycles": 4, "scout_steps": 1})
     obs = envs.reset()
     scout = envs.agents.names.index("scout")
-    final_obs = None
     for t in range(4):
         actions = torch.ones(3, dtype=torch.long)  # the runners stay; the scout plays 1 (0.5 while there)
         step = envs.step(actions)
         if t == 0:  # the scout leaves: its last step is a termination with its reward and last observation
             assert step.terminated[scout] and step.reward[scout] == 0.5
             assert step.alive.tolist() == [True, True, False]
-            final_obs = _parts(envs, step.final_obs)["obs"][scout]
-            np.testing.assert_array_equal(final_obs, [1, 1, 2, 3, 4])
+            np.testing.assert_array_equal(_parts(envs, step.final_obs)["obs"][scout], [1, 1, 2, 3, 4])
             assert not _parts(envs, step.obs)["obs"][scout].any()  # not present: zeros
         elif t < 3:
             assert step.alive.tolist() == [True, True, False]
@@ -241,7 +238,6 @@ def test_a_leaving_agent_row_is_not_alive_and_gets_nothing():
         else:  # the game is truncated, resets in the same step, and every row is alive again
             assert step.truncated.tolist() == [True, True, False] and step.alive is None
             assert step.game_over.all()
-        # a dead row's action is never sent (the scout's action 2 would fail the env's own check)
         obs = step.obs
     assert obs.shape == (3, envs.obs_layout.shape[0])
     envs.close()
@@ -251,7 +247,8 @@ def test_dead_rows_take_any_action():
     envs = make_envs(Chase, 1, seed=0, env_kwargs={"max_cycles": 4, "scout_steps": 1})
     envs.reset()
     envs.step(torch.tensor([1, 1, 1]))
-    step = envs.step(torch.tensor([1, 1, 2]))  # 2 is not one of the scout's actions; its row is not alive
+    # 2 is not one of the scout's actions, and Chase asserts on one: the row is not alive, so it is never sent
+    step = envs.step(torch.tensor([1, 1, 2]))
     assert step.alive.tolist() == [True, True, False]
     envs.close()
 
@@ -374,3 +371,19 @@ def test_resume_starts_new_games():
     envs = make_envs(Chase, 2, seed=0)
     assert envs.state_dict() is None  # PettingZoo state cannot be saved without pickling
     envs.close()
+
+
+def test_an_aec_env_enters_where_its_conversion_is_exact():
+    simple_spread = pytest.importorskip("mpe2.simple_spread_v3")
+    connect_four = pytest.importorskip("pettingzoo.classic.connect_four_v3")
+    envs = make_envs(
+        functools.partial(simple_spread.env, max_cycles=5), 2, seed=4
+    )  # an AEC env, parallelizable
+    reference = simple_spread.parallel_env(max_cycles=5)
+    observations, _ = reference.reset(seed=5)  # game 1
+    np.testing.assert_array_equal(
+        _parts(envs, envs.reset())["obs"][3:], [observations[n] for n in envs.agents.names]
+    )
+    envs.close()
+    with pytest.raises(UserError, match="turn-based game .* --self-play"):
+        make_envs(connect_four.env, 2)
