@@ -34,7 +34,10 @@ from proxima.errors import EnvError, UserError
 from proxima.spaces import MASK_KEY, ObsLayout, action_count
 
 PREFIX = "pettingzoo:"
-ID_FORM = "pettingzoo:MODULE, a module with parallel_env() (or a simultaneous-move AEC env()), e.g. pettingzoo:mpe2.simple_spread_v3"
+ID_FORM = (
+    "pettingzoo:MODULE, a module with parallel_env() (or a simultaneous-move AEC env()), "
+    "e.g. pettingzoo:mpe2.simple_spread_v3"
+)
 
 
 def handles(env_id: str) -> bool:
@@ -68,8 +71,13 @@ def id_factory(env_id: str):
 
 def as_parallel(env, label: str):
     """``env`` as a ParallelEnv: itself, or an AEC env converted where that is exact."""
-    from pettingzoo.utils.conversions import aec_to_parallel
-    from pettingzoo.utils.env import AECEnv, ParallelEnv
+    try:
+        from pettingzoo.utils.conversions import aec_to_parallel
+        from pettingzoo.utils.env import AECEnv, ParallelEnv
+    except ImportError:
+        raise UserError(
+            "the pettingzoo backend needs PettingZoo: pip install 'proxima[multiagent]'"
+        ) from None
 
     if isinstance(env, ParallelEnv):
         return env
@@ -264,7 +272,7 @@ class PettingZooVecEnv:
         found: list[str | None] = [
             "obs" if isinstance(s, gym.spaces.Dict) and MASK_KEY in s.spaces else None for s in obs_spaces
         ]
-        _, infos = env_call(self.games[0].reset, seed=0)  # the run's own reset seeds it again
+        _, infos = env_call(self.games[0].reset)  # the run's own reset seeds it
         for i, name in enumerate(self._names):
             if found[i] is None and MASK_KEY in (infos or {}).get(name, {}):
                 found[i] = "info"
