@@ -1,6 +1,9 @@
 """Many agents as rows (docs/MULTIAGENT.md): what the actor and the critic see, one network per group, and the
 steps of agents that left kept out of the update. The backends and the probes have their own test files."""
 
+import functools
+import json
+
 import gymnasium as gym
 import pytest
 import torch
@@ -146,3 +149,38 @@ def test_each_kind_of_agent_gets_its_own_debug_variables():
     assert set(stats) == {
         f"{k}/{v}" for k in names for v in ("entropy", "approx_kl", "value_loss", "explained_variance")
     }
+
+
+class _Valid(proxima.callbacks.Callback):
+    """Keeps each rollout's valid steps."""
+
+    def __init__(self):
+        self.valid = []
+
+    def on_update_end(self, run, result):
+        self.valid.append(run.collector.buffer.valid.clone())
+
+
+def test_mappo_trains_on_a_pettingzoo_env_whose_agents_leave_and_are_of_two_kinds(tmp_path, monkeypatch):
+    from tests.test_pettingzoo_backend import Chase
+
+    sizes, update = [], proxima.trainer.update
+    monkeypatch.setattr(
+        proxima.trainer,
+        "update",
+        lambda model, opt, batch, s: sizes.append(len(batch)) or update(model, opt, batch, s),
+    )
+    seen = _Valid()
+    agent = proxima.train(env=functools.partial(Chase, max_cycles=8, scout_steps=2), algo="mappo", num_envs=2,
+                          num_steps=16, total_timesteps=96, run_dir=str(tmp_path / "run"), quiet=True, report=False,
+                          plot=False, callbacks=[seen])  # fmt: skip
+    assert agent.model.spec.agents["kinds"] == [0, 0, 1] and len(agent.model.actor.nets) == 2
+    valid = torch.stack(
+        seen.valid
+    )  # (updates, steps, games * agents): the scout leaves after 2 of up to 8 steps
+    assert sizes == valid.sum((1, 2)).tolist() and all(
+        size < 16 * 6 for size in sizes
+    )  # only the agents present
+    assert valid[..., 2::3].float().mean() <= 0.5 < valid[..., 0::3].float().mean()
+    metrics = [json.loads(line) for line in open(tmp_path / "run" / "metrics.jsonl")]
+    assert {"runner/entropy", "scout/entropy", "episodic_return/scout"} <= set(metrics[-1])
