@@ -311,7 +311,7 @@ class ProbeFlags:
     """which probes; every other flag is a `proxima train` flag (proxima train --help), --total-timesteps and --run-dir as below"""
 
     probes: Annotated[tuple[str, ...], tyro.conf.arg(metavar="NAME [NAME ...]")] = ()
-    """which probes to run (none given: those that apply: the image probes for an agent whose env gives images, as --config atari's; the others for any other agent, and the memory probe for a recurrent one)"""
+    """which probes to run (none given: those that apply: the image probes for an agent whose env gives images, as --config atari's; the coordination and central-critic probes for a multi-agent one, as --algo ippo or mappo; the others for any other agent, and the memory probe for a recurrent one)"""
 
 
 PROBE_ABOUT = """Trains the agent that `proxima train` would build with the same flags (--algo, --config,

@@ -4,7 +4,7 @@ Each probe has one exact answer and isolates one component (``proxima/envs/probe
 that each probe relies only on the parts the earlier ones checked. So the first failure points at the broken
 part, and later failures are usually the same bug seen again. Probes 1-5 have the PPO tutorial's
 tolerances (docs/SEEDS.md);
-the continuous probe's are proxima's.
+the continuous probe's and the multi-agent probes' are proxima's.
 """
 
 from __future__ import annotations
@@ -181,22 +181,98 @@ MEMORY_PROBES = [
     Probe("memory", "proxima/ProbeMemory-v0", "the action named by the first of four observations",
           "LSTM: its state, its reset at episode starts, or the replay of sequences", 60_000, _memory),
 ]  # fmt: skip
-PROBE_NAMES = [p.name for p in PROBES + IMAGE_PROBES + MEMORY_PROBES]
+
+
+# Multi-agent probes (docs/MULTIAGENT.md): envs of two agents whose rows the trainer sees through AgentSpec. Their
+# checks query the agent on the env's own packed rows, so the actor and the critic read from them what they read
+# in training (MAPPO's critic the "state" part; IPPO's the agent's "obs" and "agent" parts).
+MULTIAGENT_ALGOS = ("ippo", "mappo")
+
+
+def _centralized_critic(args: PPOArgs) -> bool:
+    """Whether the agent's critic sees the global state (MAPPO's) rather than only its agent's view (IPPO's)."""
+    return args.algorithm.algo == "mappo"
+
+
+def _games(env_id: str, own: list[list[float]]):
+    """The packed rows, as the probe env ``env_id`` gives them, of one game per entry of ``own`` (each agent's
+    own observation): game-major, agent by agent."""
+    from proxima.envs.native import NATIVE_ENVS
+
+    return NATIVE_ENVS[env_id](len(own)).observe(torch.tensor(own, dtype=torch.float32))
+
+
+def _coordination(model: ActorCritic, args: PPOArgs):
+    """P(both agents choose the same action) = 1, and V = 1 for both: the agents agreed on one action."""
+    values, logits = _fresh(model, _games("proxima/ProbeCoordination-v0", [[0.0, 0.0]]))
+    probs = model.head.probs(logits)
+    p_same = float((probs[0] * probs[1]).sum())
+    expected, learned = "P(same action) = 1 ± 0.02", f"P(same) = {p_same:.4f}, π(0) = {_fmt(probs[:, 0])}"
+    passed = 1 - p_same <= 0.02
+    if model.critic is not None and not args.network.norm_reward:
+        expected += ", V = 1 ± 0.05"
+        learned += f", V = {_fmt(values)}"
+        passed &= bool(((values - 1).abs() <= 0.05).all())
+    return expected, learned, passed
+
+
+# The agents' bits in the four kinds of game, each as likely
+CENTRAL_STATES = [[0.0, 0.0], [0.0, 1.0], [1.0, 0.0], [1.0, 1.0]]
+
+
+def _central_values(model: ActorCritic, args: PPOArgs):
+    """The reward (the sum of the two agents' bits) as each critic can know it. A critic that sees the state
+    (MAPPO's) values every game exactly: V = 0, 1, 1, 2 for the bits (0,0), (0,1), (1,0), (1,1), squared error
+    0. One that sees only its agent's bit (IPPO's) knows the other's only on average: V = its own bit + 0.5, and
+    it keeps the other bit's variance, 0.25, as its squared error. Each agent is checked against its own
+    critic's answer: MAPPO's fails where its critic does not read the state, IPPO's where the other agent's bit
+    leaks into its critic."""
+    if model.critic is None or args.network.norm_reward:
+        return "V per game", "n/a: " + ("no critic" if model.critic is None else "values are scaled"), None
+    values, _ = _fresh(model, _games("proxima/ProbeCentralCritic-v0", CENTRAL_STATES))
+    bits = torch.tensor(CENTRAL_STATES)  # (games, agents), rows in the env's order: game-major
+    reward = bits.sum(dim=1).repeat_interleave(2)
+    error = float(((values - reward) ** 2).mean())
+    learned = f"V = {_fmt(values)} (squared error {error:.4f})"
+    if _centralized_critic(args):
+        expected, target = "V(bits 00, 01, 10, 11) = 0, 1, 1, 2 ± 0.05: the state's", reward
+    else:
+        expected, target = (
+            "V = own bit + 0.5 ± 0.05 (squared error 0.25): its own view's",
+            bits.reshape(-1) + 0.5,
+        )
+    return expected, learned, bool(((values - target).abs() <= 0.05).all())
+
+
+# For multi-agent agents (--algo ippo or mappo, or a multi-agent env), in place of the single-agent probes.
+MULTIAGENT_PROBES = [
+    Probe("coordination", "proxima/ProbeCoordination-v0", "two agents paid only for choosing the same action",
+          "per-agent rows: their rewards, advantages or shared policy", 30_000, _coordination),
+    Probe("central-critic", "proxima/ProbeCentralCritic-v0", "a reward only the global state predicts",
+          "critic's input (MAPPO's must read the state; IPPO's only its agent's view)", 30_000, _central_values),
+]  # fmt: skip
+PROBE_NAMES = [p.name for p in PROBES + IMAGE_PROBES + MEMORY_PROBES + MULTIAGENT_PROBES]
 
 
 def probes_for(args: PPOArgs) -> list[Probe]:
     """The probes that apply to the agent ``args`` builds: the image probes where its env gives images (the
     vector probes would train a network it does not have: a linear head on one number, at Atari's learning
-    rate, needs 20x their budgets), probes 1-5 and the continuous one otherwise."""
+    rate, needs 20x their budgets), the multi-agent probes for a multi-agent agent (``--algo ippo`` or
+    ``mappo``, or a multi-agent env), probes 1-5 and the continuous one otherwise."""
     from proxima.encoders import encoder_for
     from proxima.envs import make_vec_env
-    from proxima.envs.interface import obs_layout
+    from proxima.envs.interface import agent_spec, obs_layout
 
+    if args.algorithm.algo in MULTIAGENT_ALGOS:
+        return MULTIAGENT_PROBES
     envs = make_vec_env(args.env.env_id, 1, backend=args.env.env_backend)
     try:
         images = encoder_for(obs_layout(envs)) == "nature-cnn"
+        many = agent_spec(envs) is not None
     finally:
         envs.close()
+    if many:
+        return MULTIAGENT_PROBES
     return IMAGE_PROBES if images else PROBES + (MEMORY_PROBES if args.network.recurrent else [])
 
 
@@ -249,7 +325,7 @@ def run_probes(
         norm_value = False
 
     chosen = (
-        [p for p in PROBES + IMAGE_PROBES + MEMORY_PROBES if p.name in names]
+        [p for p in PROBES + IMAGE_PROBES + MEMORY_PROBES + MULTIAGENT_PROBES if p.name in names]
         if names is not None
         else probes_for(args)
     )
@@ -261,6 +337,8 @@ def run_probes(
             )  # kept where it runs the probe env (native, gymnasium), else auto's
             if backend != "auto" and not get_backend(backend).handles(probe.env_id):
                 backend = "auto"
+            if probe in MULTIAGENT_PROBES:  # batched torch envs, not Gymnasium's (which takes any id)
+                backend = "native"
             probe_args = args.replace(
                 env_id=probe.env_id,
                 env_backend=backend,

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from proxima.envs.interface import Step
+from proxima.envs.interface import AgentSpec, Step
 from proxima.envs.registry import register_backend
 from proxima.errors import UserError
 from proxima.spaces import ObsLayout
@@ -527,12 +527,118 @@ def probe_images() -> Tensor:
     return ProbeImageValue(2)._observe(torch.tensor([[0.0, 0.0], [1.0, 0.0]], dtype=torch.float64))
 
 
+class _MultiAgentProbe:
+    """Base of the multi-agent probes (``proxima.envs.probes`` says what each tests): ``num_envs`` games of two
+    agents as ``2 * num_envs`` rows (``AgentSpec``; row ``2e + a`` is agent ``a`` of game ``e``), each row's
+    observation the packed Dict of ``"obs"`` (the agent's own), ``"agent"`` and ``"state"`` (both agents'
+    ``"obs"`` side by side). Every episode is one step, so every row is alive at every step. Game ``e`` draws
+    from its own seeded stream (seed + e), as the single-agent probes do."""
+
+    names = ("agent_0", "agent_1")
+    single_action_space: gym.spaces.Discrete
+
+    def __init__(self, num_envs: int, *, seed: int | None = None, device: torch.device | str = "cpu"):
+        agents = len(self.names)
+        self.agents = AgentSpec(self.names, (0,) * agents, num_envs)
+        self.num_envs = num_envs * agents
+        self.device = torch.device(device)
+        self._seed = seed
+        self.rng = CounterRNG(num_envs, self.device)
+        self.own = torch.zeros(num_envs, agents, dtype=torch.float32, device=self.device)
+        self.single_observation_space = gym.spaces.Dict(
+            [  # a list keeps the keys in this order (a dict's would be sorted)
+                ("obs", gym.spaces.Box(0.0, 1.0, shape=(1,), dtype=np.float32)),
+                ("agent", gym.spaces.Discrete(agents)),
+                ("state", gym.spaces.Box(0.0, 1.0, shape=(agents,), dtype=np.float32)),
+            ]
+        )
+        self.obs_layout = ObsLayout(self.single_observation_space)
+
+    def reset(self, seed: int | None = None) -> Tensor:
+        seed, self._seed = (self._seed if seed is None else seed), None
+        self.rng.seed(0 if seed is None else seed)
+        self.own = self._draw()
+        return self.observe(self.own)
+
+    def step(self, actions: Tensor) -> Step:
+        games = self.agents.num_envs
+        reward = self._reward(self.own, actions.to(self.device).reshape(games, -1)).reshape(-1)
+        final_obs = self.observe(self.own)
+        self.own = self._draw()  # every game ends at every step and starts its next episode at once
+        done = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
+        return Step(self.observe(self.own), reward.to(torch.float32), done, ~done, final_obs)
+
+    def observe(self, own: Tensor) -> Tensor:
+        """The packed rows of games whose agents observe ``own`` (games x agents): ``(games * agents, 1 + 1 +
+        agents)`` float32, each row its own observation, its agent index and the state."""
+        games, agents = own.shape
+        index = torch.arange(agents, dtype=own.dtype, device=own.device).expand(games, agents)
+        state = own.unsqueeze(1).expand(games, agents, agents)
+        return torch.cat((own.unsqueeze(2), index.unsqueeze(2), state), dim=2).reshape(games * agents, -1)
+
+    def close(self) -> None:
+        pass
+
+    def call(self, name: str, *args, **kwargs) -> tuple:
+        raise UserError(NO_ENV_OBJECTS)
+
+    def set_attr(self, name: str, values) -> None:
+        raise UserError(NO_ENV_OBJECTS)
+
+    def state_dict(self) -> dict[str, Tensor]:
+        return {"own": self.own, "rng_key": self.rng.key, "rng_counter": self.rng.counter}
+
+    def load_state_dict(self, state: dict[str, Tensor]) -> None:
+        self._seed = None
+        self.own = state["own"].to(self.device, torch.float32)
+        self.rng.key = state["rng_key"].to(self.device, torch.int64)
+        self.rng.counter = state["rng_counter"].to(self.device, torch.int64)
+
+    def _draw(self) -> Tensor:
+        """Every game's next observations, ``(games, agents)``."""
+        return torch.zeros_like(self.own)
+
+    def _reward(self, own: Tensor, actions: Tensor) -> Tensor:
+        """``(games, agents)`` rewards of ``actions`` (games x agents) in games whose agents observe ``own``."""
+        raise NotImplementedError
+
+
+class ProbeCoordination(_MultiAgentProbe):
+    """Two agents, observation 0, two actions each: both are paid 1 when they chose the same action, else 0."""
+
+    single_action_space = gym.spaces.Discrete(2)
+
+    def _reward(self, own, actions):
+        same = (actions[:, 0] == actions[:, 1]).to(torch.float32)
+        return same.unsqueeze(1).expand_as(own)
+
+
+class ProbeCentralCritic(_MultiAgentProbe):
+    """Two agents, each observing a random bit of its own, one action: both are paid the sum of the two bits.
+    An agent's own bit leaves the other's unknown, so only a critic that sees the state, both bits, can value a
+    game exactly."""
+
+    single_action_space = gym.spaces.Discrete(1)
+
+    def _draw(self):
+        every_game = torch.ones(self.agents.num_envs, dtype=torch.bool, device=self.device)
+        return (self.rng.uniform(len(self.names), 0.0, 1.0, advance=every_game) < 0.5).to(torch.float32)
+
+    def _reward(self, own, actions):
+        return own.sum(dim=1, keepdim=True).expand_as(own)
+
+
 PROBE_ENVS = {
     **{
         f"proxima/Probe{i}-v0": cls for i, cls in enumerate([Probe1, Probe2, Probe3, Probe4, Probe5], start=1)
     },
     "proxima/ProbeContinuous-v0": ProbeContinuous,
     "proxima/ProbeMemory-v0": ProbeMemory,
+}
+# Multi-agent VecEnvs (AgentSpec): served by this backend only; they are not Gymnasium envs.
+MULTIAGENT_PROBE_ENVS = {
+    "proxima/ProbeCoordination-v0": ProbeCoordination,
+    "proxima/ProbeCentralCritic-v0": ProbeCentralCritic,
 }
 IMAGE_PROBE_ENVS = {
     "proxima/ProbeImageValue-v0": ProbeImageValue,
@@ -544,6 +650,7 @@ NATIVE_PROBES = [env_id for env_id in PROBE_ENVS if env_id != "proxima/ProbeMemo
 
 NATIVE_ENVS = {
     **{env_id: PROBE_ENVS[env_id] for env_id in NATIVE_PROBES},
+    **MULTIAGENT_PROBE_ENVS,
     "CartPole-v1": CartPole,
     "proxima/CartPoleNoVelocity-v1": CartPoleNoVelocity,
     "Acrobot-v1": Acrobot,

@@ -21,6 +21,14 @@ converge to 0.5 and V(0) to minus its variance. Tests the continuous head (log-p
 ProbeImageValue and ProbeImagePolicy: probes 2 and 5 seen through a 1x36x36 image (one half bright), for the
 CNN encoder.
 
+Multi-agent probes (two agents per game, one row each, ``proxima.envs.interface.AgentSpec``; one step):
+ProbeCoordination: observation 0, two actions each; both agents are paid 1 when they chose the same action, else
+0: P(same action) = 1, V = 1. Tests the per-agent rows, their rewards and advantages, and the shared policy.
+ProbeCentralCritic: each agent sees a random bit of its own, one action; both are paid the sum of the bits. A
+critic that sees the state (MAPPO's) learns V = the sum; one that sees only its agent's bit (IPPO's) can only
+learn V = its bit + 0.5. Tests what each critic reads. These two are native envs only (``native.MULTIAGENT_PROBE_ENVS``):
+a Gymnasium env has one agent.
+
 Each probe is written once, as a batched native env (``proxima.envs.native``); the Gymnasium env of the same id
 is one native env behind ``gym.Env``'s API (``FromNative``), so the two backends play the same probe.
 """
