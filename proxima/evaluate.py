@@ -104,12 +104,15 @@ def evaluate(
         env_kwargs = source.get("env_kwargs")  # another id too: re-registered under a module:ID, say
     name = env if isinstance(env, str) else describe_env(env)[0]
     n = env.num_envs if isinstance(env, gym.vector.VectorEnv) else min(episodes, max_envs)
+    agents = agent.model.spec.agents
+    if agents is not None:  # games of several agents, each agent's episode one of the episodes
+        n = -(-n // len(agents["names"]))
     try:
         envs = make_envs(
             env,
             n,
             env_kwargs=env_kwargs,
-            backend="gymnasium",
+            backend="gymnasium" if agents is None else "auto",  # many agents: the backend that has the id
             device=agent.device,
             video_dir=video_dir,
             video_episodes=-(-episodes // n),

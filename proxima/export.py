@@ -99,10 +99,14 @@ class ExportedPolicy(nn.Module):
         self.env_actions = EnvActions(action_space)
         self.packed_dtype = self.layout.dtype
         inputs: list[Port] = []
-        self.sources: list[int] = []  # for each part of the packed vector, which input holds it
+        self.sources: list[int | None] = []  # for each part of the packed vector, which input holds it
         if not self.layout.packed:
             inputs.append(Port("obs", np.dtype(observation_space.dtype).name, tuple(observation_space.shape)))
         for part in self.layout.parts:
+            if model.spec.agents is not None and part.path == ("state",):
+                # the shared actor of many agents acts on what each agent observes: the file takes no global state
+                self.sources.append(None)
+                continue
             if part.kind == "mask":
                 port = Port(MASK_KEY, "bool", (part.size,))
             else:
@@ -131,7 +135,15 @@ class ExportedPolicy(nn.Module):
             return leaves[0]
         batch = leaves[0].shape[0]
         # as ObsLayout.pack: each leaf flattened after its batch axis, side by side, in the packed dtype
-        return torch.cat([leaves[i].reshape(batch, -1).to(self.packed_dtype) for i in self.sources], dim=-1)
+        return torch.cat(
+            [
+                leaves[i].reshape(batch, -1).to(self.packed_dtype)
+                if i is not None
+                else leaves[0].new_zeros((batch, part.size), dtype=self.packed_dtype)
+                for i, part in zip(self.sources, self.layout.parts, strict=True)
+            ],
+            dim=-1,
+        )
 
     def forward(self, *inputs: Tensor):
         obs = self._pack(inputs[: self.n_obs_inputs])

@@ -5,6 +5,7 @@ import functools
 import json
 
 import gymnasium as gym
+import numpy as np
 import pytest
 import torch
 
@@ -15,6 +16,7 @@ from proxima.networks import ActorCritic, Grouped, NetworkSettings, NetworkSpec
 from proxima.spaces import ObsLayout
 from proxima.storage import RolloutBuffer, minibatches
 
+pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated:DeprecationWarning")
 AGENTS = 3
 SPACE = gym.spaces.Dict(
     {
@@ -184,3 +186,21 @@ def test_mappo_trains_on_a_pettingzoo_env_whose_agents_leave_and_are_of_two_kind
     assert valid[..., 2::3].float().mean() <= 0.5 < valid[..., 0::3].float().mean()
     metrics = [json.loads(line) for line in open(tmp_path / "run" / "metrics.jsonl")]
     assert {"runner/entropy", "scout/entropy", "episodic_return/scout"} <= set(metrics[-1])
+
+
+def test_a_mappo_agent_evaluates_on_its_games_and_exports_the_shared_actor_without_the_state(tmp_path):
+    run_dir = str(tmp_path / "run")
+    agent = proxima.train(env_id="pettingzoo:mpe2.simple_spread_v3", algo="mappo", env_kwargs={"max_cycles": 5},
+                          num_envs=2, num_steps=10, total_timesteps=40, run_dir=run_dir, quiet=True, report=False,
+                          plot=False)  # fmt: skip
+    returns = proxima.evaluate(agent, episodes=6, deterministic=True)
+    assert len(returns) == 6 and np.isfinite(returns).all()  # 2 games x 3 agents, one episode each
+    path = proxima.export(run_dir, "torchscript")
+    ports = json.load(open(path + ".json"))["inputs"]
+    assert [p["name"] for p in ports] == ["obs/obs", "obs/agent"]  # the file never takes the global state
+    envs = proxima.envs.make_envs("pettingzoo:mpe2.simple_spread_v3", 2, env_kwargs={"max_cycles": 5}, seed=3)
+    rows = envs.reset()
+    layout = envs.obs_layout
+    agent_col, own = (next(p.span for p in layout.parts if p.path == (k,)) for k in ("agent", "obs"))
+    exported = torch.jit.load(path)(rows[:, own], rows[:, agent_col].long().squeeze(1))
+    assert torch.equal(exported, agent.model.predict(rows, deterministic=True))
