@@ -19,6 +19,7 @@ from proxima.distributions import make_head
 from proxima.encoders import check_spaces, encoder_for
 from proxima.envs import make_vec_env
 from proxima.envs.gymnasium_backend import EnvMaker, check_step_api, find_obs_layout
+from proxima.envs.interface import agent_spec, obs_layout
 from proxima.envs.registry import resolve_backend
 from proxima.errors import EnvError, UserError
 
@@ -30,6 +31,11 @@ def check_env(
 ) -> tuple[list[str], list[str], list[str]]:
     """``(report, warnings, problems)``: lines saying what proxima will do with ``env_id``, what Gymnasium's
     checker found, and why proxima cannot train on it (empty: it will train)."""
+    backend = resolve_backend(env_id, num_envs=num_envs, env_kwargs=bool(env_kwargs))
+    if backend not in ("gymnasium", "native"):  # a backend of its own may be one of many agents
+        many = _multi_agent(env_id, env_kwargs, backend, num_envs)
+        if many is not None:
+            return many
     report, found, problems = [], [], []
     env = EnvMaker(env_id, env_kwargs or {})(checked=True)  # a bad id or constructor: a UserError, one line
     try:
@@ -57,13 +63,34 @@ def check_env(
         )
         report.append(f"encoder: {encoder_for(layout)} (--encoder picks another)")
         report.append(f"action head: {type(head).__name__}")
-        backend = resolve_backend(env_id, num_envs=num_envs, env_kwargs=bool(env_kwargs))
         report.append(f"backend: {backend} (auto's choice at {num_envs} envs; --env-backend picks another)")
         problems += _random_steps(env_id, env_kwargs, backend, num_envs)
         found += _gymnasium_check(env)
     finally:
         env.close()
     return report, found, problems
+
+
+def _multi_agent(env_id: str, env_kwargs: dict | None, backend: str, num_envs: int):
+    """``check_env``'s answer for an env of many agents (docs/MULTIAGENT.md), or None for one of one agent."""
+    envs = make_vec_env(env_id, num_envs, backend=backend, seed=0, env_kwargs=env_kwargs)
+    try:
+        agents = agent_spec(envs)
+        if agents is None:
+            return None
+        layout = obs_layout(envs)
+        sizes = {p.name: p.size for p in layout.parts}
+        report = [
+            f"backend: {backend}: {agents.num_agents} agents a game ({', '.join(agents.names)}), "
+            f"{agents.num_kinds} kind(s) (one network each); {num_envs} games are {envs.num_envs} rows",
+            f"each agent observes {sizes['obs']} values (its own, padded to the largest kind's) and its index; "
+            f"MAPPO's critic sees a global state of {sizes['state']}",
+            f"action space: {envs.single_action_space}"
+            + (", with per-agent action masks" if layout.mask_part is not None else ""),
+        ]
+    finally:
+        envs.close()
+    return report, [], _random_steps(env_id, env_kwargs, backend, num_envs)
 
 
 def _random_steps(env_id: str, env_kwargs: dict | None, backend: str, num_envs: int) -> list[str]:
@@ -76,7 +103,7 @@ def _random_steps(env_id: str, env_kwargs: dict | None, backend: str, num_envs: 
         envs.reset(seed=0)
         space = envs.single_action_space
         for t in range(RANDOM_STEPS):
-            actions = np.stack([space.sample() for _ in range(num_envs)])
+            actions = np.stack([space.sample() for _ in range(envs.num_envs)])  # a row each: an agent of many
             step = envs.step(torch.as_tensor(actions))
             for name, value in (("observation", step.obs), ("reward", step.reward)):
                 if value.is_floating_point() and not torch.isfinite(value).all():

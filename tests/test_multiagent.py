@@ -204,3 +204,15 @@ def test_a_mappo_agent_evaluates_on_its_games_and_exports_the_shared_actor_witho
     agent_col, own = (next(p.span for p in layout.parts if p.path == (k,)) for k in ("agent", "obs"))
     exported = torch.jit.load(path)(rows[:, own], rows[:, agent_col].long().squeeze(1))
     assert torch.equal(exported, agent.model.predict(rows, deterministic=True))
+
+
+def test_check_env_says_what_a_game_of_many_agents_becomes():
+    from proxima.checkenv import check_env
+
+    report, warnings, problems = check_env("pettingzoo:mpe2.simple_spread_v3", {"max_cycles": 5}, num_envs=2)
+    assert problems == [] and warnings == []
+    assert (
+        "3 agents a game (agent_0, agent_1, agent_2), 1 kind(s)" in report[0]
+        and "2 games are 6 rows" in report[0]
+    )
+    assert "global state of 54" in report[1]
