@@ -45,6 +45,11 @@ class Batch:
         return Batch(*(getattr(self, f.name)[index] for f in fields(self)))
 
     sequences = None  # what a recurrent agent's update replays (SequenceBatch); a flat batch has none
+    valid = None  # a SequenceBatch's steps that are samples (SequenceBatch); a flat batch holds samples only
+
+    def present(self, x: Tensor) -> Tensor:
+        """``x`` (one of the batch's tensors) at the steps that are samples: all of a flat batch's."""
+        return x if self.valid is None else x[self.valid]
 
 
 @dataclass
@@ -55,13 +60,24 @@ class SequenceBatch(Batch):
 
     starts: Tensor = None  # (T, N): 1 where obs[t] begins an episode
     memory: tuple[Tensor, Tensor] = None  # (h, c), each (layers, N, hidden), before the rollout's first step
+    # (T, N): the steps that are samples; the steps of an agent that had left are replayed through the LSTM
+    # (its memory runs on) but are no samples. None: every step is one.
+    valid: Tensor | None = None
 
     def __len__(self) -> int:
         return self.obs.shape[1]
 
     def __getitem__(self, index: Tensor) -> SequenceBatch:
-        steps = {f.name: getattr(self, f.name)[:, index] for f in fields(self) if f.name != "memory"}
-        return SequenceBatch(**steps, memory=tuple(m[:, index] for m in self.memory))
+        steps = {
+            f.name: getattr(self, f.name)[:, index] for f in fields(self) if f.name not in ("memory", "valid")
+        }
+        valid = None if self.valid is None else self.valid[:, index]
+        return SequenceBatch(**steps, memory=tuple(m[:, index] for m in self.memory), valid=valid)
+
+    def samples(self) -> Batch:
+        """The steps that are samples, as a flat batch (after the LSTM's replay, the losses need no more)."""
+        keep = self.valid
+        return Batch(*(getattr(self, f.name)[keep] for f in fields(Batch)))
 
     @property
     def sequences(self) -> tuple[Tensor, tuple[Tensor, Tensor]]:
@@ -121,8 +137,17 @@ class RolloutBuffer:
 
     def sequences(self, advantages: Tensor, returns: Tensor) -> SequenceBatch:
         """The rollout as whole env sequences, for a recurrent agent (``memory``: set by its collector)."""
+        valid = None if self.valid is None or bool(self.valid.all()) else self.valid
         return SequenceBatch(
-            self.obs, self.actions, self.logprobs, self.values, advantages, returns, self.dones, self.memory
+            self.obs,
+            self.actions,
+            self.logprobs,
+            self.values,
+            advantages,
+            returns,
+            self.dones,
+            self.memory,
+            valid,
         )
 
     def finished_episodes(self) -> tuple[list[float], list[int]]:

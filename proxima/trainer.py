@@ -498,11 +498,6 @@ class Run:
             args.algorithm.gae_lambda,
         )
         returns = advantages + buf.values
-        if args.network.recurrent and buf.valid is not None and not bool(buf.valid.all()):
-            raise UserError(
-                "an agent left its game before the game ended, and --recurrent lstm cannot skip its missing "
-                "steps yet; train this env without --recurrent"
-            )
         batch = (
             buf.sequences(advantages, returns) if args.network.recurrent else buf.flatten(advantages, returns)
         )
@@ -514,14 +509,15 @@ class Run:
         self.global_step += args.batch_size
         self._apply()  # the next update's values, in place for the callbacks and the checkpoint
         episode_returns, episode_lengths = buf.finished_episodes()
-        return_spread, value_spread = spreads(batch.values, batch.returns)
+        values, returns = batch.present(batch.values), batch.present(batch.returns)
+        return_spread, value_spread = spreads(values, returns)
         record = {
             "global_step": self.global_step,
             "learning_rate": learning_rate,
             # the values in force of the settings that changed or change (a run without any logs none of them)
             **{name: in_force[name] for name in ADJUSTABLE[1:] if name in in_force},
             **stats,
-            "explained_variance": explained_variance(batch.values, batch.returns),
+            "explained_variance": explained_variance(values, returns),
             "episodic_return": float(np.mean(episode_returns)) if episode_returns else None,
             "episodic_length": float(np.mean(episode_lengths)) if episode_lengths else None,
             **self._per_agent(buf),

@@ -63,7 +63,7 @@ def update(model: ActorCritic, optimizer: Adam, batch: Batch, settings: UpdateSe
     mean over all minibatches.
     """
     clipfracs, losses, grad_norms = [], [], []
-    model.update_value_normalization(batch.returns, settings.value_norm_horizon)
+    model.update_value_normalization(batch.present(batch.returns), settings.value_norm_horizon)
     # With --norm-value the critic's errors are measured in standard deviations of its targets, the scale its
     # network predicts in; dividing values, old values and returns alike keeps the clipped loss consistent.
     # The batch's share is divided once here; each minibatch divides only its new values.
@@ -74,6 +74,13 @@ def update(model: ActorCritic, optimizer: Adam, batch: Batch, settings: UpdateSe
         for index in minibatches(len(batch), settings.num_minibatches, batch.obs.device):  # detail 6
             mb = batch[index]
             logprobs, entropy, values = model.evaluate(mb.obs, mb.actions, mb.sequences)
+            if mb.valid is not None:  # sequences with steps of agents that had left: the samples alone
+                logprobs, entropy, values, mb = (
+                    logprobs[mb.valid],
+                    entropy[mb.valid],
+                    values[mb.valid],
+                    mb.samples(),
+                )
             pg_loss = settings.policy_loss(logprobs, mb, settings.clip_coef, settings.norm_adv)
             if scale is not None:
                 values = values / scale
@@ -116,6 +123,13 @@ def group_diagnostics(model: ActorCritic, batch: Batch, kinds: list[int], names:
     over the whole batch: ``NAME/entropy``, ``NAME/approx_kl`` (from the rollout's policy), and the critic's
     ``NAME/value_loss`` (in the update's units) and ``NAME/explained_variance``. One forward pass."""
     logprobs, entropy, values = model.evaluate(batch.obs, batch.actions, batch.sequences)
+    if batch.valid is not None:
+        logprobs, entropy, values, batch = (
+            logprobs[batch.valid],
+            entropy[batch.valid],
+            values[batch.valid],
+            batch.samples(),
+        )
     scale = model.normalization.value_scale()
     scale = 1.0 if scale is None else scale
     kind = torch.tensor(kinds, device=batch.obs.device)[batch.obs[..., model.agent_column].long()]

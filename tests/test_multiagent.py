@@ -99,6 +99,13 @@ def test_the_steps_of_an_agent_that_left_are_not_samples():
     advantages = torch.arange(12.0).view(4, 3)
     batch = buf.flatten(advantages, advantages)
     assert len(batch) == 10 and 5.0 not in batch.advantages.tolist() and 8.0 not in batch.advantages.tolist()
+    buf.memory = (
+        torch.zeros(1, 3, 8),
+        torch.zeros(1, 3, 8),
+    )  # a recurrent agent's: whole sequences, same samples
+    sequences = buf.sequences(advantages, advantages)
+    assert len(sequences) == 3 and torch.equal(sequences.samples().advantages, batch.advantages)
+    assert sequences[torch.tensor([2])].valid[:, 0].tolist() == [True, False, False, True]
     parts = minibatches(len(batch), 4)  # 10 samples in 4 minibatches: sizes 3, 3, 2, 2, each once
     assert sorted(torch.cat(parts).tolist()) == list(range(10)) and sorted(map(len, parts)) == [2, 2, 3, 3]
     # where the count divides the batch, the minibatches are those of a single-agent run, draw for draw
@@ -216,3 +223,22 @@ def test_check_env_says_what_a_game_of_many_agents_becomes():
         and "2 games are 6 rows" in report[0]
     )
     assert "global state of 54" in report[1]
+
+
+def test_a_recurrent_mappo_agent_replays_whole_sequences_but_learns_from_the_agents_present(
+    tmp_path, monkeypatch
+):
+    from tests.test_pettingzoo_backend import Chase
+
+    seen, update = [], proxima.trainer.update
+    monkeypatch.setattr(
+        proxima.trainer,
+        "update",
+        lambda model, opt, batch, s: seen.append(batch) or update(model, opt, batch, s),
+    )
+    proxima.train(env=functools.partial(Chase, max_cycles=8, scout_steps=2), algo="mappo", recurrent="lstm",
+                  lstm_hidden_size=16, num_envs=2, num_minibatches=2, num_steps=16, total_timesteps=64,
+                  run_dir=str(tmp_path / "run"), quiet=True, report=False, plot=False)  # fmt: skip
+    assert all(len(b) == 6 and b.valid is not None and not bool(b.valid[:, 2::3].all()) for b in seen)
+    metrics = [json.loads(line) for line in open(tmp_path / "run" / "metrics.jsonl")]
+    assert all(np.isfinite(m["value_loss"]) and np.isfinite(m["scout/entropy"]) for m in metrics)
