@@ -209,16 +209,8 @@ class RecurrentCollector(RolloutCollector):
     to step and rollout to rollout, zeroed where an episode starts, and stored in the buffer at the start of each
     rollout, where the update's replay of the sequences begins."""
 
-    def __init__(
-        self,
-        envs: VecEnv,
-        num_steps: int,
-        gamma: float,
-        model: ActorCritic,
-        seed: int | None = None,
-        team_reward: bool = False,
-    ):
-        super().__init__(envs, num_steps, gamma, model, seed, team_reward=team_reward)
+    def __init__(self, envs: VecEnv, num_steps: int, gamma: float, model: ActorCritic, **options):
+        super().__init__(envs, num_steps, gamma, model, **options)
         self.memory = model.initial_memory(envs.num_envs, envs.device)
 
     @torch.no_grad()

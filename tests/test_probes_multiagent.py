@@ -10,7 +10,6 @@ import pytest
 import torch
 
 import proxima.probe
-from proxima.cli import main
 from proxima.config import PPOArgs
 from proxima.distributions import CategoricalHead
 from proxima.envs import make_vec_env, native
@@ -19,6 +18,7 @@ from proxima.envs.native import ProbeCentralCritic, ProbeCoordination
 from proxima.errors import UserError
 from proxima.normalization import Normalization
 from proxima.probe import MULTIAGENT_PROBES, PROBE_NAMES, probes_for, run_probes
+from tests.test_probe import _probe
 
 
 def _has_multiagent_algos() -> bool:
@@ -213,20 +213,9 @@ def test_the_multiagent_probes_run_on_the_native_backend_whatever_the_agents_bac
 # --- learning: the probes solved --------------------------------------------------------------------------------
 
 
-def _table(capsys, *argv):
-    code = main(["probe", *argv])
-    out = capsys.readouterr().out
-    rows = {
-        line.split("│")[1].strip(): line
-        for line in out.splitlines()
-        if line.startswith("│") and line.split("│")[1].strip()
-    }
-    return code, out, rows
-
-
 @pytest.mark.slow
 def test_the_default_agent_solves_coordination(capsys):
-    code, out, rows = _table(capsys, "--probes", "coordination")
+    code, out, rows = _probe(capsys, "--probes", "coordination")
     assert code == 0 and "│ pass" in rows["coordination"], out
 
 
@@ -243,11 +232,11 @@ class BlindCentralCritic(ProbeCentralCritic):
 def test_a_critic_blind_to_the_state_fails_the_mappo_check_and_passes_the_ippo_one(capsys, monkeypatch):
     monkeypatch.setitem(native.NATIVE_ENVS, CENTRAL, BlindCentralCritic)
     monkeypatch.setattr(proxima.probe, "_centralized_critic", lambda args: True)
-    code, out, rows = _table(capsys, "--probes", "central-critic")
+    code, out, rows = _probe(capsys, "--probes", "central-critic")
     assert code == 1 and "│ FAIL" in rows["central-critic"], out
     assert "first failure: probe central-critic, which points to the critic's input" in out.replace("\n", " ")
     monkeypatch.setattr(proxima.probe, "_centralized_critic", lambda args: False)
-    code, out, rows = _table(capsys, "--probes", "central-critic")
+    code, out, rows = _probe(capsys, "--probes", "central-critic")
     assert code == 0 and "│ pass" in rows["central-critic"], out
 
 
@@ -255,7 +244,7 @@ def test_a_critic_blind_to_the_state_fails_the_mappo_check_and_passes_the_ippo_o
 @pytest.mark.slow
 @pytest.mark.parametrize("algo", ["ippo", "mappo"])
 def test_ippo_and_mappo_pass_both_multiagent_probes(capsys, algo):
-    code, out, rows = _table(capsys, "--algo", algo)  # no --probes: the multi-agent ones are chosen
+    code, out, rows = _probe(capsys, "--algo", algo)  # no --probes: the multi-agent ones are chosen
     assert code == 0, out
     assert set(rows) == {"coordination", "central-critic"}, out
     assert all("│ pass" in row for row in rows.values()), out
@@ -267,5 +256,5 @@ def test_ippo_and_mappo_pass_both_multiagent_probes(capsys, algo):
 def test_the_central_critic_probe_tells_ippos_critic_from_mappos(capsys, monkeypatch, trained, checked_as):
     """IPPO's critic, checked as MAPPO's, lacks the state; MAPPO's, checked as IPPO's, has what IPPO's must not."""
     monkeypatch.setattr(proxima.probe, "_centralized_critic", lambda args: checked_as)
-    code, out, rows = _table(capsys, "--algo", trained, "--probes", "central-critic")
+    code, out, rows = _probe(capsys, "--algo", trained, "--probes", "central-critic")
     assert code == 1 and "│ FAIL" in rows["central-critic"], out

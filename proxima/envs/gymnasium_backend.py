@@ -535,6 +535,18 @@ class EnvMaker:
 def _construct(make, label: str, render_mode: str | None, kwargs: dict) -> gym.Env:
     """``make(**kwargs)``, an id's or a user's factory (with ``render_mode`` when video asks for one), checked
     to be a Gymnasium env; what the constructor raises becomes one line that names ``label``."""
+    env = construct(make, label, render_mode, kwargs)
+    if not isinstance(env, gym.Env):
+        raise UserError(
+            f"{label} returned {_shape_of(env)}, not a gymnasium.Env; give env= a class or function that "
+            "returns one env, or a gymnasium.vector.VectorEnv"
+        )
+    return env
+
+
+def construct(make, label: str, render_mode: str | None, kwargs: dict):
+    """``make(**kwargs)`` (with ``render_mode`` when video asks for one), whatever it returns; what the
+    constructor raises becomes one line that names ``label``."""
     if render_mode is not None:
         kwargs = {**kwargs, "render_mode": render_mode}
     try:
@@ -550,11 +562,6 @@ def _construct(make, label: str, render_mode: str | None, kwargs: dict) -> gym.E
         raise
     except Exception as e:  # the user's constructor itself failed
         raise EnvError(f"{label}'s constructor raised {type(e).__name__}: {e}") from e
-    if not isinstance(env, gym.Env):
-        raise UserError(
-            f"{label} returned {_shape_of(env)}, not a gymnasium.Env; give env= a class or function that "
-            "returns one env, or a gymnasium.vector.VectorEnv"
-        )
     return env
 
 

@@ -73,7 +73,20 @@ NO_ENV_OBJECTS = (
 )
 
 
-class NativeVecEnv:
+class _Batched:
+    """What every native env has in common: nothing to close, and no per-env objects."""
+
+    def close(self) -> None:
+        pass
+
+    def call(self, name: str, *args, **kwargs) -> tuple:
+        raise UserError(NO_ENV_OBJECTS)
+
+    def set_attr(self, name: str, values) -> None:
+        raise UserError(NO_ENV_OBJECTS)
+
+
+class NativeVecEnv(_Batched):
     """Base of the native envs: time limit, auto-reset and final observations around ``_dynamics``."""
 
     max_episode_steps: int
@@ -122,15 +135,6 @@ class NativeVecEnv:
         self.elapsed.masked_fill_(done, 0)
         obs = torch.where(done.view(-1, *(1,) * (final_obs.dim() - 1)), self._observe(self.state), final_obs)
         return Step(obs, reward, terminated, truncated, final_obs)
-
-    def close(self) -> None:
-        pass
-
-    def call(self, name: str, *args, **kwargs) -> tuple:
-        raise UserError(NO_ENV_OBJECTS)
-
-    def set_attr(self, name: str, values) -> None:
-        raise UserError(NO_ENV_OBJECTS)
 
     def state_dict(self) -> dict[str, Tensor]:
         """Everything the next steps depend on, so a checkpoint can continue the very same episodes."""
@@ -527,7 +531,7 @@ def probe_images() -> Tensor:
     return ProbeImageValue(2)._observe(torch.tensor([[0.0, 0.0], [1.0, 0.0]], dtype=torch.float64))
 
 
-class _MultiAgentProbe:
+class _MultiAgentProbe(_Batched):
     """Base of the multi-agent probes (``proxima.envs.probes`` says what each tests): ``num_envs`` games of two
     agents as ``2 * num_envs`` rows (``AgentSpec``; row ``2e + a`` is agent ``a`` of game ``e``), each row's
     observation the packed Dict of ``"obs"`` (the agent's own), ``"agent"`` and ``"state"`` (both agents'
@@ -575,15 +579,6 @@ class _MultiAgentProbe:
         index = torch.arange(agents, dtype=own.dtype, device=own.device).expand(games, agents)
         state = own.unsqueeze(1).expand(games, agents, agents)
         return torch.cat((own.unsqueeze(2), index.unsqueeze(2), state), dim=2).reshape(games * agents, -1)
-
-    def close(self) -> None:
-        pass
-
-    def call(self, name: str, *args, **kwargs) -> tuple:
-        raise UserError(NO_ENV_OBJECTS)
-
-    def set_attr(self, name: str, values) -> None:
-        raise UserError(NO_ENV_OBJECTS)
 
     def state_dict(self) -> dict[str, Tensor]:
         return {"own": self.own, "rng_key": self.rng.key, "rng_counter": self.rng.counter}

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from proxima.envs.gymnasium_backend import _refuse_unknown_kwargs
+from proxima.envs.gymnasium_backend import construct
 from proxima.envs.interface import AgentSpec, InfoKeys, Step, env_actions, env_call, per_env_values
 from proxima.envs.registry import register_backend
 from proxima.errors import EnvError, UserError
@@ -93,26 +93,6 @@ def as_parallel(env, label: str):
         f"{label} made {type(env).__name__}, not a PettingZoo env; give a ParallelEnv, or an AEC env whose "
         "metadata says is_parallelizable"
     )
-
-
-def construct_pettingzoo(make, label: str, kwargs: dict, render_mode: str | None = None):
-    """``make(**kwargs)``, what it raises as one line that names ``label``; the env as made (not converted)."""
-    if render_mode is not None:
-        kwargs = {**kwargs, "render_mode": render_mode}
-    try:
-        env = make(**kwargs)
-    except TypeError as e:
-        if render_mode is not None and "render_mode" in str(e):
-            raise UserError(
-                f"{label} cannot render: it takes no render_mode argument, which video needs"
-            ) from None
-        _refuse_unknown_kwargs(e, label)
-        raise EnvError(f"{label}'s constructor raised {type(e).__name__}: {e}") from e
-    except (UserError, EnvError):
-        raise
-    except Exception as e:
-        raise EnvError(f"{label}'s constructor raised {type(e).__name__}: {e}") from e
-    return env
 
 
 class _Kind:
@@ -202,7 +182,7 @@ class PettingZooVecEnv:
                 game = as_parallel(first, label)
             else:
                 render = "rgb_array" if e == 0 and video_dir else None
-                game = as_parallel(construct_pettingzoo(make, label, kwargs, render), label)
+                game = as_parallel(construct(make, label, render, kwargs), label)
             self.games.append(game)
         game = self.games[0]
         names = tuple(game.possible_agents)

@@ -27,9 +27,9 @@ import torch
 from gymnasium.vector import AutoresetMode
 from torch import Tensor
 
-from proxima.envs.gymnasium_backend import GymnasiumVecEnv, call_envs, set_env_attr
+from proxima.envs.gymnasium_backend import GymnasiumVecEnv, call_envs, construct, set_env_attr
 from proxima.envs.interface import InfoKeys, Step, env_actions, env_call
-from proxima.envs.pettingzoo_backend import PettingZooVecEnv, construct_pettingzoo, is_pettingzoo_env
+from proxima.envs.pettingzoo_backend import PettingZooVecEnv, is_pettingzoo_env
 from proxima.envs.registry import make_vec_env
 from proxima.errors import EnvError, UserError
 from proxima.spaces import MASK_KEY, ObsLayout, action_count
@@ -167,7 +167,7 @@ def _made_pettingzoo_env(env, label: str, env_kwargs: dict | None, backend: str)
     if not (sure or "pettingzoo" in sys.modules):
         return None
     try:
-        made = construct_pettingzoo(env, label, env_kwargs or {})
+        made = construct(env, label, None, env_kwargs or {})
     except (UserError, EnvError):
         if sure:
             raise
