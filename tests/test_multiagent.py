@@ -3,6 +3,7 @@ steps of agents that left kept out of the update. The backends and the probes ha
 
 import functools
 import json
+import os
 
 import gymnasium as gym
 import numpy as np
@@ -242,3 +243,15 @@ def test_a_recurrent_mappo_agent_replays_whole_sequences_but_learns_from_the_age
     assert all(len(b) == 6 and b.valid is not None and not bool(b.valid[:, 2::3].all()) for b in seen)
     metrics = [json.loads(line) for line in open(tmp_path / "run" / "metrics.jsonl")]
     assert all(np.isfinite(m["value_loss"]) and np.isfinite(m["scout/entropy"]) for m in metrics)
+
+
+def test_a_sweep_compares_ippo_and_mappo_on_a_game_of_many_agents(tmp_path):
+    proxima.sweep(env_id="proxima/ProbeCentralCritic-v0", grid={"algo": ["ippo", "mappo"]}, seeds=[1],
+                            executor="local", total_timesteps=4096, num_envs=8, num_steps=16,
+                            output_dir=str(tmp_path / "sweep"), quiet=True, report=False, plot=False)  # fmt: skip
+    trials = {t["setting"]: t for t in json.load(open(tmp_path / "sweep" / "results.json"))["trials"]}
+    assert {t["status"] for t in trials.values()} == {"finished"}
+    ev = {s: json.loads(open(os.path.join(t["run_dir"], "metrics.jsonl")).readlines()[-1])["explained_variance"]
+          for s, t in trials.items()}  # fmt: skip
+    # the team's reward is the sum of both agents' bits: IPPO's critic sees one of them (half the variance)
+    assert ev["algo=mappo"] > 0.9 and 0.15 < ev["algo=ippo"] < 0.75
