@@ -1,16 +1,19 @@
 """Rollouts on Ray actors (``--rollout-workers N``): N actors each own ``num_envs / N`` envs, of any backend.
+A multi-agent env's envs are its games: an actor owns whole games, all of their agents' rows.
 
 Each update the learner puts the weights in Ray's object store once (the normalization statistics are
 buffers among them); each actor loads them, collects its slice of the rollout where its envs are, with
 nothing crossing the process boundary per env step, and returns the whole slice in one transfer
 (observations, actions, log-probs, values, rewards with the truncation bootstraps added, dones, episode
-statistics, and its state for a replacement). The learner joins the slices along the env axis and goes on
-as with local envs: GAE, then the update. ``RayCollector`` is one more collector; the loop does not know.
+statistics, which rows' agents were present, and its state for a replacement). The learner joins the
+slices along the env axis and goes on as with local envs: GAE, then the update. ``RayCollector`` is one
+more collector; the loop does not know.
 
 **Partition invariance.** A run gives the same numbers with 1, 2 or 4 workers (byte for byte on native
 envs), because nothing an env sees depends on which worker holds it:
 - env ``i`` is seeded with ``seed + i`` and draws its actions from its own stream (``CounterRNG``, keyed by
-  the run seed and ``i``: ``proxima.seeding``), not from a generator shared by the envs of a process;
+  the run seed and ``i``: ``proxima.seeding``), not from a generator shared by the envs of a process (in a
+  multi-agent env, game ``i`` is seeded so, and each row, an agent of a game, has its own action stream);
 - every forward pass runs on a batch of all ``num_envs`` rows, the worker's own in their places and zeros
   elsewhere, because a matrix product's rounding can depend on the batch size;
 - observation and reward statistics stay frozen during a rollout; the learner merges the rollout's raw
@@ -27,6 +30,7 @@ the buffer, so no transition is lost or counted twice.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import time
@@ -39,9 +43,10 @@ from proxima import seeding
 from proxima.config import PPOArgs
 from proxima.distributions import make_head
 from proxima.envs import make_envs
-from proxima.envs.interface import agent_spec, obs_layout, per_env_values
+from proxima.envs.interface import AgentSpec, agent_spec, obs_layout, per_env_values
 from proxima.envs.native import CounterRNG
 from proxima.envs.registry import resolve_backend
+from proxima.envs.user import factory_backend
 from proxima.errors import EnvError, NonFiniteError, UserError
 from proxima.networks import ActorCritic, NetworkSpec
 from proxima.rollout import RolloutCollector
@@ -55,20 +60,37 @@ SLICE_FIELDS = ("obs", "actions", "logprobs", "values", "rewards", "dones",
 
 
 class SliceCollector(RolloutCollector):
-    """A ``RolloutCollector`` for envs ``offset .. offset + n`` of ``total``: per-env sampling streams,
-    forward passes padded to all ``total`` rows, and frozen statistics (``frozen_stats``)."""
+    """A ``RolloutCollector`` for envs ``offset .. offset + n`` of ``total`` (games, where the env is
+    multi-agent): per-row sampling streams, forward passes padded to all rows of the ``total`` envs, and frozen
+    statistics (``frozen_stats``)."""
 
     def __init__(
-        self, envs, num_steps: int, gamma: float, model: ActorCritic, seed: int, offset: int, total: int
+        self,
+        envs,
+        num_steps: int,
+        gamma: float,
+        model: ActorCritic,
+        seed: int,
+        offset: int,
+        total: int,
+        team_reward: bool = False,
     ):
         super().__init__(
-            envs, num_steps, gamma, model, seeding.training_envs(seed, offset), frozen_stats=True
+            envs,
+            num_steps,
+            gamma,
+            model,
+            seeding.training_envs(seed, offset),
+            frozen_stats=True,
+            team_reward=team_reward,
         )
-        n = envs.num_envs
-        self.rows = slice(offset, offset + n)
-        self.total = total
+        n, agents = envs.num_envs, agent_spec(envs)
+        per_env = 1 if agents is None else agents.num_agents  # rows of an env, env-major
+        first = offset * per_env
+        self.rows = slice(first, first + n)
+        self.total = total * per_env
         self.noise = CounterRNG(n, envs.device)
-        self.noise.seed(seeding.action_noise(seed, offset))
+        self.noise.seed(seeding.action_noise(seed, first))
         self._all = torch.ones(n, dtype=torch.bool, device=envs.device)
 
     def _pad(self, x: Tensor, fill: float = 0.0) -> Tensor:
@@ -112,8 +134,9 @@ class RolloutWorker:
         self.infos = None  # keep_infos' keys, for every collector this actor builds
 
     def open(self) -> tuple:
-        """Make the envs; return their spaces and observation layout. Not in ``__init__``: an env that fails there would reach the
-        learner as the actor's death, without the error it raised."""
+        """Make the envs; return their spaces, observation layout and ``AgentSpec`` (None: one agent). Not in
+        ``__init__``: an env that fails there would reach the learner as the actor's death, without the error
+        it raised."""
         env = self.args.env
         # seeded again by the collector's first reset
         self.envs = make_envs(
@@ -124,11 +147,8 @@ class RolloutWorker:
             seed=seeding.training_envs(self.args.run.seed, self.offset),
             asynchronous=env.async_envs,
         )
-        if agent_spec(self.envs) is not None:
-            raise UserError(
-                "--rollout-workers does not take multi-agent envs yet; train them without it (docs/MULTIAGENT.md)"
-            )
-        return self.envs.single_observation_space, self.envs.single_action_space, obs_layout(self.envs)
+        envs = self.envs
+        return envs.single_observation_space, envs.single_action_space, obs_layout(envs), agent_spec(envs)
 
     def start(self, spec: dict, seed: int, state: dict | None = None) -> None:
         """Build the policy and the collector (whose first reset seeds env i with ``seed + i``); continue
@@ -136,9 +156,11 @@ class RolloutWorker:
         algo = self.args.algorithm
         spec = NetworkSpec.from_json(spec)
         self.model = ActorCritic(spec, make_head(self.envs.single_action_space, spec.network.action_dist))
+        env = self.args.env
         self.collector = SliceCollector(
-            self.envs, algo.num_steps, algo.gamma, self.model, seed, self.offset, self.args.env.num_envs
-        )
+            self.envs, algo.num_steps, algo.gamma, self.model, seed, self.offset, env.num_envs,
+            team_reward=env.team_reward,
+        )  # fmt: skip
         if state is not None:
             self.collector.load_state_dict(state)
         if self.infos is not None:
@@ -163,6 +185,7 @@ class RolloutWorker:
             **{name: getattr(buf, name) for name in SLICE_FIELDS},
             "next_value": next_value,
             "next_done": next_done,
+            "valid": buf.valid,  # None: one agent per env, always present
             "raw_obs": c.raw_obs,
             "returns_seen": c.returns_seen,
             "state": c.state_dict(),  # where the next rollout starts: a replacement's starting point
@@ -176,8 +199,9 @@ class RolloutWorker:
 
 
 class WorkerPool:
-    """The Ray actors, and what the learner needs of their envs: the spaces and the count (``VecEnv``'s
-    attributes, so ``Run`` builds the model from it as from local envs)."""
+    """The Ray actors, and what the learner needs of their envs: the spaces, the count of rows and, for a
+    multi-agent env, its ``agents`` (``VecEnv``'s attributes, so ``Run`` builds the model from it as from local
+    envs). ``count`` is each actor's share of the envs (of the games, for a multi-agent env)."""
 
     def __init__(self, args: PPOArgs, env=None):
         try:
@@ -188,7 +212,7 @@ class WorkerPool:
         # slice runs the backend one process would (partition invariance)
         if env is not None:  # a factory, made on each actor: Ray sends it there with cloudpickle
             _check_sendable(ray, env)
-            backend = "gymnasium"
+            backend = factory_backend(env, args.env.env_kwargs, args.env.env_backend)
         else:
             backend = resolve_backend(
                 args.env.env_id,
@@ -208,6 +232,7 @@ class WorkerPool:
                      logging_level="ERROR", log_to_driver=False)  # fmt: skip
         self.num_envs, self.device = args.env.num_envs, torch.device("cpu")
         self.count = args.env.num_envs // args.env.rollout_workers
+        self.agents: AgentSpec | None = None
         if ray.util.get_current_placement_group() is not None:
             # a sweep's trial: Ray places the actors in its placement group, where a bundle waits for each
             cpus = TRIAL_ACTOR_CPUS
@@ -220,14 +245,17 @@ class WorkerPool:
         self.actors = [self._new(k) for k in range(args.env.rollout_workers)]
         try:
             spaces = self.get([actor.open.remote() for actor in self.actors])
-            self.single_observation_space, self.single_action_space, self.obs_layout = spaces[0]
+            self.single_observation_space, self.single_action_space, self.obs_layout, agents = spaces[0]
         except BaseException:  # the env could not be made: nothing is left running
             self.close()
             raise
+        if agents is not None:  # every actor's games, as the rows of all games
+            self.agents = dataclasses.replace(agents, num_envs=args.env.num_envs)
+            self.num_envs = args.env.num_envs * agents.num_agents
 
     def call(self, name: str, *args, **kwargs) -> tuple:
-        """``VecEnv.call`` on every actor's envs, the results in env order (the envs must be a backend that has
-        it). An actor that dies and is replaced starts from its env's constructor: a curriculum callback that
+        """``VecEnv.call`` on every actor's envs (games), the results in env order (the envs must be a backend that
+        has it). An actor that dies and is replaced starts from its env's constructor: a curriculum callback that
         sets its attributes at every update sets them again."""
         parts = self.get([actor.call.remote(name, args, kwargs) for actor in self.actors])
         return tuple(result for part in parts for result in part)
@@ -235,7 +263,7 @@ class WorkerPool:
     def set_attr(self, name: str, values) -> None:
         """``VecEnv.set_attr`` on every actor's envs: a list or tuple of one value per env, in env order, or one
         value for all."""
-        values, c = per_env_values(values, self.num_envs), self.count
+        values, c = per_env_values(values, self.args.env.num_envs), self.count
         self.get([a.set_attr.remote(name, values[k * c : (k + 1) * c]) for k, a in enumerate(self.actors)])
 
     def _new(self, k: int):
@@ -287,6 +315,8 @@ class RayCollector:
         self.buffer = RolloutBuffer(
             num_steps, n, layout.shape, obs_dtype, head.action_shape, head.action_dtype, device
         )
+        if agent_spec(pool) is not None:
+            self.buffer.valid = torch.ones((num_steps, n), dtype=torch.bool, device=device)
         self.spec = model.spec.to_json()
         self.steps_done = 0  # env steps collected so far per env: where a fresh replacement's seed comes from
         pool.get([actor.start.remote(self.spec, seed) for actor in pool.actors])
@@ -309,6 +339,8 @@ class RayCollector:
         buf, norm = self.buffer, model.normalization
         for name in SLICE_FIELDS:
             getattr(buf, name).copy_(torch.cat([s[name] for s in slices], dim=1))
+        if buf.valid is not None:
+            buf.valid.copy_(torch.cat([s["valid"] for s in slices], dim=1))
         # the statistics the actors kept frozen, merged step by step in env order (as one process would)
         if norm.norm_obs:
             raw = torch.cat([s["raw_obs"] for s in slices], dim=1)
@@ -319,8 +351,8 @@ class RayCollector:
             for t in range(returns.shape[0]):
                 norm.return_rms.update(returns[t].to(buf.obs.device))
         self.states = [s["state"] for s in slices]
-        if self.infos is not None:  # each slice's (step, env) -> info, with the env counted over all slices
-            c = self.pool.count
+        if self.infos is not None:  # each slice's (step, row) -> info, with the row counted over all slices
+            c = self.pool.num_envs // len(self.pool.actors)
             buf.episode_infos = {
                 (t, k * c + i): info for k, s in enumerate(slices) for (t, i), info in s["episode_infos"]
             }

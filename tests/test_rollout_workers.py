@@ -1,6 +1,8 @@
-"""Rollouts on Ray actors (--rollout-workers N): the same numbers with 1, 2 or 4 workers, an actor killed
-mid-run replaced with nothing lost or counted twice, exact resume, and one line where Ray is missing."""
+"""Rollouts on Ray actors (--rollout-workers N): the same numbers with 1, 2 or 4 workers (games of many agents
+too, whose agents that leave stay masked), an actor killed mid-run replaced with nothing lost or counted twice,
+exact resume, and one line where Ray is missing."""
 
+import functools
 import json
 import os
 import signal
@@ -110,6 +112,76 @@ def test_a_beta_policy_on_one_or_two_workers_gives_the_same_run(ray_instance, tm
     assert len(_metrics(tmp_path / "w1")) == 4
     assert _metrics(tmp_path / "w2") == _metrics(tmp_path / "w1")
     assert _same_weights(tmp_path / "w1", tmp_path / "w2")
+
+
+class KeepRollouts(Callback):
+    """Keeps each rollout's valid steps, rewards and dones (the buffer the learner updated from)."""
+
+    def __init__(self):
+        self.valid, self.rewards, self.dones = [], [], []
+
+    def on_update_end(self, run, result):
+        buf = run.collector.buffer
+        self.valid.append(buf.valid.clone())
+        self.rewards.append(buf.rewards.clone())
+        self.dones.append(buf.dones.clone())
+
+
+@pytest.mark.slow
+@needs_ray
+def test_games_of_two_agents_on_one_or_two_workers_give_the_same_mappo_run(ray_instance, tmp_path):
+    """Each actor owns whole games (2 of 4, their 4 rows), seeded by the game's index: the run is the one
+    worker's, and the learner builds MAPPO's network for all games' agents."""
+    run = dict(env_id="proxima/ProbeCoordination-v0", algo="mappo", num_envs=4, num_steps=32,
+               total_timesteps=256, seed=1, plot=False, quiet=True, report=False, torch_threads=1)  # fmt: skip
+    for n in (1, 2):
+        agent = proxima.train(**run, rollout_workers=n, run_dir=str(tmp_path / f"w{n}"))
+        assert agent.model.spec.agents == {"names": ["agent_0", "agent_1"], "kinds": [0, 0], "num_envs": 4}
+    first = _metrics(tmp_path / "w1")
+    assert [r["global_step"] for r in first] == [128, 256]  # game steps: 4 games x 32
+    assert "episodic_return/agent_1" in first[-1]
+    assert _metrics(tmp_path / "w2") == first
+    assert _same_weights(tmp_path / "w1", tmp_path / "w2")
+
+
+@pytest.mark.slow
+@needs_ray
+def test_an_agent_that_leaves_on_workers_is_masked_and_its_team_reward_shared(
+    ray_instance, tmp_path, monkeypatch
+):
+    """tests.test_pettingzoo_backend's Chase: the scout leaves after 2 steps of up to 8. Its rows' missing steps
+    reach the learner as not valid, and only the present agents' steps are samples; --team-reward gives every
+    present agent of a game the same reward; and 1 or 2 workers (a game each) give the same run."""
+    from tests.test_pettingzoo_backend import Chase
+
+    sizes, update = [], proxima.trainer.update
+    monkeypatch.setattr(
+        proxima.trainer,
+        "update",
+        lambda model, opt, batch, s: sizes.append(len(batch)) or update(model, opt, batch, s),
+    )
+    run = dict(env=functools.partial(Chase, max_cycles=8, scout_steps=2), algo="mappo", team_reward=True,
+               norm_obs=True, norm_reward=True, num_envs=2, num_steps=16, total_timesteps=96, seed=1, plot=False,
+               quiet=True, report=False, torch_threads=1)  # fmt: skip
+    kept = {}
+    for n in (1, 2):
+        kept[n] = KeepRollouts()
+        proxima.train(**run, rollout_workers=n, run_dir=str(tmp_path / f"w{n}"), callbacks=[kept[n]])
+    assert _metrics(tmp_path / "w2") == _metrics(tmp_path / "w1")
+    assert _same_weights(tmp_path / "w1", tmp_path / "w2")
+    valid = torch.stack(kept[2].valid)  # (updates, steps, 2 games x 3 agents: runner_0, runner_1, scout)
+    assert torch.equal(valid, torch.stack(kept[1].valid))
+    assert sizes[3:] == sizes[:3] == valid.sum((1, 2)).tolist() and all(size < 16 * 6 for size in sizes)
+    assert valid[..., 2::3].float().mean() <= 0.5 < valid[..., 0::3].float().mean()
+    # a team's reward: within a game, every present agent's is the same, except at a truncation (whose
+    # bootstrap is each agent's own): at the steps after which no agent of the game is done
+    # (dones[t + 1]: an agent's episode ended at step t), so the last step of each rollout is left out
+    rewards, dones = torch.stack(kept[2].rewards), torch.stack(kept[2].dones).bool()
+    r, present = rewards[:, :-1].unflatten(-1, (2, 3)), valid[:, :-1].unflatten(-1, (2, 3))
+    compared = present & ~dones[:, 1:].unflatten(-1, (2, 3)).any(-1, keepdim=True)
+    assert compared[..., 2].any()  # the scout while it is there
+    spread = torch.where(compared, r, -torch.inf).amax(-1) - torch.where(compared, r, torch.inf).amin(-1)
+    assert torch.allclose(spread[compared.sum(-1) > 1], torch.tensor(0.0))
 
 
 @pytest.mark.slow

@@ -155,6 +155,17 @@ def make_envs(
     )  # fmt: skip
 
 
+def factory_backend(env, env_kwargs: dict | None, backend: str = "auto") -> str:
+    """The backend that ``make_envs`` runs the factory ``env`` on: "pettingzoo" where it makes PettingZoo envs,
+    else "gymnasium". Decided where the factory was given, since a process that has not imported PettingZoo (a
+    rollout worker's) cannot tell a function that makes one from a Gymnasium factory without calling it."""
+    made = _made_pettingzoo_env(env, describe_env(env)[0], env_kwargs, backend)
+    if made is None:
+        return "gymnasium"
+    made.close()
+    return "pettingzoo"
+
+
 def _made_pettingzoo_env(env, label: str, env_kwargs: dict | None, backend: str):
     """One PettingZoo env that the factory ``env`` made, where it makes them; else None. A PettingZoo class says
     so itself; another callable is called once to see, only where PettingZoo is loaded (a factory can make its
