@@ -1,7 +1,7 @@
 """Environments: the vector-env interface the training loop talks to, its backends, and proxima's own envs.
 
-Importing this package registers the built-in backends (Gymnasium's first, then native, ALE's and PettingZoo's) and proxima's
-Gymnasium ids (``proxima/...``).
+Importing this package registers the built-in backends (Gymnasium's first, then native, ALE's, PettingZoo's and
+VMAS's) and proxima's Gymnasium ids (``proxima/...``). VMAS itself is imported only when a ``vmas:`` env is made.
 """
 
 from proxima.envs import (  # noqa: F401  (registrations)
@@ -12,6 +12,7 @@ from proxima.envs import (  # noqa: F401  (registrations)
     pendulum,
     pettingzoo_backend,
     probes,
+    vmas_backend,
 )
 from proxima.envs.interface import Step, VecEnv, env_actions
 from proxima.envs.registry import backend_names, make_vec_env, register_backend
