@@ -4,6 +4,7 @@ steps of agents that left kept out of the update. The backends and the probes ha
 import functools
 import json
 import os
+import signal
 
 import gymnasium as gym
 import numpy as np
@@ -255,3 +256,22 @@ def test_a_sweep_compares_ippo_and_mappo_on_a_game_of_many_agents(tmp_path):
           for s, t in trials.items()}  # fmt: skip
     # the team's reward is the sum of both agents' bits: IPPO's critic sees one of them (half the variance)
     assert ev["algo=mappo"] > 0.9 and 0.15 < ev["algo=ippo"] < 0.75
+
+
+def test_mappo_on_vmas_killed_with_sigkill_resumes_exactly(tmp_path):
+    from tests.test_resume import _assert_same_run, _cli, _wait_for_updates
+
+    run = ["--env-id", "vmas:navigation", "--algo", "mappo", "--num-envs", "4", "--num-steps", "16",
+           "--total-timesteps", "1024", "--checkpoint-every", "2", "--seed", "3", "--quiet", "--no-plot", "--no-report",
+           "--torch-threads", "1"]  # fmt: skip
+    whole, killed = str(tmp_path / "whole"), str(tmp_path / "killed")
+    assert proxima.cli.main(["train", "--run-dir", whole, *run]) == 0
+    proc = _cli("train", "--run-dir", killed, *run)
+    _wait_for_updates(killed, 5, proc)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert len(open(os.path.join(killed, "metrics.jsonl")).readlines()) < 16
+    assert proxima.cli.main(["train", "--resume", killed, "--quiet"]) == 0
+    _assert_same_run(
+        whole, killed
+    )  # the same weights, metrics and episodes: VMAS's state is in the checkpoint
