@@ -12,6 +12,7 @@ from proxima.envs import (  # noqa: F401  (registrations)
     pendulum,
     pettingzoo_backend,
     probes,
+    selfplay,
     vmas_backend,
 )
 from proxima.envs.interface import Step, VecEnv, env_actions
