@@ -38,12 +38,14 @@ import torch
 from proxima import checkpoint, seeding
 from proxima.envs import make_envs
 from proxima.envs.interface import InfoKeys, merge_info_keys
+from proxima.envs.selfplay import is_selfplay_id
 from proxima.errors import DiskFullError, NonFiniteError, TrainingInterrupted, UserError
 from proxima.evaluate import run_episodes
 from proxima.files import BEST, CANDIDATES, LEARNING_CURVE, METRICS, REPORT, VIDEOS
 from proxima.health import HealthMonitor, HealthWarning
 from proxima.logger import RunLogger, info_number, log_session
 from proxima.report import REWRITE_S, write_report
+from proxima.selfplay import OpponentPool
 
 if TYPE_CHECKING:
     from proxima.trainer import Run
@@ -481,6 +483,30 @@ class ReportPageWriter(Callback):
         self.cost = self.written - start
 
 
+class SelfPlay(Callback):
+    """The opponents of a ``selfplay:`` env: snapshots of the agent every ``--self-play-every`` updates, in
+    ``RUN_DIR/snapshots`` (``proxima.selfplay``)."""
+
+    state_key = "self_play"
+
+    def __init__(self, every: int, size: int, latest: float):
+        self.pool = OpponentPool(every, size, latest)
+
+    def on_train_start(self, run: Run) -> None:
+        self.pool.open(run.envs, run.run_dir, run.device)
+
+    def on_update_end(self, run: Run, result: UpdateResult) -> None:
+        if run.updates_done % self.pool.every == 0:
+            self.pool.add(run.agent, run.updates_done, run.run_dir, run.global_step, run.device)
+        result.record["self_play_opponents"] = len(self.pool.members)
+
+    def state_dict(self) -> dict:
+        return self.pool.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.pool.load_state_dict(state)
+
+
 class StdCap(Callback):
     """``--action-std-end``: after each update, lower the Gaussian policy's std to a ceiling that falls from 1 to
     ``end`` over the run, evenly in log std. First of the callbacks, so that evaluations and checkpoints see the
@@ -512,6 +538,10 @@ def default_callbacks(run: Run, user: list[Callback] = ()) -> list[Callback]:
                 args.run.save_best,
                 **rescore,
             )
+        )
+    if is_selfplay_id(args.env.env_id):
+        callbacks.append(
+            SelfPlay(args.env.self_play_every, args.env.self_play_pool, args.env.self_play_latest)
         )
     callbacks += list(user)
     discrete = run.model.head.discrete

@@ -147,6 +147,9 @@ class EvalArgs:
     env kwargs still apply unless --env-kwargs is given)"""
     env_kwargs: Annotated[str | None, tyro.conf.arg(metavar="JSON")] = None
     """keyword arguments of the env's constructor, as JSON, instead of the run's: --env-kwargs '{"size": 8}'"""
+    opponent: Annotated[str | None, tyro.conf.arg(metavar="random|lookahead")] = None
+    """a self-play agent (selfplay: ids): play the episodes against this fixed player, half of them in each
+    seat, and print the win, draw and loss rates (docs/MULTIAGENT.md)"""
 
 
 # The flags that say what a run starts from rather than set anything (not PPOArgs' fields): (metavar, help).
@@ -449,6 +452,8 @@ def cmd_eval(argv: list[str]) -> int:
     args = _parse(EvalArgs, argv, "proxima eval")
     env_kwargs = parse_env_kwargs(args.env_kwargs)
     agent = load(args.run_dir)
+    if args.opponent is not None:
+        return _eval_against(agent, args)
     video_dir = os.path.join(args.run_dir, files.EVAL_VIDEOS) if args.video else None
     returns = evaluate(
         agent, args.episodes, deterministic=args.deterministic, seed=args.seed, video_dir=video_dir,
@@ -463,6 +468,27 @@ def cmd_eval(argv: list[str]) -> int:
     )
     if videos:
         print(f"videos: {', '.join(os.path.join(video_dir, f) for f in videos)}")
+    return 0
+
+
+def _eval_against(agent, args: EvalArgs) -> int:
+    from proxima.evaluate import save_evaluation
+    from proxima.selfplay import play_against
+
+    if args.video or args.env_id or args.env_kwargs:
+        raise UserError("--opponent plays the agent's own game: drop --video, --env-id and --env-kwargs")
+    returns, summary = play_against(
+        agent, args.opponent, args.episodes, seed=args.seed, deterministic=args.deterministic
+    )
+    save_evaluation(args.run_dir, returns, deterministic=args.deterministic, seed=args.seed, **summary)
+    seats = ", ".join(
+        f"{name} seat {s['win_rate']:.1%} of {s['games']}" for name, s in summary["by_seat"].items()
+    )
+    print(
+        f"{agent.env_id} against {args.opponent}: win_rate={summary['win_rate']:.3f} "
+        f"draw_rate={summary['draw_rate']:.3f} loss_rate={summary['loss_rate']:.3f} episodes={len(returns)} "
+        f"deterministic={args.deterministic} (wins: {seats})"
+    )
     return 0
 
 

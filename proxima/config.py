@@ -63,6 +63,15 @@ class EnvSettings:
     team_reward: bool = False
     """multi-agent envs: every agent present is rewarded with the mean reward of its game's agents present, not
     its own (a cooperative team's shared reward; the episode statistics stay the env's own rewards)"""
+    self_play_every: int = 10
+    """selfplay: envs (two-player games, docs/MULTIAGENT.md): every this many updates, save the agent to
+    RUN_DIR/snapshots/UPDATE and add it to the pool of opponents"""
+    self_play_pool: int = 10
+    """selfplay: envs: the number of opponents the pool keeps, the most recent snapshots (at first the random
+    player)"""
+    self_play_latest: float = 0.5
+    """selfplay: envs: the probability that a game's opponent is the latest snapshot; the rest of the pool
+    shares the remainder evenly"""
 
     def validate(self) -> None:
         """Raise a ``UserError`` naming the first bad value and what is accepted."""
@@ -78,6 +87,11 @@ class EnvSettings:
             raise UserError(
                 f"rollout_workers must be 0 (envs in this process) or a positive divisor of num_envs={self.num_envs}, "
                 f"got {self.rollout_workers}"
+            )
+        if self.self_play_every < 1 or self.self_play_pool < 1 or not 0 <= self.self_play_latest <= 1:
+            raise UserError(
+                f"self_play_every and self_play_pool must be positive integers and self_play_latest a probability "
+                f"in [0, 1], got {self.self_play_every}, {self.self_play_pool} and {self.self_play_latest}"
             )
         if self.rollout_workers and self.capture_video:
             raise UserError("capture_video records envs of this process; drop it or --rollout-workers")

@@ -1,0 +1,132 @@
+"""Self-play for two-player games (docs/MULTIAGENT.md): the pool of opponents, snapshots of the agent itself,
+and the games against a fixed player that measure it.
+
+The env (``proxima.envs.selfplay``, ids ``selfplay:MODULE``) plays the opponents' moves; this module gives it
+its opponents. Every ``self_play_every`` updates the agent is saved as an ordinary agent in
+``RUN_DIR/snapshots/UPDATE`` (``proxima.load`` reads it), loaded back, and added to the pool, which keeps the
+``self_play_pool`` most recent opponents: at first only the random player, which the snapshots then push out.
+A game draws the latest snapshot with probability ``self_play_latest`` and any other member of the pool
+uniformly otherwise; older snapshots keep the agent from forgetting how to beat the play it has left behind.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import torch
+
+from proxima.agent import Agent
+from proxima.envs import make_envs
+from proxima.envs.selfplay import Policy, is_selfplay_id, make_player
+from proxima.errors import UserError
+from proxima.evaluate import run_episodes
+
+SNAPSHOTS = "snapshots"
+RANDOM = "random"
+
+
+def snapshot_dir(run_dir: str, update: int) -> str:
+    return os.path.join(run_dir, SNAPSHOTS, f"{update:06d}")
+
+
+def agent_policy(agent: Agent) -> Policy:
+    """The agent's sampled moves, on packed observations (the opponents obey the mask as the learner does)."""
+    return lambda obs: agent.model.predict(obs, False)
+
+
+class OpponentPool:
+    """The opponents of a self-play run: ``"random"`` and the updates whose snapshots it holds, oldest first."""
+
+    def __init__(self, every: int, size: int, latest: float):
+        self.every, self.size, self.latest = every, size, latest
+        self.members: list[str | int] = [RANDOM]
+        self.policies: dict[str | int, Policy] = {}
+
+    def open(self, envs, run_dir: str, device) -> None:
+        """Load the members' policies (the snapshots of a resumed run too) and give the envs the pool."""
+        if not hasattr(envs, "set_opponents"):
+            raise UserError(
+                "self-play gives its opponents to envs of this process (selfplay: ids); drop --rollout-workers"
+            )
+        self.envs = envs
+        for member in self.members:
+            self.policies[member] = self._policy(member, envs, run_dir, device)
+        self._install()
+
+    def _policy(self, member, envs, run_dir: str, device) -> Policy:
+        if member == RANDOM:
+            return envs.random_player
+        return agent_policy(Agent.load(snapshot_dir(run_dir, member), device=device))
+
+    def add(self, agent: Agent, update: int, run_dir: str, global_step: int, device) -> None:
+        """Save ``agent`` as the snapshot of ``update``, load it back into the pool, and give the envs the pool."""
+        directory = snapshot_dir(run_dir, update)
+        os.makedirs(directory, exist_ok=True)
+        agent.save(directory, global_step=global_step, update=update)
+        self.members.append(update)
+        self.policies[update] = self._policy(update, self.envs, run_dir, device)
+        for gone in self.members[: -self.size]:
+            del self.policies[gone]  # its directory stays: every snapshot is an agent of the run
+        del self.members[: -self.size]
+        self._install()
+
+    def probabilities(self) -> list[float]:
+        n = len(self.members)
+        if n == 1 or self.members[-1] == RANDOM:
+            return [1 / n] * n
+        return [(1 - self.latest) / (n - 1)] * (n - 1) + [self.latest]
+
+    def _install(self) -> None:
+        self.envs.set_opponents([self.policies[m] for m in self.members], self.probabilities())
+
+    def state_dict(self) -> dict:
+        return {"members": list(self.members)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.members = list(state["members"])
+
+
+def play_against(
+    agent: Agent,
+    opponent: str,
+    episodes: int,
+    *,
+    seed: int = 0,
+    deterministic: bool = False,
+    max_games: int = 100,
+) -> tuple[np.ndarray, dict]:
+    """``episodes`` games of a self-play agent against a built-in player (``"random"``, ``"lookahead"``), in
+    ``max_games`` games at once, each alternating seats from game to game and game ``i`` starting in seat
+    ``i % 2``: half the games in each seat where every game plays an even number of them. Returns the
+    learner's returns and a summary: wins, draws, losses and their rates, overall and by seat."""
+    if not is_selfplay_id(agent.env_id):
+        raise UserError(
+            f"--opponent plays the games of self-play agents (selfplay: ids); this agent plays {agent.env_id}"
+        )
+    if episodes < 1:
+        raise UserError(f"episodes must be a positive integer, got {episodes}")
+    n = min(episodes, max_games)
+    envs = make_envs(agent.env_id, n, env_kwargs=agent.env_source.get("env_kwargs"), device=agent.device)
+    try:
+        generator = torch.Generator(device=agent.device)
+        generator.manual_seed(seed)
+        envs.set_opponents([make_player(opponent, envs.obs_layout, generator)])
+        returns = run_episodes(
+            agent.model, envs, episodes, deterministic=deterministic, seed=seed, name=agent.env_id
+        )
+    finally:
+        envs.close()
+    quota = [episodes // n + (i < episodes % n) for i in range(n)]
+    seats = np.array([(i + k) % 2 for i in range(n) for k in range(quota[i])])
+    summary = {"opponent": opponent, **_counts(returns)}
+    summary["by_seat"] = {name: _counts(returns[seats == s]) for s, name in enumerate(("first", "second"))}
+    return returns, summary
+
+
+def _counts(returns: np.ndarray) -> dict:
+    n = len(returns)
+    wins, losses = int((returns > 0).sum()), int((returns < 0).sum())
+    draws = n - wins - losses
+    rates = {"win_rate": wins / max(n, 1), "draw_rate": draws / max(n, 1), "loss_rate": losses / max(n, 1)}
+    return {"games": n, "wins": wins, "draws": draws, "losses": losses, **rates}
