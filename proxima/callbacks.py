@@ -489,8 +489,8 @@ class SelfPlay(Callback):
 
     state_key = "self_play"
 
-    def __init__(self, every: int, size: int, latest: float):
-        self.pool = OpponentPool(every, size, latest)
+    def __init__(self, every: int, size: int, latest: float, random_moves: float = 0.0):
+        self.pool = OpponentPool(every, size, latest, random_moves)
 
     def on_train_start(self, run: Run) -> None:
         self.pool.open(run.envs, run.run_dir, run.device)
@@ -540,9 +540,9 @@ def default_callbacks(run: Run, user: list[Callback] = ()) -> list[Callback]:
             )
         )
     if is_selfplay_id(args.env.env_id):
-        callbacks.append(
-            SelfPlay(args.env.self_play_every, args.env.self_play_pool, args.env.self_play_latest)
-        )
+        env = args.env
+        pool = (env.self_play_every, env.self_play_pool, env.self_play_latest, env.self_play_random_moves)
+        callbacks.append(SelfPlay(*pool))
     callbacks += list(user)
     discrete = run.model.head.discrete
     monitor = HealthMonitor(

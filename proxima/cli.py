@@ -447,6 +447,7 @@ SOLVE_EPISODES = 100
 def cmd_eval(argv: list[str]) -> int:
     from proxima.agent import load
     from proxima.config import parse_env_kwargs
+    from proxima.envs.selfplay import is_selfplay_id
     from proxima.evaluate import evaluate, save_evaluation
 
     args = _parse(EvalArgs, argv, "proxima eval")
@@ -454,6 +455,8 @@ def cmd_eval(argv: list[str]) -> int:
     agent = load(args.run_dir)
     if args.opponent is not None:
         return _eval_against(agent, args)
+    if is_selfplay_id(agent.env_id) and args.env_id is None:
+        raise UserError(f"{agent.env_id} is played against an opponent: give --opponent random|lookahead")
     video_dir = os.path.join(args.run_dir, files.EVAL_VIDEOS) if args.video else None
     returns = evaluate(
         agent, args.episodes, deterministic=args.deterministic, seed=args.seed, video_dir=video_dir,

@@ -72,6 +72,9 @@ class EnvSettings:
     self_play_latest: float = 0.5
     """selfplay: envs: the probability that a game's opponent is the latest snapshot; the rest of the pool
     shares the remainder evenly"""
+    self_play_random_moves: float = 0.0
+    """selfplay: envs: the probability that a snapshot opponent's move is a random legal one instead, which
+    shows the learner positions its own play never reaches"""
 
     def validate(self) -> None:
         """Raise a ``UserError`` naming the first bad value and what is accepted."""
@@ -88,11 +91,14 @@ class EnvSettings:
                 f"rollout_workers must be 0 (envs in this process) or a positive divisor of num_envs={self.num_envs}, "
                 f"got {self.rollout_workers}"
             )
-        if self.self_play_every < 1 or self.self_play_pool < 1 or not 0 <= self.self_play_latest <= 1:
+        if self.self_play_every < 1 or self.self_play_pool < 1:
             raise UserError(
-                f"self_play_every and self_play_pool must be positive integers and self_play_latest a probability "
-                f"in [0, 1], got {self.self_play_every}, {self.self_play_pool} and {self.self_play_latest}"
+                f"self_play_every and self_play_pool must be positive integers, got {self.self_play_every} and "
+                f"{self.self_play_pool}"
             )
+        for name in ("self_play_latest", "self_play_random_moves"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise UserError(f"{name} must be a probability in [0, 1], got {getattr(self, name)}")
         if self.rollout_workers and self.capture_video:
             raise UserError("capture_video records envs of this process; drop it or --rollout-workers")
         if self.env_kwargs is not None and not (

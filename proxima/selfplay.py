@@ -7,6 +7,7 @@ its opponents. Every ``self_play_every`` updates the agent is saved as an ordina
 ``self_play_pool`` most recent opponents: at first only the random player, which the snapshots then push out.
 A game draws the latest snapshot with probability ``self_play_latest`` and any other member of the pool
 uniformly otherwise; older snapshots keep the agent from forgetting how to beat the play it has left behind.
+With ``self_play_random_moves`` a snapshot's move is a random legal one now and then.
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ def agent_policy(agent: Agent) -> Policy:
 class OpponentPool:
     """The opponents of a self-play run: ``"random"`` and the updates whose snapshots it holds, oldest first."""
 
-    def __init__(self, every: int, size: int, latest: float):
-        self.every, self.size, self.latest = every, size, latest
+    def __init__(self, every: int, size: int, latest: float, random_moves: float = 0.0):
+        self.every, self.size, self.latest, self.random_moves = every, size, latest, random_moves
         self.members: list[str | int] = [RANDOM]
         self.policies: dict[str | int, Policy] = {}
 
@@ -57,7 +58,15 @@ class OpponentPool:
     def _policy(self, member, envs, run_dir: str, device) -> Policy:
         if member == RANDOM:
             return envs.random_player
-        return agent_policy(Agent.load(snapshot_dir(run_dir, member), device=device))
+        policy = agent_policy(Agent.load(snapshot_dir(run_dir, member), device=device))
+        return policy if not self.random_moves else self._sometimes_random(policy, envs)
+
+    def _sometimes_random(self, policy: Policy, envs) -> Policy:
+        def play(obs):
+            coin = torch.rand(len(obs), generator=envs.generator, device=obs.device) < self.random_moves
+            return torch.where(coin, envs.random_player(obs), policy(obs))
+
+        return play
 
     def add(self, agent: Agent, update: int, run_dir: str, global_step: int, device) -> None:
         """Save ``agent`` as the snapshot of ``update``, load it back into the pool, and give the envs the pool."""

@@ -147,6 +147,15 @@ def test_snapshots_are_agents_in_the_run_directory_and_the_pool_keeps_the_latest
     moves = envs._pool[2](obs)
     assert mask(envs, obs[0]).all() and moves.shape == (8,)
     envs.step(moves)  # the opponents move inside the step, legally
+    # --self-play-random-moves: with probability 1 every move of a snapshot is the random player's
+    noisy = OpponentPool(every=1, size=3, latest=0.5, random_moves=1.0)
+    noisy.load_state_dict({"members": [11]})
+    noisy.open(envs, str(tmp_path / "pool"), "cpu")
+    state = envs.generator.get_state()
+    moves = envs._pool[0](obs)
+    envs.generator.set_state(state)
+    torch.rand(len(obs), generator=envs.generator)  # the coins
+    assert torch.equal(moves, envs.random_player(obs))
 
 
 def test_eval_against_a_player_plays_half_the_games_in_each_seat(tmp_path):

@@ -81,8 +81,8 @@ class SelfPlayVecEnv:
         self.episodes = np.zeros(num_envs, dtype=np.int64)
         self._seed = seed
         self._rng = np.random.default_rng(seed)
-        self._generator = torch.Generator(device=self.device)
-        self.random_player = random_player(self.obs_layout, self._generator)
+        self.generator = torch.Generator(device=self.device)  # the built-in players' draws
+        self.random_player = random_player(self.obs_layout, self.generator)
         self.set_opponents([self.random_player])
         self.opponents: list[Policy] = [self.random_player] * num_envs
 
@@ -108,7 +108,7 @@ class SelfPlayVecEnv:
         seed = self._seed if seed is None else seed
         if seed is not None:
             self._rng = np.random.default_rng(seed)
-            self._generator.manual_seed(seed)
+            self.generator.manual_seed(seed)
         self.seats = np.arange(self.num_envs) % 2
         self.episodes[:] = 0
         for i, game in enumerate(self.games):
