@@ -603,8 +603,9 @@ class Run:
         )
         if states["collector"] is None:
             self.notes.append(
-                "note: Gymnasium envs cannot be saved without pickling, so they start new episodes; the rest of "
-                "this run will differ from an uninterrupted one (native envs resume exactly)"
+                f"note: {self.args.env.env_id}'s envs cannot be saved without pickling (Gymnasium's and "
+                "PettingZoo's), so they start new episodes; the rest of this run will differ from an uninterrupted "
+                "one (native and VMAS envs resume exactly)"
             )
 
 

@@ -348,7 +348,7 @@ def test_video_records_game_0(tmp_path):
         ("pettingzoo:", "malformed PettingZoo id"),
         ("pettingzoo:no_such_module_for_proxima", "cannot import"),
         ("pettingzoo:json", "neither parallel_env() nor env()"),
-        ("pettingzoo:pettingzoo.classic.connect_four_v3", "--self-play"),
+        ("pettingzoo:pettingzoo.classic.connect_four_v3", "selfplay:MODULE"),
     ],
 )
 def test_bad_ids_are_one_line(env_id, says):
@@ -385,5 +385,5 @@ def test_an_aec_env_enters_where_its_conversion_is_exact():
         _parts(envs, envs.reset())["obs"][3:], [observations[n] for n in envs.agents.names]
     )
     envs.close()
-    with pytest.raises(UserError, match="turn-based game .* --self-play"):
+    with pytest.raises(UserError, match="turn-based game .* selfplay:MODULE"):
         make_envs(connect_four.env, 2)

@@ -86,7 +86,7 @@ def as_parallel(env, label: str):
             env.close()
             raise UserError(
                 f"{label} is a turn-based game (one agent moves at a time), which the PettingZoo backend cannot "
-                "step in parallel; it trains with --self-play"
+                "step in parallel; a two-player game trains by self-play: --env-id selfplay:MODULE (docs/MULTIAGENT.md)"
             )
         return aec_to_parallel(env)
     raise UserError(
