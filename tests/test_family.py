@@ -206,7 +206,7 @@ def test_algo_defaults_then_preset_then_flags():
         4,
         8,
     )
-    assert set(ALGORITHMS) == {"ppo", "vpg", "reinforce"}
+    assert set(ALGORITHMS) == {"ppo", "vpg", "reinforce", "ippo", "mappo"}
     for name, algorithm in ALGORITHMS.items():
         assert resolve_args(algo=name) == PPOArgs.of(algo=name, **algorithm.defaults)
     assert [name for name, algorithm in ALGORITHMS.items() if not algorithm.has_critic] == ["reinforce"]
