@@ -675,6 +675,12 @@ def check_agents(args: PPOArgs, agents: AgentSpec | None) -> None:
             f"{named[0]} trains many agents, and {args.env.env_id} is a single-agent env; multi-agent envs are "
             "pettingzoo:MODULE and vmas:SCENARIO ids (docs/MULTIAGENT.md)"
         )
+    separate = agents is not None and (agents.num_kinds > 1 or not args.network.share_params)
+    if separate and args.network.shared_network:
+        raise UserError(
+            "--shared-network gives one trunk to every agent; agents of several kinds, or --no-share-params, need "
+            "a network each: drop --shared-network"
+        )
 
 
 def default_run_dir(args: PPOArgs) -> str:

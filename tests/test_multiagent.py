@@ -130,6 +130,9 @@ def test_multi_agent_settings_are_refused_on_a_single_agent_env(tmp_path):
             )
     with pytest.raises(UserError, match="shared-network"):
         NetworkSettings(centralized_critic=True, shared_network=True).validate()
+    with pytest.raises(UserError, match="need a network each: drop --shared-network"):
+        proxima.train(env_id="proxima/ProbeCoordination-v0", algo="ippo", share_params=False, shared_network=True,
+                      total_timesteps=512, run_dir=str(tmp_path / "s"), quiet=True)  # fmt: skip
 
 
 def test_a_team_reward_is_the_mean_over_the_agents_present():
