@@ -5,8 +5,8 @@ settings the search started from (the defaults, or a preset), so the table says 
     .venv/bin/python benchmarks/tuned_preset.py TUNE_DIR [--steps 1000000] [--seeds 1 2 3] [--jobs 2]
         [--baseline lunarlander-fast ...] [--record [DIR]]
 
-A baseline is `defaults` (proxima's defaults on the task, with the search's base settings: what the search
-started from) or a preset name. Each run is `proxima train ... --total-timesteps STEPS --seed S` timed from its
+A baseline is `defaults` (proxima's defaults on the task) or a preset name, trained on the tuned task (`--config
+PRESET --env-id TASK`: a search that started from a preset's settings on another task names that preset). Each run is `proxima train ... --total-timesteps STEPS --seed S` timed from its
 process start; the search's own CPU time (all samples' processes) and its sample count come from the tune
 directory's results.json. Runs go `--jobs` at a time, so their wall times are not timings beside one another.
 """
@@ -70,7 +70,9 @@ def main() -> None:
     best = os.path.join(args.tune_dir, "best.json")
     settings = [("tuned", ["--config", best])]
     for name in args.baseline:
-        settings.append((name, ["--env-id", env_id] if name == "defaults" else ["--config", name]))
+        settings.append(
+            (name, ["--env-id", env_id] if name == "defaults" else ["--config", name, "--env-id", env_id])
+        )
     jobs = [(label, flags, seed) for label, flags in settings for seed in args.seeds]
     with ThreadPoolExecutor(args.jobs) as pool:
         results = list(pool.map(lambda job: train_and_score(job[1], job[2], args.steps), jobs))
