@@ -21,7 +21,7 @@ from torch import Tensor
 # Gymnasium wrappers for what it cannot do (video, --async-envs).
 from proxima.envs import gymnasium_backend  # noqa: F401
 from proxima.envs.atari import FRAME_SKIP, NOOP_MAX, SIZE, STACK, atari_game
-from proxima.envs.interface import Step
+from proxima.envs.interface import Seeds, Step, row_seeds
 from proxima.envs.registry import register_backend
 from proxima.errors import UserError
 from proxima.spaces import ObsLayout
@@ -41,7 +41,7 @@ class AleVecEnv:
         env_id: str,
         num_envs: int,
         *,
-        seed: int | None = None,
+        seed: Seeds = None,
         device: torch.device | str = "cpu",
         noop_max: int = NOOP_MAX,
         **_,
@@ -74,16 +74,18 @@ class AleVecEnv:
         self.single_action_space = self.envs.single_action_space
         self.obs_layout = ObsLayout(self.single_observation_space)
         self.device = torch.device(device)
-        self._seed = seed
+        self._seed = row_seeds(seed, num_envs)
         self._lives = np.zeros(num_envs, dtype=np.int64)
 
     def _tensor(self, array: np.ndarray) -> Tensor:
         return torch.from_numpy(np.ascontiguousarray(array)).to(self.device)
 
-    def reset(self, seed: int | None = None) -> Tensor:
-        """Reset all games; game i is seeded with seed + i (the seed given at construction, if none here)."""
-        seed, self._seed = (self._seed if seed is None else seed), None
-        obs, info = self.envs.reset(seed=seed)
+    def reset(self, seed: Seeds = None) -> Tensor:
+        """Reset all games; game i is seeded with seed + i, or seed[i] where ``seed`` is a sequence (the seed
+        given at construction, if none here)."""
+        seed, self._seed = row_seeds(self._seed if seed is None else seed, self.num_envs), None
+        # ale-py takes one seed per game as an array, and only an int as a consecutive range
+        obs, info = self.envs.reset(seed=np.array(seed, dtype=np.int64) if isinstance(seed, list) else seed)
         self._lives = info["lives"].astype(np.int64)
         return self._tensor(obs)
 

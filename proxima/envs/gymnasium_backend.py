@@ -20,7 +20,7 @@ from gymnasium.vector import AutoresetMode
 from torch import Tensor
 
 from proxima.envs.atari import atari_game, make_atari_env
-from proxima.envs.interface import InfoKeys, Step, env_actions, env_call, per_env_values
+from proxima.envs.interface import InfoKeys, Seeds, Step, env_actions, env_call, per_env_values, row_seeds
 from proxima.envs.registry import register_backend
 from proxima.errors import EnvError, UserError
 from proxima.spaces import MASK_KEY, ObsLayout, action_count
@@ -305,7 +305,7 @@ class GymnasiumVecEnv:
         num_envs: int,
         *,
         asynchronous: bool = False,
-        seed: int | None = None,
+        seed: Seeds = None,
         device: torch.device | str = "cpu",
         video_dir: str | None = None,
         video_episodes: int | None = None,
@@ -314,7 +314,7 @@ class GymnasiumVecEnv:
     ):
         """``factory``: a callable that returns a ``gymnasium.Env``, called (with ``env_kwargs``) once per
         sub-env and once for the checks; ``env_id`` then only names it in messages (proxima.envs.user)."""
-        self._seed = seed
+        self._seed = row_seeds(seed, num_envs)
         self._asynchronous = asynchronous
         self._reports_stats = atari_game(env_id) is not None
         # Fail fast, in this process, on a bad id, an env that cannot render, or the old step API.
@@ -344,9 +344,10 @@ class GymnasiumVecEnv:
     def _obs(self, array) -> Tensor:
         return torch.as_tensor(np.asarray(array), dtype=self._obs_dtype, device=self.device)
 
-    def reset(self, seed: int | None = None) -> Tensor:
-        """Reset all envs; sub-env i is seeded with seed + i (the seed given at construction, if none here)."""
-        seed, self._seed = (self._seed if seed is None else seed), None
+    def reset(self, seed: Seeds = None) -> Tensor:
+        """Reset all envs; sub-env i is seeded with seed + i, or seed[i] where ``seed`` is a sequence (the seed
+        given at construction, if none here)."""
+        seed, self._seed = row_seeds(self._seed if seed is None else seed, self.num_envs), None
         with self._worker_errors_quiet():
             obs, _ = self.envs.reset(seed=seed)
         return self._obs(obs)

@@ -15,6 +15,8 @@ here knows about policies.
 
 from __future__ import annotations
 
+import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple, Protocol
 
@@ -25,6 +27,9 @@ from torch import Tensor
 
 from proxima.errors import EnvError, UserError
 from proxima.spaces import ObsLayout
+
+Seeds = int | Sequence[int] | None
+"""A VecEnv's seed: an int (env i gets ``seed + i``), one int per env, or None (``VecEnv.reset``)."""
 
 
 class Step(NamedTuple):
@@ -76,8 +81,11 @@ class VecEnv(Protocol):
     single_action_space: gym.Space
     device: torch.device
 
-    def reset(self, seed: int | None = None) -> Tensor:
-        """Start a new episode in every env; return the observations, ``(N, *obs_shape)``."""
+    def reset(self, seed: Seeds = None) -> Tensor:
+        """Start a new episode in every env; return the observations, ``(N, *obs_shape)``. ``seed``: an int
+        seeds env i with ``seed + i``; a sequence of N ints seeds env i with ``seed[i]`` (``row_seeds``), so
+        one VecEnv can hold the envs of several runs, each seeded as it would be alone; None: the seed given
+        at construction (or none). Multi-agent backends take an int only."""
         ...
 
     def step(self, actions: Tensor) -> Step:
@@ -156,6 +164,31 @@ def merge_info_keys(*wanted: InfoKeys) -> InfoKeys | None:
         return "all"
     keys = tuple(dict.fromkeys(key for w in wanted for key in w))
     return keys or None
+
+
+def row_seeds(seed: Seeds, num_envs: int) -> int | list[int] | None:
+    """``seed`` as a backend's reset takes it: None or an int as it is (env i gets ``seed + i``), a sequence
+    as a list of ``num_envs`` ints (env i gets ``seed[i]``), which must have one per env."""
+    if seed is None or isinstance(seed, numbers.Integral):
+        return seed
+    if isinstance(seed, np.ndarray) and seed.ndim == 1:
+        seed = seed.tolist()
+    if isinstance(seed, str | bytes) or not isinstance(seed, Sequence):
+        raise UserError(f"seed must be an int or a sequence of one int per env, got {seed!r}")
+    seeds = list(seed)
+    if not all(isinstance(s, numbers.Integral) for s in seeds):
+        raise UserError(f"a seed sequence must hold ints only, got {seeds!r}")
+    if len(seeds) != num_envs:
+        raise UserError(f"a seed sequence needs one int per env: {num_envs} envs, got {len(seeds)} seeds")
+    return [int(s) for s in seeds]
+
+
+def one_seed(seed: Seeds, backend: str) -> int | None:
+    """``seed`` for a backend that seeds its envs from one int only (its games are not batched by seed): a
+    sequence is refused."""
+    if seed is None or isinstance(seed, numbers.Integral):
+        return seed
+    raise UserError(f"the {backend} backend takes one int seed for all its envs, not one seed per env")
 
 
 def per_env_values(values, num_envs: int) -> list:

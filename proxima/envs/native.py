@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from proxima.envs.interface import AgentSpec, Step
+from proxima.envs.interface import AgentSpec, Seeds, Step, one_seed, row_seeds
 from proxima.envs.registry import register_backend
 from proxima.errors import UserError
 from proxima.spaces import ObsLayout
@@ -51,8 +51,12 @@ class CounterRNG:
         self.key = torch.zeros(num_envs, dtype=torch.int64, device=device)
         self.counter = torch.zeros(num_envs, dtype=torch.int64, device=device)
 
-    def seed(self, seed: int) -> None:
-        ids = torch.arange(self.num_envs, dtype=torch.int64, device=self.device) + int(seed)
+    def seed(self, seed: int | list[int]) -> None:
+        """Key env i's stream by ``seed + i``, or by ``seed[i]`` where ``seed`` is a list of one int per env."""
+        if isinstance(seed, list):
+            ids = torch.tensor(seed, dtype=torch.int64, device=self.device)
+        else:
+            ids = torch.arange(self.num_envs, dtype=torch.int64, device=self.device) + int(seed)
         self.key = hash32(hash32(ids) ^ 0x9E3779B9)
         self.counter.zero_()
 
@@ -94,10 +98,10 @@ class NativeVecEnv(_Batched):
     single_observation_space: gym.spaces.Box
     single_action_space: gym.Space
 
-    def __init__(self, num_envs: int, *, seed: int | None = None, device: torch.device | str = "cpu"):
+    def __init__(self, num_envs: int, *, seed: Seeds = None, device: torch.device | str = "cpu"):
         self.num_envs = num_envs
         self.device = torch.device(device)
-        self._seed = seed
+        self._seed = row_seeds(seed, num_envs)
         self.rng = CounterRNG(num_envs, self.device)
         self.state = torch.zeros(num_envs, self.state_dim, dtype=torch.float64, device=self.device)
         if isinstance(self.single_action_space, gym.spaces.Box):
@@ -110,9 +114,10 @@ class NativeVecEnv(_Batched):
         self.elapsed = torch.zeros(num_envs, dtype=torch.int64, device=self.device)
         self.obs_layout = ObsLayout(self.single_observation_space)
 
-    def reset(self, seed: int | None = None) -> Tensor:
-        """Reset all envs; env i's stream is seeded with seed + i (the seed given at construction, if none)."""
-        seed, self._seed = (self._seed if seed is None else seed), None
+    def reset(self, seed: Seeds = None) -> Tensor:
+        """Reset all envs; env i's stream is seeded with seed + i, or seed[i] where ``seed`` is a sequence (the
+        seed given at construction, if none)."""
+        seed, self._seed = row_seeds(self._seed if seed is None else seed, self.num_envs), None
         self.rng.seed(0 if seed is None else seed)
         self.state = self._initial_state(torch.ones(self.num_envs, dtype=torch.bool, device=self.device))
         self.elapsed.zero_()
@@ -546,7 +551,7 @@ class _MultiAgentProbe(_Batched):
         self.agents = AgentSpec(self.names, (0,) * agents, num_envs)
         self.num_envs = num_envs * agents
         self.device = torch.device(device)
-        self._seed = seed
+        self._seed = one_seed(seed, "native multi-agent")
         self.rng = CounterRNG(num_envs, self.device)
         self.own = torch.zeros(num_envs, agents, dtype=torch.float32, device=self.device)
         self.single_observation_space = gym.spaces.Dict(
@@ -559,7 +564,7 @@ class _MultiAgentProbe(_Batched):
         self.obs_layout = ObsLayout(self.single_observation_space)
 
     def reset(self, seed: int | None = None) -> Tensor:
-        seed, self._seed = (self._seed if seed is None else seed), None
+        seed, self._seed = one_seed(self._seed if seed is None else seed, "native multi-agent"), None
         self.rng.seed(0 if seed is None else seed)
         self.own = self._draw()
         return self.observe(self.own)

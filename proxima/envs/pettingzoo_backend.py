@@ -28,7 +28,7 @@ import torch
 from torch import Tensor
 
 from proxima.envs.gymnasium_backend import construct
-from proxima.envs.interface import AgentSpec, InfoKeys, Step, env_actions, env_call, per_env_values
+from proxima.envs.interface import AgentSpec, InfoKeys, Step, env_actions, env_call, one_seed, per_env_values
 from proxima.envs.registry import register_backend
 from proxima.errors import EnvError, UserError
 from proxima.spaces import MASK_KEY, ObsLayout, action_count
@@ -170,7 +170,7 @@ class PettingZooVecEnv:
     ):
         """``make(**env_kwargs)`` returns one ParallelEnv (or a parallelizable AEC env); ``first``: one it already
         made, used as game 0 where no video asks for a rendering one."""
-        self.label, self._seed = label, seed
+        self.label, self._seed = label, one_seed(seed, "pettingzoo")
         kwargs = env_kwargs or {}
         self._video = _Recorder(video_dir, video_episodes) if video_dir else None
         if first is not None and video_dir is not None:
@@ -331,7 +331,7 @@ class PettingZooVecEnv:
 
     def reset(self, seed: int | None = None) -> Tensor:
         """Reset every game; game e is seeded with seed + e (the seed given at construction, if none here)."""
-        seed, self._seed = (self._seed if seed is None else seed), None
+        seed, self._seed = one_seed(self._seed if seed is None else seed, "pettingzoo"), None
         out = np.zeros((self.num_envs, self.obs_layout.shape[0]), dtype=np.float32)
         for e in range(len(self.games)):
             self._reset_game(out, e, None if seed is None else seed + e)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from proxima.envs.interface import VecEnv
+from proxima.envs.interface import Seeds, VecEnv
 from proxima.errors import UserError
 
 FEATURES = {"asynchronous": "--async-envs", "video": "--capture-video", "env_kwargs": "--env-kwargs"}
@@ -114,14 +114,15 @@ def make_vec_env(
     num_envs: int,
     *,
     backend: str = "auto",
-    seed: int | None = None,
+    seed: Seeds = None,
     asynchronous: bool = False,
     device: torch.device | str = "cpu",
     video_dir: str | None = None,
     video_episodes: int | None = None,
     env_kwargs: dict | None = None,
 ) -> VecEnv:
-    """Build ``num_envs`` copies of ``env_id`` behind the ``VecEnv`` interface; the first ``reset()`` uses ``seed``.
+    """Build ``num_envs`` copies of ``env_id`` behind the ``VecEnv`` interface; the first ``reset()`` uses ``seed``
+    (an int, or one int per env: ``VecEnv.reset``).
 
     ``backend="gymnasium"`` wraps Gymnasium's vector envs (any registered id); ``backend="native"`` uses
     proxima's batched torch implementation (``proxima.envs.native.NATIVE_ENVS``), which steps all envs as

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from proxima.envs.interface import Step
+from proxima.envs.interface import Step, one_seed
 from proxima.envs.registry import register_backend
 from proxima.errors import UserError
 from proxima.spaces import ObsLayout
@@ -79,8 +79,8 @@ class SelfPlayVecEnv:
         self.obs_layout = ObsLayout(space, mask=MASK)
         self.seats = np.arange(num_envs) % 2  # the learner's index in self.names, this episode
         self.episodes = np.zeros(num_envs, dtype=np.int64)
-        self._seed = seed
-        self._rng = np.random.default_rng(seed)
+        self._seed = one_seed(seed, "selfplay")
+        self._rng = np.random.default_rng(self._seed)
         self.generator = torch.Generator(device=self.device)  # the built-in players' draws
         self.random_player = random_player(self.obs_layout, self.generator)
         self.set_opponents([self.random_player])
@@ -105,7 +105,7 @@ class SelfPlayVecEnv:
     # the VecEnv interface
 
     def reset(self, seed: int | None = None) -> Tensor:
-        seed = self._seed if seed is None else seed
+        seed = one_seed(self._seed if seed is None else seed, "selfplay")
         if seed is not None:
             self._rng = np.random.default_rng(seed)
             self.generator.manual_seed(seed)

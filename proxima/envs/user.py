@@ -28,7 +28,7 @@ from gymnasium.vector import AutoresetMode
 from torch import Tensor
 
 from proxima.envs.gymnasium_backend import GymnasiumVecEnv, call_envs, construct, set_env_attr
-from proxima.envs.interface import InfoKeys, Step, env_actions, env_call
+from proxima.envs.interface import InfoKeys, Seeds, Step, env_actions, env_call, row_seeds
 from proxima.envs.pettingzoo_backend import PettingZooVecEnv, is_pettingzoo_env
 from proxima.envs.registry import make_vec_env
 from proxima.errors import EnvError, UserError
@@ -111,7 +111,7 @@ def make_envs(
     *,
     env_kwargs: dict | None = None,
     backend: str = "auto",
-    seed: int | None = None,
+    seed: Seeds = None,
     asynchronous: bool = False,
     device: torch.device | str = "cpu",
     video_dir: str | None = None,
@@ -199,7 +199,7 @@ class UserVectorEnv:
     def __init__(
         self, envs: gym.vector.VectorEnv, *, device: torch.device | str = "cpu", seed=None, label=""
     ):
-        self.envs, self._seed, self.label = envs, seed, label
+        self.envs, self._seed, self.label = envs, row_seeds(seed, envs.num_envs), label
         mode = envs.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)  # Gymnasium's default
         self.mode = AutoresetMode(mode.value if isinstance(mode, AutoresetMode) else mode)
         self.num_envs = envs.num_envs
@@ -237,9 +237,10 @@ class UserVectorEnv:
         array = layout.pack(obs, batch=True) if layout.packed else np.asarray(obs)
         return torch.as_tensor(array, dtype=layout.dtype, device=self.device)
 
-    def reset(self, seed: int | None = None) -> Tensor:
-        """Reset all envs; sub-env i is seeded with seed + i (the seed given at construction, if none here)."""
-        seed, self._seed = (self._seed if seed is None else seed), None
+    def reset(self, seed: Seeds = None) -> Tensor:
+        """Reset all envs; sub-env i is seeded with seed + i, or seed[i] where ``seed`` is a sequence, passed to
+        the VectorEnv as it is (the seed given at construction, if none here)."""
+        seed, self._seed = row_seeds(self._seed if seed is None else seed, self.num_envs), None
         obs, _ = env_call(self.envs.reset, seed=seed)
         return self._obs(obs)
 

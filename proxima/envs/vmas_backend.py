@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from proxima.envs.interface import AgentSpec, Step
+from proxima.envs.interface import AgentSpec, Step, one_seed
 from proxima.envs.registry import register_backend
 from proxima.errors import EnvError, UserError
 from proxima.spaces import MASK_KEY, ObsLayout
@@ -122,6 +122,7 @@ class VmasVecEnv:
             )
         if not isinstance(continuous, bool):
             raise UserError(f"{env_id}'s continuous_actions must be true or false, got {continuous!r}")
+        seed = one_seed(seed, "vmas")
         self.env_id, self.device, self._seed = env_id, torch.device(device), seed
         self._rng = _seeded_states(0 if seed is None else seed, self.device)
         self._make(scenario, num_envs, max_steps, continuous, kwargs)
@@ -242,7 +243,7 @@ class VmasVecEnv:
 
     def reset(self, seed: int | None = None) -> Tensor:
         """Reset every game; the batch is seeded as one with ``seed`` (the seed given at construction, if none)."""
-        seed, self._seed = (self._seed if seed is None else seed), None
+        seed, self._seed = one_seed(self._seed if seed is None else seed, "vmas"), None
         with self._own_rng():
             observations = self.env.reset(seed=seed)
         return self._rows(observations)
