@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from proxima.trainer import Run
 
 FORMAT, VERSION = "proxima-checkpoint", 3
+GROUP_FORMAT = "proxima-seeds-checkpoint"  # save_group's
 
 
 def _split(tree, path: str, tensors: dict[str, Tensor]):
@@ -76,6 +77,11 @@ def components(run: Run) -> dict:
 
 def save(run: Run, finished: bool = False) -> None:
     """Write the run's state to ``RUN_DIR/checkpoint.safetensors`` (atomically)."""
+    write_checkpoint(os.path.join(run.run_dir, CHECKPOINT), *snapshot(run, finished))
+
+
+def snapshot(run: Run, finished: bool = False) -> tuple[dict[str, Tensor], dict]:
+    """The run's state as a checkpoint file holds it: ``(tensors, header)``."""
     tensors: dict[str, Tensor] = {}
     parts = {name: _split(state, name, tensors) for name, state in components(run).items()}
     meta = {
@@ -86,7 +92,32 @@ def save(run: Run, finished: bool = False) -> None:
         **run.spaces(),
         "components": parts,
     }
-    write_checkpoint(os.path.join(run.run_dir, CHECKPOINT), tensors, meta)
+    return tensors, meta
+
+
+def save_group(path: str, snapshots: dict[str, tuple[dict[str, Tensor], dict]]) -> None:
+    """Several runs' ``snapshot``s in one file (a batched run's seeds, by name), so that they are always of one
+    moment: a process killed between two seeds' own checkpoints leaves them of two updates."""
+    tensors = {f"{name}/{key}": t.clone() for name, (part, _) in snapshots.items() for key, t in part.items()}
+    meta = {
+        "format": GROUP_FORMAT,
+        "version": VERSION,
+        "runs": {name: m for name, (_, m) in snapshots.items()},
+    }
+    write_checkpoint(path, tensors, meta)
+
+
+def read_group(path: str) -> dict[str, tuple[dict, dict]]:
+    """``save_group``'s file as each run's ``(meta, states)``, as ``read`` gives them for one run."""
+    tensors, meta = read_checkpoint(path)
+    if meta.get("format") != GROUP_FORMAT or meta.get("version") != VERSION:
+        raise UserError(f"{path} is not a batched run's checkpoint of version {VERSION}")
+    runs = {}
+    for name, own in meta["runs"].items():
+        prefix = name + "/"
+        part = {key[len(prefix) :]: t for key, t in tensors.items() if key.startswith(prefix)}
+        runs[name] = own, {c: _join(tree, part, c) for c, tree in own["components"].items()}
+    return runs
 
 
 def read(path: str) -> tuple[dict, dict]:

@@ -211,6 +211,9 @@ class RunSettings:
     """the name of this experiment"""
     seed: int = 1
     """seed of the experiment"""
+    num_seeds: int = 1
+    """train seeds seed ... seed+N-1 as N independent agents in one process, as one batched computation; each
+    writes its own run directory, RUN_DIR/seedS (docs/TRAINING.md)"""
     torch_deterministic: bool = True
     """if toggled, `torch.backends.cudnn.deterministic=True` and torch picks deterministic algorithms"""
     cuda: bool = True
@@ -266,6 +269,8 @@ class RunSettings:
             raise UserError(
                 f"torch_threads must be 0 (automatic) or a positive integer, got {self.torch_threads}"
             )
+        if self.num_seeds < 1:
+            raise UserError(f"num_seeds must be a positive number of seeds, got {self.num_seeds}")
         if self.checkpoint_every < 0:
             raise UserError(
                 f"checkpoint_every must be 0 (only at the end) or a positive number of updates, got {self.checkpoint_every}"

@@ -40,6 +40,7 @@ WEIGHTS = "model.safetensors"
 AGENT_JSON = "agent.json"
 # a sweep's directory (its runs are RUN_DIRs in it):
 SWEEP_JSON = "sweep.json"  # the plan, for --resume
+SEEDS_JSON = "seeds.json"  # a batched run's (--num-seeds): its settings and seeds, for --resume
 TRIAL_JSON = "trial.json"  # in each run's directory: the sweep's verdict on it
 RESULTS_JSON = "results.json"
 RESULTS_MD = "results.md"

@@ -150,6 +150,18 @@ class RolloutBuffer:
             valid,
         )
 
+    def columns(self, start: int, stop: int) -> RolloutBuffer:
+        """Envs ``start`` to ``stop`` of this rollout as a buffer of their own (views, no copy): one seed's share
+        of a batched run's rollout (``--num-seeds``), whose episodes and infos are that seed's alone."""
+        part = object.__new__(RolloutBuffer)
+        for name, value in vars(self).items():
+            setattr(part, name, value[:, start:stop] if isinstance(value, torch.Tensor) else value)
+        if self.episode_infos is not None:
+            part.episode_infos = {
+                (t, i - start): info for (t, i), info in self.episode_infos.items() if start <= i < stop
+            }
+        return part
+
     def finished_episodes(self) -> tuple[list[float], list[int]]:
         """Returns and lengths of the episodes that ended during this rollout, in time order."""
         ended = self.episode_ended

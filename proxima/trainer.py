@@ -23,18 +23,22 @@ from proxima import checkpoint, seeding
 from proxima.advantages import estimate_advantages
 from proxima.agent import Agent
 from proxima.algorithms import get_algorithm
-from proxima.callbacks import Callback, UpdateResult, default_callbacks, wanted_infos
+from proxima.callbacks import Callback, Checkpointing, UpdateResult, default_callbacks, wanted_infos
 from proxima.config import PPOArgs, resolve_args, show_value
 from proxima.distributions import make_head
 from proxima.encoders import check_spaces, choose_encoder, emulation_note, encoder_note, resolve_precision
 from proxima.envs import make_envs
 from proxima.envs.interface import AgentSpec, agent_spec, obs_layout
+from proxima.envs.selfplay import is_selfplay_id
 from proxima.envs.user import describe_env, env_source, is_env_object, load_env_factory
-from proxima.errors import DiskFullError, EnvError, NonFiniteError, UserError
+from proxima.errors import DiskFullError, EnvError, NonFiniteError, TrainingInterrupted, UserError
 from proxima.files import (
     AGENT_JSON,
     CHECKPOINT,
     CONFIG_JSON,
+    RESULTS_JSON,
+    RESULTS_MD,
+    SEEDS_JSON,
     VIDEOS,
     WEIGHTS,
     load_module_state,
@@ -127,6 +131,11 @@ def training(
     env, args, overrides = _take_env(env, args, overrides)
     args = resolve_args(args, config=config, **overrides).validate()
     env = _env_of(args, env)
+    if args.run.num_seeds > 1:
+        _check_seeds(args, env if env is not None else None)
+        if resume_if_exists:
+            raise UserError("--num-seeds does not take --resume-if-exists yet; resume with --resume RUN_DIR")
+        return train_seeds(args, callbacks)
     if env is not None and not args.env.env_id.startswith("object:"):  # --env-factory given, not env=
         args = args.replace(env_id=describe_env(env)[0])
     if resume_if_exists:
@@ -211,6 +220,10 @@ def resuming(
         raise UserError(
             f"run directory {run_dir!r} does not exist; give a directory written by `proxima train`"
         )
+    if os.path.exists(os.path.join(run_dir, SEEDS_JSON)):
+        if total_timesteps is not None or env is not None:
+            raise UserError("a batched run (--num-seeds) resumes as it was: drop total_timesteps and env")
+        return resume_seeds(run_dir, quiet, callbacks)
     config_path = os.path.join(run_dir, CONFIG_JSON)
     saved = PPOArgs.from_json(read_json(config_path), config_path)
     path = os.path.join(run_dir, CHECKPOINT)
@@ -406,21 +419,7 @@ class Run:
             else None
         )
         self._lrs: list[float] | None = None  # the rates _apply put into the optimizer
-        self.collector: Collector
-        if isinstance(envs, WorkerPool):  # the envs are on Ray actors: one more collector, same buffer
-            self.collector = RayCollector(
-                envs, args.algorithm.num_steps, args.algorithm.gamma, self.model, args.run.seed, say=self._say
-            )
-        else:
-            collector = RecurrentCollector if args.network.recurrent else RolloutCollector
-            self.collector = collector(
-                envs,
-                args.algorithm.num_steps,
-                args.algorithm.gamma,
-                self.model,
-                seed=args.run.seed,
-                team_reward=args.env.team_reward,
-            )
+        self.collector: Collector = self._make_collector()
         self.agent = Agent(
             self.model, args.env.env_id, envs.single_observation_space, envs.single_action_space
         )
@@ -433,6 +432,22 @@ class Run:
         self.logger = None  # set by the Logging callback
         self.env = (
             None  # the env object of train(env=...) (None: args.env.env_id), for the callbacks' own envs
+        )
+
+    def _make_collector(self) -> Collector:
+        args, envs = self.args, self.envs
+        if isinstance(envs, WorkerPool):  # the envs are on Ray actors: one more collector, same buffer
+            return RayCollector(
+                envs, args.algorithm.num_steps, args.algorithm.gamma, self.model, args.run.seed, say=self._say
+            )
+        collector = RecurrentCollector if args.network.recurrent else RolloutCollector
+        return collector(
+            envs,
+            args.algorithm.num_steps,
+            args.algorithm.gamma,
+            self.model,
+            seed=args.run.seed,
+            team_reward=args.env.team_reward,
         )
 
     def _say(self, text: str) -> None:
@@ -505,8 +520,13 @@ class Run:
         agents = agent_spec(self.envs)
         if agents is not None and agents.num_kinds > 1:
             stats.update(group_diagnostics(self.model, batch, list(agents.kinds), agents.kind_names()))
+        return self.result(buf, batch, stats, learning_rate, in_force)
+
+    def result(self, buf, batch, stats: dict, learning_rate: float, in_force: dict) -> UpdateResult:
+        """Count the update done and return what the callbacks get of it: its record (the update's ``stats``
+        and the rollout's episodes) and the episodes themselves."""
         self.updates_done += 1
-        self.global_step += args.batch_size
+        self.global_step += self.args.batch_size
         self._apply()  # the next update's values, in place for the callbacks and the checkpoint
         episode_returns, episode_lengths = buf.finished_episodes()
         values, returns = batch.present(batch.values), batch.present(batch.returns)
@@ -786,3 +806,412 @@ def _make_envs(args: PPOArgs, run_dir: str, device: torch.device, env=None, vide
         device=device,
         video_dir=os.path.join(run_dir, VIDEOS, video_subdir) if args.env.capture_video else None,
     )
+
+
+# --- many seeds as one batched computation (--num-seeds; proxima.batched) -----------------------------------
+
+
+class _SeedRows:
+    """A seed's share of its group's collector: the rows of its envs in the group's checkpointable state, so that
+    the seed's own checkpoint continues its episodes (alone, or in the group again)."""
+
+    reports_infos = False  # set by the group, which collects for all seeds
+
+    def __init__(self, rows: slice):
+        self.rows, self.group_collector, self.loaded = rows, None, None
+
+    def state_dict(self) -> dict | None:
+        return _rows_of(self.group_collector.state_dict(), self.rows)
+
+    def load_state_dict(self, state: dict) -> None:
+        self.loaded = state
+
+    def restart(self, seed: int) -> None:
+        self.loaded = None
+
+
+def _rows_of(tree, rows: slice):
+    """``tree`` (a collector's state) with each tensor cut to ``rows`` (None: a part of it is not per row)."""
+    if tree is None:
+        return None
+    if isinstance(tree, torch.Tensor):
+        return tree[rows] if tree.dim() else None
+    parts = {key: _rows_of(value, rows) for key, value in tree.items()}
+    return None if any(v is None for v in parts.values()) else parts
+
+
+def _joined(trees: list):
+    """The seeds' shares of a collector's state, joined again (``_rows_of``'s inverse)."""
+    first = trees[0]
+    if isinstance(first, torch.Tensor):
+        return torch.cat(trees)
+    return {key: _joined([t[key] for t in trees]) for key in first}
+
+
+class SeedRun(Run):
+    """One seed of a batched run (``--num-seeds``): an ordinary run to its callbacks and in its directory, whose
+    rollouts and updates its ``SeedGroup`` makes for every seed at once."""
+
+    def __init__(self, args: PPOArgs, envs, run_dir: str, device: torch.device, rows: slice):
+        self._rows = rows
+        super().__init__(args, envs, run_dir, device)
+        self.stream = torch.get_rng_state()  # after the initialization: what its first actions draw from
+        self.group: SeedGroup | None = None
+        self.index = 0
+
+    def _make_collector(self) -> _SeedRows:
+        return _SeedRows(self._rows)
+
+    def iterate(self) -> UpdateResult:
+        raise RuntimeError("a seed of a batched run is updated by its SeedGroup")
+
+    def state_dict(self) -> dict:
+        state = super().state_dict()
+        group = self.group
+        state["optimizer"] = group.optimizer_share(self.index, self.optimizer)
+        state["rng"]["torch"] = group.streams.states[self.index]
+        return state
+
+    def load_state_dict(self, meta: dict, states: dict) -> None:
+        super().load_state_dict(meta, states)
+        self.stream = torch.get_rng_state()
+
+
+class SeedGroup:
+    """The seeds of a batched run: one vector env of all their envs (seed-major), their models stacked
+    (``proxima.batched``), one collector, and one update for all; each seed's counters, settings and
+    callbacks stay in its ``SeedRun``."""
+
+    def __init__(self, runs: list[SeedRun], envs, env_seeds: list[int]):
+        from proxima.batched import SeedCollector, SeedModel, SeedStreams, StackedModels
+
+        self.runs, self.envs = runs, envs
+        lead = runs[0]
+        args = lead.args
+        self.rows = args.env.num_envs
+        self.stacked = StackedModels([r.model for r in runs])
+        self.streams = SeedStreams([r.stream for r in runs])
+        groups = lead.model.param_groups(args.algorithm.learning_rate, args.algorithm.value_learning_rate)
+        self.optimizer = make_adam(self.stacked.named_groups(groups), args.algorithm.learning_rate)
+        self.model = SeedModel(self.stacked, self.streams, self.rows)
+        self.collector = SeedCollector(
+            envs, args.algorithm.num_steps, args.algorithm.gamma, self.model, seed=env_seeds
+        )
+        for j, run in enumerate(runs):
+            run.group, run.index = self, j
+            run.collector.group_collector = self.collector
+
+    def optimizer_share(self, j: int, own) -> dict:
+        """Seed ``j``'s Adam state in the layout of its own optimizer's ``state_dict``."""
+        saved = own.state_dict()
+        stacked = self.optimizer._params()
+        saved["state"] = {
+            i: {k: v if k == "step" else v[j] for k, v in self.optimizer.state[p].items()}
+            for i, p in enumerate(stacked)
+            if p in self.optimizer.state
+        }
+        return saved
+
+    def load(self) -> None:
+        """After each seed's checkpoint was loaded into its run: the stacked Adam state, the random streams and
+        the envs of all seeds, from theirs."""
+        stacked = self.optimizer._params()
+        live = [r for r in self.runs if r.index not in self.stacked.frozen]
+        for i, p in enumerate(stacked):
+            states = [r.optimizer.state_dict()["state"].get(i) for r in self.runs]
+            if all(s is not None for s in states):
+                self.optimizer.state[p] = {
+                    "step": live[0].optimizer.state_dict()["state"][i]["step"].clone(),
+                    "exp_avg": torch.stack([s["exp_avg"] for s in states]),
+                    "exp_avg_sq": torch.stack([s["exp_avg_sq"] for s in states]),
+                }
+        self.streams.states = [r.stream for r in self.runs]
+        shares = [r.collector.loaded for r in self.runs]
+        if all(s is not None for s in shares):
+            self.collector.load_state_dict(_joined(shares))
+            return
+        seed = seeding.resumed_episodes(self.runs[0].args.run.seed, self.runs[0].global_step)
+        self.collector.restart(seed=[seed + k for k in range(self.envs.num_envs)])
+
+    def iterate(self) -> list[UpdateResult | None]:
+        """One update of every seed that is still training (None for those that finished)."""
+        from proxima.batched import seed_batches, update_seeds
+        from proxima.storage import Batch
+
+        live = [run for run in self.runs if run.index not in self.stacked.frozen]
+        in_force = {run.index: run._apply() for run in live}
+        lead = live[0]
+        for run in live[1:]:
+            if run.settings != lead.settings or run.in_force != lead.in_force:
+                raise UserError(
+                    f"the seeds of a batched run train with the same settings, and seed {run.args.run.seed}'s "
+                    f"differ from seed {lead.args.run.seed}'s (run.set on one seed): set them on every seed"
+                )
+        for group, own in zip(self.optimizer.param_groups, lead.optimizer.param_groups, strict=True):
+            group["lr"] = own["lr"]
+        args = lead.args
+        next_value, next_done = self.collector.collect(self.model)
+        buf = self.collector.buffer
+        check_rollout(buf, lead.updates_done + 1)
+        advantages = estimate_advantages(
+            args.algorithm.advantage,
+            buf.rewards,
+            buf.values,
+            buf.dones,
+            next_value,
+            next_done,
+            args.algorithm.gamma,
+            args.algorithm.gae_lambda,
+        )
+        returns = advantages + buf.values
+        batch = seed_batches(buf, advantages, returns, len(self.runs))
+        stats = update_seeds(self.stacked, self.optimizer, batch, lead.settings, self.streams)
+        results: list[UpdateResult | None] = [None] * len(self.runs)
+        for run in live:
+            j, rows = run.index, slice(run.index * self.rows, (run.index + 1) * self.rows)
+            own = Batch(*(getattr(batch, f.name)[j] for f in dataclasses.fields(Batch)))
+            learning_rate = run.optimizer.param_groups[0]["lr"]
+            results[j] = run.result(
+                buf.columns(rows.start, rows.stop), own, stats[j], learning_rate, in_force[j]
+            )
+        return results
+
+
+def _check_seeds(args: PPOArgs, env) -> None:
+    """What a batched run (``--num-seeds``) cannot do yet, refused in one line each."""
+    refused = (
+        (args.network.recurrent, "--recurrent"),
+        (args.env.rollout_workers, "--rollout-workers"),
+        (args.algorithm.target_kl is not None, "--target-kl (each seed would stop its epochs apart)"),
+        (args.run.init_from is not None, "--init-from"),
+        (args.run.track, "--track"),
+        (args.env.capture_video, "--capture-video"),
+        (env is not None, "an env object (give an env id)"),
+        (is_selfplay_id(args.env.env_id), "a self-play env"),
+    )
+    for asked, what in refused:
+        if asked:
+            raise UserError(
+                f"--num-seeds {args.run.num_seeds} trains the seeds as one batched computation, which does not "
+                f"take {what} yet; drop it, or train the seeds apart (proxima sweep --seeds)"
+            )
+
+
+def _seed_args(args: PPOArgs, parent: str) -> list[PPOArgs]:
+    """Each seed's own settings: an ordinary run of its seed in ``parent/seedS``."""
+    first = args.run.seed
+    return [
+        args.replace(seed=s, num_seeds=1, run_dir=os.path.join(parent, f"seed{s}"), quiet=True)
+        for s in range(first, first + args.run.num_seeds)
+    ]
+
+
+def _env_seeds(seed_args: list[PPOArgs]) -> list[int]:
+    """The seed of every env of the group, seed-major: seed ``s``'s env ``k`` is seeded ``s + k`` as in its solo
+    run (``proxima.seeding.training_envs``)."""
+    return [seeding.training_envs(a.run.seed) + k for a in seed_args for k in range(a.env.num_envs)]
+
+
+def _seed_group(args: PPOArgs, parent: str, device: torch.device) -> tuple[SeedGroup, list[str]]:
+    """The envs, the seeds' runs (each model initialized as its solo run's) and their group."""
+    n, rows = args.run.num_seeds, args.env.num_envs
+    env_seeds = _env_seeds(_seed_args(args, parent))
+    envs = make_envs(args.env.env_id, n * rows, env_kwargs=args.env.env_kwargs, backend=args.env.env_backend,
+                     seed=env_seeds, asynchronous=args.env.async_envs, device=device)  # fmt: skip
+    try:
+        args = _resolve_precision(args, envs, device)
+        seed_args = _seed_args(args, parent)
+        if agent_spec(envs) is not None:
+            raise UserError(
+                f"--num-seeds trains single-agent envs; {args.env.env_id} has many agents: train its seeds apart "
+                "(proxima sweep --seeds)"
+            )
+        check_spaces(obs_layout(envs), envs.single_action_space, args.network.encoder)
+        images = obs_layout(envs).has_images
+        # Each model is initialized with its solo run's thread count: an orthogonal initialization's QR rounds
+        # by it. The group's minibatches are N times a seed's, which may choose another count for the update.
+        torch.set_num_threads(
+            choose_threads(args.run.torch_threads, args.samples_per_minibatch, images=images)[0]
+        )
+        runs = []
+        for j, a in enumerate(seed_args):
+            seeding.seed_globals(a.run.seed, a.run.torch_deterministic)
+            runs.append(SeedRun(a, envs, a.run.run_dir, device, slice(j * rows, (j + 1) * rows)))
+        count, why = choose_threads(args.run.torch_threads, args.samples_per_minibatch * n, images=images)
+        torch.set_num_threads(count)
+        return SeedGroup(runs, envs, env_seeds), [why] if why else []
+    except BaseException:
+        envs.close()
+        raise
+
+
+def train_seeds(args: PPOArgs, callbacks: list[Callback] | None = None) -> list[Agent]:
+    """``train`` with ``num_seeds`` > 1: seeds ``seed`` … ``seed + num_seeds - 1`` as one batched computation.
+    Returns each seed's agent; each seed's run directory is ``RUN_DIR/seedS``, an ordinary run's."""
+    parent = args.run.run_dir or default_run_dir(args)
+    _check_run_dir_free(parent)
+    device, notes = _setup(args)
+    group, more = _seed_group(args, parent, device)
+    args = args.replace(precision=group.runs[0].args.network.precision)
+    written = False
+    try:
+        os.makedirs(parent, exist_ok=True)
+        write_json(os.path.join(parent, SEEDS_JSON), args.to_json())
+        for run in group.runs:
+            os.makedirs(run.run_dir, exist_ok=True)
+            write_json(os.path.join(run.run_dir, CONFIG_JSON), run.args.to_json())
+        written = True
+        return _train_group(group, args, parent, callbacks or [], notes + more)
+    finally:
+        group.envs.close()
+        if not written and os.path.isdir(parent) and not os.listdir(parent):
+            os.rmdir(parent)
+
+
+def resume_seeds(parent: str, quiet: bool = False, callbacks: list[Callback] | None = None) -> list[Agent]:
+    """Continue a batched run from its seeds' checkpoints: exactly, on native envs."""
+    path = os.path.join(parent, SEEDS_JSON)
+    args = PPOArgs.from_json(read_json(path), path).replace(run_dir=parent, quiet=quiet)
+    device, notes = _setup(args)
+    group, more = _seed_group(args, parent, device)
+    try:
+        path = os.path.join(parent, CHECKPOINT)
+        if not os.path.exists(path):
+            raise UserError(f"{path} is missing: the run stopped before its first checkpoint; start it again")
+        saved = checkpoint.read_group(path)
+        metas = [saved[os.path.basename(run.run_dir)] for run in group.runs]
+        if all(meta["finished"] for meta, _ in metas):
+            raise UserError(f"every seed of the batched run in {parent} already finished")
+        group.pending = metas
+        return _train_group(group, args, parent, callbacks or [], notes + more)
+    finally:
+        group.envs.close()
+
+
+def _train_group(
+    group: SeedGroup, args: PPOArgs, parent: str, user: list[Callback], notes: list[str]
+) -> list[Agent]:
+    """The loop of ``steps`` for every seed of ``group``: each seed's callbacks after each update, and a seed
+    that a callback stops (``--stop-return``) leaves the group, its weights frozen, while the others go on."""
+    runs = group.runs
+    seed_callbacks = [default_callbacks(run, user) for run in runs]
+    pending = getattr(group, "pending", None)
+    finished: dict[str, tuple] = {}  # the snapshots of the seeds that stopped, for the group's checkpoints
+    for run, callbacks, state in zip(runs, seed_callbacks, pending or [None] * len(runs), strict=True):
+        run.callbacks = callbacks
+        run.console = ProgressReport(args.num_updates * args.batch_size, args.num_updates, quiet=True)
+        if state is not None:
+            checkpoint.load(run, os.path.join(parent, CHECKPOINT), *state)
+            if state[0]["finished"]:
+                group.stacked.freeze(run.index)
+                finished[os.path.basename(run.run_dir)] = checkpoint.snapshot(run, finished=True)
+
+    def save_group() -> None:
+        snapshots = {os.path.basename(run.run_dir): checkpoint.snapshot(run) for run in live}
+        checkpoint.save_group(os.path.join(parent, CHECKPOINT), {**finished, **snapshots})
+
+    if pending is not None:
+        group.load()
+    infos = wanted_infos(seed_callbacks[0])  # every seed has the same callbacks
+    if infos is not None:
+        reports = group.collector.keep_infos(infos)
+        for run in runs:
+            run.collector.reports_infos = reports
+    console = ProgressReport(
+        args.num_updates * args.batch_size * len(runs), args.num_updates, quiet=args.run.quiet
+    )
+    for note in notes:
+        console.message(note)
+    live = [run for run in runs if run.index not in group.stacked.frozen]
+    started: list[SeedRun] = []
+    interrupted: list[TrainingInterrupted] = []
+    try:
+        for run in live:
+            started.append(run)
+            for callback in run.callbacks:
+                callback.on_train_start(run)
+        start = time.perf_counter() - live[0].elapsed
+        while live and live[0].updates_done < args.num_updates and not interrupted:
+            results = group.iterate()
+            elapsed = time.perf_counter() - start
+            for run in list(live):
+                result = results[run.index]
+                run.elapsed = elapsed
+                result.record = {"global_step": run.global_step, "time_s": elapsed,
+                                 "sps": run.global_step / elapsed, **result.record}  # fmt: skip
+                try:
+                    stops = [callback.on_update_end(run, result) for callback in run.callbacks]
+                except TrainingInterrupted as e:
+                    interrupted.append(e)
+                    continue
+                if any(stops):
+                    console.message(f"seed {run.args.run.seed} stopped after update {run.updates_done}: "
+                                    f"{run.global_step:,} steps, {_said(result.record)}")  # fmt: skip
+                    _finish_seed(run)
+                    group.stacked.freeze(run.index)
+                    live.remove(run)
+                    finished[os.path.basename(run.run_dir)] = checkpoint.snapshot(run, finished=True)
+            every = args.run.checkpoint_every
+            if live and (interrupted or (every and live[0].updates_done % every == 0)):
+                save_group()
+            if interrupted:  # one seed's Checkpointing got the signal: every other seed checkpoints too
+                for run in live:
+                    for callback in run.callbacks:
+                        if isinstance(callback, Checkpointing) and not callback.hits:
+                            checkpoint.save(run)
+                raise TrainingInterrupted(
+                    parent, live[0].updates_done, args.num_updates, interrupted[0].exit_status - 128
+                )
+            steps_done = sum(run.global_step for run in runs)
+            returns = [r for res in results if res is not None for r in res.episode_returns]
+            record = {"global_step": steps_done, "sps": steps_done / elapsed,
+                      "episodic_return": float(np.mean(returns)) if returns else None}  # fmt: skip
+            console.update(max(run.updates_done for run in runs), record, returns)
+        for run in live:
+            _finish_seed(run)
+            finished[os.path.basename(run.run_dir)] = checkpoint.snapshot(run, finished=True)
+        live = []
+        save_group()
+        _summarize_seeds(parent, runs)
+        console.message(f"saved {len(runs)} agents to {parent}/seed*")
+    except (EnvError, NonFiniteError) as e:
+        raise type(e)(f"{e}; the seeds' checkpoints are in {parent}/seed*") from e
+    finally:
+        console.close()
+        for run in reversed(started):  # each Checkpointing puts back the signal handlers it found
+            for callback in reversed(run.callbacks):
+                callback.close(run)
+    return [run.agent for run in runs]
+
+
+def _said(record: dict) -> str:
+    value = record.get("eval_return")
+    return "no evaluation" if value is None else f"eval_return {value:.1f}"
+
+
+def _finish_seed(run: SeedRun) -> None:
+    run.agent.save(run.run_dir, global_step=run.global_step)
+    for callback in run.callbacks:
+        callback.on_train_end(run)
+
+
+def _summarize_seeds(parent: str, runs: list[SeedRun]) -> None:
+    """``RESULTS_JSON`` and ``RESULTS_MD`` in the batched run's directory: each seed's steps, whether it stopped
+    early, its final return and its last evaluation."""
+    from proxima.plotting import final_return
+
+    rows = []
+    for run in runs:
+        final = final_return(run.run_dir)
+        rows.append({"seed": run.args.run.seed, "run_dir": os.path.relpath(run.run_dir, parent),
+                     "global_step": run.global_step, "stopped_early": run.updates_done < run.args.num_updates,
+                     "final_return": None if np.isnan(final) else final})  # fmt: skip
+    write_json(os.path.join(parent, RESULTS_JSON), {"seeds": rows})
+    lines = ["| seed | steps | stopped early | final return (last 20 episodes) |", "|---|---|---|---|"]
+    for r in rows:
+        final = "–" if r["final_return"] is None else f"{r['final_return']:.1f}"
+        lines.append(
+            f"| {r['seed']} | {r['global_step']:,} | {'yes' if r['stopped_early'] else 'no'} | {final} |"
+        )
+    with open(os.path.join(parent, RESULTS_MD), "w") as f:
+        f.write("\n".join(lines) + "\n")

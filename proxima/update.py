@@ -81,20 +81,9 @@ def update(model: ActorCritic, optimizer: Adam, batch: Batch, settings: UpdateSe
                     values[mb.valid],
                     mb.samples(),
                 )
-            pg_loss = settings.policy_loss(logprobs, mb, settings.clip_coef, settings.norm_adv)
-            if scale is not None:
-                values = values / scale
-            if model.critic is None:
-                v_loss = values.new_zeros(())  # REINFORCE: nothing to fit
-            elif settings.clip_vloss:
-                v_loss = clipped_value_loss(values, mb.values, mb.returns, settings.clip_coef)
-            else:
-                v_loss = value_loss(values, mb.returns)
-            ent = entropy_bonus(entropy)
-            loss = (
-                pg_loss + settings.vf_coef * v_loss - settings.ent_coef * ent
-            )  # detail 10: the bonus is subtracted
-
+            loss, pg_loss, v_loss, ent = minibatch_loss(
+                logprobs, entropy, values, mb, settings, scale, model.critic is not None
+            )
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             if settings.max_grad_norm > 0:
@@ -107,7 +96,7 @@ def update(model: ActorCritic, optimizer: Adam, batch: Batch, settings: UpdateSe
         if settings.target_kl is not None and diagnostics["approx_kl"].item() > settings.target_kl:
             break  # early stopping on KL: the policy has already moved as far as we allow
     return {
-        **_grad_stats(losses, grad_norms),
+        **grad_stats(losses, grad_norms),
         "value_loss": v_loss.item(),
         "policy_loss": pg_loss.item(),
         "entropy": ent.item(),
@@ -115,6 +104,32 @@ def update(model: ActorCritic, optimizer: Adam, batch: Batch, settings: UpdateSe
         "approx_kl": diagnostics["approx_kl"].item(),
         "clipfrac": torch.stack(clipfracs).mean().item(),
     }
+
+
+def minibatch_loss(
+    logprobs: Tensor,
+    entropy: Tensor,
+    values: Tensor,
+    mb: Batch,
+    settings: UpdateSettings,
+    scale: Tensor | None,
+    has_critic: bool,
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """One minibatch's loss from the policy's log-probs, entropies and values on it: ``(loss, policy loss,
+    value loss, entropy)``. ``scale``: the value targets' std (``--norm-value``), which ``mb``'s values and
+    returns are already divided by."""
+    pg_loss = settings.policy_loss(logprobs, mb, settings.clip_coef, settings.norm_adv)
+    if scale is not None:
+        values = values / scale
+    if not has_critic:
+        v_loss = values.new_zeros(())  # REINFORCE: nothing to fit
+    elif settings.clip_vloss:
+        v_loss = clipped_value_loss(values, mb.values, mb.returns, settings.clip_coef)
+    else:
+        v_loss = value_loss(values, mb.returns)
+    ent = entropy_bonus(entropy)
+    loss = pg_loss + settings.vf_coef * v_loss - settings.ent_coef * ent  # detail 10: the bonus is subtracted
+    return loss, pg_loss, v_loss, ent
 
 
 @torch.no_grad()
@@ -146,7 +161,7 @@ def group_diagnostics(model: ActorCritic, batch: Batch, kinds: list[int], names:
     return stats
 
 
-def _grad_stats(losses: list[Tensor], grad_norms: list[Tensor]) -> dict:
+def grad_stats(losses: list[Tensor], grad_norms: list[Tensor]) -> dict:
     """The largest gradient norm before clipping, and where a NaN or infinity first appeared, if one did:
     in a minibatch's loss, or in its gradients while the loss was still finite (checked once per update)."""
     loss_ok = torch.isfinite(torch.stack(losses))

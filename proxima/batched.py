@@ -1,0 +1,282 @@
+"""Many seeds as one computation (``--num-seeds N``): N independent agents whose parameters are stacked along a
+leading axis, so that each forward and backward pass is one batched call (``torch.func.vmap`` over
+``functional_call``) instead of N streams of small ops.
+
+Each seed keeps its own ``ActorCritic``, whose parameters and buffers are *views* of the stacked tensors: what the
+batched update writes, the seed's evaluation, checkpoint and saved agent see, and a normalization statistic that a
+seed's model updates in place is the stacked one. Nothing is shared across seeds: each has its own random stream
+(``SeedStreams``), statistics, advantage normalization per minibatch, and gradient-norm clipping
+(``clip_grad_norms``); Adam is elementwise, so one Adam over the stacked tensors steps each seed as its own would.
+A seed's run is thus the algorithm of a solo run with its seed, on the same env seeds and random draws; only
+the batched kernels round differently (``tests/test_num_seeds.py`` measures by how much).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import torch
+from torch import Tensor, nn
+from torch.func import functional_call, stack_module_state, vmap
+
+from proxima.losses import ratio_diagnostics
+from proxima.networks import ActorCritic
+from proxima.normalization import Normalization
+from proxima.optim import Adam
+from proxima.rollout import RolloutCollector
+from proxima.storage import Batch, RolloutBuffer, minibatches
+from proxima.update import UpdateSettings, grad_stats, minibatch_loss
+
+
+class SeedStreams:
+    """Each seed's own stream of torch's global generator, as a solo run with that seed would draw from it: the
+    generator's state is swapped in around each of the seed's draws (action samples, minibatch orders), so that
+    the seed's code is the solo run's own."""
+
+    def __init__(self, states: list[Tensor]):
+        self.states = states
+
+    def each(self, draw: Callable[[int], object]) -> list:
+        """``[draw(j) for each seed j]``, each under seed ``j``'s stream."""
+        outer = torch.get_rng_state()
+        results = []
+        try:
+            for j, state in enumerate(self.states):
+                torch.set_rng_state(state)
+                results.append(draw(j))
+                self.states[j] = torch.get_rng_state()
+        finally:
+            torch.set_rng_state(outer)
+        return results
+
+    @contextmanager
+    def of(self, j: int) -> Iterator[None]:
+        """Seed ``j``'s stream as torch's global generator inside the block."""
+        outer = torch.get_rng_state()
+        torch.set_rng_state(self.states[j])
+        try:
+            yield
+        finally:
+            self.states[j] = torch.get_rng_state()
+            torch.set_rng_state(outer)
+
+
+class _Calls(nn.Module):
+    """A model's methods by name, for ``functional_call`` (which calls ``forward``)."""
+
+    def __init__(self, model: ActorCritic):
+        super().__init__()
+        self.model = model
+
+    def forward(self, method: str, obs: Tensor, actions: Tensor | None = None):
+        if method == "evaluate":
+            return self.model.evaluate(obs, actions)
+        return self.model(obs) if method == "forward" else self.model.value(obs)
+
+
+class StackedModels:
+    """N models of one architecture with their parameters and buffers stacked (``params``: the leaves the
+    optimizer steps); each model's own tensors become views of these."""
+
+    def __init__(self, models: list[ActorCritic]):
+        calls = [_Calls(m) for m in models]
+        self.params, self.buffers = stack_module_state(calls)
+        for j, module in enumerate(calls):
+            for name, p in module.named_parameters():
+                p.data = self.params[name].detach()[j]
+            for name, b in module.named_buffers():
+                b.data = self.buffers[name][j]
+        self.models = models
+        self.head = models[0].head
+        self._base = copy.deepcopy(calls[0]).to("meta")  # the architecture, without tensors of its own
+        self._value_std = self.buffers.get("model.normalization.value_std")
+        self._frozen: dict[int, dict[str, Tensor]] = {}
+
+    def __len__(self) -> int:
+        return len(self.models)
+
+    def call(self, method: str, obs: Tensor, actions: Tensor | None = None):
+        """``model.METHOD(obs[j], actions[j])`` of every seed ``j`` at once; ``obs`` is ``(N, B, ...)``."""
+
+        def one(params, buffers, o, a):
+            return functional_call(self._base, (params, buffers), (method, o, a))
+
+        in_dims = (0, 0, 0, None if actions is None else 0)
+        return vmap(one, in_dims=in_dims)(self.params, self.buffers, obs, actions)
+
+    def value_scale(self) -> Tensor | None:
+        """Each seed's std of its value targets, ``(N,)`` (``--norm-value``; None without it)."""
+        return self._value_std
+
+    def named_groups(self, groups: list[dict]) -> list[dict]:
+        """A seed's optimizer groups (``ActorCritic.param_groups``) as groups of the stacked parameters."""
+        name_of = {id(p): f"model.{name}" for name, p in self.models[0].named_parameters()}
+        return [{**g, "params": [self.params[name_of[id(p)]] for p in g["params"]]} for g in groups]
+
+    # --- seeds that have finished: their weights no longer change -------------------------------------
+    def freeze(self, j: int) -> None:
+        self._frozen[j] = {name: p.detach()[j].clone() for name, p in self.params.items()}
+
+    @property
+    def frozen(self) -> set[int]:
+        return set(self._frozen)
+
+    @torch.no_grad()
+    def restore_frozen(self) -> None:
+        """Put back the weights of the finished seeds, which the batched step moved along with the rest."""
+        for j, saved in self._frozen.items():
+            for name, p in self.params.items():
+                p[j] = saved[name]
+
+
+class _Normalizations:
+    """The seeds' observation and reward normalization over the rows of all of them (seed-major, ``rows`` a
+    seed), each seed's rows with its own statistics; a finished seed's statistics no longer change."""
+
+    def __init__(self, norms: list[Normalization], rows: int, frozen: Callable[[], set[int]]):
+        self.norms, self.rows, self.frozen = norms, rows, frozen
+        first = norms[0]
+        self.norm_obs, self.norm_reward, self.norm_value = first.norm_obs, first.norm_reward, first.norm_value
+        self.obs_dtype = first.obs_dtype
+
+    def _each(self, fn, *tensors: Tensor) -> Tensor:
+        done = self.frozen()
+        parts = [t.split(self.rows) for t in tensors]
+        return torch.cat([fn(n, j not in done, *(p[j] for p in parts)) for j, n in enumerate(self.norms)])
+
+    def obs(self, obs: Tensor, update: bool = False) -> Tensor:
+        if not self.norm_obs:
+            return obs
+        return self._each(lambda n, live, o: n.obs(o, update=update and live), obs)
+
+    def reward(self, reward: Tensor, discounted_return: Tensor, update: bool = True) -> Tensor:
+        if not self.norm_reward:
+            return reward
+        return self._each(
+            lambda n, live, r, g: n.reward(r, g, update=update and live), reward, discounted_return
+        )
+
+
+class SeedModel:
+    """What the rollout steps with (``RolloutCollector``'s ``model``): the stacked seeds over all rows, each
+    seed's actions drawn from its own stream."""
+
+    def __init__(self, stacked: StackedModels, streams: SeedStreams, rows: int):
+        self.stacked, self.streams, self.rows = stacked, streams, rows
+        self.head = stacked.head
+        self.normalization = _Normalizations(
+            [m.normalization for m in stacked.models], rows, lambda: stacked.frozen
+        )
+
+    def _seeds(self, obs: Tensor) -> Tensor:
+        return obs.view(len(self.stacked), self.rows, *obs.shape[1:])
+
+    def act(self, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        logits, values = self.stacked.call("forward", self._seeds(obs))
+        drawn = self.streams.each(lambda j: self.head.sample(logits[j]))
+        actions, logprobs = (torch.cat(parts) for parts in zip(*drawn, strict=True))
+        return actions, logprobs, values.flatten()
+
+    def value(self, obs: Tensor) -> Tensor:
+        return self.stacked.call("value", self._seeds(obs)).flatten()
+
+
+class SeedCollector(RolloutCollector):
+    """The rollout of all seeds' envs (one vector env, seed-major). A truncated episode's final observation is
+    valued with its own seed's critic: all rows are valued, and the truncated ones kept."""
+
+    def _final_values(self, model: SeedModel, final_obs: Tensor, rows: Tensor) -> Tensor:
+        return model.value(model.normalization.obs(final_obs))[rows]
+
+
+def seed_batches(buf: RolloutBuffer, advantages: Tensor, returns: Tensor, seeds: int) -> Batch:
+    """The rollout as each seed's flat batch, stacked: every field ``(N, T * E, ...)``, seed ``j``'s samples in
+    the order of its solo run's ``RolloutBuffer.flatten``."""
+
+    def per_seed(x: Tensor) -> Tensor:
+        steps, rows = x.shape[:2]
+        return x.view(steps, seeds, rows // seeds, *x.shape[2:]).transpose(0, 1).flatten(1, 2)
+
+    return Batch(
+        *(per_seed(x) for x in (buf.obs, buf.actions, buf.logprobs, buf.values, advantages, returns))
+    )
+
+
+def clip_grad_norms(params: list[Tensor], max_norm: float) -> Tensor:
+    """Each seed's global gradient-norm clipping over its own parameters (detail 11), as
+    ``torch.nn.utils.clip_grad_norm_`` does for one; returns the seeds' norms before clipping, ``(N,)``."""
+    grads = [p.grad for p in params if p.grad is not None]
+    norms = torch.stack([g.flatten(1).norm(dim=1) for g in grads]).norm(dim=0)
+    coef = (max_norm / (norms + 1e-6)).clamp(max=1.0)
+    for g in grads:
+        g.mul_(coef.view(-1, *[1] * (g.dim() - 1)))
+    return norms
+
+
+def update_seeds(
+    stacked: StackedModels, optimizer: Adam, batch: Batch, settings: UpdateSettings, streams: SeedStreams
+) -> list[dict | None]:
+    """``proxima.update.update`` for every seed at once: the same epochs of minibatches, each seed's in its own
+    order, one batched loss and backward pass per minibatch. Returns each seed's debug variables (None for a
+    finished seed)."""
+    seeds, size = batch.obs.shape[:2]
+    live = [j for j in range(seeds) if j not in stacked.frozen]
+    for j in live:
+        stacked.models[j].update_value_normalization(batch.returns[j], settings.value_norm_horizon)
+    scale = stacked.value_scale()
+    if scale is not None:
+        batch = dataclasses.replace(
+            batch, values=batch.values / scale[:, None], returns=batch.returns / scale[:, None]
+        )
+    has_critic = stacked.models[0].critic is not None
+    params = list(stacked.params.values())
+    rows = torch.arange(seeds, device=batch.obs.device)[:, None]
+
+    def loss_of(params, buffers, fields: tuple[Tensor, ...], scale):
+        mb = Batch(*fields)  # vmap maps over tensors, tuples and dicts, not dataclasses
+        logprobs, entropy, values = functional_call(
+            stacked._base, (params, buffers), ("evaluate", mb.obs, mb.actions)
+        )
+        loss, pg_loss, v_loss, ent = minibatch_loss(
+            logprobs, entropy, values, mb, settings, scale, has_critic
+        )
+        diagnostics = ratio_diagnostics(logprobs.detach(), mb.logprobs, settings.clip_coef)
+        return loss, pg_loss.detach(), v_loss.detach(), ent.detach(), diagnostics
+
+    losses_of = vmap(loss_of, in_dims=(0, 0, 0, None if scale is None else 0))
+    losses, grad_norms, clipfracs = [], [], []
+    for _ in range(settings.update_epochs):
+        orders = torch.stack(
+            streams.each(lambda j: torch.stack(minibatches(size, settings.num_minibatches, batch.obs.device)))
+        )  # (N, minibatches, minibatch size)
+        for k in range(orders.shape[1]):
+            index = orders[:, k]
+            mb = tuple(getattr(batch, f.name)[rows, index] for f in dataclasses.fields(Batch))
+            loss, pg_loss, v_loss, ent, diagnostics = losses_of(stacked.params, stacked.buffers, mb, scale)
+            optimizer.zero_grad(set_to_none=True)
+            loss.sum().backward()  # each seed's loss reaches its own parameters only
+            if settings.max_grad_norm > 0:
+                grad_norms.append(clip_grad_norms(params, settings.max_grad_norm))
+            optimizer.step()
+            stacked.restore_frozen()
+            losses.append(loss.detach())
+            clipfracs.append(diagnostics["clipfrac"])
+    stats: list = [None] * seeds
+    clipfrac = torch.stack(clipfracs).mean(0).tolist()
+    last = {
+        "value_loss": v_loss.tolist(),
+        "policy_loss": pg_loss.tolist(),
+        "entropy": ent.tolist(),
+        "old_approx_kl": diagnostics["old_approx_kl"].tolist(),
+        "approx_kl": diagnostics["approx_kl"].tolist(),
+    }
+    for j in live:
+        stats[j] = {
+            **grad_stats([x[j] for x in losses], [x[j] for x in grad_norms]),
+            **{name: values[j] for name, values in last.items()},
+            "clipfrac": clipfrac[j],
+        }
+    return stats

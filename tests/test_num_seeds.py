@@ -1,0 +1,155 @@
+"""``--num-seeds N``: N seeds trained as one batched computation (``proxima.batched``), each as its solo run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import proxima
+from proxima.callbacks import Callback
+from proxima.cli import main
+
+SMALL = dict(num_envs=8, num_steps=32, num_minibatches=4, update_epochs=2, torch_threads=1, quiet=True,
+             plot=False, report=False, checkpoint_every=0)  # fmt: skip
+COMPARED = (
+    "value_loss",
+    "policy_loss",
+    "entropy",
+    "approx_kl",
+    "clipfrac",
+    "explained_variance",
+    "grad_norm",
+)
+
+
+def records(run_dir) -> list[dict]:
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    return [{k: v for k, v in json.loads(x).items() if k not in ("time_s", "sps")} for x in lines]
+
+
+def assert_close(batched: list[dict], solo: list[dict], updates: int, rel: float) -> None:
+    assert len(batched) >= updates and len(solo) >= updates
+    for b, s in zip(batched[:updates], solo[:updates], strict=True):
+        assert b["global_step"] == s["global_step"]
+        for key in ("episodic_return", *COMPARED):
+            if s[key] is None:  # no episode ended
+                assert b[key] is None
+                continue
+            assert b[key] == pytest.approx(s[key], rel=rel, abs=1e-6), (key, b[key], s[key])
+
+
+@pytest.mark.parametrize(
+    "env, options, updates",
+    [
+        ("CartPole-v1", {}, 4),
+        # A Gaussian's actions carry the kernels' rounding into the env's states, which chaos then grows: the
+        # first update agrees, later ones drift apart (by 1e-5 in the value loss, 2% in approx_kl at the 2nd).
+        ("Pendulum-v1", dict(norm_obs=True, norm_reward=True, norm_value=True, clip_vloss=True), 1),
+    ],
+)
+def test_each_seed_follows_its_solo_run(tmp_path, env, options, updates):
+    """Seed i of a batched run draws the same env seeds, actions and minibatch orders as `--seed i` alone: the
+    first updates' debug variables agree within float tolerance (the batched kernels round differently; a
+    discrete policy's episodes stay identical while no sampled action flips)."""
+    budget = dict(env_id=env, total_timesteps=8 * 32 * 4, **SMALL, **options)
+    proxima.train(num_seeds=3, seed=4, run_dir=str(tmp_path / "group"), **budget)
+    for seed in (4, 5, 6):
+        proxima.train(seed=seed, run_dir=str(tmp_path / f"solo{seed}"), **budget)
+        assert_close(
+            records(tmp_path / "group" / f"seed{seed}"), records(tmp_path / f"solo{seed}"), updates, 1e-3
+        )
+    results = json.loads((tmp_path / "group" / "results.json").read_text())["seeds"]
+    assert [r["seed"] for r in results] == [4, 5, 6] and all(r["global_step"] == 1024 for r in results)
+
+
+class StopSeed(Callback):
+    """Stops one seed after a given update, as --stop-return would."""
+
+    def __init__(self, seed: int, update: int):
+        self.seed, self.update, self.weights = seed, update, None
+
+    def on_update_end(self, run, result) -> bool:
+        if run.args.run.seed == self.seed and run.updates_done == self.update:
+            self.weights = {k: v.clone() for k, v in run.model.state_dict().items()}
+            return True
+        return False
+
+
+def test_a_seed_that_stops_leaves_the_group_and_the_others_go_on(tmp_path):
+    budget = dict(env_id="CartPole-v1", total_timesteps=8 * 32 * 5, **SMALL)
+    stop = StopSeed(seed=2, update=2)
+    agents = proxima.train(num_seeds=3, seed=1, run_dir=str(tmp_path / "stopped"), callbacks=[stop], **budget)
+    proxima.train(num_seeds=3, seed=1, run_dir=str(tmp_path / "whole"), **budget)
+    assert len(records(tmp_path / "stopped" / "seed2")) == 2
+    for seed in (1, 3):  # nothing of seed 2 reaches the others
+        assert records(tmp_path / "stopped" / f"seed{seed}") == records(tmp_path / "whole" / f"seed{seed}")
+    # its weights stayed as they were when it stopped, while the group's went on updating
+    saved = proxima.load(str(tmp_path / "stopped" / "seed2")).model.state_dict()
+    assert all(torch.equal(saved[k], v) for k, v in stop.weights.items())
+    assert all(torch.equal(agents[1].model.state_dict()[k], v) for k, v in stop.weights.items())
+    rows = json.loads((tmp_path / "stopped" / "results.json").read_text())["seeds"]
+    assert [r["stopped_early"] for r in rows] == [False, True, False]
+
+
+def test_a_batched_run_killed_with_sigkill_resumes_exactly(tmp_path):
+    flags = ["--env-id", "CartPole-v1", "--num-envs", "8", "--num-steps", "32", "--num-minibatches", "4",
+             "--total-timesteps", str(8 * 32 * 14), "--checkpoint-every", "1", "--seed", "3", "--num-seeds", "2",
+             "--torch-threads", "1", "--quiet", "--no-plot", "--no-report"]  # fmt: skip
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    assert main(["train", *flags, "--run-dir", str(whole)]) == 0
+    proc = subprocess.Popen([sys.executable, "-m", "proxima.cli", "train", *flags, "--run-dir", str(cut)],
+                            stderr=subprocess.DEVNULL)  # fmt: skip
+    metrics = cut / "seed4" / "metrics.jsonl"
+    while proc.poll() is None and (not metrics.exists() or len(metrics.read_text().splitlines()) < 5):
+        pass
+    proc.kill()
+    proc.wait()
+    assert len(metrics.read_text().splitlines()) < 14, "the run ended before it was killed"
+    assert main(["train", "--resume", str(cut), "--quiet"]) == 0
+    for seed in ("seed3", "seed4"):
+        assert records(cut / seed) == records(whole / seed)
+        assert (cut / seed / "model.safetensors").read_bytes() == (
+            whole / seed / "model.safetensors"
+        ).read_bytes()
+
+
+def test_each_seed_directory_is_an_ordinary_run(tmp_path, capsys):
+    """eval and resume take a seed's directory as they take any run's."""
+    group = tmp_path / "group"
+    assert main(["train", "--env-id", "CartPole-v1", "--num-seeds", "2", "--num-envs", "4", "--num-steps", "32",
+                 "--total-timesteps", "256", "--quiet", "--no-plot", "--no-report", "--run-dir", str(group)]) == 0  # fmt: skip
+    assert sorted(p.name for p in group.iterdir()) == [
+        "checkpoint.safetensors",
+        "results.json",
+        "results.md",
+        "seed1",
+        "seed2",
+        "seeds.json",
+    ]
+    config = json.loads((group / "seed2" / "config.json").read_text())
+    assert config["run"]["seed"] == 2 and config["run"]["num_seeds"] == 1
+    assert main(["eval", str(group / "seed2"), "--episodes", "2"]) == 0
+    assert main(["train", "--resume", str(group / "seed1"), "--total-timesteps", "512", "--quiet"]) == 0
+    assert records(group / "seed1")[-1]["global_step"] == 512
+
+
+@pytest.mark.parametrize(
+    "flags, named",
+    [
+        (["--recurrent", "lstm"], "--recurrent"),
+        (["--target-kl", "0.02"], "--target-kl"),
+        (["--rollout-workers", "2"], "--rollout-workers"),
+        (["--num-seeds", "0"], "num_seeds must be a positive number"),
+    ],
+)
+def test_what_cannot_be_batched_is_refused_in_one_line(tmp_path, capsys, flags, named):
+    args = ["train", "--env-id", "CartPole-v1", "--num-seeds", "2", *flags, "--total-timesteps", "1024",
+            "--run-dir", str(tmp_path / "run")]  # fmt: skip
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert named in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "run").exists()
