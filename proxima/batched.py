@@ -233,7 +233,9 @@ def update_seeds(
         )
     has_critic = stacked.models[0].critic is not None
     params = list(stacked.params.values())
-    rows = torch.arange(seeds, device=batch.obs.device)[:, None]
+    # a minibatch is gathered from the seeds' samples laid end to end, by each seed's own indices
+    flat = [getattr(batch, f.name).flatten(0, 1) for f in dataclasses.fields(Batch)]
+    offsets = torch.arange(seeds, device=batch.obs.device)[:, None] * size
 
     def loss_of(params, buffers, fields: tuple[Tensor, ...], scale):
         mb = Batch(*fields)  # vmap maps over tensors, tuples and dicts, not dataclasses
@@ -253,8 +255,8 @@ def update_seeds(
             streams.each(lambda j: torch.stack(minibatches(size, settings.num_minibatches, batch.obs.device)))
         )  # (N, minibatches, minibatch size)
         for k in range(orders.shape[1]):
-            index = orders[:, k]
-            mb = tuple(getattr(batch, f.name)[rows, index] for f in dataclasses.fields(Batch))
+            index = (orders[:, k] + offsets).flatten()
+            mb = tuple(x.index_select(0, index).view(seeds, -1, *x.shape[1:]) for x in flat)
             loss, pg_loss, v_loss, ent, diagnostics = losses_of(stacked.params, stacked.buffers, mb, scale)
             optimizer.zero_grad(set_to_none=True)
             loss.sum().backward()  # each seed's loss reaches its own parameters only
