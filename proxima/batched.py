@@ -92,6 +92,11 @@ class StackedModels:
         self.models = models
         self.head = models[0].head
         self._base = copy.deepcopy(calls[0]).to("meta")  # the architecture, without tensors of its own
+        for (
+            module
+        ) in self._base.modules():  # a CNN's channels-last images: no layout but the default under vmap
+            if getattr(module, "memory_format", None) is not None:
+                module.memory_format = torch.contiguous_format
         self._value_std = self.buffers.get("model.normalization.value_std")
         self._frozen: dict[int, dict[str, Tensor]] = {}
 

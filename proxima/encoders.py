@@ -116,6 +116,9 @@ class NatureCNN(nn.Module):
         # Channels-last memory (NHWC) for the convolutions: the same numbers, in the layout oneDNN's CPU kernels
         # are fastest in (benchmarks/atari_throughput.py minibatch times a minibatch's forward and backward).
         self.convs.to(memory_format=torch.channels_last)
+        self.memory_format = (
+            torch.channels_last
+        )  # of the images; vmap (--num-seeds) takes contiguous ones only
         with torch.no_grad():
             flat = self.convs(self._as_images(torch.zeros(1, *obs_shape)).float()).shape[1]
         self.linear = nn.Sequential(_conv_init(nn.Linear(flat, self.features_dim)), nn.ReLU())
@@ -130,7 +133,7 @@ class NatureCNN(nn.Module):
         # Laid out channels-last while still bytes (a quarter of float32's memory traffic), then converted
         # once, straight to the dtype the first convolution takes: 10-15% of a minibatch step went to copies
         x = obs.permute(0, 3, 1, 2) if self.channels_last else obs
-        x = x.contiguous(memory_format=torch.channels_last).to(self._half(obs.device) or torch.float32)
+        x = x.contiguous(memory_format=self.memory_format).to(self._half(obs.device) or torch.float32)
         return x.div_(255.0) if obs.dtype == torch.uint8 else x  # a new tensor: the division is in place
 
     def forward(self, obs: Tensor) -> Tensor:

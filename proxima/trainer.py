@@ -131,13 +131,13 @@ def training(
     env, args, overrides = _take_env(env, args, overrides)
     args = resolve_args(args, config=config, **overrides).validate()
     env = _env_of(args, env)
-    if args.run.num_seeds > 1:
-        _check_seeds(args, env if env is not None else None)
-        if resume_if_exists:
-            raise UserError("--num-seeds does not take --resume-if-exists yet; resume with --resume RUN_DIR")
-        return train_seeds(args, callbacks)
     if env is not None and not args.env.env_id.startswith("object:"):  # --env-factory given, not env=
         args = args.replace(env_id=describe_env(env)[0])
+    if args.run.num_seeds > 1:
+        _check_seeds(args, env)
+        if resume_if_exists:
+            raise UserError("--num-seeds does not take --resume-if-exists yet; resume with --resume RUN_DIR")
+        return train_seeds(args, callbacks, env)
     if resume_if_exists:
         agent = requeue(args, callbacks, env)
         if agent is not None:
@@ -986,7 +986,10 @@ def _check_seeds(args: PPOArgs, env) -> None:
         (args.run.init_from is not None, "--init-from"),
         (args.run.track, "--track"),
         (args.env.capture_video, "--capture-video"),
-        (env is not None, "an env object (give an env id)"),
+        (
+            isinstance(env, gym.vector.VectorEnv),
+            "a VectorEnv instance (give a class or function that makes one env)",
+        ),
         (is_selfplay_id(args.env.env_id), "a self-play env"),
     )
     for asked, what in refused:
@@ -1012,11 +1015,12 @@ def _env_seeds(seed_args: list[PPOArgs]) -> list[int]:
     return [seeding.training_envs(a.run.seed) + k for a in seed_args for k in range(a.env.num_envs)]
 
 
-def _seed_group(args: PPOArgs, parent: str, device: torch.device) -> tuple[SeedGroup, list[str]]:
-    """The envs, the seeds' runs (each model initialized as its solo run's) and their group."""
+def _seed_group(args: PPOArgs, parent: str, device: torch.device, env=None) -> tuple[SeedGroup, list[str]]:
+    """The envs (of ``env``, an env object, where given), the seeds' runs (each model initialized as its solo
+    run's) and their group."""
     n, rows = args.run.num_seeds, args.env.num_envs
     env_seeds = _env_seeds(_seed_args(args, parent))
-    envs = make_envs(args.env.env_id, n * rows, env_kwargs=args.env.env_kwargs, backend=args.env.env_backend,
+    envs = make_envs(args.env.env_id if env is None else env, n * rows, env_kwargs=args.env.env_kwargs, backend=args.env.env_backend,
                      seed=env_seeds, asynchronous=args.env.async_envs, device=device)  # fmt: skip
     try:
         args = _resolve_precision(args, envs, device)
@@ -1036,7 +1040,10 @@ def _seed_group(args: PPOArgs, parent: str, device: torch.device) -> tuple[SeedG
         runs = []
         for j, a in enumerate(seed_args):
             seeding.seed_globals(a.run.seed, a.run.torch_deterministic)
-            runs.append(SeedRun(a, envs, a.run.run_dir, device, slice(j * rows, (j + 1) * rows)))
+            run = SeedRun(a, envs, a.run.run_dir, device, slice(j * rows, (j + 1) * rows))
+            run.env = env
+            run.agent.env_source = env_source(a.env.env_id, a.env.env_kwargs, a.env.env_factory)
+            runs.append(run)
         count, why = choose_threads(args.run.torch_threads, args.samples_per_minibatch * n, images=images)
         torch.set_num_threads(count)
         return SeedGroup(runs, envs, env_seeds), [why] if why else []
@@ -1045,13 +1052,13 @@ def _seed_group(args: PPOArgs, parent: str, device: torch.device) -> tuple[SeedG
         raise
 
 
-def train_seeds(args: PPOArgs, callbacks: list[Callback] | None = None) -> list[Agent]:
+def train_seeds(args: PPOArgs, callbacks: list[Callback] | None = None, env=None) -> list[Agent]:
     """``train`` with ``num_seeds`` > 1: seeds ``seed`` … ``seed + num_seeds - 1`` as one batched computation.
     Returns each seed's agent; each seed's run directory is ``RUN_DIR/seedS``, an ordinary run's."""
     parent = args.run.run_dir or default_run_dir(args)
     _check_run_dir_free(parent)
     device, notes = _setup(args)
-    group, more = _seed_group(args, parent, device)
+    group, more = _seed_group(args, parent, device, env)
     args = args.replace(precision=group.runs[0].args.network.precision)
     written = False
     try:
@@ -1073,7 +1080,7 @@ def resume_seeds(parent: str, quiet: bool = False, callbacks: list[Callback] | N
     path = os.path.join(parent, SEEDS_JSON)
     args = PPOArgs.from_json(read_json(path), path).replace(run_dir=parent, quiet=quiet)
     device, notes = _setup(args)
-    group, more = _seed_group(args, parent, device)
+    group, more = _seed_group(args, parent, device, _env_of(args, None, what=parent))
     try:
         path = os.path.join(parent, CHECKPOINT)
         if not os.path.exists(path):

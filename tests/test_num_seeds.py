@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import gymnasium as gym
+import numpy as np
 import pytest
 import torch
 
@@ -64,6 +66,71 @@ def test_each_seed_follows_its_solo_run(tmp_path, env, options, updates):
         )
     results = json.loads((tmp_path / "group" / "results.json").read_text())["seeds"]
     assert [r["seed"] for r in results] == [4, 5, 6] and all(r["global_step"] == 1024 for r in results)
+
+
+class MaskedChoice(gym.Env):
+    """A Dict observation with an action mask; reward 1 for the action that x points at (always a valid one)."""
+
+    observation_space = gym.spaces.Dict(
+        {"x": gym.spaces.Box(-1, 1, (3,)), "action_mask": gym.spaces.MultiBinary(3)}
+    )
+    action_space = gym.spaces.Discrete(3)
+
+    def _obs(self):
+        self.target = int(self.np_random.integers(3))
+        mask = self.np_random.integers(0, 2, 3).astype(np.int8)
+        mask[self.target] = 1
+        x = np.full(3, -1.0, dtype=np.float32)
+        x[self.target] = 1.0
+        return {"x": x, "action_mask": mask}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        reward = float(action == self.target)
+        self.t += 1
+        return self._obs(), reward, False, self.t >= 10, {}
+
+
+class TwoDials(gym.Env):
+    """MultiDiscrete actions: reward for each dial set to the value the observation shows."""
+
+    observation_space = gym.spaces.Box(0, 2, (2,))
+    action_space = gym.spaces.MultiDiscrete([3, 2])
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t, self.want = 0, self.np_random.integers([0, 0], [3, 2])
+        return self.want.astype(np.float32), {}
+
+    def step(self, action):
+        reward = float((np.asarray(action) == self.want).sum())
+        self.t, self.want = self.t + 1, self.np_random.integers([0, 0], [3, 2])
+        return self.want.astype(np.float32), reward, self.t >= 8, False, {}
+
+
+@pytest.mark.parametrize(
+    "env, options",
+    [
+        ("Pendulum-v1", dict(action_dist="beta", norm_obs=True)),
+        ("proxima/ProbeImagePolicy-v0", dict(total_timesteps=8 * 32 * 2)),  # a CNN, on Gymnasium's envs
+        (MaskedChoice, {}),
+        (TwoDials, dict(shared_network=True)),
+    ],
+    ids=["beta", "cnn", "dict-mask", "multidiscrete-shared"],
+)
+def test_every_head_and_encoder_batches(tmp_path, env, options):
+    """The first update of each seed agrees with its solo run's, whatever the policy head, the encoder, the
+    observation space or the env's backend (an env class goes through Gymnasium's vector envs)."""
+    budget = {**dict(total_timesteps=8 * 32, **SMALL), **options}
+    where = {"env": env} if not isinstance(env, str) else {"env_id": env}
+    proxima.train(num_seeds=2, seed=1, run_dir=str(tmp_path / "group"), **where, **budget)
+    for seed in (1, 2):
+        proxima.train(seed=seed, run_dir=str(tmp_path / f"solo{seed}"), **where, **budget)
+        assert_close(records(tmp_path / "group" / f"seed{seed}"), records(tmp_path / f"solo{seed}"), 1, 1e-3)
 
 
 class StopSeed(Callback):
