@@ -36,6 +36,7 @@ from proxima.files import (
     AGENT_JSON,
     CHECKPOINT,
     CONFIG_JSON,
+    REPORT,
     RESULTS_JSON,
     RESULTS_MD,
     SEEDS_JSON,
@@ -52,6 +53,7 @@ from proxima.losses import explained_variance
 from proxima.networks import ActorCritic, NetworkSpec
 from proxima.optim import make_adam
 from proxima.progress import ProgressReport
+from proxima.report import write_report
 from proxima.rollout import Collector, RecurrentCollector, RolloutCollector
 from proxima.rollout_workers import RayCollector, WorkerPool
 from proxima.schedules import ADJUSTABLE, VALUE_LR, Schedules
@@ -1180,6 +1182,8 @@ def _train_group(
         live = []
         save_group()
         _summarize_seeds(parent, runs)
+        if args.run.report:  # every seed's curve on one page, as a sweep's
+            write_report([parent], os.path.join(parent, REPORT))
         console.message(f"saved {len(runs)} agents to {parent}/seed*")
     except (EnvError, NonFiniteError) as e:
         raise type(e)(f"{e}; the seeds' checkpoints are in {parent}/seed*") from e

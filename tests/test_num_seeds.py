@@ -185,18 +185,21 @@ def test_a_batched_run_killed_with_sigkill_resumes_exactly(tmp_path):
 
 
 def test_each_seed_directory_is_an_ordinary_run(tmp_path, capsys):
-    """eval and resume take a seed's directory as they take any run's."""
+    """eval and resume take a seed's directory as they take any run's; the group's page shows every seed."""
     group = tmp_path / "group"
     assert main(["train", "--env-id", "CartPole-v1", "--num-seeds", "2", "--num-envs", "4", "--num-steps", "32",
-                 "--total-timesteps", "256", "--quiet", "--no-plot", "--no-report", "--run-dir", str(group)]) == 0  # fmt: skip
+                 "--total-timesteps", "256", "--quiet", "--no-plot", "--run-dir", str(group)]) == 0  # fmt: skip
     assert sorted(p.name for p in group.iterdir()) == [
         "checkpoint.safetensors",
+        "report.html",
         "results.json",
         "results.md",
         "seed1",
         "seed2",
         "seeds.json",
     ]
+    page = (group / "report.html").read_text()
+    assert "seed1" in page and "seed2" in page
     config = json.loads((group / "seed2" / "config.json").read_text())
     assert config["run"]["seed"] == 2 and config["run"]["num_seeds"] == 1
     assert main(["eval", str(group / "seed2"), "--episodes", "2"]) == 0
