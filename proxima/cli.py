@@ -626,6 +626,8 @@ class SweepFlags:
 
     seeds: str = "1-3"
     """the seeds of every setting: 1-10, 1,3,5 or 4"""
+    batched: bool = False
+    """train each setting's seeds as one batched run (--num-seeds), one trial, instead of one trial each; the seeds must be consecutive (1-10)"""
     grid: Annotated[tuple[str, ...], tyro.conf.UseAppendAction, tyro.conf.arg(metavar="NAME=V1,V2,...")] = ()
     """one setting and its values, repeatable: --grid learning_rate=3e-4,1e-3 --grid ent_coef=0,0.01 (a train flag's name; a value of several numbers, as for hidden_sizes, has them apart by spaces: --grid "hidden_sizes=64 64,256 256")"""
     executor: Annotated[str, tyro.conf.arg(metavar="ray|local")] = "ray"
@@ -693,6 +695,7 @@ def cmd_sweep(argv: list[str]) -> int:
             max_concurrent=flags.max_concurrent,
             address=flags.address,
             output_dir=out,
+            batched=flags.batched,
         )
     except TrainingInterrupted as e:
         return _sweep_interrupted(e, out)
@@ -740,13 +743,18 @@ def _grid_settings(argv: list[str], grid: list[str]):
 
 
 def _without_own_flags(argv: list[str], own: type) -> list[str]:
-    """``argv`` without the flags of ``own`` (a dataclass of a command's own flags, each taking one value)."""
-    names = {"--" + f.name.replace("_", "-") for f in dataclasses.fields(own)}
+    """``argv`` without the flags of ``own`` (a dataclass of a command's own flags, each taking one value but
+    its booleans: ``--name`` or ``--no-name``)."""
+    fields = dataclasses.fields(own)
+    names = {"--" + f.name.replace("_", "-") for f in fields if f.type not in (bool, "bool")}
+    switches = {
+        f"--{no}{f.name.replace('_', '-')}" for f in fields if f.type in (bool, "bool") for no in ("", "no-")
+    }
     out, i = [], 0
     while i < len(argv):
         name = argv[i].split("=")[0]
-        if name in names:
-            i += 1 if "=" in argv[i] else 2
+        if name in names or name in switches:
+            i += 1 if "=" in argv[i] or name in switches else 2
             continue
         out.append(argv[i])
         i += 1

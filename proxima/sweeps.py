@@ -5,6 +5,9 @@ this process), then one summary: a table over seeds per setting, the learning cu
 The run directories are the sweep's memory. ``sweep.json`` lists the trials; a trial's ``trial.json`` says
 it finished or failed (and why); a trial with a checkpoint and no ``trial.json`` was interrupted and resumes
 from the checkpoint. So after any kill, ``proxima sweep --resume DIR`` runs only what is left.
+
+A batched sweep (``batched=True``) trains each setting's seeds as one trial, a batched run (``--num-seeds``) in
+the setting's directory, whose seeds' run directories (``seedS``) are the plan's per-seed runs.
 """
 
 from __future__ import annotations
@@ -40,11 +43,11 @@ from proxima.files import (
 from proxima.plotting import final_return, plot_runs
 from proxima.report import write_report
 from proxima.rollout_workers import TRIAL_ACTOR_CPUS
-from proxima.trainer import resume, train
+from proxima.trainer import _check_seeds, resume, train
 
 # each trial's "config" is its config.json, but with its run_dir relative to the sweep directory, so that a
-# sweep moved elsewhere resumes where it lies
-FORMAT, VERSION = "proxima-sweep", 3
+# sweep moved elsewhere resumes where it lies; a batched sweep's "groups" are its trials, one per setting
+FORMAT, VERSION = "proxima-sweep", 4
 
 
 @dataclass
@@ -97,6 +100,7 @@ def sweep(
     address: str | None = None,
     output_dir: str | None = None,
     settings: list[tuple[str, PPOArgs]] | None = None,
+    batched: bool = False,
     **overrides,
 ) -> SweepResults:
     """Train every combination of ``grid``'s values (``{"learning_rate": [3e-4, 1e-3]}``) with every seed;
@@ -108,7 +112,8 @@ def sweep(
     threads, ``gpus_per_trial`` GPUs (a fraction shares one; with any, the run trains on it), and a CPU for
     each of its rollout workers; ``address`` joins a cluster) or ``"local"`` (one after another here).
     ``settings``: labelled settings instead of a grid (``proxima compare`` passes one per algorithm, the CLI
-    the parsed flags).
+    the parsed flags). ``batched``: each setting's seeds, which must then be consecutive, train as one
+    batched run (``num_seeds``), one trial, instead of one trial each.
     """
     executors.check_executor(executor, "a sweep")
     if cpus_per_trial < 1:
@@ -123,6 +128,9 @@ def sweep(
     seeds = list(seeds)
     if not seeds:
         raise UserError("give at least one seed")
+    if batched and seeds != list(range(seeds[0], seeds[0] + len(seeds))):
+        raise UserError(f"--batched trains each setting's seeds S to S+N-1 as one run: give consecutive seeds in "
+                        f"order, such as {seeds[0]}-{seeds[0] + len(seeds) - 1}, not {','.join(map(str, seeds))}")  # fmt: skip
     if settings is None:
         if args is not None and "algo" in (grid or {}):
             raise UserError(
@@ -133,6 +141,9 @@ def sweep(
              else resolve_args(config=config, **{**overrides, **setting}))
             for label, setting in grid_settings(grid or {})
         ]  # fmt: skip
+    if any(base.run.num_seeds != 1 for _, base in settings):
+        raise UserError("a sweep trains the seeds that --seeds names; for one batched run of them per setting give "
+                        "--batched, not --num-seeds")  # fmt: skip
     if gpus_per_trial and not all(base.run.cuda for _, base in settings):
         raise UserError(
             "--gpus-per-trial gives each run a GPU to train on; drop --no-cuda or --gpus-per-trial"
@@ -141,24 +152,32 @@ def sweep(
     if os.path.exists(out) and os.listdir(out):
         raise UserError(f"output directory {out!r} already exists and is not empty; give a new --output-dir")
     threads = {"torch_threads": cpus_per_trial} if executor == "ray" else {}
-    trials = []
+    trials, groups = [], []
     # Every configuration is checked before the first run, so that bad input fails in a second, not after
     # an hour, and leaves nothing behind.
     for label, base in settings:
         for seed in seeds:
-            name = f"{_dir_name(label)}__seed{seed}"
+            name = f"{_dir_name(label)}/seed{seed}" if batched else f"{_dir_name(label)}__seed{seed}"
             run = resolve_args(base, **threads, seed=seed, run_dir=os.path.join(out, name), quiet=True)
             config = run.validate().to_json()
             config["run"]["run_dir"] = name
             trials.append({"name": name, "setting": label, "seed": seed, "config": config})
+        if batched:  # one seed is an ordinary run, in its seedS directory as a batched run's seeds are
+            name = _dir_name(label) if len(seeds) > 1 else trials[-1]["name"]
+            run = resolve_args(base, **threads, seed=seeds[0], num_seeds=len(seeds),
+                               run_dir=os.path.join(out, name), quiet=True).validate()  # fmt: skip
+            _check_seeds(run, None)
+            config = run.to_json()
+            config["run"]["run_dir"] = name
+            groups.append({"name": name, "setting": label, "config": config})
     if len({t["name"] for t in trials}) < len(trials):
         raise UserError("two settings give the same run directory name; give each setting its own values")
     existed = os.path.isdir(out)
     os.makedirs(out, exist_ok=True)
     plan = {"format": FORMAT, "version": VERSION, "title": _title(settings[0][1]),
             "cpus_per_trial": cpus_per_trial, "gpus_per_trial": gpus_per_trial, "max_concurrent": max_concurrent,
-            "executor": executor,
-            "trials": trials}  # fmt: skip
+            "executor": executor, "batched": batched,
+            "trials": trials, **({"groups": groups} if batched else {})}  # fmt: skip
     write_json(os.path.join(out, SWEEP_JSON), plan)
     try:
         return _run(out, _located(plan, out), executor, address, max_concurrent)
@@ -200,7 +219,7 @@ def resume_sweep(
 def _located(plan: dict, out: str) -> dict:
     """``plan`` with each trial's run directory under ``out``, where the sweep lies now."""
     located = copy.deepcopy(plan)
-    for trial in located["trials"]:
+    for trial in located["trials"] + located.get("groups", []):
         run = trial["config"]["run"]
         run["run_dir"] = os.path.join(out, run["run_dir"])
     return located
@@ -209,28 +228,35 @@ def _located(plan: dict, out: str) -> dict:
 def _run(
     out: str, plan: dict, executor: str, address: str | None, max_concurrent: int | None
 ) -> SweepResults:
-    todo = [t["config"] for t in plan["trials"] if _status(t["config"]["run"]["run_dir"]) is None]
+    units = plan["groups"] if plan["batched"] else plan["trials"]
+    todo = [t["config"] for t in units if _status(t["config"]["run"]["run_dir"]) is None]
     names = {t["config"]["run"]["run_dir"]: t["name"] for t in plan["trials"]}
     errors: dict[str, str] = {}
 
+    def trial_name(trial) -> str:
+        """A batched sweep's Tune trial's name and folder: a single seed's run directory (``setting/seedS``) is
+        not named by its last component alone."""
+        run_dir = trial.config["config"]["run"]["run_dir"]
+        return next(u["name"] for u in units if u["config"]["run"]["run_dir"] == run_dir).replace("/", "__")
+
     def on_done(config: dict, error: str | None) -> None:
-        run_dir = config["run"]["run_dir"]
-        if error is not None:
-            errors[run_dir] = error
-        row = _status(run_dir)
-        if row is None and error is None:  # stopped by SIGTERM, with its checkpoint: --resume finishes it
-            return
-        row = row or {"status": "failed", "error": error}
-        if row["status"] == "failed":
-            said = f"failed: {row['error']}"
-        else:
-            said = f"finished, final return {_number(row['final_return'])}"
-        print(f"{names[run_dir]}: {said}", flush=True)
+        for run_dir in _seed_dirs(config):
+            if error is not None:
+                errors[run_dir] = error
+            row = _status(run_dir)
+            if row is None and error is None:  # stopped by SIGTERM, with its checkpoint: --resume finishes it
+                return
+            row = row or {"status": "failed", "error": error}
+            if row["status"] == "failed":
+                said = f"failed: {row['error']}"
+            else:
+                said = f"finished, final return {_number(row['final_return'])}"
+            print(f"{names[run_dir]}: {said}", flush=True)
 
     if todo and executor == "ray":
         executors.run_ray(run_trial, todo, on_done, storage=out, cpus_per_trial=plan["cpus_per_trial"],
                           max_concurrent=max_concurrent, address=address, gpus_per_trial=plan["gpus_per_trial"],
-                          worker_cpus=_worker_cpus)  # fmt: skip
+                          worker_cpus=_worker_cpus, name_of=trial_name if plan["batched"] else None)  # fmt: skip
     elif todo:
         executors.run_local(run_trial, todo, on_done)
     return summarize(out, plan, errors)
@@ -250,37 +276,64 @@ def run_trial(
     """Train, resume or skip one trial by what its run directory holds; return its row, also written to
     its ``trial.json``. proxima's own errors (a NaN, a crashed env) fail the trial with their one line.
     ``stop``: polled after each update; a signal number stops the run as that signal would (a checkpoint,
-    then ``TrainingInterrupted``, and no ``trial.json``)."""
+    then ``TrainingInterrupted``, and no ``trial.json``). A batched run's trial (``num_seeds`` > 1) writes
+    each seed's row to the seed's ``trial.json`` too, and returns its own."""
     run_dir = config["run"]["run_dir"]
     row = _status(run_dir)
     if row is not None:
         return row
-    callbacks = [MetricsToTune(report)] if report is not None else []
+    batched = config["run"]["num_seeds"] > 1
+    callbacks = [MetricsToTune(report, batched)] if report is not None else []
     callbacks += [StopWhenAsked(stop)] if stop is not None else []
     ckpt = os.path.join(run_dir, CHECKPOINT)
     try:
-        if os.path.exists(ckpt) and not checkpoint.read(ckpt)[0]["finished"]:
+        if os.path.exists(ckpt) and not _finished(ckpt, batched):
             resume(run_dir, quiet=True, callbacks=callbacks)
         elif not os.path.exists(ckpt):
             shutil.rmtree(run_dir, ignore_errors=True)  # stopped before its first checkpoint: start again
             train(PPOArgs.from_json(config), callbacks=callbacks)
-        row = {"status": "finished", "final_return": final_return(run_dir)}
+        row = {"status": "finished"}
     except (NonFiniteError, EnvError, UserError) as e:
         row = {"status": "failed", "error": str(e)}
-    row |= {"wall_s": _elapsed(run_dir), "node": node}
-    write_json(os.path.join(run_dir, TRIAL_JSON), _finite(row))
-    return row
+    seed_dirs = _seed_dirs(config)
+    for seed_dir in seed_dirs:  # the group's row last: a kill before it leaves the trial to run again
+        own = {"final_return": final_return(seed_dir)} if row["status"] == "finished" else {}
+        os.makedirs(seed_dir, exist_ok=True)
+        write_json(os.path.join(seed_dir, TRIAL_JSON),
+                   _finite({**row, **own, "wall_s": _elapsed(seed_dir), "node": node}))  # fmt: skip
+    if batched:
+        write_json(os.path.join(run_dir, TRIAL_JSON),
+                   _finite({**row, "wall_s": _elapsed(seed_dirs[0]), "node": node}))  # fmt: skip
+    return _status(run_dir)
+
+
+def _finished(ckpt: str, batched: bool) -> bool:
+    """Whether the checkpoint ``ckpt`` is of a run that finished (of a batched run: every seed finished)."""
+    if batched:
+        return all(meta["finished"] for meta, _ in checkpoint.read_group(ckpt).values())
+    return checkpoint.read(ckpt)[0]["finished"]
+
+
+def _seed_dirs(config: dict) -> list[str]:
+    """The run directories of a trial's seeds: its own, or a batched run's ``seedS``."""
+    run = config["run"]
+    if run["num_seeds"] == 1:
+        return [run["run_dir"]]
+    return [
+        os.path.join(run["run_dir"], f"seed{s}") for s in range(run["seed"], run["seed"] + run["num_seeds"])
+    ]
 
 
 class MetricsToTune(Callback):
     """Hands each update's numbers to Ray Tune (``report``: the ``ray.tune.report`` that the Ray executor
-    passes; the local executor passes none)."""
+    passes; the local executor passes none). A batched run reports each seed's in turn, with its ``seed``."""
 
-    def __init__(self, report: Callable[[dict], None]):
-        self.report = report
+    def __init__(self, report: Callable[[dict], None], batched: bool = False):
+        self.report, self.batched = report, batched
 
     def on_update_end(self, run, result) -> None:
-        self.report({k: v for k, v in result.record.items() if isinstance(v, (int, float)) and v is not None})
+        numbers = {k: v for k, v in result.record.items() if isinstance(v, (int, float)) and v is not None}
+        self.report({"seed": run.args.run.seed, **numbers} if self.batched else numbers)
 
 
 class StopWhenAsked(Callback):

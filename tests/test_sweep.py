@@ -226,7 +226,7 @@ def test_a_moved_sweep_resumes_where_it_lies_and_reruns_nothing_finished(tmp_pat
     (moved / "sweep.json").write_text(json.dumps(older))
     assert main(["sweep", "--resume", str(moved), "--executor", "local"]) == 2
     err = capsys.readouterr().err
-    assert "has sweep plan version 2; this proxima reads version 3 only" in err and err.count("\n") == 1, err
+    assert "has sweep plan version 2; this proxima reads version 4 only" in err and err.count("\n") == 1, err
 
 
 needs_ray = pytest.mark.skipif(not executors.ray_available(), reason="the ray extra is not installed")
