@@ -43,7 +43,7 @@ from proxima.files import (
 from proxima.plotting import final_return, plot_runs
 from proxima.report import write_report
 from proxima.rollout_workers import TRIAL_ACTOR_CPUS
-from proxima.trainer import _check_seeds, resume, train
+from proxima.trainer import check_seeds, resume, train
 
 # each trial's "config" is its config.json, but with its run_dir relative to the sweep directory, so that a
 # sweep moved elsewhere resumes where it lies; a batched sweep's "groups" are its trials, one per setting
@@ -166,7 +166,7 @@ def sweep(
             name = _dir_name(label) if len(seeds) > 1 else trials[-1]["name"]
             run = resolve_args(base, **threads, seed=seeds[0], num_seeds=len(seeds),
                                run_dir=os.path.join(out, name), quiet=True).validate()  # fmt: skip
-            _check_seeds(run, None)
+            check_seeds(run, None)
             config = run.to_json()
             config["run"]["run_dir"] = name
             groups.append({"name": name, "setting": label, "config": config})

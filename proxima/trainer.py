@@ -136,7 +136,7 @@ def training(
     if env is not None and not args.env.env_id.startswith("object:"):  # --env-factory given, not env=
         args = args.replace(env_id=describe_env(env)[0])
     if args.run.num_seeds > 1:
-        _check_seeds(args, env)
+        check_seeds(args, env)
         if resume_if_exists:
             raise UserError("--num-seeds does not take --resume-if-exists yet; resume with --resume RUN_DIR")
         return train_seeds(args, callbacks, env)
@@ -979,7 +979,7 @@ class SeedGroup:
         return results
 
 
-def _check_seeds(args: PPOArgs, env) -> None:
+def check_seeds(args: PPOArgs, env) -> None:
     """What a batched run (``--num-seeds``) cannot do yet, refused in one line each."""
     refused = (
         (args.network.recurrent, "--recurrent"),
@@ -998,7 +998,7 @@ def _check_seeds(args: PPOArgs, env) -> None:
         if asked:
             raise UserError(
                 f"--num-seeds {args.run.num_seeds} trains the seeds as one batched computation, which does not "
-                f"take {what} yet; drop it, or train the seeds apart (proxima sweep --seeds)"
+                f"take {what} yet; drop it, or train each seed as a run of its own"
             )
 
 
@@ -1029,8 +1029,8 @@ def _seed_group(args: PPOArgs, parent: str, device: torch.device, env=None) -> t
         seed_args = _seed_args(args, parent)
         if agent_spec(envs) is not None:
             raise UserError(
-                f"--num-seeds trains single-agent envs; {args.env.env_id} has many agents: train its seeds apart "
-                "(proxima sweep --seeds)"
+                f"--num-seeds trains single-agent envs; {args.env.env_id} has many agents: train each seed as a run "
+                "of its own"
             )
         check_spaces(obs_layout(envs), envs.single_action_space, args.network.encoder)
         images = obs_layout(envs).has_images
@@ -1186,7 +1186,13 @@ def _train_group(
             write_report([parent], os.path.join(parent, REPORT))
         console.message(f"saved {len(runs)} agents to {parent}/seed*")
     except (EnvError, NonFiniteError) as e:
-        raise type(e)(f"{e}; the seeds' checkpoints are in {parent}/seed*") from e
+        saved = os.path.exists(os.path.join(parent, CHECKPOINT))
+        where = (
+            f"the last checkpoint of every seed is {parent}/{CHECKPOINT}"
+            if saved
+            else "no checkpoint was written"
+        )
+        raise type(e)(f"{e}; {where}") from e
     finally:
         console.close()
         for run in reversed(started):  # each Checkpointing puts back the signal handlers it found
