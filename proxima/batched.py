@@ -39,13 +39,13 @@ class SeedStreams:
     def __init__(self, states: list[Tensor]):
         self.states = states
 
-    def each(self, draw: Callable[[int], object]) -> list:
-        """``[draw(j) for each seed j]``, each under seed ``j``'s stream."""
+    def each(self, draw: Callable[[int], object], seeds: list[int] | None = None) -> list:
+        """``[draw(j) for each seed j]`` (of ``seeds``, default all), each under seed ``j``'s stream."""
         outer = torch.get_rng_state()
         results = []
         try:
-            for j, state in enumerate(self.states):
-                torch.set_rng_state(state)
+            for j in range(len(self.states)) if seeds is None else seeds:
+                torch.set_rng_state(self.states[j])
                 results.append(draw(j))
                 self.states[j] = torch.get_rng_state()
         finally:
@@ -240,7 +240,13 @@ def update_seeds(
     params = list(stacked.params.values())
     # a minibatch is gathered from the seeds' samples laid end to end, by each seed's own indices
     flat = [getattr(batch, f.name).flatten(0, 1) for f in dataclasses.fields(Batch)]
-    offsets = torch.arange(seeds, device=batch.obs.device)[:, None] * size
+    device = batch.obs.device
+    offsets = torch.tensor(live, device=device)[:, None] * size
+    # The finished seeds' weights no longer change (restore_frozen): only the others' are computed with.
+    alive = None if len(live) == seeds else torch.tensor(live, device=device)
+
+    def of_live(tensors: dict[str, Tensor]) -> dict[str, Tensor]:
+        return tensors if alive is None else {k: v.index_select(0, alive) for k, v in tensors.items()}
 
     def loss_of(params, buffers, fields: tuple[Tensor, ...], scale):
         mb = Batch(*fields)  # vmap maps over tensors, tuples and dicts, not dataclasses
@@ -257,12 +263,15 @@ def update_seeds(
     losses, grad_norms, clipfracs = [], [], []
     for _ in range(settings.update_epochs):
         orders = torch.stack(
-            streams.each(lambda j: torch.stack(minibatches(size, settings.num_minibatches, batch.obs.device)))
-        )  # (N, minibatches, minibatch size)
+            streams.each(lambda j: torch.stack(minibatches(size, settings.num_minibatches, device)), live)
+        )  # (live seeds, minibatches, minibatch size)
         for k in range(orders.shape[1]):
             index = (orders[:, k] + offsets).flatten()
-            mb = tuple(x.index_select(0, index).view(seeds, -1, *x.shape[1:]) for x in flat)
-            loss, pg_loss, v_loss, ent, diagnostics = losses_of(stacked.params, stacked.buffers, mb, scale)
+            mb = tuple(x.index_select(0, index).view(len(live), -1, *x.shape[1:]) for x in flat)
+            live_scale = scale if alive is None or scale is None else scale[alive]
+            loss, pg_loss, v_loss, ent, diagnostics = losses_of(
+                of_live(stacked.params), of_live(stacked.buffers), mb, live_scale
+            )
             optimizer.zero_grad(set_to_none=True)
             loss.sum().backward()  # each seed's loss reaches its own parameters only
             if settings.max_grad_norm > 0:
@@ -280,10 +289,10 @@ def update_seeds(
         "old_approx_kl": diagnostics["old_approx_kl"].tolist(),
         "approx_kl": diagnostics["approx_kl"].tolist(),
     }
-    for j in live:
+    for i, j in enumerate(live):  # i: the seed's place among the live ones, j: among all
         stats[j] = {
-            **grad_stats([x[j] for x in losses], [x[j] for x in grad_norms]),
-            **{name: values[j] for name, values in last.items()},
-            "clipfrac": clipfrac[j],
+            **grad_stats([x[i] for x in losses], [x[j] for x in grad_norms]),
+            **{name: values[i] for name, values in last.items()},
+            "clipfrac": clipfrac[i],
         }
     return stats
