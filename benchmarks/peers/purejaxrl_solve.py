@@ -60,12 +60,58 @@ def script_config(path):
     raise SystemExit(f"no default config found in {path}")
 
 
-def run_one(task, seed, timesteps, src, overrides):
-    """Train and score one (task, seed) in this process; returns a dict of results."""
-    sys.path.insert(0, src)
+def scoring_episode(module, task, config):
+    """One deterministic episode (argmax / mean action) of gymnax's env, as a function of (params, stats, key) that
+    returns its return; stats: ``obs_stats``. Params and stats are arguments, not constants, so that one compile
+    scores any number of agents (benchmarks/peers/purejaxrl_vmap.py vmaps it over seeds)."""
     import gymnax
     import jax
     import jax.numpy as jnp
+
+    continuous = task in CONTINUOUS
+    env, env_params = gymnax.make(task)
+    space = env.action_space(env_params)
+    network = module.ActorCritic(space.shape[0] if continuous else space.n, activation=config["ACTIVATION"])
+
+    def norm(obs, stats):
+        if stats:
+            mean, var = stats
+            return (obs - mean) / jnp.sqrt(var + 1e-8)
+        return obs.reshape(-1)  # ppo.py's FlattenObservationWrapper
+
+    def episode(params, stats, key):
+        key, reset_key = jax.random.split(key)
+        obs, state = env.reset(reset_key, env_params)
+
+        def step(carry, _):
+            obs, state, key, total, alive = carry
+            pi, _ = network.apply(params, norm(obs, stats))
+            action = pi.mode()  # Categorical: argmax; MultivariateNormalDiag: mean
+            if continuous:
+                action = jnp.clip(action, space.low, space.high)
+            key, step_key = jax.random.split(key)
+            obs, state, reward, done, _ = env.step(step_key, state, action, env_params)
+            return (obs, state, key, total + reward * alive, alive & ~done), None
+
+        carry = (obs, state, key, jnp.float32(0.0), jnp.bool_(True))
+        carry, _ = jax.lax.scan(step, carry, None, length=env_params.max_steps_in_episode)
+        return carry[3]
+
+    return episode
+
+
+def obs_stats(env_state, task, config):
+    """The final running observation mean and variance (NormalizeVecReward(NormalizeVecObservation(...))'s state)
+    where the config normalizes observations, else ()."""
+    if task in CONTINUOUS and config["NORMALIZE_ENV"]:
+        return env_state.env_state.mean[0], env_state.env_state.var[0]
+    return ()
+
+
+def run_one(task, seed, timesteps, src, overrides):
+    """Train and score one (task, seed) in this process; returns a dict of results."""
+    sys.path.insert(0, src)
+    import jax
 
     continuous = task in CONTINUOUS
     name = "ppo_continuous_action" if continuous else "ppo"
@@ -88,40 +134,12 @@ def run_one(task, seed, timesteps, src, overrides):
     steps = int(config["NUM_UPDATES"]) * config["NUM_STEPS"] * config["NUM_ENVS"]
 
     train_state, env_state = out["runner_state"][0], out["runner_state"][1]
-    params = train_state.params
-    env, env_params = gymnax.make(task)
-    space = env.action_space(env_params)
-    network = module.ActorCritic(space.shape[0] if continuous else space.n, activation=config["ACTIVATION"])
-    if continuous and config["NORMALIZE_ENV"]:  # NormalizeVecReward(NormalizeVecObservation(...)) state
-        mean, var = env_state.env_state.mean[0], env_state.env_state.var[0]
-
-        def norm(obs):
-            return (obs - mean) / jnp.sqrt(var + 1e-8)
-    else:
-
-        def norm(obs):
-            return obs.reshape(-1)  # ppo.py's FlattenObservationWrapper
-
-    def episode(key):
-        key, reset_key = jax.random.split(key)
-        obs, state = env.reset(reset_key, env_params)
-
-        def step(carry, _):
-            obs, state, key, total, alive = carry
-            pi, _ = network.apply(params, norm(obs))
-            action = pi.mode()  # Categorical: argmax; MultivariateNormalDiag: mean
-            if continuous:
-                action = jnp.clip(action, space.low, space.high)
-            key, step_key = jax.random.split(key)
-            obs, state, reward, done, _ = env.step(step_key, state, action, env_params)
-            return (obs, state, key, total + reward * alive, alive & ~done), None
-
-        carry = (obs, state, key, jnp.float32(0.0), jnp.bool_(True))
-        carry, _ = jax.lax.scan(step, carry, None, length=env_params.max_steps_in_episode)
-        return carry[3]
-
+    episode = scoring_episode(module, task, config)
     keys = jax.random.split(jax.random.PRNGKey(10_000 + seed), EPISODES)
-    returns = jax.device_get(jax.jit(jax.vmap(episode))(keys))
+    stats = obs_stats(env_state, task, config)
+    returns = jax.device_get(
+        jax.jit(jax.vmap(episode, in_axes=(None, None, 0)))(train_state.params, stats, keys)
+    )
     return dict(
         task=task,
         seed=seed,
