@@ -36,6 +36,8 @@ class Topic:
     # the row fields this topic measures, of COMMON's, then its own numbers: (key in "extra", header, format)
     common: tuple[str, ...] = ("seeds", "score", "solved", "steps", "wall")
     extras: list[tuple[str, str, Callable[[float], str]]] = field(default_factory=list)
+    # a table of its own, from the topic's groups, where one row per group does not fit the measurement
+    table: Callable[[list[dict]], list[str]] | None = None
 
 
 def _steps(v: float) -> str:
@@ -52,6 +54,39 @@ def _rate(v: float) -> str:
 
 def _int(v: float) -> str:
     return f"{v:,.0f}"
+
+
+def num_seeds_table(topic_groups: list[dict]) -> list[str]:
+    """One row per (task, number of seeds, who, preset, way): the ways of training N seeds together for each N.
+    "× 1 seed": the wall time over that of the same way's one seed in the same batch."""
+    head = ["task", "who", "preset", "how", "seeds", "wall time", "× 1 seed", "steps", "steps/s", "solved",
+            "date", "commit", "machine", "raw CartPole steps/s", "command"]  # fmt: skip
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    ordered = []
+    for g in topic_groups:
+        ones = [r["wall_s"] for r in g["rows"] if r["extra"].get("num_seeds") == 1 and r.get("wall_s")]
+        for row in g["rows"]:
+            ordered.append((g, row, ones[0] if ones else None))
+    ordered.sort(key=lambda x: (x[1]["task"], x[1]["extra"].get("num_seeds") or 0, x[1].get("peer") or "",
+                                x[1].get("preset") or "", x[1].get("settings") or ""))  # fmt: skip
+    for g, row, one in ordered:
+        n, solved = row["extra"].get("num_seeds"), row["extra"].get("seeds_solved")
+        cells = [
+            row["task"],
+            row.get("peer") or PROXIMA,
+            f"`{row['preset']}`" if row.get("preset") else "",
+            row.get("settings") or "",
+            str(n),
+            span([row.get("wall_s")], _seconds),
+            f"{row['wall_s'] / one:.1f}×" if one and row.get("wall_s") else "",
+            span([row.get("steps")], _steps),
+            span([row["extra"].get("sps")], _int),
+            "" if solved is None else f"{solved}/{n}",
+            *batch_cells(g["batch"]),
+            f"`{row['command']}`" if row.get("command") else "",
+        ]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return lines
 
 
 TOPICS = {
@@ -98,6 +133,18 @@ TOPICS = {
         "`python benchmarks/export_latency.py --record`",
         common=(),
         extras=[("median_us", "median µs", _int), ("p90_us", "p90 µs", _int), ("calls", "calls", _int)],
+    ),
+    "num_seeds": Topic(
+        "Many seeds: one batched process against one process per seed",
+        "N seeds of a preset (seeds 1 to N) trained in one process as one batched computation (`proxima train "
+        "--num-seeds N`), as the N runs of `proxima sweep` (each a Ray trial process of its own) and as N plain "
+        "`proxima train` processes, a few at a time; beside them PureJaxRL's `ppo.py` with its own defaults, "
+        "`jax.vmap`ped over N seeds. Wall time: from the first process's start to the last one's exit (imports, "
+        "Ray's start-up and jit compile included); steps/s: all seeds' env steps over it. Solved: proxima's seeds "
+        "whose run stopped early on the preset's stop_return; PureJaxRL's seeds (which never stop early) whose "
+        "final policy reaches the task's threshold on 100 deterministic episodes.",
+        "`python benchmarks/num_seeds.py --peers --record`",
+        table=num_seeds_table,
     ),
 }
 
@@ -207,7 +254,10 @@ def results_page(batches: list[dict]) -> str:
     for name, topic in TOPICS.items():
         topic_groups = groups(batches, name)
         out += ["", f"## {topic.title}", "", topic.about, ""]
-        out += topic_table(topic, topic_groups) if topic_groups else [f"To be measured: {topic.measure}."]
+        if not topic_groups:
+            out.append(f"To be measured: {topic.measure}.")
+        else:
+            out += topic.table(topic_groups) if topic.table else topic_table(topic, topic_groups)
     extra_topics = sorted({b["topic"] for b in batches} - set(TOPICS))
     for name in extra_topics:  # a topic recorded by a script this renderer has no description for
         out += ["", f"## {name}", ""] + topic_table(Topic(name, "", ""), groups(batches, name))

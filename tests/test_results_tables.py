@@ -150,3 +150,34 @@ def test_the_writer_and_renderer_import_without_proxima_torch_numpy_or_gymnasium
             "from benchmarks import records, render_results\nprint(records.FORMAT)")  # fmt: skip
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == records.FORMAT
+
+
+def seeds_row(n, how, wall, solved, peer=None, preset="fast"):
+    return dict(task="CartPole-v1", preset=preset, settings=how, peer=peer, seed=1, steps=40_000 * n, wall_s=wall,
+                command=f"run {how} {n}", num_seeds=n, seeds_solved=solved, sps=round(40_000 * n / wall))  # fmt: skip
+
+
+def test_num_seeds_table_puts_the_ways_side_by_side_for_each_number_of_seeds(tmp_path):
+    data = tmp_path / "data"
+    batch(data, "num_seeds", "2026-01-01T00:00:00Z", [seeds_row(4, "one process", 99.0, 0)])  # replaced below
+    rows = [seeds_row(1, "one process", 3.0, 1), seeds_row(16, "one process", 6.0, 15),
+            seeds_row(4, "one process", 4.5, 4), seeds_row(1, "processes", 3.5, 1),
+            seeds_row(4, "processes", 8.75, 3), seeds_row(16, "processes", 28.0, 16)]  # fmt: skip
+    batch(data, "num_seeds", "2026-02-01T00:00:00Z", rows)
+    peer = [seeds_row(n, "jax.vmap", 8.0 * n**0.5, n, peer="PureJaxRL", preset=None) for n in (1, 4)]
+    batch(data, "num_seeds", "2026-02-02T00:00:00Z", peer)
+    results = tmp_path / "RESULTS.md"
+    render_results.render_all(str(data), str(results), None)
+    section = results.read_text().split("## Many seeds")[1]
+    table = [line.split(" | ") for line in section.splitlines() if line.startswith("| CartPole-v1")]
+    # by number of seeds, proxima's ways before the peer's
+    assert [(r[4], r[1], r[3]) for r in table] == [
+        ("1", "proxima", "one process"), ("1", "proxima", "processes"), ("1", "PureJaxRL", "jax.vmap"),
+        ("4", "proxima", "one process"), ("4", "proxima", "processes"), ("4", "PureJaxRL", "jax.vmap"),
+        ("16", "proxima", "one process"), ("16", "proxima", "processes"),
+    ]  # fmt: skip
+    assert table[3][5:10] == ["4.5 s", "1.5×", "160k", "35,556", "4/4"]  # 4.5 s against one seed's 3.0 s
+    assert table[7][5:10] == ["28.0 s", "8.0×", "640k", "22,857", "16/16"]
+    assert table[5][5:7] == ["16.0 s", "2.0×"] and table[5][2] == ""  # the peer: its own one seed, no preset
+    assert "99.0 s" not in section  # the older batch's row of the same way is gone
+    assert "2026-02-01" in " ".join(table[0]) and "`run one process 1`" in " ".join(table[0])
