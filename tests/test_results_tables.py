@@ -181,3 +181,23 @@ def test_num_seeds_table_puts_the_ways_side_by_side_for_each_number_of_seeds(tmp
     assert table[5][5:7] == ["16.0 s", "2.0×"] and table[5][2] == ""  # the peer: its own one seed, no preset
     assert "99.0 s" not in section  # the older batch's row of the same way is gone
     assert "2026-02-01" in " ".join(table[0]) and "`run one process 1`" in " ".join(table[0])
+
+
+def test_num_seeds_counts_a_seed_solved_where_its_run_stopped_on_its_stop_return(tmp_path):
+    from benchmarks import num_seeds
+
+    def run(name, stop, evals):
+        path = tmp_path / name
+        path.mkdir()
+        (path / "config.json").write_text(json.dumps({"run": {"stop_return": stop}}))
+        lines = [{"global_step": 1000 * (i + 1), "eval_return": e} for i, e in enumerate(evals)]
+        (path / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+    run("seed1", 498, [120.0, 498.0])  # stopped at its second evaluation
+    run("seed2", 498, [120.0, 497.9])  # ran out of steps just short
+    (tmp_path / "results.md").write_text("not a run")
+    assert num_seeds.outcome(str(tmp_path), 2) == {"steps": 4000, "solved": 1}
+    with pytest.raises(SystemExit, match="2 run directories, expected 3"):
+        num_seeds.outcome(str(tmp_path), 3)
+    run("seed3", None, [500.0])  # no stop_return: solved is not known
+    assert num_seeds.outcome(str(tmp_path), 3) == {"steps": 5000, "solved": None}
