@@ -18,10 +18,13 @@ import dataclasses
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 from torch.func import functional_call, stack_module_state, vmap
 
+from proxima.envs import VecEnv
+from proxima.evaluate import episode_quota, run_episodes
 from proxima.losses import ratio_diagnostics
 from proxima.networks import ActorCritic
 from proxima.normalization import Normalization
@@ -74,17 +77,17 @@ class _Calls(nn.Module):
     def forward(self, method: str, obs: Tensor, actions: Tensor | None = None):
         if method == "evaluate":
             return self.model.evaluate(obs, actions)
-        return self.model(obs) if method == "forward" else self.model.value(obs)
+        return getattr(self.model, method)(obs)  # forward, value or logits
 
 
 class StackedModels:
     """N models of one architecture with their parameters and buffers stacked (``params``: the leaves the
     optimizer steps); each model's own tensors become views of these."""
 
-    def __init__(self, models: list[ActorCritic]):
+    def __init__(self, models: list[ActorCritic], share: bool = True):
         calls = [_Calls(m) for m in models]
         self.params, self.buffers = stack_module_state(calls)
-        for j, module in enumerate(calls):
+        for j, module in enumerate(calls if share else ()):  # else the stack is a copy
             for name, p in module.named_parameters():
                 p.data = self.params[name].detach()[j]
             for name, b in module.named_buffers():
@@ -187,6 +190,43 @@ class SeedModel:
 
     def value(self, obs: Tensor) -> Tensor:
         return self.stacked.call("value", self._seeds(obs)).flatten()
+
+
+class _Policies:
+    """What ``run_episodes`` plays with: several models' deterministic policies over their rows (``rows`` each,
+    in model order), each normalizing with its own frozen statistics."""
+
+    lstm = None
+
+    def __init__(self, models: list[ActorCritic], rows: int):
+        self.stacked = StackedModels(models, share=False)
+        self.rows = rows
+        self.normalization = _Normalizations([m.normalization for m in models], rows, lambda: set())
+
+    @torch.no_grad()
+    def predict(self, obs: Tensor, deterministic: bool = True) -> Tensor:
+        obs = self.normalization.obs(obs)
+        logits = self.stacked.call("logits", obs.view(len(self.stacked), self.rows, *obs.shape[1:]))
+        return self.stacked.head.mode(logits.flatten(0, 1))
+
+
+def deterministic_returns(
+    models: list[ActorCritic],
+    envs: Callable[[int], VecEnv],
+    episodes: int,
+    rows: int,
+    seeds: list[int],
+    name: str,
+) -> list[np.ndarray]:
+    """Each model's returns of ``episodes`` deterministic episodes on ``rows`` envs seeded ``seeds[j]`` + k, as
+    ``run_episodes`` gives them for one model alone, from one vector env of all (``envs(n)`` makes one of
+    ``n`` envs) and one stacked forward pass per step."""
+    quota = episode_quota(episodes, rows)
+    returns = run_episodes(
+        _Policies(models, rows), envs(len(models) * rows), episodes * len(models), deterministic=True,
+        seed=[s + k for s in seeds for k in range(rows)], name=name, quota=np.tile(quota, len(models)),
+    )  # fmt: skip
+    return list(returns.reshape(len(models), episodes))
 
 
 class SeedCollector(RolloutCollector):

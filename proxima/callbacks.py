@@ -29,6 +29,7 @@ import shutil
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -36,7 +37,8 @@ import numpy as np
 import torch
 
 from proxima import checkpoint, seeding
-from proxima.envs import make_envs
+from proxima.batched import deterministic_returns
+from proxima.envs import VecEnv, make_envs
 from proxima.envs.interface import InfoKeys, merge_info_keys
 from proxima.envs.selfplay import is_selfplay_id
 from proxima.errors import DiskFullError, NonFiniteError, TrainingInterrupted, UserError
@@ -124,6 +126,10 @@ class Evaluation(Callback):
         # [eval_return, global_step] of the agents kept for rescoring, best first
         self.candidates: list[list] = []
         self.envs = None
+        # A batched run (--num-seeds) plays its seeds' evaluations at once and leaves each seed's returns here;
+        # ``many_envs(n)`` (a vector env of n evaluation envs) lets rescoring play all candidates at once too.
+        self.given: np.ndarray | None = None
+        self.many_envs: Callable[[int], VecEnv] | None = None
 
     def on_train_start(self, run: Run) -> None:
         self.open(run.args, run.device, run.env)
@@ -139,6 +145,9 @@ class Evaluation(Callback):
 
     def evaluate(self, model) -> np.ndarray:
         """The returns of ``episodes`` deterministic episodes, from the same starting states each time."""
+        if self.given is not None:
+            returns, self.given = self.given, None
+            return returns
         return run_episodes(
             model, self.envs, self.episodes, deterministic=True, seed=self.seed, name=self.env_id
         )
@@ -175,16 +184,30 @@ class Evaluation(Callback):
             return
         from proxima.agent import Agent
 
-        scored, agents = [], {}
-        for value, step in self.candidates:
-            agents[step] = agent = Agent.load(self._candidate_dir(run, step), device=run.device)
-            returns = run_episodes(  # other episodes than the evaluations' (seed) and proxima eval's (args.run.seed)
-                agent.model, self.envs, self.rescore_episodes, deterministic=True, seed=self.rescore_seed,
-                name=self.env_id,
-            )  # fmt: skip
-            scored.append(
-                {"global_step": step, "eval_return": value, "rescore_return": float(returns.mean())}
-            )
+        agents = {
+            step: Agent.load(self._candidate_dir(run, step), device=run.device) for _, step in self.candidates
+        }
+        # other episodes than the evaluations' (seed) and proxima eval's (args.run.seed)
+        if self.many_envs is not None:
+            models = [agents[step].model for _, step in self.candidates]
+            rescored = deterministic_returns(models, self.many_envs, self.rescore_episodes, self.envs.num_envs,
+                                             [self.rescore_seed] * len(models), self.env_id)  # fmt: skip
+        else:
+            rescored = [
+                run_episodes(
+                    agents[step].model,
+                    self.envs,
+                    self.rescore_episodes,
+                    deterministic=True,
+                    seed=self.rescore_seed,
+                    name=self.env_id,
+                )  # fmt: skip
+                for _, step in self.candidates
+            ]
+        scored = [
+            {"global_step": step, "eval_return": value, "rescore_return": float(returns.mean())}
+            for (value, step), returns in zip(self.candidates, rescored, strict=True)
+        ]
         winner = max(scored, key=lambda c: c["rescore_return"])  # the first of equals: the higher evaluation
         agents[winner["global_step"]].save(
             os.path.join(run.run_dir, BEST), global_step=winner["global_step"], eval_return=winner["eval_return"],

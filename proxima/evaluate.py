@@ -11,7 +11,7 @@ import torch
 
 from proxima.agent import Agent
 from proxima.envs import VecEnv, make_envs
-from proxima.envs.interface import env_call, obs_layout
+from proxima.envs.interface import Seeds, env_call, obs_layout
 from proxima.envs.user import describe_env, load_env_factory, unknown_id_hint
 from proxima.errors import UserError
 from proxima.files import EVAL_JSON, write_json
@@ -24,16 +24,23 @@ EPISODE_STEP_LIMIT = 100_000
 
 @torch.no_grad()
 def run_episodes(
-    model: ActorCritic, envs: VecEnv, episodes: int, *, deterministic: bool, seed: int, name: str = "the env"
+    model: ActorCritic,
+    envs: VecEnv,
+    episodes: int,
+    *,
+    deterministic: bool,
+    seed: Seeds,
+    name: str = "the env",
+    quota: np.ndarray | None = None,
 ) -> np.ndarray:
     """Returns of exactly ``episodes`` complete episodes of ``model`` in ``envs``, ordered by env.
 
-    Each env is given a fixed quota of episodes before it starts, so short episodes are not over-counted
-    (taking the first N episodes to finish across envs would favour them). Observations are raw; the
-    model normalizes them with its frozen statistics.
+    Each env is given a fixed quota of episodes before it starts (``episode_quota``; or ``quota``, one count per
+    env), so short episodes are not over-counted (taking the first N episodes to finish across envs would favour
+    them). Observations are raw; the model normalizes them with its frozen statistics.
     """
     n = envs.num_envs
-    quota = np.array([episodes // n + (i < episodes % n) for i in range(n)])
+    quota = episode_quota(episodes, n) if quota is None else quota
     returns: list[list[float]] = [[] for _ in range(n)]
     running = torch.zeros(n, dtype=torch.float64, device=envs.device)
     length = torch.zeros(n, dtype=torch.int64, device=envs.device)
@@ -63,6 +70,11 @@ def run_episodes(
             running.masked_fill_(done, 0.0)
         obs = step.obs
     return np.array([r for env_returns in returns for r in env_returns])
+
+
+def episode_quota(episodes: int, envs: int) -> np.ndarray:
+    """How many of ``episodes`` each of ``envs`` envs plays: as even as can be, the first ones one more."""
+    return np.array([episodes // envs + (i < episodes % envs) for i in range(envs)])
 
 
 def evaluate(

@@ -23,7 +23,15 @@ from proxima import checkpoint, seeding
 from proxima.advantages import estimate_advantages
 from proxima.agent import Agent
 from proxima.algorithms import get_algorithm
-from proxima.callbacks import Callback, Checkpointing, UpdateResult, default_callbacks, wanted_infos
+from proxima.batched import deterministic_returns
+from proxima.callbacks import (
+    Callback,
+    Checkpointing,
+    Evaluation,
+    UpdateResult,
+    default_callbacks,
+    wanted_infos,
+)
 from proxima.config import PPOArgs, resolve_args, show_value
 from proxima.distributions import make_head
 from proxima.encoders import check_spaces, choose_encoder, emulation_note, encoder_note, resolve_precision
@@ -1132,6 +1140,7 @@ def _train_group(
     for note in notes:
         console.message(note)
     live = [run for run in runs if run.index not in group.stacked.frozen]
+    evaluations = _SeedEvaluations(runs, args, group.envs.device)
     started: list[SeedRun] = []
     interrupted: list[TrainingInterrupted] = []
     try:
@@ -1142,6 +1151,7 @@ def _train_group(
         start = time.perf_counter() - live[0].elapsed
         while live and live[0].updates_done < args.num_updates and not interrupted:
             results = group.iterate()
+            evaluations.play(live)
             elapsed = time.perf_counter() - start
             for run in list(live):
                 result = results[run.index]
@@ -1195,10 +1205,49 @@ def _train_group(
         raise type(e)(f"{e}; {where}") from e
     finally:
         console.close()
+        evaluations.close()
         for run in reversed(started):  # each Checkpointing puts back the signal handlers it found
             for callback in reversed(run.callbacks):
                 callback.close(run)
     return [run.agent for run in runs]
+
+
+class _SeedEvaluations:
+    """The seeds' ``--eval-every`` evaluations played at once, on one vector env of all their evaluation envs
+    (``batched.deterministic_returns``): each seed's ``Evaluation`` then finds its returns given. The same
+    envs serve the rescoring of each seed's candidates (``--rescore-best``)."""
+
+    def __init__(self, runs: list[SeedRun], args: PPOArgs, device: torch.device):
+        self.of = {run.index: c for run in runs for c in run.callbacks if isinstance(c, Evaluation)}
+        self.args, self.device, self.envs = args, device, {}
+        self.env = runs[0].env if runs else None  # the env object of train(env=...), where one was given
+        for callback in self.of.values():
+            callback.many_envs = self.make
+
+    def make(self, n: int):
+        if n not in self.envs:  # kept: the same numbers of envs come back at every evaluation
+            env = self.args.env
+            source = env.env_id if self.env is None else self.env
+            self.envs[n] = make_envs(
+                source, n, env_kwargs=env.env_kwargs, backend=env.env_backend, device=self.device
+            )
+        return self.envs[n]
+
+    def play(self, live: list[SeedRun]) -> None:
+        due = [
+            run for run in live if run.index in self.of and run.updates_done % self.of[run.index].every == 0
+        ]
+        if not due:
+            return
+        first = self.of[due[0].index]
+        returns = deterministic_returns([run.model for run in due], self.make, first.episodes, first.episodes,
+                                        [self.of[run.index].seed for run in due], first.env_id)  # fmt: skip
+        for run, r in zip(due, returns, strict=True):
+            self.of[run.index].given = r
+
+    def close(self) -> None:
+        for envs in self.envs.values():
+            envs.close()
 
 
 def _said(record: dict) -> str:
