@@ -23,6 +23,7 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call, stack_module_state, vmap
 
+from proxima.encoders import FlattenEncoder
 from proxima.envs import VecEnv
 from proxima.evaluate import episode_quota, run_episodes
 from proxima.losses import ratio_diagnostics
@@ -101,6 +102,7 @@ class StackedModels:
             if getattr(module, "memory_format", None) is not None:
                 module.memory_format = torch.contiguous_format
         self._value_std = self.buffers.get("model.normalization.value_std")
+        self._plain = _plain_mlps(models[0])
         self._frozen: dict[int, dict[str, Tensor]] = {}
 
     def __len__(self) -> int:
@@ -108,12 +110,45 @@ class StackedModels:
 
     def call(self, method: str, obs: Tensor, actions: Tensor | None = None):
         """``model.METHOD(obs[j], actions[j])`` of every seed ``j`` at once; ``obs`` is ``(N, B, ...)``."""
+        if self._plain and method != "evaluate" and not torch.is_grad_enabled():
+            return self._plain_call(method, obs)
 
         def one(params, buffers, o, a):
-            return functional_call(self._base, (params, buffers), (method, o, a))
+            return functional_call(self._base, (params, buffers), (method, o, a), tie_weights=False)
 
         in_dims = (0, 0, 0, None if actions is None else 0)
         return vmap(one, in_dims=in_dims)(self.params, self.buffers, obs, actions)
+
+    # The rollout's and the evaluations' forward passes of an agent of plain MLPs (the usual case) go through
+    # batched matmuls directly: vmap's fixed cost per call (hundreds of microseconds: it rebinds every tensor of
+    # the model) would be most of a step's time at a rollout's small batches. The update keeps vmap.
+    def _mlp(self, prefix: str, layers: nn.Module, x: Tensor) -> Tensor:
+        if not isinstance(layers, nn.Sequential):
+            return x  # the trunk's Identity
+        for i, layer in enumerate(layers):
+            weight, bias = self.params.get(f"{prefix}.{i}.weight"), self.params.get(f"{prefix}.{i}.bias")
+            if isinstance(layer, nn.Linear):
+                x = torch.baddbmm(bias.unsqueeze(1), x, weight.transpose(1, 2))
+            elif isinstance(layer, nn.LayerNorm):
+                x = nn.functional.layer_norm(x, layer.normalized_shape, eps=layer.eps)
+                x = torch.addcmul(bias.unsqueeze(1), x, weight.unsqueeze(1))
+            else:
+                x = layer(x)
+        return x
+
+    def _plain_call(self, method: str, obs: Tensor):
+        model = self._base.model
+        features = self._mlp("model.trunk", model.trunk, obs.flatten(2).to(torch.float32))
+        outputs = []
+        if method in ("forward", "logits"):
+            outputs.append(model._masked(self._mlp("model.actor", model.actor, features), obs))
+        if method in ("forward", "value"):
+            value = self._mlp("model.critic", model.critic, features).squeeze(-1)
+            if self._value_std is not None:
+                mean = self.buffers["model.normalization.value_mean"]
+                value = torch.addcmul(mean.unsqueeze(1), value, self._value_std.unsqueeze(1))
+            outputs.append(value)
+        return tuple(outputs) if method == "forward" else outputs[0]
 
     def value_scale(self) -> Tensor | None:
         """Each seed's std of its value targets, ``(N,)`` (``--norm-value``; None without it)."""
@@ -138,6 +173,25 @@ class StackedModels:
         for j, saved in self._frozen.items():
             for name, p in self.params.items():
                 p[j] = saved[name]
+
+
+def _plain_mlps(model: ActorCritic) -> bool:
+    """Whether ``model`` is a flat observation through MLPs of Linear, LayerNorm and activation layers only,
+    which ``StackedModels`` computes with batched matmuls outside vmap."""
+
+    def plain(layers) -> bool:
+        return isinstance(layers, nn.Identity) or (
+            isinstance(layers, nn.Sequential)
+            and all(isinstance(m, nn.Linear | nn.LayerNorm) or not list(m.parameters()) for m in layers)
+        )
+
+    return (
+        isinstance(model.encoder, FlattenEncoder)
+        and model.lstm is None
+        and model.actor_index is None
+        and model.critic is not None
+        and all(plain(layers) for layers in (model.trunk, model.actor, model.critic))
+    )
 
 
 class _Normalizations:
@@ -291,7 +345,7 @@ def update_seeds(
     def loss_of(params, buffers, fields: tuple[Tensor, ...], scale):
         mb = Batch(*fields)  # vmap maps over tensors, tuples and dicts, not dataclasses
         logprobs, entropy, values = functional_call(
-            stacked._base, (params, buffers), ("evaluate", mb.obs, mb.actions)
+            stacked._base, (params, buffers), ("evaluate", mb.obs, mb.actions), tie_weights=False
         )
         loss, pg_loss, v_loss, ent = minibatch_loss(
             logprobs, entropy, values, mb, settings, scale, has_critic
