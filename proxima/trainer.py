@@ -1153,6 +1153,7 @@ def _train_group(
             results = group.iterate()
             evaluations.play(live)
             elapsed = time.perf_counter() - start
+            stopping: list[SeedRun] = []
             for run in list(live):
                 result = results[run.index]
                 run.elapsed = elapsed
@@ -1166,10 +1167,13 @@ def _train_group(
                 if any(stops):
                     console.message(f"seed {run.args.run.seed} stopped after update {run.updates_done}: "
                                     f"{run.global_step:,} steps, {_said(result.record)}")  # fmt: skip
-                    _finish_seed(run)
-                    group.stacked.freeze(run.index)
-                    live.remove(run)
-                    finished[os.path.basename(run.run_dir)] = checkpoint.snapshot(run, finished=True)
+                    stopping.append(run)
+            evaluations.rescore(stopping)
+            for run in stopping:
+                _finish_seed(run)
+                group.stacked.freeze(run.index)
+                live.remove(run)
+                finished[os.path.basename(run.run_dir)] = checkpoint.snapshot(run, finished=True)
             every = args.run.checkpoint_every
             if live and (interrupted or (every and live[0].updates_done % every == 0)):
                 save_group()
@@ -1186,6 +1190,7 @@ def _train_group(
             record = {"global_step": steps_done, "sps": steps_done / elapsed,
                       "episodic_return": float(np.mean(returns)) if returns else None}  # fmt: skip
             console.update(max(run.updates_done for run in runs), record, returns)
+        evaluations.rescore(live)
         for run in live:
             _finish_seed(run)
             finished[os.path.basename(run.run_dir)] = checkpoint.snapshot(run, finished=True)
@@ -1215,14 +1220,12 @@ def _train_group(
 class _SeedEvaluations:
     """The seeds' ``--eval-every`` evaluations played at once, on one vector env of all their evaluation envs
     (``batched.deterministic_returns``): each seed's ``Evaluation`` then finds its returns given. The same
-    envs serve the rescoring of each seed's candidates (``--rescore-best``)."""
+    envs serve the rescoring of the candidates of the seeds that end together (``--rescore-best``)."""
 
     def __init__(self, runs: list[SeedRun], args: PPOArgs, device: torch.device):
         self.of = {run.index: c for run in runs for c in run.callbacks if isinstance(c, Evaluation)}
         self.args, self.device, self.envs = args, device, {}
         self.env = runs[0].env if runs else None  # the env object of train(env=...), where one was given
-        for callback in self.of.values():
-            callback.many_envs = self.make
 
     def make(self, n: int):
         if n not in self.envs:  # kept: the same numbers of envs come back at every evaluation
@@ -1244,6 +1247,22 @@ class _SeedEvaluations:
                                         [self.of[run.index].seed for run in due], first.env_id)  # fmt: skip
         for run, r in zip(due, returns, strict=True):
             self.of[run.index].given = r
+
+    def rescore(self, ending: list[SeedRun]) -> None:
+        """``--rescore-best`` of the seeds that end now: every candidate of every one of them played at once."""
+        due = [(run, self.of[run.index]) for run in ending if run.index in self.of]
+        due = [(run, c) for run, c in due if c.rescore and c.candidates]
+        if not due:
+            return
+        agents = [c.candidate_agents(run) for run, c in due]
+        models = [a[step].model for a, (_, c) in zip(agents, due, strict=True) for _, step in c.candidates]
+        seeds = [c.rescore_seed for _, c in due for _ in c.candidates]
+        first = due[0][1]
+        returns = deterministic_returns(
+            models, self.make, first.rescore_episodes, first.envs.num_envs, seeds, first.env_id
+        )
+        for (_, c), own in zip(due, agents, strict=True):
+            c.given, returns = (own, returns[: len(c.candidates)]), returns[len(c.candidates) :]
 
     def close(self) -> None:
         for envs in self.envs.values():
