@@ -29,7 +29,6 @@ import shutil
 import signal
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -37,8 +36,7 @@ import numpy as np
 import torch
 
 from proxima import checkpoint, seeding
-from proxima.batched import deterministic_returns
-from proxima.envs import VecEnv, make_envs
+from proxima.envs import make_envs
 from proxima.envs.interface import InfoKeys, merge_info_keys
 from proxima.envs.selfplay import is_selfplay_id
 from proxima.errors import DiskFullError, NonFiniteError, TrainingInterrupted, UserError
@@ -126,10 +124,9 @@ class Evaluation(Callback):
         # [eval_return, global_step] of the agents kept for rescoring, best first
         self.candidates: list[list] = []
         self.envs = None
-        # A batched run (--num-seeds) plays its seeds' evaluations at once and leaves each seed's returns here;
-        # ``many_envs(n)`` (a vector env of n evaluation envs) lets rescoring play all candidates at once too.
-        self.given: np.ndarray | None = None
-        self.many_envs: Callable[[int], VecEnv] | None = None
+        # A batched run (--num-seeds) plays its seeds' evaluations at once and leaves each seed's returns here
+        # (at the end: its candidates and their rescoring returns)
+        self.given = None
 
     def on_train_start(self, run: Run) -> None:
         self.open(run.args, run.device, run.env)
@@ -179,20 +176,22 @@ class Evaluation(Callback):
             shutil.rmtree(self._candidate_dir(run, step), ignore_errors=True)
         del self.candidates[self.rescore :]
 
+    def candidate_agents(self, run: Run) -> dict:
+        """The agents kept for rescoring, by the step they were saved at (best evaluation first)."""
+        from proxima.agent import Agent
+
+        return {
+            step: Agent.load(self._candidate_dir(run, step), device=run.device) for _, step in self.candidates
+        }
+
     def on_train_end(self, run: Run) -> None:
         if not self.rescore or not self.candidates:
             return
-        from proxima.agent import Agent
-
-        agents = {
-            step: Agent.load(self._candidate_dir(run, step), device=run.device) for _, step in self.candidates
-        }
         # other episodes than the evaluations' (seed) and proxima eval's (args.run.seed)
-        if self.many_envs is not None:
-            models = [agents[step].model for _, step in self.candidates]
-            rescored = deterministic_returns(models, self.many_envs, self.rescore_episodes, self.envs.num_envs,
-                                             [self.rescore_seed] * len(models), self.env_id)  # fmt: skip
+        if self.given is not None:  # a batched run played them for several seeds at once
+            (agents, rescored), self.given = self.given, None
         else:
+            agents = self.candidate_agents(run)
             rescored = [
                 run_episodes(
                     agents[step].model,

@@ -37,9 +37,9 @@ def assert_close(batched: list[dict], solo: list[dict], updates: int, rel: float
     assert len(batched) >= updates and len(solo) >= updates
     for b, s in zip(batched[:updates], solo[:updates], strict=True):
         assert b["global_step"] == s["global_step"]
-        for key in ("episodic_return", *COMPARED):
-            if s[key] is None:  # no episode ended
-                assert b[key] is None
+        for key in ("episodic_return", "eval_return", *COMPARED):
+            if s.get(key) is None:  # no episode ended, or no evaluation
+                assert b.get(key) is None
                 continue
             assert b[key] == pytest.approx(s[key], rel=rel, abs=1e-6), (key, b[key], s[key])
 
@@ -47,7 +47,12 @@ def assert_close(batched: list[dict], solo: list[dict], updates: int, rel: float
 @pytest.mark.parametrize(
     "env, options, updates",
     [
-        ("CartPole-v1", {}, 4),
+        # with evaluations, and the rescoring of the best ones: played for all seeds at once
+        (
+            "CartPole-v1",
+            dict(eval_every=2, eval_episodes=8, save_best=True, rescore_best=2, rescore_episodes=10),
+            4,
+        ),
         # A Gaussian's actions carry the kernels' rounding into the env's states, which chaos then grows: the
         # first update agrees, later ones drift apart (by 1e-5 in the value loss, 2% in approx_kl at the 2nd).
         ("Pendulum-v1", dict(norm_obs=True, norm_reward=True, norm_value=True, clip_vloss=True), 1),
