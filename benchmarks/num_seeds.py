@@ -57,7 +57,10 @@ def how(way: str, jobs: int) -> str:
 
 
 def run_dirs(parent: str) -> list[str]:
-    """The run directories under ``parent`` (a batched run's seedS/, a sweep's base__seedS/), in name order."""
+    """The run directories under ``parent`` (a batched run's seedS/, a sweep's base__seedS/), in name order;
+    ``parent`` itself where it is one (`--num-seeds 1` is a plain run)."""
+    if os.path.exists(os.path.join(parent, METRICS)):
+        return [parent]
     names = sorted(os.listdir(parent)) if os.path.isdir(parent) else []
     return [os.path.join(parent, n) for n in names if os.path.exists(os.path.join(parent, n, METRICS))]
 
