@@ -410,6 +410,10 @@ def cmd_solve(argv: list[str]) -> int:
     if flags.task != env_id:  # the preset is read before the flags: the task comes first
         raise UserError(f"give ENV_ID first: proxima solve {flags.task} [TRAIN FLAGS]")
     task = tasks[env_id]
+    if args.run.num_seeds > 1:
+        raise UserError(
+            "proxima solve trains and scores one seed; for many, proxima train --config PRESET --num-seeds N"
+        )
     args = args.replace(run_dir=args.run.run_dir or default_run_dir(args))
     agent = train(args)
     trained = _process_seconds()

@@ -262,6 +262,8 @@ def _plan(base: PPOArgs, spec: dict, search: str, num_samples: int, metric: str,
         raise UserError("--gpus-per-trial reserves GPUs for runs that train on them: drop --no-cuda")
     if scheduler == "pbt" and search != "random":  # Tune's PBT explores by its own perturbations
         raise UserError("--scheduler pbt draws its own perturbations; give --search random with it")
+    if base.run.num_seeds > 1:
+        raise UserError(f"proxima tune scores each sample over --seeds {seeds}, run apart; drop --num-seeds")
     if metric == "eval_return" and not base.run.eval_every:
         raise UserError("metric eval_return needs evaluations during training: give --eval-every N (updates)")
     # every sample's settings are checked before the first run, so that bad input fails now and writes nothing

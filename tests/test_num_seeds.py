@@ -231,3 +231,19 @@ def test_what_cannot_be_batched_is_refused_in_one_line(tmp_path, capsys, flags, 
     err = capsys.readouterr().err.strip()
     assert named in err and len(err.splitlines()) == 1
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    "argv, named",
+    [
+        (["solve", "CartPole-v1", "--num-seeds", "2"], "proxima solve trains and scores one seed"),
+        (["tune", "--env-id", "CartPole-v1", "--space", "learning_rate=loguniform:1e-4:1e-3", "--num-seeds", "2"],
+         "drop --num-seeds"),
+    ],
+)  # fmt: skip
+def test_commands_of_one_seed_a_run_refuse_num_seeds(tmp_path, capsys, monkeypatch, argv, named):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert named in err and len(err.splitlines()) == 1
+    assert not any(tmp_path.iterdir())
