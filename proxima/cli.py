@@ -557,6 +557,7 @@ class PlotArgs:
 
 
 def cmd_plot(argv: list[str]) -> int:
+    from proxima.files import seed_run_dirs
     from proxima.plotting import plot_runs
 
     args = _parse(PlotArgs, argv, "proxima plot")
@@ -567,7 +568,9 @@ def cmd_plot(argv: list[str]) -> int:
     labels = [os.path.basename(os.path.normpath(d)) for d in args.run_dirs]
     if len(set(labels)) < len(labels):  # same last component: label by the whole path
         labels = list(args.run_dirs)
-    plot_runs({label: [d] for label, d in zip(labels, args.run_dirs, strict=True)}, args.output)
+    # a batched run's directory is its seeds': one line, with a band over them
+    groups = {label: seed_run_dirs(d) or [d] for label, d in zip(labels, args.run_dirs, strict=True)}
+    plot_runs(groups, args.output)
     print(f"wrote {args.output}")
     return 0
 

@@ -59,6 +59,15 @@ RUN_FILES = (CONFIG_JSON, METRICS, EPISODES, MACHINE_JSON, CHECKPOINT, VIDEOS, L
 _RUN_FILE_PREFIXES = ("events.out.tfevents.", ".tmp-")
 
 
+def seed_run_dirs(path: str) -> list[str]:
+    """The seeds' run directories of a batched run's directory (``--num-seeds``: ``PATH/seedS``, in seed order);
+    [] for any other path."""
+    if not os.path.exists(os.path.join(path, SEEDS_JSON)):
+        return []
+    names = [n for n in os.listdir(path) if n.startswith("seed") and n[4:].isdigit()]
+    return [os.path.join(path, n) for n in sorted(names, key=lambda n: int(n[4:]))]
+
+
 def written_by_a_run(name: str) -> bool:
     """Whether ``name``, an entry of a run directory, is one that proxima writes there."""
     return name in RUN_FILES or name.startswith(_RUN_FILE_PREFIXES)

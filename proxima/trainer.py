@@ -44,6 +44,7 @@ from proxima.files import (
     AGENT_JSON,
     CHECKPOINT,
     CONFIG_JSON,
+    LEARNING_CURVES,
     REPORT,
     RESULTS_JSON,
     RESULTS_MD,
@@ -60,6 +61,7 @@ from proxima.health import check_rollout, spreads
 from proxima.losses import explained_variance
 from proxima.networks import ActorCritic, NetworkSpec
 from proxima.optim import make_adam
+from proxima.plotting import plot_runs
 from proxima.progress import ProgressReport
 from proxima.report import write_report
 from proxima.rollout import Collector, RecurrentCollector, RolloutCollector
@@ -1199,6 +1201,13 @@ def _train_group(
         _summarize_seeds(parent, runs)
         if args.run.report:  # every seed's curve on one page, as a sweep's
             write_report([parent], os.path.join(parent, REPORT))
+        if args.run.plot:  # the seeds' mean and band
+            try:
+                plot_runs(
+                    {args.env.env_id: [run.run_dir for run in runs]}, os.path.join(parent, LEARNING_CURVES)
+                )
+            except UserError as e:  # no matplotlib: each seed's own files are what matter
+                console.message(f"no {LEARNING_CURVES}: {e}")
         console.message(f"saved {len(runs)} agents to {parent}/seed*")
     except (EnvError, NonFiniteError) as e:
         saved = os.path.exists(os.path.join(parent, CHECKPOINT))

@@ -193,12 +193,14 @@ def test_a_batched_run_killed_with_sigkill_resumes_exactly(tmp_path):
 
 
 def test_each_seed_directory_is_an_ordinary_run(tmp_path, capsys):
-    """eval and resume take a seed's directory as they take any run's; the group's page shows every seed."""
+    """eval and resume take a seed's directory as they take any run's; the group's page and plot show every
+    seed."""
     group = tmp_path / "group"
     assert main(["train", "--env-id", "CartPole-v1", "--num-seeds", "2", "--num-envs", "4", "--num-steps", "32",
-                 "--total-timesteps", "256", "--quiet", "--no-plot", "--run-dir", str(group)]) == 0  # fmt: skip
+                 "--total-timesteps", "256", "--quiet", "--run-dir", str(group)]) == 0  # fmt: skip
     assert sorted(p.name for p in group.iterdir()) == [
         "checkpoint.safetensors",
+        "learning_curves.png",
         "report.html",
         "results.json",
         "results.md",
@@ -211,6 +213,8 @@ def test_each_seed_directory_is_an_ordinary_run(tmp_path, capsys):
     config = json.loads((group / "seed2" / "config.json").read_text())
     assert config["run"]["seed"] == 2 and config["run"]["num_seeds"] == 1
     assert main(["eval", str(group / "seed2"), "--episodes", "2"]) == 0
+    assert main(["plot", str(group), "--output", str(tmp_path / "curves.png")]) == 0  # the seeds' band
+    assert (tmp_path / "curves.png").stat().st_size > 0
     assert main(["train", "--resume", str(group / "seed1"), "--total-timesteps", "512", "--quiet"]) == 0
     assert records(group / "seed1")[-1]["global_step"] == 512
 
