@@ -511,20 +511,7 @@ class Run:
         args = self.args
         in_force = self._apply()
         learning_rate = self.optimizer.param_groups[0]["lr"]
-        next_value, next_done = self.collector.collect(self.model)
-        buf = self.collector.buffer
-        check_rollout(buf, self.updates_done + 1)
-        advantages = estimate_advantages(
-            args.algorithm.advantage,
-            buf.rewards,
-            buf.values,
-            buf.dones,
-            next_value,
-            next_done,
-            args.algorithm.gamma,
-            args.algorithm.gae_lambda,
-        )
-        returns = advantages + buf.values
+        buf, advantages, returns = rollout(self.collector, self.model, args, self.updates_done + 1)
         batch = (
             buf.sequences(advantages, returns) if args.network.recurrent else buf.flatten(advantages, returns)
         )
@@ -639,6 +626,25 @@ class Run:
                 "PettingZoo's), so they start new episodes; the rest of this run will differ from an uninterrupted "
                 "one (native and VMAS envs resume exactly)"
             )
+
+
+def rollout(collector: Collector, model, args: PPOArgs, update: int) -> tuple:
+    """Update ``update``'s rollout, checked for NaNs, and its advantages and returns (the value targets):
+    ``(buffer, advantages, returns)``."""
+    next_value, next_done = collector.collect(model)
+    buf = collector.buffer
+    check_rollout(buf, update)
+    advantages = estimate_advantages(
+        args.algorithm.advantage,
+        buf.rewards,
+        buf.values,
+        buf.dones,
+        next_value,
+        next_done,
+        args.algorithm.gamma,
+        args.algorithm.gae_lambda,
+    )
+    return buf, advantages, advantages + buf.values
 
 
 def _init_from(run: Run, source: str) -> None:
@@ -961,21 +967,7 @@ class SeedGroup:
                 )
         for group, own in zip(self.optimizer.param_groups, lead.optimizer.param_groups, strict=True):
             group["lr"] = own["lr"]
-        args = lead.args
-        next_value, next_done = self.collector.collect(self.model)
-        buf = self.collector.buffer
-        check_rollout(buf, lead.updates_done + 1)
-        advantages = estimate_advantages(
-            args.algorithm.advantage,
-            buf.rewards,
-            buf.values,
-            buf.dones,
-            next_value,
-            next_done,
-            args.algorithm.gamma,
-            args.algorithm.gae_lambda,
-        )
-        returns = advantages + buf.values
+        buf, advantages, returns = rollout(self.collector, self.model, lead.args, lead.updates_done + 1)
         batch = seed_batches(buf, advantages, returns, len(self.runs))
         stats = update_seeds(self.stacked, self.optimizer, batch, lead.settings, self.streams)
         results: list[UpdateResult | None] = [None] * len(self.runs)
