@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -56,17 +55,6 @@ class SeedStreams:
             torch.set_rng_state(outer)
         return results
 
-    @contextmanager
-    def of(self, j: int) -> Iterator[None]:
-        """Seed ``j``'s stream as torch's global generator inside the block."""
-        outer = torch.get_rng_state()
-        torch.set_rng_state(self.states[j])
-        try:
-            yield
-        finally:
-            self.states[j] = torch.get_rng_state()
-            torch.set_rng_state(outer)
-
 
 class _Calls(nn.Module):
     """A model's methods by name, for ``functional_call`` (which calls ``forward``)."""
@@ -96,9 +84,8 @@ class StackedModels:
         self.models = models
         self.head = models[0].head
         self._base = copy.deepcopy(calls[0]).to("meta")  # the architecture, without tensors of its own
-        for (
-            module
-        ) in self._base.modules():  # a CNN's channels-last images: no layout but the default under vmap
+        # a CNN lays its images out channels-last, which vmap does not take: the default layout here
+        for module in self._base.modules():
             if getattr(module, "memory_format", None) is not None:
                 module.memory_format = torch.contiguous_format
         self._value_std = self.buffers.get("model.normalization.value_std")

@@ -12,7 +12,7 @@ from proxima.cli import main
 from proxima.files import CHECKPOINT, read_checkpoint
 from proxima.health import HealthMonitor, first_non_finite_in_rollout
 from proxima.storage import RolloutBuffer
-from proxima.update import _grad_stats
+from proxima.update import grad_stats
 
 HEALTHY = {"approx_kl": 0.01, "clipfrac": 0.1, "entropy": 0.69, "explained_variance": 0.5}
 
@@ -132,10 +132,10 @@ def test_non_finite_is_located_in_the_rollout():
 
 def test_non_finite_is_located_in_the_minibatch_where_it_first_appeared():
     one, nan = torch.tensor(1.0), torch.tensor(math.nan)
-    assert _grad_stats([one, one], [one, torch.tensor(3.0)]) == {"grad_norm": 3.0}
-    assert _grad_stats([one, nan], [nan, nan])["non_finite"] == "gradients"  # the gradient went first
-    assert _grad_stats([nan, nan], [nan, nan])["non_finite"] == "loss"
-    assert _grad_stats([one, nan], [])["non_finite"] == "loss"  # no clipping: no gradient norms
+    assert grad_stats([one, one], [one, torch.tensor(3.0)]) == {"grad_norm": 3.0}
+    assert grad_stats([one, nan], [nan, nan])["non_finite"] == "gradients"  # the gradient went first
+    assert grad_stats([nan, nan], [nan, nan])["non_finite"] == "loss"
+    assert grad_stats([one, nan], [])["non_finite"] == "loss"  # no clipping: no gradient norms
 
 
 # One env of 128 steps per update; the env turns bad after its 300th step, in update 3.
