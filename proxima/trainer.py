@@ -1208,6 +1208,8 @@ def _train_group(
             if saved
             else "no checkpoint was written"
         )
+        if saved and isinstance(e, EnvError):  # a crash may not recur; a NaN would, from the same state
+            where += f"; continue with: proxima train --resume {parent}"
         raise type(e)(f"{e}; {where}") from e
     finally:
         console.close()

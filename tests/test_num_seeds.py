@@ -251,3 +251,12 @@ def test_commands_of_one_seed_a_run_refuse_num_seeds(tmp_path, capsys, monkeypat
     err = capsys.readouterr().err.strip()
     assert named in err and len(err.splitlines()) == 1
     assert not any(tmp_path.iterdir())
+
+
+def test_an_env_that_crashes_ends_the_batch_in_one_line_that_says_how_to_resume(tmp_path, capsys):
+    run = tmp_path / "run"  # an env written as others write them (tests/fixtures/wild_envs.py)
+    assert main(["train", "--env-id", "tests.fixtures.wild_envs:WildCrashAfter1000-v0", "--num-seeds", "2", "--num-envs", "1",
+                 "--num-steps", "128", "--total-timesteps", "1536", "--checkpoint-every", "2", "--quiet",
+                 "--no-plot", "--no-report", "--run-dir", str(run)]) == 1  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "simulator crashed" in err and f"--resume {run}" in err
