@@ -1,7 +1,6 @@
 """``proxima sweep --batched``: each setting's seeds train as one batched run (``--num-seeds``), one trial, whose
 seeds' directories are the sweep's runs; killed, it finishes on --resume as a sweep of solo runs does."""
 
-import json
 import os
 import shutil
 
@@ -12,22 +11,11 @@ from proxima import executors
 from proxima.callbacks import Callback
 from proxima.cli import main
 from proxima.config import PPOArgs
-from tests.test_sweep import StopAt
+from tests.test_sweep import StopAt, _json, _metrics
 
 # native CartPole, 4 updates of 4 envs x 32 steps
 BUDGET = dict(env_id="CartPole-v1", num_envs=4, num_steps=32, total_timesteps=512, plot=False, report=False)
 RATES = [1e-3, 2e-3]
-TIMES = {"time_s", "sps"}
-
-
-def _metrics(run_dir) -> list[dict]:
-    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-        return [{k: v for k, v in json.loads(line).items() if k not in TIMES} for line in f]
-
-
-def _json(path) -> dict:
-    with open(path) as f:
-        return json.load(f)
 
 
 def _sweep(out, **more):
