@@ -162,6 +162,11 @@ class StackedModels:
                 p[j] = saved[name]
 
 
+def stackable(model: ActorCritic) -> bool:
+    """Whether ``StackedModels`` can stack copies of ``model``: not a recurrent or multi-agent one."""
+    return model.lstm is None and model.spec.agents is None
+
+
 def _plain_mlps(model: ActorCritic) -> bool:
     """Whether ``model`` is a flat observation through MLPs of Linear, LayerNorm and activation layers only,
     which ``StackedModels`` computes with batched matmuls outside vmap."""

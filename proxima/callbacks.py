@@ -36,6 +36,7 @@ import numpy as np
 import torch
 
 from proxima import checkpoint, seeding
+from proxima.batched import deterministic_returns, stackable
 from proxima.envs import make_envs
 from proxima.envs.interface import InfoKeys, merge_info_keys
 from proxima.envs.selfplay import is_selfplay_id
@@ -123,7 +124,7 @@ class Evaluation(Callback):
         self.best_return: float | None = None  # the eval_return of RUN_DIR/best
         # [eval_return, global_step] of the agents kept for rescoring, best first
         self.candidates: list[list] = []
-        self.envs = None
+        self.envs = self.rescore_envs = None
         # A batched run (--num-seeds) plays its seeds' evaluations at once and leaves each seed's returns here
         # (at the end: its candidates and their rescoring returns)
         self.given = None
@@ -134,9 +135,13 @@ class Evaluation(Callback):
     def open(self, args, device, env=None) -> None:
         """The evaluation envs of a run with settings ``args`` (of ``env``, the run's env object, where given)."""
         source = args.env.env_id if env is None else env
-        self.envs = make_envs(
-            source, self.episodes, env_kwargs=args.env.env_kwargs, backend=args.env.env_backend, device=device
-        )
+
+        def make(n: int):
+            return make_envs(
+                source, n, env_kwargs=args.env.env_kwargs, backend=args.env.env_backend, device=device
+            )
+
+        self.make, self.envs = make, make(self.episodes)
         self.seed, self.env_id = seeding.evaluation(args.run.seed), args.env.env_id
         self.rescore_seed = seeding.rescore(args.run.seed)
 
@@ -192,17 +197,7 @@ class Evaluation(Callback):
             (agents, rescored), self.given = self.given, None
         else:
             agents = self.candidate_agents(run)
-            rescored = [
-                run_episodes(
-                    agents[step].model,
-                    self.envs,
-                    self.rescore_episodes,
-                    deterministic=True,
-                    seed=self.rescore_seed,
-                    name=self.env_id,
-                )  # fmt: skip
-                for _, step in self.candidates
-            ]
+            rescored = self._rescore([agents[step].model for _, step in self.candidates])
         scored = [
             {"global_step": step, "eval_return": value, "rescore_return": float(returns.mean())}
             for (value, step), returns in zip(self.candidates, rescored, strict=True)
@@ -219,13 +214,32 @@ class Evaluation(Callback):
             f"{self.rescore_episodes} episodes, the highest of the {len(scored)} best evaluations rescored"
         )
 
+    def _rescore(self, models: list) -> list[np.ndarray]:
+        """Each candidate's returns on the rescoring episodes: all played at once, on one vector env of every
+        candidate's envs, where the candidates stack (the same episodes as one at a time, a fraction of the
+        steps' fixed costs); a recurrent or multi-agent agent's one after another."""
+        rows = self.envs.num_envs
+        seeds = [self.rescore_seed] * len(models)
+        if len(models) > 1 and stackable(models[0]):
+            return deterministic_returns(models, self._made, self.rescore_episodes, rows, seeds, self.env_id)
+        return [
+            run_episodes(m, self.envs, self.rescore_episodes, deterministic=True, seed=s, name=self.env_id)
+            for m, s in zip(models, seeds, strict=True)
+        ]
+
+    def _made(self, n: int):
+        """A vector env of ``n`` envs, closed with the evaluation's."""
+        self.rescore_envs = self.make(n)
+        return self.rescore_envs
+
     @staticmethod
     def _candidate_dir(run: Run, step: int) -> str:
         return os.path.join(run.run_dir, CANDIDATES, f"step-{step}")
 
     def close(self, run: Run) -> None:
-        if self.envs is not None:
-            self.envs.close()
+        for envs in (self.envs, self.rescore_envs):
+            if envs is not None:
+                envs.close()
 
     def state_dict(self) -> dict:
         return {"best_return": self.best_return, "candidates": self.candidates}

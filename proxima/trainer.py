@@ -1134,7 +1134,7 @@ def _train_group(
     for note in notes:
         console.message(note)
     live = [run for run in runs if run.index not in group.stacked.frozen]
-    evaluations = _SeedEvaluations(runs, args, group.envs.device)
+    evaluations = _SeedEvaluations(runs)
     started: list[SeedRun] = []
     interrupted: list[TrainingInterrupted] = []
     try:
@@ -1225,18 +1225,13 @@ class _SeedEvaluations:
     (``batched.deterministic_returns``): each seed's ``Evaluation`` then finds its returns given. The same
     envs serve the rescoring of the candidates of the seeds that end together (``--rescore-best``)."""
 
-    def __init__(self, runs: list[SeedRun], args: PPOArgs, device: torch.device):
+    def __init__(self, runs: list[SeedRun]):
         self.of = {run.index: c for run in runs for c in run.callbacks if isinstance(c, Evaluation)}
-        self.args, self.device, self.envs = args, device, {}
-        self.env = runs[0].env if runs else None  # the env object of train(env=...), where one was given
+        self.envs = {}
 
     def make(self, n: int):
         if n not in self.envs:  # kept: the same numbers of envs come back at every evaluation
-            env = self.args.env
-            source = env.env_id if self.env is None else self.env
-            self.envs[n] = make_envs(
-                source, n, env_kwargs=env.env_kwargs, backend=env.env_backend, device=self.device
-            )
+            self.envs[n] = next(iter(self.of.values())).make(n)
         return self.envs[n]
 
     def play(self, live: list[SeedRun]) -> None:

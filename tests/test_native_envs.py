@@ -212,6 +212,30 @@ def test_rescore_best_keeps_the_highest_of_the_best_evaluations_rescored(tmp_pat
     assert evaluation.seed + 1_000_000 != evaluation.seed != proxima.PPOArgs().run.seed
 
 
+@pytest.mark.parametrize("backend", ["native", "gymnasium"])
+def test_rescoring_plays_the_candidates_at_once_with_their_returns_one_at_a_time(backend):
+    from proxima.callbacks import Evaluation
+    from proxima.distributions import CategoricalHead
+    from proxima.evaluate import run_episodes
+    from proxima.networks import ActorCritic, NetworkSettings, NetworkSpec
+
+    evaluation = Evaluation(every=1, episodes=6, rescore=3, rescore_episodes=10)
+    evaluation.open(proxima.PPOArgs.of(env_backend=backend), torch.device("cpu"))
+    models = []
+    for seed in range(3):
+        torch.manual_seed(seed)
+        models.append(ActorCritic(NetworkSpec(2, (4,), NetworkSettings(norm_value=False)), CategoricalHead(2)))
+    alone = [
+        run_episodes(m, evaluation.envs, 10, deterministic=True, seed=evaluation.rescore_seed) for m in models
+    ]
+    assert len({tuple(r) for r in alone}) == 3  # three policies that play differently: a mix-up would show
+    together = evaluation._rescore(models)
+    assert evaluation.rescore_envs.num_envs == 3 * 6  # one vector env of every candidate's evaluation envs
+    for one, batched in zip(alone, together, strict=True):
+        np.testing.assert_array_equal(one, batched)
+    evaluation.close(None)
+
+
 def test_rescore_best_resumes_exactly_and_needs_save_best(tmp_path):
     import json
     import signal
