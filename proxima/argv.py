@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import difflib
+import functools
 import inspect
 import textwrap
 import types
@@ -70,6 +71,7 @@ class Field:
         return True  # a string, or a type left to tyro
 
 
+@functools.cache  # every command reads the settings' classes several times, and each read parses their module
 def field_docs(cls) -> dict[str, str]:
     """Each field's docstring (the string right after it in the class body), on one line."""
     try:
