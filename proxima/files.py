@@ -59,18 +59,31 @@ RUN_FILES = (CONFIG_JSON, METRICS, EPISODES, MACHINE_JSON, CHECKPOINT, VIDEOS, L
 _RUN_FILE_PREFIXES = ("events.out.tfevents.", ".tmp-")
 
 
+# What a batched run (--num-seeds) writes into its RUN_DIR besides the files of RUN_FILES and its seedS directories
+GROUP_FILES = (SEEDS_JSON, RESULTS_JSON, RESULTS_MD, LEARNING_CURVES)
+
+
+def _seed_dir(name: str) -> bool:
+    return name.startswith("seed") and name[4:].isdigit()
+
+
 def seed_run_dirs(path: str) -> list[str]:
     """The seeds' run directories of a batched run's directory (``--num-seeds``: ``PATH/seedS``, in seed order);
     [] for any other path."""
     if not os.path.exists(os.path.join(path, SEEDS_JSON)):
         return []
-    names = [n for n in os.listdir(path) if n.startswith("seed") and n[4:].isdigit()]
+    names = [n for n in os.listdir(path) if _seed_dir(n)]
     return [os.path.join(path, n) for n in sorted(names, key=lambda n: int(n[4:]))]
 
 
-def written_by_a_run(name: str) -> bool:
-    """Whether ``name``, an entry of a run directory, is one that proxima writes there."""
-    return name in RUN_FILES or name.startswith(_RUN_FILE_PREFIXES)
+def written_by_a_run(name: str, group: bool = False) -> bool:
+    """Whether ``name``, an entry of a run directory (``group``: a batched run's), is one that proxima writes
+    there."""
+    return (
+        name in RUN_FILES
+        or name.startswith(_RUN_FILE_PREFIXES)
+        or (group and (name in GROUP_FILES or _seed_dir(name)))
+    )
 
 
 FULL_DISK = (errno.ENOSPC, errno.EDQUOT)  # the errnos of a full disk and of a full quota

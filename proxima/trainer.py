@@ -54,6 +54,7 @@ from proxima.files import (
     load_module_state,
     read_checkpoint_meta,
     read_json,
+    seed_run_dirs,
     write_json,
     written_by_a_run,
 )
@@ -147,13 +148,12 @@ def training(
         args = args.replace(env_id=describe_env(env)[0])
     if args.run.num_seeds > 1:
         check_seeds(args, env)
-        if resume_if_exists:
-            raise UserError("--num-seeds does not take --resume-if-exists yet; resume with --resume RUN_DIR")
-        return train_seeds(args, callbacks, env)
     if resume_if_exists:
         agent = requeue(args, callbacks, env)
         if agent is not None:
             return agent
+    if args.run.num_seeds > 1:
+        return train_seeds(args, callbacks, env, requeued=resume_if_exists)
     run_dir = args.run.run_dir or default_run_dir(args)
     if not resume_if_exists:  # else the files in it are not a run's (requeue said so)
         _check_run_dir_free(run_dir)
@@ -233,9 +233,11 @@ def resuming(
             f"run directory {run_dir!r} does not exist; give a directory written by `proxima train`"
         )
     if os.path.exists(os.path.join(run_dir, SEEDS_JSON)):
-        if total_timesteps is not None or env is not None:
-            raise UserError("a batched run (--num-seeds) resumes as it was: drop total_timesteps and env")
-        return resume_seeds(run_dir, quiet, callbacks)
+        if total_timesteps is not None:
+            raise UserError(
+                "a batched run (--num-seeds) resumes to the steps it was started for: drop total_timesteps"
+            )
+        return resume_seeds(run_dir, quiet, callbacks, env)
     config_path = os.path.join(run_dir, CONFIG_JSON)
     saved = PPOArgs.from_json(read_json(config_path), config_path)
     path = os.path.join(run_dir, CHECKPOINT)
@@ -279,10 +281,10 @@ def resuming(
         envs.close()
 
 
-def requeue(args: PPOArgs, callbacks: list[Callback] | None = None, env=None) -> Agent | None:
+def requeue(args: PPOArgs, callbacks: list[Callback] | None = None, env=None) -> Agent | list[Agent] | None:
     """``--resume-if-exists``: what to do with ``args.run.run_dir`` when a job that a scheduler may start again
-    (a SLURM array task, a Kubernetes Job's pod) runs the same command each time. Returns the agent where the run
-    is handled here, None where ``train`` should start it.
+    (a SLURM array task, a Kubernetes Job's pod) runs the same command each time. Returns the agent (a batched
+    run's: the seeds' agents) where the run is handled here, None where ``train`` should start it.
 
     - A checkpoint there: the run resumes from it, exactly as ``resume`` does, with the settings of its own
       config.json. Settings given that differ from them are ignored, and one line names them: the job's command
@@ -303,29 +305,35 @@ def requeue(args: PPOArgs, callbacks: list[Callback] | None = None, env=None) ->
             "every start of the job"
         )
     say = (lambda text: None) if args.run.quiet else (lambda text: print(text, flush=True))
+    group = args.run.num_seeds > 1  # a batched run: its settings in seeds.json, its seeds' runs in seedS/
+    config_name = SEEDS_JSON if group else CONFIG_JSON
     path = os.path.join(run_dir, CHECKPOINT)
     if os.path.exists(path):
         meta = read_checkpoint_meta(path)
-        config_path = os.path.join(run_dir, CONFIG_JSON)
+        config_path = os.path.join(run_dir, config_name)
         saved = PPOArgs.from_json(read_json(config_path), config_path)
-        if meta.get("finished"):
+        runs = meta["runs"].values() if group else [meta]
+        if all(m.get("finished") for m in runs):
+            steps = "+".join(str(m["global_step"]) for m in runs)
             say(
-                f"{run_dir}: the run already finished ({meta['global_step']} steps); nothing to train (train it "
-                f"further with: proxima train --resume {run_dir} --total-timesteps N)"
+                f"{run_dir}: the run already finished ({steps} steps); nothing to train (train it further with: "
+                f"proxima train --resume {run_dir} --total-timesteps N)"
             )
-            return Agent.load(run_dir)
+            return [Agent.load(d) for d in seed_run_dirs(run_dir)] if group else Agent.load(run_dir)
         ignored = _differences(args, saved)
         if ignored:
             say(
-                f"{run_dir} holds a run: it resumes with the settings of its config.json, and these given ones, "
+                f"{run_dir} holds a run: it resumes with the settings of its {config_name}, and these given ones, "
                 f"which differ, are ignored: {ignored}"
             )
+        if group:
+            return resume_seeds(run_dir, quiet=args.run.quiet, callbacks=callbacks, env=env)
         return resume(run_dir, quiet=args.run.quiet, callbacks=callbacks, env=env)
     if os.path.isdir(run_dir):
-        written = sorted(name for name in os.listdir(run_dir) if written_by_a_run(name))
-        if written and CONFIG_JSON not in written:
+        written = sorted(name for name in os.listdir(run_dir) if written_by_a_run(name, group))
+        if written and config_name not in written:
             raise UserError(
-                f"{run_dir} holds {written[0]} but no config.json: not a run that proxima started, so "
+                f"{run_dir} holds {written[0]} but no {config_name}: not a run that proxima started, so "
                 "--resume-if-exists leaves it alone; give another --run-dir"
             )
         if written:
@@ -1056,11 +1064,15 @@ def _seed_group(args: PPOArgs, parent: str, device: torch.device, env=None) -> t
         raise
 
 
-def train_seeds(args: PPOArgs, callbacks: list[Callback] | None = None, env=None) -> list[Agent]:
+def train_seeds(
+    args: PPOArgs, callbacks: list[Callback] | None = None, env=None, requeued: bool = False
+) -> list[Agent]:
     """``train`` with ``num_seeds`` > 1: seeds ``seed`` … ``seed + num_seeds - 1`` as one batched computation.
-    Returns each seed's agent; each seed's run directory is ``RUN_DIR/seedS``, an ordinary run's."""
+    Returns each seed's agent; each seed's run directory is ``RUN_DIR/seedS``, an ordinary run's.
+    ``requeued``: ``requeue`` has cleared RUN_DIR of a run's files (others, a scheduler's log, may stay)."""
     parent = args.run.run_dir or default_run_dir(args)
-    _check_run_dir_free(parent)
+    if not requeued:
+        _check_run_dir_free(parent)
     device, notes = _setup(args)
     group, more = _seed_group(args, parent, device, env)
     args = args.replace(precision=group.runs[0].args.network.precision)
@@ -1079,12 +1091,15 @@ def train_seeds(args: PPOArgs, callbacks: list[Callback] | None = None, env=None
             os.rmdir(parent)
 
 
-def resume_seeds(parent: str, quiet: bool = False, callbacks: list[Callback] | None = None) -> list[Agent]:
-    """Continue a batched run from its seeds' checkpoints: exactly, on native envs."""
+def resume_seeds(
+    parent: str, quiet: bool = False, callbacks: list[Callback] | None = None, env=None
+) -> list[Agent]:
+    """Continue a batched run from its seeds' checkpoints: exactly, on native envs. ``env``: the env object the
+    run was trained on, given again."""
     path = os.path.join(parent, SEEDS_JSON)
     args = PPOArgs.from_json(read_json(path), path).replace(run_dir=parent, quiet=quiet)
     device, notes = _setup(args)
-    group, more = _seed_group(args, parent, device, _env_of(args, None, what=parent))
+    group, more = _seed_group(args, parent, device, _env_of(args, env, what=parent))
     try:
         path = os.path.join(parent, CHECKPOINT)
         if not os.path.exists(path):

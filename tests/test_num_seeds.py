@@ -260,3 +260,65 @@ def test_an_env_that_crashes_ends_the_batch_in_one_line_that_says_how_to_resume(
                  "--no-plot", "--no-report", "--run-dir", str(run)]) == 1  # fmt: skip
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "simulator crashed" in err and f"--resume {run}" in err
+
+
+class Fail(Callback):
+    """Raises after update ``update``: a job that its scheduler ends (its group checkpoint of the update before
+    is the last one)."""
+
+    def __init__(self, update: int):
+        self.update = update
+
+    def on_update_end(self, run, result):
+        if run.updates_done == self.update:
+            raise RuntimeError("the job ends here")
+
+
+class Count(Callback):
+    def __init__(self):
+        self.updates = 0
+
+    def on_update_end(self, run, result):
+        self.updates += 1
+
+
+def test_resume_if_exists_starts_continues_and_returns_a_batched_run(tmp_path, capsys):
+    budget = dict(env_id="CartPole-v1", seed=5, num_seeds=2, total_timesteps=8 * 32 * 6, **SMALL)
+    budget["checkpoint_every"] = 1
+    whole, run = tmp_path / "whole", tmp_path / "run"
+    proxima.train(run_dir=str(whole), **budget)
+    # what a job killed before its first checkpoint left, and a scheduler's log, which stays
+    run.mkdir()
+    (run / "seeds.json").write_text("{}")
+    (run / "seed5").mkdir()
+    (run / "job.log").write_text("started\n")
+    with pytest.raises(RuntimeError, match="the job ends here"):
+        proxima.train(run_dir=str(run), resume_if_exists=True, callbacks=[Fail(3)], **budget)
+    assert (run / "job.log").read_text() == "started\n"
+    assert len(records(run / "seed6")) == 2  # user callbacks run before the logging of their update
+    # started again: it resumes from its checkpoint (of update 2), exactly (native envs)
+    counted = Count()
+    agents = proxima.train(run_dir=str(run), resume_if_exists=True, callbacks=[counted], **budget)
+    assert counted.updates == 2 * 4  # each seed's updates 3-6
+    for seed in ("seed5", "seed6"):
+        assert records(run / seed) == records(whole / seed)
+    # and once more, finished: nothing to train, the seeds' agents
+    capsys.readouterr()
+    again = proxima.train(run_dir=str(run), resume_if_exists=True, **{**budget, "quiet": False})
+    assert "the run already finished" in capsys.readouterr().out
+    assert len(records(run / "seed5")) == 6
+    for agent, previous in zip(again, agents, strict=True):
+        saved, trained = agent.model.state_dict(), previous.model.state_dict()
+        assert all(torch.equal(saved[k], trained[k]) for k in trained)
+
+
+def test_resume_if_exists_leaves_a_directory_of_other_files_alone(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "seed1").mkdir()  # a seed's directory, but no seeds.json: not a batched run that proxima started
+    args = ["train", "--env-id", "CartPole-v1", "--num-seeds", "2", "--total-timesteps", "1024", "--quiet",
+            "--resume-if-exists", "--run-dir", str(run)]  # fmt: skip
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert "holds seed1 but no seeds.json" in err and len(err.splitlines()) == 1
+    assert sorted(p.name for p in run.iterdir()) == ["seed1"]
