@@ -40,6 +40,12 @@ import subprocess
 import sys
 from typing import Any
 
+# The processes a benchmark starts run as an installed package does: with the modules' compiled bytecode, written
+# on their first import and read after. A shell that sets PYTHONDONTWRITEBYTECODE (some containers and CI images
+# do) would have every timed process compile proxima's modules from source, which the peers, installed with
+# their bytecode, never pay.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 FORMAT = "proxima-results/1"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA_DIR = os.path.join(ROOT, "docs", "results", "data")
