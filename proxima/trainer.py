@@ -995,7 +995,6 @@ def check_seeds(args: PPOArgs, env) -> None:
         (args.network.recurrent, "--recurrent"),
         (args.env.rollout_workers, "--rollout-workers"),
         (args.algorithm.target_kl is not None, "--target-kl (each seed would stop its epochs apart)"),
-        (args.run.init_from is not None, "--init-from"),
         (args.run.track, "--track"),
         (args.env.capture_video, "--capture-video"),
         (
@@ -1027,9 +1026,11 @@ def _env_seeds(seed_args: list[PPOArgs]) -> list[int]:
     return [seeding.training_envs(a.run.seed) + k for a in seed_args for k in range(a.env.num_envs)]
 
 
-def _seed_group(args: PPOArgs, parent: str, device: torch.device, env=None) -> tuple[SeedGroup, list[str]]:
+def _seed_group(
+    args: PPOArgs, parent: str, device: torch.device, env=None, start: bool = True
+) -> tuple[SeedGroup, list[str]]:
     """The envs (of ``env``, an env object, where given), the seeds' runs (each model initialized as its solo
-    run's) and their group."""
+    run's, from ``--init-from``'s agent where a run ``start``s) and their group."""
     n, rows = args.run.num_seeds, args.env.num_envs
     env_seeds = _env_seeds(_seed_args(args, parent))
     envs = make_envs(args.env.env_id if env is None else env, n * rows, env_kwargs=args.env.env_kwargs, backend=args.env.env_backend,
@@ -1055,6 +1056,9 @@ def _seed_group(args: PPOArgs, parent: str, device: torch.device, env=None) -> t
             run = SeedRun(a, envs, a.run.run_dir, device, slice(j * rows, (j + 1) * rows))
             run.env = env
             run.agent.env_source = env_source(a.env.env_id, a.env.env_kwargs, a.env.env_factory)
+            if start and a.run.init_from is not None:
+                _init_from(run, a.run.init_from)
+                run.stream = torch.get_rng_state()  # loading the agent drew from it, as in the solo run
             runs.append(run)
         count, why = choose_threads(args.run.torch_threads, args.samples_per_minibatch * n, images=images)
         torch.set_num_threads(count)
@@ -1099,7 +1103,7 @@ def resume_seeds(
     path = os.path.join(parent, SEEDS_JSON)
     args = PPOArgs.from_json(read_json(path), path).replace(run_dir=parent, quiet=quiet)
     device, notes = _setup(args)
-    group, more = _seed_group(args, parent, device, _env_of(args, env, what=parent))
+    group, more = _seed_group(args, parent, device, _env_of(args, env, what=parent), start=False)
     try:
         path = os.path.join(parent, CHECKPOINT)
         if not os.path.exists(path):

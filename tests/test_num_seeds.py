@@ -322,3 +322,24 @@ def test_resume_if_exists_leaves_a_directory_of_other_files_alone(tmp_path, caps
     err = capsys.readouterr().err.strip()
     assert "holds seed1 but no seeds.json" in err and len(err.splitlines()) == 1
     assert sorted(p.name for p in run.iterdir()) == ["seed1"]
+
+
+def test_each_seed_starts_from_the_init_from_agent_as_its_solo_run_does(tmp_path):
+    budget = dict(env_id="CartPole-v1", total_timesteps=8 * 32 * 2, **SMALL)
+    source = tmp_path / "source"
+    proxima.train(seed=9, run_dir=str(source), **budget)
+    group = tmp_path / "group"
+    proxima.train(num_seeds=2, seed=1, init_from=str(source), run_dir=str(group), **budget)
+    for seed in (1, 2):
+        solo = tmp_path / f"solo{seed}"
+        proxima.train(seed=seed, init_from=str(source), run_dir=str(solo), **budget)
+        assert_close(records(group / f"seed{seed}"), records(solo), 2, 1e-3)
+        assert json.loads((group / f"seed{seed}" / "config.json").read_text())["run"]["init_from"] == str(
+            source
+        )
+    # and not from their own initialization: the first update's value loss is the trained critic's
+    fresh = tmp_path / "fresh"
+    proxima.train(num_seeds=2, seed=1, run_dir=str(fresh), **budget)
+    assert records(fresh / "seed1")[0]["value_loss"] != pytest.approx(
+        records(group / "seed1")[0]["value_loss"], rel=1e-2
+    )
