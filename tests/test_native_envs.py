@@ -224,7 +224,9 @@ def test_rescoring_plays_the_candidates_at_once_with_their_returns_one_at_a_time
     models = []
     for seed in range(3):
         torch.manual_seed(seed)
-        models.append(ActorCritic(NetworkSpec(2, (4,), NetworkSettings(norm_value=False)), CategoricalHead(2)))
+        models.append(
+            ActorCritic(NetworkSpec(2, (4,), NetworkSettings(norm_value=False)), CategoricalHead(2))
+        )
     alone = [
         run_episodes(m, evaluation.envs, 10, deterministic=True, seed=evaluation.rescore_seed) for m in models
     ]
