@@ -83,6 +83,15 @@ def trial_resources(cpus_per_trial: int, gpus_per_trial: float = 0, worker_cpus:
     return tune.PlacementGroupFactory([own] + [{"CPU": 1}] * worker_cpus)
 
 
+def error_line(error: BaseException | None) -> str:
+    """What a trial's row says of its crash: the last line of Ray's error; a trial whose process was killed
+    from outside (SIGKILL, the kernel out of memory) leaves Ray no error at all."""
+    lines = [line for line in str(error or "").splitlines() if line.strip()]
+    if lines:
+        return lines[-1]
+    return "the trial's process ended without an error (killed from outside, or out of memory)"
+
+
 def run_ray(
     trial_fn: TrialFn,
     configs: list[dict] | None,
@@ -158,8 +167,7 @@ def run_ray(
         def on_trial_error(self, iteration, trials, trial, **info):
             running.discard(trial.trial_id)
             # the reason a failed trial wrote to its trial.json comes first; this is for any other crash
-            lines = [line for line in str(trial.get_error()).splitlines() if line.strip()]
-            on_done(config_of(trial), lines[-1] if lines else "the trial crashed")
+            on_done(config_of(trial), error_line(trial.get_error()))
 
     name_of = name_of or _name
     grid = configs is not None

@@ -475,3 +475,16 @@ def test_without_an_address_ray_starts_here_and_never_joins_the_cluster_its_file
     with pytest.raises(ConnectionError):
         WorkerPool(PPOArgs.of(rollout_workers=2))
     assert asked == ["local", "auto", "local", "ray://head:10001", "ray://head:10001"]
+
+
+def test_a_trial_killed_from_outside_says_so_in_its_row():
+    from proxima.executors import error_line
+
+    assert (
+        error_line(RuntimeError("Traceback ...\n  File x\nValueError: bad value\n"))
+        == "ValueError: bad value"
+    )
+    assert (
+        error_line(None)
+        == "the trial's process ended without an error (killed from outside, or out of memory)"
+    )
