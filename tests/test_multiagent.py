@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import proxima
+import proxima.cli
 from proxima.distributions import make_head
 from proxima.errors import UserError
 from proxima.networks import ActorCritic, Grouped, NetworkSettings, NetworkSpec
@@ -133,6 +134,31 @@ def test_multi_agent_settings_are_refused_on_a_single_agent_env(tmp_path):
     with pytest.raises(UserError, match="need a network each: drop --shared-network"):
         proxima.train(env_id="proxima/ProbeCoordination-v0", algo="ippo", share_params=False, shared_network=True,
                       total_timesteps=512, run_dir=str(tmp_path / "s"), quiet=True)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "env_id, flag, instead",
+    [
+        ("pettingzoo:mpe2.simple_spread_v3", "--async-envs", ", or give --rollout-workers N to run the games in N Ray processes"),
+        ("vmas:navigation", "--async-envs", ", or give --rollout-workers N to run the games in N Ray processes"),
+        ("vmas:navigation", "--capture-video", ""),
+        ("selfplay:pettingzoo.classic.connect_four_v3", "--async-envs", ""),
+        ("selfplay:pettingzoo.classic.connect_four_v3", "--capture-video", ""),
+    ],
+)  # fmt: skip
+def test_a_flag_a_many_agent_backend_cannot_do_is_refused_by_name_not_as_an_unknown_gymnasium_id(
+    env_id, flag, instead, tmp_path, capsys
+):
+    backend = env_id.split(":")[0]
+    argv = ["train", "--env-id", env_id, flag, "--num-envs", "2", "--num-steps", "100", "--total-timesteps",
+            "1000", "--no-plot", "--no-report", "--quiet", "--run-dir", str(tmp_path / "run")]  # fmt: skip
+    assert proxima.cli.main(argv) == 2
+    out, err = capsys.readouterr()
+    assert err.splitlines() == [
+        f"proxima train: error: the {backend} backend cannot do {flag}, and it is the only one that runs "
+        f"{env_id!r}; drop {flag}{instead}"
+    ]
+    assert not out and not os.path.exists(tmp_path / "run")
 
 
 def test_a_team_reward_is_the_mean_over_the_agents_present():

@@ -55,6 +55,32 @@ def test_unknown_backends_and_ids_a_backend_lacks_are_one_line_errors():
         make_vec_env("CartPole-v1", 2, backend="native", asynchronous=True)
 
 
+def test_auto_never_passes_an_exclusive_backends_id_on_and_refuses_what_it_lacks_by_name(monkeypatch):
+    from proxima.envs import registry
+
+    monkeypatch.setattr(registry, "_BACKENDS", dict(registry._BACKENDS))  # the test's backend stays here
+    register_backend("mine", make_counting, handles=lambda env_id: env_id.startswith("mine:"),
+                     features=("env_kwargs",), exclusive=True, instead={"asynchronous": "try --other"})  # fmt: skip
+    assert registry.resolve_backend("mine:pole", env_kwargs=True) == "mine"
+    # gymnasium, which does all three, handles every id too, but cannot run mine: ids
+    with pytest.raises(UserError) as error:
+        registry.resolve_backend("mine:pole", asynchronous=True, video=True)
+    assert str(error.value) == (
+        "the mine backend cannot do --async-envs, and it is the only one that runs 'mine:pole'; drop --async-envs, "
+        "or try --other"
+    )
+    with pytest.raises(UserError) as error:
+        make_vec_env("mine:pole", 2, video_dir="videos")
+    assert str(error.value) == (
+        "the mine backend cannot do --capture-video, and it is the only one that runs 'mine:pole'; drop "
+        "--capture-video"
+    )
+    # a backend that is not exclusive still hands what it cannot do to one that can run the id
+    assert registry.resolve_backend("CartPole-v1", asynchronous=True) == "gymnasium"
+    with pytest.raises(ValueError, match="unknown backend features"):
+        register_backend("bad", make_counting, instead={"processes": "no"})
+
+
 class _Uint8Env(gym.Env):
     """CartPole-sized observations quantized to bytes, as a camera or a board game gives them."""
 

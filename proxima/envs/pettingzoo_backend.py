@@ -29,7 +29,7 @@ from torch import Tensor
 
 from proxima.envs.gymnasium_backend import construct
 from proxima.envs.interface import AgentSpec, InfoKeys, Step, env_actions, env_call, one_seed, per_env_values
-from proxima.envs.registry import register_backend
+from proxima.envs.registry import GAMES_ON_WORKERS, register_backend
 from proxima.errors import EnvError, UserError
 from proxima.spaces import MASK_KEY, ObsLayout, action_count
 
@@ -523,4 +523,11 @@ def _make(env_id: str, num_envs: int, *, env_kwargs: dict | None = None, **kwarg
     return PettingZooVecEnv(env_id, num_envs, id_factory(env_id), env_kwargs=env_kwargs, **kwargs)
 
 
-register_backend("pettingzoo", _make, handles=handles, features=("video", "env_kwargs"))
+register_backend(
+    "pettingzoo",
+    _make,
+    handles=handles,
+    features=("video", "env_kwargs"),
+    exclusive=True,
+    instead={"asynchronous": GAMES_ON_WORKERS},
+)

@@ -7,7 +7,9 @@ A backend is added by one call, from inside proxima or from a user's code, with 
 ``--env-backend auto`` takes the most recently registered backend that handles the id and can do what the
 run asks for (processes for ``--async-envs``, rendering for ``--capture-video``) at the run's env count;
 Gymnasium's, registered first, handles every id. A backend that is slower than the one below it at a few
-envs says from how many envs it is to be taken (``min_envs``, measured: benchmarks/backend_choice.py).
+envs says from how many envs it is to be taken (``min_envs``, measured: benchmarks/backend_choice.py). A
+backend whose ids no other runs (``exclusive``: ``pettingzoo:``, ``vmas:``) is never passed over for them:
+what it cannot do is refused by name, where passing its id on would end in Gymnasium's "unknown env id".
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from proxima.envs.interface import Seeds, VecEnv
 from proxima.errors import UserError
 
 FEATURES = {"asynchronous": "--async-envs", "video": "--capture-video", "env_kwargs": "--env-kwargs"}
+# what a multi-agent backend that steps its games in this process offers instead of --async-envs
+GAMES_ON_WORKERS = "give --rollout-workers N to run the games in N Ray processes"
 
 
 @dataclass(frozen=True)
@@ -29,7 +33,9 @@ class Backend:
     """``make(env_id, num_envs, *, seed, device, asynchronous, video_dir, video_episodes) -> VecEnv``;
     ``handles(env_id)``: whether the backend implements the id; ``features``: which of ``FEATURES`` it
     supports; ``ids``: the ids it handles, for error messages (empty: any id); ``min_envs``: env id -> the
-    fewest envs at which ``auto`` takes this backend for that id (ids not in it: from 1)."""
+    fewest envs at which ``auto`` takes this backend for that id (ids not in it: from 1); ``exclusive``: no other
+    backend runs the ids it handles; ``instead``: feature -> what a run can use in its place, for the line that
+    refuses the feature."""
 
     name: str
     make: Callable[..., VecEnv]
@@ -37,6 +43,8 @@ class Backend:
     features: frozenset[str] = frozenset()
     ids: tuple[str, ...] = ()
     min_envs: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    exclusive: bool = False
+    instead: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def auto_takes(self, env_id: str, num_envs: int | None, wanted: Collection[str]) -> bool:
         enough = num_envs is None or num_envs >= self.min_envs.get(env_id, 1)
@@ -53,12 +61,16 @@ def register_backend(
     handles: Callable[[str], bool] | Collection[str] | None = None,
     features: Collection[str] = (),
     min_envs: Mapping[str, int] | None = None,
+    exclusive: bool = False,
+    instead: Mapping[str, str] | None = None,
 ) -> Backend:
     """Add (or replace) the backend ``name``. ``handles``: a predicate on env ids, or a collection of ids
-    (None: every id). ``min_envs``: env id -> the fewest envs at which ``auto`` picks this backend."""
+    (None: every id). ``min_envs``: env id -> the fewest envs at which ``auto`` picks this backend.
+    ``exclusive``: no other backend runs the ids it handles, so ``auto`` refuses what it cannot do instead of
+    trying the next. ``instead``: feature -> what to use in its place, said when the feature is refused."""
     if name == "auto":
         raise ValueError("'auto' is not a backend name: it means choosing one")
-    unknown = set(features) - set(FEATURES)
+    unknown = (set(features) | set(instead or {})) - set(FEATURES)
     if unknown:
         raise ValueError(f"unknown backend features {sorted(unknown)}; accepted: {sorted(FEATURES)}")
     ids: tuple[str, ...] = ()
@@ -69,7 +81,9 @@ def register_backend(
     else:
         ids = tuple(handles)
         predicate = frozenset(ids).__contains__
-    backend = Backend(name, make, predicate, frozenset(features), ids, dict(min_envs or {}))
+    backend = Backend(
+        name, make, predicate, frozenset(features), ids, dict(min_envs or {}), exclusive, dict(instead or {})
+    )
     _BACKENDS.pop(name, None)  # a replaced backend moves to the front of `auto`'s order
     _BACKENDS[name] = backend
     return backend
@@ -85,6 +99,18 @@ def get_backend(name: str) -> Backend:
     return _BACKENDS[name]
 
 
+def _refusal(backend: Backend, env_id: str, feature: str) -> UserError:
+    flag = FEATURES[feature]
+    if backend.exclusive:
+        instead = backend.instead.get(feature)
+        return UserError(
+            f"the {backend.name} backend cannot do {flag}, and it is the only one that runs {env_id!r}; drop "
+            f"{flag}" + (f", or {instead}" if instead else "")
+        )
+    able = [b.name for b in _BACKENDS.values() if feature in b.features]
+    return UserError(f"the {backend.name} backend cannot do {flag}; it needs the {' or '.join(able)} backend")
+
+
 def resolve_backend(
     env_id: str,
     backend: str = "auto",
@@ -96,7 +122,8 @@ def resolve_backend(
 ) -> str:
     """The backend that runs ``env_id``: ``backend`` itself unless it is ``auto``, which takes the most
     recently registered backend that handles the id, supports what is asked for, and is meant for
-    ``num_envs`` envs (None: any count)."""
+    ``num_envs`` envs (None: any count). An ``exclusive`` backend that handles the id is the only choice:
+    a feature it lacks is refused (``UserError``), not passed on to a backend that cannot run the id."""
     if backend != "auto":
         return get_backend(backend).name
     asked = (("asynchronous", asynchronous), ("video", video), ("env_kwargs", env_kwargs))
@@ -104,6 +131,11 @@ def resolve_backend(
     for candidate in reversed(_BACKENDS.values()):
         if candidate.auto_takes(env_id, num_envs, wanted):
             return candidate.name
+        if candidate.exclusive and candidate.handles(env_id):
+            lacking = [name for name, on in asked if on and name not in candidate.features]
+            if lacking:
+                raise _refusal(candidate, env_id, lacking[0])
+            return candidate.name  # below its min_envs, but no other backend runs the id
     raise UserError(
         f"no env backend handles {env_id!r} with {', '.join(FEATURES[w] for w in sorted(wanted))}"
     )
@@ -158,10 +190,7 @@ def make_vec_env(
     asked_for = (("asynchronous", asynchronous), ("video", video_dir is not None), ("env_kwargs", env_kwargs))
     for feature, asked in asked_for:
         if asked and feature not in chosen.features:
-            able = [b.name for b in _BACKENDS.values() if feature in b.features]
-            raise UserError(
-                f"the {name} backend cannot do {FEATURES[feature]}; it needs the {' or '.join(able)} backend"
-            )
+            raise _refusal(chosen, env_id, feature)
     return chosen.make(
         env_id,
         num_envs,

@@ -280,4 +280,5 @@ def _make(env_id, num_envs, *, seed=None, device="cpu", env_kwargs=None, **_):
     return SelfPlayVecEnv(env_id, num_envs, seed=seed, device=device, env_kwargs=env_kwargs)
 
 
-register_backend("selfplay", _make, handles=is_selfplay_id, features=("env_kwargs",))
+# no --rollout-workers either: the opponents' policies are given to the envs of this process
+register_backend("selfplay", _make, handles=is_selfplay_id, features=("env_kwargs",), exclusive=True)

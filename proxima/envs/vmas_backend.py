@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 
 from proxima.envs.interface import AgentSpec, Step, one_seed
-from proxima.envs.registry import register_backend
+from proxima.envs.registry import GAMES_ON_WORKERS, register_backend
 from proxima.errors import EnvError, UserError
 from proxima.spaces import MASK_KEY, ObsLayout
 
@@ -503,4 +503,11 @@ def _make(env_id: str, num_envs: int, **kwargs) -> VmasVecEnv:
 
 
 # In-process tensor ops with its own settings; no rendering yet, and no worker processes (VMAS batches itself).
-register_backend("vmas", _make, handles=lambda env_id: env_id.startswith(PREFIX), features=("env_kwargs",))
+register_backend(
+    "vmas",
+    _make,
+    handles=lambda env_id: env_id.startswith(PREFIX),
+    features=("env_kwargs",),
+    exclusive=True,
+    instead={"asynchronous": GAMES_ON_WORKERS},
+)
