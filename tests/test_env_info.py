@@ -7,6 +7,7 @@ and an info that counts only at the step that ends an episode.
 
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -168,6 +169,25 @@ def test_call_and_set_attr_refuse_in_one_line_what_they_cannot_do():
         with pytest.raises(UserError, match=r"^native envs are batched tensors with no per-env objects") as e:
             method()
         assert "\n" not in str(e.value) and "--env-backend gymnasium" in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "env_id, package, says",
+    [
+        ("vmas:navigation", "vmas", "VMAS simulates its envs as one batch of tensors with no per-env"),
+        ("ALE/Pong-v5", "ale_py", "the ale backend's games run inside ale-py's C++ vector env"),
+    ],
+)
+def test_vmas_and_ale_refuse_call_and_set_attr_in_their_own_words(env_id, package, says):
+    pytest.importorskip(package)
+    envs = make_vec_env(env_id, 2)
+    try:
+        for method in (lambda: envs.call("reset"), lambda: envs.set_attr("gravity", 5.0)):
+            with pytest.raises(UserError, match="^" + re.escape(says)) as e:
+                method()
+            assert "\n" not in str(e.value)
+    finally:
+        envs.close()
 
 
 def test_a_native_run_whose_callback_sets_an_env_attribute_stops_in_one_line(tmp_path):

@@ -21,9 +21,8 @@ from torch import Tensor
 # Gymnasium wrappers for what it cannot do (video, --async-envs).
 from proxima.envs import gymnasium_backend  # noqa: F401
 from proxima.envs.atari import FRAME_SKIP, NOOP_MAX, SIZE, STACK, atari_game
-from proxima.envs.interface import Seeds, Step, row_seeds
+from proxima.envs.interface import NoEnvObjects, Seeds, Step, row_seeds
 from proxima.envs.registry import register_backend
-from proxima.errors import UserError
 from proxima.spaces import ObsLayout
 
 
@@ -33,8 +32,17 @@ def env_threads(num_envs: int) -> int:
     return max(1, min(num_envs, len(os.sched_getaffinity(0))))
 
 
-class AleVecEnv:
+NO_ENV_OBJECTS = (
+    "the ale backend's games run inside ale-py's C++ vector env, with no Python object per env for call and "
+    "set_attr to reach; use --env-backend gymnasium (env_backend='gymnasium') to call env methods or set env "
+    "attributes"
+)
+
+
+class AleVecEnv(NoEnvObjects):
     """``num_envs`` games of one ALE id in ale-py's C++ vector env, in same-step autoreset, speaking tensors."""
+
+    no_env_objects = NO_ENV_OBJECTS
 
     def __init__(
         self,
@@ -120,12 +128,6 @@ class AleVecEnv:
     def close(self) -> None:
         self.envs.close()
 
-    def call(self, name: str, *args, **kwargs) -> tuple:
-        raise UserError(NO_ENV_OBJECTS)
-
-    def set_attr(self, name: str, values) -> None:
-        raise UserError(NO_ENV_OBJECTS)
-
     def state_dict(self) -> None:
         # The emulators' states live in C++ and ale-py's vector env cannot give them back: resume starts new
         # games (docs/ATARI.md).
@@ -134,11 +136,5 @@ class AleVecEnv:
     def load_state_dict(self, state: dict[str, Tensor]) -> None:
         raise NotImplementedError("ALE vector envs cannot be restored; reset them instead")
 
-
-NO_ENV_OBJECTS = (
-    "the ale backend's games run inside ale-py's C++ vector env, with no Python object per env for call and "
-    "set_attr to reach; use --env-backend gymnasium (env_backend='gymnasium') to call env methods or set env "
-    "attributes"
-)
 
 register_backend("ale", AleVecEnv, handles=lambda env_id: atari_game(env_id) is not None)

@@ -107,6 +107,22 @@ class VecEnv(Protocol):
     #   objects raise a one-line ``UserError`` from them.
 
 
+class NoEnvObjects:
+    """Base of the backends whose envs are one batch with no object per env (native, VMAS, ALE): ``call`` and
+    ``set_attr`` refuse in the backend's words, its ``no_env_objects``; ``close`` has nothing to free."""
+
+    no_env_objects: str
+
+    def close(self) -> None:
+        pass
+
+    def call(self, name: str, *args, **kwargs) -> tuple:
+        raise UserError(self.no_env_objects)
+
+    def set_attr(self, name: str, values) -> None:
+        raise UserError(self.no_env_objects)
+
+
 @dataclass(frozen=True)
 class AgentSpec:
     """What a multi-agent VecEnv is (docs/MULTIAGENT.md): ``num_envs`` copies of a game of ``len(names)`` agents,

@@ -20,9 +20,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from proxima.envs.interface import AgentSpec, Seeds, Step, one_seed, row_seeds
+from proxima.envs.interface import AgentSpec, NoEnvObjects, Seeds, Step, one_seed, row_seeds
 from proxima.envs.registry import register_backend
-from proxima.errors import UserError
 from proxima.spaces import ObsLayout
 
 _MASK32 = 0xFFFFFFFF
@@ -77,17 +76,10 @@ NO_ENV_OBJECTS = (
 )
 
 
-class _Batched:
+class _Batched(NoEnvObjects):
     """What every native env has in common: nothing to close, and no per-env objects."""
 
-    def close(self) -> None:
-        pass
-
-    def call(self, name: str, *args, **kwargs) -> tuple:
-        raise UserError(NO_ENV_OBJECTS)
-
-    def set_attr(self, name: str, values) -> None:
-        raise UserError(NO_ENV_OBJECTS)
+    no_env_objects = NO_ENV_OBJECTS
 
 
 class NativeVecEnv(_Batched):

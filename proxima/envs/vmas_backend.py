@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from proxima.envs.interface import AgentSpec, Step, one_seed
+from proxima.envs.interface import AgentSpec, NoEnvObjects, Step, one_seed
 from proxima.envs.registry import GAMES_ON_WORKERS, register_backend
 from proxima.errors import EnvError, UserError
 from proxima.spaces import MASK_KEY, ObsLayout
@@ -94,8 +94,10 @@ def scenario_names() -> list[str]:
     return sorted({*vmas.scenarios, *vmas.mpe_scenarios, *vmas.debug_scenarios})
 
 
-class VmasVecEnv:
+class VmasVecEnv(NoEnvObjects):
     """``num_envs`` games of one VMAS scenario, ``num_envs * n_agents`` rows (``AgentSpec``)."""
+
+    no_env_objects = NO_ENV_OBJECTS
 
     def __init__(
         self,
@@ -367,15 +369,6 @@ class VmasVecEnv:
                 value = restored[path]
             _assign(parent, slot, value)
         self._rng = _rng_from_tensors(state, self.device)
-
-    def close(self) -> None:
-        pass
-
-    def call(self, name: str, *args, **kwargs) -> tuple:
-        raise UserError(NO_ENV_OBJECTS)
-
-    def set_attr(self, name: str, values) -> None:
-        raise UserError(NO_ENV_OBJECTS)
 
 
 def _action_key(space) -> tuple:
