@@ -95,6 +95,14 @@ def snapshot(run: Run, finished: bool = False) -> tuple[dict[str, Tensor], dict]
     return tensors, meta
 
 
+def kept(meta: dict, states: dict) -> tuple[dict[str, Tensor], dict]:
+    """``read_group``'s ``(meta, states)`` of one run as its ``snapshot`` was: a batched run's seed that had
+    finished, whose state no longer changes and whose callbacks do not start again."""
+    tensors: dict[str, Tensor] = {}
+    parts = {name: _split(state, name, tensors) for name, state in states.items()}
+    return tensors, {**meta, "components": parts}
+
+
 def save_group(path: str, snapshots: dict[str, tuple[dict[str, Tensor], dict]]) -> None:
     """Several runs' ``snapshot``s in one file (a batched run's seeds, by name), so that they are always of one
     moment: a process killed between two seeds' own checkpoints leaves them of two updates."""

@@ -1134,7 +1134,7 @@ def _train_group(
             checkpoint.load(run, os.path.join(parent, CHECKPOINT), *state)
             if state[0]["finished"]:
                 group.stacked.freeze(run.index)
-                finished[os.path.basename(run.run_dir)] = checkpoint.snapshot(run, finished=True)
+                finished[os.path.basename(run.run_dir)] = checkpoint.kept(*state)
 
     def save_group() -> None:
         snapshots = {os.path.basename(run.run_dir): checkpoint.snapshot(run) for run in live}

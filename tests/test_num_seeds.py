@@ -312,6 +312,23 @@ def test_resume_if_exists_starts_continues_and_returns_a_batched_run(tmp_path, c
         assert all(torch.equal(saved[k], trained[k]) for k in trained)
 
 
+@pytest.mark.parametrize("options", [{}])
+def test_a_batched_run_resumes_after_one_of_its_seeds_finished(tmp_path, options):
+    budget = dict(env_id="CartPole-v1", seed=1, num_seeds=2, total_timesteps=8 * 32 * 4, **SMALL, **options)
+    budget["checkpoint_every"] = 1
+    whole, run = tmp_path / "whole", tmp_path / "run"
+    proxima.train(run_dir=str(whole), callbacks=[StopSeed(seed=1, update=1)], **budget)
+    with pytest.raises(RuntimeError, match="the job ends here"):
+        proxima.train(run_dir=str(run), callbacks=[StopSeed(seed=1, update=1), Fail(3)], **budget)
+    proxima.resume(str(run), quiet=True)  # seed 1 finished in its checkpoint: it stays as it was
+    for seed in ("seed1", "seed2"):
+        assert records(run / seed) == records(whole / seed)
+    assert len(records(run / "seed1")) == 1 and len(records(run / "seed2")) == 4
+    rows = json.loads((run / "results.json").read_text())["seeds"]
+    assert rows == json.loads((whole / "results.json").read_text())["seeds"]
+    assert [r["stopped_early"] for r in rows] == [True, False]
+
+
 def test_resume_if_exists_leaves_a_directory_of_other_files_alone(tmp_path, capsys):
     run = tmp_path / "run"
     run.mkdir()
