@@ -1153,7 +1153,7 @@ def _train_group(
     for note in notes:
         console.message(note)
     live = [run for run in runs if run.index not in group.stacked.frozen]
-    evaluations = _SeedEvaluations(runs)
+    evaluations = _SeedEvaluations(live)  # a seed finished before a resume never opens its Evaluation
     started: list[SeedRun] = []
     interrupted: list[TrainingInterrupted] = []
     try:

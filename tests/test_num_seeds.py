@@ -312,7 +312,10 @@ def test_resume_if_exists_starts_continues_and_returns_a_batched_run(tmp_path, c
         assert all(torch.equal(saved[k], trained[k]) for k in trained)
 
 
-@pytest.mark.parametrize("options", [{}])
+@pytest.mark.parametrize(
+    "options",
+    [{}, dict(eval_every=1, eval_episodes=4, save_best=True, rescore_best=2, rescore_episodes=6)],
+)
 def test_a_batched_run_resumes_after_one_of_its_seeds_finished(tmp_path, options):
     budget = dict(env_id="CartPole-v1", seed=1, num_seeds=2, total_timesteps=8 * 32 * 4, **SMALL, **options)
     budget["checkpoint_every"] = 1
