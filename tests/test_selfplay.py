@@ -169,6 +169,25 @@ def test_eval_against_a_player_plays_half_the_games_in_each_seat(tmp_path):
         play_against(agent, "minimax", 10)
 
 
+def test_rescore_best_of_a_self_play_run_plays_each_candidate_on_its_own_games(tmp_path):
+    """The self-play env takes one seed for all its games, and its opponents draw from one generator: the
+    candidates are not played on one env of all their games, and the best keeps its own games' score."""
+    from proxima.callbacks import Evaluation
+    from proxima.evaluate import run_episodes
+
+    run = tmp_path / "run"
+    rescored = dict(eval_every=1, eval_episodes=4, save_best=True, rescore_best=2, rescore_episodes=6)
+    proxima.train(**TINY, **rescored, run_dir=str(run))
+    saved = json.loads((run / "best" / "agent.json").read_text())
+    assert len(saved["rescored"]) == 2
+    best = proxima.load(str(run / "best"))
+    evaluation = Evaluation(every=1, episodes=4)
+    evaluation.open(proxima.PPOArgs.of(env_id=C4), best.device)
+    returns = run_episodes(best.model, evaluation.envs, 6, deterministic=True, seed=evaluation.rescore_seed)
+    assert returns.mean() == saved["rescore_return"]
+    evaluation.close(None)
+
+
 SHORT = {
     "env_id": C4, "num_envs": 16, "num_steps": 64, "total_timesteps": 20480, "hidden_sizes": (64, 64),
     "learning_rate": 1e-3, "self_play_every": 4, "quiet": True, "report": False, "plot": False,
