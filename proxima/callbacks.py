@@ -39,6 +39,7 @@ from proxima import checkpoint, seeding
 from proxima.batched import deterministic_returns, stackable
 from proxima.envs import make_envs
 from proxima.envs.interface import InfoKeys, merge_info_keys
+from proxima.envs.registry import resolve_backend
 from proxima.envs.selfplay import is_selfplay_id
 from proxima.errors import DiskFullError, NonFiniteError, TrainingInterrupted, UserError
 from proxima.evaluate import run_episodes
@@ -134,12 +135,14 @@ class Evaluation(Callback):
 
     def open(self, args, device, env=None) -> None:
         """The evaluation envs of a run with settings ``args`` (of ``env``, the run's env object, where given)."""
-        source = args.env.env_id if env is None else env
+        source, backend = args.env.env_id if env is None else env, args.env.env_backend
+        if env is None:  # auto's choice hangs on the env count: the rescoring's envs play on this one too
+            backend = resolve_backend(
+                source, backend, num_envs=self.episodes, env_kwargs=bool(args.env.env_kwargs)
+            )
 
         def make(n: int):
-            return make_envs(
-                source, n, env_kwargs=args.env.env_kwargs, backend=args.env.env_backend, device=device
-            )
+            return make_envs(source, n, env_kwargs=args.env.env_kwargs, backend=backend, device=device)
 
         self.make, self.envs = make, make(self.episodes)
         self.seed, self.env_id = seeding.evaluation(args.run.seed), args.env.env_id

@@ -238,6 +238,35 @@ def test_rescoring_plays_the_candidates_at_once_with_their_returns_one_at_a_time
     evaluation.close(None)
 
 
+def test_rescoring_plays_on_the_backend_of_the_evaluations_whatever_its_env_count():
+    """auto takes native Acrobot from 16 envs only: 3 candidates of 8 evaluation envs are 24 envs, which must
+    stay Gymnasium's, the evaluations' (other episodes would score another way than one at a time)."""
+    from proxima.callbacks import Evaluation
+    from proxima.distributions import CategoricalHead
+    from proxima.evaluate import run_episodes
+    from proxima.networks import ActorCritic, NetworkSettings, NetworkSpec
+
+    evaluation = Evaluation(every=1, episodes=8, rescore=3, rescore_episodes=8)
+    evaluation.open(proxima.PPOArgs.of(env_id="Acrobot-v1"), torch.device("cpu"))
+    models = []
+    for joint, gain in ((4, -1.0), (5, 1.0), (4, -0.5)):  # torque along a joint's velocity: swings up
+        model = ActorCritic(
+            NetworkSpec(3, (6,), NetworkSettings(hidden_sizes=(), norm_value=False)), CategoricalHead(3)
+        )
+        with torch.no_grad():
+            out = model.actor[-1]
+            out.weight.zero_(), out.bias.zero_()
+            out.weight[2, joint], out.weight[0, joint] = gain, -gain
+        models.append(model)
+    alone = [
+        run_episodes(m, evaluation.envs, 8, deterministic=True, seed=evaluation.rescore_seed) for m in models
+    ]
+    assert all(len(set(r)) > 1 and r.max() > -500 for r in alone)  # episodes that tell the backends apart
+    for one, batched in zip(alone, evaluation._rescore(models), strict=True):
+        np.testing.assert_array_equal(one, batched)
+    evaluation.close(None)
+
+
 def test_rescore_best_resumes_exactly_and_needs_save_best(tmp_path):
     import json
     import signal
