@@ -297,6 +297,9 @@ def requeue(args: PPOArgs, callbacks: list[Callback] | None = None, env=None) ->
       removed and the run starts again, as a sweep's trial does. Other files are left (a scheduler's log
       written there), and files that only a run writes, without its config.json, are refused.
     - Nothing there: the run starts.
+
+    A batched run's directory (its seeds.json) is handled as a batched run, another run's as one seed's,
+    whatever ``num_seeds`` is given.
     """
     run_dir = args.run.run_dir
     if run_dir is None:
@@ -305,7 +308,13 @@ def requeue(args: PPOArgs, callbacks: list[Callback] | None = None, env=None) ->
             "every start of the job"
         )
     say = (lambda text: None) if args.run.quiet else (lambda text: print(text, flush=True))
-    group = args.run.num_seeds > 1  # a batched run: its settings in seeds.json, its seeds' runs in seedS/
+    # A batched run keeps its settings in seeds.json, its seeds' runs in seedS/. The run in the directory says
+    # which kind it is: a --num-seeds of the other kind is one more setting that differs.
+    group = args.run.num_seeds > 1
+    for name, kind in ((SEEDS_JSON, True), (CONFIG_JSON, False)):
+        if os.path.exists(os.path.join(run_dir, name)):
+            group = kind
+            break
     config_name = SEEDS_JSON if group else CONFIG_JSON
     path = os.path.join(run_dir, CHECKPOINT)
     if os.path.exists(path):

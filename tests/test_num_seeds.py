@@ -332,6 +332,28 @@ def test_a_batched_run_resumes_after_one_of_its_seeds_finished(tmp_path, options
     assert [r["stopped_early"] for r in rows] == [True, False]
 
 
+def test_resume_if_exists_goes_by_the_kind_of_run_in_the_directory(tmp_path, capsys):
+    """The command of a job may change between its starts: a run there, batched or not, is continued as it is
+    (a --num-seeds of the other kind is one more setting ignored); one that never checkpointed starts again as
+    the command says, without the other kind's files."""
+    budget = dict(env_id="CartPole-v1", seed=5, total_timesteps=8 * 32 * 2, **SMALL)
+    group, solo = tmp_path / "group", tmp_path / "solo"
+    proxima.train(run_dir=str(group), num_seeds=2, **budget)
+    proxima.train(run_dir=str(solo), **budget)
+    capsys.readouterr()
+    agents = proxima.train(run_dir=str(group), resume_if_exists=True, **{**budget, "quiet": False})
+    assert "the run already finished" in capsys.readouterr().out and len(agents) == 2
+    agent = proxima.train(run_dir=str(solo), resume_if_exists=True, num_seeds=2, **{**budget, "quiet": False})
+    assert "the run already finished" in capsys.readouterr().out and isinstance(agent, proxima.Agent)
+    # a batched run killed before its first checkpoint, started again as one seed's run
+    killed = tmp_path / "killed"
+    (killed / "seed5").mkdir(parents=True)
+    (killed / "seeds.json").write_text("{}")
+    proxima.train(run_dir=str(killed), resume_if_exists=True, **budget)
+    assert not (killed / "seeds.json").exists() and not (killed / "seed5").exists()
+    assert len(records(killed)) == 2
+
+
 def test_resume_if_exists_leaves_a_directory_of_other_files_alone(tmp_path, capsys):
     run = tmp_path / "run"
     run.mkdir()
