@@ -667,6 +667,12 @@ def rollout(collector: Collector, model, args: PPOArgs, update: int) -> tuple:
 def _init_from(run: Run, source: str) -> None:
     """Start ``run`` from the agent saved in ``source`` (a run directory, or its ``best``): its weights and
     normalization statistics. Its spaces and network must be the run's; the first difference is named."""
+    seeds = seed_run_dirs(source)
+    if seeds:
+        raise UserError(
+            f"--init-from {source}: a batched run's directory (--num-seeds) holds one agent per seed; give one "
+            f"of its seeds' directories, such as {seeds[0]}"
+        )
     if os.path.isdir(source) and not os.path.exists(os.path.join(source, AGENT_JSON)):
         raise UserError(
             f"--init-from {source}: no agent there ({AGENT_JSON}); a run saves its agent when it ends: resume "

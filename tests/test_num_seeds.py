@@ -14,6 +14,7 @@ import torch
 import proxima
 from proxima.callbacks import Callback
 from proxima.cli import main
+from proxima.errors import UserError
 
 SMALL = dict(num_envs=8, num_steps=32, num_minibatches=4, update_epochs=2, torch_threads=1, quiet=True,
              plot=False, report=False, checkpoint_every=0)  # fmt: skip
@@ -379,6 +380,9 @@ def test_each_seed_starts_from_the_init_from_agent_as_its_solo_run_does(tmp_path
         assert json.loads((group / f"seed{seed}" / "config.json").read_text())["run"]["init_from"] == str(
             source
         )
+    # a batched run's own directory holds no one agent: its seeds' directories are named
+    with pytest.raises(UserError, match=f"give one of its seeds' directories, such as {group / 'seed1'}"):
+        proxima.train(init_from=str(group), run_dir=str(tmp_path / "from-group"), **budget)
     # and not from their own initialization: the first update's value loss is the trained critic's
     fresh = tmp_path / "fresh"
     proxima.train(num_seeds=2, seed=1, run_dir=str(fresh), **budget)
