@@ -238,6 +238,30 @@ def test_rescoring_plays_the_candidates_at_once_with_their_returns_one_at_a_time
     evaluation.close(None)
 
 
+def test_rescoring_a_continuous_policy_at_once_gives_its_returns_one_at_a_time_to_float_rounding():
+    """A Gaussian's mean goes straight into the env: the batched matmuls' rounding moves the states, and the
+    returns, in their last digits (the docs say so)."""
+    from proxima.callbacks import Evaluation
+    from proxima.distributions import DiagGaussianHead
+    from proxima.evaluate import run_episodes
+    from proxima.networks import ActorCritic, NetworkSettings, NetworkSpec
+
+    evaluation = Evaluation(every=1, episodes=4, rescore=3, rescore_episodes=4)
+    evaluation.open(proxima.PPOArgs.of(env_id="Pendulum-v1", env_backend="native"), torch.device("cpu"))
+    models = []
+    for seed in range(3):
+        torch.manual_seed(seed)
+        models.append(
+            ActorCritic(NetworkSpec(1, (3,), NetworkSettings(norm_value=False)), DiagGaussianHead(1))
+        )
+    alone = [
+        run_episodes(m, evaluation.envs, 4, deterministic=True, seed=evaluation.rescore_seed) for m in models
+    ]
+    for one, batched in zip(alone, evaluation._rescore(models), strict=True):
+        np.testing.assert_allclose(batched, one, rtol=1e-6)
+    evaluation.close(None)
+
+
 def test_rescoring_plays_on_the_backend_of_the_evaluations_whatever_its_env_count():
     """auto takes native Acrobot from 16 envs only: 3 candidates of 8 evaluation envs are 24 envs, which must
     stay Gymnasium's, the evaluations' (other episodes would score another way than one at a time)."""
