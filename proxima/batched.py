@@ -89,7 +89,7 @@ class StackedModels:
             if getattr(module, "memory_format", None) is not None:
                 module.memory_format = torch.contiguous_format
         self._value_std = self.buffers.get("model.normalization.value_std")
-        self._plain = _plain_mlps(models[0])
+        self._plain = plain_mlps(models[0])
         self._frozen: dict[int, dict[str, Tensor]] = {}
 
     def __len__(self) -> int:
@@ -162,12 +162,7 @@ class StackedModels:
                 p[j] = saved[name]
 
 
-def stackable(model: ActorCritic) -> bool:
-    """Whether ``StackedModels`` can stack copies of ``model``: not a recurrent or multi-agent one."""
-    return model.lstm is None and model.spec.agents is None
-
-
-def _plain_mlps(model: ActorCritic) -> bool:
+def plain_mlps(model: ActorCritic) -> bool:
     """Whether ``model`` is a flat observation through MLPs of Linear, LayerNorm and activation layers only,
     which ``StackedModels`` computes with batched matmuls outside vmap."""
 

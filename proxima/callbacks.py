@@ -36,7 +36,7 @@ import numpy as np
 import torch
 
 from proxima import checkpoint, seeding
-from proxima.batched import deterministic_returns, stackable
+from proxima.batched import deterministic_returns, plain_mlps
 from proxima.envs import make_envs
 from proxima.envs.interface import InfoKeys, merge_info_keys
 from proxima.envs.registry import resolve_backend
@@ -218,13 +218,14 @@ class Evaluation(Callback):
         )
 
     def _rescore(self, models: list) -> list[np.ndarray]:
-        """Each candidate's returns on the rescoring episodes: all played at once, on one vector env of every
-        candidate's envs, where the candidates stack (the same episodes as one at a time, a fraction of the
-        steps' fixed costs); a recurrent or multi-agent agent's one after another, and a self-play env's (one
-        seed for all its games, whose opponents draw from one generator)."""
+        """Each candidate's returns on the rescoring episodes: an agent of plain MLPs' all played at once, on one
+        vector env of every candidate's envs (the same episodes as one at a time, a fraction of the steps' fixed
+        costs: its stacked forward pass is a few batched matmuls); any other agent's one after another (stacked
+        through vmap, a CNN's or a critic-less agent's took longer than apart), as a self-play env's (one seed
+        for all its games, whose opponents draw from one generator)."""
         rows = self.envs.num_envs
         seeds = [self.rescore_seed] * len(models)
-        if len(models) > 1 and stackable(models[0]) and not is_selfplay_id(self.env_id):
+        if len(models) > 1 and plain_mlps(models[0]) and not is_selfplay_id(self.env_id):
             return deterministic_returns(models, self._made, self.rescore_episodes, rows, seeds, self.env_id)
         return [
             run_episodes(m, self.envs, self.rescore_episodes, deterministic=True, seed=s, name=self.env_id)
