@@ -37,6 +37,7 @@ from proxima.distributions import make_head
 from proxima.encoders import check_spaces, choose_encoder, emulation_note, encoder_note, resolve_precision
 from proxima.envs import make_envs
 from proxima.envs.interface import AgentSpec, agent_spec, obs_layout
+from proxima.envs.registry import resolve_backend
 from proxima.envs.selfplay import is_selfplay_id
 from proxima.envs.user import describe_env, env_source, is_env_object, load_env_factory
 from proxima.errors import DiskFullError, EnvError, NonFiniteError, TrainingInterrupted, UserError
@@ -1048,7 +1049,11 @@ def _seed_group(
     run's, from ``--init-from``'s agent where a run ``start``s) and their group."""
     n, rows = args.run.num_seeds, args.env.num_envs
     env_seeds = _env_seeds(_seed_args(args, parent))
-    envs = make_envs(args.env.env_id if env is None else env, n * rows, env_kwargs=args.env.env_kwargs, backend=args.env.env_backend,
+    backend = args.env.env_backend
+    if env is None:  # auto chooses by the env count: each seed's envs are of its solo run's backend
+        backend = resolve_backend(args.env.env_id, backend, asynchronous=args.env.async_envs, num_envs=rows,
+                                  env_kwargs=bool(args.env.env_kwargs))  # fmt: skip
+    envs = make_envs(args.env.env_id if env is None else env, n * rows, env_kwargs=args.env.env_kwargs, backend=backend,
                      seed=env_seeds, asynchronous=args.env.async_envs, device=device)  # fmt: skip
     try:
         args = _resolve_precision(args, envs, device)

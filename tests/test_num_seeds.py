@@ -389,3 +389,15 @@ def test_each_seed_starts_from_the_init_from_agent_as_its_solo_run_does(tmp_path
     assert records(fresh / "seed1")[0]["value_loss"] != pytest.approx(
         records(group / "seed1")[0]["value_loss"], rel=1e-2
     )
+
+
+def test_each_seed_runs_on_the_backend_of_its_solo_run(tmp_path):
+    """auto chooses a backend by the env count (native Acrobot from 16 envs): the batch's 2 x 8 envs are of the
+    backend of one seed's 8, Gymnasium's, or the episodes would not be the solo run's."""
+    budget = dict(env_id="Acrobot-v1", total_timesteps=8 * 32 * 2, **SMALL)
+    group = tmp_path / "group"
+    proxima.train(num_seeds=2, seed=1, run_dir=str(group), **budget)
+    for seed in (1, 2):
+        solo = tmp_path / f"solo{seed}"
+        proxima.train(seed=seed, run_dir=str(solo), **budget)
+        assert_close(records(group / f"seed{seed}"), records(solo), 2, 1e-3)
