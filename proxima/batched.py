@@ -225,7 +225,8 @@ class SeedModel:
 
     def act(self, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         logits, values = self.stacked.call("forward", self._seeds(obs))
-        drawn = self.streams.each(lambda j: self.head.sample(logits[j]))
+        # each seed's own head: a Gaussian's log-std is one of the seed's parameters
+        drawn = self.streams.each(lambda j: self.stacked.models[j].head.sample(logits[j]))
         actions, logprobs = (torch.cat(parts) for parts in zip(*drawn, strict=True))
         return actions, logprobs, values.flatten()
 

@@ -54,9 +54,8 @@ def assert_close(batched: list[dict], solo: list[dict], updates: int, rel: float
             dict(eval_every=2, eval_episodes=8, save_best=True, rescore_best=2, rescore_episodes=10),
             4,
         ),
-        # A Gaussian's actions carry the kernels' rounding into the env's states, which chaos then grows: the
-        # first update agrees, later ones drift apart (by 1e-5 in the value loss, 2% in approx_kl at the 2nd).
-        ("Pendulum-v1", dict(norm_obs=True, norm_reward=True, norm_value=True, clip_vloss=True), 1),
+        # a Gaussian's log-std is a parameter of each seed: every seed samples with its own
+        ("Pendulum-v1", dict(norm_obs=True, norm_reward=True, norm_value=True, clip_vloss=True), 4),
     ],
 )
 def test_each_seed_follows_its_solo_run(tmp_path, env, options, updates):
