@@ -1206,7 +1206,7 @@ def _train_group(
                 _finish_seed(run)
                 group.stacked.freeze(run.index)
                 live.remove(run)
-                finished[os.path.basename(run.run_dir)] = checkpoint.snapshot(run, finished=True)
+                finished[os.path.basename(run.run_dir)] = _finished_snapshot(run)
             every = args.run.checkpoint_every
             if live and (interrupted or (every and live[0].updates_done % every == 0)):
                 save_group()
@@ -1226,7 +1226,7 @@ def _train_group(
         evaluations.rescore(live)
         for run in live:
             _finish_seed(run)
-            finished[os.path.basename(run.run_dir)] = checkpoint.snapshot(run, finished=True)
+            finished[os.path.basename(run.run_dir)] = _finished_snapshot(run)
         live = []
         save_group()
         _summarize_seeds(parent, runs)
@@ -1309,6 +1309,13 @@ class _SeedEvaluations:
 def _said(record: dict) -> str:
     value = record.get("eval_return")
     return "no evaluation" if value is None else f"eval_return {value:.1f}"
+
+
+def _finished_snapshot(run: SeedRun) -> tuple[dict, dict]:
+    """A finished seed's ``checkpoint.snapshot`` as of now, for every later group checkpoint: its tensors are
+    copied, since they are views of the group's (its envs' rows, its Adam moments), which go on changing."""
+    tensors, meta = checkpoint.snapshot(run, finished=True)
+    return {key: t.clone() for key, t in tensors.items()}, meta
 
 
 def _finish_seed(run: SeedRun) -> None:
