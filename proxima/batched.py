@@ -89,31 +89,37 @@ class StackedModels:
             if getattr(module, "memory_format", None) is not None:
                 module.memory_format = torch.contiguous_format
         self._value_std = self.buffers.get("model.normalization.value_std")
-        self._plain = plain_mlps(models[0])
-        self._frozen: dict[int, dict[str, Tensor]] = {}
+        self.plain = plain_mlps(models[0])
+        self._frozen: set[int] = set()
 
     def __len__(self) -> int:
         return len(self.models)
 
-    def call(self, method: str, obs: Tensor, actions: Tensor | None = None):
-        """``model.METHOD(obs[j], actions[j])`` of every seed ``j`` at once; ``obs`` is ``(N, B, ...)``."""
-        if self._plain and method != "evaluate" and not torch.is_grad_enabled():
-            return self._plain_call(method, obs)
+    def call(self, method: str, obs: Tensor, actions: Tensor | None = None, weights: tuple | None = None):
+        """``model.METHOD(obs[j], actions[j])`` of every seed ``j`` at once; ``obs`` is ``(N, B, ...)``.
+        ``weights``: ``weights_of(seeds)``, to compute for those seeds only (``obs`` then theirs)."""
+        params, buffers = weights or (self.params, self.buffers)
+        if self.plain and method != "evaluate" and not torch.is_grad_enabled():
+            return self._plain_call(method, obs, params, buffers)
 
         def one(params, buffers, o, a):
             return functional_call(self._base, (params, buffers), (method, o, a), tie_weights=False)
 
         in_dims = (0, 0, 0, None if actions is None else 0)
-        return vmap(one, in_dims=in_dims)(self.params, self.buffers, obs, actions)
+        return vmap(one, in_dims=in_dims)(params, buffers, obs, actions)
+
+    def weights_of(self, seeds: Tensor) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+        """The parameters and buffers of ``seeds`` (indices), stacked as ``call`` takes them."""
+        return tuple({k: v.index_select(0, seeds) for k, v in d.items()} for d in (self.params, self.buffers))
 
     # The rollout's and the evaluations' forward passes of an agent of plain MLPs (the usual case) go through
     # batched matmuls directly: vmap's fixed cost per call (hundreds of microseconds: it rebinds every tensor of
     # the model) would be most of a step's time at a rollout's small batches. The update keeps vmap.
-    def _mlp(self, prefix: str, layers: nn.Module, x: Tensor) -> Tensor:
+    def _mlp(self, prefix: str, layers: nn.Module, x: Tensor, params: dict[str, Tensor]) -> Tensor:
         if not isinstance(layers, nn.Sequential):
             return x  # the trunk's Identity
         for i, layer in enumerate(layers):
-            weight, bias = self.params.get(f"{prefix}.{i}.weight"), self.params.get(f"{prefix}.{i}.bias")
+            weight, bias = params.get(f"{prefix}.{i}.weight"), params.get(f"{prefix}.{i}.bias")
             if isinstance(layer, nn.Linear):
                 x = torch.baddbmm(bias.unsqueeze(1), x, weight.transpose(1, 2))
             elif isinstance(layer, nn.LayerNorm):
@@ -123,17 +129,18 @@ class StackedModels:
                 x = layer(x)
         return x
 
-    def _plain_call(self, method: str, obs: Tensor):
+    def _plain_call(self, method: str, obs: Tensor, params: dict[str, Tensor], buffers: dict[str, Tensor]):
         model = self._base.model
-        features = self._mlp("model.trunk", model.trunk, obs.flatten(2).to(torch.float32))
+        features = self._mlp("model.trunk", model.trunk, obs.flatten(2).to(torch.float32), params)
         outputs = []
         if method in ("forward", "logits"):
-            outputs.append(model._masked(self._mlp("model.actor", model.actor, features), obs))
+            outputs.append(model._masked(self._mlp("model.actor", model.actor, features, params), obs))
         if method in ("forward", "value"):
-            value = self._mlp("model.critic", model.critic, features).squeeze(-1)
-            if self._value_std is not None:
-                mean = self.buffers["model.normalization.value_mean"]
-                value = torch.addcmul(mean.unsqueeze(1), value, self._value_std.unsqueeze(1))
+            value = self._mlp("model.critic", model.critic, features, params).squeeze(-1)
+            std = buffers.get("model.normalization.value_std")
+            if std is not None:
+                mean = buffers["model.normalization.value_mean"]
+                value = torch.addcmul(mean.unsqueeze(1), value, std.unsqueeze(1))
             outputs.append(value)
         return tuple(outputs) if method == "forward" else outputs[0]
 
@@ -146,20 +153,14 @@ class StackedModels:
         name_of = {id(p): f"model.{name}" for name, p in self.models[0].named_parameters()}
         return [{**g, "params": [self.params[name_of[id(p)]] for p in g["params"]]} for g in groups]
 
-    # --- seeds that have finished: their weights no longer change -------------------------------------
+    # --- seeds that have finished: their weights no longer change (update_seeds), and the rollout leaves them
+    # out (SeedModel) ---------------------------------------------------------------------------------------
     def freeze(self, j: int) -> None:
-        self._frozen[j] = {name: p.detach()[j].clone() for name, p in self.params.items()}
+        self._frozen.add(j)
 
     @property
     def frozen(self) -> set[int]:
         return set(self._frozen)
-
-    @torch.no_grad()
-    def restore_frozen(self) -> None:
-        """Put back the weights of the finished seeds, which the batched step moved along with the rest."""
-        for j, saved in self._frozen.items():
-            for name, p in self.params.items():
-                p[j] = saved[name]
 
 
 def plain_mlps(model: ActorCritic) -> bool:
@@ -183,7 +184,8 @@ def plain_mlps(model: ActorCritic) -> bool:
 
 class _Normalizations:
     """The seeds' observation and reward normalization over the rows of all of them (seed-major, ``rows`` a
-    seed), each seed's rows with its own statistics; a finished seed's statistics no longer change."""
+    seed), each seed's rows with its own statistics. A finished seed's rows pass as they are (the rollout
+    reads only their action masks, ``SeedModel``), and its statistics no longer change."""
 
     def __init__(self, norms: list[Normalization], rows: int, frozen: Callable[[], set[int]]):
         self.norms, self.rows, self.frozen = norms, rows, frozen
@@ -194,24 +196,28 @@ class _Normalizations:
     def _each(self, fn, *tensors: Tensor) -> Tensor:
         done = self.frozen()
         parts = [t.split(self.rows) for t in tensors]
-        return torch.cat([fn(n, j not in done, *(p[j] for p in parts)) for j, n in enumerate(self.norms)])
+        out = {j: fn(n, *(p[j] for p in parts)) for j, n in enumerate(self.norms) if j not in done}
+        dtype = next(iter(out.values())).dtype
+        return torch.cat([out[j] if j in out else parts[0][j].to(dtype) for j in range(len(self.norms))])
 
     def obs(self, obs: Tensor, update: bool = False) -> Tensor:
         if not self.norm_obs:
             return obs
-        return self._each(lambda n, live, o: n.obs(o, update=update and live), obs)
+        return self._each(lambda n, o: n.obs(o, update=update), obs)
 
     def reward(self, reward: Tensor, discounted_return: Tensor, update: bool = True) -> Tensor:
         if not self.norm_reward:
             return reward
-        return self._each(
-            lambda n, live, r, g: n.reward(r, g, update=update and live), reward, discounted_return
-        )
+        return self._each(lambda n, r, g: n.reward(r, g, update=update), reward, discounted_return)
 
 
 class SeedModel:
     """What the rollout steps with (``RolloutCollector``'s ``model``): the stacked seeds over all rows, each
-    seed's actions drawn from its own stream."""
+    seed's actions drawn from its own stream.
+
+    A finished seed is left out of the forward passes and the draws (``start``): its envs still step, since
+    they share one vector env with the others', and are given the mode of uniform logits (an action that any
+    env takes, its mask respected); its rows of the rollout hold what nothing reads."""
 
     def __init__(self, stacked: StackedModels, streams: SeedStreams, rows: int):
         self.stacked, self.streams, self.rows = stacked, streams, rows
@@ -219,19 +225,69 @@ class SeedModel:
         self.normalization = _Normalizations(
             [m.normalization for m in stacked.models], rows, lambda: stacked.frozen
         )
+        self.start()
+
+    def start(self) -> None:
+        """Before each rollout: the seeds that still train, and the seeds and weights that its forward passes
+        compute with (no step of it changes a weight)."""
+        n, rows, frozen = len(self.stacked), self.rows, self.stacked.frozen
+        device = next(iter(self.stacked.params.values())).device
+        self.live, done = [j for j in range(n) if j not in frozen], sorted(frozen)
+        self._place = {j: i for i, j in enumerate(self.live)}  # seed -> its place among the live ones
+        computed, self._weights = list(range(n)), None
+        # Batched matmuls round each seed's rows alike whatever the other seeds (vmap's batched convolutions do
+        # not: there every seed goes on through the forward passes). But torch's batched matmul of a single
+        # matrix takes another kernel (a matrix-vector product for the critic's output): a lone live seed goes
+        # through twice.
+        if done and self.stacked.plain:
+            computed = self.live * 2 if len(self.live) == 1 else self.live
+            self._computed = torch.tensor(computed, device=device)
+            self._weights = self.stacked.weights_of(self._computed)
+        picked = [computed.index(j) for j in self.live]
+        self._pick = None if picked == list(range(len(computed))) else torch.tensor(picked, device=device)
+        self._done = torch.tensor(done, device=device)
+        # the rows of all seeds, seed-major, as rows of [the live seeds' rows, the finished seeds' rows]
+        place = torch.tensor(self.live + done, device=device).argsort()
+        self._order = (place[:, None] * rows + torch.arange(rows, device=device)).flatten()
+        self._zeros = torch.zeros(len(done) * rows, device=device)
+        self._uniform = torch.zeros(len(done) * rows, self.head.logits_dim, device=device)
 
     def _seeds(self, obs: Tensor) -> Tensor:
         return obs.view(len(self.stacked), self.rows, *obs.shape[1:])
 
+    def _call(self, method: str, obs: Tensor):
+        """The live seeds' ``method`` on their rows of ``obs`` (all rows, seed-major), ``(live seeds, ...)``."""
+        obs = self._seeds(obs)
+        if self._weights is None:
+            out = self.stacked.call(method, obs)
+        else:
+            out = self.stacked.call(method, obs[self._computed], weights=self._weights)
+        if self._pick is None:
+            return out
+        return tuple(x[self._pick] for x in out) if isinstance(out, tuple) else out[self._pick]
+
+    def _all_rows(self, live: Tensor, finished: Tensor) -> Tensor:
+        """The live seeds' rows and the finished seeds' rows as the rows of all seeds."""
+        return live if not len(self._done) else torch.cat([live, finished]).index_select(0, self._order)
+
     def act(self, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        logits, values = self.stacked.call("forward", self._seeds(obs))
+        logits, values = self._call("forward", obs)
+        models, place = self.stacked.models, self._place
         # each seed's own head: a Gaussian's log-std is one of the seed's parameters
-        drawn = self.streams.each(lambda j: self.stacked.models[j].head.sample(logits[j]))
+        drawn = self.streams.each(lambda j: models[j].head.sample(logits[place[j]]), self.live)
         actions, logprobs = (torch.cat(parts) for parts in zip(*drawn, strict=True))
-        return actions, logprobs, values.flatten()
+        values = values.flatten()
+        if not len(self._done):
+            return actions, logprobs, values
+        idle = self.head.mode(models[0]._masked(self._uniform, self._seeds(obs)[self._done].flatten(0, 1)))
+        return (
+            self._all_rows(actions, idle),
+            self._all_rows(logprobs, self._zeros),
+            self._all_rows(values, self._zeros),
+        )
 
     def value(self, obs: Tensor) -> Tensor:
-        return self.stacked.call("value", self._seeds(obs)).flatten()
+        return self._all_rows(self._call("value", obs).flatten(), self._zeros)
 
 
 class _Policies:
@@ -274,6 +330,11 @@ def deterministic_returns(
 class SeedCollector(RolloutCollector):
     """The rollout of all seeds' envs (one vector env, seed-major). A truncated episode's final observation is
     valued with its own seed's critic: all rows are valued, and the truncated ones kept."""
+
+    @torch.no_grad()
+    def collect(self, model: SeedModel) -> tuple[Tensor, Tensor]:
+        model.start()
+        return super().collect(model)
 
     def _final_values(self, model: SeedModel, final_obs: Tensor, rows: Tensor) -> Tensor:
         return model.value(model.normalization.obs(final_obs))[rows]
@@ -324,11 +385,14 @@ def update_seeds(
     flat = [getattr(batch, f.name).flatten(0, 1) for f in dataclasses.fields(Batch)]
     device = batch.obs.device
     offsets = torch.tensor(live, device=device)[:, None] * size
-    # The finished seeds' weights no longer change (restore_frozen): only the others' are computed with.
+    # Only the live seeds are computed with, so a finished seed's gradients are zero; with its Adam moments
+    # zeroed as well, Adam's elementwise step leaves its weights exactly as they are.
     alive = None if len(live) == seeds else torch.tensor(live, device=device)
-
-    def of_live(tensors: dict[str, Tensor]) -> dict[str, Tensor]:
-        return tensors if alive is None else {k: v.index_select(0, alive) for k, v in tensors.items()}
+    if alive is not None:
+        finished = torch.tensor(sorted(stacked.frozen), device=device)
+        for state in optimizer.state.values():
+            state["exp_avg"].index_fill_(0, finished, 0.0)
+            state["exp_avg_sq"].index_fill_(0, finished, 0.0)
 
     def loss_of(params, buffers, fields: tuple[Tensor, ...], scale):
         mb = Batch(*fields)  # vmap maps over tensors, tuples and dicts, not dataclasses
@@ -351,15 +415,13 @@ def update_seeds(
             index = (orders[:, k] + offsets).flatten()
             mb = tuple(x.index_select(0, index).view(len(live), -1, *x.shape[1:]) for x in flat)
             live_scale = scale if alive is None or scale is None else scale[alive]
-            loss, pg_loss, v_loss, ent, diagnostics = losses_of(
-                of_live(stacked.params), of_live(stacked.buffers), mb, live_scale
-            )
+            weights = (stacked.params, stacked.buffers) if alive is None else stacked.weights_of(alive)
+            loss, pg_loss, v_loss, ent, diagnostics = losses_of(*weights, mb, live_scale)
             optimizer.zero_grad(set_to_none=True)
             loss.sum().backward()  # each seed's loss reaches its own parameters only
             if settings.max_grad_norm > 0:
                 grad_norms.append(clip_grad_norms(params, settings.max_grad_norm))
             optimizer.step()
-            stacked.restore_frozen()
             losses.append(loss.detach())
             clipfracs.append(diagnostics["clipfrac"])
     stats: list = [None] * seeds

@@ -10,8 +10,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from safetensors.torch import load_file
 
 import proxima
+from proxima.batched import SeedModel, StackedModels
 from proxima.callbacks import Callback
 from proxima.cli import main
 from proxima.errors import UserError
@@ -154,20 +156,49 @@ class StopSeed(Callback):
         return False
 
 
-def test_a_seed_that_stops_leaves_the_group_and_the_others_go_on(tmp_path):
+def test_seeds_that_stop_leave_the_group_and_the_others_go_on(tmp_path, monkeypatch):
     budget = dict(env_id="CartPole-v1", total_timesteps=8 * 32 * 5, **SMALL)
-    stop = StopSeed(seed=2, update=2)
-    agents = proxima.train(num_seeds=3, seed=1, run_dir=str(tmp_path / "stopped"), callbacks=[stop], **budget)
-    proxima.train(num_seeds=3, seed=1, run_dir=str(tmp_path / "whole"), **budget)
-    assert len(records(tmp_path / "stopped" / "seed2")) == 2
-    for seed in (1, 3):  # nothing of seed 2 reaches the others
-        assert records(tmp_path / "stopped" / f"seed{seed}") == records(tmp_path / "whole" / f"seed{seed}")
-    # its weights stayed as they were when it stopped, while the group's went on updating
-    saved = proxima.load(str(tmp_path / "stopped" / "seed2")).model.state_dict()
+    stop, later = StopSeed(seed=2, update=2), StopSeed(seed=1, update=3)
+    forwards, actions = [], []  # each rollout step's seeds in its forward pass, and its actions to the envs
+    call, act = StackedModels.call, SeedModel.act
+
+    def counted_call(self, method, obs, *rest, **options):
+        if method == "forward":
+            forwards.append(obs.shape[0])
+        return call(self, method, obs, *rest, **options)
+
+    def recorded_act(self, obs):
+        out = act(self, obs)
+        actions.append(out[0])
+        return out
+
+    monkeypatch.setattr(StackedModels, "call", counted_call)
+    monkeypatch.setattr(SeedModel, "act", recorded_act)
+    stopped, whole = tmp_path / "stopped", tmp_path / "whole"
+    agents = proxima.train(num_seeds=3, seed=1, run_dir=str(stopped), callbacks=[stop, later], **budget)
+    monkeypatch.undo()
+    # Seed 2 stops after its 2nd update (of 32 steps), seed 1 after its 3rd: they leave the rollout's forward
+    # passes and draws, and their envs (rows 8-15, then rows 0-7 too) are given CartPole's action 0, the mode of
+    # uniform logits. Seed 3 alone goes through twice (one matrix would take a kernel that rounds differently).
+    assert forwards == [3] * 64 + [2] * 32 + [2] * 64
+    assert all(a[8:16].any() for a in actions[:64]) and not any(a[8:16].any() for a in actions[64:])
+    assert all(a[0:8].any() for a in actions[:96]) and not any(a[0:8].any() for a in actions[96:])
+    proxima.train(num_seeds=3, seed=1, run_dir=str(whole), **budget)
+    assert [len(records(stopped / f"seed{s}")) for s in (1, 2, 3)] == [3, 2, 5]
+    for seed in (1, 3):  # nothing of the stopped seeds reaches the others
+        ours = records(stopped / f"seed{seed}")
+        assert ours == records(whole / f"seed{seed}")[: len(ours)]
+    proxima.train(seed=3, run_dir=str(tmp_path / "solo3"), **budget)  # which still follow their solo runs
+    assert_close(records(stopped / "seed3"), records(tmp_path / "solo3"), 5, 1e-3)
+    # seed 2's weights stayed as they were when it stopped, while the group's went on updating
+    saved = proxima.load(str(stopped / "seed2")).model.state_dict()
     assert all(torch.equal(saved[k], v) for k, v in stop.weights.items())
     assert all(torch.equal(agents[1].model.state_dict()[k], v) for k, v in stop.weights.items())
-    rows = json.loads((tmp_path / "stopped" / "results.json").read_text())["seeds"]
-    assert [r["stopped_early"] for r in rows] == [False, True, False]
+    rows = json.loads((stopped / "results.json").read_text())["seeds"]
+    assert [r["stopped_early"] for r in rows] == [True, True, False]
+    # the group checkpoint keeps seed 2 as it stopped, as its own checkpoint does (envs, Adam moments and all)
+    group, own = (load_file(d / "checkpoint.safetensors") for d in (stopped, stopped / "seed2"))
+    assert all(torch.equal(group[f"seed2/{key}"], t) for key, t in own.items())
 
 
 def test_a_batched_run_killed_with_sigkill_resumes_exactly(tmp_path):
