@@ -212,26 +212,41 @@ def test_rescore_best_keeps_the_highest_of_the_best_evaluations_rescored(tmp_pat
     assert evaluation.seed + 1_000_000 != evaluation.seed != proxima.PPOArgs().run.seed
 
 
-@pytest.mark.parametrize("backend", ["native", "gymnasium"])
-def test_rescoring_plays_the_candidates_at_once_with_their_returns_one_at_a_time(backend):
-    from proxima.callbacks import Evaluation
-    from proxima.distributions import CategoricalHead
-    from proxima.evaluate import run_episodes
+def _random_models(logits: int, obs: int, head) -> list:
+    """Three freshly initialized agents of seeds 0-2 (``head()`` makes each one's head)."""
     from proxima.networks import ActorCritic, NetworkSettings, NetworkSpec
 
-    evaluation = Evaluation(every=1, episodes=6, rescore=3, rescore_episodes=10)
-    evaluation.open(proxima.PPOArgs.of(env_backend=backend), torch.device("cpu"))
     models = []
     for seed in range(3):
         torch.manual_seed(seed)
-        models.append(
-            ActorCritic(NetworkSpec(2, (4,), NetworkSettings(norm_value=False)), CategoricalHead(2))
-        )
+        models.append(ActorCritic(NetworkSpec(logits, (obs,), NetworkSettings(norm_value=False)), head()))
+    return models
+
+
+def _rescored(args, episodes: int, rescore_episodes: int, models: list) -> tuple:
+    """``(evaluation, returns one at a time, returns of Evaluation's rescoring)`` of ``models`` on the
+    rescoring episodes of a run with settings ``args`` and ``episodes`` evaluation envs."""
+    from proxima.callbacks import Evaluation
+    from proxima.evaluate import run_episodes
+
+    evaluation = Evaluation(
+        every=1, episodes=episodes, rescore=len(models), rescore_episodes=rescore_episodes
+    )
+    evaluation.open(args, torch.device("cpu"))
     alone = [
-        run_episodes(m, evaluation.envs, 10, deterministic=True, seed=evaluation.rescore_seed) for m in models
+        run_episodes(m, evaluation.envs, rescore_episodes, deterministic=True, seed=evaluation.rescore_seed)
+        for m in models
     ]
+    return evaluation, alone, evaluation._rescore(models)
+
+
+@pytest.mark.parametrize("backend", ["native", "gymnasium"])
+def test_rescoring_plays_the_candidates_at_once_with_their_returns_one_at_a_time(backend):
+    from proxima.distributions import CategoricalHead
+
+    models = _random_models(2, 4, lambda: CategoricalHead(2))
+    evaluation, alone, together = _rescored(proxima.PPOArgs.of(env_backend=backend), 6, 10, models)
     assert len({tuple(r) for r in alone}) == 3  # three policies that play differently: a mix-up would show
-    together = evaluation._rescore(models)
     assert evaluation.rescore_envs.num_envs == 3 * 6  # one vector env of every candidate's evaluation envs
     for one, batched in zip(alone, together, strict=True):
         np.testing.assert_array_equal(one, batched)
@@ -241,23 +256,12 @@ def test_rescoring_plays_the_candidates_at_once_with_their_returns_one_at_a_time
 def test_rescoring_a_continuous_policy_at_once_gives_its_returns_one_at_a_time_to_float_rounding():
     """A Gaussian's mean goes straight into the env: the batched matmuls' rounding moves the states, and the
     returns, in their last digits (the docs say so)."""
-    from proxima.callbacks import Evaluation
     from proxima.distributions import DiagGaussianHead
-    from proxima.evaluate import run_episodes
-    from proxima.networks import ActorCritic, NetworkSettings, NetworkSpec
 
-    evaluation = Evaluation(every=1, episodes=4, rescore=3, rescore_episodes=4)
-    evaluation.open(proxima.PPOArgs.of(env_id="Pendulum-v1", env_backend="native"), torch.device("cpu"))
-    models = []
-    for seed in range(3):
-        torch.manual_seed(seed)
-        models.append(
-            ActorCritic(NetworkSpec(1, (3,), NetworkSettings(norm_value=False)), DiagGaussianHead(1))
-        )
-    alone = [
-        run_episodes(m, evaluation.envs, 4, deterministic=True, seed=evaluation.rescore_seed) for m in models
-    ]
-    for one, batched in zip(alone, evaluation._rescore(models), strict=True):
+    models = _random_models(1, 3, lambda: DiagGaussianHead(1))
+    args = proxima.PPOArgs.of(env_id="Pendulum-v1", env_backend="native")
+    evaluation, alone, together = _rescored(args, 4, 4, models)
+    for one, batched in zip(alone, together, strict=True):
         np.testing.assert_allclose(batched, one, rtol=1e-6)
     evaluation.close(None)
 
@@ -265,13 +269,9 @@ def test_rescoring_a_continuous_policy_at_once_gives_its_returns_one_at_a_time_t
 def test_rescoring_plays_on_the_backend_of_the_evaluations_whatever_its_env_count():
     """auto takes native Acrobot from 16 envs only: 3 candidates of 8 evaluation envs are 24 envs, which must
     stay Gymnasium's, the evaluations' (other episodes would score another way than one at a time)."""
-    from proxima.callbacks import Evaluation
     from proxima.distributions import CategoricalHead
-    from proxima.evaluate import run_episodes
     from proxima.networks import ActorCritic, NetworkSettings, NetworkSpec
 
-    evaluation = Evaluation(every=1, episodes=8, rescore=3, rescore_episodes=8)
-    evaluation.open(proxima.PPOArgs.of(env_id="Acrobot-v1"), torch.device("cpu"))
     models = []
     for joint, gain in ((4, -1.0), (5, 1.0), (4, -0.5)):  # torque along a joint's velocity: swings up
         model = ActorCritic(
@@ -282,11 +282,9 @@ def test_rescoring_plays_on_the_backend_of_the_evaluations_whatever_its_env_coun
             out.weight.zero_(), out.bias.zero_()
             out.weight[2, joint], out.weight[0, joint] = gain, -gain
         models.append(model)
-    alone = [
-        run_episodes(m, evaluation.envs, 8, deterministic=True, seed=evaluation.rescore_seed) for m in models
-    ]
+    evaluation, alone, together = _rescored(proxima.PPOArgs.of(env_id="Acrobot-v1"), 8, 8, models)
     assert all(len(set(r)) > 1 and r.max() > -500 for r in alone)  # episodes that tell the backends apart
-    for one, batched in zip(alone, evaluation._rescore(models), strict=True):
+    for one, batched in zip(alone, together, strict=True):
         np.testing.assert_array_equal(one, batched)
     evaluation.close(None)
 
