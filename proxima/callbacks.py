@@ -233,7 +233,9 @@ class Evaluation(Callback):
         ]
 
     def _made(self, n: int):
-        """A vector env of ``n`` envs, closed with the evaluation's."""
+        """A vector env of ``n`` envs, closed with the evaluation's (or when a later rescoring makes another)."""
+        if self.rescore_envs is not None:
+            self.rescore_envs.close()
         self.rescore_envs = self.make(n)
         return self.rescore_envs
 
