@@ -6,7 +6,8 @@ Each seed keeps its own ``ActorCritic``, whose parameters and buffers are *views
 batched update writes, the seed's evaluation, checkpoint and saved agent see, and a normalization statistic that a
 seed's model updates in place is the stacked one. Nothing is shared across seeds: each has its own random stream
 (``SeedStreams``), statistics, advantage normalization per minibatch, and gradient-norm clipping
-(``clip_grad_norms``); Adam is elementwise, so one Adam over the stacked tensors steps each seed as its own would.
+(``clip_grad_norms``), and Adam step count (``optim.SeedAdam``: Adam is elementwise, so one Adam over the stacked
+tensors steps each seed as its own would).
 A seed's run is thus the algorithm of a solo run with its seed, on the same env seeds and random draws; only
 the batched kernels round differently (``tests/test_num_seeds.py`` measures by how much).
 """
@@ -28,7 +29,7 @@ from proxima.evaluate import episode_quota, run_episodes
 from proxima.losses import ratio_diagnostics
 from proxima.networks import ActorCritic
 from proxima.normalization import Normalization
-from proxima.optim import Adam
+from proxima.optim import SeedAdam
 from proxima.rollout import RolloutCollector
 from proxima.storage import Batch, RolloutBuffer, minibatches
 from proxima.update import UpdateSettings, grad_stats, minibatch_loss
@@ -365,11 +366,12 @@ def clip_grad_norms(params: list[Tensor], max_norm: float) -> Tensor:
 
 
 def update_seeds(
-    stacked: StackedModels, optimizer: Adam, batch: Batch, settings: UpdateSettings, streams: SeedStreams
+    stacked: StackedModels, optimizer: SeedAdam, batch: Batch, settings: UpdateSettings, streams: SeedStreams
 ) -> list[dict | None]:
     """``proxima.update.update`` for every seed at once: the same epochs of minibatches, each seed's in its own
-    order, one batched loss and backward pass per minibatch. Returns each seed's debug variables (None for a
-    finished seed)."""
+    order, one batched loss and backward pass per minibatch. With ``--target-kl`` a seed whose KL went past it
+    stops its epochs as its solo run would, and the others go on. Returns each seed's debug variables (None
+    for a finished seed)."""
     seeds, size = batch.obs.shape[:2]
     live = [j for j in range(seeds) if j not in stacked.frozen]
     for j in live:
@@ -384,15 +386,6 @@ def update_seeds(
     # a minibatch is gathered from the seeds' samples laid end to end, by each seed's own indices
     flat = [getattr(batch, f.name).flatten(0, 1) for f in dataclasses.fields(Batch)]
     device = batch.obs.device
-    offsets = torch.tensor(live, device=device)[:, None] * size
-    # Only the live seeds are computed with, so a finished seed's gradients are zero; with its Adam moments
-    # zeroed as well, Adam's elementwise step leaves its weights exactly as they are.
-    alive = None if len(live) == seeds else torch.tensor(live, device=device)
-    if alive is not None:
-        finished = torch.tensor(sorted(stacked.frozen), device=device)
-        for state in optimizer.state.values():
-            state["exp_avg"].index_fill_(0, finished, 0.0)
-            state["exp_avg_sq"].index_fill_(0, finished, 0.0)
 
     def loss_of(params, buffers, fields: tuple[Tensor, ...], scale):
         mb = Batch(*fields)  # vmap maps over tensors, tuples and dicts, not dataclasses
@@ -406,37 +399,47 @@ def update_seeds(
         return loss, pg_loss.detach(), v_loss.detach(), ent.detach(), diagnostics
 
     losses_of = vmap(loss_of, in_dims=(0, 0, 0, None if scale is None else 0))
-    losses, grad_norms, clipfracs = [], [], []
+    training = live  # the seeds that go on with this update's epochs
+    steps = []  # each minibatch's seeds, and what it gave them: (seeds, loss, grad norms, outputs)
     for _ in range(settings.update_epochs):
         orders = torch.stack(
-            streams.each(lambda j: torch.stack(minibatches(size, settings.num_minibatches, device)), live)
-        )  # (live seeds, minibatches, minibatch size)
+            streams.each(lambda j: torch.stack(minibatches(size, settings.num_minibatches, device)), training)
+        )  # (training seeds, minibatches, minibatch size)
+        which = torch.tensor(training, device=device)
+        offsets = which[:, None] * size
+        own_scale = None if scale is None else scale[which]
         for k in range(orders.shape[1]):
             index = (orders[:, k] + offsets).flatten()
-            mb = tuple(x.index_select(0, index).view(len(live), -1, *x.shape[1:]) for x in flat)
-            live_scale = scale if alive is None or scale is None else scale[alive]
-            weights = (stacked.params, stacked.buffers) if alive is None else stacked.weights_of(alive)
-            loss, pg_loss, v_loss, ent, diagnostics = losses_of(*weights, mb, live_scale)
+            mb = tuple(x.index_select(0, index).view(len(training), -1, *x.shape[1:]) for x in flat)
+            # Only these seeds are computed with: the others' gradients are zero, and Adam leaves their rows.
+            weights = (
+                (stacked.params, stacked.buffers) if len(training) == seeds else stacked.weights_of(which)
+            )
+            loss, *outputs = losses_of(*weights, mb, own_scale)
             optimizer.zero_grad(set_to_none=True)
             loss.sum().backward()  # each seed's loss reaches its own parameters only
-            if settings.max_grad_norm > 0:
-                grad_norms.append(clip_grad_norms(params, settings.max_grad_norm))
-            optimizer.step()
-            losses.append(loss.detach())
-            clipfracs.append(diagnostics["clipfrac"])
-    stats: list = [None] * seeds
-    clipfrac = torch.stack(clipfracs).mean(0).tolist()
-    last = {
-        "value_loss": v_loss.tolist(),
-        "policy_loss": pg_loss.tolist(),
-        "entropy": ent.tolist(),
-        "old_approx_kl": diagnostics["old_approx_kl"].tolist(),
-        "approx_kl": diagnostics["approx_kl"].tolist(),
+            norms = clip_grad_norms(params, settings.max_grad_norm) if settings.max_grad_norm > 0 else None
+            optimizer.step(training, finished=stacked.frozen)
+            steps.append((training, loss.detach(), norms, outputs))
+        if settings.target_kl is not None:  # detail 13's early stopping, on each seed's last minibatch
+            kl = outputs[-1]["approx_kl"].tolist()
+            training = [j for j, x in zip(training, kl, strict=True) if not x > settings.target_kl]
+            if not training:
+                break
+    return [None if j in stacked.frozen else _seed_stats(steps, j) for j in range(seeds)]
+
+
+def _seed_stats(steps: list[tuple], j: int) -> dict:
+    """Seed ``j``'s debug variables from the minibatches it trained on, as ``proxima.update.update`` gives
+    them: the last one's losses and KL estimates, the mean clip fraction, the largest gradient norm."""
+    taken = [(seeds.index(j), loss, norms, outputs) for seeds, loss, norms, outputs in steps if j in seeds]
+    i, _, _, (pg_loss, v_loss, ent, diagnostics) = taken[-1]
+    return {
+        **grad_stats([loss[i] for i, loss, _, _ in taken], [n[j] for _, _, n, _ in taken if n is not None]),
+        "value_loss": v_loss[i].item(),
+        "policy_loss": pg_loss[i].item(),
+        "entropy": ent[i].item(),
+        "old_approx_kl": diagnostics["old_approx_kl"][i].item(),
+        "approx_kl": diagnostics["approx_kl"][i].item(),
+        "clipfrac": torch.stack([out[3]["clipfrac"][i] for i, _, _, out in taken]).mean().item(),
     }
-    for i, j in enumerate(live):  # i: the seed's place among the live ones, j: among all
-        stats[j] = {
-            **grad_stats([x[i] for x in losses], [x[j] for x in grad_norms]),
-            **{name: values[i] for name, values in last.items()},
-            "clipfrac": clipfrac[i],
-        }
-    return stats

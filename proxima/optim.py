@@ -109,9 +109,79 @@ class Adam:
         }
 
 
-def make_adam(params, lr: float) -> Adam:
-    """Adam with eps=1e-5 rather than PyTorch's 1e-8, as the PPO reference code does (detail 3, SEEDS.md)."""
-    return Adam(params, lr=lr, eps=1e-5)
+class SeedAdam(Adam):
+    """Adam over parameters stacked along a leading axis of ``seeds`` independent agents (``--num-seeds``), with
+    each seed's own step count (``state[p]["step"]`` is ``(seeds,)``): a seed steps only at the minibatches it
+    trains on, and its bias correction goes by its own count, as its solo run's does. Adam is elementwise, so
+    each seed's rows step as its own optimizer would step them (up to the kernel's rounding, which differs
+    between its vectorized body and its tail)."""
+
+    def __init__(self, params: Iterable, lr: float, seeds: int, eps: float):
+        super().__init__(params, lr=lr, eps=eps)
+        self.seeds = seeds
+
+    @torch.no_grad()
+    def step(self, seeds: list[int] | None = None, finished: Iterable[int] = ()) -> None:
+        """Step the rows of ``seeds`` (default: all), whose gradients the last backward pass gave.
+
+        ``finished``: seeds that never step again, whose gradients are zero. Their moments are zeroed, which
+        makes a fused step of every row leave their weights exactly as they are: while the others share one
+        count (no ``--target-kl`` stopped one early), a step stays one call over whole tensors. Otherwise each
+        count's seeds are stepped on their own rows, gathered and written back."""
+        seeds = list(range(self.seeds)) if seeds is None else seeds
+        finished = sorted(finished)
+        params = [p for p in self._params() if p.grad is not None]
+        counts = self._state(params[0])["step"].tolist()  # every parameter of a seed steps with the others
+        by_count: dict[float, list[int]] = {}
+        for j in seeds:
+            by_count.setdefault(counts[j], []).append(j)
+        if len(by_count) == 1 and len(seeds) + len(finished) == self.seeds:
+            if finished:
+                index = torch.tensor(finished, device=params[0].device)
+                for p in params:
+                    self.state[p]["exp_avg"].index_fill_(0, index, 0.0)
+                    self.state[p]["exp_avg_sq"].index_fill_(0, index, 0.0)
+            self._fused(counts[seeds[0]], None)
+        else:
+            for count, rows in by_count.items():
+                self._fused(count, torch.tensor(rows, device=params[0].device))
+        for p in params:
+            self.state[p]["step"][seeds] += 1
+
+    def _fused(self, count: float, rows: Tensor | None) -> None:
+        """One fused Adam step at ``count`` of the rows ``rows`` of every tensor (None: whole tensors)."""
+        for group in self.param_groups:
+            params = [p for p in group["params"] if p.grad is not None]
+            states = [self._state(p) for p in params]
+            parts = [params, [p.grad for p in params], [s["exp_avg"] for s in states]]
+            parts.append([s["exp_avg_sq"] for s in states])
+            if rows is not None:
+                parts = [[x.index_select(0, rows) for x in part] for part in parts]
+            steps = [torch.tensor(count, device=p.device) for p in params]
+            beta1, beta2 = group["betas"]
+            adam(
+                *parts, [], steps, beta1=beta1, beta2=beta2, lr=group["lr"], eps=group["eps"], **ADAM_OPTIONS
+            )
+            if rows is not None:  # the stepped rows written back: weights and moments
+                written = [params, [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states]]
+                for targets, stepped in zip(written, (parts[0], parts[2], parts[3]), strict=True):
+                    for target, part in zip(targets, stepped, strict=True):
+                        target.index_copy_(0, rows, part)
+
+    def _state(self, p: Tensor) -> dict[str, Tensor]:
+        if p not in self.state:
+            super()._state(p)["step"] = torch.zeros(self.seeds, dtype=torch.float32, device=p.device)
+        return self.state[p]
+
+
+ADAM_EPS = 1e-5  # rather than PyTorch's 1e-8, as the PPO reference code does (detail 3, SEEDS.md)
+
+
+def make_adam(params, lr: float, seeds: int | None = None) -> Adam:
+    """Adam with eps=1e-5; ``seeds``: a ``SeedAdam`` over parameters stacked for that many seeds."""
+    if seeds is not None:
+        return SeedAdam(params, lr=lr, seeds=seeds, eps=ADAM_EPS)
+    return Adam(params, lr=lr, eps=ADAM_EPS)
 
 
 def clip_grad_norm(model: nn.Module, max_norm: float) -> torch.Tensor:

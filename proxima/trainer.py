@@ -934,7 +934,9 @@ class SeedGroup:
         self.stacked = StackedModels([r.model for r in runs])
         self.streams = SeedStreams([r.stream for r in runs])
         groups = lead.model.param_groups(args.algorithm.learning_rate, args.algorithm.value_learning_rate)
-        self.optimizer = make_adam(self.stacked.named_groups(groups), args.algorithm.learning_rate)
+        self.optimizer = make_adam(
+            self.stacked.named_groups(groups), args.algorithm.learning_rate, seeds=len(runs)
+        )
         self.model = SeedModel(self.stacked, self.streams, self.rows)
         self.collector = SeedCollector(
             envs, args.algorithm.num_steps, args.algorithm.gamma, self.model, seed=env_seeds
@@ -948,7 +950,7 @@ class SeedGroup:
         saved = own.state_dict()
         stacked = self.optimizer._params()
         saved["state"] = {
-            i: {k: v if k == "step" else v[j] for k, v in self.optimizer.state[p].items()}
+            i: {k: v[j] for k, v in self.optimizer.state[p].items()}
             for i, p in enumerate(stacked)
             if p in self.optimizer.state
         }
@@ -958,15 +960,10 @@ class SeedGroup:
         """After each seed's checkpoint was loaded into its run: the stacked Adam state, the random streams and
         the envs of all seeds, from theirs."""
         stacked = self.optimizer._params()
-        live = [r for r in self.runs if r.index not in self.stacked.frozen]
         for i, p in enumerate(stacked):
             states = [r.optimizer.state_dict()["state"].get(i) for r in self.runs]
             if all(s is not None for s in states):
-                self.optimizer.state[p] = {
-                    "step": live[0].optimizer.state_dict()["state"][i]["step"].clone(),
-                    "exp_avg": torch.stack([s["exp_avg"] for s in states]),
-                    "exp_avg_sq": torch.stack([s["exp_avg_sq"] for s in states]),
-                }
+                self.optimizer.state[p] = {k: torch.stack([s[k] for s in states]) for k in states[0]}
         self.streams.states = [r.stream for r in self.runs]
         shares = [r.collector.loaded for r in self.runs]
         if all(s is not None for s in shares):
@@ -1010,7 +1007,6 @@ def check_seeds(args: PPOArgs, env) -> None:
     refused = (
         (args.network.recurrent, "--recurrent"),
         (args.env.rollout_workers, "--rollout-workers"),
-        (args.algorithm.target_kl is not None, "--target-kl (each seed would stop its epochs apart)"),
         (args.run.track, "--track"),
         (args.env.capture_video, "--capture-video"),
         (

@@ -17,6 +17,7 @@ from proxima.batched import SeedModel, StackedModels
 from proxima.callbacks import Callback
 from proxima.cli import main
 from proxima.errors import UserError
+from proxima.optim import SeedAdam
 
 SMALL = dict(num_envs=8, num_steps=32, num_minibatches=4, update_epochs=2, torch_threads=1, quiet=True,
              plot=False, report=False, checkpoint_every=0)  # fmt: skip
@@ -201,6 +202,36 @@ def test_seeds_that_stop_leave_the_group_and_the_others_go_on(tmp_path, monkeypa
     assert all(torch.equal(group[f"seed2/{key}"], t) for key, t in own.items())
 
 
+def test_target_kl_stops_each_seeds_epochs_as_its_solo_run_does(tmp_path, monkeypatch):
+    """A seed whose KL passed --target-kl stops its epochs and the others go on; each seed's Adam counts its
+    own steps, so its bias correction is its solo run's."""
+    budget = dict(env_id="CartPole-v1", total_timesteps=8 * 32 * 4, target_kl=0.005, learning_rate=0.003,
+                  **{**SMALL, "update_epochs": 4, "checkpoint_every": 1})  # fmt: skip
+    stepped, step = [], SeedAdam.step
+
+    def recorded_step(self, seeds=None, finished=()):
+        stepped.append(tuple(seeds))
+        return step(self, seeds, finished)
+
+    monkeypatch.setattr(SeedAdam, "step", recorded_step)
+    group = tmp_path / "group"
+    proxima.train(num_seeds=3, seed=4, run_dir=str(group), **budget)
+    monkeypatch.undo()
+    assert len(set(stepped)) > 2, "the seeds stopped their epochs together: the test shows nothing"
+    counts = []
+    for seed in (4, 5, 6):
+        solo = tmp_path / f"solo{seed}"
+        proxima.train(seed=seed, run_dir=str(solo), **budget)
+        assert_close(records(group / f"seed{seed}"), records(solo), 4, 1e-3)
+        steps = [
+            load_file(d / "checkpoint.safetensors")["optimizer/state/0/step"]
+            for d in (group / f"seed{seed}", solo)
+        ]
+        assert steps[0].item() == steps[1].item()
+        counts.append(steps[1].item())
+    assert len(set(counts)) > 1  # the seeds took different numbers of steps
+
+
 def test_a_batched_run_killed_with_sigkill_resumes_exactly(tmp_path):
     flags = ["--env-id", "CartPole-v1", "--num-envs", "8", "--num-steps", "32", "--num-minibatches", "4",
              "--total-timesteps", str(8 * 32 * 14), "--checkpoint-every", "1", "--seed", "3", "--num-seeds", "2",
@@ -254,7 +285,6 @@ def test_each_seed_directory_is_an_ordinary_run(tmp_path, capsys):
     "flags, named",
     [
         (["--recurrent", "lstm"], "--recurrent"),
-        (["--target-kl", "0.02"], "--target-kl"),
         (["--rollout-workers", "2"], "--rollout-workers"),
         (["--num-seeds", "0"], "num_seeds must be a positive number"),
     ],
@@ -345,7 +375,11 @@ def test_resume_if_exists_starts_continues_and_returns_a_batched_run(tmp_path, c
 
 @pytest.mark.parametrize(
     "options",
-    [{}, dict(eval_every=1, eval_episodes=4, save_best=True, rescore_best=2, rescore_episodes=6)],
+    [
+        {},
+        dict(eval_every=1, eval_episodes=4, save_best=True, rescore_best=2, rescore_episodes=6),
+        dict(target_kl=0.005, learning_rate=0.003),  # each seed's own count of Adam steps, restored
+    ],
 )
 def test_a_batched_run_resumes_after_one_of_its_seeds_finished(tmp_path, options):
     budget = dict(env_id="CartPole-v1", seed=1, num_seeds=2, total_timesteps=8 * 32 * 4, **SMALL, **options)
