@@ -165,13 +165,13 @@ class StackedModels:
 
 
 def plain_mlps(model: ActorCritic) -> bool:
-    """Whether ``model`` is a flat observation through MLPs of Linear, LayerNorm and activation layers only,
-    which ``StackedModels`` computes with batched matmuls outside vmap."""
+    """Whether ``model`` is a flat observation through MLPs of float32 Linear, LayerNorm and activation layers
+    only, which ``StackedModels`` computes with batched matmuls outside vmap (bf16 layers go through vmap)."""
 
     def plain(layers) -> bool:
         return isinstance(layers, nn.Identity) or (
             isinstance(layers, nn.Sequential)
-            and all(isinstance(m, nn.Linear | nn.LayerNorm) or not list(m.parameters()) for m in layers)
+            and all(type(m) in (nn.Linear, nn.LayerNorm) or not list(m.parameters()) for m in layers)
         )
 
     return (

@@ -72,8 +72,8 @@ def emulation_note(precision: str, device: torch.device) -> list[str]:
         "GPU (bf16 needs compute capability 8.0+)" if device.type == "cuda" else "CPU (no AVX512-BF16 or AMX)"
     )
     return [
-        f"note: --precision bfloat16 on a {hardware} is emulated: the convolutions run several times slower "
-        "than in float32; --precision float32 or auto avoids it"
+        f"note: --precision bfloat16 on a {hardware} is emulated: its products run several times slower than in "
+        "float32; --precision float32 or auto avoids it"
     ]
 
 

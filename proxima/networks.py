@@ -91,20 +91,37 @@ def layer_init(layer: nn.Linear, row_norm: float = math.sqrt(2), bias_const: flo
     return layer
 
 
+class Bf16Linear(nn.Linear):
+    """A hidden layer of an MLP agent trained with ``--precision bfloat16``: its product computes under autocast
+    (bf16 inputs and weights, float32 accumulation) and its output returns to float32, so the weights, their
+    gradients, the activations and Adam stay float32. On a CPU with AVX512-BF16 or AMX the products of large
+    layers take about half the time (benchmarks/mlp_precision.py)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        with torch.autocast(x.device.type, dtype=torch.bfloat16):
+            return super().forward(x).float()
+
+
 def mlp(
-    sizes: list[int], activation: str, out_norm: float | None = None, layer_norm: bool = False
+    sizes: list[int],
+    activation: str,
+    out_norm: float | None = None,
+    layer_norm: bool = False,
+    precision: str = "float32",
 ) -> nn.Sequential:
     """Linear layers through ``sizes``; activation after every layer except a final one given ``out_norm``.
 
     ``layer_norm``: a LayerNorm between each hidden layer and its activation (Ba et al. 2016 normalize the
     summed inputs, before the nonlinearity). It draws no random numbers, so the Linear layers' weights are
-    those of the network without it."""
+    those of the network without it. ``precision`` ``"bfloat16"``: the hidden layers are ``Bf16Linear``s (an
+    output layer given ``out_norm`` stays float32: it is small, and a value rounded to 8 bits would be noisy)."""
     check_activation(activation)
     act, gain = ACTIVATIONS[activation_name(activation)], hidden_gain(activation)
     layers: list[nn.Module] = []
     for i, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:], strict=False)):
         last = out_norm is not None and i == len(sizes) - 2
-        layers.append(layer_init(nn.Linear(fan_in, fan_out), out_norm if last else gain))
+        linear = Bf16Linear if precision == "bfloat16" and not last else nn.Linear
+        layers.append(layer_init(linear(fan_in, fan_out), out_norm if last else gain))
         if not last:
             if layer_norm:
                 layers.append(nn.LayerNorm(fan_out))
@@ -170,10 +187,11 @@ class NetworkSettings:
     bounds) or beta (a Beta per component, stretched to the bounds, which must be finite: every draw is a valid
     action, and the log-probs are those of the actions taken). The other action spaces have one each"""
     precision: Literal["float32", "bfloat16", "auto"] = "float32"
-    """what a CNN encoder's convolutions compute in: bfloat16 runs them under autocast (float32 weights,
-    gradients, 512-unit layer, heads and losses); auto picks bfloat16 where the hardware computes it natively (a
-    CPU with AVX512-BF16 or AMX, a GPU of compute capability 8.0+) and float32 elsewhere, and float32 for
-    agents without a CNN. docs/ATARI.md has the speed and learning measured"""
+    """what the bulk of the network computes in: bfloat16 runs a CNN encoder's convolutions, or for an agent
+    without images its MLPs' hidden layers, under autocast (bf16 products; float32 weights, gradients, output
+    layers, losses and Adam); auto picks bfloat16 for a CNN where the hardware computes it natively (a CPU with
+    AVX512-BF16 or AMX, a GPU of compute capability 8.0+), and float32 elsewhere and for agents without a CNN.
+    docs/ATARI.md and docs/NETWORKS.md have the speed and learning measured"""
 
     def validate(self) -> None:
         """Raise a ``UserError`` naming the first bad value and what is accepted."""
@@ -319,18 +337,23 @@ class ActorCritic(nn.Module):
         critic_features = features if self.critic_encoder is None else self.critic_encoder.features_dim
         critic_sizes = [critic_features, *(net.critic_hidden_sizes or net.hidden_sizes)]
         critic_activation = net.critic_activation or net.activation
+        # --precision bfloat16 is the convolutions' where there are images, else the MLPs'
+        precision = "float32" if full.has_images else net.precision
         if net.shared_network:
-            self.trunk = mlp(sizes, net.activation, layer_norm=net.layer_norm)
+            self.trunk = mlp(sizes, net.activation, layer_norm=net.layer_norm, precision=precision)
             self.actor = layer_init(nn.Linear(sizes[-1], spec.logits_dim), 0.01)
             self.critic = layer_init(nn.Linear(sizes[-1], 1), 1.0) if spec.has_critic else None
         else:
             self.trunk = nn.Identity()
             count = 1 if self.group_of_agent is None else int(self.group_of_agent.max()) + 1
-            self.actor = grouped([mlp([*sizes, spec.logits_dim], net.activation, 0.01, net.layer_norm)
+            self.actor = grouped([mlp([*sizes, spec.logits_dim], net.activation, 0.01, net.layer_norm, precision)
                                   for _ in range(count)])  # fmt: skip
             self.critic = (
                 grouped(
-                    [mlp([*critic_sizes, 1], critic_activation, 1.0, net.layer_norm) for _ in range(count)]
+                    [
+                        mlp([*critic_sizes, 1], critic_activation, 1.0, net.layer_norm, precision)
+                        for _ in range(count)
+                    ]
                 )
                 if spec.has_critic
                 else None
