@@ -30,8 +30,8 @@ from proxima.losses import ratio_diagnostics
 from proxima.networks import ActorCritic
 from proxima.normalization import Normalization
 from proxima.optim import SeedAdam
-from proxima.rollout import RolloutCollector
-from proxima.storage import Batch, RolloutBuffer, minibatches
+from proxima.rollout import RecurrentCollector, RolloutCollector
+from proxima.storage import Batch, RolloutBuffer, SequenceBatch, minibatches
 from proxima.update import UpdateSettings, grad_stats, minibatch_loss
 
 
@@ -64,9 +64,14 @@ class _Calls(nn.Module):
         super().__init__()
         self.model = model
 
-    def forward(self, method: str, obs: Tensor, actions: Tensor | None = None):
+    def forward(self, method: str, obs: Tensor, actions: Tensor | None = None, memory: tuple | None = None):
+        # memory: a recurrent agent's (starts, h, c), its sequences' episode starts and memory before them
         if method == "evaluate":
-            return self.model.evaluate(obs, actions)
+            sequences = None if memory is None else (memory[0], memory[1:])
+            return self.model.evaluate(obs, actions, sequences)
+        if method == "sequence":  # logits, values and memory after the steps
+            logits, values, (h, c) = self.model.forward_sequence(obs, memory[0], memory[1:])
+            return logits, values, h, c
         return getattr(self.model, method)(obs)  # forward, value or logits
 
 
@@ -91,23 +96,33 @@ class StackedModels:
                 module.memory_format = torch.contiguous_format
         self._value_std = self.buffers.get("model.normalization.value_std")
         self.plain = plain_mlps(models[0])
+        self._base.model.lstm_by_steps = True  # nn.LSTM's fused kernel has no vmap batching rule
         self._frozen: set[int] = set()
 
     def __len__(self) -> int:
         return len(self.models)
 
-    def call(self, method: str, obs: Tensor, actions: Tensor | None = None, weights: tuple | None = None):
+    def call(
+        self,
+        method: str,
+        obs: Tensor,
+        actions: Tensor | None = None,
+        weights: tuple | None = None,
+        memory: tuple | None = None,
+    ):
         """``model.METHOD(obs[j], actions[j])`` of every seed ``j`` at once; ``obs`` is ``(N, B, ...)``.
-        ``weights``: ``weights_of(seeds)``, to compute for those seeds only (``obs`` then theirs)."""
+        ``weights``: ``weights_of(seeds)``, to compute for those seeds only (``obs`` then theirs). ``memory``:
+        a recurrent agent's ``(starts, h, c)``, each with the seeds first (method ``sequence``, or
+        ``evaluate`` of sequences)."""
         params, buffers = weights or (self.params, self.buffers)
         if self.plain and method != "evaluate" and not torch.is_grad_enabled():
             return self._plain_call(method, obs, params, buffers)
 
-        def one(params, buffers, o, a):
-            return functional_call(self._base, (params, buffers), (method, o, a), tie_weights=False)
+        def one(params, buffers, o, a, m):
+            return functional_call(self._base, (params, buffers), (method, o, a, m), tie_weights=False)
 
-        in_dims = (0, 0, 0, None if actions is None else 0)
-        return vmap(one, in_dims=in_dims)(params, buffers, obs, actions)
+        in_dims = (0, 0, 0, None if actions is None else 0, None if memory is None else 0)
+        return vmap(one, in_dims=in_dims)(params, buffers, obs, actions, memory)
 
     def weights_of(self, seeds: Tensor) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
         """The parameters and buffers of ``seeds`` (indices), stacked as ``call`` takes them."""
@@ -272,7 +287,10 @@ class SeedModel:
         return live if not len(self._done) else torch.cat([live, finished]).index_select(0, self._order)
 
     def act(self, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        logits, values = self._call("forward", obs)
+        return self._draw(*self._call("forward", obs), obs)
+
+    def _draw(self, logits: Tensor, values: Tensor, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Actions, log-probs and values of all rows from the live seeds' logits and values."""
         models, place = self.stacked.models, self._place
         # each seed's own head: a Gaussian's log-std is one of the seed's parameters
         drawn = self.streams.each(lambda j: models[j].head.sample(logits[place[j]]), self.live)
@@ -290,23 +308,61 @@ class SeedModel:
     def value(self, obs: Tensor) -> Tensor:
         return self._all_rows(self._call("value", obs).flatten(), self._zeros)
 
+    # --- a recurrent agent's (--recurrent lstm), whose memory the collector carries for all rows: (h, c), each
+    # (layers, rows of all seeds, hidden). Every seed goes through the LSTM, only the live ones' draws count.
+    def initial_memory(self, n: int, device=None) -> tuple[Tensor, Tensor]:
+        return self.stacked.models[0].initial_memory(n, device)
+
+    def _live(self, x: Tensor) -> Tensor:
+        return x if self._pick is None else x[self._pick]
+
+    def act_recurrent(self, obs: Tensor, starts: Tensor, memory) -> tuple[Tensor, Tensor, Tensor, tuple]:
+        logits, values, memory = _one_step(self.stacked, obs, starts, memory, self.rows)
+        return *self._draw(self._live(logits), self._live(values), obs), memory
+
+    def recurrent_values(self, obs: Tensor, starts: Tensor | None, memory) -> Tensor:
+        """The values of all rows after ``memory``, reset where ``starts`` (None: nowhere)."""
+        starts = torch.zeros(obs.shape[0], device=obs.device) if starts is None else starts
+        values = _one_step(self.stacked, obs, starts, memory, self.rows)[1]
+        return self._all_rows(self._live(values).flatten(), self._zeros)
+
+
+def _one_step(stacked: StackedModels, obs: Tensor, starts: Tensor, memory, rows: int):
+    """One step of every seed's recurrent model on its rows (seed-major): logits ``(N, rows, ...)``, values
+    ``(N, rows)``, and the memory after it, laid out as ``memory`` is (``(layers, N * rows, hidden)`` each)."""
+    n = len(stacked)
+    by_seed = (m.view(m.shape[0], n, rows, -1).transpose(0, 1) for m in memory)
+    logits, values, h, c = stacked.call(
+        "sequence", obs.view(n, 1, rows, *obs.shape[1:]), memory=(starts.view(n, 1, rows), *by_seed)
+    )
+    return logits[:, 0], values[:, 0], tuple(m.transpose(0, 1).flatten(1, 2) for m in (h, c))
+
 
 class _Policies:
     """What ``run_episodes`` plays with: several models' deterministic policies over their rows (``rows`` each,
     in model order), each normalizing with its own frozen statistics."""
 
-    lstm = None
-
     def __init__(self, models: list[ActorCritic], rows: int):
         self.stacked = StackedModels(models, share=False)
         self.rows = rows
         self.normalization = _Normalizations([m.normalization for m in models], rows, lambda: set())
+        self.lstm = models[0].lstm
 
     @torch.no_grad()
     def predict(self, obs: Tensor, deterministic: bool = True) -> Tensor:
         obs = self.normalization.obs(obs)
         logits = self.stacked.call("logits", obs.view(len(self.stacked), self.rows, *obs.shape[1:]))
         return self.stacked.head.mode(logits.flatten(0, 1))
+
+    def initial_memory(self, n: int, device=None) -> tuple[Tensor, Tensor]:
+        return self.stacked.models[0].initial_memory(n, device)
+
+    @torch.no_grad()
+    def predict_recurrent(self, obs: Tensor, starts: Tensor, memory, deterministic: bool = True):
+        logits, _, memory = _one_step(
+            self.stacked, self.normalization.obs(obs), starts.float(), memory, self.rows
+        )
+        return self.stacked.head.mode(logits.flatten(0, 1)), memory
 
 
 def deterministic_returns(
@@ -341,17 +397,32 @@ class SeedCollector(RolloutCollector):
         return model.value(model.normalization.obs(final_obs))[rows]
 
 
-def seed_batches(buf: RolloutBuffer, advantages: Tensor, returns: Tensor, seeds: int) -> Batch:
+class SeedRecurrentCollector(SeedCollector, RecurrentCollector):
+    """``SeedCollector`` of a recurrent agent: the memory of all seeds' envs, each seed's rows through its own
+    LSTM; all rows are valued after the memory, and the truncated ones kept."""
+
+    def _final_values(self, model: SeedModel, final_obs: Tensor, rows: Tensor) -> Tensor:
+        return model.recurrent_values(model.normalization.obs(final_obs), None, self.memory)[rows]
+
+    def _values(self, model: SeedModel, obs: Tensor) -> Tensor:
+        return model.recurrent_values(obs, self.next_done, self.memory)
+
+
+def seed_batches(
+    buf: RolloutBuffer, advantages: Tensor, returns: Tensor, seeds: int, sequences: bool = False
+):
     """The rollout as each seed's flat batch, stacked: every field ``(N, T * E, ...)``, seed ``j``'s samples in
-    the order of its solo run's ``RolloutBuffer.flatten``."""
+    the order of its solo run's ``RolloutBuffer.flatten``. ``sequences``: as each seed's ``SequenceBatch``
+    (a recurrent agent's), stacked: every field ``(N, T, E, ...)``, the memory ``(N, layers, E, hidden)``."""
 
-    def per_seed(x: Tensor) -> Tensor:
+    def per_seed(x: Tensor) -> Tensor:  # (T, N * E, ...) -> (N, T, E, ...)
         steps, rows = x.shape[:2]
-        return x.view(steps, seeds, rows // seeds, *x.shape[2:]).transpose(0, 1).flatten(1, 2)
+        return x.view(steps, seeds, rows // seeds, *x.shape[2:]).transpose(0, 1)
 
-    return Batch(
-        *(per_seed(x) for x in (buf.obs, buf.actions, buf.logprobs, buf.values, advantages, returns))
-    )
+    parts = [per_seed(x) for x in (buf.obs, buf.actions, buf.logprobs, buf.values, advantages, returns)]
+    if not sequences:
+        return Batch(*(x.flatten(1, 2) for x in parts))
+    return SequenceBatch(*parts, starts=per_seed(buf.dones), memory=tuple(per_seed(m) for m in buf.memory))
 
 
 def clip_grad_norms(params: list[Tensor], max_norm: float) -> Tensor:
@@ -372,25 +443,31 @@ def update_seeds(
     order, one batched loss and backward pass per minibatch. With ``--target-kl`` a seed whose KL went past it
     stops its epochs as its solo run would, and the others go on. Returns each seed's debug variables (None
     for a finished seed)."""
-    seeds, size = batch.obs.shape[:2]
+    sequences = isinstance(batch, SequenceBatch)
+    # A minibatch is gathered from the seeds' units (samples; a recurrent agent's env sequences, on the axis
+    # after the steps) laid end to end, by each seed's own indices.
+    axis = 2 if sequences else 1
+    seeds, size = batch.obs.shape[0], batch.obs.shape[axis]
     live = [j for j in range(seeds) if j not in stacked.frozen]
     for j in live:
         stacked.models[j].update_value_normalization(batch.returns[j], settings.value_norm_horizon)
     scale = stacked.value_scale()
     if scale is not None:
-        batch = dataclasses.replace(
-            batch, values=batch.values / scale[:, None], returns=batch.returns / scale[:, None]
-        )
+        per_seed = scale.view(-1, *[1] * (batch.values.dim() - 1))
+        batch = dataclasses.replace(batch, values=batch.values / per_seed, returns=batch.returns / per_seed)
     has_critic = stacked.models[0].critic is not None
     params = list(stacked.params.values())
-    # a minibatch is gathered from the seeds' samples laid end to end, by each seed's own indices
-    flat = [getattr(batch, f.name).flatten(0, 1) for f in dataclasses.fields(Batch)]
+    fields = [getattr(batch, f.name) for f in dataclasses.fields(Batch)]
+    if sequences:  # each env sequence's episode starts and its memory before the rollout go with it
+        fields += [batch.starts, *batch.memory]
+    units = [x.movedim(axis, 1).flatten(0, 1) for x in fields]
     device = batch.obs.device
 
     def loss_of(params, buffers, fields: tuple[Tensor, ...], scale):
-        mb = Batch(*fields)  # vmap maps over tensors, tuples and dicts, not dataclasses
+        mb = Batch(*fields[:6])  # vmap maps over tensors, tuples and dicts, not dataclasses
+        memory = fields[6:] or None  # (starts, h, c)
         logprobs, entropy, values = functional_call(
-            stacked._base, (params, buffers), ("evaluate", mb.obs, mb.actions), tie_weights=False
+            stacked._base, (params, buffers), ("evaluate", mb.obs, mb.actions, memory), tie_weights=False
         )
         loss, pg_loss, v_loss, ent = minibatch_loss(
             logprobs, entropy, values, mb, settings, scale, has_critic
@@ -410,7 +487,9 @@ def update_seeds(
         own_scale = None if scale is None else scale[which]
         for k in range(orders.shape[1]):
             index = (orders[:, k] + offsets).flatten()
-            mb = tuple(x.index_select(0, index).view(len(training), -1, *x.shape[1:]) for x in flat)
+            mb = tuple(
+                x.index_select(0, index).view(len(training), -1, *x.shape[1:]).movedim(1, axis) for x in units
+            )
             # Only these seeds are computed with: the others' gradients are zero, and Adam leaves their rows.
             weights = (
                 (stacked.params, stacked.buffers) if len(training) == seeds else stacked.weights_of(which)

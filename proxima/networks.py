@@ -129,6 +129,34 @@ def mlp(
     return nn.Sequential(*layers)
 
 
+def lstm_by_steps(
+    lstm: nn.LSTM, x: Tensor, starts: Tensor, h: Tensor, c: Tensor
+) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+    """``lstm`` over ``x`` ``(T, E, features)`` from the memory ``(h, c)`` (each ``(layers, E, hidden)``), zeroed
+    for each env where ``starts[t]`` is 1, as ``ActorCritic.forward_sequence`` runs it: nn.LSTM's equations written
+    out one step at a time. ``torch.func.vmap`` has no batching rule for nn.LSTM's fused kernel, but batches
+    these ops over the stacked LSTMs of ``--num-seeds``; they round differently from the kernel."""
+    outputs, size = [], lstm.hidden_size
+    weights = [[getattr(lstm, f"{name}_l{k}") for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+               for k in range(lstm.num_layers)]  # fmt: skip
+    # the first layer's input products (and both biases) for every step at once; the others depend on the step
+    # before. As few ops a step as can be: under vmap each op costs far more than its arithmetic.
+    w_ih, _, b_ih, b_hh = weights[0]
+    # (unbind and chunk, not indexing: each index's backward would allocate the whole tensor's gradient)
+    first = torch.addmm(b_ih + b_hh, x.flatten(0, 1), w_ih.t()).view(*x.shape[:2], -1).unbind(0)
+    hs, cs, keeps = list(h.unbind(0)), list(c.unbind(0)), (1.0 - starts).unsqueeze(-1).unbind(0)
+    for t, keep in enumerate(keeps):
+        inputs = None
+        for k, (w_ih, w_hh, b_ih, b_hh) in enumerate(weights):
+            projected = first[t] if k == 0 else torch.addmm(b_ih + b_hh, inputs, w_ih.t())
+            gates = torch.addmm(projected, hs[k] * keep, w_hh.t())
+            i, f, _, o = torch.sigmoid(gates).chunk(4, dim=-1)
+            cs[k] = torch.addcmul(f * (cs[k] * keep), i, torch.tanh(gates[..., 2 * size : 3 * size]))
+            hs[k] = inputs = o * torch.tanh(cs[k])
+        outputs.append(inputs)
+    return torch.stack(outputs), (torch.stack(hs), torch.stack(cs))
+
+
 @read_only
 @dataclass(frozen=True)
 class NetworkSettings:
@@ -293,6 +321,9 @@ class ActorCritic(nn.Module):
     By default they are separate ``hidden_sizes`` MLPs (detail 13, docs/SEEDS.md: better on simple envs); with
     ``shared=True`` they share one trunk and differ only in their output layers.
     """
+
+    # --num-seeds: the LSTM's recurrence in plain torch ops (``lstm_by_steps``), which vmap batches over seeds
+    lstm_by_steps = False
 
     def __init__(self, spec: NetworkSpec, head: Head):
         super().__init__()
@@ -485,16 +516,20 @@ class ActorCritic(nn.Module):
         steps, envs = starts.shape
         x = self.encoder.forward(self._actor_input(obs).flatten(0, 1)).view(steps, envs, -1)
         h, c = memory
-        # The memory is zeroed where an episode starts, so the sequence is cut there; each piece between cuts
-        # is one call of the LSTM, which runs its steps in C++ (a step-by-step Python loop is 10x slower).
-        # (a rollout step is one piece: no search, and no sync, on the per-step path)
-        cuts = (starts[1:].sum(1) > 0).nonzero().flatten().add(1).tolist() if steps > 1 else []
-        outputs = []
-        for a, b in zip([0, *cuts], [*cuts, steps], strict=True):
-            keep = (1.0 - starts[a]).view(1, -1, 1)
-            out, (h, c) = self.lstm(x[a:b], (h * keep, c * keep))
-            outputs.append(out)
-        features = forward_skipping_hooks(self.trunk, torch.cat(outputs))
+        if self.lstm_by_steps:
+            out, (h, c) = lstm_by_steps(self.lstm, x, starts, h, c)
+        else:
+            # The memory is zeroed where an episode starts, so the sequence is cut there; each piece between
+            # cuts is one call of the LSTM, which runs its steps in C++ (a step-by-step Python loop is 10x
+            # slower). (a rollout step is one piece: no search, and no sync, on the per-step path)
+            cuts = (starts[1:].sum(1) > 0).nonzero().flatten().add(1).tolist() if steps > 1 else []
+            outputs = []
+            for a, b in zip([0, *cuts], [*cuts, steps], strict=True):
+                keep = (1.0 - starts[a]).view(1, -1, 1)
+                out, (h, c) = self.lstm(x[a:b], (h * keep, c * keep))
+                outputs.append(out)
+            out = torch.cat(outputs)
+        features = forward_skipping_hooks(self.trunk, out)
         logits = self._masked(self._through(self.actor, features, obs), obs)
         return logits, self._value(features, obs), (h, c)
 

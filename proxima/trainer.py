@@ -873,22 +873,27 @@ class _SeedRows:
         self.loaded = None
 
 
-def _rows_of(tree, rows: slice):
+# the parts of a collector's state whose rows are not on their first axis: a recurrent agent's memory is
+# (layers, rows, hidden)
+_ROW_AXIS = {"memory_h": 1, "memory_c": 1}
+
+
+def _rows_of(tree, rows: slice, axis: int = 0):
     """``tree`` (a collector's state) with each tensor cut to ``rows`` (None: a part of it is not per row)."""
     if tree is None:
         return None
     if isinstance(tree, torch.Tensor):
-        return tree[rows] if tree.dim() else None
-    parts = {key: _rows_of(value, rows) for key, value in tree.items()}
+        return tree.narrow(axis, rows.start, rows.stop - rows.start) if tree.dim() else None
+    parts = {key: _rows_of(value, rows, _ROW_AXIS.get(key, 0)) for key, value in tree.items()}
     return None if any(v is None for v in parts.values()) else parts
 
 
-def _joined(trees: list):
+def _joined(trees: list, axis: int = 0):
     """The seeds' shares of a collector's state, joined again (``_rows_of``'s inverse)."""
     first = trees[0]
     if isinstance(first, torch.Tensor):
-        return torch.cat(trees)
-    return {key: _joined([t[key] for t in trees]) for key in first}
+        return torch.cat(trees, dim=axis)
+    return {key: _joined([t[key] for t in trees], _ROW_AXIS.get(key, 0)) for key in first}
 
 
 class SeedRun(Run):
@@ -926,7 +931,13 @@ class SeedGroup:
     callbacks stay in its ``SeedRun``."""
 
     def __init__(self, runs: list[SeedRun], envs, env_seeds: list[int]):
-        from proxima.batched import SeedCollector, SeedModel, SeedStreams, StackedModels
+        from proxima.batched import (
+            SeedCollector,
+            SeedModel,
+            SeedRecurrentCollector,
+            SeedStreams,
+            StackedModels,
+        )
 
         self.runs, self.envs = runs, envs
         lead = runs[0]
@@ -939,7 +950,8 @@ class SeedGroup:
             self.stacked.named_groups(groups), args.algorithm.learning_rate, seeds=len(runs)
         )
         self.model = SeedModel(self.stacked, self.streams, self.rows)
-        self.collector = SeedCollector(
+        collector = SeedRecurrentCollector if args.network.recurrent else SeedCollector
+        self.collector = collector(
             envs, args.algorithm.num_steps, args.algorithm.gamma, self.model, seed=env_seeds
         )
         for j, run in enumerate(runs):
@@ -990,7 +1002,7 @@ class SeedGroup:
         for group, own in zip(self.optimizer.param_groups, lead.optimizer.param_groups, strict=True):
             group["lr"] = own["lr"]
         buf, advantages, returns = rollout(self.collector, self.model, lead.args, lead.updates_done + 1)
-        batch = seed_batches(buf, advantages, returns, len(self.runs))
+        batch = seed_batches(buf, advantages, returns, len(self.runs), sequences=lead.args.network.recurrent)
         stats = update_seeds(self.stacked, self.optimizer, batch, lead.settings, self.streams)
         results: list[UpdateResult | None] = [None] * len(self.runs)
         for run in live:
@@ -1006,7 +1018,6 @@ class SeedGroup:
 def check_seeds(args: PPOArgs, env) -> None:
     """What a batched run (``--num-seeds``) cannot do yet, refused in one line each."""
     refused = (
-        (args.network.recurrent, "--recurrent"),
         (args.env.rollout_workers, "--rollout-workers"),
         (args.run.track, "--track"),
         (args.env.capture_video, "--capture-video"),

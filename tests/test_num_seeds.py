@@ -59,6 +59,22 @@ def assert_close(batched: list[dict], solo: list[dict], updates: int, rel: float
         ),
         # a Gaussian's log-std is a parameter of each seed: every seed samples with its own
         ("Pendulum-v1", dict(norm_obs=True, norm_reward=True, norm_value=True, clip_vloss=True), 4),
+        # an LSTM, through vmap as nn.LSTM's equations step by step: rollouts, sequence minibatches,
+        # evaluations and rescoring
+        (
+            "CartPole-v1",
+            dict(
+                recurrent="lstm",
+                lstm_hidden_size=16,
+                norm_obs=True,
+                eval_every=2,
+                eval_episodes=8,
+                save_best=True,
+                rescore_best=2,
+                rescore_episodes=10,
+            ),
+            4,
+        ),  # fmt: skip
     ],
 )
 def test_each_seed_follows_its_solo_run(tmp_path, env, options, updates):
@@ -202,6 +218,20 @@ def test_seeds_that_stop_leave_the_group_and_the_others_go_on(tmp_path, monkeypa
     assert all(torch.equal(group[f"seed2/{key}"], t) for key, t in own.items())
 
 
+def test_a_recurrent_seeds_checkpoint_holds_its_own_memory_and_continues_alone(tmp_path):
+    budget = dict(
+        env_id="CartPole-v1", recurrent="lstm", lstm_hidden_size=16, **{**SMALL, "checkpoint_every": 1}
+    )
+    group, solo = tmp_path / "group", tmp_path / "solo"
+    proxima.train(num_seeds=2, seed=1, run_dir=str(group), total_timesteps=8 * 32 * 2, **budget)
+    memory = load_file(group / "seed2" / "checkpoint.safetensors")["collector/memory_h"]
+    assert memory.shape == (1, 8, 16)  # (layers, the seed's envs, hidden)
+    proxima.resume(str(group / "seed2"), total_timesteps=8 * 32 * 4, quiet=True)
+    proxima.train(seed=2, run_dir=str(solo), total_timesteps=8 * 32 * 2, **budget)  # the same schedules
+    proxima.resume(str(solo), total_timesteps=8 * 32 * 4, quiet=True)
+    assert_close(records(group / "seed2"), records(solo), 4, 1e-5)
+
+
 def test_target_kl_stops_each_seeds_epochs_as_its_solo_run_does(tmp_path, monkeypatch):
     """A seed whose KL passed --target-kl stops its epochs and the others go on; each seed's Adam counts its
     own steps, so its bias correction is its solo run's."""
@@ -284,7 +314,6 @@ def test_each_seed_directory_is_an_ordinary_run(tmp_path, capsys):
 @pytest.mark.parametrize(
     "flags, named",
     [
-        (["--recurrent", "lstm"], "--recurrent"),
         (["--rollout-workers", "2"], "--rollout-workers"),
         (["--num-seeds", "0"], "num_seeds must be a positive number"),
     ],
@@ -379,6 +408,7 @@ def test_resume_if_exists_starts_continues_and_returns_a_batched_run(tmp_path, c
         {},
         dict(eval_every=1, eval_episodes=4, save_best=True, rescore_best=2, rescore_episodes=6),
         dict(target_kl=0.005, learning_rate=0.003),  # each seed's own count of Adam steps, restored
+        dict(recurrent="lstm", lstm_hidden_size=16),  # and its envs' LSTM memory
     ],
 )
 def test_a_batched_run_resumes_after_one_of_its_seeds_finished(tmp_path, options):
