@@ -451,6 +451,7 @@ SOLVE_EPISODES = 100
 def cmd_eval(argv: list[str]) -> int:
     from proxima.agent import load
     from proxima.config import parse_env_kwargs
+    from proxima.envs.registry import FEATURES
     from proxima.envs.selfplay import is_selfplay_id
     from proxima.evaluate import evaluate, save_evaluation
 
@@ -462,10 +463,13 @@ def cmd_eval(argv: list[str]) -> int:
     if is_selfplay_id(agent.env_id) and args.env_id is None:
         raise UserError(f"{agent.env_id} is played against an opponent: give --opponent random|lookahead")
     video_dir = os.path.join(args.run_dir, files.EVAL_VIDEOS) if args.video else None
-    returns = evaluate(
-        agent, args.episodes, deterministic=args.deterministic, seed=args.seed, video_dir=video_dir,
-        env_id=args.env_id, env_kwargs=env_kwargs,
-    )  # fmt: skip
+    try:
+        returns = evaluate(
+            agent, args.episodes, deterministic=args.deterministic, seed=args.seed, video_dir=video_dir,
+            env_id=args.env_id, env_kwargs=env_kwargs,
+        )  # fmt: skip
+    except UserError as e:  # a backend that cannot record names train's flag; this command's is --video
+        raise UserError(str(e).replace(FEATURES["video"], "--video")) from None
     videos = sorted(f for f in os.listdir(video_dir) if f.endswith(".mp4")) if video_dir else []
     save_evaluation(args.run_dir, returns, deterministic=args.deterministic, seed=args.seed,
                     videos=[os.path.join(files.EVAL_VIDEOS, f) for f in videos])  # fmt: skip

@@ -220,6 +220,7 @@ class WorkerPool:
                 asynchronous=args.env.async_envs,
                 num_envs=args.env.num_envs,
                 env_kwargs=bool(args.env.env_kwargs),
+                suggest=False,  # what a game backend offers instead of --async-envs is these workers
             )
         self.env = env
         self.ray, self.args = ray, args.replace(env_backend=backend)

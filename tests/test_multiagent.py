@@ -161,6 +161,27 @@ def test_a_flag_a_many_agent_backend_cannot_do_is_refused_by_name_not_as_an_unkn
     assert not out and not os.path.exists(tmp_path / "run")
 
 
+def test_a_refusal_names_the_flag_of_its_command_and_suggests_only_what_the_run_lacks(tmp_path, capsys):
+    # with --rollout-workers the games already run in Ray processes: the refusal of --async-envs says drop it
+    argv = ["train", "--env-id", "vmas:navigation", "--async-envs", "--rollout-workers", "2", "--num-envs", "4",
+            "--num-steps", "10", "--total-timesteps", "1000", "--quiet", "--run-dir", str(tmp_path / "w")]  # fmt: skip
+    assert proxima.cli.main(argv) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "proxima train: error: the vmas backend cannot do --async-envs, and it is the only one that runs "
+        "'vmas:navigation'; drop --async-envs"
+    ]
+    # proxima eval records video with --video, not --capture-video
+    run_dir = tmp_path / "run"
+    proxima.train(env_id="vmas:navigation", num_envs=2, num_steps=10, total_timesteps=20, run_dir=str(run_dir),
+                  quiet=True, report=False, plot=False)  # fmt: skip
+    assert proxima.cli.main(["eval", str(run_dir), "--video", "--episodes", "2"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "proxima eval: error: the vmas backend cannot do --video, and it is the only one that runs "
+        "'vmas:navigation'; drop --video"
+    ]
+    assert not (run_dir / "eval-videos").exists()
+
+
 def test_a_team_reward_is_the_mean_over_the_agents_present():
     from proxima.rollout import team_reward_of
 

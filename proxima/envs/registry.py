@@ -99,10 +99,10 @@ def get_backend(name: str) -> Backend:
     return _BACKENDS[name]
 
 
-def _refusal(backend: Backend, env_id: str, feature: str) -> UserError:
+def _refusal(backend: Backend, env_id: str, feature: str, suggest: bool = True) -> UserError:
     flag = FEATURES[feature]
     if backend.exclusive:
-        instead = backend.instead.get(feature)
+        instead = backend.instead.get(feature) if suggest else None
         return UserError(
             f"the {backend.name} backend cannot do {flag}, and it is the only one that runs {env_id!r}; drop "
             f"{flag}" + (f", or {instead}" if instead else "")
@@ -119,11 +119,13 @@ def resolve_backend(
     video: bool = False,
     num_envs: int | None = None,
     env_kwargs: bool = False,
+    suggest: bool = True,
 ) -> str:
     """The backend that runs ``env_id``: ``backend`` itself unless it is ``auto``, which takes the most
     recently registered backend that handles the id, supports what is asked for, and is meant for
     ``num_envs`` envs (None: any count). An ``exclusive`` backend that handles the id is the only choice:
-    a feature it lacks is refused (``UserError``), not passed on to a backend that cannot run the id."""
+    a feature it lacks is refused (``UserError``), not passed on to a backend that cannot run the id; the
+    refusal names what the backend offers instead, unless ``suggest`` is False (a run that uses it already)."""
     if backend != "auto":
         return get_backend(backend).name
     asked = (("asynchronous", asynchronous), ("video", video), ("env_kwargs", env_kwargs))
@@ -134,7 +136,7 @@ def resolve_backend(
         if candidate.exclusive and candidate.handles(env_id):
             lacking = [name for name, on in asked if on and name not in candidate.features]
             if lacking:
-                raise _refusal(candidate, env_id, lacking[0])
+                raise _refusal(candidate, env_id, lacking[0], suggest)
             return candidate.name  # below its min_envs, but no other backend runs the id
     raise UserError(
         f"no env backend handles {env_id!r} with {', '.join(FEATURES[w] for w in sorted(wanted))}"
