@@ -262,8 +262,7 @@ def resuming(
     args = saved.replace(run_dir=run_dir, quiet=quiet).validate()
     env = _env_of(args, env, what=run_dir)
     device, notes = _setup(args)
-    # Gymnasium's recorder numbers a new process's episodes from 0 again: keep the earlier videos apart.
-    envs = _make_envs(args, run_dir, device, env, video_subdir=f"resumed-after-update-{meta['update']}")
+    envs = _make_envs(args, run_dir, device, env, resumed=meta)
     try:
         args = _resolve_precision(args, envs, device)  # a config.json written by hand may say auto
         notes += emulation_note(args.network.precision, device)
@@ -835,8 +834,9 @@ def _env_of(args: PPOArgs, env, what: str = "the run"):
     return env
 
 
-def _make_envs(args: PPOArgs, run_dir: str, device: torch.device, env=None, video_subdir: str = ""):
-    """The run's envs: of ``env`` (an object: ``proxima.envs.user``) where given, else of ``args.env.env_id``."""
+def _make_envs(args: PPOArgs, run_dir: str, device: torch.device, env=None, resumed: dict | None = None):
+    """The run's envs: of ``env`` (an object: ``proxima.envs.user``) where given, else of ``args.env.env_id``.
+    ``resumed``: the checkpoint's header, where the run resumes."""
     if args.env.rollout_workers:
         return WorkerPool(args, env)
     return make_envs(
@@ -847,7 +847,15 @@ def _make_envs(args: PPOArgs, run_dir: str, device: torch.device, env=None, vide
         seed=args.run.seed,
         asynchronous=args.env.async_envs,
         device=device,
-        video_dir=os.path.join(run_dir, VIDEOS, video_subdir) if args.env.capture_video else None,
+        video_dir=_video_dir(run_dir, resumed) if args.env.capture_video else None,
+    )
+
+
+def _video_dir(run_dir: str, resumed: dict | None = None) -> str:
+    """Where ``--capture-video`` records: ``RUN_DIR/videos``, and a resumed part of the run in a folder of its
+    own there, since Gymnasium's recorder numbers a new process's episodes from 0 again."""
+    return os.path.join(
+        run_dir, VIDEOS, "" if resumed is None else f"resumed-after-update-{resumed['update']}"
     )
 
 
@@ -1020,7 +1028,6 @@ def check_seeds(args: PPOArgs, env) -> None:
     refused = (
         (args.env.rollout_workers, "--rollout-workers"),
         (args.run.track, "--track"),
-        (args.env.capture_video, "--capture-video"),
         (
             isinstance(env, gym.vector.VectorEnv),
             "a VectorEnv instance (give a class or function that makes one env)",
@@ -1051,18 +1058,25 @@ def _env_seeds(seed_args: list[PPOArgs]) -> list[int]:
 
 
 def _seed_group(
-    args: PPOArgs, parent: str, device: torch.device, env=None, start: bool = True
+    args: PPOArgs,
+    parent: str,
+    device: torch.device,
+    env=None,
+    start: bool = True,
+    resumed: list | None = None,
 ) -> tuple[SeedGroup, list[str]]:
     """The envs (of ``env``, an env object, where given), the seeds' runs (each model initialized as its solo
-    run's, from ``--init-from``'s agent where a run ``start``s) and their group."""
+    run's, from ``--init-from``'s agent where a run ``start``s) and their group. ``resumed``: each seed's
+    checkpoint header, where the group resumes."""
     n, rows = args.run.num_seeds, args.env.num_envs
     env_seeds = _env_seeds(_seed_args(args, parent))
     backend = args.env.env_backend
     if env is None:  # auto chooses by the env count: each seed's envs are of its solo run's backend
         backend = resolve_backend(args.env.env_id, backend, asynchronous=args.env.async_envs, num_envs=rows,
-                                  env_kwargs=bool(args.env.env_kwargs))  # fmt: skip
+                                  video=args.env.capture_video, env_kwargs=bool(args.env.env_kwargs))  # fmt: skip
     envs = make_envs(args.env.env_id if env is None else env, n * rows, env_kwargs=args.env.env_kwargs, backend=backend,
-                     seed=env_seeds, asynchronous=args.env.async_envs, device=device)  # fmt: skip
+                     seed=env_seeds, asynchronous=args.env.async_envs, device=device,
+                     video_dir=_seed_videos(args, _seed_args(args, parent), resumed))  # fmt: skip
     try:
         args = _resolve_precision(args, envs, device)
         seed_args = _seed_args(args, parent)
@@ -1096,6 +1110,23 @@ def _seed_group(
         raise
 
 
+def _seed_videos(
+    args: PPOArgs, seed_args: list[PPOArgs], resumed: list | None = None
+) -> dict[int, str] | None:
+    """``--capture-video``'s recorders of a batched run: each seed's first env records into the seed's run
+    directory, as its solo run's env 0 does (``_video_dir``); a seed that finished before a resume records
+    nothing."""
+    if not args.env.capture_video:
+        return None
+    rows, resumed = args.env.num_envs, resumed or [None] * len(seed_args)
+    dirs = {
+        j * rows: _video_dir(a.run.run_dir, meta)
+        for j, (a, meta) in enumerate(zip(seed_args, resumed, strict=True))
+        if meta is None or not meta["finished"]
+    }
+    return dirs or None
+
+
 def train_seeds(
     args: PPOArgs, callbacks: list[Callback] | None = None, env=None, requeued: bool = False
 ) -> list[Agent]:
@@ -1106,10 +1137,12 @@ def train_seeds(
     if not requeued:
         _check_run_dir_free(parent)
     device, notes = _setup(args)
-    group, more = _seed_group(args, parent, device, env)
-    args = args.replace(precision=group.runs[0].args.network.precision)
-    written = False
+    group, written = None, False
     try:
+        # Built before the run directories are written, so a bad setting leaves nothing behind (but
+        # --capture-video's recorders make each seed's videos folder as they are built: removed below).
+        group, more = _seed_group(args, parent, device, env)
+        args = args.replace(precision=group.runs[0].args.network.precision)
         os.makedirs(parent, exist_ok=True)
         write_json(os.path.join(parent, SEEDS_JSON), args.to_json())
         for run in group.runs:
@@ -1118,9 +1151,15 @@ def train_seeds(
         written = True
         return _train_group(group, args, parent, callbacks or [], notes + more)
     finally:
-        group.envs.close()
-        if not written and os.path.isdir(parent) and not os.listdir(parent):
-            os.rmdir(parent)
+        if group is not None:
+            group.envs.close()
+        if not written:
+            for seed in _seed_args(args, parent):
+                shutil.rmtree(os.path.join(seed.run.run_dir, VIDEOS), ignore_errors=True)
+                if os.path.isdir(seed.run.run_dir) and not os.listdir(seed.run.run_dir):
+                    os.rmdir(seed.run.run_dir)
+            if os.path.isdir(parent) and not os.listdir(parent):
+                os.rmdir(parent)
 
 
 def resume_seeds(
@@ -1130,16 +1169,17 @@ def resume_seeds(
     run was trained on, given again."""
     path = os.path.join(parent, SEEDS_JSON)
     args = PPOArgs.from_json(read_json(path), path).replace(run_dir=parent, quiet=quiet)
+    path = os.path.join(parent, CHECKPOINT)
+    if not os.path.exists(path):
+        raise UserError(f"{path} is missing: the run stopped before its first checkpoint; start it again")
+    saved = checkpoint.read_group(path)
+    metas = [saved[os.path.basename(a.run.run_dir)] for a in _seed_args(args, parent)]
+    if all(meta["finished"] for meta, _ in metas):
+        raise UserError(f"every seed of the batched run in {parent} already finished")
     device, notes = _setup(args)
-    group, more = _seed_group(args, parent, device, _env_of(args, env, what=parent), start=False)
+    env = _env_of(args, env, what=parent)
+    group, more = _seed_group(args, parent, device, env, start=False, resumed=[meta for meta, _ in metas])
     try:
-        path = os.path.join(parent, CHECKPOINT)
-        if not os.path.exists(path):
-            raise UserError(f"{path} is missing: the run stopped before its first checkpoint; start it again")
-        saved = checkpoint.read_group(path)
-        metas = [saved[os.path.basename(run.run_dir)] for run in group.runs]
-        if all(meta["finished"] for meta, _ in metas):
-            raise UserError(f"every seed of the batched run in {parent} already finished")
         group.pending = metas
         return _train_group(group, args, parent, callbacks or [], notes + more)
     finally:
@@ -1330,6 +1370,10 @@ def _finish_seed(run: SeedRun) -> None:
     run.agent.save(run.run_dir, global_step=run.global_step)
     for callback in run.callbacks:
         callback.on_train_end(run)
+    end_video = getattr(run.envs, "end_video", None)  # optional (VecEnv): a backend that records one env only
+    if run.args.env.capture_video and end_video is not None:
+        # its envs may step on with the other seeds': its video ends here, as its solo run's envs close
+        end_video(run.index * run.args.env.num_envs)
 
 
 def _summarize_seeds(parent: str, runs: list[SeedRun]) -> None:

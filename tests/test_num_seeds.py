@@ -495,3 +495,61 @@ def test_each_seed_runs_on_the_backend_of_its_solo_run(tmp_path):
         solo = tmp_path / f"solo{seed}"
         proxima.train(seed=seed, run_dir=str(solo), **budget)
         assert_close(records(group / f"seed{seed}"), records(solo), 2, 1e-3)
+
+
+def videos(run_dir) -> dict[str, bytes]:
+    """Every video a run recorded (a resumed part's in its own folder), by path in ``RUN_DIR/videos``."""
+    found = sorted((run_dir / "videos").rglob("*.mp4"))
+    return {str(p.relative_to(run_dir / "videos")): p.read_bytes() for p in found}
+
+
+def tensorboard_videos(run_dir) -> list:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    return EventAccumulator(str(run_dir), size_guidance={"images": 0}).Reload().Images("videos/episode")
+
+
+def test_capture_video_records_each_seed_as_its_solo_run_does(tmp_path):
+    """Each seed's first env records into the seed's own directory the videos of its solo run's env 0, byte for
+    byte, and logs them to its TensorBoard at the same steps; a seed that stops ends its video there, as its
+    solo run's envs close, though its envs step on with the others'."""
+    budget = dict(env_id="CartPole-v1", capture_video=True,
+                  **{**SMALL, "num_envs": 2, "num_steps": 64, "total_timesteps": 2 * 64 * 6})  # fmt: skip
+    group = tmp_path / "group"
+    proxima.train(num_seeds=2, seed=1, run_dir=str(group), callbacks=[StopSeed(seed=2, update=2)], **budget)
+    proxima.train(seed=1, run_dir=str(tmp_path / "solo1"), **budget)
+    proxima.train(seed=2, run_dir=str(tmp_path / "solo2"), callbacks=[StopSeed(seed=2, update=2)], **budget)
+    for seed in (1, 2):
+        ours, solo = group / f"seed{seed}", tmp_path / f"solo{seed}"
+        assert videos(ours) == videos(solo)
+        logged = [[e.step for e in tensorboard_videos(d)] for d in (ours, solo)]
+        assert logged[0] == logged[1] and len(logged[0]) == len(videos(solo))
+    # Gymnasium's schedule records episodes 0, 1, 8, ...: seed 2 stopped before its episode 8
+    assert list(videos(group / "seed1")) == [
+        "rl-video-episode-0.mp4",
+        "rl-video-episode-1.mp4",
+        "rl-video-episode-8.mp4",
+    ]
+    assert list(videos(group / "seed2")) == ["rl-video-episode-0.mp4", "rl-video-episode-1.mp4"]
+    # resumed, a seed records into a folder of its own part; a seed that had finished records nothing more
+    run = tmp_path / "run"
+    with pytest.raises(RuntimeError, match="the job ends here"):
+        proxima.train(num_seeds=2, seed=1, run_dir=str(run), callbacks=[StopSeed(seed=2, update=2), Fail(3)],
+                      **{**budget, "checkpoint_every": 1})  # fmt: skip
+    before = {seed: videos(run / seed) for seed in ("seed1", "seed2")}
+    proxima.resume(str(run), quiet=True)
+    assert videos(run / "seed2") == before["seed2"]
+    resumed = {k: v for k, v in videos(run / "seed1").items() if k not in before["seed1"]}
+    assert resumed and all(k.startswith("resumed-after-update-2/") for k in resumed)
+
+
+def test_capture_video_of_a_batch_that_never_starts_leaves_nothing(tmp_path, capsys):
+    """The recorders make each seed's videos folder as the envs are built: a run refused after that removes
+    them, as a solo run does."""
+    run = tmp_path / "run"
+    args = ["train", "--env-id", "CartPole-v1", "--num-seeds", "2", "--capture-video", "--encoder", "nature-cnn",
+            "--total-timesteps", "1024", "--run-dir", str(run)]  # fmt: skip
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert "encoder 'nature-cnn' does not support" in err and len(err.splitlines()) == 1
+    assert not run.exists()

@@ -20,7 +20,17 @@ from gymnasium.vector import AutoresetMode
 from torch import Tensor
 
 from proxima.envs.atari import atari_game, make_atari_env
-from proxima.envs.interface import InfoKeys, Seeds, Step, env_actions, env_call, per_env_values, row_seeds
+from proxima.envs.interface import (
+    InfoKeys,
+    Seeds,
+    Step,
+    VideoDirs,
+    env_actions,
+    env_call,
+    per_env_values,
+    row_seeds,
+    video_dirs,
+)
 from proxima.envs.registry import register_backend
 from proxima.errors import EnvError, UserError
 from proxima.spaces import MASK_KEY, ObsLayout, action_count
@@ -285,6 +295,19 @@ class _Tidy(gym.Wrapper):
             self._keep = (*self._keep, END_INFO)
         self.env.keys = keys
 
+    def end_video(self, folder: str) -> None:
+        """Where this env records into ``folder``: it records no more, as if it had closed (the episode being
+        recorded is saved). Called through the vector env's ``call`` (``GymnasiumVecEnv.end_video``)."""
+        env = self.env
+        while not isinstance(env, gym.wrappers.RecordVideo):  # for Atari, inside the game's wrappers
+            if not isinstance(env, gym.Wrapper):
+                return
+            env = env.env
+        if env.video_folder == os.path.abspath(folder):
+            if env.recording:
+                env.stop_recording()
+            env.episode_trigger = None
+
     def close(self):
         _close_quietly(self.env, self._env_id)
 
@@ -307,14 +330,16 @@ class GymnasiumVecEnv:
         asynchronous: bool = False,
         seed: Seeds = None,
         device: torch.device | str = "cpu",
-        video_dir: str | None = None,
+        video_dir: VideoDirs = None,
         video_episodes: int | None = None,
         env_kwargs: dict | None = None,
         factory=None,
     ):
         """``factory``: a callable that returns a ``gymnasium.Env``, called (with ``env_kwargs``) once per
-        sub-env and once for the checks; ``env_id`` then only names it in messages (proxima.envs.user)."""
+        sub-env and once for the checks; ``env_id`` then only names it in messages (proxima.envs.user).
+        ``video_dir``: env 0's directory, or env index -> directory (``video_dirs``)."""
         self._seed = row_seeds(seed, num_envs)
+        videos = video_dirs(video_dir, num_envs)
         self._asynchronous = asynchronous
         self._reports_stats = atari_game(env_id) is not None
         # Fail fast, in this process, on a bad id, an env that cannot render, or the old step API.
@@ -322,14 +347,14 @@ class GymnasiumVecEnv:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             make = EnvMaker(env_id, env_kwargs or {}, factory)
-            probe = make(render_mode="rgb_array" if video_dir else None, checked=True)
+            probe = make(render_mode="rgb_array" if videos else None, checked=True)
             try:
                 infos = _with_env_errors(env_id, lambda: check_step_api(probe, env_id))
                 self.obs_layout = find_obs_layout(env_id, probe, *infos)
             finally:
                 _close_quietly(probe, env_id)
         fns = [
-            _env_factory(make, self.obs_layout, video_dir if i == 0 else None, video_episodes, asynchronous)
+            _env_factory(make, self.obs_layout, videos.get(i), video_episodes, asynchronous)
             for i in range(num_envs)
         ]
         vector_cls = gym.vector.AsyncVectorEnv if asynchronous else gym.vector.SyncVectorEnv
@@ -340,6 +365,7 @@ class GymnasiumVecEnv:
         self.device = torch.device(device)
         self._obs_dtype = self.obs_layout.dtype
         self._infos = None  # keep_infos' keys: None until a run asks
+        self._videos = videos
 
     def _obs(self, array) -> Tensor:
         return torch.as_tensor(np.asarray(array), dtype=self._obs_dtype, device=self.device)
@@ -379,6 +405,13 @@ class GymnasiumVecEnv:
         self._infos = keys
         with self._worker_errors_quiet():
             self.envs.call("keep_infos", keys)
+
+    def end_video(self, env: int) -> None:
+        """Env ``env`` records no more, as if it had closed: the episode it is recording is saved and no later
+        one is recorded (a batched run's seed that stopped training, whose envs go on stepping with the others')."""
+        if env in self._videos:
+            with self._worker_errors_quiet():
+                self.envs.call("end_video", self._videos[env])
 
     def call(self, name: str, *args, **kwargs) -> tuple:
         """Gymnasium's ``VectorEnv.call``: ``name(*args, **kwargs)`` on each sub-env (the attribute's value where

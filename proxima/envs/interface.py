@@ -16,7 +16,7 @@ here knows about policies.
 from __future__ import annotations
 
 import numbers
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, NamedTuple, Protocol
 
@@ -30,6 +30,8 @@ from proxima.spaces import ObsLayout
 
 Seeds = int | Sequence[int] | None
 """A VecEnv's seed: an int (env i gets ``seed + i``), one int per env, or None (``VecEnv.reset``)."""
+VideoDirs = str | Mapping[int, str] | None
+"""Where a VecEnv records videos: a directory (env 0 records there), env index -> directory, or None."""
 
 
 class Step(NamedTuple):
@@ -104,7 +106,8 @@ class VecEnv(Protocol):
     # - ``keep_infos(keys: InfoKeys) -> None``: from now on ``Step.infos`` holds each ended episode's info;
     # - ``call(name, *args, **kwargs) -> tuple`` and ``set_attr(name, values) -> None``: Gymnasium's
     #   ``VectorEnv.call`` and ``set_attr``, on every sub-env, results in env order. Backends with no per-env
-    #   objects raise a one-line ``UserError`` from them.
+    #   objects raise a one-line ``UserError`` from them;
+    # - ``end_video(env: int) -> None``: env ``env`` (one that ``video_dir`` names) records no more.
 
 
 class NoEnvObjects:
@@ -197,6 +200,20 @@ def row_seeds(seed: Seeds, num_envs: int) -> int | list[int] | None:
     if len(seeds) != num_envs:
         raise UserError(f"a seed sequence needs one int per env: {num_envs} envs, got {len(seeds)} seeds")
     return [int(s) for s in seeds]
+
+
+def video_dirs(video_dir: VideoDirs, num_envs: int) -> dict[int, str]:
+    """``video_dir`` as env index -> the directory that env records into: a directory is env 0's; a mapping
+    names each recorded env, as a batched run's seeds record the first env of each into their own run
+    directories (seed-major rows)."""
+    if video_dir is None:
+        return {}
+    if not isinstance(video_dir, Mapping):
+        return {0: video_dir}
+    outside = [i for i in video_dir if not (isinstance(i, numbers.Integral) and 0 <= i < num_envs)]
+    if outside:
+        raise UserError(f"video_dir names env {outside[0]!r}, but the envs are 0 to {num_envs - 1}")
+    return {int(i): d for i, d in video_dir.items()}
 
 
 def one_seed(seed: Seeds, backend: str) -> int | None:

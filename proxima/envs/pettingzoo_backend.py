@@ -28,7 +28,17 @@ import torch
 from torch import Tensor
 
 from proxima.envs.gymnasium_backend import construct
-from proxima.envs.interface import AgentSpec, InfoKeys, Step, env_actions, env_call, one_seed, per_env_values
+from proxima.envs.interface import (
+    AgentSpec,
+    InfoKeys,
+    Step,
+    VideoDirs,
+    env_actions,
+    env_call,
+    one_seed,
+    per_env_values,
+    video_dirs,
+)
 from proxima.envs.registry import GAMES_ON_WORKERS, register_backend
 from proxima.errors import EnvError, UserError
 from proxima.spaces import MASK_KEY, ObsLayout, action_count
@@ -164,13 +174,19 @@ class PettingZooVecEnv:
         env_kwargs: dict | None = None,
         seed: int | None = None,
         device: torch.device | str = "cpu",
-        video_dir: str | None = None,
+        video_dir: VideoDirs = None,
         video_episodes: int | None = None,
         first=None,
     ):
         """``make(**env_kwargs)`` returns one ParallelEnv (or a parallelizable AEC env); ``first``: one it already
         made, used as game 0 where no video asks for a rendering one."""
         self.label, self._seed = label, one_seed(seed, "pettingzoo")
+        videos = video_dirs(video_dir, num_envs)
+        if set(videos) - {0}:
+            raise UserError(
+                f"the pettingzoo backend records game 0 only, not games {sorted(set(videos) - {0})}"
+            )
+        video_dir = videos.get(0)
         kwargs = env_kwargs or {}
         self._video = _Recorder(video_dir, video_episodes) if video_dir else None
         if first is not None and video_dir is not None:

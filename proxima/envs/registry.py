@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-from proxima.envs.interface import Seeds, VecEnv
+from proxima.envs.interface import Seeds, VecEnv, VideoDirs
 from proxima.errors import UserError
 
 FEATURES = {"asynchronous": "--async-envs", "video": "--capture-video", "env_kwargs": "--env-kwargs"}
@@ -30,8 +30,8 @@ GAMES_ON_WORKERS = "give --rollout-workers N to run the games in N Ray processes
 
 @dataclass(frozen=True)
 class Backend:
-    """``make(env_id, num_envs, *, seed, device, asynchronous, video_dir, video_episodes) -> VecEnv``;
-    ``handles(env_id)``: whether the backend implements the id; ``features``: which of ``FEATURES`` it
+    """``make(env_id, num_envs, *, seed, device, asynchronous, video_dir, video_episodes) -> VecEnv``, where
+    ``video_dir`` is env 0's directory or env index -> directory (``VideoDirs``); ``handles(env_id)``: whether the backend implements the id; ``features``: which of ``FEATURES`` it
     supports; ``ids``: the ids it handles, for error messages (empty: any id); ``min_envs``: env id -> the
     fewest envs at which ``auto`` takes this backend for that id (ids not in it: from 1); ``exclusive``: no other
     backend runs the ids it handles; ``instead``: feature -> what a run can use in its place, for the line that
@@ -151,7 +151,7 @@ def make_vec_env(
     seed: Seeds = None,
     asynchronous: bool = False,
     device: torch.device | str = "cpu",
-    video_dir: str | None = None,
+    video_dir: VideoDirs = None,
     video_episodes: int | None = None,
     env_kwargs: dict | None = None,
 ) -> VecEnv:
@@ -164,7 +164,8 @@ def make_vec_env(
     registered backend (``register_backend``) is accepted by name.
 
     ``asynchronous`` runs each copy in its own process (Gymnasium's AsyncVectorEnv), which pays off only when
-    one env step costs far more than the inter-process round trip. ``video_dir`` records env 0 there.
+    one env step costs far more than the inter-process round trip. ``video_dir`` records env 0 there, or each
+    env that a mapping env index -> directory names in its own (``proxima.envs.interface.video_dirs``).
     ``env_kwargs``: keyword arguments of the env's constructor, for the backends that take them (Gymnasium's
     passes them to ``gymnasium.make``); a backend that cannot is refused in one line.
     """

@@ -28,7 +28,7 @@ from gymnasium.vector import AutoresetMode
 from torch import Tensor
 
 from proxima.envs.gymnasium_backend import GymnasiumVecEnv, call_envs, construct, set_env_attr
-from proxima.envs.interface import InfoKeys, Seeds, Step, env_actions, env_call, row_seeds
+from proxima.envs.interface import InfoKeys, Seeds, Step, VideoDirs, env_actions, env_call, row_seeds
 from proxima.envs.pettingzoo_backend import PettingZooVecEnv, is_pettingzoo_env
 from proxima.envs.registry import make_vec_env
 from proxima.errors import EnvError, UserError
@@ -114,7 +114,7 @@ def make_envs(
     seed: Seeds = None,
     asynchronous: bool = False,
     device: torch.device | str = "cpu",
-    video_dir: str | None = None,
+    video_dir: VideoDirs = None,
     video_episodes: int | None = None,
 ):
     """``num_envs`` envs of ``env`` behind the ``VecEnv`` interface: an id (``make_vec_env``), a factory that
