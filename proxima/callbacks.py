@@ -292,6 +292,9 @@ class Logging(Callback):
         self.resume_from: dict | None = None
         self.wandb_id: str | None = None
         self.wandb_run = None
+        # A batched run (--num-seeds) names its group here: each seed's W&B run joins it, and is logged to by the
+        # seed's logger itself, since W&B mirrors TensorBoard into the process's one global run only.
+        self.wandb_group: str | None = None
         self.logger: RunLogger | None = None
         self.global_step = 0  # of the last update logged: where the logs' offsets stand
 
@@ -299,9 +302,12 @@ class Logging(Callback):
         if (
             run.args.run.track
         ):  # before TensorBoard, which it mirrors; a resumed run continues the same W&B run
-            self.wandb_run = _init_wandb(run.args, run.run_dir, self.wandb_id)
+            self.wandb_run = _init_wandb(run.args, run.run_dir, self.wandb_id, self.wandb_group)
             self.wandb_id = self.wandb_run.id
-        self.logger = run.logger = RunLogger(run.run_dir, run.args.flat(), resume_from=self.resume_from)
+        wandb_run = self.wandb_run if self.wandb_group is not None else None
+        self.logger = run.logger = RunLogger(
+            run.run_dir, run.args.flat(), resume_from=self.resume_from, wandb_run=wandb_run
+        )
         self.global_step = run.global_step
         log_session(run.run_dir, run.global_step, str(run.device), torch.get_num_threads())
 
@@ -622,20 +628,29 @@ def wanted_infos(callbacks: list[Callback]) -> InfoKeys | None:
     return merge_info_keys(*(callback.info_keys for callback in callbacks))
 
 
-def _init_wandb(args, run_dir: str, run_id: str | None = None):
-    """Start a Weights & Biases run that mirrors the TensorBoard scalars (offline with WANDB_MODE=offline)."""
+def _init_wandb(args, run_dir: str, run_id: str | None = None, group: str | None = None):
+    """Start a Weights & Biases run that mirrors the TensorBoard scalars (offline with WANDB_MODE=offline).
+    ``group``: the run is one seed of a batched run, in that W&B group. Its seeds' runs are active in one
+    process at once (``reinit="create_new"``), where W&B's TensorBoard mirroring would feed none of them (it
+    feeds the process's global run): the seed's ``RunLogger`` logs the same scalars to it, against
+    ``global_step`` as the mirrored ones are."""
     try:
         import wandb
     except ImportError:
         raise UserError("--track needs Weights & Biases: pip install 'proxima[track]'") from None
-    return wandb.init(
+    batched = {} if group is None else {"group": group, "reinit": "create_new"}
+    run = wandb.init(
         project=args.run.wandb_project_name,
         entity=args.run.wandb_entity,
-        sync_tensorboard=True,
+        sync_tensorboard=group is None,
         config=args.to_json(),
         name=os.path.basename(os.path.normpath(run_dir)),
         dir=run_dir,
         save_code=False,
         id=run_id,
         resume="allow" if run_id else None,
+        **batched,
     )
+    if group is not None:
+        run.define_metric("*", step_metric="global_step")
+    return run

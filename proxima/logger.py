@@ -60,8 +60,18 @@ def _json_number(x):
 class RunLogger:
     """Writes a run's logs; ``resume_from`` (from ``offsets()`` at a checkpoint) continues them from there."""
 
-    def __init__(self, run_dir: str, config: dict, tensorboard: bool = True, resume_from: dict | None = None):
+    def __init__(
+        self,
+        run_dir: str,
+        config: dict,
+        tensorboard: bool = True,
+        resume_from: dict | None = None,
+        wandb_run=None,
+    ):
+        """``wandb_run``: a W&B run to log the TensorBoard scalars and videos to, where W&B does not mirror
+        TensorBoard itself (a batched run's seed: ``callbacks._init_wandb``)."""
         self.run_dir = run_dir
+        self._wandb = wandb_run
         for name in (METRICS, EPISODES) if resume_from is not None else ():
             path = os.path.join(run_dir, name)  # both checked before either is cut back
             if not os.path.exists(path) or os.path.getsize(path) < resume_from[name]:
@@ -132,17 +142,26 @@ class RunLogger:
         record = {k: _json_number(v) for k, v in record.items()}
         line = {**record, "warnings": list(warnings)} if warnings else record
         self._append(self._metrics, METRICS, json.dumps(line) + "\n")
+        step, scalars = record["global_step"], {}
+        for key, value in record.items():
+            # the debug variables under CleanRL's tags; a callback's own numbers under charts/
+            tag = TB_TAGS.get(key, None if key in NOT_SCALARS else f"charts/{key}")
+            if tag is not None and isinstance(value, int | float) and not isinstance(value, bool):
+                scalars[tag] = value
         if self._writer is not None:
-            step = record["global_step"]
             with writing(self._events, None):
-                for key, value in record.items():
-                    # the debug variables under CleanRL's tags; a callback's own numbers under charts/
-                    tag = TB_TAGS.get(key, None if key in NOT_SCALARS else f"charts/{key}")
-                    if tag is not None and isinstance(value, int | float) and not isinstance(value, bool):
-                        self._writer.add_scalar(tag, value, step)
+                for tag, value in scalars.items():
+                    self._writer.add_scalar(tag, value, step)
+        if self._wandb is not None:
+            self._wandb.log({**scalars, "global_step": step})
 
     def video(self, tag: str, path: str, global_step: int) -> None:
-        """An MP4 (``--capture-video``'s) into TensorBoard as a video, at most 240 wide and 150 frames."""
+        """An MP4 (``--capture-video``'s) into TensorBoard as a video, at most 240 wide and 150 frames (and to
+        ``wandb_run`` as it is)."""
+        if self._wandb is not None:
+            import wandb
+
+            self._wandb.log({tag: wandb.Video(path, format="mp4"), "global_step": global_step})
         if self._writer is not None:
             from proxima.video_summary import log_video, read_mp4
 

@@ -28,6 +28,7 @@ from proxima.callbacks import (
     Callback,
     Checkpointing,
     Evaluation,
+    Logging,
     UpdateResult,
     default_callbacks,
     wanted_infos,
@@ -1027,7 +1028,6 @@ def check_seeds(args: PPOArgs, env) -> None:
     """What a batched run (``--num-seeds``) cannot do yet, refused in one line each."""
     refused = (
         (args.env.rollout_workers, "--rollout-workers"),
-        (args.run.track, "--track"),
         (
             isinstance(env, gym.vector.VectorEnv),
             "a VectorEnv instance (give a class or function that makes one env)",
@@ -1197,6 +1197,9 @@ def _train_group(
     finished: dict[str, tuple] = {}  # the snapshots of the seeds that stopped, for the group's checkpoints
     for run, callbacks, state in zip(runs, seed_callbacks, pending or [None] * len(runs), strict=True):
         run.callbacks = callbacks
+        for callback in callbacks:
+            if isinstance(callback, Logging):  # --track: each seed's W&B run, in the batch's group
+                callback.wandb_group = os.path.basename(os.path.normpath(parent))
         run.console = ProgressReport(args.num_updates * args.batch_size, args.num_updates, quiet=True)
         if state is not None:
             checkpoint.load(run, os.path.join(parent, CHECKPOINT), *state)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import struct
 import subprocess
 import sys
 
@@ -553,3 +554,68 @@ def test_capture_video_of_a_batch_that_never_starts_leaves_nothing(tmp_path, cap
     err = capsys.readouterr().err.strip()
     assert "encoder 'nature-cnn' does not support" in err and len(err.splitlines()) == 1
     assert not run.exists()
+
+
+def wandb_records(path) -> list:
+    """The records of a W&B data file (an offline run's ``run-ID.wandb``): protobuf records in LevelDB's log
+    format, a 7-byte file header and then blocks of 32 KiB, each record in chunks with a 7-byte header
+    (checksum, length, type: 1 a whole record, 2 3 4 its first, middle and last parts)."""
+    from wandb.proto.wandb_internal_pb2 import Record
+
+    data, block, pos, part, found = path.read_bytes(), 32 * 1024, 7, b"", []
+    while pos + 7 <= len(data):
+        if block - pos % block < 7:  # a block's end too short for a chunk header is padding
+            pos += block - pos % block
+            continue
+        length, kind = struct.unpack("<HB", data[pos + 4 : pos + 7])
+        part, pos = part + data[pos + 7 : pos + 7 + length], pos + 7 + length
+        if kind in (1, 4):
+            found.append(Record.FromString(part))
+            part = b""
+    return found
+
+
+def test_track_gives_each_seed_its_own_wandb_run_which_a_resume_continues(tmp_path, monkeypatch):
+    """--track: each seed its own W&B run (offline here), named after the seed and in the batch's group, with
+    its metrics against global_step as its metrics.jsonl has them and its videos as its TensorBoard has them; a
+    resumed batch continues each seed's W&B run. (W&B's start-up costs seconds a run: one test of 2 seeds.)"""
+    import wandb
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    budget = dict(env_id="CartPole-v1", track=True, capture_video=True,
+                  **{**SMALL, "num_envs": 2, "num_steps": 32, "total_timesteps": 2 * 32 * 4, "checkpoint_every": 1})  # fmt: skip
+    batch = tmp_path / "batch"
+    with pytest.raises(RuntimeError, match="the job ends here"):
+        proxima.train(num_seeds=2, seed=1, run_dir=str(batch), callbacks=[Fail(3)], **budget)
+    proxima.resume(str(batch), quiet=True)
+    wandb.teardown()  # W&B's service may write a run's data file after its finish() returned: now all of it
+    ids = set()
+    for seed in ("seed1", "seed2"):
+        parts = sorted((batch / seed / "wandb").glob("offline-run-*/run-*.wandb"))  # by start time
+        assert len(parts) == 2
+        found = [wandb_records(p) for p in parts]
+        runs = {
+            (r.run.run_id, r.run.display_name, r.run.run_group)
+            for rs in found
+            for r in rs
+            if r.HasField("run")
+        }
+        assert len(runs) == 1 and next(iter(runs))[1:] == (seed, "batch")
+        ids.add(next(iter(runs))[0])
+        rows = [
+            {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in r.history.item}
+            for rs in found
+            for r in rs
+            if r.HasField("history")
+        ]
+        logged = [
+            (row["global_step"], row["losses/value_loss"], row.get("charts/episodic_return"))
+            for row in rows
+            if "losses/value_loss" in row
+        ]
+        ours = [(m["global_step"], m["value_loss"], m["episodic_return"]) for m in records(batch / seed)]
+        assert logged == ours and len(ours) == 4  # 2 updates before the resume, 2 after
+        # and --capture-video's episodes, as TensorBoard has them
+        shown = [row["global_step"] for row in rows if row.get("videos/episode/_type") == "video-file"]
+        assert shown and shown == [e.step for e in tensorboard_videos(batch / seed)]
+    assert len(ids) == 2
