@@ -32,10 +32,8 @@ def check_env(
     """``(report, warnings, problems)``: lines saying what proxima will do with ``env_id``, what Gymnasium's
     checker found, and why proxima cannot train on it (empty: it will train)."""
     backend = resolve_backend(env_id, num_envs=num_envs, env_kwargs=bool(env_kwargs))
-    if backend not in ("gymnasium", "native"):  # a backend of its own may be one of many agents
-        many = _multi_agent(env_id, env_kwargs, backend, num_envs)
-        if many is not None:
-            return many
+    if backend not in ("gymnasium", "native"):  # a backend of its own: what its vector env says
+        return _own_backend(env_id, env_kwargs, backend, num_envs)
     report, found, problems = [], [], []
     env = EnvMaker(env_id, env_kwargs or {})(checked=True)  # a bad id or constructor: a UserError, one line
     try:
@@ -71,23 +69,31 @@ def check_env(
     return report, found, problems
 
 
-def _multi_agent(env_id: str, env_kwargs: dict | None, backend: str, num_envs: int):
-    """``check_env``'s answer for an env of many agents (docs/MULTIAGENT.md), or None for one of one agent."""
+def _own_backend(env_id: str, env_kwargs: dict | None, backend: str, num_envs: int):
+    """``check_env``'s answer for an id that a backend other than Gymnasium's runs: a game of many agents
+    (docs/MULTIAGENT.md), or one agent's env such as a self-play game, from what its vector env says."""
     envs = make_vec_env(env_id, num_envs, backend=backend, seed=0, env_kwargs=env_kwargs)
     try:
-        agents = agent_spec(envs)
+        agents, layout = agent_spec(envs), obs_layout(envs)
         if agents is None:
-            return None
-        layout = obs_layout(envs)
-        sizes = {p.name: p.size for p in layout.parts}
-        report = [
-            f"backend: {backend}: {agents.num_agents} agents a game ({', '.join(agents.names)}), "
-            f"{agents.num_kinds} kind(s) (one network each); {num_envs} games are {envs.num_envs} rows",
-            f"each agent observes {sizes['obs']} values (its own, padded to the largest kind's) and its index; "
-            f"MAPPO's critic sees a global state of {sizes['state']}",
-            f"action space: {envs.single_action_space}"
-            + (", with per-agent action masks" if layout.mask_part is not None else ""),
-        ]
+            mask = f", action mask from {layout.mask}" if layout.mask else ""
+            report = [
+                f"observation space: {envs.single_observation_space}",
+                f"action space: {envs.single_action_space}",
+                f"observations: {'packed into one vector of ' + str(layout.shape[0]) if layout.packed else 'as they are'}{mask}",
+                f"encoder: {encoder_for(layout)} (--encoder picks another)",
+                f"backend: {backend} (the only one that runs {env_id})",
+            ]
+        else:
+            sizes = {p.name: p.size for p in layout.parts}
+            report = [
+                f"backend: {backend}: {agents.num_agents} agents a game ({', '.join(agents.names)}), "
+                f"{agents.num_kinds} kind(s) (one network each); {num_envs} games are {envs.num_envs} rows",
+                f"each agent observes {sizes['obs']} values (its own, padded to the largest kind's) and its "
+                f"index; MAPPO's critic sees a global state of {sizes['state']}",
+                f"action space: {envs.single_action_space}"
+                + (", with per-agent action masks" if layout.mask_part is not None else ""),
+            ]
     finally:
         envs.close()
     return report, [], _random_steps(env_id, env_kwargs, backend, num_envs)
@@ -100,11 +106,17 @@ def _random_steps(env_id: str, env_kwargs: dict | None, backend: str, num_envs: 
     except (UserError, EnvError) as e:
         return [str(e)]
     try:
-        envs.reset(seed=0)
-        space = envs.single_action_space
+        obs = envs.reset(seed=0)
+        space, mask = envs.single_action_space, obs_layout(envs).mask_part
+        # an env with an action mask may refuse a masked action (a board game's illegal move): draw valid ones
+        masked = mask is not None and isinstance(space, gym.spaces.Discrete)
         for t in range(RANDOM_STEPS):
-            actions = np.stack([space.sample() for _ in range(envs.num_envs)])  # a row each: an agent of many
-            step = envs.step(torch.as_tensor(actions))
+            if masked:
+                actions = torch.multinomial((obs[:, mask.span] > 0).float(), 1).squeeze(1)
+            else:  # a row each: an agent of many
+                actions = torch.as_tensor(np.stack([space.sample() for _ in range(envs.num_envs)]))
+            step = envs.step(actions)
+            obs = step.obs
             for name, value in (("observation", step.obs), ("reward", step.reward)):
                 if value.is_floating_point() and not torch.isfinite(value).all():
                     return [f"{env_id} gave a non-finite {name} (NaN or infinity) at random step {t + 1}"]

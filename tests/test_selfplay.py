@@ -11,6 +11,7 @@ import torch
 pytest.importorskip("pettingzoo")
 
 import proxima  # noqa: E402
+import proxima.cli  # noqa: E402
 from proxima.envs import make_envs  # noqa: E402
 from proxima.envs.selfplay import lookahead_player  # noqa: E402
 from proxima.errors import UserError  # noqa: E402
@@ -199,3 +200,12 @@ def test_a_short_self_play_run_beats_the_random_player(tmp_path):
     agent = proxima.train(**SHORT, run_dir=str(tmp_path / "run"), seed=1)
     _, summary = play_against(agent, "random", 200, seed=0, deterministic=True)
     assert summary["win_rate"] > 0.7, summary
+
+
+def test_check_env_says_what_a_self_play_game_becomes_and_steps_it_with_legal_moves(capsys):
+    """check-env reads a self-play game from its own backend (no Gymnasium id), and its random steps draw
+    among the mask's legal moves: the env refuses an illegal one."""
+    assert proxima.cli.main(["check-env", "selfplay:pettingzoo.classic.connect_four_v3"]) == 0
+    out = capsys.readouterr().out
+    assert "action mask from action_mask" in out and "backend: selfplay (the only one that runs" in out
+    assert "proxima will train on selfplay:pettingzoo.classic.connect_four_v3" in out
