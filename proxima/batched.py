@@ -27,7 +27,7 @@ from proxima.encoders import FlattenEncoder
 from proxima.envs import VecEnv
 from proxima.evaluate import episode_quota, run_episodes
 from proxima.losses import ratio_diagnostics
-from proxima.networks import ActorCritic
+from proxima.networks import ActorCritic, Bf16Linear
 from proxima.normalization import Normalization
 from proxima.optim import SeedAdam
 from proxima.rollout import RecurrentCollector, RolloutCollector
@@ -136,7 +136,10 @@ class StackedModels:
             return x  # the trunk's Identity
         for i, layer in enumerate(layers):
             weight, bias = params.get(f"{prefix}.{i}.weight"), params.get(f"{prefix}.{i}.bias")
-            if isinstance(layer, nn.Linear):
+            if isinstance(layer, Bf16Linear):  # its product in bf16, as the layer computes it
+                with torch.autocast(x.device.type, dtype=torch.bfloat16):
+                    x = torch.baddbmm(bias.unsqueeze(1), x, weight.transpose(1, 2)).float()
+            elif isinstance(layer, nn.Linear):
                 x = torch.baddbmm(bias.unsqueeze(1), x, weight.transpose(1, 2))
             elif isinstance(layer, nn.LayerNorm):
                 x = nn.functional.layer_norm(x, layer.normalized_shape, eps=layer.eps)
@@ -180,13 +183,13 @@ class StackedModels:
 
 
 def plain_mlps(model: ActorCritic) -> bool:
-    """Whether ``model`` is a flat observation through MLPs of float32 Linear, LayerNorm and activation layers
-    only, which ``StackedModels`` computes with batched matmuls outside vmap (bf16 layers go through vmap)."""
+    """Whether ``model`` is a flat observation through MLPs of Linear (``Bf16Linear`` too), LayerNorm and
+    activation layers only, which ``StackedModels`` computes with batched matmuls outside vmap."""
 
     def plain(layers) -> bool:
         return isinstance(layers, nn.Identity) or (
             isinstance(layers, nn.Sequential)
-            and all(type(m) in (nn.Linear, nn.LayerNorm) or not list(m.parameters()) for m in layers)
+            and all(isinstance(m, nn.Linear | nn.LayerNorm) or not list(m.parameters()) for m in layers)
         )
 
     return (
