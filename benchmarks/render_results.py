@@ -146,6 +146,16 @@ TOPICS = {
         "`python benchmarks/num_seeds.py --peers --record`",
         table=num_seeds_table,
     ),
+    "multiagent": Topic(
+        "Many agents: IPPO and MAPPO on VMAS against BenchMARL",
+        "BenchMARL at its published VMAS settings and proxima at the same settings as far as its flags go "
+        "(benchmarks/vmas_side_by_side.py lists them), back to back on one machine, for the frames shown (the "
+        "published budget is 10M). Wall time: process start to exit. Return: the mean agent return of the last "
+        "iteration's training episodes (sampled actions) in both.",
+        "`python benchmarks/vmas_side_by_side.py --record`",
+        common=("seeds", "steps", "wall"),
+        extras=[("mean_return", "mean agent return", lambda v: f"{v:.3f}")],
+    ),
 }
 
 
