@@ -112,7 +112,10 @@ def _random_steps(env_id: str, env_kwargs: dict | None, backend: str, num_envs: 
         masked = mask is not None and isinstance(space, gym.spaces.Discrete)
         for t in range(RANDOM_STEPS):
             if masked:
-                actions = torch.multinomial((obs[:, mask.span] > 0).float(), 1).squeeze(1)
+                # a row with no legal move draws among all, as the policy's masked logits would
+                legal = obs[:, mask.span] > 0
+                legal |= ~legal.any(1, keepdim=True)
+                actions = torch.multinomial(legal.float(), 1).squeeze(1)
             else:  # a row each: an agent of many
                 actions = torch.as_tensor(np.stack([space.sample() for _ in range(envs.num_envs)]))
             step = envs.step(actions)

@@ -325,3 +325,36 @@ def test_a_vector_envs_infos_at_episode_ends_and_its_attributes_reach_the_run(mo
     # only the step that ends an episode says level 3 and success (the others say -1 and False)
     assert {r["info/level"] for r in records} == {3.0}
     assert {r["info/success"] for r in records} == {1.0}
+
+
+class WaitingTurns(gym.Env):
+    """Every other step allows no action at all (a player that waits its turn: its mask is all zeros, and the
+    env ignores the action), which a policy's masked logits take as a uniform choice."""
+
+    observation_space = gym.spaces.Dict(
+        {"obs": gym.spaces.Box(0.0, 1.0, (1,), np.float32), "action_mask": gym.spaces.MultiBinary(3)}
+    )
+    action_space = gym.spaces.Discrete(3)
+
+    def _obs(self):
+        waiting = self.t % 2
+        return {"obs": np.array([waiting], np.float32), "action_mask": np.full(3, 1 - waiting, np.int8)}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        self.t += 1
+        return self._obs(), 0.0, False, self.t >= 8, {}
+
+
+def test_check_env_steps_an_env_whose_mask_allows_no_action_on_some_steps():
+    from proxima.checkenv import check_env
+
+    if "WaitingTurns-v0" not in gym.registry:
+        gym.register("WaitingTurns-v0", entry_point=WaitingTurns)
+    report, _, problems = check_env("WaitingTurns-v0")
+    assert "observations: packed into one vector of 4, action mask from action_mask" in report
+    assert problems == []
