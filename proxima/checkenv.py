@@ -116,8 +116,9 @@ def _random_steps(env_id: str, env_kwargs: dict | None, backend: str, num_envs: 
                 legal = obs[:, mask.span] > 0
                 legal |= ~legal.any(1, keepdim=True)
                 actions = torch.multinomial(legal.float(), 1).squeeze(1)
-            else:  # a row each: an agent of many
-                actions = torch.as_tensor(np.stack([space.sample() for _ in range(envs.num_envs)]))
+            else:  # a row each: an agent of many; as indices, to which the envs add a Discrete's start
+                drawn = np.stack([space.sample() for _ in range(envs.num_envs)])
+                actions = torch.as_tensor(drawn - getattr(space, "start", 0))
             step = envs.step(actions)
             obs = step.obs
             for name, value in (("observation", step.obs), ("reward", step.reward)):

@@ -358,3 +358,37 @@ def test_check_env_steps_an_env_whose_mask_allows_no_action_on_some_steps():
     report, _, problems = check_env("WaitingTurns-v0")
     assert "observations: packed into one vector of 4, action mask from action_mask" in report
     assert problems == []
+
+
+class StartsAtOne(gym.Env):
+    """Discrete(3, start=1) and MultiDiscrete starts: an action outside the space raises."""
+
+    observation_space = gym.spaces.Box(0.0, 1.0, (1,), np.float32)
+
+    def __init__(self, multi: bool = False):
+        self.action_space = (
+            gym.spaces.MultiDiscrete([3, 2], start=[1, -1]) if multi else gym.spaces.Discrete(3, start=1)
+        )
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        if not self.action_space.contains(np.asarray(action, dtype=np.int64)):
+            raise ValueError(f"action {action} is outside {self.action_space}")
+        self.t += 1
+        return np.zeros(1, np.float32), 0.0, False, self.t >= 8, {}
+
+
+if "StartsAtOne-v0" not in gym.registry:
+    gym.register("StartsAtOne-v0", entry_point=StartsAtOne)
+
+
+@pytest.mark.parametrize("multi", [False, True])
+def test_check_env_steps_actions_of_a_space_that_starts_elsewhere_than_0(multi):
+    from proxima.checkenv import check_env
+
+    report, _, problems = check_env("StartsAtOne-v0", {"multi": multi})
+    assert problems == [] and "backend: gymnasium" in report[-1]
