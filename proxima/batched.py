@@ -38,22 +38,30 @@ from proxima.update import UpdateSettings, grad_stats, minibatch_loss
 class SeedStreams:
     """Each seed's own stream of torch's global generator, as a solo run with that seed would draw from it: the
     generator's state is swapped in around each of the seed's draws (action samples, minibatch orders), so that
-    the seed's code is the solo run's own."""
+    the seed's code is the solo run's own. ``cuda``: on a GPU, where those draws come from the CUDA generator,
+    each seed's state of that one too (on ``device``), swapped in with the other."""
 
-    def __init__(self, states: list[Tensor]):
-        self.states = states
+    def __init__(self, states: list[Tensor], cuda: list[Tensor] | None = None, device=None):
+        self.states, self.cuda, self.device = states, cuda, device
 
     def each(self, draw: Callable[[int], object], seeds: list[int] | None = None) -> list:
         """``[draw(j) for each seed j]`` (of ``seeds``, default all), each under seed ``j``'s stream."""
         outer = torch.get_rng_state()
+        outer_cuda = None if self.cuda is None else torch.cuda.get_rng_state(self.device)
         results = []
         try:
             for j in range(len(self.states)) if seeds is None else seeds:
                 torch.set_rng_state(self.states[j])
+                if self.cuda is not None:
+                    torch.cuda.set_rng_state(self.cuda[j], self.device)
                 results.append(draw(j))
                 self.states[j] = torch.get_rng_state()
+                if self.cuda is not None:
+                    self.cuda[j] = torch.cuda.get_rng_state(self.device)
         finally:
             torch.set_rng_state(outer)
+            if outer_cuda is not None:
+                torch.cuda.set_rng_state(outer_cuda, self.device)
         return results
 
 

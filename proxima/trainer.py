@@ -913,6 +913,7 @@ class SeedRun(Run):
         self._rows = rows
         super().__init__(args, envs, run_dir, device)
         self.stream = torch.get_rng_state()  # after the initialization: what its first actions draw from
+        self.cuda_stream = _cuda_rng_state(device)  # on a GPU, where its draws come from
         self.group: SeedGroup | None = None
         self.index = 0
 
@@ -927,11 +928,17 @@ class SeedRun(Run):
         group = self.group
         state["optimizer"] = group.optimizer_share(self.index, self.optimizer)
         state["rng"]["torch"] = group.streams.states[self.index]
+        if group.streams.cuda is not None:
+            state["rng"]["cuda"] = group.streams.cuda[self.index]
         return state
 
     def load_state_dict(self, meta: dict, states: dict) -> None:
         super().load_state_dict(meta, states)
-        self.stream = torch.get_rng_state()
+        self.stream, self.cuda_stream = torch.get_rng_state(), _cuda_rng_state(self.device)
+
+
+def _cuda_rng_state(device: torch.device) -> torch.Tensor | None:
+    return torch.cuda.get_rng_state(device) if device.type == "cuda" else None
 
 
 class SeedGroup:
@@ -953,7 +960,8 @@ class SeedGroup:
         args = lead.args
         self.rows = args.env.num_envs
         self.stacked = StackedModels([r.model for r in runs])
-        self.streams = SeedStreams([r.stream for r in runs])
+        cuda = [r.cuda_stream for r in runs] if lead.device.type == "cuda" else None
+        self.streams = SeedStreams([r.stream for r in runs], cuda, lead.device)
         groups = lead.model.param_groups(args.algorithm.learning_rate, args.algorithm.value_learning_rate)
         self.optimizer = make_adam(
             self.stacked.named_groups(groups), args.algorithm.learning_rate, seeds=len(runs)
@@ -987,6 +995,8 @@ class SeedGroup:
             if all(s is not None for s in states):
                 self.optimizer.state[p] = {k: torch.stack([s[k] for s in states]) for k in states[0]}
         self.streams.states = [r.stream for r in self.runs]
+        if self.streams.cuda is not None:
+            self.streams.cuda = [r.cuda_stream for r in self.runs]
         shares = [r.collector.loaded for r in self.runs]
         if all(s is not None for s in shares):
             self.collector.load_state_dict(_joined(shares))

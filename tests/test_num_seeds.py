@@ -14,7 +14,7 @@ import torch
 from safetensors.torch import load_file
 
 import proxima
-from proxima.batched import SeedModel, StackedModels
+from proxima.batched import SeedModel, SeedStreams, StackedModels
 from proxima.callbacks import Callback
 from proxima.cli import main
 from proxima.errors import UserError
@@ -94,6 +94,37 @@ def test_each_seed_follows_its_solo_run(tmp_path, env, options, updates):
                 json.loads((d / "best" / "agent.json").read_text()) for d in (group / f"seed{seed}", solo)
             ]
             assert best[0]["rescored"] == best[1]["rescored"]
+
+
+def test_on_a_gpu_each_seed_draws_from_its_own_state_of_the_cuda_generator(monkeypatch):
+    """There a seed's action samples and minibatch orders come from torch's CUDA generator: each seed's state of
+    it is swapped in around its draws, as its CPU one is. (Here a CPU generator stands in for the CUDA one.)"""
+    cuda = torch.Generator()
+    monkeypatch.setattr(torch.cuda, "get_rng_state", lambda device=None: cuda.get_state())
+    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda state, device=None: cuda.set_state(state))
+    states = [torch.Generator().manual_seed(s).get_state() for s in (1, 2)]
+    streams = SeedStreams([torch.get_rng_state()] * 2, list(states), torch.device("cuda"))
+    drawn = [streams.each(lambda j: torch.rand(2, generator=cuda)) for _ in range(2)]
+    for j, seed in enumerate((1, 2)):  # each seed's draws continue its own stream
+        alone = torch.Generator().manual_seed(seed)
+        assert torch.equal(torch.cat([d[j] for d in drawn]), torch.rand(4, generator=alone))
+    assert torch.equal(cuda.get_state(), torch.Generator().get_state())  # the outer state is put back
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_on_a_gpu_each_seed_follows_its_solo_run_and_resumes_exactly(tmp_path):
+    budget = dict(env_id="CartPole-v1", seed=1, total_timesteps=8 * 32 * 4, cuda=True,
+                  **{**SMALL, "checkpoint_every": 1})  # fmt: skip
+    whole, run = tmp_path / "whole", tmp_path / "run"
+    proxima.train(run_dir=str(whole), num_seeds=2, callbacks=[StopSeed(seed=2, update=1)], **budget)
+    proxima.train(run_dir=str(tmp_path / "solo1"), **budget)
+    assert_close(records(whole / "seed1"), records(tmp_path / "solo1"), 4, 1e-3)
+    with pytest.raises(RuntimeError, match="the job ends here"):
+        proxima.train(
+            run_dir=str(run), num_seeds=2, callbacks=[StopSeed(seed=2, update=1), Fail(3)], **budget
+        )
+    proxima.resume(str(run), quiet=True)  # seed 2's stale CUDA state must not be seed 1's
+    assert records(run / "seed1") == records(whole / "seed1")
 
 
 class MaskedChoice(gym.Env):
