@@ -1001,8 +1001,9 @@ class SeedGroup:
         if all(s is not None for s in shares):
             self.collector.load_state_dict(_joined(shares))
             return
-        seed = seeding.resumed_episodes(self.runs[0].args.run.seed, self.runs[0].global_step)
-        self.collector.restart(seed=[seed + k for k in range(self.envs.num_envs)])
+        # each seed's envs start the episodes its own resumed solo run would
+        first = [seeding.resumed_episodes(r.args.run.seed, r.global_step) for r in self.runs]
+        self.collector.restart(seed=[s + k for s in first for k in range(self.rows)])
 
     def iterate(self) -> list[UpdateResult | None]:
         """One update of every seed that is still training (None for those that finished)."""
@@ -1114,7 +1115,8 @@ def _seed_group(
             runs.append(run)
         count, why = choose_threads(args.run.torch_threads, args.samples_per_minibatch * n, images=images)
         torch.set_num_threads(count)
-        return SeedGroup(runs, envs, env_seeds), [why] if why else []
+        notes = emulation_note(args.network.precision, device) + ([why] if why else [])
+        return SeedGroup(runs, envs, env_seeds), notes
     except BaseException:
         envs.close()
         raise

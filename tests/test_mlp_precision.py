@@ -71,3 +71,13 @@ def test_cartpole_fast_solves_with_bfloat16_mlps(tmp_path):
                   report=False)  # fmt: skip
     last = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[-1])
     assert last["global_step"] < 300_000 and last["eval_return"] >= 498
+
+
+def test_a_batched_run_says_where_bf16_is_emulated(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(encoders, "native_bfloat16", lambda device: False)
+    proxima.train(
+        run_dir=str(tmp_path / "run"), precision="bfloat16", num_seeds=2, **{**TINY, "quiet": False}
+    )
+    assert "note: --precision bfloat16 on a CPU (no AVX512-BF16 or AMX) is emulated" in "".join(
+        capsys.readouterr()
+    )

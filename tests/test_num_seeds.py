@@ -650,3 +650,17 @@ def test_track_gives_each_seed_its_own_wandb_run_which_a_resume_continues(tmp_pa
         shown = [row["global_step"] for row in rows if row.get("videos/episode/_type") == "video-file"]
         assert shown and shown == [e.step for e in tensorboard_videos(batch / seed)]
     assert len(ids) == 2
+
+
+def test_a_batch_on_gymnasium_envs_resumes_each_seeds_episodes_as_its_solo_resume_does(tmp_path):
+    """Gymnasium's envs cannot be saved: a resumed run starts new episodes from its seed and step. Each seed of
+    a resumed batch starts those of its own resumed solo run, not the first seed's."""
+    budget = dict(env_id="CartPole-v1", env_backend="gymnasium", total_timesteps=8 * 32 * 4,
+                  **{**SMALL, "checkpoint_every": 1})  # fmt: skip
+    runs = {"group": dict(num_seeds=2, seed=1), "solo1": dict(seed=1), "solo2": dict(seed=2)}
+    for name, which in runs.items():
+        with pytest.raises(RuntimeError, match="the job ends here"):
+            proxima.train(run_dir=str(tmp_path / name), callbacks=[Fail(3)], **which, **budget)
+        proxima.resume(str(tmp_path / name), quiet=True)
+    for seed in (1, 2):
+        assert_close(records(tmp_path / "group" / f"seed{seed}"), records(tmp_path / f"solo{seed}"), 4, 1e-3)
