@@ -144,7 +144,7 @@ def test_a_stopped_batched_trial_leaves_no_verdict_and_resumes_from_its_checkpoi
                                           "consecutive seeds in order, such as 1-2, not 1,3"),
         (["--seeds", "1-2", "--num-seeds", "2"], "for one batched run of them per setting give --batched, not "
                                                  "--num-seeds"),
-        (["--batched", "--seeds", "1-2", "--recurrent", "lstm"], "which does not take --recurrent yet"),
+        (["--batched", "--seeds", "1-2", "--rollout-workers", "2"], "which does not take --rollout-workers yet"),
     ],
 )  # fmt: skip
 def test_what_a_batched_sweep_cannot_do_is_refused_in_one_line(tmp_path, capsys, argv, said):
