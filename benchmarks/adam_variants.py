@@ -25,10 +25,10 @@ from proxima.advantages import estimate_advantages
 from proxima.config import resolve_args
 from proxima.distributions import make_head
 from proxima.envs import make_vec_env
+from proxima.loop import network_spec
 from proxima.networks import ActorCritic
 from proxima.optim import make_adam
 from proxima.rollout import RolloutCollector
-from proxima.trainer import network_spec
 from proxima.update import UpdateSettings, update
 
 

@@ -60,6 +60,7 @@ def loop(steps: int, threads: int, flags: list[str], cuda: bool = False) -> dict
     """One `--config atari` run of ``steps`` env steps, timed by phase: env.step, the rest of the rollout
     (the policy's forward passes and the buffer writes), and the update (GAE included). On a GPU the phases
     end where the CPU waits for it, so each phase's time includes the GPU work it started."""
+    import proxima.loop
     import proxima.rollout
     import proxima.trainer
     from proxima.envs.interface import env_call as original_env_call
@@ -86,7 +87,7 @@ def loop(steps: int, threads: int, flags: list[str], cuda: bool = False) -> dict
     proxima.rollout.env_call = timed_env_call
     collect = proxima.rollout.RolloutCollector.collect
     proxima.rollout.RolloutCollector.collect = timed("rollout", collect)
-    proxima.trainer.update = timed("update", proxima.trainer.update)
+    proxima.loop.update = timed("update", proxima.loop.update)
     from proxima.trainer import train
 
     start = time.perf_counter()

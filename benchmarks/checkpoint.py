@@ -16,16 +16,16 @@ import time
 from proxima import checkpoint
 from proxima.callbacks import default_callbacks
 from proxima.config import resolve_args
-from proxima.trainer import Run, _make_envs, _setup, _threads
+from proxima.loop import Run, make_run_envs, setup, thread_notes
 
 
 def measure(config: str | None, writes: int) -> dict:
     args = resolve_args(**({"config": config} if config else {}))
     run_dir = tempfile.mkdtemp()
-    device, _ = _setup(args)
-    envs = _make_envs(args, run_dir, device)
+    device, _ = setup(args)
+    envs = make_run_envs(args, run_dir, device)
     try:
-        _threads(args, envs)
+        thread_notes(args, envs)
         run = Run(args, envs, run_dir, device)
         run.callbacks = default_callbacks(run)
         for callback in run.callbacks:  # what a checkpoint holds: the logs' offsets too

@@ -1,6 +1,6 @@
 """Callbacks: everything a run does besides rollout → advantages → update (docs/ARCHITECTURE.md).
 
-The loop (``proxima.trainer.loop``) calls, for each callback in order:
+The loop (``proxima.loop.steps``) calls, for each callback in order:
 
 - ``on_train_start(run)`` once, before the first update (also when a run resumes);
 - ``on_update_end(run, result) -> bool | None`` after every update; ``result.record`` is the dict that goes
@@ -50,7 +50,7 @@ from proxima.report import REWRITE_S, write_report
 from proxima.selfplay import OpponentPool
 
 if TYPE_CHECKING:
-    from proxima.trainer import Run
+    from proxima.loop import Run
 
 
 @dataclass

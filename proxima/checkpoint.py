@@ -24,7 +24,7 @@ from proxima.errors import UserError
 from proxima.files import CHECKPOINT, read_checkpoint, write_checkpoint
 
 if TYPE_CHECKING:
-    from proxima.trainer import Run
+    from proxima.loop import Run
 
 FORMAT, VERSION = "proxima-checkpoint", 3
 GROUP_FORMAT = "proxima-seeds-checkpoint"  # save_group's

@@ -389,7 +389,8 @@ def cmd_solve(argv: list[str]) -> int:
     from proxima.config import read_preset, solve_presets
     from proxima.evaluate import evaluate, save_evaluation
     from proxima.files import read_json
-    from proxima.trainer import default_run_dir, train
+    from proxima.loop import default_run_dir
+    from proxima.trainer import train
 
     presets = solve_presets()
     tasks = {env_id: read_preset(name) | {"name": name} for env_id, name in presets.items()}

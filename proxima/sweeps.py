@@ -43,7 +43,8 @@ from proxima.files import (
 from proxima.plotting import final_return, plot_runs
 from proxima.report import write_report
 from proxima.rollout_workers import TRIAL_ACTOR_CPUS
-from proxima.trainer import check_seeds, resume, train
+from proxima.seedgroup import check_seeds
+from proxima.trainer import resume, train
 
 # each trial's "config" is its config.json, but with its run_dir relative to the sweep directory, so that a
 # sweep moved elsewhere resumes where it lies; a batched sweep's "groups" are its trials, one per setting

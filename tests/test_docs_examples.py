@@ -34,6 +34,7 @@ from pathlib import Path
 
 import pytest
 
+import proxima.seedgroup
 import proxima.trainer
 from proxima.cli import main
 from proxima.encoders import ENCODERS
@@ -240,7 +241,8 @@ def one_run_dir_per_second(monkeypatch) -> None:
             time.sleep(0.05)
         return run_dir
 
-    monkeypatch.setattr(proxima.trainer, "default_run_dir", waiting)
+    for module in (proxima.trainer, proxima.seedgroup):  # each names its runs' directories
+        monkeypatch.setattr(module, "default_run_dir", waiting)
 
 
 @pytest.fixture

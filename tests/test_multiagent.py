@@ -13,6 +13,7 @@ import torch
 
 import proxima
 import proxima.cli
+import proxima.loop
 from proxima.distributions import make_head
 from proxima.errors import UserError
 from proxima.networks import ActorCritic, Grouped, NetworkSettings, NetworkSpec
@@ -225,9 +226,9 @@ class _Valid(proxima.callbacks.Callback):
 def test_mappo_trains_on_a_pettingzoo_env_whose_agents_leave_and_are_of_two_kinds(tmp_path, monkeypatch):
     from tests.test_pettingzoo_backend import Chase
 
-    sizes, update = [], proxima.trainer.update
+    sizes, update = [], proxima.loop.update
     monkeypatch.setattr(
-        proxima.trainer,
+        proxima.loop,
         "update",
         lambda model, opt, batch, s: sizes.append(len(batch)) or update(model, opt, batch, s),
     )
@@ -282,9 +283,9 @@ def test_a_recurrent_mappo_agent_replays_whole_sequences_but_learns_from_the_age
 ):
     from tests.test_pettingzoo_backend import Chase
 
-    seen, update = [], proxima.trainer.update
+    seen, update = [], proxima.loop.update
     monkeypatch.setattr(
-        proxima.trainer,
+        proxima.loop,
         "update",
         lambda model, opt, batch, s: seen.append(batch) or update(model, opt, batch, s),
     )

@@ -5,6 +5,7 @@ import dataclasses
 import pytest
 import torch
 
+import proxima.loop
 import proxima.trainer
 import proxima.update
 from proxima.algorithms import ALGORITHMS
@@ -78,12 +79,12 @@ def test_a_critic_that_ignores_its_input_is_blamed_on_the_network(capsys, monkey
 
 @pytest.mark.slow
 def test_a_dropped_discount_is_blamed_on_discounting(capsys, monkeypatch):
-    original = proxima.trainer.estimate_advantages
+    original = proxima.loop.estimate_advantages
 
     def undiscounted(estimator, rewards, values, dones, next_value, next_done, gamma, gae_lambda):
         return original(estimator, rewards, values, dones, next_value, next_done, 1.0, gae_lambda)
 
-    monkeypatch.setattr(proxima.trainer, "estimate_advantages", undiscounted)
+    monkeypatch.setattr(proxima.loop, "estimate_advantages", undiscounted)
     _assert_blames(capsys, ["1", "2", "3"], "3", "discounting")
 
 

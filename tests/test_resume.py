@@ -330,7 +330,7 @@ def test_every_run_sets_its_thread_count_instead_of_inheriting_one(monkeypatch):
 
     from proxima import threads
     from proxima.config import PPOArgs
-    from proxima.trainer import _threads
+    from proxima.loop import thread_notes
 
     monkeypatch.setattr(threads, "busy_cores", lambda: 0.0)  # an idle machine
     big = PPOArgs.of(num_envs=16, num_steps=128)  # minibatches of 512: torch's default thread count
@@ -338,13 +338,13 @@ def test_every_run_sets_its_thread_count_instead_of_inheriting_one(monkeypatch):
     images = SimpleNamespace(single_observation_space=gym.spaces.Box(0, 255, (4, 84, 84), dtype="uint8"))
     try:
         torch.set_num_threads(threads.DEFAULT_THREADS + 1)
-        _threads(big, vectors)
+        thread_notes(big, vectors)
         assert torch.get_num_threads() == threads.DEFAULT_THREADS
-        _threads(PPOArgs(), vectors)  # minibatches of 128: one thread
+        thread_notes(PPOArgs(), vectors)  # minibatches of 128: one thread
         assert torch.get_num_threads() == 1
-        _threads(PPOArgs(), images)  # ... unless they are images through a CNN
+        thread_notes(PPOArgs(), images)  # ... unless they are images through a CNN
         assert torch.get_num_threads() == threads.DEFAULT_THREADS
-        _threads(big, vectors, saved=3)  # a resumed run's saved count wins
+        thread_notes(big, vectors, saved=3)  # a resumed run's saved count wins
         assert torch.get_num_threads() == 3
     finally:
         torch.set_num_threads(threads.DEFAULT_THREADS)

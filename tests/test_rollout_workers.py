@@ -16,6 +16,7 @@ import torch
 from safetensors.torch import load_file
 
 import proxima
+import proxima.loop
 from proxima.callbacks import Callback
 from proxima.cli import main
 from proxima.executors import ray_available
@@ -154,9 +155,9 @@ def test_an_agent_that_leaves_on_workers_is_masked_and_its_team_reward_shared(
     present agent of a game the same reward; and 1 or 2 workers (a game each) give the same run."""
     from tests.test_pettingzoo_backend import Chase
 
-    sizes, update = [], proxima.trainer.update
+    sizes, update = [], proxima.loop.update
     monkeypatch.setattr(
-        proxima.trainer,
+        proxima.loop,
         "update",
         lambda model, opt, batch, s: sizes.append(len(batch)) or update(model, opt, batch, s),
     )

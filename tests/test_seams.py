@@ -201,7 +201,7 @@ def test_every_setting_has_one_flat_name_and_reaches_its_group():
 def test_a_network_option_reaches_the_network_without_copying():
     """NetworkSpec holds the run's NetworkSettings itself: a new option is one field of NetworkSettings."""
     from proxima.envs import make_vec_env
-    from proxima.trainer import network_spec
+    from proxima.loop import network_spec
 
     args = proxima.PPOArgs.of(layer_norm=True, critic_activation="relu", lstm_layers=2)
     envs = make_vec_env("CartPole-v1", 2)

@@ -9,9 +9,11 @@ import torch
 
 from proxima import executors, threads
 from proxima.config import PPOArgs
-from proxima.trainer import _setup, _threads
+from proxima.loop import setup, thread_notes
 
-VECTORS = SimpleNamespace(single_observation_space=gym.spaces.Box(-1, 1, (4,)))  # what _threads reads of envs
+VECTORS = SimpleNamespace(
+    single_observation_space=gym.spaces.Box(-1, 1, (4,))
+)  # what thread_notes reads of envs
 
 
 @pytest.fixture
@@ -64,13 +66,13 @@ def test_the_run_says_when_the_load_lowers_its_threads_and_when_cuda_is_missing(
 ):
     monkeypatch.setattr(threads, "busy_cores", lambda: 1.0)
     args = PPOArgs.of(num_envs=16, num_steps=128, cuda=True)
-    _, notes = _setup(args)
-    notes += _threads(args, VECTORS)
+    _, notes = setup(args)
+    notes += thread_notes(args, VECTORS)
     assert torch.get_num_threads() == 1
     assert any("--torch-threads 1 reproduces this run" in n for n in notes)
     if not torch.cuda.is_available():
         assert any("no GPU is available" in n for n in notes)
-    _, notes = _setup(PPOArgs.of(cuda=False))
+    _, notes = setup(PPOArgs.of(cuda=False))
     assert not any("GPU" in n for n in notes)
 
 
