@@ -348,6 +348,8 @@ def test_each_seed_directory_is_an_ordinary_run(tmp_path, capsys):
     [
         (["--rollout-workers", "2"], "--rollout-workers"),
         (["--num-seeds", "0"], "num_seeds must be a positive number"),
+        (["--env-id", "proxima/ProbeCoordination-v0"], "not one seed per env (as --num-seeds gives them)"),
+        (["--env-id", "selfplay:pettingzoo.classic.connect_four_v3"], "a self-play env"),
     ],
 )
 def test_what_cannot_be_batched_is_refused_in_one_line(tmp_path, capsys, flags, named):

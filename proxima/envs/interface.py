@@ -221,7 +221,10 @@ def one_seed(seed: Seeds, backend: str) -> int | None:
     sequence is refused."""
     if seed is None or isinstance(seed, numbers.Integral):
         return seed
-    raise UserError(f"the {backend} backend takes one int seed for all its envs, not one seed per env")
+    raise UserError(
+        f"the {backend} backend takes one int seed for all its envs, not one seed per env (as --num-seeds "
+        "gives them): train each seed as a run of its own"
+    )
 
 
 def per_env_values(values, num_envs: int) -> list:
