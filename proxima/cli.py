@@ -501,6 +501,12 @@ def _eval_against(agent, args: EvalArgs) -> int:
         f"draw_rate={summary['draw_rate']:.3f} loss_rate={summary['loss_rate']:.3f} episodes={len(returns)} "
         f"deterministic={args.deterministic} (wins: {seats})"
     )
+    tactics = summary.get("tactics")
+    if tactics:
+        print(
+            f"immediate wins taken: {tactics['win_taken_rate']:.1%} of {tactics['wins']}; the opponent's immediate "
+            f"wins blocked (where it had none): {tactics['blocked_rate']:.1%} of {tactics['threats']}"
+        )
     return 0
 
 

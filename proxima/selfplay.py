@@ -19,7 +19,14 @@ import torch
 
 from proxima.agent import Agent
 from proxima.envs import make_envs
-from proxima.envs.selfplay import Policy, is_selfplay_id, make_player
+from proxima.envs.selfplay import (
+    CONNECT_FOUR_SHAPE,
+    Policy,
+    connect_four_board,
+    immediate_wins,
+    is_selfplay_id,
+    make_player,
+)
 from proxima.errors import UserError
 from proxima.evaluate import run_episodes
 
@@ -108,7 +115,8 @@ def play_against(
     """``episodes`` games of a self-play agent against a built-in player (``"random"``, ``"lookahead"``), in
     ``max_games`` games at once, each alternating seats from game to game and game ``i`` starting in seat
     ``i % 2``: half the games in each seat where every game plays an even number of them. Returns the
-    learner's returns and a summary: wins, draws, losses and their rates, overall and by seat."""
+    learner's returns and a summary: wins, draws, losses and their rates, overall and by seat, and in Connect
+    Four the learner's ``tactics`` (``Tactics``)."""
     if not is_selfplay_id(agent.env_id):
         raise UserError(
             f"--opponent plays the games of self-play agents (selfplay: ids); this agent plays {agent.env_id}"
@@ -121,8 +129,12 @@ def play_against(
         generator = torch.Generator(device=agent.device)
         generator.manual_seed(seed)
         envs.set_opponents([make_player(opponent, envs.obs_layout, generator)])
+        board = next((p for p in envs.obs_layout.parts if p.path == ("observation",)), None)
+        watched = (
+            Tactics(agent.model, envs.obs_layout) if board and board.shape == CONNECT_FOUR_SHAPE else None
+        )
         returns = run_episodes(
-            agent.model, envs, episodes, deterministic=deterministic, seed=seed, name=agent.env_id
+            watched or agent.model, envs, episodes, deterministic=deterministic, seed=seed, name=agent.env_id
         )
     finally:
         envs.close()
@@ -130,7 +142,52 @@ def play_against(
     seats = np.array([(i + k) % 2 for i in range(n) for k in range(quota[i])])
     summary = {"opponent": opponent, **_counts(returns)}
     summary["by_seat"] = {name: _counts(returns[seats == s]) for s, name in enumerate(("first", "second"))}
+    if watched is not None:
+        summary["tactics"] = watched.summary()
     return returns, summary
+
+
+class Tactics:
+    """A Connect Four agent's model, counting as it plays what a one-step lookahead sees: the moves where it
+    could win at once and did, and those where it had no win but the opponent threatened one and it blocked it.
+    A policy that loses to the lookahead player mostly misses these (docs/MULTIAGENT.md). Every move of the
+    games played counts."""
+
+    def __init__(self, model, layout):
+        self.model, self.layout, self.board = model, layout, connect_four_board(layout)
+        self.wins = self.wins_taken = self.threats = self.blocked = 0
+
+    def __getattr__(self, name):  # the rest of the model (its LSTM, its memory) as it is
+        return getattr(self.model, name)
+
+    def predict(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
+        actions = self.model.predict(obs, deterministic)
+        self.count(obs, actions)
+        return actions
+
+    def predict_recurrent(self, obs, starts, memory, deterministic: bool = False):
+        actions, memory = self.model.predict_recurrent(obs, starts, memory, deterministic)
+        self.count(obs, actions)
+        return actions, memory
+
+    def count(self, obs: torch.Tensor, actions: torch.Tensor) -> None:
+        wins, threats = immediate_wins(self.layout, self.board, obs)
+        chosen = actions.reshape(-1, 1).long()
+        could_win, must_block = wins.any(1), threats.any(1) & ~wins.any(1)
+        self.wins += int(could_win.sum())
+        self.wins_taken += int(wins.gather(1, chosen).squeeze(1)[could_win].sum())
+        self.threats += int(must_block.sum())
+        self.blocked += int(threats.gather(1, chosen).squeeze(1)[must_block].sum())
+
+    def summary(self) -> dict:
+        return {
+            "wins": self.wins,
+            "wins_taken": self.wins_taken,
+            "win_taken_rate": self.wins_taken / max(self.wins, 1),
+            "threats": self.threats,
+            "blocked": self.blocked,
+            "blocked_rate": self.blocked / max(self.threats, 1),
+        }
 
 
 def _counts(returns: np.ndarray) -> dict:

@@ -3,6 +3,7 @@ step, the lookahead player, the pool of snapshots, and a short run that beats th
 
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ import proxima.cli  # noqa: E402
 from proxima.envs import make_envs  # noqa: E402
 from proxima.envs.selfplay import lookahead_player  # noqa: E402
 from proxima.errors import UserError  # noqa: E402
-from proxima.selfplay import RANDOM, OpponentPool, play_against, snapshot_dir  # noqa: E402
+from proxima.selfplay import RANDOM, OpponentPool, Tactics, play_against, snapshot_dir  # noqa: E402
 
 C4 = "selfplay:pettingzoo.classic.connect_four_v3"
 
@@ -168,6 +169,55 @@ def test_eval_against_a_player_plays_half_the_games_in_each_seat(tmp_path):
     assert summary["win_rate"] == pytest.approx(np.mean(returns > 0))
     with pytest.raises(UserError, match="unknown opponent"):
         play_against(agent, "minimax", 10)
+
+
+def packed(envs, own, other):
+    """A packed observation of the board with the mover's pieces at ``own`` and the other's at ``other``
+    ((row, column), row 0 at the top), the full columns masked."""
+    planes = np.zeros((1, 6, 7, 2), np.int8)
+    for plane, cells in enumerate((own, other)):
+        for r, c in cells:
+            planes[0, r, c, plane] = 1
+    legal = (planes[0, 0].sum(1) == 0).astype(np.int8)[None]
+    return torch.as_tensor(envs.obs_layout.pack({"observation": planes, "action_mask": legal}, batch=True))
+
+
+def test_tactics_count_the_immediate_wins_taken_and_the_threats_blocked():
+    envs = make_envs(C4, 1, seed=0)
+    three_at_bottom, three_above = [(5, 0), (5, 1), (5, 2)], [(4, 0), (4, 1), (5, 6)]
+    tactics = Tactics(None, envs.obs_layout)
+    tactics.count(packed(envs, three_at_bottom, three_above), torch.tensor([3]))  # a win, taken
+    tactics.count(packed(envs, three_at_bottom, three_above), torch.tensor([4]))  # a win, missed
+    tactics.count(packed(envs, three_above, three_at_bottom), torch.tensor([3]))  # a threat, blocked
+    tactics.count(packed(envs, three_above, three_at_bottom), torch.tensor([6]))  # a threat, missed
+    # a win in column 6 and a threat in column 3: blocking instead misses the win, and is no block counted
+    tactics.count(packed(envs, [(5, 6), (4, 6), (3, 6)], three_at_bottom), torch.tensor([3]))
+    tactics.count(packed(envs, [(5, 6)], [(5, 0)]), torch.tensor([0]))  # neither
+    assert tactics.summary() == {
+        "wins": 3, "wins_taken": 1, "win_taken_rate": 1 / 3, "threats": 2, "blocked": 1, "blocked_rate": 0.5,
+    }  # fmt: skip
+    envs.close()
+
+
+def test_eval_against_the_lookahead_says_how_often_the_agent_takes_its_wins_and_blocks(tmp_path, capsys):
+    run_dir = str(tmp_path / "run")
+    proxima.train(**TINY, run_dir=run_dir)
+    assert proxima.cli.main(["eval", run_dir, "--opponent", "lookahead", "--episodes", "20"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert re.fullmatch(
+        r"immediate wins taken: \d+\.\d% of \d+; the opponent's immediate wins blocked \(where it had none\): "
+        r"\d+\.\d% of \d+",
+        out[-1],
+    ), out
+    saved = json.loads(open(os.path.join(run_dir, "eval.json")).read())
+    assert set(saved["tactics"]) == {
+        "wins",
+        "wins_taken",
+        "win_taken_rate",
+        "threats",
+        "blocked",
+        "blocked_rate",
+    }
 
 
 def test_rescore_best_of_a_self_play_run_plays_each_candidate_on_its_own_games(tmp_path):

@@ -222,22 +222,33 @@ def random_player(layout: ObsLayout, generator: torch.Generator) -> Policy:
 CONNECT_FOUR_SHAPE = (6, 7, 2)
 
 
-def lookahead_player(layout: ObsLayout, generator: torch.Generator) -> Policy:
-    """Connect Four's one-step lookahead: a winning move where there is one, else a move that blocks the
-    opponent's immediate win, else a random legal move (ties broken at random)."""
+def connect_four_board(layout: ObsLayout):
+    """The part of ``layout`` that is Connect Four's board; refused for another game."""
     board = next((p for p in layout.parts if p.path == ("observation",)), None)
     if board is None or board.shape != CONNECT_FOUR_SHAPE:
         raise UserError(
             f"the lookahead player plays Connect Four (a {CONNECT_FOUR_SHAPE} observation), not {layout.space}"
         )
+    return board
+
+
+def immediate_wins(layout: ObsLayout, board, obs: Tensor) -> tuple[Tensor, Tensor]:
+    """``(B, 7)`` each, for Connect Four's packed observations: the legal columns where the player to move wins
+    at once, and those where the other player would win on its next move (the threats to block)."""
+    planes = obs[:, board.span].reshape(-1, *CONNECT_FOUR_SHAPE).float()
+    legal = _mask(layout, obs)
+    own, other = planes[..., 0], planes[..., 1]  # PettingZoo's planes: the player to move's, the other's
+    return _completes_four(own, own + other) & legal, _completes_four(other, own + other) & legal
+
+
+def lookahead_player(layout: ObsLayout, generator: torch.Generator) -> Policy:
+    """Connect Four's one-step lookahead: a winning move where there is one, else a move that blocks the
+    opponent's immediate win, else a random legal move (ties broken at random)."""
+    board = connect_four_board(layout)
 
     def play(obs: Tensor) -> Tensor:
-        planes = obs[:, board.span].reshape(-1, *CONNECT_FOUR_SHAPE).float()
-        legal = _mask(layout, obs)
-        own, other = planes[..., 0], planes[..., 1]  # PettingZoo's planes: the player to move's, the other's
-        wins = _completes_four(own, own + other) & legal
-        blocks = _completes_four(other, own + other) & legal
-        choice = torch.where(blocks.any(1, keepdim=True), blocks, legal)
+        wins, blocks = immediate_wins(layout, board, obs)
+        choice = torch.where(blocks.any(1, keepdim=True), blocks, _mask(layout, obs))
         return _choose(torch.where(wins.any(1, keepdim=True), wins, choice), generator)
 
     return play
