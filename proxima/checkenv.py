@@ -1,4 +1,5 @@
-"""``proxima check-env ENV_ID``: will proxima train on this env, and what will it make of it?
+"""``proxima check-env ENV_ID`` (or ``--env-factory module:name``): will proxima train on this env, and what will
+it make of it?
 
 Runs proxima's own checks (those the Gymnasium backend makes before a run: the step API, the observation
 layout and its mask, an encoder and a head for the spaces), then some random steps through the backend a run
@@ -17,25 +18,36 @@ import torch
 
 from proxima.distributions import make_head
 from proxima.encoders import check_spaces, encoder_for
-from proxima.envs import make_vec_env
+from proxima.envs import make_envs
 from proxima.envs.gymnasium_backend import EnvMaker, check_step_api, find_obs_layout
 from proxima.envs.interface import agent_spec, obs_layout
 from proxima.envs.registry import resolve_backend
+from proxima.envs.user import describe_env, factory_backend
 from proxima.errors import EnvError, UserError
 
 RANDOM_STEPS = 200  # per env, through the backend, with random actions
 
 
 def check_env(
-    env_id: str, env_kwargs: dict | None = None, num_envs: int = 4
+    source, env_kwargs: dict | None = None, num_envs: int = 4
 ) -> tuple[list[str], list[str], list[str]]:
-    """``(report, warnings, problems)``: lines saying what proxima will do with ``env_id``, what Gymnasium's
-    checker found, and why proxima cannot train on it (empty: it will train)."""
-    backend = resolve_backend(env_id, num_envs=num_envs, env_kwargs=bool(env_kwargs))
+    """``(report, warnings, problems)``: lines saying what proxima will do with ``source`` (an id, or a class or
+    function that makes one env, as ``--env-factory`` and ``train(env=...)`` take), what Gymnasium's checker
+    found, and why proxima cannot train on it (empty: it will train)."""
+    if isinstance(source, gym.vector.VectorEnv):
+        raise UserError(
+            "check_env takes an env id, or a class or function that makes one env; not a VectorEnv"
+        )
+    if isinstance(source, str):
+        env_id, factory = source, None
+        backend = resolve_backend(source, num_envs=num_envs, env_kwargs=bool(env_kwargs))
+    else:
+        env_id, factory = describe_env(source)[0], source
+        backend = factory_backend(source, env_kwargs)
     if backend not in ("gymnasium", "native"):  # a backend of its own: what its vector env says
-        return _own_backend(env_id, env_kwargs, backend, num_envs)
+        return _own_backend(source, env_id, env_kwargs, backend, num_envs)
     report, found, problems = [], [], []
-    env = EnvMaker(env_id, env_kwargs or {})(checked=True)  # a bad id or constructor: a UserError, one line
+    env = EnvMaker(env_id, env_kwargs or {}, factory)(checked=True)  # a bad id or constructor: one line
     try:
         report += [f"observation space: {env.observation_space}", f"action space: {env.action_space}"]
         limit = env.spec.max_episode_steps if env.spec is not None else None
@@ -62,17 +74,18 @@ def check_env(
         report.append(f"encoder: {encoder_for(layout)} (--encoder picks another)")
         report.append(f"action head: {type(head).__name__}")
         report.append(f"backend: {backend} (auto's choice at {num_envs} envs; --env-backend picks another)")
-        problems += _random_steps(env_id, env_kwargs, backend, num_envs)
+        problems += _random_steps(source, env_id, env_kwargs, backend, num_envs)
         found += _gymnasium_check(env)
     finally:
         env.close()
     return report, found, problems
 
 
-def _own_backend(env_id: str, env_kwargs: dict | None, backend: str, num_envs: int):
-    """``check_env``'s answer for an id that a backend other than Gymnasium's runs: a game of many agents
-    (docs/MULTIAGENT.md), or one agent's env such as a self-play game, from what its vector env says."""
-    envs = make_vec_env(env_id, num_envs, backend=backend, seed=0, env_kwargs=env_kwargs)
+def _own_backend(env, env_id: str, env_kwargs: dict | None, backend: str, num_envs: int):
+    """``check_env``'s answer for an env (``env_id``: its name) that a backend other than Gymnasium's runs: a
+    game of many agents (docs/MULTIAGENT.md), or one agent's env such as a self-play game, from what its vector
+    env says."""
+    envs = make_envs(env, num_envs, backend=backend, seed=0, env_kwargs=env_kwargs)
     try:
         agents, layout = agent_spec(envs), obs_layout(envs)
         if agents is None:
@@ -96,13 +109,14 @@ def _own_backend(env_id: str, env_kwargs: dict | None, backend: str, num_envs: i
             ]
     finally:
         envs.close()
-    return report, [], _random_steps(env_id, env_kwargs, backend, num_envs)
+    return report, [], _random_steps(env, env_id, env_kwargs, backend, num_envs)
 
 
-def _random_steps(env_id: str, env_kwargs: dict | None, backend: str, num_envs: int) -> list[str]:
-    """Problems seen in ``RANDOM_STEPS`` random steps through the backend a run would use."""
+def _random_steps(env, env_id: str, env_kwargs: dict | None, backend: str, num_envs: int) -> list[str]:
+    """Problems seen in ``RANDOM_STEPS`` random steps of ``env`` (``env_id``: its name) through the backend a
+    run would use."""
     try:
-        envs = make_vec_env(env_id, num_envs, backend=backend, seed=0, env_kwargs=env_kwargs)
+        envs = make_envs(env, num_envs, backend=backend, seed=0, env_kwargs=env_kwargs)
     except (UserError, EnvError) as e:
         return [str(e)]
     try:

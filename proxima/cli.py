@@ -531,8 +531,11 @@ def cmd_export(argv: list[str]) -> int:
 
 @dataclass
 class CheckEnvArgs:
-    env_id: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="ENV_ID")]
+    env_id: Annotated[str | None, tyro.conf.Positional, tyro.conf.arg(metavar="ENV_ID")] = None
     """a registered id, or module:EnvName-v0 to import module (from the working directory too) first"""
+    env_factory: Annotated[str | None, tyro.conf.arg(metavar="MODULE:NAME")] = None
+    """instead of ENV_ID: the class or function that makes one env, as `proxima train --env-factory` takes it
+    (a gymnasium.Env, or a PettingZoo ParallelEnv)"""
     env_kwargs: Annotated[str | None, tyro.conf.arg(metavar="JSON")] = None
     """keyword arguments of the env's constructor, as JSON: --env-kwargs '{"size": 8}'"""
     num_envs: int = 4
@@ -543,10 +546,15 @@ def cmd_check_env(argv: list[str]) -> int:
     """Exit status 0 when proxima will train on the env, 2 when it will not (each problem on one line)."""
     from proxima.checkenv import check_env
     from proxima.config import parse_env_kwargs
+    from proxima.envs.user import load_env_factory
 
     args = _parse(CheckEnvArgs, argv, "proxima check-env")
-    report, warnings, problems = check_env(args.env_id, parse_env_kwargs(args.env_kwargs), args.num_envs)
-    print(f"{args.env_id}:")
+    if (args.env_id is None) == (args.env_factory is None):
+        raise UserError("give the env to check: an ENV_ID, or --env-factory MODULE:NAME (not both)")
+    source = args.env_id or load_env_factory(args.env_factory, "--env-factory")
+    name = args.env_id or args.env_factory
+    report, warnings, problems = check_env(source, parse_env_kwargs(args.env_kwargs), args.num_envs)
+    print(f"{name}:")
     for line in report:
         print(f"  {line}")
     for line in warnings:
@@ -555,7 +563,8 @@ def cmd_check_env(argv: list[str]) -> int:
         print(f"proxima check-env: error: {line}", file=sys.stderr)
     if problems:
         return 2
-    print(f"proxima will train on {args.env_id}")
+    flag = f"--env-id {name}" if args.env_id else f"--env-factory {name}"
+    print(f"proxima will train on {name} (proxima train {flag})")
     return 0
 
 

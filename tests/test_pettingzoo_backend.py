@@ -387,3 +387,42 @@ def test_an_aec_env_enters_where_its_conversion_is_exact():
     envs.close()
     with pytest.raises(UserError, match="turn-based game .* selfplay:MODULE"):
         make_envs(connect_four.env, 2)
+
+
+def test_an_env_written_as_pettingzoos_tutorial_writes_one_is_checked_and_trains(tmp_path, capsys):
+    """Tuple observations in a MultiDiscrete space, lru_cached spaces, int rewards, ``agents`` emptied at the
+    end (tests/fixtures/wild_parallel_envs.py): check-env takes it by --env-factory, and a run on it records
+    zero-sum returns (the prisoner's return is minus the guard's in every update's episodes)."""
+    import json
+
+    from proxima import cli
+
+    factory = "tests.fixtures.wild_parallel_envs:PrisonerGuard"
+    assert cli.main(["check-env", "--env-factory", factory]) == 0
+    out = capsys.readouterr().out
+    assert "2 agents a game (prisoner, guard)" in out and "each agent observes 147 values" in out
+    assert f"proxima will train on {factory} (proxima train --env-factory {factory})" in out
+    run_dir = tmp_path / "run"
+    argv = ["train", "--env-factory", factory, "--algo", "ippo", "--num-envs", "4", "--num-steps", "64",
+            "--total-timesteps", "2048", "--run-dir", str(run_dir), "--quiet", "--no-report", "--no-plot"]  # fmt: skip
+    assert cli.main(argv) == 0
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    ended = [r for r in records if "episodic_return/prisoner" in r]
+    assert ended, "no episode ended in 2048 steps"
+    for r in ended:
+        assert r["episodic_return/prisoner"] == pytest.approx(-r["episodic_return/guard"])
+    episodes = [json.loads(line) for line in (run_dir / "episodes.jsonl").read_text().splitlines()]
+    assert {e["return"] for e in episodes} <= {-1.0, 0.0, 1.0} and max(e["length"] for e in episodes) <= 102
+
+
+def test_check_env_takes_a_gymnasium_env_factory_and_wants_one_env(capsys):
+    from proxima import cli
+
+    assert cli.main(["check-env", "--env-factory", "tests.fixtures.wild_envs:NoRenderMode"]) == 0
+    out = capsys.readouterr().out
+    assert "backend: gymnasium" in out and "action head: CategoricalHead" in out
+    assert cli.main(["check-env"]) == 2
+    assert "give the env to check: an ENV_ID, or --env-factory MODULE:NAME" in capsys.readouterr().err
+    assert (
+        cli.main(["check-env", "CartPole-v1", "--env-factory", "tests.fixtures.wild_envs:NoRenderMode"]) == 2
+    )
