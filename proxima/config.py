@@ -123,6 +123,11 @@ class AlgoSettings:
     """the learning rate of the optimizer"""
     value_learning_rate: float | None = None
     """give the value network its own optimizer with this learning rate (default: one optimizer for both)"""
+    adam_eps: float = 1e-5
+    """Adam's epsilon, added to the root of each weight's mean squared gradient: 1e-5 as the PPO reference code
+    (PyTorch's default is 1e-8, BenchMARL's 1e-6). A weight whose gradients are much smaller than it steps at a
+    fraction of the learning rate: with --no-norm-adv and rewards of a few hundredths, the hidden layers behind
+    the actor's 0.01-scaled output layer (docs/MULTIAGENT.md, VMAS)"""
     anneal_lr: bool = True
     """toggles linear learning-rate annealing to 0 over the run"""
     learning_rate_end: float | None = None
@@ -171,7 +176,7 @@ class AlgoSettings:
         for name in ("total_timesteps", "num_steps", "num_minibatches", "update_epochs"):
             if getattr(self, name) < 1:
                 raise UserError(f"{name} must be a positive integer, got {getattr(self, name)}")
-        for name in ("learning_rate", "clip_coef"):
+        for name in ("learning_rate", "clip_coef", "adam_eps"):
             if not getattr(self, name) > 0:
                 raise UserError(f"{name} must be positive, got {getattr(self, name)}")
         if self.value_learning_rate is not None and not self.value_learning_rate > 0:

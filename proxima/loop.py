@@ -134,6 +134,7 @@ class Run:
         self.optimizer = make_adam(
             self.model.param_groups(args.algorithm.learning_rate, args.algorithm.value_learning_rate),
             args.algorithm.learning_rate,
+            eps=args.algorithm.adam_eps,
         )
         self.settings = UpdateSettings.from_args(args)
         self.schedules = Schedules.from_args(args)

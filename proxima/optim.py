@@ -177,11 +177,12 @@ class SeedAdam(Adam):
 ADAM_EPS = 1e-5  # rather than PyTorch's 1e-8, as the PPO reference code does (detail 3, SEEDS.md)
 
 
-def make_adam(params, lr: float, seeds: int | None = None) -> Adam:
-    """Adam with eps=1e-5; ``seeds``: a ``SeedAdam`` over parameters stacked for that many seeds."""
+def make_adam(params, lr: float, seeds: int | None = None, eps: float = ADAM_EPS) -> Adam:
+    """Adam with ``eps`` (``--adam-eps``, default 1e-5); ``seeds``: a ``SeedAdam`` over parameters stacked for that
+    many seeds."""
     if seeds is not None:
-        return SeedAdam(params, lr=lr, seeds=seeds, eps=ADAM_EPS)
-    return Adam(params, lr=lr, eps=ADAM_EPS)
+        return SeedAdam(params, lr=lr, seeds=seeds, eps=eps)
+    return Adam(params, lr=lr, eps=eps)
 
 
 def clip_grad_norm(model: nn.Module, max_norm: float) -> torch.Tensor:

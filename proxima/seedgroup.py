@@ -166,7 +166,10 @@ class SeedGroup:
         self.streams = SeedStreams([r.stream for r in runs], cuda, lead.device)
         groups = lead.model.param_groups(args.algorithm.learning_rate, args.algorithm.value_learning_rate)
         self.optimizer = make_adam(
-            self.stacked.named_groups(groups), args.algorithm.learning_rate, seeds=len(runs)
+            self.stacked.named_groups(groups),
+            args.algorithm.learning_rate,
+            seeds=len(runs),
+            eps=args.algorithm.adam_eps,
         )
         self.model = SeedModel(self.stacked, self.streams, self.rows)
         collector = SeedRecurrentCollector if args.network.recurrent else SeedCollector

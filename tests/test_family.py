@@ -12,6 +12,7 @@ from torch import nn
 import proxima
 from proxima.advantages import discounted_returns, estimate_advantages, gae
 from proxima.algorithms import ALGORITHMS
+from proxima.callbacks import Callback
 from proxima.cli import main, parse_train_args
 from proxima.config import PPOArgs, load_preset, preset_names, resolve_args
 from proxima.distributions import CategoricalHead
@@ -187,6 +188,38 @@ def test_two_param_groups_step_exactly_like_two_adam_optimizers():
                 opt.step()
     for (name, pa), pb in zip(a.named_parameters(), b.parameters(), strict=True):
         torch.testing.assert_close(pa, pb, msg=name)
+
+
+def test_adam_eps_sets_how_far_a_weight_with_small_gradients_steps(tmp_path):
+    # Adam's step is lr * m / (sqrt(v) + eps): a gradient of 1e-7 under the default 1e-5 moves its weight by about
+    # lr / 100, under 1e-8 by about lr (the actor's hidden layers on VMAS navigation, docs/MULTIAGENT.md)
+    moved = {}
+    for eps in (1e-5, 1e-8):
+        weight = nn.Parameter(torch.zeros(3))
+        optimizer = make_adam([weight], 1e-3, eps=eps)
+        weight.grad = torch.full((3,), 1e-7)
+        optimizer.step()
+        moved[eps] = -weight.detach()[0].item()
+    assert moved[1e-5] == pytest.approx(1e-3 * 1e-7 / (1e-7 + 1e-5), rel=1e-4)
+    assert moved[1e-8] == pytest.approx(1e-3 * 1e-7 / (1e-7 + 1e-8), rel=1e-4)
+
+    assert resolve_args().algorithm.adam_eps == 1e-5  # the PPO reference code's, unchanged
+    assert parse_train_args(["--adam-eps", "1e-6"]).algorithm.adam_eps == 1e-6
+    with pytest.raises(UserError, match="adam_eps must be positive"):
+        resolve_args(adam_eps=0.0).validate()
+
+    class Eps(Callback):
+        def on_update_end(self, run, result):
+            group = getattr(run, "group", None)  # --num-seeds: one Adam for all the seeds
+            optimizer = run.optimizer if group is None else group.optimizer
+            seen.append({g["eps"] for g in optimizer.param_groups})
+
+    for seeds in (1, 2):  # a run's own Adam, and the one Adam of --num-seeds
+        seen = []
+        proxima.train(env_id="CartPole-v1", num_envs=2, num_steps=16, total_timesteps=64, adam_eps=1e-6,
+                      num_seeds=seeds, value_learning_rate=1e-3, quiet=True, report=False, plot=False,
+                      run_dir=str(tmp_path / f"seeds{seeds}"), callbacks=[Eps()])  # fmt: skip
+        assert seen and all(eps == {1e-6} for eps in seen)
 
 
 def test_algo_defaults_then_preset_then_flags():
