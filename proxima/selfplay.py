@@ -20,9 +20,9 @@ import torch
 from proxima.agent import Agent
 from proxima.envs import make_envs
 from proxima.envs.selfplay import (
-    CONNECT_FOUR_SHAPE,
     Policy,
     connect_four_board,
+    connect_four_part,
     immediate_wins,
     is_selfplay_id,
     make_player,
@@ -129,10 +129,7 @@ def play_against(
         generator = torch.Generator(device=agent.device)
         generator.manual_seed(seed)
         envs.set_opponents([make_player(opponent, envs.obs_layout, generator)])
-        board = next((p for p in envs.obs_layout.parts if p.path == ("observation",)), None)
-        watched = (
-            Tactics(agent.model, envs.obs_layout) if board and board.shape == CONNECT_FOUR_SHAPE else None
-        )
+        watched = Tactics(agent.model, envs.obs_layout) if connect_four_part(envs.obs_layout) else None
         returns = run_episodes(
             watched or agent.model, envs, episodes, deterministic=deterministic, seed=seed, name=agent.env_id
         )

@@ -222,10 +222,16 @@ def random_player(layout: ObsLayout, generator: torch.Generator) -> Policy:
 CONNECT_FOUR_SHAPE = (6, 7, 2)
 
 
+def connect_four_part(layout: ObsLayout):
+    """The part of ``layout`` that is Connect Four's board, or None for another game."""
+    board = next((p for p in layout.parts if p.path == ("observation",)), None)
+    return board if board is not None and board.shape == CONNECT_FOUR_SHAPE else None
+
+
 def connect_four_board(layout: ObsLayout):
     """The part of ``layout`` that is Connect Four's board; refused for another game."""
-    board = next((p for p in layout.parts if p.path == ("observation",)), None)
-    if board is None or board.shape != CONNECT_FOUR_SHAPE:
+    board = connect_four_part(layout)
+    if board is None:
         raise UserError(
             f"the lookahead player plays Connect Four (a {CONNECT_FOUR_SHAPE} observation), not {layout.space}"
         )
