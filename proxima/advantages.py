@@ -102,6 +102,45 @@ def discounted_returns(
     return returns
 
 
+@torch.no_grad()
+def gae_by_turns(
+    rewards: Tensor,
+    values: Tensor,
+    dones: Tensor,
+    next_value: Tensor,
+    next_done: Tensor,
+    acting: Tensor,
+    gamma: float,
+    gae_lambda: float,
+) -> Tensor:
+    """GAE for turn-based games, where each row is a player that acts only at its ``acting`` steps (``(T, N)``,
+    bool). A player's clock is its own turns: each acting step's transition runs to the row's next acting step,
+    its reward is the sum of the rewards the row got from that step until then (the other players' moves can win
+    or lose the game for it), and it bootstraps from the value of that next acting step (at the rollout's end,
+    ``next_value``), unless the episode ended in between. Advantages at steps where the row did not act are 0
+    (they are not samples). With every step acting this is ``gae``.
+    """
+    advantages = torch.zeros_like(values)
+    boundary = torch.cat([dones[1:], next_done.reshape(1, -1).to(dones.dtype)], dim=0) > 0  # step t ended one
+    last = torch.zeros_like(values[0])  # the advantage at the row's next acting step
+    next_v = next_value.reshape(-1).to(values.dtype)  # the value at the row's next acting step
+    cut = boundary[-1].clone()  # an episode ended between this step and next_v's
+    pending = torch.zeros_like(values[0])  # rewards of the steps between this one and the next acting step
+    for t in reversed(range(values.shape[0])):
+        ended = boundary[t]
+        cut |= ended
+        pending.masked_fill_(ended, 0.0)  # what comes after an episode's end is the next episode's
+        delta = rewards[t] + pending + gamma * next_v * (~cut) - values[t]
+        advantage = delta + gamma * gae_lambda * (~cut) * last
+        act = acting[t]
+        advantages[t] = torch.where(act, advantage, 0.0)
+        last = torch.where(act, advantage, last)
+        next_v = torch.where(act, values[t], next_v)
+        cut &= ~act
+        pending = torch.where(act, 0.0, pending + rewards[t])
+    return advantages
+
+
 ESTIMATORS = ("gae", "returns")
 
 
@@ -114,11 +153,16 @@ def estimate_advantages(
     next_done: Tensor,
     gamma: float,
     gae_lambda: float,
+    acting: Tensor | None = None,
 ) -> Tensor:
     """Advantages by the named estimator: ``gae`` (GAE(lambda)) or ``returns`` (rewards-to-go minus V(s)).
+    ``acting``: a turn-based game's acting steps (``gae_by_turns``; its ``returns`` are GAE with lambda 1).
 
     Either way the value targets are ``advantages + values``: the lambda-returns, or the rewards-to-go.
     """
+    if acting is not None and estimator in ESTIMATORS:
+        lam = gae_lambda if estimator == "gae" else 1.0
+        return gae_by_turns(rewards, values, dones, next_value, next_done, acting, gamma, lam)
     if estimator == "gae":
         return gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda)
     if estimator == "returns":

@@ -101,7 +101,8 @@ def _own_backend(env, env_id: str, env_kwargs: dict | None, backend: str, num_en
             sizes = {p.name: p.size for p in layout.parts}
             report = [
                 f"backend: {backend}: {agents.num_agents} agents a game ({', '.join(agents.names)}), "
-                f"{agents.num_kinds} kind(s) (one network each); {num_envs} games are {envs.num_envs} rows",
+                f"{agents.num_kinds} kind(s) (one network each); {num_envs} games are {envs.num_envs} rows"
+                + ("; turn-based: one agent moves at a time, the others wait" if agents.turns else ""),
                 f"each agent observes {sizes['obs']} values (its own, padded to the largest kind's) and its "
                 f"index; MAPPO's critic sees a global state of {sizes['state']}",
                 f"action space: {envs.single_action_space}"

@@ -356,6 +356,7 @@ def rollout(collector: Collector, model, args: PPOArgs, update: int) -> tuple:
         next_done,
         args.algorithm.gamma,
         args.algorithm.gae_lambda,
+        acting=buf.valid if buf.turns else None,
     )
     return buf, advantages, advantages + buf.values
 

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from proxima.envs import VecEnv
-from proxima.envs.interface import InfoKeys, agent_spec, env_call, obs_layout
+from proxima.envs.interface import InfoKeys, agent_spec, alive_after_reset, env_call, obs_layout
 from proxima.networks import ActorCritic
 from proxima.storage import RolloutBuffer
 
@@ -76,10 +76,11 @@ class RolloutCollector:
         self._infos = None  # keep_infos' keys: None until the run asks for infos
         # multi-agent envs: which rows' agents are present in next_obs (Step.alive); None: one agent per env
         agents = agent_spec(envs)
-        self.alive = torch.ones(n, dtype=torch.bool, device=device) if agents is not None else None
+        self.alive = alive_after_reset(envs) if agents is not None else None
         self.team = agents.num_agents if team_reward else None
         if self.alive is not None:
             self.buffer.valid = torch.ones((num_steps, n), dtype=torch.bool, device=device)
+            self.buffer.turns = agents.turns
         self.frozen_stats = frozen_stats
         norm = model.normalization
         self.raw_obs = (
@@ -165,7 +166,7 @@ class RolloutCollector:
         """Fresh episodes from ``seed`` (a resumed run whose envs could not be saved)."""
         self.next_obs = env_call(self.envs.reset, seed=seed)
         if self.alive is not None:
-            self.alive = torch.ones_like(self.alive)
+            self.alive = alive_after_reset(self.envs)
 
     _STATE = ("next_obs", "next_done", "_episode_return", "_episode_length", "_discounted_return")
 

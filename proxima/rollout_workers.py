@@ -316,8 +316,10 @@ class RayCollector:
         self.buffer = RolloutBuffer(
             num_steps, n, layout.shape, obs_dtype, head.action_shape, head.action_dtype, device
         )
-        if agent_spec(pool) is not None:
+        agents = agent_spec(pool)
+        if agents is not None:
             self.buffer.valid = torch.ones((num_steps, n), dtype=torch.bool, device=device)
+            self.buffer.turns = agents.turns
         self.spec = model.spec.to_json()
         self.steps_done = 0  # env steps collected so far per env: where a fresh replacement's seed comes from
         pool.get([actor.start.remote(self.spec, seed) for actor in pool.actors])

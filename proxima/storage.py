@@ -118,6 +118,8 @@ class RolloutBuffer:
         # Multi-agent envs (proxima.envs.interface.AgentSpec): valid[t, i] = row i's agent was present at step t,
         # so its action counted. None: every step is a sample.
         self.valid: Tensor | None = None
+        # a turn-based game's (AgentSpec.turns): a row's advantages run from one of its valid steps to its next
+        self.turns = False
 
     def flatten(self, advantages: Tensor, returns: Tensor) -> Batch:
         """Merge the time and env axes; the minibatches (detail 6) are sliced from this. The steps of agents that

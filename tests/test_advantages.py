@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from proxima.advantages import discounted_returns, gae, gae_vectorized
+from proxima.advantages import discounted_returns, estimate_advantages, gae, gae_by_turns, gae_vectorized
 
 
 def test_gae_hand_computed_single_env():
@@ -98,3 +98,41 @@ def test_terminated_and_truncated_together_does_not_bootstrap(scripted_env, iden
     collector = RolloutCollector(env, num_steps=1, gamma=0.5, model=identity_critic)
     collector.collect(identity_critic)
     assert collector.buffer.rewards.item() == 1.0  # terminal: no 0.5 * V(9) added
+
+
+def _one_row(*columns):
+    return [torch.tensor(c, dtype=torch.float32).reshape(-1, 1) for c in columns]
+
+
+def test_gae_by_turns_runs_from_each_move_to_the_players_next_with_the_rewards_between():
+    """One player who moves at steps 0 and 2 and waits at 1 and 3 (gamma 0.5, lambda 1): its first move's
+    transition ends at its second, with the reward the other player's move paid it at step 1 and no discount for
+    that step; the second bootstraps from next_value, with step 3's -1. Waiting steps' values are never read."""
+    rewards, values, dones = _one_row([0.0, 1.0, 0.0, -1.0], [0.25, 9.0, 0.5, 9.0], [0, 0, 0, 0])
+    acting = torch.tensor([[True], [False], [True], [False]])
+    adv = gae_by_turns(rewards, values, dones, torch.tensor([0.75]), torch.tensor([0.0]), acting, 0.5, 1.0)
+    # step 2: -1 + 0.5 * 0.75 - 0.5 = -1.125; step 0: 1 + 0.5 * 0.5 - 0.25 = 1.0, plus 0.5 * -1.125
+    assert adv.flatten().tolist() == [0.4375, 0.0, -1.125, 0.0]
+    # the episode ends at step 1 (obs 2 starts a new one): step 0 keeps step 1's reward, bootstraps from nothing
+    dones = _one_row([0, 0, 1, 0])[0]
+    adv = gae_by_turns(rewards, values, dones, torch.tensor([0.75]), torch.tensor([0.0]), acting, 0.5, 1.0)
+    assert adv.flatten().tolist() == [0.75, 0.0, -1.125, 0.0]
+    # the episode ends at step 2, before step 3's reward: that reward is the next episode's, dropped here
+    dones = _one_row([0, 0, 0, 1])[0]
+    adv = gae_by_turns(rewards, values, dones, torch.tensor([0.75]), torch.tensor([0.0]), acting, 0.5, 1.0)
+    assert adv.flatten().tolist() == [0.75, 0.0, -0.5, 0.0]
+
+
+def test_gae_by_turns_is_gae_when_every_step_acts_and_returns_are_lambda_one():
+    g = torch.Generator().manual_seed(0)
+    T, N = 16, 6
+    rewards, values = torch.randn(T, N, generator=g), torch.randn(T, N, generator=g)
+    dones = (torch.rand(T, N, generator=g) < 0.2).float()
+    next_value, next_done = torch.randn(N, generator=g), (torch.rand(N, generator=g) < 0.3).float()
+    every = torch.ones(T, N, dtype=torch.bool)
+    args = (rewards, values, dones, next_value, next_done)
+    assert torch.equal(gae_by_turns(*args, every, 0.99, 0.95), gae(*args, 0.99, 0.95))
+    returns = estimate_advantages("returns", *args, 0.99, 0.95, acting=every)
+    torch.testing.assert_close(
+        returns, discounted_returns(rewards, dones, next_value, next_done, 0.99) - values
+    )

@@ -348,7 +348,6 @@ def test_video_records_game_0(tmp_path):
         ("pettingzoo:", "malformed PettingZoo id"),
         ("pettingzoo:no_such_module_for_proxima", "cannot import"),
         ("pettingzoo:json", "neither parallel_env() nor env()"),
-        ("pettingzoo:pettingzoo.classic.connect_four_v3", "selfplay:MODULE"),
     ],
 )
 def test_bad_ids_are_one_line(env_id, says):
@@ -385,8 +384,82 @@ def test_an_aec_env_enters_where_its_conversion_is_exact():
         _parts(envs, envs.reset())["obs"][3:], [observations[n] for n in envs.agents.names]
     )
     envs.close()
-    with pytest.raises(UserError, match="turn-based game .* selfplay:MODULE"):
-        make_envs(connect_four.env, 2)
+    envs = make_envs(connect_four.env, 2, seed=0)  # turn-based: not converted, stepped by turns
+    assert envs.agents.turns
+    envs.close()
+
+
+def test_a_turn_based_game_matches_pettingzoos_step_for_step():
+    """Connect Four by turns: at each step only the row of the player to move is alive and its action is played;
+    every row sees its player's own observation, and both get the game's rewards when it ends, the loser at
+    the winner's move. Checked against PettingZoo's AEC env played by hand, over whole games."""
+    connect_four = pytest.importorskip("pettingzoo.classic.connect_four_v3")
+    envs = make_envs(connect_four.env, 3, seed=0)
+    reference = [connect_four.env() for _ in range(3)]
+    for game in reference:
+        game.reset()
+    obs, alive = envs.reset(), envs.alive
+    rng = np.random.default_rng(0)
+    ended = 0
+    for _ in range(200):
+        for e, game in enumerate(reference):
+            mover = envs.agents.names.index(game.agent_selection)
+            assert alive[2 * e : 2 * e + 2].tolist() == [mover == 0, mover == 1]
+            for i, name in enumerate(envs.agents.names):
+                parts = _parts(envs, obs[2 * e + i : 2 * e + i + 1])
+                seen = game.observe(name)
+                np.testing.assert_array_equal(parts["obs"][0], seen["observation"].reshape(-1))
+                np.testing.assert_array_equal(parts[MASK_KEY][0], seen["action_mask"])
+        actions = torch.tensor(rng.integers(0, 7, envs.num_envs))
+        for e, game in enumerate(
+            reference
+        ):  # the mover plays a legal move: its row's, or the first legal one
+            mover = envs.agents.names.index(game.agent_selection)
+            legal = np.flatnonzero(game.observe(game.agent_selection)["action_mask"])
+            if actions[2 * e + mover].item() not in legal:
+                actions[2 * e + mover] = int(legal[0])
+            actions[2 * e + 1 - mover] = 6 - actions[2 * e + 1 - mover]  # the waiting row's: ignored
+            game.step(actions[2 * e + mover].item())
+        step = envs.step(actions)
+        for e, game in enumerate(reference):
+            over = all(game.terminations.values())
+            for i, name in enumerate(envs.agents.names):
+                assert step.reward[2 * e + i].item() == game.rewards[name]
+                assert step.terminated[2 * e + i].item() == over
+            if over:
+                ended += 1
+                assert sorted(game.rewards.values()) in ([-1, 1], [0, 0])
+                game.reset()
+        obs, alive = step.obs, (envs.alive if step.alive is None else step.alive)
+    assert ended >= 5
+    envs.close()
+
+
+def test_a_turn_based_game_trains_each_player_on_its_own_moves(tmp_path, capsys):
+    """Call and answer (tests/fixtures/wild_aec_envs.py): the caller is paid at the answerer's move, while it
+    waits. Trained with one shared policy, the caller learns to call card 1 and the answerer to answer it, and
+    the value of the caller's move is the 1 it is paid, undiscounted (gamma 0.5 here): the answerer's turn is not
+    a step of the caller's."""
+    from proxima import cli
+    from proxima.agent import Agent
+    from tests.fixtures.wild_aec_envs import env
+
+    assert cli.main(["check-env", "--env-factory", "tests.fixtures.wild_aec_envs:env"]) == 0
+    assert "turn-based: one agent moves at a time" in capsys.readouterr().out
+    run_dir = tmp_path / "run"
+    argv = ["train", "--env-factory", "tests.fixtures.wild_aec_envs:env", "--algo", "ippo", "--num-envs", "8",
+            "--num-steps", "16", "--total-timesteps", "2048", "--learning-rate", "0.01", "--gamma", "0.5", "--seed", "1",
+            "--torch-threads", "1", "--run-dir", str(run_dir), "--quiet", "--no-report", "--no-plot"]  # fmt: skip
+    assert cli.main(argv) == 0
+    agent = Agent.load(str(run_dir))
+    envs = make_envs(env, 1, seed=0)
+    called = envs.reset()[0:1]  # the caller to move
+    answering = envs.step(torch.tensor([1, 0])).obs[1:2]  # the answerer, card 1 called
+    envs.close()
+    with torch.no_grad():
+        assert torch.softmax(agent.model.logits(called), -1)[0, 1] > 0.9
+        assert torch.softmax(agent.model.logits(answering), -1)[0, 1] > 0.9
+        assert agent.model.value(called).item() == pytest.approx(1.0, abs=0.05)
 
 
 def test_an_env_written_as_pettingzoos_tutorial_writes_one_is_checked_and_trains(tmp_path, capsys):

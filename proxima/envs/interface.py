@@ -60,7 +60,9 @@ class Step(NamedTuple):
     """(N,) bool, multi-agent envs only (``AgentSpec``): whether row i's agent is present in ``obs``, so its next
     action counts. A row whose agent left (it terminated before its env's episode ended) is not alive until its
     env resets: its actions are ignored, its rewards are 0, it never ends an episode, and the trainer masks its
-    steps out of the losses and the advantages. None: every row is alive."""
+    steps out of the losses and the advantages. In a turn-based game (``AgentSpec.turns``) only the rows of the
+    agents to move are alive; the others wait, with the rewards and ends the movers' actions give them.
+    None: every row is alive."""
 
     @property
     def done(self) -> Tensor:
@@ -141,6 +143,9 @@ class AgentSpec:
     """each agent's kind: agents with the same observation and action spaces share one (0, 1, ...)"""
     num_envs: int
     """E, the number of games; the VecEnv's ``num_envs`` is E * len(names)"""
+    turns: bool = False
+    """a turn-based game: at each step only the rows of the agents to move act (``Step.alive``), and the others'
+    rewards count toward their last move (``proxima.advantages.gae_by_turns``)"""
 
     @property
     def num_agents(self) -> int:
@@ -164,7 +169,17 @@ class AgentSpec:
         return names if len(set(names)) == len(names) else [f"kind{k}" for k in range(self.num_kinds)]
 
     def to_json(self) -> dict:
-        return {"names": list(self.names), "kinds": list(self.kinds), "num_envs": self.num_envs}
+        turns = {"turns": True} if self.turns else {}
+        return {"names": list(self.names), "kinds": list(self.kinds), "num_envs": self.num_envs, **turns}
+
+
+def alive_after_reset(envs) -> Tensor:
+    """A multi-agent VecEnv's rows whose agents act first after its reset: its ``alive`` where it keeps one
+    (a turn-based game's movers), else every row."""
+    alive = getattr(envs, "alive", None)
+    if isinstance(alive, Tensor):
+        return alive.clone()
+    return torch.ones(envs.num_envs, dtype=torch.bool, device=envs.device)
 
 
 def agent_spec(envs) -> AgentSpec | None:

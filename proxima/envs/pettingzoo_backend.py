@@ -1,8 +1,9 @@
 """The PettingZoo backend: ``pettingzoo:MODULE`` ids and users' ParallelEnvs, as a multi-agent ``VecEnv``.
 
 ``pettingzoo:mpe2.simple_spread_v3`` imports the module and calls its ``parallel_env(**env_kwargs)``. A module
-with only an AEC ``env`` enters through PettingZoo's own ``aec_to_parallel``, which is exact only for envs
-that update once per cycle (``metadata["is_parallelizable"]``); a turn-based game is refused in one line.
+with only an AEC ``env`` enters through PettingZoo's own ``aec_to_parallel`` where that is exact (the env
+updates once per cycle: ``metadata["is_parallelizable"]``), else as a turn-based game (``Turns``): only the row
+of the agent to move is alive at each step, and the others wait with the rewards its move gives them.
 
 E copies of the game become E * A rows, one per agent, env-major (``proxima.envs.interface.AgentSpec``). Each
 row's observation is a Dict, packed into one float32 vector: "obs" (the agent's own, zero-padded to the largest
@@ -45,8 +46,7 @@ from proxima.spaces import MASK_KEY, ObsLayout, action_count
 
 PREFIX = "pettingzoo:"
 ID_FORM = (
-    "pettingzoo:MODULE, a module with parallel_env() (or a simultaneous-move AEC env()), "
-    "e.g. pettingzoo:mpe2.simple_spread_v3"
+    "pettingzoo:MODULE, a module with parallel_env() or an AEC env(), e.g. pettingzoo:mpe2.simple_spread_v3"
 )
 
 
@@ -92,17 +92,54 @@ def as_parallel(env, label: str):
     if isinstance(env, ParallelEnv):
         return env
     if isinstance(env, AECEnv):
-        if not env.metadata.get("is_parallelizable", False):
-            env.close()
-            raise UserError(
-                f"{label} is a turn-based game (one agent moves at a time), which the PettingZoo backend cannot "
-                "step in parallel; a two-player game trains by self-play: --env-id selfplay:MODULE (docs/MULTIAGENT.md)"
-            )
-        return aec_to_parallel(env)
+        return aec_to_parallel(env) if env.metadata.get("is_parallelizable", False) else Turns(env)
     raise UserError(
-        f"{label} made {type(env).__name__}, not a PettingZoo env; give a ParallelEnv, or an AEC env whose "
-        "metadata says is_parallelizable"
+        f"{label} made {type(env).__name__}, not a PettingZoo env; give a ParallelEnv or an AEC env"
     )
+
+
+class Turns:
+    """A turn-based AEC env (one agent moves at a time) behind the Parallel API that ``PettingZooVecEnv`` steps:
+    ``step`` plays the move of the agent to move (``mover``) and ignores the others'; observations, rewards (the
+    env's ``rewards``: what the last move gave each agent), terminations and truncations are every agent's, and
+    ``agents`` is empty once every agent is done (the game is over: the VecEnv resets it)."""
+
+    def __init__(self, env):
+        self.env = env
+
+    def __getattr__(self, name):  # spaces, render, close, state, metadata and the user's own attributes
+        return getattr(self.env, name)
+
+    @property
+    def mover(self) -> str:
+        return self.env.agent_selection
+
+    @property
+    def agents(self) -> list[str]:
+        env = self.env
+        over = all(env.terminations.get(a, False) or env.truncations.get(a, False) for a in env.agents)
+        return [] if over else list(env.agents)
+
+    def _all(self) -> tuple[dict, dict]:
+        env = self.env
+        return {a: env.observe(a) for a in env.agents}, {a: dict(env.infos.get(a, {})) for a in env.agents}
+
+    def reset(self, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
+        env_call(self.env.reset, seed=seed, options=options)
+        return self._all()
+
+    def step(self, actions: dict) -> tuple[dict, dict, dict, dict, dict]:
+        env = self.env
+        env_call(env.step, actions[self.mover])
+        obs, infos = self._all()
+        rewards = {a: float(env.rewards.get(a, 0.0)) for a in env.agents}
+        terms = {a: bool(env.terminations.get(a, False)) for a in env.agents}
+        truncs = {a: bool(env.truncations.get(a, False)) for a in env.agents}
+        # an agent out of a game that goes on is removed the AEC way (a None move when its turn comes), so that
+        # the agent to move is always one still playing
+        while self.agents and (terms.get(self.mover) or truncs.get(self.mover)):
+            env_call(env.step, None)
+        return obs, rewards, terms, truncs, infos
 
 
 class _Kind:
@@ -224,7 +261,8 @@ class PettingZooVecEnv:
                     f"{kind.count} booleans (masks are for Discrete and MultiDiscrete actions)"
                 )
             self._kinds.append(kind)
-        self.agents = AgentSpec(names, tuple(kinds), num_envs)
+        self._turns = isinstance(game, Turns)
+        self.agents = AgentSpec(names, tuple(kinds), num_envs, turns=self._turns)
         self.single_action_space = _row_action_space(act_spaces, label)
         count = action_count(self.single_action_space)
         # masks: the env's own, and the actions a kind lacks where kinds share Discrete(max n)
@@ -259,6 +297,19 @@ class PettingZooVecEnv:
         self.device = torch.device(device)
         self._present: list[list[str]] = [[] for _ in self.games]
         self._infos: InfoKeys | None = None
+        self.alive = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
+
+    def _movers(self, e: int) -> list[str]:
+        """The agents of game ``e`` whose next action counts: the one to move in a turn-based game."""
+        return [self.games[e].mover] if self._turns else self._present[e]
+
+    def _alive_rows(self) -> Tensor:
+        A, index = len(self._names), self._index
+        alive = np.zeros(self.num_envs, dtype=bool)
+        for e in range(len(self.games)):
+            alive[[e * A + index[name] for name in self._movers(e)]] = True
+        self.alive = self._tensor(alive)
+        return self.alive
 
     # -- what the env is made of ----------------------------------------------------------------------------
 
@@ -351,6 +402,7 @@ class PettingZooVecEnv:
         out = np.zeros((self.num_envs, self.obs_layout.shape[0]), dtype=np.float32)
         for e in range(len(self.games)):
             self._reset_game(out, e, None if seed is None else seed + e)
+        self._alive_rows()
         return self._tensor(out)
 
     def _reset_game(self, out: np.ndarray, e: int, seed: int | None) -> None:
@@ -373,7 +425,7 @@ class PettingZooVecEnv:
         out = np.zeros((n, self.obs_layout.shape[0]), dtype=np.float32)
         reward = np.zeros(n, dtype=np.float32)
         terminated, truncated = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
-        alive, over = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+        over = np.zeros(n, dtype=bool)
         final_rows: dict[int, np.ndarray] = {}
         ended_infos: dict[int, dict] = {}
         for e, game in enumerate(self.games):
@@ -415,8 +467,7 @@ class PettingZooVecEnv:
                 self._present[e] = now
                 still = {name: obs[name] for name in now if name in obs}
                 self._fill(out, e, still, infos, self._state_fn(game, still))
-            for name in self._present[e]:
-                alive[e * A + index[name]] = True
+        alive = self._alive_rows()
         obs_t = self._tensor(out)
         final_obs = obs_t
         if final_rows:
@@ -432,7 +483,7 @@ class PettingZooVecEnv:
             None,
             self._tensor(over),
             None if self._infos is None else ended_infos,
-            None if alive.all() else self._tensor(alive),
+            None if bool(alive.all()) else alive,
         )
 
     def _agent_actions(self, actions: np.ndarray) -> list[np.ndarray]:
