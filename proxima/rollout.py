@@ -81,6 +81,9 @@ class RolloutCollector:
         if self.alive is not None:
             self.buffer.valid = torch.ones((num_steps, n), dtype=torch.bool, device=device)
             self.buffer.turns = agents.turns
+            self._in_game = torch.ones(
+                n, dtype=torch.bool, device=device
+            )  # a waiting player shares the team's
         self.frozen_stats = frozen_stats
         norm = model.normalization
         self.raw_obs = (
@@ -117,7 +120,9 @@ class RolloutCollector:
             if step.infos:
                 buf.episode_infos.update(((t, i), info) for i, info in step.infos.items())
             reward = (
-                step.reward if self.team is None else team_reward_of(step.reward, buf.valid[t], self.team)
+                step.reward
+                if self.team is None
+                else team_reward_of(step.reward, self._in_game if buf.turns else buf.valid[t], self.team)
             )
             if norm.norm_reward:
                 self._discounted_return.mul_(self.gamma).add_(step.reward)

@@ -499,3 +499,28 @@ def test_check_env_takes_a_gymnasium_env_factory_and_wants_one_env(capsys):
     assert (
         cli.main(["check-env", "CartPole-v1", "--env-factory", "tests.fixtures.wild_envs:NoRenderMode"]) == 2
     )
+
+
+def test_a_turn_based_team_reward_is_shared_with_the_players_who_wait():
+    """--team-reward in a turn-based game: every player of the game is in the team, the one waiting too (the
+    team's reward is not the mover's alone). Call and answer: both players get the mean of what the answer
+    paid the caller (1 for card 1) and the answerer (1 for the caller's card)."""
+    from proxima.distributions import make_head
+    from proxima.networks import ActorCritic, NetworkSettings, NetworkSpec
+    from proxima.rollout import RolloutCollector
+    from tests.fixtures.wild_aec_envs import env
+
+    envs = make_envs(env, 3, seed=0)
+    head = make_head(envs.single_action_space)
+    spec = NetworkSpec(head.logits_dim, envs.obs_layout.shape, NetworkSettings(norm_value=False),
+                       obs_layout=envs.obs_layout.to_json(), agents=envs.agents.to_json())  # fmt: skip
+    model = ActorCritic(spec, head)
+    collector = RolloutCollector(envs, 6, 0.99, model, seed=0, team_reward=True)
+    collector.collect(model)
+    envs.close()
+    buf = collector.buffer
+    rewards, actions = buf.rewards.view(6, 3, 2), buf.actions.view(6, 3, 2)
+    card, answer = actions[0::2, :, 0], actions[1::2, :, 1]  # the caller moves at even steps
+    paid = ((card == 1).float() + (answer == card).float()) / 2
+    assert torch.equal(rewards[1::2, :, 0], paid) and torch.equal(rewards[1::2, :, 1], paid)
+    assert not rewards[0::2].any()

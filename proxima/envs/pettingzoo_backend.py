@@ -108,6 +108,8 @@ class Turns:
         self.env = env
 
     def __getattr__(self, name):  # spaces, render, close, state, metadata and the user's own attributes
+        if name == "env":  # not set yet (a copy being made): no recursion
+            raise AttributeError(name)
         return getattr(self.env, name)
 
     @property
