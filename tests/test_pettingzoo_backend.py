@@ -435,7 +435,8 @@ def test_a_turn_based_game_matches_pettingzoos_step_for_step():
     envs.close()
 
 
-def test_a_turn_based_game_trains_each_player_on_its_own_moves(tmp_path, capsys):
+@pytest.mark.parametrize("flags", [["--algo", "ippo"], ["--algo", "mappo", "--no-share-params"]])
+def test_a_turn_based_game_trains_each_player_on_its_own_moves(tmp_path, capsys, flags):
     """Call and answer (tests/fixtures/wild_aec_envs.py): the caller is paid at the answerer's move, while it
     waits. Trained with one shared policy, the caller learns to call card 1 and the answerer to answer it, and
     the value of the caller's move is the 1 it is paid, undiscounted (gamma 0.5 here): the answerer's turn is not
@@ -447,7 +448,7 @@ def test_a_turn_based_game_trains_each_player_on_its_own_moves(tmp_path, capsys)
     assert cli.main(["check-env", "--env-factory", "tests.fixtures.wild_aec_envs:env"]) == 0
     assert "turn-based: one agent moves at a time" in capsys.readouterr().out
     run_dir = tmp_path / "run"
-    argv = ["train", "--env-factory", "tests.fixtures.wild_aec_envs:env", "--algo", "ippo", "--num-envs", "8",
+    argv = ["train", "--env-factory", "tests.fixtures.wild_aec_envs:env", *flags, "--num-envs", "8",
             "--num-steps", "16", "--total-timesteps", "2048", "--learning-rate", "0.01", "--gamma", "0.5", "--seed", "1",
             "--torch-threads", "1", "--run-dir", str(run_dir), "--quiet", "--no-report", "--no-plot"]  # fmt: skip
     assert cli.main(argv) == 0
