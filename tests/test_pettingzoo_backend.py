@@ -525,3 +525,17 @@ def test_a_turn_based_team_reward_is_shared_with_the_players_who_wait():
     paid = ((card == 1).float() + (answer == card).float()) / 2
     assert torch.equal(rewards[1::2, :, 0], paid) and torch.equal(rewards[1::2, :, 1], paid)
     assert not rewards[0::2].any()
+
+
+def test_set_attr_reaches_a_turn_based_games_env():
+    """``set_attr`` changes the AEC env itself, not the ``Turns`` around it: what ``call`` then reads, and what
+    the env plays with. Call and answer's raw env: the card set is the one the answerer sees."""
+    from tests.fixtures.wild_aec_envs import raw_env
+
+    envs = make_envs(raw_env, 2, seed=0)
+    envs.reset()
+    envs.set_attr("card", [0, 1])
+    assert [game.env.card for game in envs.games] == [0, 1]
+    seen = [obs["observation"].tolist() for obs in envs.call("observe", "answerer")]
+    assert seen == [[1, 0, 0], [0, 1, 0]]
+    envs.close()

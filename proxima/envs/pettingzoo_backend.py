@@ -112,6 +112,12 @@ class Turns:
             raise AttributeError(name)
         return getattr(self.env, name)
 
+    def __setattr__(self, name, value):  # the VecEnv's set_attr reaches the env, as its call does
+        if name == "env":
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.env, name, value)
+
     @property
     def mover(self) -> str:
         return self.env.agent_selection
