@@ -112,6 +112,7 @@ def gae_by_turns(
     acting: Tensor,
     gamma: float,
     gae_lambda: float,
+    next_acting: Tensor | None = None,
 ) -> Tensor:
     """GAE for turn-based games, where each row is a player that acts only at its ``acting`` steps (``(T, N)``,
     bool). A player's clock is its own turns: each acting step's transition runs to the row's next acting step,
@@ -119,7 +120,15 @@ def gae_by_turns(
     or lose the game for it), and it bootstraps from the value of that next acting step (at the rollout's end,
     ``next_value``), unless the episode ended in between. Advantages at steps where the row did not act are 0
     (they are not samples). With every step acting this is ``gae``.
+
+    ``next_acting`` (``(N,)``, bool): the rows that act at the observation after the rollout; None: all of them.
+    A row that waits there has its next move, and the rewards before it, past the rollout (``open_moves``):
+    its advantages end at its last move, from whose value the moves before it bootstrap, as GAE's do from
+    ``next_value``; that move's advantage is 0, and it is no sample.
     """
+    cutoff = (
+        torch.zeros_like(acting) if next_acting is None else open_moves(acting, dones, next_done, next_acting)
+    )
     advantages = torch.zeros_like(values)
     boundary = torch.cat([dones[1:], next_done.reshape(1, -1).to(dones.dtype)], dim=0) > 0  # step t ended one
     last = torch.zeros_like(values[0])  # the advantage at the row's next acting step
@@ -131,7 +140,7 @@ def gae_by_turns(
         cut |= ended
         pending.masked_fill_(ended, 0.0)  # what comes after an episode's end is the next episode's
         delta = rewards[t] + pending + gamma * next_v * (~cut) - values[t]
-        advantage = delta + gamma * gae_lambda * (~cut) * last
+        advantage = (delta + gamma * gae_lambda * (~cut) * last).masked_fill(cutoff[t], 0.0)
         act = acting[t]
         advantages[t] = torch.where(act, advantage, 0.0)
         last = torch.where(act, advantage, last)
@@ -139,6 +148,18 @@ def gae_by_turns(
         cut &= ~act
         pending = torch.where(act, 0.0, pending + rewards[t])
     return advantages
+
+
+def open_moves(acting: Tensor, dones: Tensor, next_done: Tensor, next_acting: Tensor) -> Tensor:
+    """``(T, N)`` bool: the moves of a turn-based game that the rollout's end cut off: a row's last acting step
+    where the row does not act at the observation after the rollout (``next_acting``) and no episode ended since.
+    Its transition runs to the row's next move, past the rollout, with the rewards the row gets until then; its
+    row's observation after the rollout is one where it waits, which the critic is never trained on."""
+    boundary = torch.cat([dones[1:], next_done.reshape(1, -1).to(dones.dtype)], dim=0) > 0
+    steps = torch.arange(acting.shape[0], device=acting.device).unsqueeze(1)
+    last = torch.where(acting, steps, -1).amax(0)  # each row's last acting step; -1: none
+    ended = (boundary & (steps >= last)).any(0)
+    return acting & (steps == last) & ~ended & ~next_acting.reshape(-1).bool()
 
 
 ESTIMATORS = ("gae", "returns")
@@ -154,15 +175,17 @@ def estimate_advantages(
     gamma: float,
     gae_lambda: float,
     acting: Tensor | None = None,
+    next_acting: Tensor | None = None,
 ) -> Tensor:
     """Advantages by the named estimator: ``gae`` (GAE(lambda)) or ``returns`` (rewards-to-go minus V(s)).
-    ``acting``: a turn-based game's acting steps (``gae_by_turns``; its ``returns`` are GAE with lambda 1).
+    ``acting``, ``next_acting``: a turn-based game's acting steps (``gae_by_turns``; its ``returns`` are GAE with
+    lambda 1).
 
     Either way the value targets are ``advantages + values``: the lambda-returns, or the rewards-to-go.
     """
     if acting is not None and estimator in ESTIMATORS:
         lam = gae_lambda if estimator == "gae" else 1.0
-        return gae_by_turns(rewards, values, dones, next_value, next_done, acting, gamma, lam)
+        return gae_by_turns(rewards, values, dones, next_value, next_done, acting, gamma, lam, next_acting)
     if estimator == "gae":
         return gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda)
     if estimator == "returns":

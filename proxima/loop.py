@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from proxima import checkpoint, seeding
-from proxima.advantages import estimate_advantages
+from proxima.advantages import estimate_advantages, open_moves
 from proxima.agent import Agent
 from proxima.algorithms import get_algorithm
 from proxima.callbacks import (
@@ -357,7 +357,10 @@ def rollout(collector: Collector, model, args: PPOArgs, update: int) -> tuple:
         args.algorithm.gamma,
         args.algorithm.gae_lambda,
         acting=buf.valid if buf.turns else None,
+        next_acting=buf.next_valid if buf.turns else None,
     )
+    if buf.turns:  # the moves whose transitions run past the rollout are no samples (gae_by_turns)
+        buf.valid &= ~open_moves(buf.valid, buf.dones, next_done, buf.next_valid)
     return buf, advantages, advantages + buf.values
 
 

@@ -143,6 +143,7 @@ class RolloutCollector:
             self.next_done = done.float()
             if self.alive is not None:
                 self.alive = torch.ones_like(self.alive) if step.alive is None else step.alive
+        buf.next_valid = self.alive
         return self._values(model, norm.obs(self.next_obs)), self.next_done
 
     # The policy's share of a step, apart so that the recurrent collector can carry its memory through it, and a

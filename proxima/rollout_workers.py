@@ -186,6 +186,7 @@ class RolloutWorker:
             "next_value": next_value,
             "next_done": next_done,
             "valid": buf.valid,  # None: one agent per env, always present
+            "next_valid": buf.next_valid,
             "raw_obs": c.raw_obs,
             "returns_seen": c.returns_seen,
             "state": c.state_dict(),  # where the next rollout starts: a replacement's starting point
@@ -344,6 +345,7 @@ class RayCollector:
             getattr(buf, name).copy_(torch.cat([s[name] for s in slices], dim=1))
         if buf.valid is not None:
             buf.valid.copy_(torch.cat([s["valid"] for s in slices], dim=1))
+            buf.next_valid = torch.cat([s["next_valid"] for s in slices]).to(device=buf.valid.device)
         # the statistics the actors kept frozen, merged step by step in env order (as one process would)
         if norm.norm_obs:
             raw = torch.cat([s["raw_obs"] for s in slices], dim=1)

@@ -118,8 +118,10 @@ class RolloutBuffer:
         # Multi-agent envs (proxima.envs.interface.AgentSpec): valid[t, i] = row i's agent was present at step t,
         # so its action counted. None: every step is a sample.
         self.valid: Tensor | None = None
-        # a turn-based game's (AgentSpec.turns): a row's advantages run from one of its valid steps to its next
+        # a turn-based game's (AgentSpec.turns): a row's advantages run from one of its valid steps to its next;
+        # next_valid: (N,) the rows that act at the observation after the rollout
         self.turns = False
+        self.next_valid: Tensor | None = None
 
     def flatten(self, advantages: Tensor, returns: Tensor) -> Batch:
         """Merge the time and env axes; the minibatches (detail 6) are sliced from this. The steps of agents that

@@ -136,3 +136,55 @@ def test_gae_by_turns_is_gae_when_every_step_acts_and_returns_are_lambda_one():
     torch.testing.assert_close(
         returns, discounted_returns(rewards, dones, next_value, next_done, 0.99) - values
     )
+
+
+def test_gae_by_turns_ends_a_row_at_a_move_whose_next_the_rollout_cut_off():
+    """A row that waits at the observation after the rollout has its last move's reward and next move past it:
+    that move is open (``open_moves``), its advantage 0, and the moves before it bootstrap from its value, as
+    GAE's last step does from ``next_value``. The row that moves next is bootstrapped from ``next_value``."""
+    from proxima.advantages import open_moves
+
+    rewards, values, dones = _one_row([0.0, 1.0, 0.0], [0.25, 9.0, 0.5], [0, 0, 0])
+    acting = torch.tensor([[True], [False], [True]])
+    args = (rewards, values, dones, torch.tensor([7.0]), torch.tensor([0.0]), acting, 0.5, 1.0)
+    waits, moves = torch.tensor([False]), torch.tensor([True])
+    assert open_moves(acting, dones, torch.tensor([0.0]), waits).flatten().tolist() == [False, False, True]
+    # step 0: its move's reward 1 (step 1) and 0.5 * V(step 2) = 0.25, less 0.25
+    assert gae_by_turns(*args, next_acting=waits).flatten().tolist() == [1.0, 0.0, 0.0]
+    assert gae_by_turns(*args, next_acting=moves).tolist() == gae_by_turns(*args).tolist()
+    # where the episode ended after the last move, that move is whole (-0.5), and step 0 adds it (lambda 1)
+    ended = torch.tensor([1.0])
+    assert not open_moves(acting, dones, ended, waits).any()
+    whole = gae_by_turns(*args[:4], ended, *args[5:], next_acting=waits)
+    assert whole.flatten().tolist() == [0.75, 0.0, -0.5]
+
+
+def test_a_turn_based_rollout_leaves_out_the_moves_it_cut_off():
+    """Call and answer in rollouts of 3 steps: the caller's move at step 2 is paid at the next rollout's step 0,
+    so its value target would be V of the caller's waiting observation after the rollout, which the critic never
+    trains on, and its payment would count nowhere. That move is no sample; the caller's move at step 0 is one,
+    its target what the answer paid it."""
+    from types import SimpleNamespace
+
+    from proxima.distributions import make_head
+    from proxima.envs import make_envs
+    from proxima.loop import rollout
+    from proxima.networks import ActorCritic, NetworkSettings, NetworkSpec
+    from proxima.rollout import RolloutCollector
+    from tests.fixtures.wild_aec_envs import env
+
+    pytest.importorskip("pettingzoo")
+    torch.manual_seed(0)
+    envs = make_envs(env, 2, seed=0)
+    head = make_head(envs.single_action_space)
+    spec = NetworkSpec(head.logits_dim, envs.obs_layout.shape, NetworkSettings(norm_value=False),
+                       obs_layout=envs.obs_layout.to_json(), agents=envs.agents.to_json())  # fmt: skip
+    model = ActorCritic(spec, head)
+    collector = RolloutCollector(envs, 3, 0.5, model, seed=0)
+    args = SimpleNamespace(algorithm=SimpleNamespace(advantage="gae", gamma=0.5, gae_lambda=1.0))
+    buf, _, targets = rollout(collector, model, args, 1)
+    envs.close()
+    caller = buf.valid.view(3, 2, 2)[:, :, 0]  # the caller moves at steps 0 and 2, the answerer at step 1
+    assert caller.tolist() == [[True, True], [False, False], [False, False]]
+    assert buf.valid.view(3, 2, 2)[:, :, 1].tolist() == [[False, False], [True, True], [False, False]]
+    assert torch.equal(targets.view(3, 2, 2)[0, :, 0], buf.rewards.view(3, 2, 2)[1, :, 0])
