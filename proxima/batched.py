@@ -521,8 +521,8 @@ def update_seeds(
 
 def _alone(loss_of: Callable) -> Callable:
     """``loss_of`` for one seed, called on its own tensors without vmap, its outputs stacked as vmap's would be:
-    a batch's last live seed trains as fast as a solo run (vmap's fixed cost per call is about a solo
-    minibatch's), and through the same kernels."""
+    a batch's last live seed trains about as fast as a solo run (vmap's fixed cost per call is about a solo
+    minibatch's), an MLP agent through its solo run's kernels (an LSTM stays ``lstm_by_steps``)."""
 
     def one(params, buffers, fields, scale):
         *losses, diagnostics = loss_of(

@@ -250,6 +250,50 @@ def test_seeds_that_stop_leave_the_group_and_the_others_go_on(tmp_path, monkeypa
     assert all(torch.equal(group[f"seed2/{key}"], t) for key, t in own.items())
 
 
+@pytest.mark.parametrize(
+    "options",
+    [
+        dict(env_id="Pendulum-v1", norm_obs=True, norm_reward=True, norm_value=True, clip_vloss=True),
+        dict(env_id="CartPole-v1", recurrent="lstm", lstm_hidden_size=16, norm_value=True),
+    ],
+    ids=["gaussian-normalized", "lstm"],
+)
+def test_the_last_seed_alone_computes_what_vmap_computes(tmp_path, monkeypatch, options):
+    """A batch's last training seed computes its loss on its own tensors (``batched._alone``) rather than
+    through vmap over one seed: the same losses and diagnostics, each minibatch (the value scale of
+    --norm-value and an LSTM's sequence memory included)."""
+    from torch.func import vmap
+
+    from proxima import batched
+
+    direct, compared = batched._alone, []
+
+    def checked(loss_of):
+        alone = direct(loss_of)
+
+        def call(params, buffers, fields, scale):
+            in_dims = (0, 0, 0, None if scale is None else 0)
+            expected = vmap(loss_of, in_dims=in_dims)(params, buffers, fields, scale)
+            got = alone(params, buffers, fields, scale)
+            for a, b in zip(
+                (*expected[:4], *expected[4].values()), (*got[:4], *got[4].values()), strict=True
+            ):
+                torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-7)
+            compared.append(len(got[0]))
+            return got
+
+        return call
+
+    class StopOthers(Callback):
+        def on_update_end(self, run, result) -> bool:
+            return run.args.run.seed != 1 and run.updates_done == 1
+
+    monkeypatch.setattr(batched, "_alone", checked)
+    budget = {**SMALL, "total_timesteps": 8 * 32 * 3, "eval_every": 0, **options}
+    proxima.train(num_seeds=3, seed=1, run_dir=str(tmp_path / "group"), callbacks=[StopOthers()], **budget)
+    assert compared and set(compared) == {1}
+
+
 def test_a_recurrent_seeds_checkpoint_holds_its_own_memory_and_continues_alone(tmp_path):
     budget = dict(
         env_id="CartPole-v1", recurrent="lstm", lstm_hidden_size=16, **{**SMALL, "checkpoint_every": 1}

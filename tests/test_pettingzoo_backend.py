@@ -449,7 +449,7 @@ def test_a_turn_based_game_trains_each_player_on_its_own_moves(tmp_path, capsys,
     assert "turn-based: one agent moves at a time" in capsys.readouterr().out
     run_dir = tmp_path / "run"
     argv = ["train", "--env-factory", "tests.fixtures.wild_aec_envs:env", *flags, "--num-envs", "8",
-            "--num-steps", "16", "--total-timesteps", "2048", "--learning-rate", "0.01", "--gamma", "0.5", "--seed", "1",
+            "--num-steps", "15", "--total-timesteps", "1920", "--learning-rate", "0.01", "--gamma", "0.5", "--seed", "1",
             "--torch-threads", "1", "--run-dir", str(run_dir), "--quiet", "--no-report", "--no-plot"]  # fmt: skip
     assert cli.main(argv) == 0
     agent = Agent.load(str(run_dir))
