@@ -179,9 +179,49 @@ class MultiInputEncoder(nn.Module):
                     nn.functional.one_hot(index[:, k].clamp(0, n - 1), n).to(torch.float32)
                     for k, n in enumerate(part.n)
                 ]
+            elif f"part{i}" in self.cnns:  # a board (BoardCNN)
+                features.append(self.cnns[f"part{i}"](x.reshape(-1, *part.shape)))
             else:
                 features.append(x.to(torch.float32))
         return torch.cat(features, dim=-1)
+
+
+def _is_board(part) -> bool:
+    return part.kind == "box" and len(part.shape) == 3
+
+
+class BoardConvs(nn.Module):
+    """A board's cells through three 3x3 same-padding convolutions of ``channels`` with ReLU, flattened: the
+    board keeps its size, so every feature sees a cell's neighbourhood, as a board game's tactics need."""
+
+    channels = 32
+
+    def __init__(self, shape: tuple[int, int, int]):
+        super().__init__()
+        height, width, planes = shape  # planes last, as PettingZoo's classic games give them
+        k = self.channels
+        self.convs = nn.Sequential(
+            _conv_init(nn.Conv2d(planes, k, 3, padding=1)), nn.ReLU(),
+            _conv_init(nn.Conv2d(k, k, 3, padding=1)), nn.ReLU(),
+            _conv_init(nn.Conv2d(k, k, 3, padding=1)), nn.ReLU(),
+            nn.Flatten(),
+        )  # fmt: skip
+        self.features_dim = k * height * width
+
+    def forward(self, board: Tensor) -> Tensor:
+        return self.convs(board.to(torch.float32).permute(0, 3, 1, 2))
+
+
+class BoardCNN(MultiInputEncoder):
+    """``board-cnn``: observations with a board, a part of shape ``(H, W, planes)`` that is not an image
+    (Connect Four's ``(6, 7, 2)``, Chess's ``(8, 8, 111)``): each board through ``BoardConvs``, the other parts
+    as ``multi-input`` takes them. The Nature CNN's strides of 4 and 2 would not fit a board of a few cells."""
+
+    def __init__(self, layout: ObsLayout, precision: str = "float32"):
+        super().__init__(layout, precision)
+        boards = {f"part{i}": BoardConvs(p.shape) for i, p in enumerate(self.parts) if _is_board(p)}
+        self.cnns.update(boards)
+        self.features_dim += sum(b.features_dim - self.parts[int(k[4:])].size for k, b in boards.items())
 
 
 @dataclass(frozen=True)
@@ -231,6 +271,17 @@ register_encoder(
         MultiInputEncoder,
         lambda layout: layout.packed,
         f"{ACCEPTED} observations",
+        takes_precision=True,
+    )
+)
+
+
+register_encoder(
+    EncoderType(
+        "board-cnn",
+        BoardCNN,
+        lambda layout: layout.packed and any(_is_board(p) for p in layout.parts),
+        "Dict observations with a board, a part of shape (H, W, planes) that is not an image",
         takes_precision=True,
     )
 )

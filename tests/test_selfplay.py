@@ -5,6 +5,7 @@ import json
 import os
 import re
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -259,3 +260,35 @@ def test_check_env_says_what_a_self_play_game_becomes_and_steps_it_with_legal_mo
     out = capsys.readouterr().out
     assert "action mask from action_mask" in out and "backend: selfplay (the only one that runs" in out
     assert "proxima will train on selfplay:pettingzoo.classic.connect_four_v3" in out
+
+
+def test_the_board_cnn_sees_connect_fours_board_as_a_board_and_learns(tmp_path):
+    """``--encoder board-cnn``: the 6x7 board through 3x3 convolutions that keep its size (32 features a cell),
+    the mask no feature; chosen by name only (auto stays multi-input), refused where there is no board, and
+    a short self-play run with it beats the random player; its agent comes back with the encoder."""
+    from proxima.encoders import BoardCNN, choose_encoder, encoder_for, make_encoder
+    from proxima.spaces import ObsLayout
+
+    envs = make_envs(C4, 2, seed=0)
+    layout = envs.obs_layout
+    assert encoder_for(layout) == "multi-input" and choose_encoder("board-cnn", layout) == "board-cnn"
+    encoder = make_encoder("board-cnn", layout)
+    obs = envs.reset()
+    envs.close()
+    assert encoder.features_dim == 32 * 6 * 7 and encoder(obs).shape == (2, 32 * 6 * 7)
+    # a piece changes the features of the cells within 3 of it only (three 3x3 layers), and theirs do change
+    part = next(p for p in layout.parts if p.path == ("observation",))
+    placed = obs[:1].clone()
+    placed[0, part.offset + (5 * 7 + 0) * 2] = 1  # a piece of the player to move, bottom left
+    with torch.no_grad():
+        moved = (encoder(placed) != encoder(obs[:1])).view(32, 6, 7).any(0)
+    near = torch.zeros(6, 7, dtype=torch.bool)
+    near[2:, :4] = True
+    assert torch.equal(moved, near)
+    flat = gym.spaces.Dict({"v": gym.spaces.Box(-1, 1, (4,)), "m": gym.spaces.MultiBinary(3)})
+    with pytest.raises(UserError, match="board-cnn.*a board, a part of shape"):
+        choose_encoder("board-cnn", ObsLayout(flat))
+    agent = proxima.train(**SHORT, encoder="board-cnn", run_dir=str(tmp_path / "run"), seed=1)
+    assert isinstance(proxima.load(str(tmp_path / "run")).model.encoder, BoardCNN)
+    _, summary = play_against(agent, "random", 200, seed=0, deterministic=True)
+    assert summary["win_rate"] > 0.7, summary
