@@ -81,8 +81,8 @@ def test_a_critic_that_ignores_its_input_is_blamed_on_the_network(capsys, monkey
 def test_a_dropped_discount_is_blamed_on_discounting(capsys, monkeypatch):
     original = proxima.loop.estimate_advantages
 
-    def undiscounted(estimator, rewards, values, dones, next_value, next_done, gamma, gae_lambda):
-        return original(estimator, rewards, values, dones, next_value, next_done, 1.0, gae_lambda)
+    def undiscounted(estimator, rewards, values, dones, next_value, next_done, gamma, gae_lambda, **turns):
+        return original(estimator, rewards, values, dones, next_value, next_done, 1.0, gae_lambda, **turns)
 
     monkeypatch.setattr(proxima.loop, "estimate_advantages", undiscounted)
     _assert_blames(capsys, ["1", "2", "3"], "3", "discounting")
