@@ -91,6 +91,11 @@ def layer_init(layer: nn.Linear, row_norm: float = math.sqrt(2), bias_const: flo
     return layer
 
 
+def initialized(layer: nn.Linear, row_norm: float, init: str) -> nn.Linear:
+    """``layer_init(layer, row_norm)`` for ``--init orthogonal``; ``layer`` as it started itself for ``torch``."""
+    return layer_init(layer, row_norm) if init == "orthogonal" else layer
+
+
 class Bf16Linear(nn.Linear):
     """A hidden layer of an MLP agent trained with ``--precision bfloat16``: its product computes under autocast
     (bf16 inputs and weights, float32 accumulation) and its output returns to float32, so the weights, their
@@ -108,8 +113,11 @@ def mlp(
     out_norm: float | None = None,
     layer_norm: bool = False,
     precision: str = "float32",
+    init: str = "orthogonal",
 ) -> nn.Sequential:
     """Linear layers through ``sizes``; activation after every layer except a final one given ``out_norm``.
+
+    ``init``: ``initialized``'s (``--init``).
 
     ``layer_norm``: a LayerNorm between each hidden layer and its activation (Ba et al. 2016 normalize the
     summed inputs, before the nonlinearity). It draws no random numbers, so the Linear layers' weights are
@@ -121,7 +129,7 @@ def mlp(
     for i, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:], strict=False)):
         last = out_norm is not None and i == len(sizes) - 2
         linear = Bf16Linear if precision == "bfloat16" and not last else nn.Linear
-        layers.append(layer_init(linear(fan_in, fan_out), out_norm if last else gain))
+        layers.append(initialized(linear(fan_in, fan_out), out_norm if last else gain, init))
         if not last:
             if layer_norm:
                 layers.append(nn.LayerNorm(fan_out))
@@ -180,6 +188,11 @@ class NetworkSettings:
     layer_norm: bool = False
     """a LayerNorm after each hidden Linear layer of the actor's, the critic's and the shared MLPs, before its
     activation"""
+    init: Literal["orthogonal", "torch"] = "orthogonal"
+    """how the Linear layers of the actor's, the critic's and the shared MLPs start: orthogonal (detail 2: scaled
+    by the activation's gain in hidden layers, by 0.01 in the actor's output layer, 1 in the critic's; zero
+    biases) or torch (nn.Linear's own default, weights and biases uniform within 1/sqrt(fan_in), as BenchMARL's
+    and TorchRL's MLPs start); an encoder's and the LSTM's layers keep their own"""
     shared_network: bool = False
     """let the actor and critic share one hidden trunk instead of two separate networks"""
     centralized_critic: bool = False
@@ -188,6 +201,10 @@ class NetworkSettings:
     share_params: bool = True
     """multi-agent envs: agents of a kind share one actor and one critic, told apart by their one-hot index;
     --no-share-params gives each agent its own (agents of different kinds never share)"""
+    actor_agent_index: bool = True
+    """multi-agent envs: the actor sees the agent's one-hot index beside its own observation, so that agents
+    sharing one actor can act differently; --no-actor-agent-index: its own observation alone, as BenchMARL's
+    actors (with IPPO the critic, which works on the actor's features, then goes without it too)"""
     norm_obs: bool = False
     """normalize observations by their running mean and std, then clip them (saved with the model)"""
     norm_reward: bool = False
@@ -227,6 +244,8 @@ class NetworkSettings:
             raise UserError(
                 f"value_norm_horizon must be 0 (every target counts) or a positive number of updates, got {self.value_norm_horizon}"
             )
+        if self.init not in ("orthogonal", "torch"):
+            raise UserError(f"init must be orthogonal or torch, got {self.init!r}")
         if self.precision not in (*PRECISIONS, "auto"):
             raise UserError(f"precision must be float32, bfloat16 or auto, got {self.precision!r}")
         if not isinstance(self.encoder, str) or not self.encoder:
@@ -343,7 +362,8 @@ class ActorCritic(nn.Module):
         self.actor_index = self.critic_index = self.critic_encoder = None
         groups = None
         if spec.agents is not None:  # rows are agents: the actor sees all but the global state
-            layout, self.actor_index = full.select(tuple(k for k in full.space.spaces if k != "state"))
+            unseen = ("state",) if net.actor_agent_index else ("state", "agent")
+            layout, self.actor_index = full.select(tuple(k for k in full.space.spaces if k not in unseen))
             kinds = spec.agents["kinds"]
             groups = torch.tensor(kinds if net.share_params else list(range(len(kinds))))
             self.agent_column = next(p.offset for p in full.parts if p.path == ("agent",))
@@ -371,18 +391,20 @@ class ActorCritic(nn.Module):
         # --precision bfloat16 is the convolutions' where there are images, else the MLPs'
         precision = "float32" if full.has_images else net.precision
         if net.shared_network:
-            self.trunk = mlp(sizes, net.activation, layer_norm=net.layer_norm, precision=precision)
-            self.actor = layer_init(nn.Linear(sizes[-1], spec.logits_dim), 0.01)
-            self.critic = layer_init(nn.Linear(sizes[-1], 1), 1.0) if spec.has_critic else None
+            self.trunk = mlp(
+                sizes, net.activation, layer_norm=net.layer_norm, precision=precision, init=net.init
+            )
+            self.actor = initialized(nn.Linear(sizes[-1], spec.logits_dim), 0.01, net.init)
+            self.critic = initialized(nn.Linear(sizes[-1], 1), 1.0, net.init) if spec.has_critic else None
         else:
             self.trunk = nn.Identity()
             count = 1 if self.group_of_agent is None else int(self.group_of_agent.max()) + 1
-            self.actor = grouped([mlp([*sizes, spec.logits_dim], net.activation, 0.01, net.layer_norm, precision)
+            self.actor = grouped([mlp([*sizes, spec.logits_dim], net.activation, 0.01, net.layer_norm, precision, net.init)
                                   for _ in range(count)])  # fmt: skip
             self.critic = (
                 grouped(
                     [
-                        mlp([*critic_sizes, 1], critic_activation, 1.0, net.layer_norm, precision)
+                        mlp([*critic_sizes, 1], critic_activation, 1.0, net.layer_norm, precision, net.init)
                         for _ in range(count)
                     ]
                 )

@@ -89,6 +89,21 @@ def test_shared_params_tell_agents_apart_by_index_and_no_share_params_gives_each
         torch.testing.assert_close(values[i], separate.critic.nets[net](features[i : i + 1])[0, 0])
 
 
+@pytest.mark.parametrize("centralized", [False, True])
+def test_no_actor_agent_index_hides_the_index_from_the_actor_and_from_an_ippo_critic(centralized):
+    rows = _rows()
+    other = rows.clone()
+    other[:, 0] = (other[:, 0] + 1) % AGENTS  # the same observations, told they are other agents
+    for seen in (True, False):
+        model = _model(centralized_critic=centralized, actor_agent_index=seen)
+        (logits, values), (logits2, values2) = model(rows), model(other)
+        assert torch.equal(logits, logits2) != seen
+        # an IPPO critic works on the actor's features; MAPPO's takes the index with the state either way
+        assert torch.equal(values, values2) == (not seen and not centralized)
+    hidden = _model(actor_agent_index=False)
+    assert hidden.actor[0].in_features == 4 and _model().actor[0].in_features == 4 + AGENTS
+
+
 def test_agents_of_different_kinds_never_share_a_network():
     model = _model(kinds=(0, 1, 1))
     assert isinstance(model.actor, Grouped) and len(model.actor.nets) == 2

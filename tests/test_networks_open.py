@@ -174,6 +174,34 @@ def _model(**spec) -> ActorCritic:
     return ActorCritic(spec, make_head(gym.spaces.Discrete(2)))
 
 
+@pytest.mark.parametrize("shared", [False, True])
+def test_init_torch_leaves_every_linear_layer_as_nn_linear_starts_it(shared, tmp_path):
+    torch.manual_seed(0)
+    model = _model(init="torch", shared_network=shared)
+    torch.manual_seed(0)  # the same draws, in the order the model makes its layers
+    sizes = [(4, 64), (64, 64)] if shared else [(4, 64), (64, 64), (64, 2), (4, 64), (64, 64), (64, 1)]
+    expected = [nn.Linear(a, b) for a, b in sizes] + ([nn.Linear(64, 2), nn.Linear(64, 1)] if shared else [])
+    layers = [m for m in model.modules() if isinstance(m, nn.Linear)]
+    assert len(layers) == len(expected)
+    for layer, want in zip(layers, expected, strict=True):
+        torch.testing.assert_close(layer.weight, want.weight, rtol=0, atol=0)
+        torch.testing.assert_close(layer.bias, want.bias, rtol=0, atol=0)
+    # the default is detail 2's: orthogonal, scaled by sqrt(2) (0.01 for the actor's output), zero biases
+    ortho = _model(shared_network=shared)
+    first, out = ortho.trunk[0] if shared else ortho.actor[0], ortho.actor if shared else ortho.actor[-1]
+    torch.testing.assert_close(torch.linalg.svdvals(first.weight), torch.full((4,), math.sqrt(2)))
+    torch.testing.assert_close(torch.linalg.svdvals(out.weight), torch.full((2,), 0.01))
+    assert not first.bias.any() and not out.bias.any()
+    agent = proxima.train(init="torch", total_timesteps=256, run_dir=str(tmp_path / "run"), **FAST)
+    assert proxima.load(str(tmp_path / "run")).model.spec.network.init == "torch"
+    assert (
+        parse_train_args(["--init", "torch"]).network.init == "torch"
+        and agent.model.spec.network.init == "torch"
+    )
+    with pytest.raises(UserError, match="init must be orthogonal or torch, got 'xavier'"):
+        NetworkSettings(init="xavier").validate()
+
+
 def test_layer_norm_sits_between_each_hidden_layer_and_its_activation_and_draws_nothing(tmp_path):
     torch.manual_seed(0)
     plain = _model()
