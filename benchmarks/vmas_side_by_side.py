@@ -32,11 +32,13 @@ PEER_PYTHON = os.environ.get("BENCHMARL_PYTHON", "/work/peers/benchmarl/venv/bin
 PEER_SCRIPT = os.path.join(ROOT, "benchmarks", "peers", "benchmarl_vmas.py")
 # BenchMARL's published VMAS settings (benchmarks/peers/benchmarl_vmas.py says what each is), as proxima's flags
 # express them; the journal's side by side lists what they cannot express. Its Adam eps of 1e-6 matters here:
-# the actor's hidden-layer gradients are about 1e-6, so proxima's default 1e-5 all but freezes those layers
+# the actor's hidden-layer gradients are about 1e-6, so proxima's default 1e-5 all but freezes those layers.
+# BenchMARL's MLPs start as nn.Linear starts itself, and its actors do not see the agent's index
 SETTINGS = (
     "--num-envs 600 --num-steps 100 --update-epochs 45 --num-minibatches 15 --learning-rate 5e-5 --adam-eps 1e-6 "
     "--no-anneal-lr --max-grad-norm 5 --clip-coef 0.2 --ent-coef 0 --gamma 0.9 --gae-lambda 0.9 --vf-coef 1 "
-    "--no-norm-adv --no-norm-value --hidden-sizes 256 256 --activation tanh --no-plot --no-report --quiet"
+    "--no-norm-adv --no-norm-value --hidden-sizes 256 256 --activation tanh --init torch --no-actor-agent-index "
+    "--no-plot --no-report --quiet"
 )
 
 
