@@ -6,8 +6,8 @@
 For each task, algorithm and seed: BenchMARL's run at its published VMAS settings
 (benchmarks/peers/benchmarl_vmas.py, in the peer's venv: BENCHMARL_PYTHON, default
 /work/peers/benchmarl/venv/bin/python), then proxima's at the same settings as far as its flags go
-(``SETTINGS``; proxima's VMAS backend defaults each task to BenchMARL's task settings), once per
-``--precisions`` entry. Both from process start to exit. The return is the mean agent return of the last
+(``SETTINGS``: the ``vmas-benchmarl`` preset; proxima's VMAS backend defaults each task to BenchMARL's task
+settings), once per ``--precisions`` entry. Both from process start to exit. The return is the mean agent return of the last
 iteration's training episodes in both (BenchMARL's collection/reward/episode_reward_mean; proxima's
 episodic_return of its last update), so both sample their actions. The raw Gymnasium CartPole rate is measured
 before and after; with ``--record`` the rows go to docs/results/data (the "multiagent" table of RESULTS.md).
@@ -30,16 +30,9 @@ from benchmarks import records  # noqa: E402
 ROOT = records.ROOT
 PEER_PYTHON = os.environ.get("BENCHMARL_PYTHON", "/work/peers/benchmarl/venv/bin/python")
 PEER_SCRIPT = os.path.join(ROOT, "benchmarks", "peers", "benchmarl_vmas.py")
-# BenchMARL's published VMAS settings (benchmarks/peers/benchmarl_vmas.py says what each is), as proxima's flags
-# express them; the journal's side by side lists what they cannot express. Its Adam eps of 1e-6 matters here:
-# the actor's hidden-layer gradients are about 1e-6, so proxima's default 1e-5 all but freezes those layers.
-# BenchMARL's MLPs start as nn.Linear starts itself, and its actors do not see the agent's index
-SETTINGS = (
-    "--num-envs 600 --num-steps 100 --update-epochs 45 --num-minibatches 15 --learning-rate 5e-5 --adam-eps 1e-6 "
-    "--no-anneal-lr --max-grad-norm 5 --clip-coef 0.2 --ent-coef 0 --gamma 0.9 --gae-lambda 0.9 --vf-coef 1 "
-    "--no-norm-adv --no-norm-value --hidden-sizes 256 256 --activation tanh --init torch --no-actor-agent-index "
-    "--no-plot --no-report --quiet"
-)
+# BenchMARL's published VMAS settings (benchmarks/peers/benchmarl_vmas.py says what each is), as far as proxima's
+# flags express them: the vmas-benchmarl preset; the journal's side by side lists what they cannot express
+SETTINGS = "--config vmas-benchmarl --no-plot --no-report --quiet"
 
 
 def run_peer(task: str, algo: str, seed: int, frames: int) -> dict:
@@ -74,8 +67,8 @@ def main() -> None:
     parser.add_argument("--algos", nargs="+", default=["ippo", "mappo"], choices=["ippo", "mappo"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--frames", type=int, default=180_000, help="env steps a run (published: 10,000,000)")
-    parser.add_argument("--precisions", nargs="+", default=["float32", "bfloat16"],
-                        choices=["float32", "bfloat16"])  # fmt: skip
+    parser.add_argument("--precisions", nargs="*", default=["float32", "bfloat16"], choices=["float32", "bfloat16"],
+                        help="proxima's runs (none: BenchMARL's alone)")  # fmt: skip
     parser.add_argument("--no-peer", action="store_true", help="proxima only")
     parser.add_argument("--record", nargs="?", const=records.DATA_DIR, default=None, metavar="DIR")
     args = parser.parse_args()
