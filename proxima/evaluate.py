@@ -117,8 +117,8 @@ def evaluate(
     name = env if isinstance(env, str) else describe_env(env)[0]
     n = env.num_envs if isinstance(env, gym.vector.VectorEnv) else min(episodes, max_envs)
     agents = agent.model.spec.agents
-    if agents is not None:  # games of several agents, each agent's episode one of the episodes
-        n = -(-n // len(agents["names"]))
+    per_game = 1 if agents is None else len(agents["names"])  # each agent's episode is one of the episodes
+    n = -(-n // per_game)
     try:
         envs = make_envs(
             env,
@@ -127,7 +127,7 @@ def evaluate(
             backend="gymnasium" if agents is None else "auto",  # many agents: the backend that has the id
             device=agent.device,
             video_dir=video_dir,
-            video_episodes=-(-episodes // n),
+            video_episodes=-(-episodes // (n * per_game)),  # env 0's share, no stray start after it
         )
     except UserError as e:
         if isinstance(env, str) and env == agent.env_id and str(e).startswith("unknown env id"):

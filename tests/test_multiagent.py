@@ -157,15 +157,15 @@ def test_multi_agent_settings_are_refused_on_a_single_agent_env(tmp_path):
     [
         ("pettingzoo:mpe2.simple_spread_v3", "--async-envs", ", or give --rollout-workers N to run the games in N Ray processes"),
         ("vmas:navigation", "--async-envs", ", or give --rollout-workers N to run the games in N Ray processes"),
-        ("vmas:navigation", "--capture-video", ""),
         ("selfplay:pettingzoo.classic.connect_four_v3", "--async-envs", ""),
         ("selfplay:pettingzoo.classic.connect_four_v3", "--capture-video", ""),
+        ("proxima/ProbeCoordination-v0", "--capture-video", ""),  # native: Gymnasium has no multi-agent probes
     ],
 )  # fmt: skip
 def test_a_flag_a_many_agent_backend_cannot_do_is_refused_by_name_not_as_an_unknown_gymnasium_id(
     env_id, flag, instead, tmp_path, capsys
 ):
-    backend = env_id.split(":")[0]
+    backend = env_id.split(":")[0] if ":" in env_id else "native"
     argv = ["train", "--env-id", env_id, flag, "--num-envs", "2", "--num-steps", "100", "--total-timesteps",
             "1000", "--no-plot", "--no-report", "--quiet", "--run-dir", str(tmp_path / "run")]  # fmt: skip
     assert proxima.cli.main(argv) == 2
@@ -188,14 +188,29 @@ def test_a_refusal_names_the_flag_of_its_command_and_suggests_only_what_the_run_
     ]
     # proxima eval records video with --video, not --capture-video
     run_dir = tmp_path / "run"
-    proxima.train(env_id="vmas:navigation", num_envs=2, num_steps=10, total_timesteps=20, run_dir=str(run_dir),
-                  quiet=True, report=False, plot=False)  # fmt: skip
+    proxima.train(env_id="proxima/ProbeCoordination-v0", algo="ippo", num_envs=2, num_steps=10, total_timesteps=20,
+                  run_dir=str(run_dir), quiet=True, report=False, plot=False)  # fmt: skip
     assert proxima.cli.main(["eval", str(run_dir), "--video", "--episodes", "2"]) == 2
     assert capsys.readouterr().err.splitlines() == [
-        "proxima eval: error: the vmas backend cannot do --video, and it is the only one that runs "
-        "'vmas:navigation'; drop --video"
+        "proxima eval: error: the native backend cannot do --video, and it is the only one that runs "
+        "'proxima/ProbeCoordination-v0'; drop --video"
     ]
     assert not (run_dir / "eval-videos").exists()
+
+
+def test_vmas_games_record_video_in_training_and_in_proxima_eval(tmp_path, capsys):
+    pytest.importorskip("moviepy")
+    run_dir = tmp_path / "run"
+    argv = ["train", "--env-id", "vmas:navigation", "--env-kwargs", '{"max_steps": 5}', "--num-envs", "2",
+            "--num-steps", "10", "--total-timesteps", "20", "--capture-video", "--no-plot", "--no-report",
+            "--quiet", "--run-dir", str(run_dir)]  # fmt: skip
+    assert proxima.cli.main(argv) == 0
+    # game 0's episodes 0 and 1 (Gymnasium's schedule: 0, 1, 8, ...), each from its reset to its end
+    assert sorted(os.listdir(run_dir / "videos")) == ["rl-video-episode-0.mp4", "rl-video-episode-1.mp4"]
+    # 4 episodes of 3 agents' rows: 2 games, each one episode, recorded whole and nothing after it
+    assert proxima.cli.main(["eval", str(run_dir), "--video", "--episodes", "4"]) == 0
+    assert os.listdir(run_dir / "eval-videos") == ["rl-video-episode-0.mp4"]
+    assert f"videos: {run_dir / 'eval-videos' / 'rl-video-episode-0.mp4'}" in capsys.readouterr().out
 
 
 def test_a_team_reward_is_the_mean_over_the_agents_present():

@@ -2,6 +2,7 @@
 the same actions, packed as the multi-agent design says (checked with ObsLayout.pack), same-step resets,
 terminations apart from truncations, reproducible seeds, and exact resume."""
 
+import os
 import warnings
 
 import numpy as np
@@ -275,3 +276,22 @@ def test_on_cuda_the_callers_generator_is_left_alone_and_resume_is_exact():
     for a, want in zip(actions, expected, strict=True):
         got = fresh.step(a)
         assert torch.equal(got.obs, want.obs) and torch.equal(got.reward, want.reward)
+
+
+def test_video_records_game_0_from_its_reset_to_its_end(tmp_path):
+    pytest.importorskip("moviepy")
+    import imageio.v3 as iio
+
+    envs = make_vec_env("vmas:navigation", 2, seed=0, env_kwargs={"max_steps": 4}, video_dir=str(tmp_path),
+                        video_episodes=1)  # fmt: skip
+    envs.reset()
+    moves = torch.ones(envs.num_envs, 2)  # every agent pushes up and right
+    for _ in range(6):  # one episode of 4 steps, then 2 steps of the next, which is not recorded
+        envs.step(moves)
+    envs.close()
+    assert os.listdir(tmp_path) == ["rl-video-episode-0.mp4"]
+    frames = iio.imread(tmp_path / "rl-video-episode-0.mp4")
+    assert frames.shape[0] == 5 and frames.shape[-1] == 3  # its reset and its 4 steps
+    assert not (frames[0] == frames[-1]).all()  # the agents moved, and each frame shows where they are
+    with pytest.raises(UserError, match=r"the vmas backend records game 0 only, not games \[1\]"):
+        make_vec_env("vmas:navigation", 2, video_dir={1: str(tmp_path)})

@@ -663,5 +663,6 @@ def _make(env_id: str, num_envs: int, *, seed=None, device="cpu", **unused) -> N
 # other envs are within noise of Gymnasium's at 4 envs and faster from 8.
 NATIVE_FROM = {"Acrobot-v1": 16}
 
-# In-process tensor ops: no worker processes, no rendering.
-register_backend("native", _make, handles=NATIVE_ENVS, min_envs=NATIVE_FROM)
+# In-process tensor ops: no worker processes, no rendering. Gymnasium has the single-agent ids too, not the
+# multi-agent probes, so a feature those lack is refused here rather than passed on to Gymnasium.
+register_backend("native", _make, handles=NATIVE_ENVS, min_envs=NATIVE_FROM, exclusive=MULTIAGENT_PROBE_ENVS)

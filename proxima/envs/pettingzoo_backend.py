@@ -19,7 +19,6 @@ only when an env of it is made.
 from __future__ import annotations
 
 import importlib
-import os
 import sys
 import warnings
 
@@ -38,8 +37,8 @@ from proxima.envs.interface import (
     env_call,
     one_seed,
     per_env_values,
-    video_dirs,
 )
+from proxima.envs.recorder import GameRecorder, game_zero_dir
 from proxima.envs.registry import GAMES_ON_WORKERS, register_backend
 from proxima.errors import EnvError, UserError
 from proxima.spaces import MASK_KEY, ObsLayout, action_count
@@ -226,14 +225,8 @@ class PettingZooVecEnv:
         """``make(**env_kwargs)`` returns one ParallelEnv (or a parallelizable AEC env); ``first``: one it already
         made, used as game 0 where no video asks for a rendering one."""
         self.label, self._seed = label, one_seed(seed, "pettingzoo")
-        videos = video_dirs(video_dir, num_envs)
-        if set(videos) - {0}:
-            raise UserError(
-                f"the pettingzoo backend records game 0 only, not games {sorted(set(videos) - {0})}"
-            )
-        video_dir = videos.get(0)
+        video_dir = game_zero_dir(video_dir, num_envs, "pettingzoo")
         kwargs = env_kwargs or {}
-        self._video = _Recorder(video_dir, video_episodes) if video_dir else None
         if first is not None and video_dir is not None:
             first.close()
             first = None
@@ -246,6 +239,10 @@ class PettingZooVecEnv:
                 game = as_parallel(construct(make, label, render, kwargs), label)
             self.games.append(game)
         game = self.games[0]
+        self._video = None
+        if video_dir is not None:
+            fps = game.metadata.get("render_fps", 30)
+            self._video = GameRecorder(video_dir, video_episodes, game.render, fps, type(game).__name__)
         names = tuple(game.possible_agents)
         if not names:
             raise UserError(f"{label} has no possible_agents; a PettingZoo env lists them in __init__")
@@ -423,7 +420,7 @@ class PettingZooVecEnv:
             )
         self._fill(out, e, obs, infos, self._state_fn(game, obs))
         if e == 0 and self._video is not None:
-            self._video.start(game)
+            self._video.start()
 
     def step(self, actions: Tensor) -> Step:
         A, E, index = len(self._names), len(self.games), self._index
@@ -446,7 +443,7 @@ class PettingZooVecEnv:
                 terminated[row] = bool(terms.get(name, False))
                 truncated[row] = bool(truncs.get(name, False))
             if e == 0 and self._video is not None:
-                self._video.frame(game)
+                self._video.frame()
             now = list(game.agents)
             left = [name for name in acting if name not in now]
             ended = not now
@@ -469,7 +466,7 @@ class PettingZooVecEnv:
             if ended:
                 over[e * A : (e + 1) * A] = True
                 if e == 0 and self._video is not None:
-                    self._video.save(game)
+                    self._video.save()
                 self._reset_game(out, e, None)
             else:  # the agents that left are in this step's obs, but not in the next rows' (nor their state)
                 self._present[e] = now
@@ -536,7 +533,7 @@ class PettingZooVecEnv:
 
     def close(self) -> None:
         if self._video is not None:
-            self._video.save(self.games[0])
+            self._video.save()
         for game in self.games:
             try:
                 game.close()
@@ -555,42 +552,6 @@ class PettingZooVecEnv:
 
 def _kept(info: dict, keys: InfoKeys) -> dict:
     return dict(info) if keys == "all" else {k: info[k] for k in keys if k in info}
-
-
-class _Recorder:
-    """Game 0's episodes as ``rl-video-episode-N.mp4``, the names Gymnasium's RecordVideo gives: the first
-    ``episodes`` of them, or Gymnasium's 0, 1, 8, 27, ... schedule."""
-
-    def __init__(self, video_dir: str, episodes: int | None):
-        from gymnasium.utils.save_video import capped_cubic_video_schedule
-
-        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # rgb_array needs no display; keeps SDL quiet
-        self.dir, self.episode, self.frames = video_dir, -1, None
-        self.trigger = capped_cubic_video_schedule if episodes is None else (lambda n: n < episodes)
-
-    def start(self, game) -> None:
-        self.episode += 1
-        self.frames = [self._render(game)] if self.trigger(self.episode) else None
-
-    def frame(self, game) -> None:
-        if self.frames is not None:
-            self.frames.append(self._render(game))
-
-    def save(self, game) -> None:
-        if not self.frames:
-            return
-        from gymnasium.utils.save_video import save_video
-
-        fps = game.metadata.get("render_fps", 30)
-        save_video(self.frames, self.dir, fps=fps, episode_index=self.episode, episode_trigger=lambda _: True)
-        self.frames = None
-
-    @staticmethod
-    def _render(game) -> np.ndarray:
-        frame = game.render()
-        if not (isinstance(frame, np.ndarray) and frame.ndim == 3):
-            raise UserError(f"{type(game).__name__} cannot render rgb_array frames, which video needs")
-        return frame
 
 
 def _make(env_id: str, num_envs: int, *, env_kwargs: dict | None = None, **kwargs) -> PettingZooVecEnv:

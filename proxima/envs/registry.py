@@ -33,8 +33,8 @@ class Backend:
     """``make(env_id, num_envs, *, seed, device, asynchronous, video_dir, video_episodes) -> VecEnv``, where
     ``video_dir`` is env 0's directory or env index -> directory (``VideoDirs``); ``handles(env_id)``: whether the backend implements the id; ``features``: which of ``FEATURES`` it
     supports; ``ids``: the ids it handles, for error messages (empty: any id); ``min_envs``: env id -> the
-    fewest envs at which ``auto`` takes this backend for that id (ids not in it: from 1); ``exclusive``: no other
-    backend runs the ids it handles; ``instead``: feature -> what a run can use in its place, for the line that
+    fewest envs at which ``auto`` takes this backend for that id (ids not in it: from 1); ``exclusive(env_id)``:
+    no other backend runs that id; ``instead``: feature -> what a run can use in its place, for the line that
     refuses the feature."""
 
     name: str
@@ -43,7 +43,7 @@ class Backend:
     features: frozenset[str] = frozenset()
     ids: tuple[str, ...] = ()
     min_envs: Mapping[str, int] = dataclasses.field(default_factory=dict)
-    exclusive: bool = False
+    exclusive: Callable[[str], bool] = lambda env_id: False
     instead: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def auto_takes(self, env_id: str, num_envs: int | None, wanted: Collection[str]) -> bool:
@@ -61,13 +61,13 @@ def register_backend(
     handles: Callable[[str], bool] | Collection[str] | None = None,
     features: Collection[str] = (),
     min_envs: Mapping[str, int] | None = None,
-    exclusive: bool = False,
+    exclusive: bool | Collection[str] = False,
     instead: Mapping[str, str] | None = None,
 ) -> Backend:
     """Add (or replace) the backend ``name``. ``handles``: a predicate on env ids, or a collection of ids
     (None: every id). ``min_envs``: env id -> the fewest envs at which ``auto`` picks this backend.
-    ``exclusive``: no other backend runs the ids it handles, so ``auto`` refuses what it cannot do instead of
-    trying the next. ``instead``: feature -> what to use in its place, said when the feature is refused."""
+    ``exclusive``: no other backend runs the ids it handles (True), or these ids of them (a collection), so
+    ``auto`` refuses what it cannot do with them instead of trying the next. ``instead``: feature -> what to use in its place, said when the feature is refused."""
     if name == "auto":
         raise ValueError("'auto' is not a backend name: it means choosing one")
     unknown = (set(features) | set(instead or {})) - set(FEATURES)
@@ -81,8 +81,9 @@ def register_backend(
     else:
         ids = tuple(handles)
         predicate = frozenset(ids).__contains__
+    alone = (lambda env_id: exclusive) if isinstance(exclusive, bool) else frozenset(exclusive).__contains__
     backend = Backend(
-        name, make, predicate, frozenset(features), ids, dict(min_envs or {}), exclusive, dict(instead or {})
+        name, make, predicate, frozenset(features), ids, dict(min_envs or {}), alone, dict(instead or {})
     )
     _BACKENDS.pop(name, None)  # a replaced backend moves to the front of `auto`'s order
     _BACKENDS[name] = backend
@@ -101,7 +102,7 @@ def get_backend(name: str) -> Backend:
 
 def _refusal(backend: Backend, env_id: str, feature: str, suggest: bool = True) -> UserError:
     flag = FEATURES[feature]
-    if backend.exclusive:
+    if backend.exclusive(env_id):
         instead = backend.instead.get(feature) if suggest else None
         return UserError(
             f"the {backend.name} backend cannot do {flag}, and it is the only one that runs {env_id!r}; drop "
@@ -133,7 +134,7 @@ def resolve_backend(
     for candidate in reversed(_BACKENDS.values()):
         if candidate.auto_takes(env_id, num_envs, wanted):
             return candidate.name
-        if candidate.exclusive and candidate.handles(env_id):
+        if candidate.exclusive(env_id) and candidate.handles(env_id):
             lacking = [name for name, on in asked if on and name not in candidate.features]
             if lacking:
                 raise _refusal(candidate, env_id, lacking[0], suggest)

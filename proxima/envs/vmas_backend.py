@@ -30,7 +30,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from proxima.envs.interface import AgentSpec, NoEnvObjects, Step, one_seed
+from proxima.envs.interface import AgentSpec, NoEnvObjects, Step, VideoDirs, one_seed
+from proxima.envs.recorder import GameRecorder, game_zero_dir
 from proxima.envs.registry import GAMES_ON_WORKERS, register_backend
 from proxima.errors import EnvError, UserError
 from proxima.spaces import MASK_KEY, ObsLayout
@@ -107,6 +108,8 @@ class VmasVecEnv(NoEnvObjects):
         seed: int | None = None,
         device: torch.device | str = "cpu",
         env_kwargs: dict | None = None,
+        video_dir: VideoDirs = None,
+        video_episodes: int | None = None,
         **unused,
     ):
         scenario = env_id.removeprefix(PREFIX)
@@ -127,8 +130,13 @@ class VmasVecEnv(NoEnvObjects):
         seed = one_seed(seed, "vmas")
         self.env_id, self.device, self._seed = env_id, torch.device(device), seed
         self._rng = _seeded_states(0 if seed is None else seed, self.device)
+        video_dir = game_zero_dir(video_dir, num_envs, "vmas")
         self._make(scenario, num_envs, max_steps, continuous, kwargs)
         self._describe(num_envs)
+        self._video = None
+        if video_dir is not None:  # VMAS draws game 0 with pyglet, headless (EGL) for rgb_array
+            render = lambda: self.env.render(mode="rgb_array", env_index=0)  # noqa: E731
+            self._video = GameRecorder(video_dir, video_episodes, render, 1 / self.env.world.dt, env_id)
 
     def _make(self, scenario: str, num_envs: int, max_steps, continuous: bool, kwargs: dict) -> None:
         vmas = _vmas()
@@ -248,6 +256,8 @@ class VmasVecEnv(NoEnvObjects):
         seed, self._seed = one_seed(self._seed if seed is None else seed, "vmas"), None
         with self._own_rng():
             observations = self.env.reset(seed=seed)
+            if self._video is not None:
+                self._video.start()
         return self._rows(observations)
 
     def step(self, actions: Tensor) -> Step:
@@ -256,10 +266,18 @@ class VmasVecEnv(NoEnvObjects):
             final_obs = self._rows(observations)
             obs = final_obs
             done = terminated | truncated
+            restart = False  # game 0's recording: its episode ended, and the next one starts after the reset
+            if self._video is not None:
+                self._video.frame()
+                restart = bool(done[0])
+                if restart:
+                    self._video.save()
             if done.any():
                 obs = torch.where(
                     self._per_row(done).unsqueeze(1), self._rows(self._reset_ended(done)), final_obs
                 )
+            if restart:
+                self._video.start()
         return Step(
             obs,
             torch.stack(rewards, dim=1).reshape(-1).to(torch.float32),
@@ -267,6 +285,10 @@ class VmasVecEnv(NoEnvObjects):
             self._per_row(truncated),
             final_obs,
         )
+
+    def close(self) -> None:
+        if self._video is not None:  # the episode under way, as far as it went
+            self._video.save()
 
     def _reset_ended(self, done: Tensor) -> list[Tensor]:
         """Reset the games that ended; every game's observations after it."""
@@ -495,12 +517,12 @@ def _make(env_id: str, num_envs: int, **kwargs) -> VmasVecEnv:
     return VmasVecEnv(env_id, num_envs, **kwargs)
 
 
-# In-process tensor ops with its own settings; no rendering yet, and no worker processes (VMAS batches itself).
+# In-process tensor ops with its own settings; video of game 0; no worker processes (VMAS batches itself).
 register_backend(
     "vmas",
     _make,
     handles=lambda env_id: env_id.startswith(PREFIX),
-    features=("env_kwargs",),
+    features=("video", "env_kwargs"),
     exclusive=True,
     instead={"asynchronous": GAMES_ON_WORKERS},
 )
