@@ -205,7 +205,8 @@ class RolloutCollector:
 
 def team_reward_of(reward: Tensor, present: Tensor, agents: int) -> Tensor:
     """Each present agent's reward replaced by the mean over the agents present in its game (rows env-major,
-    ``agents`` a game); an absent agent's stays 0."""
+    ``agents`` a game); an absent agent's stays 0. A turn-based game's rollout passes every row as present (its
+    waiting players are in the team), an agent already out of the game included (docs/MULTIAGENT.md)."""
     r, present = reward.view(-1, agents), present.view(-1, agents)
     mean = r.sum(1, keepdim=True) / present.sum(1, keepdim=True).clamp(min=1)
     return (mean * present).reshape(-1)

@@ -527,15 +527,37 @@ def test_a_turn_based_team_reward_is_shared_with_the_players_who_wait():
     assert not rewards[0::2].any()
 
 
-def test_set_attr_reaches_a_turn_based_games_env():
-    """``set_attr`` changes the AEC env itself, not the ``Turns`` around it: what ``call`` then reads, and what
-    the env plays with. Call and answer's raw env: the card set is the one the answerer sees."""
-    from tests.fixtures.wild_aec_envs import raw_env
+@pytest.mark.parametrize("wrapped", [False, True], ids=["raw-env", "wrapped-as-classic-games-are"])
+def test_set_attr_reaches_a_turn_based_games_env(wrapped):
+    """``set_attr`` changes the AEC env itself, not the ``Turns`` around it nor a PettingZoo wrapper around the
+    env (where it would shadow the game's attribute): what ``call`` then reads, and what the env plays with.
+    Call and answer: the card set is the one the answerer sees."""
+    from tests.fixtures.wild_aec_envs import env, raw_env
 
-    envs = make_envs(raw_env, 2, seed=0)
+    envs = make_envs(env if wrapped else raw_env, 2, seed=0)
     envs.reset()
     envs.set_attr("card", [0, 1])
-    assert [game.env.card for game in envs.games] == [0, 1]
+    assert [game.env.unwrapped.card for game in envs.games] == [0, 1] and envs.call("card") == (0, 1)
     seen = [obs["observation"].tolist() for obs in envs.call("observe", "answerer")]
     assert seen == [[1, 0, 0], [0, 1, 0]]
+    envs.close()
+
+
+def test_a_player_put_out_of_a_turn_based_game_leaves_and_the_next_mover_sees_its_turn():
+    """Last stand (tests/fixtures/wild_aec_envs.py): a's move 1 puts c out, and the env makes c the agent to
+    move until its None move removes it. The rows after the step are the game after that removal: b moves, with
+    the mask of its turn; c's final observation is the one it left with."""
+    from tests.fixtures.wild_aec_envs import last_stand_env
+
+    envs = make_envs(last_stand_env, 1, seed=0)
+    span = envs.obs_layout.mask_part.span
+    obs = envs.reset()
+    assert obs[:, span].tolist() == [[1, 1], [0, 0], [0, 0]]
+    step = envs.step(torch.tensor([1, 0, 0]))
+    assert step.alive.tolist() == [False, True, False]  # b moves next
+    assert step.obs[1, span].tolist() == [1, 1] and step.obs[0, span].tolist() == [0, 0]
+    assert step.reward.tolist() == [0, 0, -1] and step.terminated.tolist() == [False, False, True]
+    assert step.final_obs[2, span].tolist() == [1, 1]  # c, as it left: the agent to move was c itself then
+    step = envs.step(torch.tensor([0, 0, 0]))  # b's move ends the game, which starts again with a to move
+    assert step.terminated[:2].all() and step.alive.tolist() == [True, False, False]
     envs.close()

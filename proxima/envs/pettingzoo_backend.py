@@ -115,7 +115,7 @@ class Turns:
         if name == "env":
             object.__setattr__(self, name, value)
         else:
-            setattr(self.env, name, value)
+            setattr(_owner(self.env, name), name, value)
 
     @property
     def mover(self) -> str:
@@ -144,9 +144,28 @@ class Turns:
         truncs = {a: bool(env.truncations.get(a, False)) for a in env.agents}
         # an agent out of a game that goes on is removed the AEC way (a None move when its turn comes), so that
         # the agent to move is always one still playing
+        removed = False
         while self.agents and (terms.get(self.mover) or truncs.get(self.mover)):
             env_call(env.step, None)
+            removed = True
+        if removed:
+            # the turn moved on: those still playing are observed as the game now stands (the next mover's mask
+            # is the env's for its turn); those removed keep the observation they left with
+            now, now_infos = self._all()
+            obs.update(now)
+            infos.update(now_infos)
         return obs, rewards, terms, truncs, infos
+
+
+def _owner(env, name: str):
+    """The object of an AEC env's wrapper chain that holds ``name``: the outermost wrapper that has it as its own,
+    else the env inside them all. A PettingZoo wrapper reads an attribute it lacks from the env it wraps, but an
+    attribute set on it would stay there, unseen by the game."""
+    from pettingzoo.utils.wrappers import BaseWrapper
+
+    while isinstance(env, BaseWrapper) and name not in vars(env):
+        env = env.env
+    return env
 
 
 class _Kind:
