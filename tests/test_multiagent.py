@@ -339,18 +339,21 @@ def test_a_sweep_compares_ippo_and_mappo_on_a_game_of_many_agents(tmp_path):
     assert ev["algo=mappo"] > 0.9 and 0.15 < ev["algo=ippo"] < 0.75
 
 
-def test_the_vmas_benchmarl_preset_trains_any_task_with_either_algorithm(tmp_path):
+@pytest.mark.parametrize("algo", ["ippo", "mappo"])
+def test_the_vmas_benchmarl_preset_trains_any_task_with_either_algorithm(algo, tmp_path):
     small = ["--num-envs", "6", "--num-steps", "10", "--update-epochs", "2", "--total-timesteps", "120"]
-    argv = ["train", "--config", "vmas-benchmarl", "--env-id", "vmas:balance", "--algo", "ippo", *small,
+    argv = ["train", "--config", "vmas-benchmarl", "--env-id", "vmas:balance", "--algo", algo, *small,
             "--no-plot", "--no-report", "--quiet", "--run-dir", str(tmp_path / "run")]  # fmt: skip
     assert proxima.cli.main(argv) == 0
     config = json.loads((tmp_path / "run" / "config.json").read_text())
-    assert config["algorithm"]["algo"] == "ippo" and config["env"]["env_id"] == "vmas:balance"
+    assert config["algorithm"]["algo"] == algo and config["env"]["env_id"] == "vmas:balance"
     assert config["network"]["init"] == "torch" and config["network"]["actor_agent_index"] is False
     assert config["algorithm"]["update_epochs"] == 2 and config["algorithm"]["num_minibatches"] == 15
     model = proxima.load(str(tmp_path / "run")).model
     assert model.actor[0].in_features == model.spec.layout().select(("obs",))[0].shape[0]  # no index
 
+
+def test_mappo_on_vmas_killed_with_sigkill_resumes_exactly(tmp_path):
     from tests.test_resume import _assert_same_run, _cli, _wait_for_updates
 
     run = ["--env-id", "vmas:navigation", "--algo", "mappo", "--num-envs", "4", "--num-steps", "16",

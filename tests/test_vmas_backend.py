@@ -295,3 +295,55 @@ def test_video_records_game_0_from_its_reset_to_its_end(tmp_path):
     assert not (frames[0] == frames[-1]).all()  # the agents moved, and each frame shows where they are
     with pytest.raises(UserError, match=r"the vmas backend records game 0 only, not games \[1\]"):
         make_vec_env("vmas:navigation", 2, video_dir={1: str(tmp_path)})
+
+
+def test_a_video_resumes_from_the_restored_game_and_the_saved_state_is_the_same_with_or_without_one(tmp_path):
+    pytest.importorskip("moviepy")
+    moves = torch.ones(6, 2)
+    played = make_vec_env("vmas:navigation", 2, seed=0, env_kwargs={"max_steps": 50})
+    played.reset()
+    for _ in range(4):
+        played.step(moves)
+    state = played.state_dict()
+    restored = make_vec_env(
+        "vmas:navigation", 2, seed=1, env_kwargs={"max_steps": 50}, video_dir=str(tmp_path)
+    )
+    restored.reset()  # a fresh episode, drawn, then replaced by the saved one
+    restored.load_state_dict(state)
+    assert set(restored.state_dict()) == set(state)  # what VMAS's renderer set is left out
+    # the video starts again from the restored game, not the fresh one drawn at the reset (VMAS's renderer draws
+    # the same state to within a few pixels; the fresh game differs on average by several grey levels)
+    frames = restored._video.frames
+    distance = lambda a, b: np.abs(a.astype(float) - b.astype(float)).mean()  # noqa: E731
+    fresh = make_vec_env("vmas:navigation", 2, seed=1, env_kwargs={"max_steps": 50})
+    fresh.reset()
+    assert len(frames) == 1 and distance(frames[0], played._draw()) < 0.1 < 1 < distance(
+        frames[0], fresh._draw()
+    )
+    restored.step(moves)
+    assert len(restored._video.frames) == 2
+
+
+def test_a_video_of_a_game_that_goes_on_stops_at_max_frames(tmp_path, monkeypatch):
+    pytest.importorskip("moviepy")
+    from proxima.envs import recorder
+
+    monkeypatch.setattr(recorder, "MAX_FRAMES", 3)
+    envs = make_vec_env("vmas:navigation", 1, seed=0, env_kwargs={"max_steps": None}, video_dir=str(tmp_path))
+    envs.reset()
+    for _ in range(5):
+        envs.step(torch.zeros(3, 2))
+    assert os.listdir(tmp_path) == ["rl-video-episode-0.mp4"] and envs._video.frames is None  # saved at 3
+    envs.close()
+
+
+def test_sampling_is_drawn_though_vmas_colours_it_through_a_function_matplotlib_removed(tmp_path):
+    pytest.importorskip("moviepy")
+    pytest.importorskip("matplotlib")
+    envs = make_vec_env("vmas:sampling", 1, seed=0, env_kwargs={"max_steps": 2}, video_dir=str(tmp_path),
+                        video_episodes=1)  # fmt: skip
+    envs.reset()
+    for _ in range(2):
+        envs.step(torch.zeros(3, 2))
+    envs.close()
+    assert os.listdir(tmp_path) == ["rl-video-episode-0.mp4"]

@@ -38,7 +38,7 @@ from proxima.envs.interface import (
     one_seed,
     per_env_values,
 )
-from proxima.envs.recorder import GameRecorder, game_zero_dir
+from proxima.envs.recorder import GameRecorder, game_zero_dir, quiet_display
 from proxima.envs.registry import GAMES_ON_WORKERS, register_backend
 from proxima.errors import EnvError, UserError
 from proxima.spaces import MASK_KEY, ObsLayout, action_count
@@ -245,6 +245,8 @@ class PettingZooVecEnv:
         made, used as game 0 where no video asks for a rendering one."""
         self.label, self._seed = label, one_seed(seed, "pettingzoo")
         video_dir = game_zero_dir(video_dir, num_envs, "pettingzoo")
+        if video_dir is not None:
+            quiet_display()  # before the games: one may open its renderer when it is made
         kwargs = env_kwargs or {}
         if first is not None and video_dir is not None:
             first.close()

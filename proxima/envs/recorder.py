@@ -12,6 +12,15 @@ import numpy as np
 from proxima.envs.interface import VideoDirs, video_dirs
 from proxima.errors import UserError
 
+# Frames wait in memory until their episode ends (Gymnasium's save_video takes them all at once): a video stops
+# at this many, so that a game that never ends cannot fill the memory (a 700 x 700 VMAS frame is 1.5 MB).
+MAX_FRAMES = 1000
+
+
+def quiet_display() -> None:
+    """Rendering to rgb_array needs no display: keep SDL (pygame's) from looking for one."""
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+
 
 def game_zero_dir(video_dir: VideoDirs, num_envs: int, backend: str) -> str | None:
     """The directory game 0 records into, or None; these backends render one game, so any other is refused."""
@@ -22,16 +31,17 @@ def game_zero_dir(video_dir: VideoDirs, num_envs: int, backend: str) -> str | No
 
 
 class GameRecorder:
-    """The first ``episodes`` episodes of one game (or Gymnasium's 0, 1, 8, 27, ... schedule): ``start`` at its
-    reset, ``frame`` after each step, ``save`` once it ended (or the env closes). ``render()`` returns the game's
-    current frame, ``(H, W, 3)``; ``label`` names the game in the error where it cannot."""
+    """The first ``episodes`` episodes of one game (or Gymnasium's 0, 1, 8, 27, ... schedule), each up to
+    ``MAX_FRAMES`` frames: ``start`` at its reset, ``frame`` after each step, ``save`` once it ended (or the env
+    closes), ``redraw`` where the game was put in another state mid-episode (a resume). ``render()`` returns the
+    game's current frame, ``(H, W, 3)``; ``label`` names the game in the error where it cannot."""
 
     def __init__(
         self, video_dir: str, episodes: int | None, render: Callable[[], object], fps: float, label: str
     ):
         from gymnasium.utils.save_video import capped_cubic_video_schedule
 
-        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # rgb_array needs no display; keeps SDL quiet
+        quiet_display()
         self.dir, self.render, self.fps, self.label = video_dir, render, fps, label
         self.episode, self.frames = -1, None
         self.trigger = capped_cubic_video_schedule if episodes is None else (lambda n: n < episodes)
@@ -43,6 +53,13 @@ class GameRecorder:
     def frame(self) -> None:
         if self.frames is not None:
             self.frames.append(self._frame())
+            if len(self.frames) == MAX_FRAMES:
+                self.save()
+
+    def redraw(self) -> None:
+        """The episode's video starts again from the game as it is now."""
+        if self.frames is not None:
+            self.frames = [self._frame()]
 
     def save(self) -> None:
         if not self.frames:
@@ -55,7 +72,15 @@ class GameRecorder:
         self.frames = None
 
     def _frame(self) -> np.ndarray:
-        frame = self.render()
+        try:
+            frame = self.render()
+        except UserError:
+            raise
+        except Exception as e:  # the env's renderer, not proxima: say so in one line
+            raise UserError(
+                f"{self.label} could not render a frame for the video ({type(e).__name__}: {e}); drop "
+                "--capture-video"
+            ) from None
         if not (isinstance(frame, np.ndarray) and frame.ndim == 3):
             raise UserError(f"{self.label} cannot render rgb_array frames, which video needs")
         return frame

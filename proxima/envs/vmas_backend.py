@@ -70,6 +70,9 @@ DEFAULT_MAX_STEPS = 100
 # Settings of the backend itself; every other --env-kwargs key goes to the scenario.
 OWN_KWARGS = ("max_steps", "continuous_actions")
 
+# What VMAS sets once it draws (the Environment's renderer, each entity's `_render` flags): not the world's state,
+# and not in a checkpoint, so that a run's saved state is the same whether it records video or not.
+RENDERING = ("viewer", "headless", "visible_display", "text_lines", "_render")
 # How state_dict keeps each leaf of the world (see there).
 LEAF_KINDS = ("tensor.", "number.", "none.", "alias.", "object.")
 NUMBER_DTYPES = {bool: torch.bool, int: torch.int64, float: torch.float64}
@@ -134,9 +137,8 @@ class VmasVecEnv(NoEnvObjects):
         self._make(scenario, num_envs, max_steps, continuous, kwargs)
         self._describe(num_envs)
         self._video = None
-        if video_dir is not None:  # VMAS draws game 0 with pyglet, headless (EGL) for rgb_array
-            render = lambda: self.env.render(mode="rgb_array", env_index=0)  # noqa: E731
-            self._video = GameRecorder(video_dir, video_episodes, render, 1 / self.env.world.dt, env_id)
+        if video_dir is not None:
+            self._video = GameRecorder(video_dir, video_episodes, self._draw, 1 / self.env.world.dt, env_id)
 
     def _make(self, scenario: str, num_envs: int, max_steps, continuous: bool, kwargs: dict) -> None:
         vmas = _vmas()
@@ -286,6 +288,11 @@ class VmasVecEnv(NoEnvObjects):
             final_obs,
         )
 
+    def _draw(self):
+        """Game 0 as VMAS draws it (pyglet, headless through EGL, for rgb_array)."""
+        _colormaps_for_vmas()
+        return self.env.render(mode="rgb_array", env_index=0)
+
     def close(self) -> None:
         if self._video is not None:  # the episode under way, as far as it went
             self._video.save()
@@ -391,6 +398,26 @@ class VmasVecEnv(NoEnvObjects):
                 value = restored[path]
             _assign(parent, slot, value)
         self._rng = _rng_from_tensors(state, self.device)
+        if self._video is not None:  # the episode under way is the restored one
+            self._video.redraw()
+
+
+def _colormaps_for_vmas() -> None:
+    """VMAS 1.5 colours some scenarios' drawings (sampling's density) through ``matplotlib.cm.get_cmap``, which
+    matplotlib 3.9 removed; where it is gone, put back what it returned: the colormap, resampled to ``lut``
+    entries where given."""
+    try:
+        import matplotlib
+        import matplotlib.cm
+    except ImportError:
+        return  # VMAS then needs none, or says so itself
+    if not hasattr(matplotlib.cm, "get_cmap"):
+
+        def get_cmap(name=None, lut=None):
+            cmap = matplotlib.colormaps[name or matplotlib.rcParams["image.cmap"]]
+            return cmap if lut is None else cmap.resampled(lut)
+
+        matplotlib.cm.get_cmap = get_cmap
 
 
 def _action_key(space) -> tuple:
@@ -465,7 +492,11 @@ def _children(value, path: str, home_of: dict[int, str]) -> list[tuple] | None:
             for key in keys
         ]
     if _descend(value):
-        return [(f"{path}.{name}", name, item) for name, item in sorted(vars(value).items())]
+        return [
+            (f"{path}.{name}", name, item)
+            for name, item in sorted(vars(value).items())
+            if name not in RENDERING
+        ]
     return None
 
 
