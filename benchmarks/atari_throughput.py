@@ -156,7 +156,7 @@ def main() -> None:
     parser.add_argument("what", choices=["envs", "loop", "minibatch"])
     parser.add_argument("--steps", type=int, default=20_480)
     parser.add_argument("--threads", type=int, default=0)
-    parser.add_argument("--cuda", action="store_true", help="train on the GPU (benchmarks/gpu_atari.sh)")
+    parser.add_argument("--cuda", action="store_true", help="train on the GPU (benchmarks/gpu.sh)")
     args, rest = parser.parse_known_args()
     rest = [r for r in rest if r != "--"]
     print(

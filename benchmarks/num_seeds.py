@@ -41,6 +41,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from benchmarks import records  # noqa: E402
 
 BIN = os.path.join(os.path.dirname(sys.executable), "proxima")
+# where proxima runs from a checkout on PYTHONPATH (a lent GPU machine, benchmarks/gpu.sh), there is no script
+PROXIMA = [BIN] if os.path.exists(BIN) else [sys.executable, "-m", "proxima"]
 ROOT = records.ROOT
 PEER = "PureJaxRL (defaults)"
 PEER_TASKS = ("CartPole-v1", "Acrobot-v1", "MountainCar-v0")  # ppo.py's discrete tasks (purejaxrl_vmap.py)
@@ -107,7 +109,7 @@ def shown(command: list[str], out: str) -> str:
 def batched(preset: str, n: int, seed: int, jobs: int, flags: list[str], out: str) -> dict:
     command = ["train", "--config", preset, "--seed", str(seed), "--num-seeds", str(n), "--run-dir", out,
                "--quiet", "--no-plot", "--no-report", *flags]  # fmt: skip
-    wall, rss = timed([BIN, *command], out + ".log")
+    wall, rss = timed([*PROXIMA, *command], out + ".log")
     return {"wall_s": wall, "peak_rss_mb": round(rss), **outcome(out, n), "command": shown(command, out)}
 
 
@@ -115,7 +117,7 @@ def sweep(preset: str, n: int, seed: int, jobs: int, flags: list[str], out: str)
     command = ["sweep", "--config", preset, "--seeds", f"{seed}-{seed + n - 1}", "--executor", "ray",
                "--max-concurrent", str(jobs), "--cpus-per-trial", "1", "--output-dir", out, "--no-plot",
                "--no-report", *flags]  # fmt: skip
-    wall, _ = timed([BIN, *command], out + ".log")
+    wall, _ = timed([*PROXIMA, *command], out + ".log")
     return {"wall_s": wall, **outcome(out, n), "command": shown(command, out)}
 
 
@@ -124,7 +126,7 @@ def processes(preset: str, n: int, seed: int, jobs: int, flags: list[str], out: 
     seeds = range(seed, seed + n)
 
     def one(s: int) -> None:
-        timed([BIN, "train", "--config", preset, "--seed", str(s), "--run-dir", os.path.join(out, f"seed{s}"),
+        timed([*PROXIMA, "train", "--config", preset, "--seed", str(s), "--run-dir", os.path.join(out, f"seed{s}"),
                "--quiet", "--no-plot", "--no-report", *flags], os.path.join(out, f"seed{s}.log"))  # fmt: skip
 
     start = time.perf_counter()

@@ -56,8 +56,18 @@ def score(mean: float, std: float, episodes: int, deterministic: bool = True) ->
     return {"mean": float(mean), "std": float(std), "episodes": int(episodes), "deterministic": deterministic}
 
 
+def gpus() -> list[str]:
+    """The names of the machine's NVIDIA GPUs (nvidia-smi's), or none: a CUDA run's row must say what it ran on."""
+    try:
+        names = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                               text=True, timeout=30).stdout  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line.strip() for line in names.splitlines() if line.strip()]
+
+
 def machine() -> dict:
-    """Where this runs: CPU model, cores, memory, OS, Python, and the load when the batch started."""
+    """Where this runs: CPU model, cores, memory, GPUs, OS, Python, and the load when the batch started."""
     cpu, memory_gb = platform.processor() or platform.machine(), None
     try:
         with open("/proc/cpuinfo") as f:
@@ -71,6 +81,7 @@ def machine() -> dict:
         "cpu": cpu,
         "cores": os.cpu_count(),
         "memory_gb": memory_gb,
+        "gpus": gpus(),
         "os": platform.platform(),
         "python": platform.python_version(),
         "load_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,

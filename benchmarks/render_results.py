@@ -206,12 +206,18 @@ def solved_cell(rows: list[dict]) -> str:
     return f"{sum(known)}/{len(known)}" if known else ""
 
 
+def machine_cell(machine: dict) -> str:
+    """Cores and CPU model, and the GPUs where the batch's machine had any."""
+    gpus = machine.get("gpus") or []
+    return f"{machine.get('cores')} cores, {machine.get('cpu')}" + "".join(f", {g}" for g in gpus)
+
+
 def batch_cells(batch: dict) -> list[str]:
     """Date, commit, machine and the raw Gymnasium CartPole rate of the batch."""
     commit = (batch.get("commit") or "?")[:7] + (" (modified)" if batch.get("dirty") else "")
     machine = batch.get("machine", {})
     ref = batch.get("reference_sps", {})
-    return [batch["date"][:10], f"`{commit}`", f"{machine.get('cores')} cores, {machine.get('cpu')}",
+    return [batch["date"][:10], f"`{commit}`", machine_cell(machine),
             span([ref.get("before"), ref.get("after")], _rate)]  # fmt: skip
 
 
@@ -307,9 +313,7 @@ def readme_table(batches: list[dict]) -> str:
             "| " + " | ".join([task, preset, cell(ours), *(cell(by_peer.get(p)) for p in peers)]) + " |"
         )
     dates = sorted({g["batch"]["date"][:10] for g in solve})
-    machines = sorted(
-        {f"{g['batch']['machine'].get('cores')} cores, {g['batch']['machine'].get('cpu')}" for g in solve}
-    )
+    machines = sorted({machine_cell(g["batch"]["machine"]) for g in solve})
     lines += ["", f"Seeds solved (100 deterministic episodes at or above the task's threshold), steps and wall time "
               f"(ranges over the seeds); measured {', '.join(dates)} on {'; '.join(machines)}. Commands, commits "
               f"and the day's raw rate: [docs/RESULTS.md](docs/RESULTS.md)."]  # fmt: skip

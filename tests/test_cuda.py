@@ -45,3 +45,17 @@ def test_atari_pixels_train_on_cuda_with_uint8_frames_and_load_on_the_cpu(precis
             on_gpu, loaded.model.logits(torch.as_tensor(obs)), rtol=tolerance, atol=tolerance
         )
     assert loaded.predict(obs[0]) in range(4)
+
+
+def test_vmas_games_and_mappo_train_on_cuda_and_load_on_the_cpu(tmp_path):
+    """VMAS steps its games on the GPU beside the model: nothing goes through the CPU, and the shared actor's
+    weights load onto the CPU with the same outputs."""
+    pytest.importorskip("vmas")
+    run_dir = str(tmp_path / "run")
+    agent = proxima.train(env_id="vmas:navigation", algo="mappo", num_envs=4, num_steps=16, total_timesteps=256,
+                          run_dir=run_dir, cuda=True, quiet=True, plot=False, report=False)  # fmt: skip
+    assert agent.device.type == "cuda"
+    loaded = proxima.load(run_dir)
+    assert loaded.device.type == "cpu"
+    for name, tensor in agent.model.state_dict().items():
+        torch.testing.assert_close(tensor.cpu(), loaded.model.state_dict()[name], rtol=0, atol=0)

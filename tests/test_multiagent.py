@@ -353,12 +353,21 @@ def test_the_vmas_benchmarl_preset_trains_any_task_with_either_algorithm(algo, t
     assert model.actor[0].in_features == model.spec.layout().select(("obs",))[0].shape[0]  # no index
 
 
-def test_mappo_on_vmas_killed_with_sigkill_resumes_exactly(tmp_path):
+@pytest.mark.parametrize(
+    "device",
+    [
+        "cpu",
+        pytest.param(
+            "cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+        ),
+    ],
+)
+def test_mappo_on_vmas_killed_with_sigkill_resumes_exactly(device, tmp_path):
     from tests.test_resume import _assert_same_run, _cli, _wait_for_updates
 
     run = ["--env-id", "vmas:navigation", "--algo", "mappo", "--num-envs", "4", "--num-steps", "16",
            "--total-timesteps", "1024", "--checkpoint-every", "2", "--seed", "3", "--quiet", "--no-plot", "--no-report",
-           "--torch-threads", "1"]  # fmt: skip
+           "--torch-threads", "1", "--cuda" if device == "cuda" else "--no-cuda"]  # fmt: skip
     whole, killed = str(tmp_path / "whole"), str(tmp_path / "killed")
     assert proxima.cli.main(["train", "--run-dir", whole, *run]) == 0
     proc = _cli("train", "--run-dir", killed, *run)

@@ -1,21 +1,23 @@
 #!/bin/bash
-# The 10M-step Breakout run with --cuda (issue 13) on a lent GPU machine, whose image has PyTorch but no
-# Gymnasium, ale-py or tyro, and reaches no package registry. Those travel as Python 3.12 wheels in the
-# checkout's ignored .whl/, downloaded here with
+# proxima on a lent GPU machine, whose image has PyTorch but not Gymnasium, ale-py, tyro or VMAS, and reaches no
+# package registry. Those travel as Python 3.12 wheels in the checkout's ignored .whl/, made here with
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #       --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 -d .whl \
 #       gymnasium==1.4.0 ale-py==0.12.1 tyro==1.0.17 docstring_parser==0.18.0 Farama-Notifications==0.0.6 \
-#       typeguard==4.6.0 shtab
+#       typeguard==4.6.1 shtab pettingzoo==1.27.0 gym-notices==0.0.8 pyglet==1.5.27
+#   python3 -m pip wheel --no-deps -w .whl vmas==1.5.2 gym==0.26.2     # source-only on PyPI; pure Python
 # and proxima runs from the checkout through PYTHONPATH.
 #
-#   benchmarks/gpu_atari.sh check          # GPU facts, raw CartPole rate, a phase-split loop of 30,720 steps
-#   benchmarks/gpu_atari.sh tests          # the CUDA tests
-#   benchmarks/gpu_atari.sh start [SEED]   # the 10M-step run, detached (setsid), into /tmp/breakout10m-SEED
-#   benchmarks/gpu_atari.sh resume DIR     # continue a run brought back (its checkpoint.safetensors rejoined)
-#   benchmarks/gpu_atari.sh wait SECONDS   # until the run ends or SECONDS pass, then its progress
-#   benchmarks/gpu_atari.sh stop           # Ctrl-C the run: it writes a checkpoint and exits
-#   benchmarks/gpu_atari.sh pack DIR       # the run (no TensorBoard events) as DIR/RUN.tar.gz, its checkpoint
-#                                          # cut into 12 MB parts (a file comes back only under 16 MiB)
+#   benchmarks/gpu.sh check          # GPU facts, raw CartPole rate, a phase-split Atari loop of 30,720 steps
+#   benchmarks/gpu.sh tests          # every CUDA test (the ones CI and the development machines skip)
+#   benchmarks/gpu.sh seeds DIR [N..] # many seeds on the GPU (issue 36): benchmarks/num_seeds.py, cartpole-fast,
+#                                    # batched, --cuda, N seeds (default 1 16 64); its record goes into DIR
+#   benchmarks/gpu.sh start [SEED]   # the 10M-step Breakout run, detached (setsid), into /tmp/breakout10m-SEED
+#   benchmarks/gpu.sh resume DIR     # continue a run brought back (its checkpoint.safetensors rejoined)
+#   benchmarks/gpu.sh wait SECONDS   # until the run ends or SECONDS pass, then its progress
+#   benchmarks/gpu.sh stop           # Ctrl-C the run: it writes a checkpoint and exits
+#   benchmarks/gpu.sh pack DIR       # the run (no TensorBoard events) as DIR/RUN.tar.gz, its checkpoint
+#                                    # cut into 12 MB parts (a file comes back only under 16 MiB)
 set -u
 if [ ! -d /tmp/site/gymnasium ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
@@ -44,7 +46,14 @@ check)
     python3 benchmarks/atari_throughput.py loop --steps 30720 --cuda
     ;;
 tests)
-    python3 -m pytest -q -p no:cacheprovider tests/test_cuda.py tests/test_resume.py -k cuda 2>&1 | tail -5
+    # the files that hold CUDA tests, by name: collecting all of tests/ would import Ray, which does not travel
+    python3 -m pytest -q -p no:cacheprovider -rs tests/test_cuda.py tests/test_resume.py tests/test_num_seeds.py \
+        tests/test_vmas_backend.py tests/test_multiagent.py -k "cuda or gpu" 2>&1 | tail -15
+    ;;
+seeds)
+    out=$2; shift 2
+    python3 benchmarks/num_seeds.py --presets cartpole-fast --ways batched --num-seeds ${@:-1 16 64} \
+        --record "$out" -- --cuda
     ;;
 start)
     seed=${2:-1}
