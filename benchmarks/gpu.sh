@@ -48,7 +48,7 @@ check)
 tests)
     # the files that hold CUDA tests, by name: collecting all of tests/ would import Ray, which does not travel
     python3 -m pytest -q -p no:cacheprovider -rs tests/test_cuda.py tests/test_resume.py tests/test_num_seeds.py \
-        tests/test_vmas_backend.py tests/test_multiagent.py -k "cuda or gpu" 2>&1 | tail -15
+        tests/test_vmas_backend.py tests/test_multiagent.py -k "cuda or gpu" --tb=short 2>&1
     ;;
 seeds)
     out=$2; shift 2
