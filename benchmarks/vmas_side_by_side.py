@@ -1,7 +1,8 @@
 """IPPO and MAPPO on VMAS tasks, proxima against BenchMARL, back to back on this machine (issue 35's section 4).
 
     .venv/bin/python benchmarks/vmas_side_by_side.py [--tasks navigation balance sampling] [--algos ippo mappo]
-        [--seeds 0 1 2] [--frames 180000] [--precisions float32 bfloat16] [--no-peer] [--record [DIR]]
+        [--seeds 0 1 2] [--frames 180000] [--precisions float32 bfloat16] [--torch-threads N] [--no-peer]
+        [--record [DIR]]
 
 For each task, algorithm and seed: BenchMARL's run at its published VMAS settings
 (benchmarks/peers/benchmarl_vmas.py, in the peer's venv: BENCHMARL_PYTHON, default
@@ -48,10 +49,11 @@ def run_peer(task: str, algo: str, seed: int, frames: int) -> dict:
     return {"wall_s": wall, "return": result.get("collection_return"), "command": " ".join(shown)}
 
 
-def run_proxima(task: str, algo: str, seed: int, frames: int, precision: str) -> dict:
+def run_proxima(task: str, algo: str, seed: int, frames: int, precision: str, threads: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         flags = ["train", "--env-id", f"vmas:{task}", "--algo", algo, "--seed", str(seed), "--total-timesteps",
-                 str(frames), "--precision", precision, *SETTINGS.split()]  # fmt: skip
+                 str(frames), "--precision", precision, "--torch-threads", str(threads),
+                 *SETTINGS.split()]  # fmt: skip
         command = [sys.executable, "-m", "proxima", *flags, "--run-dir", os.path.join(tmp, "run")]
         start = time.perf_counter()
         subprocess.run(command, check=True, cwd=ROOT)
@@ -70,6 +72,10 @@ def main() -> None:
     parser.add_argument("--precisions", nargs="*", default=["float32", "bfloat16"], choices=["float32", "bfloat16"],
                         help="proxima's runs (none: BenchMARL's alone)")  # fmt: skip
     parser.add_argument("--no-peer", action="store_true", help="proxima only")
+    # fixed, not proxima's automatic count, which leaves busy cores alone: a run's return then depends on the load
+    # at its start (torch's thread count changes float sums)
+    parser.add_argument("--torch-threads", type=int, default=os.cpu_count() or 1,
+                        help="proxima's torch threads (default: every core, as BenchMARL's torch takes)")  # fmt: skip
     parser.add_argument("--record", nargs="?", const=records.DATA_DIR, default=None, metavar="DIR")
     args = parser.parse_args()
     if not args.no_peer and not os.path.exists(PEER_PYTHON):
@@ -86,7 +92,7 @@ def main() -> None:
                         result = run_peer(task, algo, seed, args.frames)
                     else:
                         peer, settings = None, f"{algo} {precision}"
-                        result = run_proxima(task, algo, seed, args.frames, precision)
+                        result = run_proxima(task, algo, seed, args.frames, precision, args.torch_threads)
                     batch.add(task=f"vmas/{task}", settings=settings, peer=peer, seed=seed, steps=args.frames,
                               wall_s=result["wall_s"], command=result["command"],
                               mean_return=result["return"])  # fmt: skip

@@ -63,18 +63,30 @@ def resolve_precision(requested: str, device: torch.device) -> str:
     return "bfloat16" if native_bfloat16(device) else "float32"
 
 
-def emulation_note(precision: str, device: torch.device) -> list[str]:
-    """A line for a run asked to compute in bf16 where the hardware cannot: emulated bf16 made a 256-sample
-    Atari minibatch step 9x slower than float32 on an AVX2 CPU (docs/journal/benchmarks.md), so say so at the start."""
-    if precision != "bfloat16" or native_bfloat16(device):
-        return []
-    hardware = (
-        "GPU (bf16 needs compute capability 8.0+)" if device.type == "cuda" else "CPU (no AVX512-BF16 or AMX)"
-    )
-    return [
-        f"note: --precision bfloat16 on a {hardware} is emulated: its products run several times slower than in "
-        "float32; --precision float32 or auto avoids it"
-    ]
+def hardware_notes(precision: str, device: torch.device, images: bool) -> list[str]:
+    """Lines for the start of a run whose hardware works against it.
+
+    bf16 where the hardware emulates it: a 256-sample Atari minibatch stepped 9x slower than in float32 on an
+    AVX2 CPU (docs/journal/benchmarks.md). An agent without images on a GPU: its MLP's small matrix products
+    leave the GPU idle between kernel launches and the per-step syncs with the envs, so the CPU often trains
+    it faster (docs/RESULTS.md, many seeds, compares both on one machine); SB3 warns the same way."""
+    notes = []
+    if precision == "bfloat16" and not native_bfloat16(device):
+        hardware = (
+            "GPU (bf16 needs compute capability 8.0+)"
+            if device.type == "cuda"
+            else "CPU (no AVX512-BF16 or AMX)"
+        )
+        notes.append(
+            f"note: --precision bfloat16 on a {hardware} is emulated: its products run several times slower than "
+            "in float32; --precision float32 or auto avoids it"
+        )
+    if device.type == "cuda" and not images:
+        notes.append(
+            "note: this agent has no images to convolve, and its MLP is too small to keep a GPU busy: it often "
+            "trains faster on the CPU (--no-cuda)"
+        )
+    return notes
 
 
 def _conv_init(layer: nn.Conv2d | nn.Linear) -> nn.Module:

@@ -28,7 +28,7 @@ from proxima.callbacks import (
     wanted_infos,
 )
 from proxima.config import PPOArgs
-from proxima.encoders import check_spaces, emulation_note
+from proxima.encoders import check_spaces, hardware_notes
 from proxima.envs import make_envs
 from proxima.envs.interface import agent_spec, obs_layout
 from proxima.envs.registry import resolve_backend
@@ -320,7 +320,7 @@ def _seed_group(
             runs.append(run)
         count, why = choose_threads(args.run.torch_threads, args.samples_per_minibatch * n, images=images)
         torch.set_num_threads(count)
-        notes = emulation_note(args.network.precision, device) + ([why] if why else [])
+        notes = hardware_notes(args.network.precision, device, images) + ([why] if why else [])
         return SeedGroup(runs, envs, env_seeds), notes
     except BaseException:
         envs.close()

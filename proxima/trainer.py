@@ -17,7 +17,7 @@ from proxima.callbacks import (
     default_callbacks,
 )
 from proxima.config import PPOArgs, resolve_args, show_value
-from proxima.encoders import check_spaces, emulation_note, encoder_note
+from proxima.encoders import check_spaces, encoder_note, hardware_notes
 from proxima.envs.interface import obs_layout
 from proxima.envs.user import describe_env, env_source
 from proxima.errors import UserError
@@ -148,7 +148,7 @@ def training(
         # config.json keeps what auto chose, so that a resume elsewhere computes as this run did
         args = resolve_args_precision(args, envs, device)
         notes += (
-            emulation_note(args.network.precision, device)
+            hardware_notes(args.network.precision, device, obs_layout(envs).has_images)
             + thread_notes(args, envs)
             + encoder_note(args.network.encoder)
         )
@@ -238,7 +238,7 @@ def resuming(
     envs = make_run_envs(args, run_dir, device, env, resumed=meta)
     try:
         args = resolve_args_precision(args, envs, device)  # a config.json written by hand may say auto
-        notes += emulation_note(args.network.precision, device)
+        notes += hardware_notes(args.network.precision, device, obs_layout(envs).has_images)
         notes += thread_notes(args, envs, saved=meta["torch_threads"])
         run = Run(args, envs, run_dir, device)
         run.env = env

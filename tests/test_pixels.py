@@ -9,7 +9,7 @@ import torch
 
 import proxima
 from proxima import encoders
-from proxima.encoders import NatureCNN, emulation_note, encoder_for, resolve_precision
+from proxima.encoders import NatureCNN, encoder_for, hardware_notes, resolve_precision
 from proxima.envs.probes import probe_images
 from proxima.spaces import ObsLayout
 
@@ -136,7 +136,7 @@ def test_auto_precision_is_bfloat16_only_where_the_hardware_computes_it(monkeypa
 def test_bfloat16_where_the_hardware_emulates_it_is_said_at_the_start(monkeypatch, tmp_path, capsys):
     cpu = torch.device("cpu")
     monkeypatch.setattr(encoders, "native_bfloat16", lambda device: False)
-    assert emulation_note("float32", cpu) == []
+    assert hardware_notes("float32", cpu, images=True) == []
     proxima.train(
         env_id="proxima/ProbeImagePolicy-v0", total_timesteps=256, num_steps=64, run_dir=str(tmp_path / "run"),
         plot=False, precision="bfloat16",
@@ -144,7 +144,16 @@ def test_bfloat16_where_the_hardware_emulates_it_is_said_at_the_start(monkeypatc
     shown = "".join(capsys.readouterr())
     assert "note: --precision bfloat16 on a CPU (no AVX512-BF16 or AMX) is emulated" in shown
     monkeypatch.setattr(encoders, "native_bfloat16", lambda device: True)
-    assert emulation_note("bfloat16", cpu) == []
+    assert hardware_notes("bfloat16", cpu, images=True) == []
+
+
+def test_an_agent_without_images_on_a_gpu_is_told_the_cpu_may_be_faster(monkeypatch):
+    monkeypatch.setattr(encoders, "native_bfloat16", lambda device: True)
+    gpu = torch.device("cuda")  # a device object only: nothing runs on it
+    (note,) = hardware_notes("float32", gpu, images=False)
+    assert note.startswith("note: ") and "--no-cuda" in note
+    assert hardware_notes("float32", gpu, images=True) == []  # convolutions are what a GPU is for
+    assert hardware_notes("float32", torch.device("cpu"), images=False) == []
 
 
 def test_a_run_saves_the_precision_auto_chose_and_its_agent_computes_in_it(monkeypatch, tmp_path):
