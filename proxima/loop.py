@@ -429,6 +429,7 @@ def check_agents(args: PPOArgs, agents: AgentSpec | None) -> None:
         (f"--algo {algo}", get_algorithm(algo).multi_agent),
         ("centralized_critic", args.network.centralized_critic),
         ("team_reward", args.env.team_reward),
+        ("--no-critic-agent-index", not args.network.critic_agent_index),
     )
     named = [name for name, on in asked if on]
     if agents is None and named:
@@ -436,6 +437,17 @@ def check_agents(args: PPOArgs, agents: AgentSpec | None) -> None:
             f"{named[0]} trains many agents, and {args.env.env_id} is a single-agent env; multi-agent envs are "
             "pettingzoo:MODULE and vmas:SCENARIO ids (docs/MULTIAGENT.md)"
         )
+    if agents is not None and not args.network.critic_agent_index:
+        if not args.network.centralized_critic and args.network.actor_agent_index:
+            raise UserError(
+                "--no-critic-agent-index: an IPPO critic works on the actor's features, which hold the index "
+                "unless --no-actor-agent-index; add that, or use --algo mappo"
+            )
+        if agents.turns:
+            raise UserError(
+                "--no-critic-agent-index gives a game's agents one value, and in a turn-based game each player "
+                "needs its own: drop --no-critic-agent-index"
+            )
     separate = agents is not None and (agents.num_kinds > 1 or not args.network.share_params)
     if separate and args.network.shared_network:
         raise UserError(

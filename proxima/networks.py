@@ -205,6 +205,12 @@ class NetworkSettings:
     """multi-agent envs: the actor sees the agent's one-hot index beside its own observation, so that agents
     sharing one actor can act differently; --no-actor-agent-index: its own observation alone, as BenchMARL's
     actors (with IPPO the critic, which works on the actor's features, then goes without it too)"""
+    critic_agent_index: bool = True
+    """multi-agent envs: the critic sees the agent's one-hot index (MAPPO's beside the global state, so each
+    agent of a game gets a value of its own); --no-critic-agent-index: without it. A centralized critic then
+    gives a game's agents one value, as BenchMARL's MAPPO critic, which the update computes once per game
+    instead of once per agent. An IPPO critic works on the actor's features: without the index only with
+    --no-actor-agent-index"""
     norm_obs: bool = False
     """normalize observations by their running mean and std, then clip them (saved with the model)"""
     norm_reward: bool = False
@@ -368,11 +374,16 @@ class ActorCritic(nn.Module):
             groups = torch.tensor(kinds if net.share_params else list(range(len(kinds))))
             self.agent_column = next(p.offset for p in full.parts if p.path == ("agent",))
             if net.centralized_critic:
-                critic_layout, self.critic_index = full.select(("agent", "state"))
+                seen = ("agent", "state") if net.critic_agent_index else ("state",)
+                critic_layout, self.critic_index = full.select(seen)
                 self.critic_encoder = make_encoder(
                     choose_encoder("auto", critic_layout), critic_layout, net.precision
                 )
         self.group_of_agent = groups if groups is not None and int(groups.max()) > 0 else None
+        # --no-critic-agent-index with one critic for all: every agent of a game gets the same value, so a batch
+        # of whole games needs the critic once per game, not once per agent (``evaluate``'s whole_games)
+        shared_value = net.centralized_critic and not net.critic_agent_index and self.group_of_agent is None
+        self.agents_per_game = len(spec.agents["kinds"]) if spec.agents is not None and shared_value else None
         self.encoder = make_encoder(choose_encoder(net.encoder, layout), layout, net.precision)
         features = self.encoder.features_dim
         self.lstm = None
@@ -412,7 +423,7 @@ class ActorCritic(nn.Module):
                 else None
             )
 
-    def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:
+    def forward(self, obs: Tensor, whole_games: bool = False) -> tuple[Tensor, Tensor]:
         """Policy logits ``(B, logits_dim)`` and values ``(B,)`` in one pass over a batch of observations
         already normalized (as the rollout stores them).
 
@@ -420,7 +431,8 @@ class ActorCritic(nn.Module):
         unclipped mean), so tracing it by hand gives a file that disagrees with ``predict``. Use
         ``Agent.predict(obs, deterministic=True)``, or ``proxima.export`` for a file of that (docs/EXPORT.md)."""
         features = self._features(obs)
-        return self._masked(self._through(self.actor, features, obs), obs), self._value(features, obs)
+        logits = self._masked(self._through(self.actor, features, obs), obs)
+        return logits, self._value(features, obs, whole_games)
 
     def _masked(self, logits: Tensor, obs: Tensor) -> Tensor:
         """Logits with masked actions at the lowest finite float: their probability is exactly 0 in softmax,
@@ -447,11 +459,20 @@ class ActorCritic(nn.Module):
         agent = obs[..., self.agent_column].long()
         return layers(features, self.group_of_agent.to(obs.device)[agent])
 
-    def _value(self, features: Tensor, obs: Tensor) -> Tensor:
+    def _value(self, features: Tensor, obs: Tensor, whole_games: bool = False) -> Tensor:
         """V(s): from the actor's features, or with a centralized critic from the global state (which a
-        recurrent agent's critic takes as it is: the state is the whole game, its memory is not needed)."""
+        recurrent agent's critic takes as it is: the state is the whole game, its memory is not needed).
+        ``whole_games``: ``obs`` is whole games' rows, each game's agents in order; a value that a game's agents
+        share is then computed once per game."""
         if self.critic is None:
             return features.new_zeros(features.shape[:-1])
+        if whole_games and self.agents_per_game is not None:
+            games = obs.view(-1, self.agents_per_game, obs.shape[-1])[:, 0]
+            state = games[:, self.critic_index.to(obs.device)]
+            value = self.normalization.value(
+                self._through(self.critic, self.critic_encoder.forward(state), obs).squeeze(-1)
+            )
+            return value.repeat_interleave(self.agents_per_game)
         if self.critic_encoder is not None:
             state = obs[..., self.critic_index.to(obs.device)]
             features = self.critic_encoder.forward(state.flatten(0, -2)).view(*obs.shape[:-1], -1)
@@ -508,11 +529,14 @@ class ActorCritic(nn.Module):
         actions, logprobs = self.head.sample(logits, uniforms)
         return actions, logprobs, values
 
-    def evaluate(self, obs: Tensor, actions: Tensor, sequences=None) -> tuple[Tensor, Tensor, Tensor]:
+    def evaluate(
+        self, obs: Tensor, actions: Tensor, sequences=None, whole_games: bool = False
+    ) -> tuple[Tensor, Tensor, Tensor]:
         """Log-probs of stored actions, entropies and values under the current parameters. ``sequences``:
-        ``(starts, memory)`` for a recurrent agent's minibatch of whole env sequences, ``obs`` ``(T, E, ...)``."""
+        ``(starts, memory)`` for a recurrent agent's minibatch of whole env sequences, ``obs`` ``(T, E, ...)``.
+        ``whole_games``: the rows are whole games (``storage.game_minibatches``), see ``_value``."""
         if sequences is None:
-            logits, values = self.forward(obs)
+            logits, values = self.forward(obs, whole_games)
         else:
             logits, values, _ = self.forward_sequence(obs, *sequences)
         logprobs, entropy = self.head.log_prob_entropy(logits, actions)

@@ -81,6 +81,7 @@ class RolloutCollector:
         if self.alive is not None:
             self.buffer.valid = torch.ones((num_steps, n), dtype=torch.bool, device=device)
             self.buffer.turns = agents.turns
+            self.buffer.agents = agents.num_agents
             self._in_game = torch.ones(
                 n, dtype=torch.bool, device=device
             )  # a waiting player shares the team's

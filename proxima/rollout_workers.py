@@ -321,6 +321,7 @@ class RayCollector:
         if agents is not None:
             self.buffer.valid = torch.ones((num_steps, n), dtype=torch.bool, device=device)
             self.buffer.turns = agents.turns
+            self.buffer.agents = agents.num_agents
         self.spec = model.spec.to_json()
         self.steps_done = 0  # env steps collected so far per env: where a fresh replacement's seed comes from
         pool.get([actor.start.remote(self.spec, seed) for actor in pool.actors])

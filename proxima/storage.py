@@ -27,6 +27,14 @@ def minibatches(batch_size: int, count: int, device=None) -> list[Tensor]:
     return list(torch.randperm(batch_size, device=device).tensor_split(count))
 
 
+def game_minibatches(batch_size: int, agents: int, count: int, device=None) -> list[Tensor]:
+    """``minibatches`` of whole games: the batch's rows are games of ``agents`` consecutive rows, and each
+    minibatch holds the rows of ``len(batch) // agents // count`` random games, every game's agents in order."""
+    offsets = torch.arange(agents, device=device)
+    games = minibatches(batch_size // agents, count, device)
+    return [(index.unsqueeze(-1) * agents + offsets).flatten() for index in games]
+
+
 @dataclass
 class Batch:
     """A flat batch of transitions (CleanRL's ``b_*`` tensors); indexing it gives a minibatch (``mb_*``)."""
@@ -46,6 +54,9 @@ class Batch:
 
     sequences = None  # what a recurrent agent's update replays (SequenceBatch); a flat batch has none
     valid = None  # a SequenceBatch's steps that are samples (SequenceBatch); a flat batch holds samples only
+    # a multi-agent rollout's flat batch where no agent had left: its rows are whole games of this many agents,
+    # each game's rows consecutive (RolloutBuffer.flatten); None: rows are not grouped so
+    games = None
 
     def present(self, x: Tensor) -> Tensor:
         """``x`` (one of the batch's tensors) at the steps that are samples: all of a flat batch's."""
@@ -118,6 +129,7 @@ class RolloutBuffer:
         # Multi-agent envs (proxima.envs.interface.AgentSpec): valid[t, i] = row i's agent was present at step t,
         # so its action counted. None: every step is a sample.
         self.valid: Tensor | None = None
+        self.agents: int | None = None  # multi-agent envs: the agents of a game, whose rows are consecutive
         # a turn-based game's (AgentSpec.turns): a row's advantages run from one of its valid steps to its next;
         # next_valid: (N,) the rows that act at the observation after the rollout
         self.turns = False
@@ -136,6 +148,7 @@ class RolloutBuffer:
             returns=returns.flatten(),
         )
         if self.valid is None or bool(self.valid.all()):
+            batch.games = self.agents
             return batch
         return batch[self.valid.flatten().nonzero().squeeze(-1)]
 

@@ -23,7 +23,7 @@ from proxima.losses import (
 )
 from proxima.networks import ActorCritic
 from proxima.optim import Adam, clip_grad_norm
-from proxima.storage import Batch, minibatches
+from proxima.storage import Batch, game_minibatches, minibatches
 
 
 @dataclass(frozen=True)
@@ -70,10 +70,17 @@ def update(model: ActorCritic, optimizer: Adam, batch: Batch, settings: UpdateSe
     scale = model.normalization.value_scale()
     if scale is not None:
         batch = dataclasses.replace(batch, values=batch.values / scale, returns=batch.returns / scale)
+    # A value that a game's agents share (--no-critic-agent-index) is computed once per game: minibatches of
+    # whole games then. Otherwise (and where an agent had left, so rows are not whole games) of samples.
+    games = batch.games if model.agents_per_game is not None else None
     for _ in range(settings.update_epochs):
-        for index in minibatches(len(batch), settings.num_minibatches, batch.obs.device):  # detail 6
+        for index in (
+            minibatches(len(batch), settings.num_minibatches, batch.obs.device)  # detail 6
+            if games is None
+            else game_minibatches(len(batch), games, settings.num_minibatches, batch.obs.device)
+        ):
             mb = batch[index]
-            logprobs, entropy, values = model.evaluate(mb.obs, mb.actions, mb.sequences)
+            logprobs, entropy, values = model.evaluate(mb.obs, mb.actions, mb.sequences, games is not None)
             if mb.valid is not None:  # sequences with steps of agents that had left: the samples alone
                 logprobs, entropy, values, mb = (
                     logprobs[mb.valid],

@@ -18,7 +18,7 @@ from proxima.distributions import make_head
 from proxima.errors import UserError
 from proxima.networks import ActorCritic, Grouped, NetworkSettings, NetworkSpec
 from proxima.spaces import ObsLayout
-from proxima.storage import RolloutBuffer, minibatches
+from proxima.storage import RolloutBuffer, game_minibatches, minibatches
 
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated:DeprecationWarning")
 AGENTS = 3
@@ -104,6 +104,43 @@ def test_no_actor_agent_index_hides_the_index_from_the_actor_and_from_an_ippo_cr
     assert hidden.actor[0].in_features == 4 and _model().actor[0].in_features == 4 + AGENTS
 
 
+def test_no_critic_agent_index_gives_a_games_agents_one_value_computed_once_per_game():
+    model = _model(centralized_critic=True, critic_agent_index=False)
+    assert model.critic_encoder.features_dim == 6 and model.agents_per_game == AGENTS  # the state alone
+    rows = _rows(4 * AGENTS)
+    rows[:, 5:] = rows[::AGENTS, 5:].repeat_interleave(AGENTS, 0)  # 4 games: each game's agents see one state
+    actions = torch.randint(0, 2, (len(rows),))
+    critic_rows, forward = [], model.critic[0].forward  # the critic's first layer, counting its rows
+    model.critic[0].forward = lambda x: critic_rows.append(len(x)) or forward(x)
+    per_row, per_game = model.evaluate(rows, actions), model.evaluate(rows, actions, whole_games=True)
+    assert critic_rows == [4 * AGENTS, 4]  # once per agent row, then once per game
+    values = per_row[2].view(4, AGENTS)
+    assert torch.equal(values, values[:, :1].expand(-1, AGENTS))  # a game's agents share its value
+    for a, b in zip(per_row, per_game, strict=True):
+        torch.testing.assert_close(a, b)
+    grads = []
+    for out in (per_row, per_game):  # the same gradients: the shared value's is the sum over its agents'
+        model.zero_grad()
+        (out[2].square().mean() - out[0].mean()).backward()
+        grads.append([p.grad.clone() for p in model.critic.parameters()])
+    for a, b in zip(*grads, strict=True):
+        torch.testing.assert_close(a, b)
+    # with one critic per agent (--no-share-params) each agent keeps its own value, computed per row
+    assert (
+        _model(centralized_critic=True, critic_agent_index=False, share_params=False).agents_per_game is None
+    )
+
+
+def test_game_minibatches_hold_whole_games_each_once():
+    parts = game_minibatches(5 * AGENTS * 4, AGENTS, 4)
+    assert [len(p) for p in parts] == [5 * AGENTS] * 4
+    rows = torch.cat(parts)
+    assert sorted(rows.tolist()) == list(range(5 * AGENTS * 4))
+    games = rows.view(-1, AGENTS)
+    assert torch.equal(games - games[:, :1], torch.arange(AGENTS).expand_as(games))  # a game's rows, in order
+    assert games[:, 0].remainder(AGENTS).eq(0).all()
+
+
 def test_agents_of_different_kinds_never_share_a_network():
     model = _model(kinds=(0, 1, 1))
     assert isinstance(model.actor, Grouped) and len(model.actor.nets) == 2
@@ -140,6 +177,7 @@ def test_multi_agent_settings_are_refused_on_a_single_agent_env(tmp_path):
         {"algo": "ippo"},
         {"centralized_critic": True},
         {"team_reward": True},
+        {"critic_agent_index": False},
     ):
         with pytest.raises(UserError, match="single-agent env"):
             proxima.train(
@@ -150,6 +188,13 @@ def test_multi_agent_settings_are_refused_on_a_single_agent_env(tmp_path):
     with pytest.raises(UserError, match="need a network each: drop --shared-network"):
         proxima.train(env_id="proxima/ProbeCoordination-v0", algo="ippo", share_params=False, shared_network=True,
                       total_timesteps=512, run_dir=str(tmp_path / "s"), quiet=True)  # fmt: skip
+    with pytest.raises(UserError, match="IPPO critic works on the actor's features"):
+        proxima.train(env_id="proxima/ProbeCoordination-v0", algo="ippo", critic_agent_index=False,
+                      total_timesteps=512, run_dir=str(tmp_path / "t"), quiet=True)  # fmt: skip
+    with pytest.raises(UserError, match="each player needs its own"):
+        proxima.train(env_id="pettingzoo:pettingzoo.classic.connect_four_v3", algo="mappo", critic_agent_index=False,
+                      total_timesteps=512, run_dir=str(tmp_path / "u"), quiet=True)  # fmt: skip
+    assert not any((tmp_path / name).exists() for name in "rstu")
 
 
 @pytest.mark.parametrize(
@@ -348,9 +393,11 @@ def test_the_vmas_benchmarl_preset_trains_any_task_with_either_algorithm(algo, t
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["algorithm"]["algo"] == algo and config["env"]["env_id"] == "vmas:balance"
     assert config["network"]["init"] == "torch" and config["network"]["actor_agent_index"] is False
+    assert config["network"]["critic_agent_index"] is False
     assert config["algorithm"]["update_epochs"] == 2 and config["algorithm"]["num_minibatches"] == 15
     model = proxima.load(str(tmp_path / "run")).model
     assert model.actor[0].in_features == model.spec.layout().select(("obs",))[0].shape[0]  # no index
+    assert model.agents_per_game == (4 if algo == "mappo" else None)  # balance: MAPPO's value is one a game
 
 
 @pytest.mark.parametrize(
