@@ -5,7 +5,7 @@
 Each commit is exported to a temporary directory (``git archive``) and its ``proxima`` runs from there with this
 checkout's ``.venv``. ``metrics.jsonl`` (without ``time_s`` and ``sps``), ``episodes.jsonl`` and
 ``model.safetensors`` must be byte-identical; the script prints one line per run and exits 1 on any difference.
-``--keep DIR`` keeps the outputs of every run in DIR/<label>/<run>. ``--other-flags "FLAGS"`` adds train flags to
+``--keep DIR`` keeps the outputs of every run in DIR/<label>/<run>; ``--runs NAME ...`` picks some of ``RUNS``. ``--other-flags "FLAGS"`` adds train flags to
 OTHER's runs only: where a change of default is meant, the flag that restores the old one shows that nothing
 else changed (``--other-flags "--value-norm-horizon 0"``).
 """
@@ -32,6 +32,10 @@ RUNS = {  # name: flags of `proxima train` (the issue-12 set)
     "pendulum": ["--config", "pendulum", "--total-timesteps", "10240"],
     "pendulum-discrete-single-env": ["--config", PRESETS + "pendulum-discrete-single-env.json", "--total-timesteps", "4096"],
     "acrobot-gymnasium": ["--env-id", "Acrobot-v1", "--env-backend", "gymnasium", "--total-timesteps", "8192"],
+    # many agents (issue 35): the native probe's games, and VMAS's (commits before it: --runs without these)
+    "mappo-probe": ["--env-id", "proxima/ProbeCoordination-v0", "--algo", "mappo", "--total-timesteps", "4096"],
+    "ippo-vmas": ["--env-id", "vmas:navigation", "--algo", "ippo", "--num-envs", "8", "--num-steps", "32", "--total-timesteps", "1024"],
+    "mappo-vmas": ["--env-id", "vmas:navigation", "--algo", "mappo", "--num-envs", "8", "--num-steps", "32", "--total-timesteps", "1024"],
 }  # fmt: skip
 IGNORED_METRICS = ("time_s", "sps")
 
@@ -60,9 +64,10 @@ def export(commit: str | None, into: str) -> str:
     return into
 
 
-def run_all(tree: str, out: str, extra: list[str]) -> None:
+def run_all(tree: str, out: str, extra: list[str], names: list[str]) -> None:
     env = {**os.environ, "PYTHONPATH": tree}  # the exported proxima, not the checkout's editable install
-    for name, flags in RUNS.items():
+    for name in names:
+        flags = RUNS[name]
         run_dir = os.path.join(out, name)
         cmd = [
             PYTHON,
@@ -105,6 +110,9 @@ def main() -> int:
     parser.add_argument("other", nargs="?", default=None, help="another commit (default: the work tree)")
     parser.add_argument("--keep", default=None, help="keep every run's outputs under this directory")
     parser.add_argument("--other-flags", default="", help="train flags added to OTHER's runs only")
+    parser.add_argument(
+        "--runs", nargs="+", choices=list(RUNS), default=list(RUNS), help="which runs (default: all)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = args.keep or tmp
@@ -112,9 +120,9 @@ def main() -> int:
         for label, commit in (("base", args.base), ("other", args.other)):
             tree = export(commit, os.path.join(tmp, "tree-" + label))
             outputs[label] = os.path.join(root, label)
-            run_all(tree, outputs[label], args.other_flags.split() if label == "other" else [])
+            run_all(tree, outputs[label], args.other_flags.split() if label == "other" else [], args.runs)
         failed = False
-        for name in RUNS:
+        for name in args.runs:
             diff = differences(os.path.join(outputs["base"], name), os.path.join(outputs["other"], name))
             failed |= bool(diff)
             print(f"{name:30s} {'differs: ' + ', '.join(diff) if diff else 'identical'}")

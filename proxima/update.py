@@ -63,6 +63,9 @@ def update(model: ActorCritic, optimizer: Adam, batch: Batch, settings: UpdateSe
     mean over all minibatches.
     """
     clipfracs, losses, grad_norms = [], [], []
+    # A value that a game's agents share (--no-critic-agent-index) is computed once per game: minibatches of
+    # whole games then. Otherwise (and where an agent had left, so rows are not whole games) of samples.
+    games = batch.games if model.agents_per_game is not None else None
     model.update_value_normalization(batch.present(batch.returns), settings.value_norm_horizon)
     # With --norm-value the critic's errors are measured in standard deviations of its targets, the scale its
     # network predicts in; dividing values, old values and returns alike keeps the clipped loss consistent.
@@ -70,9 +73,6 @@ def update(model: ActorCritic, optimizer: Adam, batch: Batch, settings: UpdateSe
     scale = model.normalization.value_scale()
     if scale is not None:
         batch = dataclasses.replace(batch, values=batch.values / scale, returns=batch.returns / scale)
-    # A value that a game's agents share (--no-critic-agent-index) is computed once per game: minibatches of
-    # whole games then. Otherwise (and where an agent had left, so rows are not whole games) of samples.
-    games = batch.games if model.agents_per_game is not None else None
     for _ in range(settings.update_epochs):
         for index in (
             minibatches(len(batch), settings.num_minibatches, batch.obs.device)  # detail 6

@@ -14,11 +14,14 @@ import torch
 import proxima
 import proxima.cli
 import proxima.loop
+from proxima.algorithms import get_algorithm
 from proxima.distributions import make_head
 from proxima.errors import UserError
 from proxima.networks import ActorCritic, Grouped, NetworkSettings, NetworkSpec
+from proxima.optim import Adam
 from proxima.spaces import ObsLayout
 from proxima.storage import RolloutBuffer, game_minibatches, minibatches
+from proxima.update import UpdateSettings, update
 
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated:DeprecationWarning")
 AGENTS = 3
@@ -129,6 +132,25 @@ def test_no_critic_agent_index_gives_a_games_agents_one_value_computed_once_per_
     assert (
         _model(centralized_critic=True, critic_agent_index=False, share_params=False).agents_per_game is None
     )
+
+
+def test_the_update_runs_a_shared_critic_once_per_game_unless_an_agent_left():
+    model = _model(centralized_critic=True, critic_agent_index=False)  # --norm-value, the default, too
+    optimizer = Adam(model.parameters(), lr=1e-3)
+    settings = UpdateSettings(get_algorithm("mappo").policy_loss, update_epochs=1, num_minibatches=2)
+    critic_rows, forward = [], model.critic[0].forward
+    model.critic[0].forward = lambda x: critic_rows.append(len(x)) or forward(x)
+    for left in (False, True):
+        buf = RolloutBuffer(4, 2 * AGENTS, LAYOUT.shape, torch.float32, (), torch.long, torch.device("cpu"))
+        buf.obs[:] = _rows(4 * 2 * AGENTS).view(4, 2 * AGENTS, -1)
+        buf.valid, buf.agents = torch.ones(4, 2 * AGENTS, dtype=torch.bool), AGENTS
+        buf.valid[1, 2] = not left  # game 0's agent 2 left after step 0
+        returns = torch.randn(4, 2 * AGENTS)
+        batch = buf.flatten(returns, returns)
+        assert batch.games == (None if left else AGENTS)
+        critic_rows.clear()
+        update(model, optimizer, batch, settings)
+        assert critic_rows == ([12, 11] if left else [4, 4])  # 24 rows: 8 games in 2 minibatches
 
 
 def test_game_minibatches_hold_whole_games_each_once():
