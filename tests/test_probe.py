@@ -73,7 +73,9 @@ def test_probes_train_an_unnormalized_critic_unless_value_normalization_is_asked
 @pytest.mark.slow
 def test_a_critic_that_ignores_its_input_is_blamed_on_the_network(capsys, monkeypatch):
     original = ActorCritic._value
-    monkeypatch.setattr(ActorCritic, "_value", lambda self, features, obs: original(self, features * 0, obs))
+    monkeypatch.setattr(
+        ActorCritic, "_value", lambda self, features, *rest: original(self, features * 0, *rest)
+    )
     _assert_blames(capsys, ["1", "2"], "2", "backprop or network")
 
 
