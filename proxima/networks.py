@@ -470,7 +470,7 @@ class ActorCritic(nn.Module):
             games = obs.view(-1, self.agents_per_game, obs.shape[-1])[:, 0]
             state = games[:, self.critic_index.to(obs.device)]
             value = self.normalization.value(
-                self._through(self.critic, self.critic_encoder.forward(state), obs).squeeze(-1)
+                self._through(self.critic, self.critic_encoder.forward(state), games).squeeze(-1)
             )
             return value.repeat_interleave(self.agents_per_game)
         if self.critic_encoder is not None:
