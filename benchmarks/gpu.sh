@@ -12,6 +12,8 @@
 #   benchmarks/gpu.sh tests          # every CUDA test (the ones CI and the development machines skip)
 #   benchmarks/gpu.sh seeds DIR [N..] # many seeds on the GPU (issue 36): benchmarks/num_seeds.py, cartpole-fast,
 #                                    # batched, --cuda, N seeds (default 1 16 64); its record goes into DIR
+#   benchmarks/gpu.sh profile DIR [N..] # cProfile of cartpole-fast with N seeds (default 1 16 64), on the GPU and
+#                                    # (N <= 16) on the host's CPU, 32,768 steps each, no early stop: DIR/*.pstats
 #   benchmarks/gpu.sh start [SEED]   # the 10M-step Breakout run, detached (setsid), into /tmp/breakout10m-SEED
 #   benchmarks/gpu.sh resume DIR     # continue a run brought back (its checkpoint.safetensors rejoined)
 #   benchmarks/gpu.sh wait SECONDS   # until the run ends or SECONDS pass, then its progress
@@ -22,7 +24,10 @@ set -u
 if [ ! -d /tmp/site/gymnasium ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 fi
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+# Bytecode goes to one writable place: else, where the image's packages are read-only, every process compiles
+# its imports again (seconds). The first process to import a module writes it.
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 PYTHONPYCACHEPREFIX=/tmp/pycache
+unset PYTHONDONTWRITEBYTECODE
 proxima() { python3 -c 'import sys; from proxima.cli import main; sys.exit(main())' "$@"; }
 progress() {
     python3 - "$1" <<'EOF'
@@ -54,6 +59,20 @@ seeds)
     out=$2; shift 2
     python3 benchmarks/num_seeds.py --presets cartpole-fast --ways batched --num-seeds ${@:-1 16 64} \
         --record "$out" -- --cuda
+    ;;
+profile)
+    out=$2; shift 2
+    python3 -c 'from benchmarks.reference import raw_cartpole_sps as r; print(f"raw CartPole: {r():,.0f} steps/s")'
+    for n in ${@:-1 16 64}; do
+        for dev in cuda no-cuda; do
+            [ "$dev" = no-cuda ] && [ "$n" -gt 16 ] && continue
+            start=$SECONDS
+            python3 -m cProfile -o "$out/seeds$n-$dev.pstats" -m proxima train --config cartpole-fast --seed 1 \
+                --num-seeds "$n" --total-timesteps 32768 --stop-return 100000 --run-dir "/tmp/profile-$n-$dev" \
+                --quiet --no-plot --no-report "--$dev" || exit 1
+            echo "$n seeds, --$dev: $((SECONDS - start)) s"
+        done
+    done
     ;;
 start)
     seed=${2:-1}

@@ -35,9 +35,18 @@ class Head(Protocol):
         """Uniforms one row's ``sample`` takes when given its own (``--rollout-workers``' per-env streams)."""
         ...
 
-    def sample(self, logits: Tensor, uniforms: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def sample(
+        self, logits: Tensor, uniforms: Tensor | None = None, noise: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
         """``(actions, log_probs)``, one per row; drawn from ``uniforms`` ``(B, noise_draws)`` where given, else
-        from torch's global generator."""
+        from ``noise`` (what ``noise(logits)`` drew), else from torch's global generator."""
+        ...
+
+    # Only a head whose draws do not depend on its parameters or the logits has it (not ``BetaHead``).
+    def noise(self, like: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        """What ``sample`` draws from torch's global generator (or ``generator``) for logits of ``like``'s
+        shape, drawn on its own: a batched run's seeds each draw theirs from their own stream, and one
+        ``sample`` serves them all."""
         ...
 
     def mode(self, logits: Tensor) -> Tensor:
@@ -61,14 +70,17 @@ class CategoricalHead(nn.Module):
         self.logits_dim = n
         self.action_shape: tuple[int, ...] = ()
 
-    def sample(self, logits: Tensor, uniforms: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def sample(
+        self, logits: Tensor, uniforms: Tensor | None = None, noise: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
         """Draw one action per row; returns ``(actions, log_probs)``. ``uniforms``: ``(B, noise_draws)`` in
-        [0, 1) to draw with (each row's own stream) instead of torch's global generator."""
+        [0, 1) to draw with (each row's own stream) instead of torch's global generator; ``noise``: what
+        ``noise(logits)`` drew."""
         log_p = logits.log_softmax(dim=-1)
         # Gumbel-max: argmax(logits + Gumbel noise) is a sample of softmax(logits); -log(Exp(1)) is Gumbel.
         # It is a third cheaper than torch.multinomial on the small batches of a rollout step.
         if uniforms is None:
-            exponential = torch.empty_like(log_p).exponential_()
+            exponential = self.noise(log_p) if noise is None else noise
         else:  # inverse CDF of Exp(1); a uniform of exactly 0 would give 0 and a score of +inf, masked or not
             exponential = (-torch.log1p(-uniforms)).to(log_p.dtype).clamp_min(torch.finfo(log_p.dtype).tiny)
         actions = (log_p - exponential.log()).argmax(dim=-1, keepdim=True)
@@ -78,6 +90,10 @@ class CategoricalHead(nn.Module):
     def noise_draws(self) -> int:
         """Uniforms one row's sample takes."""
         return self.n
+
+    def noise(self, like: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        """Exp(1) draws, one per logit (laid out contiguously, as ``sample`` draws them)."""
+        return torch.empty(like.shape, dtype=like.dtype, device=like.device).exponential_(generator=generator)
 
     def mode(self, logits: Tensor) -> Tensor:
         """The most probable action, for deterministic evaluation."""
@@ -146,9 +162,11 @@ class DiagGaussianHead(nn.Module):
         self.action_shape: tuple[int, ...] = (action_dim,)
         self.log_std = nn.Parameter(torch.zeros(action_dim))
 
-    def sample(self, mean: Tensor, uniforms: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def sample(
+        self, mean: Tensor, uniforms: Tensor | None = None, noise: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
         if uniforms is None:
-            noise = torch.randn_like(mean)
+            noise = self.noise(mean) if noise is None else noise
         else:
             noise = standard_normal(uniforms[:, 0::2], uniforms[:, 1::2]).to(mean.dtype)
         actions = mean + noise * self.log_std.exp()
@@ -159,6 +177,9 @@ class DiagGaussianHead(nn.Module):
     @property
     def noise_draws(self) -> int:
         return 2 * self.logits_dim
+
+    def noise(self, like: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        return torch.empty_like(like).normal_(generator=generator)  # torch.randn_like's draws
 
     def mode(self, mean: Tensor) -> Tensor:
         return mean
@@ -211,7 +232,10 @@ class BetaHead(nn.Module):
     def _unit(self, actions: Tensor) -> Tensor:
         return ((actions - self.low) / self.scale).clamp(self.EDGE, 1.0 - self.EDGE)
 
-    def sample(self, params: Tensor, uniforms: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def sample(
+        self, params: Tensor, uniforms: Tensor | None = None, noise: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        # no ``noise``: torch's Gamma draws depend on the concentrations (a batched run draws per seed)
         alpha, beta = self._concentrations(params)
         if uniforms is None:
             x = torch.distributions.Beta(alpha, beta, validate_args=False).sample()
@@ -275,14 +299,26 @@ class MultiCategoricalHead(nn.Module):
     def _split(self, x: Tensor) -> tuple[Tensor, ...]:
         return x.split(self.nvec, dim=-1)
 
-    def sample(self, logits: Tensor, uniforms: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        noise = self._split(uniforms) if uniforms is not None else (None,) * len(self.dims)
-        drawn = [d.sample(x, u) for d, x, u in zip(self.dims, self._split(logits), noise, strict=True)]
+    def sample(
+        self, logits: Tensor, uniforms: Tensor | None = None, noise: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        none = (None,) * len(self.dims)
+        given = self._split(uniforms) if uniforms is not None else none
+        drawn_noise = self._split(noise) if noise is not None else none
+        drawn = [
+            d.sample(x, u, e)
+            for d, x, u, e in zip(self.dims, self._split(logits), given, drawn_noise, strict=True)
+        ]
         return torch.stack([a for a, _ in drawn], -1), torch.stack([lp for _, lp in drawn], -1).sum(-1)
 
     @property
     def noise_draws(self) -> int:
         return self.logits_dim
+
+    def noise(self, like: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        """Each dimension's draws in turn, as ``sample`` takes them, side by side."""
+        parts = zip(self.dims, self._split(like), strict=True)
+        return torch.cat([d.noise(x, generator) for d, x in parts], -1)
 
     def mode(self, logits: Tensor) -> Tensor:
         return torch.stack([x.argmax(dim=-1) for x in self._split(logits)], -1)
@@ -310,8 +346,13 @@ class BernoulliHead(nn.Module):
         self.action_shape = tuple(int(s) for s in shape)
         self.logits_dim = math.prod(self.action_shape)
 
-    def sample(self, logits: Tensor, uniforms: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        u = torch.rand_like(logits) if uniforms is None else uniforms.to(logits.dtype)
+    def sample(
+        self, logits: Tensor, uniforms: Tensor | None = None, noise: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        if uniforms is not None:
+            u = uniforms.to(logits.dtype)
+        else:
+            u = self.noise(logits) if noise is None else noise
         actions = (u < torch.sigmoid(logits)).to(logits.dtype)
         return actions.reshape(-1, *self.action_shape), self._log_prob(logits, actions)
 
@@ -323,6 +364,9 @@ class BernoulliHead(nn.Module):
     @property
     def noise_draws(self) -> int:
         return self.logits_dim
+
+    def noise(self, like: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        return torch.empty_like(like).uniform_(generator=generator)  # torch.rand_like's draws
 
     def mode(self, logits: Tensor) -> Tensor:
         return (logits > 0).to(logits.dtype).reshape(-1, *self.action_shape)

@@ -17,6 +17,7 @@ import proxima
 from proxima.batched import SeedModel, SeedStreams, StackedModels
 from proxima.callbacks import Callback
 from proxima.cli import main
+from proxima.distributions import BernoulliHead, CategoricalHead, DiagGaussianHead, MultiCategoricalHead
 from proxima.errors import UserError
 from proxima.optim import SeedAdam
 
@@ -98,17 +99,39 @@ def test_each_seed_follows_its_solo_run(tmp_path, env, options, updates):
 
 def test_on_a_gpu_each_seed_draws_from_its_own_state_of_the_cuda_generator(monkeypatch):
     """There a seed's action samples and minibatch orders come from torch's CUDA generator: each seed's state of
-    it is swapped in around its draws, as its CPU one is. (Here a CPU generator stands in for the CUDA one.)"""
+    it is swapped in around its draws, as its CPU one is. (Here a CPU generator stands in for the CUDA one, and
+    the seeds' states of it are kept in CPU generators.)"""
     cuda = torch.Generator()
     monkeypatch.setattr(torch.cuda, "get_rng_state", lambda device=None: cuda.get_state())
     monkeypatch.setattr(torch.cuda, "set_rng_state", lambda state, device=None: cuda.set_state(state))
     states = [torch.Generator().manual_seed(s).get_state() for s in (1, 2)]
-    streams = SeedStreams([torch.get_rng_state()] * 2, list(states), torch.device("cuda"))
+    streams = SeedStreams([torch.get_rng_state()] * 2, list(states), torch.device("cpu"))
     drawn = [streams.each(lambda j: torch.rand(2, generator=cuda)) for _ in range(2)]
     for j, seed in enumerate((1, 2)):  # each seed's draws continue its own stream
         alone = torch.Generator().manual_seed(seed)
         assert torch.equal(torch.cat([d[j] for d in drawn]), torch.rand(4, generator=alone))
     assert torch.equal(cuda.get_state(), torch.Generator().get_state())  # the outer state is put back
+
+
+@pytest.mark.parametrize(
+    "head", [CategoricalHead(3), MultiCategoricalHead([2, 3]), BernoulliHead((4,)), DiagGaussianHead(2)]
+)
+def test_draws_from_each_seeds_generator_then_one_sample_give_each_seed_its_solo_draws(head):
+    """A head's ``noise`` is what its ``sample`` draws from torch's global generator: drawn from each seed's own
+    generator and handed to one ``sample`` of all seeds' rows, every row gets the action of its seed's solo
+    draw, and its log-prob up to rounding (a sum over components may round otherwise in a bigger batch)."""
+    logits = torch.randn(3, 5, head.logits_dim)
+    states = [torch.Generator().manual_seed(s).get_state() for s in (1, 2, 3)]
+    with torch.random.fork_rng():
+        solo = []
+        for j in range(3):
+            torch.set_rng_state(states[j])
+            solo.append(head.sample(logits[j]))
+    own = SeedStreams(states).generators(torch.device("cpu"))
+    noise = torch.cat([head.noise(logits[j], own[j]) for j in range(3)])
+    actions, logprobs = head.sample(logits.flatten(0, 1), noise=noise)
+    assert torch.equal(actions, torch.cat([a for a, _ in solo]))
+    torch.testing.assert_close(logprobs, torch.cat([lp for _, lp in solo]))
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
