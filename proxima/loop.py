@@ -438,15 +438,17 @@ def check_agents(args: PPOArgs, agents: AgentSpec | None) -> None:
             "pettingzoo:MODULE and vmas:SCENARIO ids (docs/MULTIAGENT.md)"
         )
     if agents is not None and not args.network.critic_agent_index:
+        # the setting may come from a preset (vmas-benchmarl sets it), so each line names both ways out
+        given = '--no-critic-agent-index (the flag, or a preset\'s "critic_agent_index": false)'
         if not args.network.centralized_critic and args.network.actor_agent_index:
             raise UserError(
-                "--no-critic-agent-index: an IPPO critic works on the actor's features, which hold the index "
-                "unless --no-actor-agent-index; add that, or use --algo mappo"
+                f"{given}: an IPPO critic works on the actor's features, which hold the index unless "
+                "--no-actor-agent-index; add that, give --critic-agent-index, or use --algo mappo"
             )
         if agents.turns:
             raise UserError(
-                "--no-critic-agent-index gives a game's agents one value, and in a turn-based game each player "
-                "needs its own: drop --no-critic-agent-index"
+                f"{given} gives a game's agents one value, and in a turn-based game each player needs its own: "
+                "give --critic-agent-index"
             )
     separate = agents is not None and (agents.num_kinds > 1 or not args.network.share_params)
     if separate and args.network.shared_network:
