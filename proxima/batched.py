@@ -239,31 +239,72 @@ def plain_mlps(model: ActorCritic) -> bool:
 
 class _Normalizations:
     """The seeds' observation and reward normalization over the rows of all of them (seed-major, ``rows`` a
-    seed), each seed's rows with its own statistics. A finished seed's rows pass as they are (the rollout
-    reads only their action masks, ``SeedModel``), and its statistics no longer change."""
+    seed), each seed's rows with its own statistics, computed for all seeds at once on the stacked statistics
+    (``buffers``, of which each seed's ``Normalization`` holds views): ``RunningMeanStd.update``'s merge and
+    ``Normalization``'s arithmetic, with the seeds on a leading axis. A finished seed's statistics no longer
+    change; its rows are normalized with them, and nothing reads them but their action masks, which are not
+    normalized (``SeedModel``)."""
 
-    def __init__(self, norms: list[Normalization], rows: int, frozen: Callable[[], set[int]]):
-        self.norms, self.rows, self.frozen = norms, rows, frozen
+    def __init__(self, norms: list[Normalization], buffers: dict[str, Tensor], rows: int, frozen: Callable):
+        self.rows, self.frozen, self.n = rows, frozen, len(norms)
         first = norms[0]
         self.norm_obs, self.norm_reward, self.norm_value = first.norm_obs, first.norm_reward, first.norm_value
         self.obs_dtype = first.obs_dtype
+        self.eps, self.clip_obs, self.clip_reward = first.eps, first.clip_obs, first.clip_reward
+        self.elements = first.elements
+        prefix = "model.normalization."
+        self._obs_rms = [buffers[f"{prefix}obs_rms.{k}"] for k in ("mean", "var", "count")]
+        self._return_rms = [buffers[f"{prefix}return_rms.{k}"] for k in ("mean", "var", "count")]
 
-    def _each(self, fn, *tensors: Tensor) -> Tensor:
-        done = self.frozen()
-        parts = [t.split(self.rows) for t in tensors]
-        out = {j: fn(n, *(p[j] for p in parts)) for j, n in enumerate(self.norms) if j not in done}
-        dtype = next(iter(out.values())).dtype
-        return torch.cat([out[j] if j in out else parts[0][j].to(dtype) for j in range(len(self.norms))])
+    def _merge(self, rms: list[Tensor], x: Tensor) -> None:
+        """``RunningMeanStd.update`` of each live seed's statistics with its rows of ``x``, ``(N, rows, ...)``."""
+        mean, var, count = rms
+        x = x.to(torch.float64)
+        n = x.shape[1]
+        batch_mean, batch_var = x.mean(1), x.var(1, unbiased=False)
+        per_seed = (-1, *[1] * (mean.dim() - 1))
+        delta = batch_mean - mean
+        total = count + n
+        t, c = total.view(per_seed), count.view(per_seed)
+        new_mean = mean + delta * n / t
+        new_var = (var * c + batch_var * n + delta.square() * c * n / t) / t
+        frozen = self.frozen()
+        if frozen:  # a finished seed keeps its statistics
+            live = torch.ones(self.n, dtype=torch.bool, device=mean.device)
+            live[sorted(frozen)] = False
+            new_mean = torch.where(live.view(per_seed), new_mean, mean)
+            new_var = torch.where(live.view(per_seed), new_var, var)
+            total = torch.where(live, total, count)
+        mean.copy_(new_mean)
+        var.copy_(new_var)
+        count.copy_(total)
+
+    def _seeds(self, x: Tensor) -> Tensor:
+        return x.view(self.n, self.rows, *x.shape[1:])
 
     def obs(self, obs: Tensor, update: bool = False) -> Tensor:
         if not self.norm_obs:
             return obs
-        return self._each(lambda n, o: n.obs(o, update=update), obs)
+        x = self._seeds(obs)
+        if update:
+            self._merge(self._obs_rms, x)
+        mean, var, _ = self._obs_rms
+        std = (var + self.eps).sqrt().unsqueeze(1)
+        normalized = ((x - mean.unsqueeze(1)) / std).clamp(-self.clip_obs, self.clip_obs).to(torch.float32)
+        normalized = normalized.view(obs.shape)
+        if self.elements is None:
+            return normalized
+        return torch.where(self.elements, normalized, obs.to(torch.float32))
 
     def reward(self, reward: Tensor, discounted_return: Tensor, update: bool = True) -> Tensor:
         if not self.norm_reward:
             return reward
-        return self._each(lambda n, r, g: n.reward(r, g, update=update), reward, discounted_return)
+        if update:
+            self._merge(self._return_rms, self._seeds(discounted_return))
+        # in the reward's dtype: a solo run divides by its std as a 0-dim tensor, which does not promote
+        std = (self._return_rms[1] + self.eps).sqrt().to(reward.dtype).unsqueeze(1)
+        scaled = (self._seeds(reward) / std).clamp(-self.clip_reward, self.clip_reward)
+        return scaled.to(reward.dtype).view(reward.shape)
 
 
 class SeedModel:
@@ -280,7 +321,7 @@ class SeedModel:
         # a head that draws apart from its logits, and has no parameters of a seed's own, samples all at once
         self._one_sample = hasattr(self.head, "noise") and not list(self.head.parameters())
         self.normalization = _Normalizations(
-            [m.normalization for m in stacked.models], rows, lambda: stacked.frozen
+            [m.normalization for m in stacked.models], stacked.buffers, rows, lambda: stacked.frozen
         )
         self.start()
 
@@ -392,7 +433,9 @@ class _Policies:
     def __init__(self, models: list[ActorCritic], rows: int):
         self.stacked = StackedModels(models, share=False)
         self.rows = rows
-        self.normalization = _Normalizations([m.normalization for m in models], rows, lambda: set())
+        self.normalization = _Normalizations(
+            [m.normalization for m in models], self.stacked.buffers, rows, lambda: set()
+        )
         self.lstm = models[0].lstm
 
     @torch.no_grad()

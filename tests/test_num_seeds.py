@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import struct
 import subprocess
@@ -12,13 +13,15 @@ import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
+from torch.func import stack_module_state
 
 import proxima
-from proxima.batched import SeedModel, SeedStreams, StackedModels
+from proxima.batched import SeedModel, SeedStreams, StackedModels, _Normalizations
 from proxima.callbacks import Callback
 from proxima.cli import main
 from proxima.distributions import BernoulliHead, CategoricalHead, DiagGaussianHead, MultiCategoricalHead
 from proxima.errors import UserError
+from proxima.normalization import Normalization
 from proxima.optim import SeedAdam
 
 SMALL = dict(num_envs=8, num_steps=32, num_minibatches=4, update_epochs=2, torch_threads=1, quiet=True,
@@ -111,6 +114,52 @@ def test_on_a_gpu_each_seed_draws_from_its_own_state_of_the_cuda_generator(monke
         alone = torch.Generator().manual_seed(seed)
         assert torch.equal(torch.cat([d[j] for d in drawn]), torch.rand(4, generator=alone))
     assert torch.equal(cuda.get_state(), torch.Generator().get_state())  # the outer state is put back
+
+
+def test_the_seeds_normalization_at_once_is_each_seeds_own_and_a_finished_seeds_stays(tmp_path):
+    """Observation and reward normalization of all seeds in one computation on their stacked statistics gives
+    each seed's rows what its own ``Normalization`` gives them, updates included, bit for bit; a finished
+    seed's statistics stop changing."""
+    norms = [Normalization((3,), norm_obs=True, norm_reward=True) for _ in range(4)]
+    alone = copy.deepcopy(norms)
+    holders = [_Holder(n) for n in norms]
+    _, buffers = stack_module_state(holders)
+    for j, holder in enumerate(
+        holders
+    ):  # each seed's statistics become views of the stack, as StackedModels does
+        for name, b in holder.named_buffers():
+            b.data = buffers[name][j]
+    frozen: set[int] = set()
+    together = _Normalizations(norms, buffers, 8, lambda: frozen)
+    for step in range(12):
+        frozen |= {2} if step == 5 else set()
+        obs, reward, ret = torch.randn(32, 3) * 3 + 1, torch.randn(32), torch.randn(32) * 5
+        parts = [slice(8 * j, 8 * (j + 1)) for j in range(4)]
+        expected_obs = torch.cat(
+            [n.obs(obs[p], update=j not in frozen) for j, (n, p) in enumerate(zip(alone, parts, strict=True))]
+        )
+        expected_reward = torch.cat(
+            [
+                n.reward(reward[p], ret[p], update=j not in frozen)
+                for j, (n, p) in enumerate(zip(alone, parts, strict=True))
+            ]
+        )
+        assert torch.equal(together.obs(obs, update=True), expected_obs)
+        assert torch.equal(together.reward(reward, ret, update=True), expected_reward)
+    for mine, own in zip(norms, alone, strict=True):
+        assert torch.equal(mine.obs_rms.var, own.obs_rms.var) and torch.equal(
+            mine.return_rms.count, own.return_rms.count
+        )
+    assert norms[2].obs_rms.count < norms[0].obs_rms.count
+
+
+class _Holder(torch.nn.Module):
+    """A ``Normalization`` where the stacked buffers name it (``model.normalization``)."""
+
+    def __init__(self, normalization: Normalization):
+        super().__init__()
+        self.model = torch.nn.Module()
+        self.model.normalization = normalization
 
 
 @pytest.mark.parametrize(
