@@ -119,6 +119,9 @@ class SeedAdam(Adam):
     def __init__(self, params: Iterable, lr: float, seeds: int, eps: float):
         super().__init__(params, lr=lr, eps=eps)
         self.seeds = seeds
+        self._zeroed: set[int] = (
+            set()
+        )  # finished seeds whose moments are zero (again after a load: not saved)
 
     @torch.no_grad()
     def step(self, seeds: list[int] | None = None, finished: Iterable[int] = ()) -> None:
@@ -135,18 +138,32 @@ class SeedAdam(Adam):
         by_count: dict[float, list[int]] = {}
         for j in seeds:
             by_count.setdefault(counts[j], []).append(j)
+        device = params[0].device
         if len(by_count) == 1 and len(seeds) + len(finished) == self.seeds:
-            if finished:
-                index = torch.tensor(finished, device=params[0].device)
+            # zeroed once: with their gradients zero, the moments of a finished seed then stay zero
+            newly = [j for j in finished if j not in self._zeroed]
+            if newly:
+                index = torch.tensor(newly, device=device)
                 for p in params:
                     self.state[p]["exp_avg"].index_fill_(0, index, 0.0)
                     self.state[p]["exp_avg_sq"].index_fill_(0, index, 0.0)
+                self._zeroed.update(newly)
             self._fused(counts[seeds[0]], None)
         else:
             for count, rows in by_count.items():
-                self._fused(count, torch.tensor(rows, device=params[0].device))
-        for p in params:
-            self.state[p]["step"][seeds] += 1
+                self._fused(count, torch.tensor(rows, device=device))
+        # one call for all the counts where every seed steps (a tenth of the time of indexing each count)
+        step_counts = [self.state[p]["step"] for p in params]
+        if len(seeds) == self.seeds:
+            torch._foreach_add_(step_counts, 1.0)
+        else:
+            index, ones = torch.tensor(seeds, device=device), torch.ones(len(seeds), device=device)
+            for count in step_counts:
+                count.index_add_(0, index, ones)
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        super().load_state_dict(state_dict)
+        self._zeroed = set()
 
     def _fused(self, count: float, rows: Tensor | None) -> None:
         """One fused Adam step at ``count`` of the rows ``rows`` of every tensor (None: whole tensors)."""
