@@ -318,8 +318,9 @@ class SeedModel:
     def __init__(self, stacked: StackedModels, streams: SeedStreams, rows: int):
         self.stacked, self.streams, self.rows = stacked, streams, rows
         self.head = stacked.head
-        # a head that draws apart from its logits, and has no parameters of a seed's own, samples all at once
-        self._one_sample = hasattr(self.head, "noise") and not list(self.head.parameters())
+        # a head that draws apart from its logits samples all seeds' rows at once
+        self._one_sample = hasattr(self.head, "noise")
+        self._head_params = [name for name, _ in self.head.named_parameters()]
         self.normalization = _Normalizations(
             [m.normalization for m in stacked.models], stacked.buffers, rows, lambda: stacked.frozen
         )
@@ -332,6 +333,7 @@ class SeedModel:
         device = next(iter(self.stacked.params.values())).device
         self.live, done = [j for j in range(n) if j not in frozen], sorted(frozen)
         self._place = {j: i for i, j in enumerate(self.live)}  # seed -> its place among the live ones
+        self._live_index = torch.tensor(self.live, device=device)
         computed, self._weights = list(range(n)), None
         # Batched matmuls round each seed's rows alike whatever the other seeds (vmap's batched convolutions do
         # not: there every seed goes on through the forward passes). But torch's batched matmul of a single
@@ -376,11 +378,17 @@ class SeedModel:
         models, place, head = self.stacked.models, self._place, self.head
         if self._one_sample:
             # Only the draws need each seed's stream; the arithmetic on them is row by row, so one call for all
-            # seeds gives each row what its seed's own call would, at a tenth of the calls per step.
+            # seeds gives each row what its seed's own call would, at a tenth of the calls per step. A head's
+            # parameters (a Gaussian's log-std) are each seed's own: one row per row.
             own = self.streams.generators(logits.device)
             noise = torch.cat([head.noise(logits[place[j]], own[j]) for j in self.live])
-            actions, logprobs = head.sample(logits.flatten(0, 1), noise=noise)
-        else:  # each seed's own head: a Gaussian's log-std is one of the seed's parameters
+            rows = {
+                name: self.stacked.params[f"model.head.{name}"].index_select(0, self._live_index)
+                .repeat_interleave(self.rows, 0)
+                for name in self._head_params
+            }  # fmt: skip
+            actions, logprobs = head.sample(logits.flatten(0, 1), noise=noise, **rows)
+        else:  # a head whose draws depend on its logits (the Beta's Gamma draws): seed by seed
             drawn = self.streams.each(lambda j: models[j].head.sample(logits[place[j]]), self.live)
             actions, logprobs = (torch.cat(parts) for parts in zip(*drawn, strict=True))
         values = values.flatten()

@@ -36,10 +36,12 @@ class Head(Protocol):
         ...
 
     def sample(
-        self, logits: Tensor, uniforms: Tensor | None = None, noise: Tensor | None = None
+        self, logits: Tensor, uniforms: Tensor | None = None, noise: Tensor | None = None, **rows: Tensor
     ) -> tuple[Tensor, Tensor]:
         """``(actions, log_probs)``, one per row; drawn from ``uniforms`` ``(B, noise_draws)`` where given, else
-        from ``noise`` (what ``noise(logits)`` drew), else from torch's global generator."""
+        from ``noise`` (what ``noise(logits)`` drew), else from torch's global generator. ``rows``: a head with
+        parameters takes each by name with one row per row of ``logits``, in place of its own (a batched run's
+        seeds' parameters, each seed's for its rows)."""
         ...
 
     # Only a head whose draws do not depend on its parameters or the logits has it (not ``BetaHead``).
@@ -163,15 +165,20 @@ class DiagGaussianHead(nn.Module):
         self.log_std = nn.Parameter(torch.zeros(action_dim))
 
     def sample(
-        self, mean: Tensor, uniforms: Tensor | None = None, noise: Tensor | None = None
+        self,
+        mean: Tensor,
+        uniforms: Tensor | None = None,
+        noise: Tensor | None = None,
+        log_std: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
         if uniforms is None:
             noise = self.noise(mean) if noise is None else noise
         else:
             noise = standard_normal(uniforms[:, 0::2], uniforms[:, 1::2]).to(mean.dtype)
-        actions = mean + noise * self.log_std.exp()
+        log_std = self.log_std if log_std is None else log_std  # or each row's (Head.sample's rows)
+        actions = mean + noise * log_std.exp()
         # log N(a; mean, std) with (a - mean) / std = noise, summed over the components
-        logprob = -(0.5 * noise.square() + self.log_std + _HALF_LOG_2PI).sum(-1)
+        logprob = -(0.5 * noise.square() + log_std + _HALF_LOG_2PI).sum(-1)
         return actions, logprob
 
     @property

@@ -116,6 +116,27 @@ def test_on_a_gpu_each_seed_draws_from_its_own_state_of_the_cuda_generator(monke
     assert torch.equal(cuda.get_state(), torch.Generator().get_state())  # the outer state is put back
 
 
+def test_one_gaussian_sample_with_each_seeds_log_std_on_its_rows_gives_each_seed_its_solo_draws():
+    """A Gaussian head's log-std is a seed's own parameter: given one row of it per row, one ``sample`` of all
+    seeds' rows draws what each seed's own head draws, bit for bit (one action component: no sum to round)."""
+    heads = [DiagGaussianHead(1) for _ in range(3)]
+    for j, head in enumerate(heads):
+        torch.nn.init.constant_(head.log_std, -0.5 * j)
+    mean = torch.randn(3, 5, 1)
+    states = [torch.Generator().manual_seed(s).get_state() for s in (1, 2, 3)]
+    with torch.random.fork_rng():
+        solo = []
+        for j, head in enumerate(heads):
+            torch.set_rng_state(states[j])
+            solo.append(head.sample(mean[j]))
+    own = SeedStreams(states).generators(torch.device("cpu"))
+    noise = torch.cat([heads[0].noise(mean[j], own[j]) for j in range(3)])
+    log_std = torch.stack([h.log_std.detach() for h in heads]).repeat_interleave(5, 0)
+    actions, logprobs = heads[0].sample(mean.flatten(0, 1), noise=noise, log_std=log_std)
+    assert torch.equal(actions, torch.cat([a for a, _ in solo]))
+    assert torch.equal(logprobs, torch.cat([lp for _, lp in solo]))
+
+
 def test_the_seeds_normalization_at_once_is_each_seeds_own_and_a_finished_seeds_stays(tmp_path):
     """Observation and reward normalization of all seeds in one computation on their stacked statistics gives
     each seed's rows what its own ``Normalization`` gives them, updates included, bit for bit; a finished
