@@ -205,6 +205,18 @@ def test_draws_from_each_seeds_generator_then_one_sample_give_each_seed_its_solo
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_on_a_gpu_each_gaussian_seed_follows_its_solo_run_with_its_own_normalization(tmp_path):
+    """On the GPU too, a Gaussian seed's draws come from its own CUDA generator with its own log-std, and its
+    observations and rewards are normalized with its own statistics."""
+    budget = dict(env_id="Pendulum-v1", total_timesteps=8 * 32 * 4, cuda=True, norm_obs=True, norm_reward=True,
+                  **SMALL)  # fmt: skip
+    proxima.train(num_seeds=3, seed=4, run_dir=str(tmp_path / "group"), **budget)
+    for seed in (4, 5, 6):
+        proxima.train(seed=seed, run_dir=str(tmp_path / f"solo{seed}"), **budget)
+        assert_close(records(tmp_path / "group" / f"seed{seed}"), records(tmp_path / f"solo{seed}"), 4, 1e-3)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 def test_on_a_gpu_each_seed_follows_its_solo_run_and_resumes_exactly(tmp_path):
     budget = dict(env_id="CartPole-v1", seed=1, total_timesteps=8 * 32 * 4, cuda=True,
                   **{**SMALL, "checkpoint_every": 1})  # fmt: skip
