@@ -262,6 +262,9 @@ class _Normalizations:
         x = x.to(torch.float64)
         n = x.shape[1]
         batch_mean, batch_var = x.mean(1), x.var(1, unbiased=False)
+        if x[0, 0].numel() == 1:  # one number a sample (the return): torch's variance of a seed's flat rows,
+            # as its solo run takes it, rounds otherwise than per row of the seeds' matrix
+            batch_var = torch.stack([rows.var(0, unbiased=False) for rows in x])
         per_seed = (-1, *[1] * (mean.dim() - 1))
         delta = batch_mean - mean
         total = count + n
@@ -614,7 +617,7 @@ def _on_host(tree):
     tensors = [x for x in leaves if isinstance(x, Tensor)]
     if not tensors or tensors[0].device.type == "cpu":
         return tree
-    flat = torch.cat([x.detach().reshape(-1).float() for x in tensors]).cpu()
+    flat = torch.cat([x.detach().reshape(-1).double() for x in tensors]).cpu()  # float64: exact for all
     host = iter(flat.split([x.numel() for x in tensors]))
     leaves = [next(host).view(x.shape).to(x.dtype) if isinstance(x, Tensor) else x for x in leaves]
     return tree_unflatten(leaves, spec)

@@ -44,7 +44,7 @@ class Head(Protocol):
         seeds' parameters, each seed's for its rows)."""
         ...
 
-    # Only a head whose draws do not depend on its parameters or the logits has it (not ``BetaHead``).
+    # Optional: only a head whose draws do not depend on the logits has it (not ``BetaHead``).
     def noise(self, like: Tensor, generator: torch.Generator | None = None) -> Tensor:
         """What ``sample`` draws from torch's global generator (or ``generator``) for logits of ``like``'s
         shape, drawn on its own: a batched run's seeds each draw theirs from their own stream, and one
