@@ -323,7 +323,6 @@ class SeedModel:
         self.head = stacked.head
         # a head that draws apart from its logits samples all seeds' rows at once
         self._one_sample = hasattr(self.head, "noise")
-        self._head_params = [name for name, _ in self.head.named_parameters()]
         self.normalization = _Normalizations(
             [m.normalization for m in stacked.models], stacked.buffers, rows, lambda: stacked.frozen
         )
@@ -336,7 +335,13 @@ class SeedModel:
         device = next(iter(self.stacked.params.values())).device
         self.live, done = [j for j in range(n) if j not in frozen], sorted(frozen)
         self._place = {j: i for i, j in enumerate(self.live)}  # seed -> its place among the live ones
-        self._live_index = torch.tensor(self.live, device=device)
+        # the live seeds' head parameters (a Gaussian's log-std), one row per row: no step of a rollout changes them
+        live = torch.tensor(self.live, device=device)
+        self._head_rows = {
+            name: self.stacked.params[f"model.head.{name}"].detach().index_select(0, live)
+            .repeat_interleave(rows, 0)
+            for name, _ in self.head.named_parameters()
+        }  # fmt: skip
         computed, self._weights = list(range(n)), None
         # Batched matmuls round each seed's rows alike whatever the other seeds (vmap's batched convolutions do
         # not: there every seed goes on through the forward passes). But torch's batched matmul of a single
@@ -385,12 +390,7 @@ class SeedModel:
             # parameters (a Gaussian's log-std) are each seed's own: one row per row.
             own = self.streams.generators(logits.device)
             noise = torch.cat([head.noise(logits[place[j]], own[j]) for j in self.live])
-            rows = {
-                name: self.stacked.params[f"model.head.{name}"].index_select(0, self._live_index)
-                .repeat_interleave(self.rows, 0)
-                for name in self._head_params
-            }  # fmt: skip
-            actions, logprobs = head.sample(logits.flatten(0, 1), noise=noise, **rows)
+            actions, logprobs = head.sample(logits.flatten(0, 1), noise=noise, **self._head_rows)
         else:  # a head whose draws depend on its logits (the Beta's Gamma draws): seed by seed
             drawn = self.streams.each(lambda j: models[j].head.sample(logits[place[j]]), self.live)
             actions, logprobs = (torch.cat(parts) for parts in zip(*drawn, strict=True))
