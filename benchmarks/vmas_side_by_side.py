@@ -1,16 +1,17 @@
 """IPPO and MAPPO on VMAS tasks, proxima against BenchMARL, back to back on this machine (issue 35's section 4).
 
     .venv/bin/python benchmarks/vmas_side_by_side.py [--tasks navigation balance sampling] [--algos ippo mappo]
-        [--seeds 0 1 2] [--frames 180000] [--precisions float32 bfloat16] [--torch-threads N] [--no-peer]
-        [--record [DIR]]
+        [--seeds 0 1 2] [--frames 180000] [--precisions float32 bfloat16] [--config PRESET] [--torch-threads N]
+        [--no-peer] [--record [DIR]]
 
 For each task, algorithm and seed: BenchMARL's run at its published VMAS settings
 (benchmarks/peers/benchmarl_vmas.py, in the peer's venv: BENCHMARL_PYTHON, default
 /work/peers/benchmarl/venv/bin/python), then proxima's at the same settings as far as its flags go
-(``SETTINGS``: the ``vmas-benchmarl`` preset; proxima's VMAS backend defaults each task to BenchMARL's task
-settings), once per ``--precisions`` entry. Both from process start to exit. The return is the mean agent return of the last
-iteration's training episodes in both (BenchMARL's collection/reward/episode_reward_mean; proxima's
-episodic_return of its last update), so both sample their actions. The raw Gymnasium CartPole rate is measured
+(``--config``: the ``vmas-benchmarl`` preset; proxima's VMAS backend defaults each task to BenchMARL's task
+settings), once per ``--precisions`` entry (``--config vmas-fast``: a third of the epochs instead). Both from
+process start to exit. The return is the mean agent return of the last iteration's training episodes in both
+(BenchMARL's collection/reward/episode_reward_mean; proxima's episodic_return of its last update), so both sample
+their actions. The raw Gymnasium CartPole rate is measured
 before and after; with ``--record`` the rows go to docs/results/data (the "multiagent" table of RESULTS.md).
 Run it with nothing else on the machine: each run is seconds to minutes of both cores.
 """
@@ -33,7 +34,7 @@ PEER_PYTHON = os.environ.get("BENCHMARL_PYTHON", "/work/peers/benchmarl/venv/bin
 PEER_SCRIPT = os.path.join(ROOT, "benchmarks", "peers", "benchmarl_vmas.py")
 # BenchMARL's published VMAS settings (benchmarks/peers/benchmarl_vmas.py says what each is), as far as proxima's
 # flags express them: the vmas-benchmarl preset; the journal's side by side lists what they cannot express
-SETTINGS = "--config vmas-benchmarl --no-plot --no-report --quiet"
+SAME_SETTINGS = "vmas-benchmarl"
 
 
 def run_peer(task: str, algo: str, seed: int, frames: int) -> dict:
@@ -49,11 +50,13 @@ def run_peer(task: str, algo: str, seed: int, frames: int) -> dict:
     return {"wall_s": wall, "return": result.get("collection_return"), "command": " ".join(shown)}
 
 
-def run_proxima(task: str, algo: str, seed: int, frames: int, precision: str, threads: int) -> dict:
+def run_proxima(
+    task: str, algo: str, seed: int, frames: int, precision: str, threads: int, config: str
+) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         flags = ["train", "--env-id", f"vmas:{task}", "--algo", algo, "--seed", str(seed), "--total-timesteps",
                  str(frames), "--precision", precision, "--torch-threads", str(threads),
-                 *SETTINGS.split()]  # fmt: skip
+                 "--config", config, "--no-plot", "--no-report", "--quiet"]  # fmt: skip
         command = [sys.executable, "-m", "proxima", *flags, "--run-dir", os.path.join(tmp, "run")]
         start = time.perf_counter()
         subprocess.run(command, check=True, cwd=ROOT)
@@ -71,6 +74,9 @@ def main() -> None:
     parser.add_argument("--frames", type=int, default=180_000, help="env steps a run (published: 10,000,000)")
     parser.add_argument("--precisions", nargs="*", default=["float32", "bfloat16"], choices=["float32", "bfloat16"],
                         help="proxima's runs (none: BenchMARL's alone)")  # fmt: skip
+    parser.add_argument(
+        "--config", default=SAME_SETTINGS, help="proxima's preset (default: BenchMARL's settings)"
+    )
     parser.add_argument("--no-peer", action="store_true", help="proxima only")
     # fixed, not proxima's automatic count, which leaves busy cores alone: a run's return then depends on the load
     # at its start (torch's thread count changes float sums)
@@ -92,7 +98,11 @@ def main() -> None:
                         result = run_peer(task, algo, seed, args.frames)
                     else:
                         peer, settings = None, f"{algo} {precision}"
-                        result = run_proxima(task, algo, seed, args.frames, precision, args.torch_threads)
+                        if args.config != SAME_SETTINGS:
+                            settings = f"{args.config}: {settings}"
+                        result = run_proxima(
+                            task, algo, seed, args.frames, precision, args.torch_threads, args.config
+                        )
                     batch.add(task=f"vmas/{task}", settings=settings, peer=peer, seed=seed, steps=args.frames,
                               wall_s=result["wall_s"], command=result["command"],
                               mean_return=result["return"])  # fmt: skip
