@@ -42,23 +42,28 @@ def run_episodes(
     n = envs.num_envs
     quota = episode_quota(episodes, n) if quota is None else quota
     returns: list[list[float]] = [[] for _ in range(n)]
+    missing = int(sum(quota))  # episodes still to finish (a plain count: no per-env check at every step)
     running = torch.zeros(n, dtype=torch.float64, device=envs.device)
     length = torch.zeros(n, dtype=torch.int64, device=envs.device)
     obs = env_call(envs.reset, seed=seed)
     # a recurrent agent carries its memory from step to step, zeroed where an episode starts
     memory = model.initial_memory(n, envs.device) if model.lstm is not None else None
     starts = torch.ones(n, device=envs.device)
-    while any(len(r) < q for r, q in zip(returns, quota, strict=True)):
+    steps = 0
+    while missing:
         if memory is None:
             actions = model.predict(obs, deterministic)
         else:
             actions, memory = model.predict_recurrent(obs, starts, memory, deterministic)
         step = env_call(envs.step, actions)
-        starts = step.done.float()
         score, done = step.stats()  # whole games with their raw scores (Atari: every life, no clipping)
+        if memory is not None:
+            starts = step.done.float()
         running += score
         length = (length + 1).masked_fill_(done, 0)
-        if int(length.max()) > EPISODE_STEP_LIMIT:
+        steps += 1
+        # no episode is longer than the steps played so far: the lengths are read only past the limit
+        if steps > EPISODE_STEP_LIMIT and int(length.max()) > EPISODE_STEP_LIMIT:
             raise UserError(
                 f"an episode of {name} went on for {EPISODE_STEP_LIMIT} steps without ending: it has no time limit; "
                 "register it with max_episode_steps, or wrap it in gymnasium.wrappers.TimeLimit"
@@ -67,6 +72,7 @@ def run_episodes(
             for i in done.nonzero().flatten().tolist():
                 if len(returns[i]) < quota[i]:
                     returns[i].append(float(running[i]))
+                    missing -= 1
             running.masked_fill_(done, 0.0)
         obs = step.obs
     return np.array([r for env_returns in returns for r in env_returns])

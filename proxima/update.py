@@ -63,6 +63,7 @@ def update(model: ActorCritic, optimizer: Adam, batch: Batch, settings: UpdateSe
     mean over all minibatches.
     """
     clipfracs, losses, grad_norms = [], [], []
+    params = list(model.parameters())
     # A value that a game's agents share (--no-critic-agent-index) is computed once per game: minibatches of
     # whole games then. Otherwise (and where an agent had left, so rows are not whole games) of samples.
     games = batch.games if model.agents_per_game is not None else None
@@ -94,7 +95,7 @@ def update(model: ActorCritic, optimizer: Adam, batch: Batch, settings: UpdateSe
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             if settings.max_grad_norm > 0:
-                grad_norms.append(clip_grad_norm(model, settings.max_grad_norm))  # detail 11
+                grad_norms.append(clip_grad_norm(params, settings.max_grad_norm))  # detail 11
             optimizer.step()
             losses.append(loss.detach())
 

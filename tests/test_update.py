@@ -137,7 +137,7 @@ def test_gradient_norm_is_clipped_globally():
     from proxima.optim import clip_grad_norm
 
     (model.value(batch.obs).pow(2).sum() * 1e3).backward()
-    clip_grad_norm(model, 0.5)
+    clip_grad_norm(list(model.parameters()), 0.5)
     total = torch.sqrt(sum(p.grad.pow(2).sum() for p in model.parameters() if p.grad is not None))
     assert abs(total.item() - 0.5) < 1e-4
 

@@ -179,6 +179,12 @@ class CartPole(NativeVecEnv):
     single_observation_space = gym.spaces.Box(-_high, _high, dtype=np.float32)
     single_action_space = gym.spaces.Discrete(2)
 
+    def __init__(self, num_envs: int, *, seed: Seeds = None, device: torch.device | str = "cpu"):
+        super().__init__(num_envs, seed=seed, device=device)
+        self._limits = torch.tensor(
+            [self.x_threshold, self.theta_threshold], dtype=torch.float64, device=device
+        )
+
     def _initial_state(self, reset: Tensor) -> Tensor:
         return self.rng.uniform(4, -0.05, 0.05, advance=reset)
 
@@ -191,12 +197,9 @@ class CartPole(NativeVecEnv):
             self.length * (4.0 / 3.0 - self.masspole * costheta**2 / self.total_mass)
         )
         xacc = temp - self.polemass_length * thetaacc * costheta / self.total_mass
-        x = x + self.tau * x_dot
-        x_dot = x_dot + self.tau * xacc
-        theta = theta + self.tau * theta_dot
-        theta_dot = theta_dot + self.tau * thetaacc
-        next_state = torch.stack((x, x_dot, theta, theta_dot), dim=1)
-        terminated = (x.abs() > self.x_threshold) | (theta.abs() > self.theta_threshold)
+        # Euler's step for all four variables at once: the same products and sums as one by one, in fewer ops
+        next_state = state + self.tau * torch.stack((x_dot, xacc, theta_dot, thetaacc), dim=1)
+        terminated = (next_state[:, 0::2].abs() > self._limits).any(1)  # x or theta out of bounds
         reward = torch.ones(state.shape[0], dtype=torch.float32, device=state.device)
         return next_state, reward, terminated
 
