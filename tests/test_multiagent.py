@@ -408,10 +408,11 @@ def test_a_sweep_compares_ippo_and_mappo_on_a_game_of_many_agents(tmp_path):
     assert ev["algo=mappo"] > 0.9 and 0.15 < ev["algo=ippo"] < 0.75
 
 
+@pytest.mark.parametrize("preset", ["vmas-benchmarl", "vmas-fast"])
 @pytest.mark.parametrize("algo", ["ippo", "mappo"])
-def test_the_vmas_benchmarl_preset_trains_any_task_with_either_algorithm(algo, tmp_path):
+def test_the_vmas_presets_train_any_task_with_either_algorithm(preset, algo, tmp_path):
     small = ["--num-envs", "6", "--num-steps", "10", "--update-epochs", "2", "--total-timesteps", "120"]
-    argv = ["train", "--config", "vmas-benchmarl", "--env-id", "vmas:balance", "--algo", algo, *small,
+    argv = ["train", "--config", preset, "--env-id", "vmas:balance", "--algo", algo, *small,
             "--no-plot", "--no-report", "--quiet", "--run-dir", str(tmp_path / "run")]  # fmt: skip
     assert proxima.cli.main(argv) == 0
     config = json.loads((tmp_path / "run" / "config.json").read_text())
@@ -422,6 +423,15 @@ def test_the_vmas_benchmarl_preset_trains_any_task_with_either_algorithm(algo, t
     model = proxima.load(str(tmp_path / "run")).model
     assert model.actor[0].in_features == model.spec.layout().select(("obs",))[0].shape[0]  # no index
     assert model.agents_per_game == (4 if algo == "mappo" else None)  # balance: MAPPO's value is one a game
+
+
+def test_vmas_fast_is_benchmarls_settings_with_a_third_of_the_epochs():
+    from proxima.config import load_preset
+
+    same, fast = load_preset("vmas-benchmarl"), load_preset("vmas-fast")
+    assert fast.pop("update_epochs") * 3 == same.pop("update_epochs")
+    assert fast.pop("learning_rate") == pytest.approx(6 * same.pop("learning_rate"))
+    assert fast == same
 
 
 @pytest.mark.parametrize(
