@@ -8,7 +8,8 @@ For each task, algorithm and seed: BenchMARL's run at its published VMAS setting
 (benchmarks/peers/benchmarl_vmas.py, in the peer's venv: BENCHMARL_PYTHON, default
 /work/peers/benchmarl/venv/bin/python), then proxima's at the same settings as far as its flags go
 (``--config``: the ``vmas-benchmarl`` preset; proxima's VMAS backend defaults each task to BenchMARL's task
-settings), once per ``--precisions`` entry (``--config vmas-fast``: a third of the epochs instead). Both from
+settings), once per ``--precisions`` entry (``--config vmas-fast``: a third of the epochs instead); where the
+machine has a GPU, proxima trains on it (``--cuda``'s default) and its rows say "on the GPU". Both from
 process start to exit. The return is the mean agent return of the last iteration's training episodes in both
 (BenchMARL's collection/reward/episode_reward_mean; proxima's episodic_return of its last update), so both sample
 their actions. The raw Gymnasium CartPole rate is measured
@@ -88,6 +89,8 @@ def main() -> None:
         sys.exit(f"no BenchMARL venv at {PEER_PYTHON} (benchmarks/peers/benchmarl.sh makes it; or --no-peer)")
     batch = records.Batch("multiagent", out_dir=args.record, software=("proxima", "torch", "vmas"))
     print(f"raw Gymnasium CartPole-v1 before: {batch.reference['before']:,.0f} steps/s", flush=True)
+    # where the machine has a GPU, proxima trains there (--cuda's default)
+    on_gpu = " on the GPU" if records.gpus() else ""
     for task in args.tasks:
         for algo in args.algos:
             for seed in args.seeds:
@@ -97,7 +100,7 @@ def main() -> None:
                         peer, settings = "BenchMARL", algo
                         result = run_peer(task, algo, seed, args.frames)
                     else:
-                        peer, settings = None, f"{algo} {precision}"
+                        peer, settings = None, f"{algo} {precision}" + on_gpu
                         if args.config != SAME_SETTINGS:
                             settings = f"{args.config}: {settings}"
                         result = run_proxima(
