@@ -224,16 +224,56 @@ class BoardConvs(nn.Module):
         return self.convs(board.to(torch.float32).permute(0, 3, 1, 2))
 
 
+class DropColumnConvs(nn.Module):
+    """A board of a game whose move drops a piece into a column, where it lands on the lowest empty cell
+    (Connect Four; the planes hold pieces as 0/1, row 0 at the top, as PettingZoo gives them): the cells
+    through four 3x3 same-padding convolutions of ``channels`` with ReLU, beside the board's planes a plane of
+    ones, so that the board's edge (zero padding) differs from an empty cell. The features: for each column,
+    the channels at the cell a piece dropped there lands on, then each channel's mean and max over the board.
+    A move's tactics (the line of four it makes or blocks) are in its own landing cell's features, which the
+    9x9 cells the four layers see cover, so the same weights read every column and the actor's layer weighs
+    each move by what that move does."""
+
+    channels = 32
+
+    def __init__(self, shape: tuple[int, int, int]):
+        super().__init__()
+        height, width, planes = shape
+        k = self.channels
+        layers = [_conv_init(nn.Conv2d(planes + 1, k, 3, padding=1)), nn.ReLU()]
+        for _ in range(3):
+            layers += [_conv_init(nn.Conv2d(k, k, 3, padding=1)), nn.ReLU()]
+        self.convs = nn.Sequential(*layers)
+        self.height = height
+        self.features_dim = k * width + 2 * k
+
+    def forward(self, board: Tensor) -> Tensor:
+        x = board.to(torch.float32).permute(0, 3, 1, 2)  # (B, planes, H, W)
+        cells = self.convs(torch.cat([x, torch.ones_like(x[:, :1])], 1))  # (B, k, H, W)
+        landing = (self.height - 1 - x.sum((1, 2))).clamp(min=0).long()  # (B, W); a full column: its top cell
+        columns = cells.gather(2, landing[:, None, None, :].expand(-1, cells.shape[1], 1, -1)).squeeze(2)
+        return torch.cat([columns.flatten(1), cells.mean((2, 3)), cells.amax((2, 3))], 1)
+
+
 class BoardCNN(MultiInputEncoder):
     """``board-cnn``: observations with a board, a part of shape ``(H, W, planes)`` that is not an image
     (Connect Four's ``(6, 7, 2)``, Chess's ``(8, 8, 111)``): each board through ``BoardConvs``, the other parts
     as ``multi-input`` takes them. The Nature CNN's strides of 4 and 2 would not fit a board of a few cells."""
 
+    board = BoardConvs
+
     def __init__(self, layout: ObsLayout, precision: str = "float32"):
         super().__init__(layout, precision)
-        boards = {f"part{i}": BoardConvs(p.shape) for i, p in enumerate(self.parts) if _is_board(p)}
+        boards = {f"part{i}": self.board(p.shape) for i, p in enumerate(self.parts) if _is_board(p)}
         self.cnns.update(boards)
         self.features_dim += sum(b.features_dim - self.parts[int(k[4:])].size for k, b in boards.items())
+
+
+class DropColumns(BoardCNN):
+    """``drop-columns``: ``board-cnn`` with each board through ``DropColumnConvs``, for games whose move drops a
+    piece into a column (Connect Four)."""
+
+    board = DropColumnConvs
 
 
 @dataclass(frozen=True)
@@ -294,6 +334,15 @@ register_encoder(
         BoardCNN,
         lambda layout: layout.packed and any(_is_board(p) for p in layout.parts),
         "Dict observations with a board, a part of shape (H, W, planes) that is not an image",
+        takes_precision=True,
+    )
+)
+register_encoder(
+    EncoderType(
+        "drop-columns",
+        DropColumns,
+        lambda layout: layout.packed and any(_is_board(p) for p in layout.parts),
+        "Dict observations with the board of a game whose moves drop pieces into columns (H, W, planes)",
         takes_precision=True,
     )
 )
