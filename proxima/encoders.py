@@ -202,6 +202,10 @@ def _is_board(part) -> bool:
     return part.kind == "box" and len(part.shape) == 3
 
 
+def _has_board(layout: ObsLayout) -> bool:
+    return layout.packed and any(_is_board(p) for p in layout.parts)
+
+
 class BoardConvs(nn.Module):
     """A board's cells through three 3x3 same-padding convolutions of ``channels`` with ReLU, flattened: the
     board keeps its size, so every feature sees a cell's neighbourhood, as a board game's tactics need."""
@@ -332,7 +336,7 @@ register_encoder(
     EncoderType(
         "board-cnn",
         BoardCNN,
-        lambda layout: layout.packed and any(_is_board(p) for p in layout.parts),
+        _has_board,
         "Dict observations with a board, a part of shape (H, W, planes) that is not an image",
         takes_precision=True,
     )
@@ -341,7 +345,7 @@ register_encoder(
     EncoderType(
         "drop-columns",
         DropColumns,
-        lambda layout: layout.packed and any(_is_board(p) for p in layout.parts),
+        _has_board,
         "Dict observations with the board of a game whose moves drop pieces into columns (H, W, planes)",
         takes_precision=True,
     )

@@ -106,7 +106,7 @@ def test_a_registered_encoder_is_chosen_by_name_from_python_and_the_command_line
 
 def test_an_encoder_that_is_not_there_or_does_not_fit_is_one_line(doubled, tmp_path):
     with pytest.raises(UserError, match=r"^unknown encoder 'nope'; accepted: auto, flatten-mlp, nature-cnn, "
-                                        r"multi-input, board-cnn, doubled \(register_encoder adds one\)") as e:  # fmt: skip
+                                        r"multi-input, board-cnn, drop-columns, doubled \(register_encoder adds one\)") as e:  # fmt: skip
         proxima.train(encoder="nope", total_timesteps=128, run_dir=str(tmp_path / "a"), **FAST)
     assert "\n" not in str(e.value) and not (tmp_path / "a").exists()
     with pytest.raises(UserError, match=r"^encoder 'nature-cnn' does not support Box\(4,\) float32 observations "
