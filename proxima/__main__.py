@@ -2,6 +2,6 @@
 
 import sys
 
-from proxima.cli import main
+from proxima.cli import console
 
-sys.exit(main())
+sys.exit(console())

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import io
 import json
 import os
@@ -906,6 +907,16 @@ COMMANDS = {
     "export": cmd_export,
     "check-env": cmd_check_env,
 }
+
+
+def console() -> int:
+    """The ``proxima`` command (the installed script and ``python -m proxima``): ``main`` in a process of its own.
+
+    The command owns its process, and what its imports made lives until it exits: frozen, those objects are
+    left out of the cyclic collector's later passes, which would walk them again and again during a run. A
+    caller of ``main`` in its own process (a test, a notebook) keeps its collector as it is."""
+    gc.freeze()
+    return main()
 
 
 def main(argv: list[str] | None = None) -> int:
