@@ -3,8 +3,8 @@
 import gc
 
 # Importing torch and the rest creates a few hundred thousand objects, and the cyclic collector's full passes
-# over them during the import free little: pausing it for proxima's import takes about a fifth off the time
-# to `import proxima` (benchmarks/import_time.py), which every `proxima` command and training run pays.
+# over them during the import free nothing: pausing it for proxima's import saves those passes, which every
+# `proxima` command and training run would pay (benchmarks/import_time.py measures it).
 _collecting = gc.isenabled()
 gc.disable()
 try:
