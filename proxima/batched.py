@@ -285,7 +285,9 @@ class _Normalizations:
     def _seeds(self, x: Tensor) -> Tensor:
         return x.view(self.n, self.rows, *x.shape[1:])
 
-    def obs(self, obs: Tensor, update: bool = False) -> Tensor:
+    def obs(self, obs: Tensor, update: bool = False, rows: None = None) -> Tensor:
+        """``Normalization.obs`` for every seed's rows; ``rows`` is always None, as games of many agents are
+        not batched (``check_seeds``)."""
         if not self.norm_obs:
             return obs
         x = self._seeds(obs)
@@ -299,7 +301,9 @@ class _Normalizations:
             return normalized
         return torch.where(self.elements, normalized, obs.to(torch.float32))
 
-    def reward(self, reward: Tensor, discounted_return: Tensor, update: bool = True) -> Tensor:
+    def reward(
+        self, reward: Tensor, discounted_return: Tensor, update: bool = True, rows: None = None
+    ) -> Tensor:
         if not self.norm_reward:
             return reward
         if update:

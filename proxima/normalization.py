@@ -29,12 +29,27 @@ class RunningMeanStd(nn.Module):
         self.register_buffer("count", torch.tensor(epsilon, dtype=torch.float64))
 
     @torch.no_grad()
-    def update(self, x: Tensor, horizon: int = 0) -> None:
+    def update(self, x: Tensor, horizon: int = 0, rows: Tensor | None = None) -> None:
+        """Merge the batch ``x`` (samples along its first dimension); ``rows``: a bool mask of the samples to
+        merge (the rows of agents present in a game of many), taken without reading it on the host."""
         x = x.to(torch.float64).reshape(-1, *self.mean.shape)
+        if rows is not None:
+            self._merge_rows(x, rows)
+            return
         n = x.shape[0]
         if horizon:  # what came before counts as at most horizon - 1 batches of this size
             self.count.clamp_(max=(horizon - 1) * n)
         batch_mean, batch_var = x.mean(0), x.var(0, unbiased=False)
+        self._merge(batch_mean, batch_var, n)
+
+    def _merge_rows(self, x: Tensor, rows: Tensor) -> None:
+        weight = rows.to(x.dtype).reshape(-1, *[1] * (x.dim() - 1))
+        n = weight.sum()  # may be 0: then the statistics stay as they are
+        batch_mean = (x * weight).sum(0) / n.clamp_min(1)
+        batch_var = ((x - batch_mean).square() * weight).sum(0) / n.clamp_min(1)
+        self._merge(batch_mean, batch_var, n)
+
+    def _merge(self, batch_mean: Tensor, batch_var: Tensor, n) -> None:
         delta = batch_mean - self.mean
         total = self.count + n
         self.mean += delta * n / total
@@ -84,11 +99,12 @@ class Normalization(nn.Module):
             self.register_buffer("value_mean", torch.zeros(()))
             self.register_buffer("value_std", torch.ones(()))
 
-    def obs(self, obs: Tensor, update: bool = False) -> Tensor:
+    def obs(self, obs: Tensor, update: bool = False, rows: Tensor | None = None) -> Tensor:
+        """``rows``: which rows the statistics take in when ``update`` (None: all)."""
         if not self.norm_obs:
             return obs
         if update:
-            self.obs_rms.update(obs)
+            self.obs_rms.update(obs, rows=rows)
         std = (self.obs_rms.var + self.eps).sqrt()
         normalized = ((obs - self.obs_rms.mean) / std).clamp(-self.clip_obs, self.clip_obs).to(torch.float32)
         if self.elements is None:
@@ -99,11 +115,13 @@ class Normalization(nn.Module):
         """The dtype of what ``obs`` returns for raw observations of dtype ``raw`` (what the rollout stores)."""
         return torch.float32 if self.norm_obs else raw
 
-    def reward(self, reward: Tensor, discounted_return: Tensor, update: bool = True) -> Tensor:
+    def reward(
+        self, reward: Tensor, discounted_return: Tensor, update: bool = True, rows: Tensor | None = None
+    ) -> Tensor:
         if not self.norm_reward:
             return reward
         if update:
-            self.return_rms.update(discounted_return)
+            self.return_rms.update(discounted_return, rows=rows)
         std = (self.return_rms.var + self.eps).sqrt()
         return (reward / std).clamp(-self.clip_reward, self.clip_reward).to(reward.dtype)
 

@@ -107,7 +107,8 @@ class RolloutCollector:
         for t in range(buf.obs.shape[0]):
             if self.raw_obs is not None:
                 self.raw_obs[t] = self.next_obs
-            obs = norm.obs(self.next_obs, update=not self.frozen_stats)
+            # the statistics take in the agents present, not the rows of those that left or wait their turn
+            obs = norm.obs(self.next_obs, update=not self.frozen_stats, rows=self.alive)
             buf.obs[t] = obs
             buf.dones[t] = self.next_done
             if self.alive is not None:
@@ -129,7 +130,12 @@ class RolloutCollector:
                 self._discounted_return.mul_(self.gamma).add_(step.reward)
                 if self.returns_seen is not None:
                     self.returns_seen[t] = self._discounted_return
-                reward = norm.reward(reward, self._discounted_return, update=not self.frozen_stats)
+                reward = norm.reward(
+                    reward,
+                    self._discounted_return,
+                    update=not self.frozen_stats,
+                    rows=buf.valid[t] if self.alive is not None else None,
+                )
                 self._discounted_return.masked_fill_(done, 0.0)
             # A time-limit truncation is not the end of the task: the return goes on past the cut, so the
             # target for this step is r + gamma * V(final_obs). A termination's future is worth 0.

@@ -351,11 +351,15 @@ class RayCollector:
         if norm.norm_obs:
             raw = torch.cat([s["raw_obs"] for s in slices], dim=1)
             for t in range(raw.shape[0]):
-                norm.obs_rms.update(raw[t].to(buf.obs.device))
+                norm.obs_rms.update(
+                    raw[t].to(buf.obs.device), rows=None if buf.valid is None else buf.valid[t]
+                )
         if norm.norm_reward:
             returns = torch.cat([s["returns_seen"] for s in slices], dim=1)
             for t in range(returns.shape[0]):
-                norm.return_rms.update(returns[t].to(buf.obs.device))
+                norm.return_rms.update(
+                    returns[t].to(buf.obs.device), rows=None if buf.valid is None else buf.valid[t]
+                )
         self.states = [s["state"] for s in slices]
         if self.infos is not None:  # each slice's (step, row) -> info, with the row counted over all slices
             c = self.pool.num_envs // len(self.pool.actors)

@@ -14,6 +14,7 @@ import torch
 import proxima
 import proxima.cli
 import proxima.loop
+import proxima.update
 from proxima.algorithms import get_algorithm
 from proxima.distributions import make_head
 from proxima.errors import UserError
@@ -333,7 +334,7 @@ def test_mappo_trains_on_a_pettingzoo_env_whose_agents_leave_and_are_of_two_kind
     )
     seen = _Valid()
     agent = proxima.train(env=functools.partial(Chase, max_cycles=8, scout_steps=2), algo="mappo", num_envs=2,
-                          num_steps=16, total_timesteps=96, run_dir=str(tmp_path / "run"), quiet=True, report=False,
+                          num_steps=16, total_timesteps=96, run_dir=str(tmp_path / "run"), quiet=True,
                           plot=False, callbacks=[seen])  # fmt: skip
     assert agent.model.spec.agents["kinds"] == [0, 0, 1] and len(agent.model.actor.nets) == 2
     valid = torch.stack(
@@ -344,7 +345,76 @@ def test_mappo_trains_on_a_pettingzoo_env_whose_agents_leave_and_are_of_two_kind
     )  # only the agents present
     assert valid[..., 2::3].float().mean() <= 0.5 < valid[..., 0::3].float().mean()
     metrics = [json.loads(line) for line in open(tmp_path / "run" / "metrics.jsonl")]
-    assert {"runner/entropy", "scout/entropy", "episodic_return/scout"} <= set(metrics[-1])
+    groups = {
+        "runner/entropy",
+        "scout/entropy",
+        "runner/approx_kl",
+        "scout/value_loss",
+        "episodic_return/scout",
+    }
+    assert groups <= set(metrics[-1])
+    # each kind's debug variables reach TensorBoard and get a chart of their own on the run's page
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from tests.test_report import page_data
+
+    events = EventAccumulator(str(tmp_path / "run"))
+    events.Reload()
+    assert {f"charts/{key}" for key in groups} <= set(events.Tags()["scalars"])
+    assert groups <= {chart["key"] for chart in page_data(tmp_path / "run" / "report.html")["charts"]}
+
+
+def test_normalization_statistics_take_in_only_the_agents_present(tmp_path, monkeypatch):
+    """--norm-obs, --norm-reward and --norm-value: the rows of an agent that left (zeros, padded) are not
+    observations, returns or value targets."""
+    from proxima.normalization import Normalization, RunningMeanStd
+    from tests.test_pettingzoo_backend import Chase
+
+    merged, real = {"obs": [], "return": []}, RunningMeanStd.update
+
+    def recorded(self, x, horizon=0, rows=None):
+        if rows is not None:
+            merged["obs" if self.mean.dim() else "return"].append((x.clone(), rows.clone()))
+        return real(self, x, horizon, rows)
+
+    targets, update_value = [], Normalization.update_value
+    monkeypatch.setattr(RunningMeanStd, "update", recorded)
+    monkeypatch.setattr(
+        Normalization, "update_value", lambda self, x, h=0: targets.append(len(x)) or update_value(self, x, h)
+    )
+    seen = _Valid()
+    agent = proxima.train(env=functools.partial(Chase, max_cycles=8, scout_steps=2), algo="mappo", num_envs=2,
+                          num_steps=16, total_timesteps=96, norm_obs=True, norm_reward=True, norm_value=True,
+                          run_dir=str(tmp_path / "run"), quiet=True, report=False, plot=False,
+                          callbacks=[seen])  # fmt: skip
+    # --norm-value: one set of statistics over the value targets of the agents present
+    assert targets == [int(v.sum()) for v in seen.valid] and all(t < 16 * 6 for t in targets)
+    norm = agent.model.normalization
+    for kind, rms in (("obs", norm.obs_rms), ("return", norm.return_rms)):
+        x = torch.cat([x for x, _ in merged[kind]]).double()
+        rows = torch.cat([rows for _, rows in merged[kind]])
+        assert (
+            len(merged[kind]) == 96 // 2 and 0 < (~rows).sum() < len(rows) / 2
+        )  # every step; the scout left
+        present = x[rows]
+        assert float(rms.count) == pytest.approx(len(present), abs=1e-3)
+        # apart from the statistics' prior (mean 0, variance 1) of weight 1e-4 samples
+        torch.testing.assert_close(rms.mean, present.mean(0), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(rms.var, present.var(0, unbiased=False), rtol=1e-4, atol=1e-5)
+    everyone = torch.cat([x for x, _ in merged["obs"]]).double().mean(0)
+    assert (everyone - norm.obs_rms.mean).abs().max() > 0.1  # counting the absent rows would have shown
+
+
+def test_health_warnings_watch_a_game_of_many_agents(tmp_path, capsys):
+    """A learning rate 200x the default: the agents' shared policy turns deterministic within a few updates."""
+    run_dir = tmp_path / "run"
+    argv = ["train", "--env-id", "proxima/ProbeCoordination-v0", "--algo", "mappo", "--learning-rate", "0.05",
+            "--total-timesteps", "16384", "--run-dir", str(run_dir)]  # fmt: skip
+    assert proxima.cli.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "warning: entropy fell from" in out and "health: entropy: unhealthy in" in out
+    warned = [json.loads(line).get("warnings") for line in open(run_dir / "metrics.jsonl")]
+    assert [w[0]["kind"] for w in warned if w] == ["entropy"]
 
 
 def test_a_mappo_agent_evaluates_on_its_games_and_exports_the_shared_actor_without_the_state(tmp_path):
@@ -365,6 +435,37 @@ def test_a_mappo_agent_evaluates_on_its_games_and_exports_the_shared_actor_witho
     assert torch.equal(exported, agent.model.predict(rows, deterministic=True))
 
 
+@pytest.mark.parametrize("share_params", [True, False], ids=["one-net-per-kind", "one-net-per-agent"])
+def test_an_agent_of_two_kinds_exports_each_kinds_actor_to_onnx_and_torchscript(tmp_path, share_params):
+    """tests.test_pettingzoo_backend's Chase: runners (3 moves, a mask) and a scout (2 moves). The exported
+    file takes the agent's own observation, its index and its mask, and picks the trained policy's actions."""
+    ort = pytest.importorskip("onnxruntime")
+    from tests.test_pettingzoo_backend import Chase
+
+    game = functools.partial(Chase, max_cycles=8, scout_steps=2)
+    run_dir = str(tmp_path / "run")
+    agent = proxima.train(env=game, algo="mappo", num_envs=2, num_steps=16, total_timesteps=64, run_dir=run_dir,
+                          share_params=share_params, quiet=True, report=False, plot=False)  # fmt: skip
+    envs = proxima.envs.make_envs(game, 4, seed=3)
+    rows = envs.reset()
+    spans = {p.path[0]: p.span for p in envs.obs_layout.parts}
+    inputs = (
+        rows[:, spans["obs"]],
+        rows[:, spans["agent"]].long().squeeze(1),
+        rows[:, spans["action_mask"]].bool(),
+    )
+    expected = agent.model.predict(rows, deterministic=True)
+    assert set(expected[2::3].tolist()) <= {0, 1}  # the scout's rows: its own 2 moves
+    onnx_path, script_path = proxima.export(run_dir, "onnx"), proxima.export(run_dir, "torchscript")
+    assert [p["name"] for p in json.load(open(onnx_path + ".json"))["inputs"]] == ["obs/obs", "obs/agent",
+                                                                                  "action_mask"]  # fmt: skip
+    session = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    from_onnx = session.run(None, dict(zip(names, (x.numpy() for x in inputs), strict=True)))[0]
+    assert from_onnx.tolist() == expected.tolist()
+    assert torch.equal(torch.jit.load(script_path)(*inputs), expected)
+
+
 def test_check_env_says_what_a_game_of_many_agents_becomes():
     from proxima.checkenv import check_env
 
@@ -382,16 +483,31 @@ def test_a_recurrent_mappo_agent_replays_whole_sequences_but_learns_from_the_age
 ):
     from tests.test_pettingzoo_backend import Chase
 
-    seen, update = [], proxima.loop.update
+    seen, update, samples, loss = [], proxima.loop.update, [], proxima.update.minibatch_loss
+    present = []  # each update's steps of agents present (the buffer's tensors are reused by the next rollout)
     monkeypatch.setattr(
         proxima.loop,
         "update",
-        lambda model, opt, batch, s: seen.append(batch) or update(model, opt, batch, s),
+        lambda model, opt, batch, s: (
+            seen.append(batch) or present.append(int(batch.valid.sum())) or update(model, opt, batch, s)
+        ),
     )
-    proxima.train(env=functools.partial(Chase, max_cycles=8, scout_steps=2), algo="mappo", recurrent="lstm",
-                  lstm_hidden_size=16, num_envs=2, num_minibatches=2, num_steps=16, total_timesteps=64,
-                  run_dir=str(tmp_path / "run"), quiet=True, report=False, plot=False)  # fmt: skip
+    monkeypatch.setattr(  # what each minibatch's loss is taken over
+        proxima.update,
+        "minibatch_loss",
+        lambda logprobs, *rest: samples.append(len(logprobs)) or loss(logprobs, *rest),
+    )
+    agent = proxima.train(env=functools.partial(Chase, max_cycles=8, scout_steps=2), algo="mappo",
+                          recurrent="lstm", lstm_hidden_size=16, num_envs=2, num_minibatches=2, num_steps=16,
+                          total_timesteps=64, update_epochs=3, run_dir=str(tmp_path / "run"), quiet=True,
+                          report=False, plot=False)  # fmt: skip
     assert all(len(b) == 6 and b.valid is not None and not bool(b.valid[:, 2::3].all()) for b in seen)
+    # each epoch's two minibatches of 3 sequences take the loss over the present agents' steps alone
+    per_update = [sum(samples[i : i + 6]) for i in range(0, len(samples), 6)]
+    assert len(samples) == 6 * len(seen) and per_update == [3 * n for n in present]
+    # the actor remembers; MAPPO's critic, which sees the global state, stays feedforward
+    assert any(isinstance(m, torch.nn.LSTM) for m in agent.model.modules())
+    assert not any(isinstance(m, torch.nn.LSTM) for m in agent.model.critic.modules())
     metrics = [json.loads(line) for line in open(tmp_path / "run" / "metrics.jsonl")]
     assert all(np.isfinite(m["value_loss"]) and np.isfinite(m["scout/entropy"]) for m in metrics)
 

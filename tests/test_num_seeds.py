@@ -276,6 +276,54 @@ class TwoDials(gym.Env):
         return self.want.astype(np.float32), reward, self.t >= 8, False, {}
 
 
+class Switches(gym.Env):
+    """MultiBinary actions (the Bernoulli head): reward for each switch set as the observation shows."""
+
+    observation_space = gym.spaces.Box(0, 1, (3,))
+    action_space = gym.spaces.MultiBinary(3)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t, self.want = 0, self.np_random.integers(0, 2, 3)
+        return self.want.astype(np.float32), {}
+
+    def step(self, action):
+        reward = float((np.asarray(action) == self.want).sum())
+        self.t, self.want = self.t + 1, self.np_random.integers(0, 2, 3)
+        return self.want.astype(np.float32), reward, False, self.t >= 8, {}
+
+
+class DropBoard(gym.Env):
+    """A board of pieces dropped into columns, as PettingZoo's Connect Four gives it (6 x 7 cells, a 0/1 plane
+    per player, planes last, row 0 at the top), with the columns not full as the mask: reward 1 for a move into
+    a column where the player's own piece lies on top."""
+
+    observation_space = gym.spaces.Dict(
+        {"observation": gym.spaces.Box(0, 1, (6, 7, 2), np.int8), "action_mask": gym.spaces.MultiBinary(7)}
+    )
+    action_space = gym.spaces.Discrete(7)
+
+    def _obs(self):
+        heights = self.np_random.integers(0, 7, 7)
+        heights[self.np_random.integers(7)] = 0  # never a full board
+        board = np.zeros((6, 7, 2), np.int8)
+        for column, height in enumerate(heights):
+            for row in range(6 - height, 6):
+                board[row, column, self.np_random.integers(2)] = 1
+        self.top = [board[6 - h, c, 0] if h else 0 for c, h in enumerate(heights)]
+        return {"observation": board, "action_mask": (heights < 6).astype(np.int8)}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        reward = float(self.top[int(action)])
+        self.t += 1
+        return self._obs(), reward, False, self.t >= 10, {}
+
+
 @pytest.mark.parametrize(
     "env, options",
     [
@@ -283,8 +331,27 @@ class TwoDials(gym.Env):
         ("proxima/ProbeImagePolicy-v0", dict(total_timesteps=8 * 32 * 2)),  # a CNN, on Gymnasium's envs
         (MaskedChoice, {}),
         (TwoDials, dict(shared_network=True)),
+        (Switches, {}),
+        (DropBoard, dict(encoder="board-cnn")),
+        (DropBoard, dict(encoder="drop-columns")),
+        ("CartPole-v1", dict(encoder="tests.fixtures.user_encoders:VectorEncoder")),
+        ("CartPole-v1", dict(layer_norm=True)),
+        ("CartPole-v1", dict(algo="reinforce")),
+        ("CartPole-v1", dict(algo="vpg")),
     ],
-    ids=["beta", "cnn", "dict-mask", "multidiscrete-shared"],
+    ids=[
+        "beta",
+        "cnn",
+        "dict-mask",
+        "multidiscrete-shared",
+        "bernoulli",
+        "board-cnn",
+        "drop-columns",
+        "user-encoder",
+        "layer-norm",
+        "reinforce",
+        "vpg",
+    ],  # fmt: skip
 )
 def test_every_head_and_encoder_batches(tmp_path, env, options):
     """The first update of each seed agrees with its solo run's, whatever the policy head, the encoder, the
@@ -358,6 +425,25 @@ def test_seeds_that_stop_leave_the_group_and_the_others_go_on(tmp_path, monkeypa
     # the group checkpoint keeps seed 2 as it stopped, as its own checkpoint does (envs, Adam moments and all)
     group, own = (load_file(d / "checkpoint.safetensors") for d in (stopped, stopped / "seed2"))
     assert all(torch.equal(group[f"seed2/{key}"], t) for key, t in own.items())
+
+
+def test_stop_return_stops_each_seed_at_its_own_evaluation_as_its_solo_run_stops(tmp_path):
+    """--stop-return and --eval-every act per seed: each seed ends at the first evaluation that reaches the
+    threshold, the step at which its solo run ends, while the others go on."""
+    budget = dict(env_id="CartPole-v1", total_timesteps=8 * 32 * 12, eval_every=1, eval_episodes=4,
+                  stop_return=60, **SMALL)  # fmt: skip
+    proxima.train(num_seeds=3, seed=1, run_dir=str(tmp_path / "group"), **budget)
+    ends = []
+    for seed in (1, 2, 3):
+        ours = records(tmp_path / "group" / f"seed{seed}")
+        proxima.train(seed=seed, run_dir=str(tmp_path / f"solo{seed}"), **budget)
+        theirs = records(tmp_path / f"solo{seed}")
+        assert [r["eval_return"] >= 60 for r in ours] == [False] * (len(ours) - 1) + [True]
+        assert [r["eval_return"] for r in ours] == pytest.approx([r["eval_return"] for r in theirs])
+        ends.append(ours[-1]["global_step"])
+    assert len(set(ends)) > 1 and max(ends) < 8 * 32 * 12  # the seeds stopped apart, each before the budget
+    rows = json.loads((tmp_path / "group" / "results.json").read_text())["seeds"]
+    assert [r["stopped_early"] for r in rows] == [True] * 3
 
 
 @pytest.mark.parametrize(
@@ -490,6 +576,15 @@ def test_each_seed_directory_is_an_ordinary_run(tmp_path, capsys):
     assert "seed1" in page and "seed2" in page
     config = json.loads((group / "seed2" / "config.json").read_text())
     assert config["run"]["seed"] == 2 and config["run"]["num_seeds"] == 1
+    own = {"agent.json", "checkpoint.safetensors", "config.json", "episodes.jsonl", "metrics.jsonl",
+           "model.safetensors", "report.html"}  # fmt: skip
+    for seed in ("seed1", "seed2"):
+        assert own <= {p.name for p in (group / seed).iterdir()}
+        episodes = [json.loads(line) for line in open(group / seed / "episodes.jsonl")]
+        assert episodes and all(e["return"] > 0 for e in episodes)
+    assert main(["report", str(group / "seed2"), "--output", str(tmp_path / "seed2.html")]) == 0
+    assert "seed2" in (tmp_path / "seed2.html").read_text()
+    assert main(["plot", str(group / "seed2"), "--output", str(tmp_path / "seed2.png")]) == 0
     assert main(["eval", str(group / "seed2"), "--episodes", "2"]) == 0
     assert main(["plot", str(group), "--output", str(tmp_path / "curves.png")]) == 0  # the seeds' band
     assert (tmp_path / "curves.png").stat().st_size > 0
@@ -504,6 +599,11 @@ def test_each_seed_directory_is_an_ordinary_run(tmp_path, capsys):
         (["--num-seeds", "0"], "num_seeds must be a positive number"),
         (["--env-id", "proxima/ProbeCoordination-v0"], "not one seed per env (as --num-seeds gives them)"),
         (["--env-id", "selfplay:pettingzoo.classic.connect_four_v3"], "a self-play env"),
+        (
+            ["--env-id", "pettingzoo:mpe2.simple_spread_v3"],
+            "not one seed per env (as --num-seeds gives them)",
+        ),
+        (["--env-id", "vmas:navigation"], "not one seed per env (as --num-seeds gives them)"),
     ],
 )
 def test_what_cannot_be_batched_is_refused_in_one_line(tmp_path, capsys, flags, named):
@@ -512,6 +612,13 @@ def test_what_cannot_be_batched_is_refused_in_one_line(tmp_path, capsys, flags, 
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
     assert named in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_vector_env_object_is_refused_as_it_holds_one_seeds_envs(tmp_path):
+    envs = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")] * 2)
+    with pytest.raises(UserError, match="a VectorEnv instance"):
+        proxima.train(env=envs, num_seeds=2, total_timesteps=1024, run_dir=str(tmp_path / "run"), quiet=True)
     assert not (tmp_path / "run").exists()
 
 

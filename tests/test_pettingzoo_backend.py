@@ -143,10 +143,17 @@ def test_simple_spread_matches_pettingzoo_step_for_step():
     observations = [g.reset(seed=seed + e)[0] for e, g in enumerate(games)]
     obs_t = envs.reset()
     assert obs_t.dtype == torch.float32 and obs_t.shape == (9, 18 + 1 + 54)
+    assert _play_along(envs, obs_t, games, observations, 2 * cycles + 2) == 2 * E
+    envs.close()
+
+
+def _play_along(envs, obs_t, games, observations, steps: int) -> int:
+    """Step ``envs`` (games of 3 agents that never leave) and PettingZoo's own ``games`` with the same random
+    actions, checking every row's reward, flags and observations; return how many games ended."""
     _check_rows(envs, obs_t, games, observations)
     rng = np.random.default_rng(0)
     resets = 0
-    for _ in range(2 * cycles + 2):
+    for _ in range(steps):
         actions = _random_actions(envs, obs_t, rng)
         step = envs.step(actions)
         for e, game in enumerate(games):
@@ -169,8 +176,7 @@ def test_simple_spread_matches_pettingzoo_step_for_step():
         assert step.alive is None  # MPE's agents never leave early
         _check_rows(envs, step.obs, games, observations)
         obs_t = step.obs
-    assert resets == 2 * E
-    envs.close()
+    return resets
 
 
 def test_custom_env_with_a_leaving_agent_and_two_kinds_matches_step_for_step():
@@ -240,6 +246,47 @@ def test_a_leaving_agent_row_is_not_alive_and_gets_nothing():
             assert step.game_over.all()
         obs = step.obs
     assert obs.shape == (3, envs.obs_layout.shape[0])
+    envs.close()
+
+
+class Quitters(ParallelEnv):
+    """Agents that leave without a flag, as envs in the wild do: b drops out of ``agents`` after 2 steps, and
+    the game ends after 4 with every agent gone and none flagged."""
+
+    metadata = {"name": "quitters_v0"}
+    possible_agents = ["a", "b"]
+
+    def observation_space(self, agent):
+        return gym.spaces.Box(-10, 10, (1,), np.float32)
+
+    def action_space(self, agent):
+        return gym.spaces.Discrete(2)
+
+    def reset(self, seed=None, options=None):
+        self.agents, self.t = ["a", "b"], 0
+        return {a: np.float32([0]) for a in self.agents}, {a: {} for a in self.agents}
+
+    def step(self, actions):
+        self.t += 1
+        obs = {a: np.float32([self.t]) for a in self.agents}
+        rewards = {a: 1.0 for a in self.agents}
+        self.agents = [] if self.t == 4 else ["a"] if self.t >= 2 else ["a", "b"]
+        return obs, rewards, {}, {}, {a: {} for a in obs}
+
+
+def test_an_agent_that_leaves_without_a_flag_terminates_and_a_game_that_ends_so_is_truncated():
+    envs = make_envs(Quitters, 1, seed=0)
+    envs.reset()
+    flags = []
+    for _ in range(4):
+        step = envs.step(torch.zeros(2, dtype=torch.long))
+        flags.append((step.terminated.tolist(), step.truncated.tolist(), step.alive))
+    assert flags[0] == ([False, False], [False, False], None)
+    # b's last step: a termination (nothing to bootstrap), with its last observation; then its row is absent
+    assert flags[1][:2] == ([False, True], [False, False]) and flags[1][2].tolist() == [True, False]
+    assert flags[2][:2] == ([False, False], [False, False]) and flags[2][2].tolist() == [True, False]
+    # the game ended without saying why: a cut, not a termination, and it starts again with both agents
+    assert flags[3] == ([False, False], [True, False], None) and step.game_over.all()
     envs.close()
 
 
@@ -366,10 +413,30 @@ def test_mixed_action_types_and_instances_are_refused_in_one_line():
         make_vec_env("pettingzoo:mpe2.simple_spread_v3", 2, backend="pettingzoo", asynchronous=True)
 
 
-def test_resume_starts_new_games():
+def test_resume_starts_new_games_and_eval_films_the_games(tmp_path, capsys):
     envs = make_envs(Chase, 2, seed=0)
     assert envs.state_dict() is None  # PettingZoo state cannot be saved without pickling
     envs.close()
+    pytest.importorskip("mpe2")
+    import json
+
+    from proxima.cli import main
+
+    run = tmp_path / "run"
+    assert main(["train", "--env-id", "pettingzoo:mpe2.simple_spread_v3", "--env-kwargs", '{"max_cycles": 25}',
+                 "--algo", "mappo", "--num-envs", "2", "--num-steps", "16", "--total-timesteps", "64",
+                 "--run-dir", str(run), "--quiet", "--no-plot", "--no-report"]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert main(["train", "--resume", str(run), "--total-timesteps", "128"]) == 0
+    said = "".join(capsys.readouterr())
+    assert "resuming" in said and "they start new episodes" in said
+    steps = [json.loads(line)["global_step"] for line in open(run / "metrics.jsonl")]
+    assert steps == [32, 64, 96, 128]
+    # proxima eval plays the resumed agent's games, and films game 0 as mpe2 renders it
+    pytest.importorskip("moviepy")
+    assert main(["eval", str(run), "--video", "--episodes", "6"]) == 0
+    assert os.listdir(run / "eval-videos") == ["rl-video-episode-0.mp4"]
+    assert (run / "eval-videos" / "rl-video-episode-0.mp4").stat().st_size > 0
 
 
 def test_an_aec_env_enters_where_its_conversion_is_exact():
@@ -377,12 +444,10 @@ def test_an_aec_env_enters_where_its_conversion_is_exact():
     connect_four = pytest.importorskip("pettingzoo.classic.connect_four_v3")
     envs = make_envs(
         functools.partial(simple_spread.env, max_cycles=5), 2, seed=4
-    )  # an AEC env, parallelizable
-    reference = simple_spread.parallel_env(max_cycles=5)
-    observations, _ = reference.reset(seed=5)  # game 1
-    np.testing.assert_array_equal(
-        _parts(envs, envs.reset())["obs"][3:], [observations[n] for n in envs.agents.names]
-    )
+    )  # an AEC env, parallelizable: the same games as its own parallel version's, step for step
+    games = [simple_spread.parallel_env(max_cycles=5) for _ in range(2)]
+    observations = [g.reset(seed=4 + e)[0] for e, g in enumerate(games)]
+    assert _play_along(envs, envs.reset(), games, observations, 12) == 4
     envs.close()
     envs = make_envs(connect_four.env, 2, seed=0)  # turn-based: not converted, stepped by turns
     assert envs.agents.turns

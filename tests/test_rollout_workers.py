@@ -174,6 +174,10 @@ def test_an_agent_that_leaves_on_workers_is_masked_and_its_team_reward_shared(
     assert torch.equal(valid, torch.stack(kept[1].valid))
     assert sizes[3:] == sizes[:3] == valid.sum((1, 2)).tolist() and all(size < 16 * 6 for size in sizes)
     assert valid[..., 2::3].float().mean() <= 0.5 < valid[..., 0::3].float().mean()
+    # the learner merges the workers' statistics of the agents present only, as one process does
+    weights = load_file(os.path.join(tmp_path / "w2", "model.safetensors"))
+    counts = [float(weights[k]) for k in weights if k.endswith(("obs_rms.count", "return_rms.count"))]
+    assert counts == pytest.approx([float(valid.sum())] * 2, abs=1e-3)
     # a team's reward: within a game, every present agent's is the same, except at a truncation (whose
     # bootstrap is each agent's own): at the steps after which no agent of the game is done
     # (dones[t + 1]: an agent's episode ended at step t), so the last step of each rollout is left out

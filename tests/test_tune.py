@@ -87,9 +87,18 @@ def test_bad_tune_input_is_one_line_exit_2_and_writes_nothing(argv, match, tmp_p
     assert not out.exists()
 
 
-def test_a_samples_seeds_in_lockstep_compute_exactly_what_solo_runs_compute(tmp_path):
-    base = resolve_args(env_id="CartPole-v1", env_backend="native", num_envs=4, num_steps=64, total_timesteps=2048,
-                        plot=False, report=False, seed=3)  # fmt: skip
+@pytest.mark.parametrize(
+    "env",
+    [
+        dict(env_id="CartPole-v1", env_backend="native"),
+        dict(env_id="proxima/ProbeCentralCritic-v0", algo="mappo"),
+    ],
+    ids=["cartpole", "many-agents"],
+)
+def test_a_samples_seeds_in_lockstep_compute_exactly_what_solo_runs_compute(tmp_path, env):
+    base = resolve_args(
+        **env, num_envs=4, num_steps=64, total_timesteps=2048, plot=False, report=False, seed=3
+    )
     settings = {"learning_rate": 1e-3, "num_minibatches": 2}
     plan = _plan(base, {"learning_rate": ["choice", [1e-3]], "num_minibatches": ["choice", [2]]}, "random", 1,
                  "return", "max", 2, "fifo", None, 1, None)  # fmt: skip
