@@ -230,8 +230,14 @@ class Run:
         )
         stats = update(self.model, self.optimizer, batch, self.settings)
         agents = agent_spec(self.envs)
-        if agents is not None and agents.num_kinds > 1:
-            stats.update(group_diagnostics(self.model, batch, list(agents.kinds), agents.kind_names()))
+        if agents is not None:  # the debug variables of each network: one per kind, or one per agent
+            groups, names = (
+                (list(agents.kinds), agents.kind_names())
+                if args.network.share_params
+                else (list(range(agents.num_agents)), list(agents.names))
+            )
+            if len(names) > 1:
+                stats.update(group_diagnostics(self.model, batch, groups, names))
         return self.result(buf, batch, stats, learning_rate, in_force)
 
     def result(self, buf, batch, stats: dict, learning_rate: float, in_force: dict) -> UpdateResult:

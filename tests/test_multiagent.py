@@ -313,6 +313,14 @@ def test_each_kind_of_agent_gets_its_own_debug_variables():
     }
 
 
+def test_no_share_params_gives_each_agents_network_its_own_debug_variables(tmp_path):
+    proxima.train(env_id="proxima/ProbeCoordination-v0", algo="ippo", share_params=False, num_envs=4, num_steps=16,
+                  total_timesteps=128, run_dir=str(tmp_path / "run"), quiet=True, report=False, plot=False)  # fmt: skip
+    metrics = [json.loads(line) for line in open(tmp_path / "run" / "metrics.jsonl")]
+    each = {f"{a}/{v}" for a in ("agent_0", "agent_1") for v in ("entropy", "approx_kl", "value_loss")}
+    assert all(each <= set(m) for m in metrics)
+
+
 class _Valid(proxima.callbacks.Callback):
     """Keeps each rollout's valid steps."""
 

@@ -704,6 +704,9 @@ def test_resume_if_exists_starts_continues_and_returns_a_batched_run(tmp_path, c
         dict(eval_every=1, eval_episodes=4, save_best=True, rescore_best=2, rescore_episodes=6),
         dict(target_kl=0.005, learning_rate=0.003),  # each seed's own count of Adam steps, restored
         dict(recurrent="lstm", lstm_hidden_size=16),  # and its envs' LSTM memory
+        dict(
+            norm_obs=True, norm_reward=True
+        ),  # and its observation and return statistics, and returns so far
     ],
 )
 def test_a_batched_run_resumes_after_one_of_its_seeds_finished(tmp_path, options):
