@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/vmas_side_by_side.py [--tasks navigation balance sampling] [--algos ippo mappo]
         [--seeds 0 1 2] [--frames 180000] [--precisions float32 bfloat16] [--config PRESET] [--torch-threads N]
-        [--no-peer] [--record [DIR]]
+        [--no-peer] [--record [DIR]] [-- FLAGS]
 
 For each task, algorithm and seed: BenchMARL's run at its published VMAS settings
 (benchmarks/peers/benchmarl_vmas.py, in the peer's venv: BENCHMARL_PYTHON, default
@@ -14,6 +14,7 @@ process start to exit. The return is the mean agent return of the last iteration
 (BenchMARL's collection/reward/episode_reward_mean; proxima's episodic_return of its last update), so both sample
 their actions. The raw Gymnasium CartPole rate is measured
 before and after; with ``--record`` the rows go to docs/results/data (the "multiagent" table of RESULTS.md).
+FLAGS go to proxima's runs and into their rows' settings (e.g. ``-- --action-dist beta``).
 Run it with nothing else on the machine: each run is seconds to minutes of both cores.
 """
 
@@ -52,12 +53,12 @@ def run_peer(task: str, algo: str, seed: int, frames: int) -> dict:
 
 
 def run_proxima(
-    task: str, algo: str, seed: int, frames: int, precision: str, threads: int, config: str
+    task: str, algo: str, seed: int, frames: int, precision: str, threads: int, config: str, extra: list[str]
 ) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         flags = ["train", "--env-id", f"vmas:{task}", "--algo", algo, "--seed", str(seed), "--total-timesteps",
                  str(frames), "--precision", precision, "--torch-threads", str(threads),
-                 "--config", config, "--no-plot", "--no-report", "--quiet"]  # fmt: skip
+                 "--config", config, *extra, "--no-plot", "--no-report", "--quiet"]  # fmt: skip
         command = [sys.executable, "-m", "proxima", *flags, "--run-dir", os.path.join(tmp, "run")]
         start = time.perf_counter()
         subprocess.run(command, check=True, cwd=ROOT)
@@ -84,6 +85,7 @@ def main() -> None:
     parser.add_argument("--torch-threads", type=int, default=os.cpu_count() or 1,
                         help="proxima's torch threads (default: every core, as BenchMARL's torch takes)")  # fmt: skip
     parser.add_argument("--record", nargs="?", const=records.DATA_DIR, default=None, metavar="DIR")
+    parser.add_argument("flags", nargs="*", help="proxima's extra train flags, after --")
     args = parser.parse_args()
     if not args.no_peer and not os.path.exists(PEER_PYTHON):
         sys.exit(f"no BenchMARL venv at {PEER_PYTHON} (benchmarks/peers/benchmarl.sh makes it; or --no-peer)")
@@ -101,10 +103,17 @@ def main() -> None:
                         result = run_peer(task, algo, seed, args.frames)
                     else:
                         peer, settings = None, f"{algo} {precision}" + on_gpu
-                        if args.config != SAME_SETTINGS:
-                            settings = f"{args.config}: {settings}"
+                        if args.config != SAME_SETTINGS or args.flags:
+                            settings = f"{' '.join([args.config, *args.flags])}: {settings}"
                         result = run_proxima(
-                            task, algo, seed, args.frames, precision, args.torch_threads, args.config
+                            task,
+                            algo,
+                            seed,
+                            args.frames,
+                            precision,
+                            args.torch_threads,
+                            args.config,
+                            args.flags,
                         )
                     batch.add(task=f"vmas/{task}", settings=settings, peer=peer, seed=seed, steps=args.frames,
                               wall_s=result["wall_s"], command=result["command"],
