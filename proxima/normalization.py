@@ -31,7 +31,8 @@ class RunningMeanStd(nn.Module):
     @torch.no_grad()
     def update(self, x: Tensor, horizon: int = 0, rows: Tensor | None = None) -> None:
         """Merge the batch ``x`` (samples along its first dimension); ``rows``: a bool mask of the samples to
-        merge (the rows of agents present in a game of many), taken without reading it on the host."""
+        merge (the rows of agents present in a game of many), taken without reading it on the host. The
+        observation and return statistics take ``rows``, the value statistics ``horizon``: never both."""
         x = x.to(torch.float64).reshape(-1, *self.mean.shape)
         if rows is not None:
             self._merge_rows(x, rows)
