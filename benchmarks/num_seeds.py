@@ -175,6 +175,10 @@ def main() -> None:
     flags = [*args.flags, *(["--total-timesteps", str(args.total_timesteps)] if args.total_timesteps else [])]
     settings_tail = f", {shlex.join(flags)}" if flags else ""
     tasks = {preset: resolve_args(config=preset).env.env_id for preset in args.presets}
+    if args.peers and not os.path.exists(PEER_PYTHON):  # before any run, not after an hour of them
+        sys.exit(
+            f"no PureJaxRL venv at {PEER_PYTHON} (benchmarks/peers/purejaxrl.sh makes it; or drop --peers)"
+        )
 
     batch = records.Batch("num_seeds", out_dir=args.record, software=SOFTWARE)
     print(f"raw Gymnasium CartPole-v1 reference before: {batch.reference['before']:,.0f} steps/s", flush=True)
