@@ -412,9 +412,10 @@ class PPOArgs:
                 f"num_minibatches={algo.num_minibatches} does not divide num_envs={env.num_envs}: with --recurrent a "
                 "minibatch is whole env sequences; pick a divisor of num_envs"
             )
-        if net.action_dist == "beta" and algo.action_std_end is not None:
+        if net.action_dist != "gaussian" and algo.action_std_end is not None:
             raise UserError(
-                "--action-std-end caps a Gaussian's std; a Beta policy has none: drop one of them"
+                f"--action-std-end caps the Gaussian's learned std; --action-dist {net.action_dist} has none: "
+                "drop one of them"
             )
         if self.batch_size % algo.num_minibatches:
             raise UserError(

@@ -289,6 +289,105 @@ class BetaHead(nn.Module):
         return self._log_prob(alpha, beta, actions), entropy.sum(-1)
 
 
+_HERMITE_NODES, _HERMITE_WEIGHTS = np.polynomial.hermite.hermgauss(16)
+
+
+class TanhGaussianHead(nn.Module):
+    """``--action-dist tanh-gaussian``: a Gaussian per component squashed by tanh into a 1-D Box's finite bounds,
+    its std a function of the state (as BenchMARL's and torchrl's continuous policies are).
+
+    The actor outputs a mean and a std input per component; std = softplus(x + shift) + 0.01, 1 where the
+    actor outputs 0 (its output layer starts near 0). A draw u ~ N(mean, std) becomes the action
+    low + (tanh(u) + 1) / 2 * (high - low): inside the bounds, so the env clips nothing, and the log-prob is the
+    squashed density of the action the env receives (computed back from it, so that the rollout's and the
+    update's log-probs of one action agree). The deterministic action is the squashed mean. A squashed
+    Gaussian's entropy has no closed form: the Gaussian's plus the expected log-Jacobian, by Gauss-Hermite
+    quadrature (smooth in the mean and std, so the entropy bonus has a gradient, and no random draws).
+    """
+
+    action_dtype = torch.float32
+    discrete = False
+    EDGE = 1e-6  # tanh is kept this far inside (-1, 1): float32 rounds steep draws onto the bounds, log 0
+    STD_MIN = 0.01
+    STD_SHIFT = math.log(math.expm1(1.0 - STD_MIN))  # softplus(STD_SHIFT) + STD_MIN = 1
+
+    def __init__(self, low, high):
+        super().__init__()
+        low, high = torch.as_tensor(low, dtype=torch.float32), torch.as_tensor(high, dtype=torch.float32)
+        self.logits_dim = 2 * low.numel()
+        self.action_shape: tuple[int, ...] = (low.numel(),)
+        # derived from the action space, which agent.json records: not weights, not in model.safetensors
+        self.register_buffer("low", low, persistent=False)
+        self.register_buffer("half_scale", (high - low) / 2, persistent=False)
+        self.register_buffer("nodes", torch.as_tensor(_HERMITE_NODES * math.sqrt(2), dtype=torch.float32),
+                             persistent=False)  # fmt: skip
+        self.register_buffer("weights", torch.as_tensor(_HERMITE_WEIGHTS / math.sqrt(math.pi),
+                             dtype=torch.float32), persistent=False)  # fmt: skip
+
+    def _mean_std(self, params: Tensor) -> tuple[Tensor, Tensor]:
+        mean, x = params.chunk(2, dim=-1)
+        return mean, nn.functional.softplus(x + self.STD_SHIFT) + self.STD_MIN
+
+    def _squash(self, u: Tensor) -> Tensor:
+        return self.low + (torch.tanh(u).clamp(self.EDGE - 1.0, 1.0 - self.EDGE) + 1.0) * self.half_scale
+
+    @staticmethod
+    def _log_dtanh(u: Tensor) -> Tensor:
+        """log(1 - tanh(u)^2), without the cancellation of 1 - tanh^2 at large |u|."""
+        return 2.0 * (math.log(2.0) - u - nn.functional.softplus(-2.0 * u))
+
+    def sample(
+        self, params: Tensor, uniforms: Tensor | None = None, noise: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        mean, std = self._mean_std(params)
+        if uniforms is None:
+            noise = self.noise(params) if noise is None else noise
+        else:
+            noise = standard_normal(uniforms[:, 0::2], uniforms[:, 1::2]).to(mean.dtype)
+        actions = self._squash(mean + noise * std)
+        return actions, self._log_prob(mean, std, actions)
+
+    @property
+    def noise_draws(self) -> int:
+        return self.logits_dim  # two uniforms per component's normal
+
+    def noise(self, like: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        """One standard normal per component (half of ``like``'s last dim: a mean and a std input each)."""
+        shape = (*like.shape[:-1], like.shape[-1] // 2)
+        return torch.empty(shape, dtype=like.dtype, device=like.device).normal_(generator=generator)
+
+    def mode(self, params: Tensor) -> Tensor:
+        return self._squash(self._mean_std(params)[0])
+
+    def _expect(self, f, mean: Tensor, std: Tensor) -> Tensor:
+        """E[f(u)] over u ~ N(mean, std) per component, by Gauss-Hermite quadrature (f elementwise)."""
+        return (f(mean.unsqueeze(-1) + std.unsqueeze(-1) * self.nodes) * self.weights).sum(-1)
+
+    def mean_std(self, params: Tensor) -> tuple[Tensor, Tensor]:
+        """The mean and standard deviation of each squashed action component (for the continuous probe)."""
+        mean, std = self._mean_std(params)
+        first = self._expect(torch.tanh, mean, std)
+        second = self._expect(lambda u: torch.tanh(u).square(), mean, std)
+        spread = (second - first.square()).clamp_min(0.0).sqrt()
+        return self.low + (first + 1.0) * self.half_scale, spread * self.half_scale
+
+    def _log_prob(self, mean: Tensor, std: Tensor, actions: Tensor) -> Tensor:
+        y = ((actions - self.low) / self.half_scale - 1.0).clamp(self.EDGE - 1.0, 1.0 - self.EDGE)
+        u = torch.atanh(y)
+        z = (u - mean) / std
+        # the Gaussian's density at u over the Jacobian of u -> action: (1 - y^2) * half_scale
+        log_p = (
+            -(0.5 * z.square() + std.log() + _HALF_LOG_2PI) - torch.log1p(-y.square()) - self.half_scale.log()
+        )
+        return log_p.sum(-1)
+
+    def log_prob_entropy(self, params: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
+        mean, std = self._mean_std(params)
+        log_jacobian = self._expect(self._log_dtanh, mean, std) + self.half_scale.log()
+        entropy = 0.5 + _HALF_LOG_2PI + std.log() + log_jacobian
+        return self._log_prob(mean, std, actions), entropy.sum(-1)
+
+
 class MultiCategoricalHead(nn.Module):
     """``MultiDiscrete(nvec)``: one independent softmax per dimension, their logits side by side; the
     log-prob and entropy of an action are the sums of its dimensions' (independent factors)."""
@@ -385,7 +484,7 @@ class BernoulliHead(nn.Module):
         return logprob, entropy
 
 
-ACTION_DISTS = ("gaussian", "beta")  # for a Box action space (--action-dist)
+ACTION_DISTS = ("gaussian", "beta", "tanh-gaussian")  # for a Box action space (--action-dist)
 
 
 def make_head(action_space: gym.Space, action_dist: str = "gaussian") -> Head:
@@ -394,13 +493,14 @@ def make_head(action_space: gym.Space, action_dist: str = "gaussian") -> Head:
     if action_dist not in ACTION_DISTS:
         raise UserError(f"action_dist must be one of {', '.join(ACTION_DISTS)}, got {action_dist!r}")
     box = isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1
-    if action_dist == "beta":
+    if action_dist != "gaussian":
         if not box or not (np.isfinite(action_space.low).all() and np.isfinite(action_space.high).all()):
             raise UserError(
-                f"--action-dist beta needs a 1-D Box action space with finite bounds, got {action_space}; "
-                "drop it (gaussian)"
+                f"--action-dist {action_dist} needs a 1-D Box action space with finite bounds, got "
+                f"{action_space}; drop it (gaussian)"
             )
-        return BetaHead(action_space.low, action_space.high)
+        bounded = BetaHead if action_dist == "beta" else TanhGaussianHead
+        return bounded(action_space.low, action_space.high)
     # A Discrete's or MultiDiscrete's start is added on the way into the env (proxima.envs.interface.env_actions):
     # the heads work with indices from 0.
     if isinstance(action_space, gym.spaces.Discrete):

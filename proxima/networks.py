@@ -233,10 +233,11 @@ class NetworkSettings:
     """the LSTM's hidden size (with --recurrent lstm)"""
     lstm_layers: int = 1
     """the number of stacked LSTM layers (with --recurrent lstm)"""
-    action_dist: Literal["gaussian", "beta"] = "gaussian"
+    action_dist: Literal["gaussian", "beta", "tanh-gaussian"] = "gaussian"
     """the policy's distribution over Box actions: gaussian (a diagonal Gaussian whose draws the env clips to the
-    bounds) or beta (a Beta per component, stretched to the bounds, which must be finite: every draw is a valid
-    action, and the log-probs are those of the actions taken). The other action spaces have one each"""
+    bounds), beta (a Beta per component, stretched to the bounds) or tanh-gaussian (a Gaussian squashed into the
+    bounds by tanh, its std a function of the state). The last two need finite bounds: every draw is a valid
+    action, and the log-probs are those of the actions taken. The other action spaces have one each"""
     precision: Literal["float32", "bfloat16", "auto"] = "float32"
     """what the bulk of the network computes in: bfloat16 runs a CNN encoder's convolutions, or for an agent
     without images its MLPs' hidden layers, under autocast (bf16 products; float32 weights, gradients, output

@@ -116,7 +116,7 @@ PROBES = [
           _policy([0.0], [1], 1.0, 1e-2)),
     Probe("5", "proxima/Probe5-v0", "the action that matches the observation", "batching or stale data", 30_000,
           _policy([0.0, 1.0], [0, 1], 1.0, 1e-2)),
-    Probe("continuous", "proxima/ProbeContinuous-v0", "a Gaussian's (or Beta's) mean to a target of 0.5",
+    Probe("continuous", "proxima/ProbeContinuous-v0", "a Box policy's mean to a target of 0.5",
           "continuous head: log-probs or std", 50_000, _continuous),
 ]  # fmt: skip
 

@@ -11,7 +11,14 @@ import torch
 
 import proxima
 from proxima.callbacks import Callback
-from proxima.distributions import GAMMA_TRIES, BetaHead, DiagGaussianHead, gamma_from_uniforms, make_head
+from proxima.distributions import (
+    GAMMA_TRIES,
+    BetaHead,
+    DiagGaussianHead,
+    TanhGaussianHead,
+    gamma_from_uniforms,
+    make_head,
+)
 from proxima.envs import env_actions, make_vec_env
 from proxima.errors import TrainingInterrupted, UserError
 from proxima.networks import ActorCritic, NetworkSettings, NetworkSpec
@@ -369,17 +376,24 @@ def test_beta_samples_from_uniforms_follow_the_same_law_as_torch_samples():
     assert ours[:, 1].mean().item() == pytest.approx(-2 + 24 / 8.5, abs=0.01)
 
 
-def test_beta_refuses_unbounded_or_non_box_spaces_and_the_options_it_cannot_take(tmp_path, capsys):
+@pytest.mark.parametrize("dist", ["beta", "tanh-gaussian"])
+def test_bounded_heads_refuse_unbounded_or_non_box_spaces_and_the_options_they_cannot_take(
+    dist, tmp_path, capsys
+):
     from proxima.cli import main
 
-    with pytest.raises(UserError, match="finite bounds"):
-        make_head(gym.spaces.Box(-np.inf, np.inf, (2,)), "beta")
-    with pytest.raises(UserError, match="action_dist must be one of gaussian, beta, got 'normal'"):
+    with pytest.raises(
+        UserError, match=f"--action-dist {dist} needs a 1-D Box action space with finite bounds"
+    ):
+        make_head(gym.spaces.Box(np.array([-1.0, -np.inf]), np.array([1.0, np.inf])), dist)
+    with pytest.raises(
+        UserError, match="action_dist must be one of gaussian, beta, tanh-gaussian, got 'normal'"
+    ):
         make_head(gym.spaces.Box(-1, 1, (2,)), "normal")
     run_dir = tmp_path / "run"
     for argv, says in (
-        (["--env-id", "CartPole-v1", "--action-dist", "beta"], "Discrete(2)"),
-        (["--env-id", "Pendulum-v1", "--action-dist", "beta", "--action-std-end", "0.1"], "--action-std-end"),
+        (["--env-id", "CartPole-v1", "--action-dist", dist], "Discrete(2)"),
+        (["--env-id", "Pendulum-v1", "--action-dist", dist, "--action-std-end", "0.1"], "--action-std-end"),
     ):
         assert main(["train", *argv, "--run-dir", str(run_dir)]) == 2
         err = capsys.readouterr().err.strip()
@@ -401,3 +415,87 @@ def test_a_beta_policy_solves_mountaincar_continuous_and_loads_with_its_head(tmp
     obs = np.zeros((3, 2), dtype=np.float32)
     actions = loaded.predict(obs)  # sampled: inside the bounds, nothing to clip
     assert actions.shape == (3, 1) and np.all(np.abs(actions) <= 1.0)
+
+
+# --- --action-dist tanh-gaussian: a Gaussian squashed into the Box's bounds, its std a function of the state
+
+
+def _tanh_reference(head: TanhGaussianHead, params: torch.Tensor) -> torch.distributions.Distribution:
+    """torch's own squashed Gaussian on the head's bounds: N(mean, std), then tanh, then the affine map."""
+    mean, x = params.chunk(2, dim=-1)
+    std = torch.nn.functional.softplus(x + math.log(math.expm1(0.99))) + 0.01
+    return torch.distributions.TransformedDistribution(
+        torch.distributions.Normal(mean, std),
+        [torch.distributions.TanhTransform(), torch.distributions.AffineTransform(head.low + head.half_scale,
+                                                                                  head.half_scale)],
+    )  # fmt: skip
+
+
+def test_tanh_gaussian_log_prob_matches_torch_distributions_on_the_bounds():
+    torch.manual_seed(0)
+    space = gym.spaces.Box(np.array([-2.0, 0.0]), np.array([2.0, 0.5]), dtype=np.float64)
+    head = make_head(space, "tanh-gaussian")
+    assert isinstance(head, TanhGaussianHead) and head.logits_dim == 4 and head.action_shape == (2,)
+    params = torch.randn(64, 4) * 1.5
+    reference = _tanh_reference(head, params)
+    actions, sampled_logprob = head.sample(params)
+    low, high = torch.tensor([-2.0, 0.0]), torch.tensor([2.0, 0.5])
+    assert actions.dtype == torch.float32 and bool(((actions > low) & (actions < high)).all())
+    torch.testing.assert_close(sampled_logprob, reference.log_prob(actions).sum(-1), rtol=1e-4, atol=1e-4)
+    logprob, _ = head.log_prob_entropy(params, actions)
+    torch.testing.assert_close(logprob, sampled_logprob, rtol=0, atol=0)  # the update's ratio starts at 1
+    mean = params[:, :2]
+    torch.testing.assert_close(head.mode(params), low + (torch.tanh(mean) + 1) / 2 * (high - low))
+    # an actor output of 0 is a std of 1 (its output layer starts near 0)
+    torch.testing.assert_close(head._mean_std(torch.zeros(1, 4))[1], torch.ones(1, 2))
+
+
+def test_tanh_gaussian_keeps_draws_that_float32_rounds_onto_the_bounds_inside_them():
+    head = make_head(gym.spaces.Box(-1.0, 1.0, (1,)), "tanh-gaussian")
+    params = torch.tensor([[30.0, -20.0], [-30.0, -20.0]])  # tanh(+-30) is +-1 in float32
+    actions, logprob = head.sample(params)
+    assert bool((actions.abs() < 1).all()) and bool(torch.isfinite(logprob).all())
+    torch.testing.assert_close(head.log_prob_entropy(params, actions)[0], logprob, rtol=0, atol=0)
+
+
+def test_tanh_gaussian_entropy_and_moments_match_monte_carlo_and_the_entropy_has_a_gradient():
+    torch.manual_seed(1)
+    head = make_head(gym.spaces.Box(np.array([-2.0, 0.0]), np.array([2.0, 0.5])), "tanh-gaussian")
+    inverse = lambda y: math.log(math.expm1(y - 0.01)) - math.log(math.expm1(0.99))  # noqa: E731  std -> x
+    # a narrow one near the middle, a wide one, and one pressed against a bound (the quadrature's 16 nodes are
+    # exact to 0.01 for a std up to 2; at a std of 10, two spikes at the bounds, off by 0.4 in about -14)
+    for mean, std in (((0.2, -0.3), (0.1, 0.3)), ((0.0, 1.0), (1.5, 1.0)), ((2.5, -3.0), (0.5, 0.2))):
+        params = torch.tensor([[*mean, inverse(std[0]), inverse(std[1])]], requires_grad=True)
+        draws, _ = head.sample(params.detach().expand(400_000, 4))
+        monte_carlo = -head.log_prob_entropy(params.detach().expand(400_000, 4), draws)[0].mean()
+        _, entropy = head.log_prob_entropy(params, draws[:1])
+        assert entropy.item() == pytest.approx(monte_carlo.item(), abs=0.01)
+        torch.testing.assert_close(torch.stack(head.mean_std(params.detach()), -1)[0],
+                                   torch.stack([draws.mean(0), draws.std(0)], -1), rtol=0, atol=0.01)  # fmt: skip
+        # the entropy bonus's gradient: the quadrature's against the reparameterized Monte Carlo estimate's
+        (quadrature,) = torch.autograd.grad(entropy.sum(), params)
+        wide = params.expand(400_000, 4)
+        reparameterized = -head.sample(wide, noise=head.noise(wide))[1].mean()
+        (sampled,) = torch.autograd.grad(reparameterized, params)
+        torch.testing.assert_close(quadrature, sampled, rtol=0, atol=0.02)
+
+
+def test_tanh_gaussian_samples_from_uniforms_follow_the_same_law_as_torch_samples():
+    head = make_head(gym.spaces.Box(-2.0, 2.0, (2,)), "tanh-gaussian")
+    params = torch.tensor([[0.3, -1.0, 0.0, -0.5]]).expand(100_000, 4)
+    assert head.noise_draws == 4
+    torch.manual_seed(3)
+    ours, logprob = head.sample(params, torch.rand(100_000, head.noise_draws, dtype=torch.float64))
+    theirs, _ = head.sample(params)
+    torch.testing.assert_close(logprob, head.log_prob_entropy(params, ours)[0])
+    quantiles = torch.tensor([0.05, 0.25, 0.5, 0.75, 0.95])
+    for k in range(2):
+        torch.testing.assert_close(
+            ours[:, k].quantile(quantiles), theirs[:, k].quantile(quantiles), rtol=0, atol=0.03
+        )
+    # given its noise, a draw is a function of its own row alone (a batched run's seeds each draw their own)
+    noise = head.noise(params[:5])
+    assert noise.shape == (5, 2)
+    torch.testing.assert_close(
+        head.sample(params[:5], noise=noise)[0][3:], head.sample(params[3:5], noise=noise[3:])[0]
+    )

@@ -34,6 +34,7 @@ KINDS = {
     "multibinary": dict(env_id=PREFIX + "MultiBinaryAction-v0", norm_obs=True),
     "gaussian": dict(env_id="Pendulum-v1", norm_obs=True),
     "beta": dict(env_id="Pendulum-v1", norm_obs=True, action_dist="beta"),
+    "tanh-gaussian": dict(env_id="Pendulum-v1", norm_obs=True, action_dist="tanh-gaussian"),
     "mask-info": dict(env_id=PREFIX + "MaskInfo-v0", norm_obs=True),
     "mask-dict": dict(env_id=PREFIX + "MaskDict-v0", norm_obs=True),
     "mask-multidiscrete": dict(env_id=PREFIX + "MaskMultiDiscrete-v0", norm_obs=True),

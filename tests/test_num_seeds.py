@@ -328,6 +328,7 @@ class DropBoard(gym.Env):
     "env, options",
     [
         ("Pendulum-v1", dict(action_dist="beta", norm_obs=True)),
+        ("Pendulum-v1", dict(action_dist="tanh-gaussian")),
         ("proxima/ProbeImagePolicy-v0", dict(total_timesteps=8 * 32 * 2)),  # a CNN, on Gymnasium's envs
         (MaskedChoice, {}),
         (TwoDials, dict(shared_network=True)),
@@ -341,6 +342,7 @@ class DropBoard(gym.Env):
     ],
     ids=[
         "beta",
+        "tanh-gaussian",
         "cnn",
         "dict-mask",
         "multidiscrete-shared",

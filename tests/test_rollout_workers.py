@@ -104,9 +104,11 @@ def test_dict_observations_with_a_mask_on_workers_give_the_same_run_as_one_worke
 
 @pytest.mark.slow
 @needs_ray
-def test_a_beta_policy_on_one_or_two_workers_gives_the_same_run(ray_instance, tmp_path):
-    """The Beta's draws come from each env's own uniforms on workers (proxima.distributions.gamma_from_uniforms)."""
-    run = dict(env_id="Pendulum-v1", env_backend="native", action_dist="beta", num_envs=4, num_steps=64,
+@pytest.mark.parametrize("dist", ["beta", "tanh-gaussian"])
+def test_a_bounded_policy_on_one_or_two_workers_gives_the_same_run(ray_instance, tmp_path, dist):
+    """A bounded head's draws come from each env's own uniforms on workers (the Beta's through
+    proxima.distributions.gamma_from_uniforms)."""
+    run = dict(env_id="Pendulum-v1", env_backend="native", action_dist=dist, num_envs=4, num_steps=64,
                total_timesteps=1024, seed=1, plot=False, quiet=True, torch_threads=1)  # fmt: skip
     for n in (1, 2):
         proxima.train(**run, rollout_workers=n, run_dir=str(tmp_path / f"w{n}"))

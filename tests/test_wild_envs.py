@@ -369,14 +369,15 @@ def test_eval_of_an_env_whose_episodes_never_end_stops_with_one_line(trained, ca
     assert_one_line(lines, "WildEndless-v0", command="eval")
 
 
-def test_a_beta_policy_acts_inside_a_float64_box_that_asserts_its_actions(tmp_path, capsys):
-    # WildFloat64Actions-v0's step asserts action_space.contains(action): every Beta draw must be inside
-    run_dir = str(tmp_path / "beta")
+@pytest.mark.parametrize("dist", ["beta", "tanh-gaussian"])
+def test_a_bounded_policy_acts_inside_a_float64_box_that_asserts_its_actions(tmp_path, capsys, dist):
+    # WildFloat64Actions-v0's step asserts action_space.contains(action): every draw must be inside
+    run_dir = str(tmp_path / dist)
     code, err, _, _ = run_cli(["train", "--env-id", PREFIX + "WildFloat64Actions-v0", "--run-dir", run_dir, *TINY,
-                               "--action-dist", "beta"], capsys)  # fmt: skip
+                               "--action-dist", dist], capsys)  # fmt: skip
     assert code == 0 and err == []
     agent = proxima.load(run_dir)
-    assert agent.model.spec.network.action_dist == "beta"
+    assert agent.model.spec.network.action_dist == dist
     env = gym.make(PREFIX + "WildFloat64Actions-v0")
     obs, _ = env.reset(seed=0)
     for deterministic in (False, True):
