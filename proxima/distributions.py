@@ -207,7 +207,24 @@ class DiagGaussianHead(nn.Module):
         return logprob, entropy
 
 
-class BetaHead(nn.Module):
+class BoundedHead(nn.Module):
+    """What the heads whose every draw lies inside a Box's finite bounds share: two actor outputs per component,
+    and the bounds as buffers."""
+
+    action_dtype = torch.float32
+    discrete = False
+
+    def __init__(self, low, high):
+        super().__init__()
+        low, high = torch.as_tensor(low, dtype=torch.float32), torch.as_tensor(high, dtype=torch.float32)
+        self.logits_dim = 2 * low.numel()
+        self.action_shape: tuple[int, ...] = (low.numel(),)
+        # derived from the action space, which agent.json records: not weights, not in model.safetensors
+        self.register_buffer("low", low, persistent=False)
+        self.register_buffer("scale", high - low, persistent=False)
+
+
+class BetaHead(BoundedHead):
     """``--action-dist beta``: a Beta policy for a 1-D Box with finite bounds (Chou, Maturana and Scherer 2017).
 
     Each component is Beta(alpha, beta) on (0, 1), stretched to [low, high]: every action lies inside the
@@ -219,18 +236,7 @@ class BetaHead(nn.Module):
     (``gamma_from_uniforms``).
     """
 
-    action_dtype = torch.float32
-    discrete = False
     EDGE = 1e-6  # a draw is kept this far inside (0, 1): float32 rounds steep draws onto the bounds, log 0
-
-    def __init__(self, low, high):
-        super().__init__()
-        low, high = torch.as_tensor(low, dtype=torch.float32), torch.as_tensor(high, dtype=torch.float32)
-        self.logits_dim = 2 * low.numel()
-        self.action_shape: tuple[int, ...] = (low.numel(),)
-        # derived from the action space, which agent.json records: not weights, not in model.safetensors
-        self.register_buffer("low", low, persistent=False)
-        self.register_buffer("scale", high - low, persistent=False)
 
     def _concentrations(self, params: Tensor) -> tuple[Tensor, Tensor]:
         alpha, beta = (1.0 + nn.functional.softplus(params)).chunk(2, dim=-1)
@@ -292,7 +298,7 @@ class BetaHead(nn.Module):
 _HERMITE_NODES, _HERMITE_WEIGHTS = np.polynomial.hermite.hermgauss(16)
 
 
-class TanhGaussianHead(nn.Module):
+class TanhGaussianHead(BoundedHead):
     """``--action-dist tanh-gaussian``: a Gaussian per component squashed by tanh into a 1-D Box's finite bounds,
     its std a function of the state (as BenchMARL's and torchrl's continuous policies are).
 
@@ -305,20 +311,13 @@ class TanhGaussianHead(nn.Module):
     quadrature (smooth in the mean and std, so the entropy bonus has a gradient, and no random draws).
     """
 
-    action_dtype = torch.float32
-    discrete = False
     EDGE = 1e-6  # tanh is kept this far inside (-1, 1): float32 rounds steep draws onto the bounds, log 0
     STD_MIN = 0.01
     STD_SHIFT = math.log(math.expm1(1.0 - STD_MIN))  # softplus(STD_SHIFT) + STD_MIN = 1
 
     def __init__(self, low, high):
-        super().__init__()
-        low, high = torch.as_tensor(low, dtype=torch.float32), torch.as_tensor(high, dtype=torch.float32)
-        self.logits_dim = 2 * low.numel()
-        self.action_shape: tuple[int, ...] = (low.numel(),)
-        # derived from the action space, which agent.json records: not weights, not in model.safetensors
-        self.register_buffer("low", low, persistent=False)
-        self.register_buffer("half_scale", (high - low) / 2, persistent=False)
+        super().__init__(low, high)
+        self.register_buffer("half_scale", self.scale / 2, persistent=False)
         self.register_buffer("nodes", torch.as_tensor(_HERMITE_NODES * math.sqrt(2), dtype=torch.float32),
                              persistent=False)  # fmt: skip
         self.register_buffer("weights", torch.as_tensor(_HERMITE_WEIGHTS / math.sqrt(math.pi),
