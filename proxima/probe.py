@@ -28,7 +28,26 @@ class Probe:
     tests: str
     blame: str  # the component a failure points to
     timesteps: int  # the budget the probe passes within at the default settings (CleanRL's PPO settings)
-    check: Callable[[ActorCritic, PPOArgs], tuple[str, str, bool]]  # -> (expected, learned, passed)
+    # -> (expected, learned, passed, blame): blame None is the probe's own, else what this failure points to
+    check: Callable[[ActorCritic, PPOArgs], tuple[str, str, bool | None, str | None]]
+
+
+# Where a probe checks a policy and its values, and only the values are off: the policy's parts, which the
+# probe is there to test, did their job, and the critic lags the returns that policy now earns (a policy
+# that sharpens fast moves them faster than an unnormalized critic follows at the default learning rate).
+VALUE_LAGS = "critic: the policy is right, its values lag it (try --norm-value or a larger --total-timesteps)"
+
+
+def _verdict(expected: str, learned: str, policy_ok: bool, value_ok: bool | None = None):
+    """A policy-and-value probe's answer: it passes where both parts do (``value_ok`` None: values not
+    checked), and a failure of the values alone is blamed on the critic rather than on the probe's component."""
+    passed = policy_ok and value_ok is not False
+    return expected, learned, passed, VALUE_LAGS if policy_ok and value_ok is False else None
+
+
+def _not_applicable(expected: str, model: ActorCritic):
+    """A values-only probe's answer for an agent without values to check: no critic, or scaled rewards."""
+    return expected, "n/a: " + ("no critic" if model.critic is None else "values are scaled"), None, None
 
 
 # Settings of a Box action's policy: reset for every probe but "continuous", the only one whose actions are Box
@@ -69,8 +88,8 @@ def _values(obs: list[float], targets: Callable[[PPOArgs], list[float]], atol: f
         values, _ = _query(model, obs, episode)
         expected = f"V({_obs(obs)}) = {_obs(target.tolist())} ± {atol:g}"
         if model.critic is None or args.network.norm_reward:
-            return expected, "n/a: " + ("no critic" if model.critic is None else "values are scaled"), None
-        return expected, f"V = {_fmt(values)}", bool(((values - target).abs() <= atol).all())
+            return _not_applicable(expected, model)
+        return expected, f"V = {_fmt(values)}", bool(((values - target).abs() <= atol).all()), None
 
     return check
 
@@ -82,12 +101,12 @@ def _policy(obs: list[float], best_actions: list[int], value: float, atol: float
         p_best = probs[torch.arange(len(obs)), torch.tensor(best_actions)]
         expected = f"π(best | {_obs(obs)}) = 1 ± {atol:g}"
         learned = f"π(best) = {_fmt(p_best)}"
-        passed = bool(((1 - p_best) <= atol).all())
+        value_ok = None
         if model.critic is not None and not args.network.norm_reward:
             expected += f", V = {value:g} ± {atol:g}"
             learned += f", V = {_fmt(values)}"
-            passed &= bool(((values - value).abs() <= atol).all())
-        return expected, learned, passed
+            value_ok = bool(((values - value).abs() <= atol).all())
+        return _verdict(expected, learned, bool(((1 - p_best) <= atol).all()), value_ok)
 
     return check
 
@@ -98,11 +117,11 @@ def _continuous(model: ActorCritic, args: PPOArgs):
     implied = -(std**2) - (mean - 0.5) ** 2  # E[-(a - 0.5)^2] for any policy of that mean and std
     expected = "mean = 0.5 ± 0.1, std < 1, V(0) = -std² - (mean - 0.5)² ± 0.1"
     learned = f"mean = {mean:.4f}, std = {std:.4f}"
-    passed = abs(mean - 0.5) <= 0.1 and std < 1.0
+    value_ok = None
     if model.critic is not None and not args.network.norm_reward:
         learned += f", V(0) = {values.item():.4f} (implied {implied:.4f})"
-        passed &= abs(values.item() - implied) <= 0.1
-    return expected, learned, passed
+        value_ok = abs(values.item() - implied) <= 0.1
+    return _verdict(expected, learned, abs(mean - 0.5) <= 0.1 and std < 1.0, value_ok)
 
 
 PROBES = [
@@ -131,9 +150,10 @@ def _image_values(model: ActorCritic, args: PPOArgs):
     """V(left half bright) = 1, V(right half bright) = -1: the value reads the pixels through the CNN."""
     expected = "V(left bright, right bright) = 1, -1 ± 0.001"
     if args.network.norm_reward:
-        return expected, "n/a: values are scaled", None
+        return expected, "n/a: values are scaled", None, None
     values, _ = _fresh(model, _images())
-    return expected, f"V = {_fmt(values)}", bool(((values - torch.tensor([1.0, -1.0])).abs() <= 1e-3).all())
+    passed = bool(((values - torch.tensor([1.0, -1.0])).abs() <= 1e-3).all())
+    return expected, f"V = {_fmt(values)}", passed, None
 
 
 def _image_policy(model: ActorCritic, args: PPOArgs):
@@ -141,12 +161,12 @@ def _image_policy(model: ActorCritic, args: PPOArgs):
     values, logits = _fresh(model, _images())
     p_best = model.head.probs(logits)[[0, 1], [0, 1]]
     expected, learned = "π(bright side | image) = 1 ± 0.01", f"π(best) = {_fmt(p_best)}"
-    passed = bool(((1 - p_best) <= 1e-2).all())
+    value_ok = None
     if model.critic is not None and not args.network.norm_reward:
         expected += ", V = 1 ± 0.01"
         learned += f", V = {_fmt(values)}"
-        passed &= bool(((values - 1).abs() <= 1e-2).all())
-    return expected, learned, passed
+        value_ok = bool(((values - 1).abs() <= 1e-2).all())
+    return _verdict(expected, learned, bool(((1 - p_best) <= 1e-2).all()), value_ok)
 
 
 # Probes 2 and 5 in pixels (1x36x36 uint8, one half bright): run for agents whose env gives images, where the
@@ -168,12 +188,12 @@ def _memory(model: ActorCritic, args: PPOArgs):
         values.append(value[-1])
     p_best, values = torch.stack(p_best), torch.stack(values)
     expected, learned = "π(cue's action | cue, 0, 0, 0) = 1 ± 0.02", f"π(best) = {_fmt(p_best)}"
-    passed = bool(((1 - p_best) <= 2e-2).all())
+    value_ok = None
     if model.critic is not None and not args.network.norm_reward:
         expected += ", V = 1 ± 0.05"
         learned += f", V = {_fmt(values)}"
-        passed &= bool(((values - 1).abs() <= 5e-2).all())
-    return expected, learned, passed
+        value_ok = bool(((values - 1).abs() <= 5e-2).all())
+    return _verdict(expected, learned, bool(((1 - p_best) <= 2e-2).all()), value_ok)
 
 
 # For recurrent agents (--recurrent lstm), after probes 1-5 and the continuous one, whose answers need no memory.
@@ -208,12 +228,12 @@ def _coordination(model: ActorCritic, args: PPOArgs):
     probs = model.head.probs(logits)
     p_same = float((probs[0] * probs[1]).sum())
     expected, learned = "P(same action) = 1 ± 0.02", f"P(same) = {p_same:.4f}, π(0) = {_fmt(probs[:, 0])}"
-    passed = 1 - p_same <= 0.02
+    value_ok = None
     if model.critic is not None and not args.network.norm_reward:
         expected += ", V = 1 ± 0.05"
         learned += f", V = {_fmt(values)}"
-        passed &= bool(((values - 1).abs() <= 0.05).all())
-    return expected, learned, passed
+        value_ok = bool(((values - 1).abs() <= 0.05).all())
+    return _verdict(expected, learned, 1 - p_same <= 0.02, value_ok)
 
 
 # The agents' bits in the four kinds of game, each as likely
@@ -228,7 +248,7 @@ def _central_values(model: ActorCritic, args: PPOArgs):
     critic's answer: MAPPO's fails where its critic does not read the state, IPPO's where the other agent's bit
     leaks into its critic."""
     if model.critic is None or args.network.norm_reward:
-        return "V per game", "n/a: " + ("no critic" if model.critic is None else "values are scaled"), None
+        return _not_applicable("V per game", model)
     values, _ = _fresh(model, _games("proxima/ProbeCentralCritic-v0", CENTRAL_STATES))
     bits = torch.tensor(CENTRAL_STATES)  # (games, agents), rows in the env's order: game-major
     reward = bits.sum(dim=1).repeat_interleave(2)
@@ -241,7 +261,7 @@ def _central_values(model: ActorCritic, args: PPOArgs):
             "V = own bit + 0.5 ± 0.05 (squared error 0.25): its own view's",
             bits.reshape(-1) + 0.5,
         )
-    return expected, learned, bool(((values - target).abs() <= 0.05).all())
+    return expected, learned, bool(((values - target).abs() <= 0.05).all()), None
 
 
 # For multi-agent agents (--algo ippo or mappo, or a multi-agent env), in place of the single-agent probes.
@@ -293,6 +313,7 @@ class ProbeResult:
     expected: str
     learned: str
     passed: bool | None  # None: does not apply to this agent (no critic, or scaled rewards)
+    blame: str  # what a failure points to: the probe's component, or the critic where only values failed
 
 
 def run_probes(
@@ -362,11 +383,12 @@ def run_probes(
                     flush=True,
                 )
             model = train(probe_args).model.cpu()
-            results.append(ProbeResult(probe, *probe.check(model, probe_args)))
+            expected, learned, passed, blame = probe.check(model, probe_args)
+            results.append(ProbeResult(probe, expected, learned, passed, blame or probe.blame))
     if run_dir is not None:  # the table, for `proxima report RUN_DIR`
         write_json(os.path.join(run_dir, PROBES_JSON), {"probes": [
             {"name": r.probe.name, "tests": r.probe.tests, "expected": r.expected, "learned": r.learned,
-             "passed": r.passed, "points_to": r.probe.blame, "run_dir": f"probe-{r.probe.name}"}
+             "passed": r.passed, "points_to": r.blame, "run_dir": f"probe-{r.probe.name}"}
             for r in results
         ]})  # fmt: skip
     return results
@@ -380,15 +402,15 @@ def print_table(results: list[ProbeResult], args: PPOArgs | None = None) -> None
     for r in results:
         table.add_row(
             r.probe.name, r.probe.tests, r.expected, r.learned, {True: "pass", False: "FAIL", None: "n/a"}[r.passed],
-            r.probe.blame if r.passed is False else "",
+            r.blame if r.passed is False else "",
         )  # fmt: skip
     console = Console(width=200) if not Console().is_terminal else Console()
     console.print(table)
     failed = [r for r in results if r.passed is False]
     if failed:
-        first = failed[0].probe
+        first = failed[0]
         console.print(
-            f"first failure: probe {first.name}, which points to the {first.blame}. Fix that first: later probes "
+            f"first failure: probe {first.probe.name}, which points to the {first.blame}. Fix that first: later probes "
             "rely on what earlier ones test, so their failures are often the same bug."
         )
         if args is not None and steps_per_sample(args) < BUDGET_STEPS_PER_SAMPLE:

@@ -1,6 +1,7 @@
 """`proxima probe`: the agent passes every probe, and a component broken on purpose is named by the table."""
 
 import dataclasses
+import json
 
 import pytest
 import torch
@@ -11,9 +12,10 @@ import proxima.update
 from proxima.algorithms import ALGORITHMS
 from proxima.cli import main
 from proxima.config import PPOArgs
+from proxima.files import PROBES_JSON
 from proxima.losses import value_loss
 from proxima.networks import ActorCritic
-from proxima.probe import run_probes
+from proxima.probe import VALUE_LAGS, _verdict, run_probes
 from proxima.storage import Batch
 
 NOTE = "probing the critic without value normalization (--no-norm-value)"
@@ -160,6 +162,28 @@ def test_a_tanh_gaussian_policy_passes_the_continuous_probe(capsys):
         capsys, "--action-dist", "tanh-gaussian", "--norm-value", "--probes", "continuous"
     )
     assert code == 0 and set(rows) == {"continuous"} and "│ pass" in rows["continuous"], out
+
+
+@pytest.mark.slow
+def test_values_that_lag_a_right_policy_are_blamed_on_the_critic(capsys, tmp_path):
+    """Without value normalization the tanh head's probe fails on its values alone (mean 0.50, std 0.02, V(0)
+    about -0.17 where -0.00 is implied): the head did its job, so the table names the critic, not the head."""
+    code, out, rows = _probe(
+        capsys, "--action-dist", "tanh-gaussian", "--probes", "continuous", "--run-dir", str(tmp_path)
+    )
+    assert code == 1 and "│ FAIL" in rows["continuous"], out
+    assert "points to the critic: the policy is right, its values lag it" in " ".join(out.split()), out
+    (saved,) = json.loads((tmp_path / PROBES_JSON).read_text())["probes"]
+    assert saved["passed"] is False and saved["points_to"] == VALUE_LAGS
+
+
+@pytest.mark.parametrize(
+    "policy_ok,value_ok,passed,blame",
+    [(True, True, True, None), (True, None, True, None), (True, False, False, VALUE_LAGS),
+     (False, True, False, None), (False, False, False, None), (False, None, False, None)],
+)  # fmt: skip
+def test_only_a_failure_of_the_values_alone_moves_the_blame_to_the_critic(policy_ok, value_ok, passed, blame):
+    assert _verdict("e", "l", policy_ok, value_ok) == ("e", "l", passed, blame)
 
 
 @pytest.mark.parametrize(

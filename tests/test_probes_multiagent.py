@@ -17,7 +17,7 @@ from proxima.envs.interface import AgentSpec, agent_spec
 from proxima.envs.native import ProbeCentralCritic, ProbeCoordination
 from proxima.errors import UserError
 from proxima.normalization import Normalization
-from proxima.probe import MULTIAGENT_PROBES, PROBE_NAMES, probes_for, run_probes
+from proxima.probe import MULTIAGENT_PROBES, PROBE_NAMES, VALUE_LAGS, probes_for, run_probes
 from tests.test_probe import _probe
 
 
@@ -162,7 +162,7 @@ def test_the_central_critic_check_wants_the_states_value_from_mappo_and_the_mean
     assert (
         _check("central-critic", StubAgent(STATE_SUM), False, monkeypatch)[2] is False
     )  # the state leaks into IPPO
-    expected, learned, _ = _check("central-critic", StubAgent(OWN_VIEW), True, monkeypatch)
+    expected, learned, _, _ = _check("central-critic", StubAgent(OWN_VIEW), True, monkeypatch)
     assert "0, 1, 1, 2" in expected and "squared error 0.2500" in learned
     off = StubAgent(lambda x: STATE_SUM(x) + 0.06)  # just out of tolerance
     assert _check("central-critic", off, True, monkeypatch)[2] is False
@@ -188,7 +188,12 @@ def test_the_coordination_check_wants_both_agents_on_one_action(centralized, mon
     assert _check("coordination", StubAgent(one, _policy(0.995, 0.005)), centralized, monkeypatch)[2] is False
     assert _check("coordination", StubAgent(one, _policy(0.5, 0.5)), centralized, monkeypatch)[2] is False
     wrong_value = StubAgent(lambda x: torch.full((x.shape[0],), 0.5), _policy(0.995, 0.995))
-    assert _check("coordination", wrong_value, centralized, monkeypatch)[2] is False
+    assert _check("coordination", wrong_value, centralized, monkeypatch)[2:] == (False, VALUE_LAGS)  # agreed
+    both_wrong = StubAgent(lambda x: torch.full((x.shape[0],), 0.5), _policy(0.5, 0.5))
+    assert _check("coordination", both_wrong, centralized, monkeypatch)[2:] == (
+        False,
+        None,
+    )  # the probe's own
 
 
 def test_proxima_probe_names_and_chooses_the_multiagent_probes():
