@@ -322,7 +322,7 @@ PROBE_ABOUT = """Trains the agent that `proxima train` would build with the same
 --learning-rate, ...) on each probe env, prints what each one expects and what was learned, and names the
 component a failure points to. Exit status 1 if a probe fails.
 
---total-timesteps gives every probe one budget (default: each probe's own, set for seed 000's PPO's 16 gradient
+--total-timesteps gives every probe one budget (default: each probe's own, set for the PPO tutorial's 16 gradient
 steps per 512 samples; vpg and reinforce take 1 and need more); --run-dir DIR keeps each probe's run in
 DIR/probe-NAME (default: deleted). Every other flag is a `proxima train` flag: see proxima train --help."""
 

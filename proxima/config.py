@@ -39,7 +39,8 @@ class EnvSettings:
 
     env_id: str = "CartPole-v1"
     """the id of the environment: any registered Gymnasium id, or module:EnvName-v0 to import module first (from
-    the working directory too); for an env given to train(env=...) as an object, a label that names it"""
+    the working directory too); many agents: pettingzoo:module.env_v0, vmas:scenario, selfplay:module.game_v0
+    (docs/MULTIAGENT.md); for an env given to train(env=...) as an object, a label that names it"""
     env_kwargs: dict | None = None
     """keyword arguments of the env's constructor, as JSON: --env-kwargs '{"size": 8}' (passed to gymnasium.make,
     or to the function given as env=; the native backend takes none)"""
@@ -51,8 +52,9 @@ class EnvSettings:
     """the number of parallel game environments"""
     env_backend: str = "auto"
     """native: proxima's batched torch envs (classic control, PendulumDiscrete, probes); gymnasium: Gymnasium's
-    vector envs, any id; auto: native where it exists (and without --async-envs or --capture-video); or the
-    name of a backend registered with proxima.envs.register_backend"""
+    vector envs, any id; pettingzoo, vmas, selfplay: the ids of that prefix; auto: native where it exists (and
+    without --async-envs or --capture-video), else the one that handles the id; or the name of a backend
+    registered with proxima.envs.register_backend"""
     async_envs: bool = False
     """run each environment in its own process (Gymnasium's AsyncVectorEnv) instead of in-process"""
     capture_video: bool = False
@@ -116,7 +118,8 @@ class AlgoSettings:
 
     algo: str = "ppo"
     """the algorithm: ppo (clipped surrogate), vpg (policy gradient with a learned value baseline) or
-    reinforce (policy gradient on rewards-to-go, no critic); any name in proxima.algorithms.ALGORITHMS"""
+    reinforce (policy gradient on rewards-to-go, no critic); for many agents ippo (each agent's critic sees its
+    own observation) or mappo (the critic sees the global state); any name in proxima.algorithms.ALGORITHMS"""
     total_timesteps: int = 500000
     """total timesteps of the experiments"""
     learning_rate: float = 2.5e-4

@@ -217,7 +217,7 @@ class NetworkSettings:
     """scale rewards by the running std of the discounted return, then clip them"""
     norm_value: bool = True
     """let the critic predict its targets standardized by their running mean and std (values stay in reward
-    units); --no-norm-value gives seed 000's critic, which saturates on CartPole's returns of about 100"""
+    units); --no-norm-value gives the PPO tutorial's critic, which saturates on CartPole's returns of about 100"""
     value_norm_horizon: int = 10
     """with --norm-value: the value targets' statistics weigh each update's batch at least 1/N and forget older
     batches geometrically (PopArt's moving average), so that the critic's scale follows the spread its targets
