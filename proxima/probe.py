@@ -33,9 +33,15 @@ class Probe:
 
 
 # Where a probe checks a policy and its values, and only the values are off: the policy's parts, which the
-# probe is there to test, did their job, and the critic lags the returns that policy now earns (a policy
-# that sharpens fast moves them faster than an unnormalized critic follows at the default learning rate).
-VALUE_LAGS = "critic: the policy is right, its values lag it (try --norm-value or a larger --total-timesteps)"
+# probe is there to test, did their job, and the critic either lags the returns that policy now earns or
+# learns a wrong target. Lagging is the common case: one gradient-norm clip covers actor and critic, and a
+# policy sharpened to a small std has gradients of norm in the hundreds, so the clip leaves the critic's
+# share of each step tiny. Value normalization enlarges the critic's gradients; a larger clip stops the
+# crowding out.
+VALUE_LAGS = (
+    "critic: the policy is right, its values are not (lagging it, or a wrong target; try --norm-value, a larger "
+    "--max-grad-norm or --total-timesteps)"
+)
 
 
 def _verdict(expected: str, learned: str, policy_ok: bool, value_ok: bool | None = None):

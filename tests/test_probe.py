@@ -172,7 +172,7 @@ def test_values_that_lag_a_right_policy_are_blamed_on_the_critic(capsys, tmp_pat
         capsys, "--action-dist", "tanh-gaussian", "--probes", "continuous", "--run-dir", str(tmp_path)
     )
     assert code == 1 and "│ FAIL" in rows["continuous"], out
-    assert "points to the critic: the policy is right, its values lag it" in " ".join(out.split()), out
+    assert "points to the critic: the policy is right, its values are not" in " ".join(out.split()), out
     (saved,) = json.loads((tmp_path / PROBES_JSON).read_text())["probes"]
     assert saved["passed"] is False and saved["points_to"] == VALUE_LAGS
 
