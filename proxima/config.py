@@ -155,7 +155,7 @@ class AlgoSettings:
     clip_coef_end: float | None = None
     """change the clipping coefficient linearly from --clip-coef to this over the run (None: constant)"""
     clip_vloss: bool = False
-    """toggles the clipped value loss of the PPO paper"""
+    """toggles the clipped value loss of the reference implementation (OpenAI baselines' ppo2; detail 9)"""
     ent_coef: float = 0.01
     """coefficient of the entropy"""
     ent_coef_end: float | None = None

@@ -42,7 +42,8 @@ def value_loss(values: Tensor, returns: Tensor) -> Tensor:
 
 
 def clipped_value_loss(values: Tensor, old_values: Tensor, returns: Tensor, clip_coef: float) -> Tensor:
-    """The PPO paper's clipped value loss: ½·mean(max((V - R)², (V_clipped - R)²)).
+    """The reference implementation's clipped value loss (baselines' ppo2; the paper's is a plain squared
+    error): ½·mean(max((V - R)², (V_clipped - R)²)).
 
     ``V_clipped`` keeps the new value within ``clip_coef`` of the value recorded in the rollout. Detail 9
     reports no benefit from it, so proxima leaves it off unless ``--clip-vloss`` is given.

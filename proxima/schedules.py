@@ -3,8 +3,9 @@
 The learning rate, the loss coefficients, the clip range and the KL target may change between updates, by a
 schedule (``--anneal-lr``, ``--learning-rate-end``, ``--ent-coef-end``, ``--clip-coef-end``) or by a callback
 calling ``run.set(...)``. Both are one thing here: a *line* from the value at a setting's last change to its
-end value at the run's last update. A schedule is a line from update 0; ``run.set`` starts a new line at the
-current update from the value given, towards the same end (a setting without a schedule stays at that value).
+end value at the run's end (just after its last update). A schedule is a line from update 0; ``run.set`` starts a
+new line at the current update from the value given, towards the same end (a setting without a schedule stays
+at that value).
 The lines are a checkpoint component, so a resumed run continues them exactly; a run continued to more steps
 (``--resume RUN_DIR --total-timesteps N``) moves their end to its new last update.
 """
@@ -68,7 +69,8 @@ class Schedules:
         if end is None or start == end:
             return start
         span = self.num_updates - first
-        # the closed form (detail 4): exactly `end` at the last update, with no rounding accumulated on the way
+        # the closed form (detail 4): no rounding accumulated on the way, and exactly `end` at update
+        # num_updates, the value after the last update (the last one trains a step short of it, as the reference's)
         frac = (min(update, self.num_updates) - first) / span if span > 0 else 1.0
         return (1.0 - frac) * start + frac * end
 
