@@ -333,13 +333,20 @@ class Logging(Callback):
             if not values:
                 self._info_said.add(key)
                 seen = sorted({k for info in infos for k in info})
-                had = ", ".join(map(repr, seen)) if seen else "no keys"
+                had = (
+                    f"of the keys asked for, they had {', '.join(map(repr, seen))}"
+                    if seen
+                    else "nor any other key asked for"
+                )
                 reports = getattr(run.collector, "reports_infos", True)
-                where = "" if reports else "; this env backend reports no info"
+                where = (
+                    "this env backend reports no info"
+                    if not reports
+                    else "proxima check-env lists the env's keys"
+                )
                 run.console.message(
                     f"note: --log-info {key}: none of the {len(infos)} episodes that ended in update "
-                    f"{run.updates_done} had info[{key!r}] (they had {had}{where}); info/{key} stays empty until "
-                    "one does"
+                    f"{run.updates_done} had info[{key!r}] ({had}; {where}); info/{key} stays empty until one does"
                 )
             elif len(numbers) < len(values):
                 self._info_said.add(key)

@@ -19,11 +19,12 @@ import torch
 from proxima.distributions import make_head
 from proxima.encoders import check_spaces, encoder_for
 from proxima.envs import make_envs
-from proxima.envs.gymnasium_backend import EnvMaker, check_step_api, find_obs_layout
+from proxima.envs.gymnasium_backend import EnvMaker, MaskMethod, check_step_api, find_obs_layout
 from proxima.envs.interface import agent_spec, obs_layout
 from proxima.envs.registry import resolve_backend
 from proxima.envs.user import describe_env, factory_backend
 from proxima.errors import EnvError, UserError
+from proxima.spaces import MASK_KEY
 
 RANDOM_STEPS = 200  # per env, through the backend, with random actions
 
@@ -67,14 +68,18 @@ def check_env(
         except Exception as e:  # the env's own reset or step raised
             return report, found, [f"{env_id} raised {type(e).__name__}: {e}"]
         head = make_head(env.action_space)
-        mask = f", action mask from {layout.mask}" if layout.mask else ""
+        origin = "action_masks()" if isinstance(env, MaskMethod) and env.supplied else layout.mask
+        mask = f", action mask from {origin}" if layout.mask else ""
         report.append(
             f"observations: {'packed into one vector of ' + str(layout.shape[0]) if layout.packed else 'as they are'}{mask}"
         )
         report.append(f"encoder: {encoder_for(layout)} (--encoder picks another)")
         report.append(f"action head: {type(head).__name__}")
         report.append(f"backend: {backend} (auto's choice at {num_envs} envs; --env-backend picks another)")
-        problems += _random_steps(source, env_id, env_kwargs, backend, num_envs)
+        steps_problems, end_keys = _random_steps(source, env_id, env_kwargs, backend, num_envs)
+        problems += steps_problems
+        if end_keys is not None:  # what --log-info and a callback's info_keys can ask for
+            report.append(f"info keys at an episode's end: {', '.join(end_keys) if end_keys else 'none'}")
         found += _gymnasium_check(env)
     finally:
         env.close()
@@ -110,17 +115,26 @@ def _own_backend(env, env_id: str, env_kwargs: dict | None, backend: str, num_en
             ]
     finally:
         envs.close()
-    return report, [], _random_steps(env, env_id, env_kwargs, backend, num_envs)
+    problems, end_keys = _random_steps(env, env_id, env_kwargs, backend, num_envs)
+    if end_keys is not None:
+        report.append(f"info keys at an episode's end: {', '.join(end_keys) if end_keys else 'none'}")
+    return report, [], problems
 
 
-def _random_steps(env, env_id: str, env_kwargs: dict | None, backend: str, num_envs: int) -> list[str]:
+def _random_steps(
+    env, env_id: str, env_kwargs: dict | None, backend: str, num_envs: int
+) -> tuple[list[str], list[str] | None]:
     """Problems seen in ``RANDOM_STEPS`` random steps of ``env`` (``env_id``: its name) through the backend a
-    run would use."""
+    run would use, and the info keys of the episodes that ended in them (None where the backend reports no
+    info, or no episode ended)."""
     try:
         envs = make_envs(env, num_envs, backend=backend, seed=0, env_kwargs=env_kwargs)
     except (UserError, EnvError) as e:
-        return [str(e)]
+        return [str(e)], None
+    ended, keys = 0, set()
     try:
+        if hasattr(envs, "keep_infos"):
+            envs.keep_infos("all")
         obs = envs.reset(seed=0)
         space, mask = envs.single_action_space, obs_layout(envs).mask_part
         # an env with an action mask may refuse a masked action (a board game's illegal move): draw valid ones
@@ -138,14 +152,18 @@ def _random_steps(env, env_id: str, env_kwargs: dict | None, backend: str, num_e
             obs = step.obs
             for name, value in (("observation", step.obs), ("reward", step.reward)):
                 if value.is_floating_point() and not torch.isfinite(value).all():
-                    return [f"{env_id} gave a non-finite {name} (NaN or infinity) at random step {t + 1}"]
+                    return [
+                        f"{env_id} gave a non-finite {name} (NaN or infinity) at random step {t + 1}"
+                    ], None
+            for info in (step.infos or {}).values():
+                ended, keys = ended + 1, keys | {str(k) for k in info}
     except (UserError, EnvError) as e:
-        return [str(e)]
+        return [str(e)], None
     except Exception as e:
-        return [f"{env_id} raised {type(e).__name__} within {RANDOM_STEPS} random steps: {e}"]
+        return [f"{env_id} raised {type(e).__name__} within {RANDOM_STEPS} random steps: {e}"], None
     finally:
         envs.close()
-    return []
+    return [], sorted(keys - {MASK_KEY}) if ended else None
 
 
 def _gymnasium_check(env: gym.Env) -> list[str]:

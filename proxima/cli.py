@@ -945,7 +945,11 @@ def main(argv: list[str] | None = None) -> int:
     except (UserError, EnvError, NonFiniteError, DiskFullError) as e:
         if _debug():  # where it was raised, and what raised the env's exception (its cause)
             traceback.print_exc()
-        print(f"proxima {command}: error: {e}", file=sys.stderr)
+        # one line, whatever the message holds: numpy writes a 2-D space's bounds over several lines
+        print(
+            f"proxima {command}: error: {' '.join(line.strip() for line in str(e).splitlines())}",
+            file=sys.stderr,
+        )
         return 2 if isinstance(e, UserError) else getattr(e, "exit_status", 1)
     except TrainingInterrupted as e:
         print(

@@ -62,8 +62,9 @@ def test_log_info_logs_the_mean_at_episode_ends_to_metrics_tensorboard_and_the_r
     assert said == [
         "warning: --log-info tag: info['tag'] is str 'done', not a number; info/tag averages only the numbers "
         "(a bool counts as 0 or 1)",
-        "note: --log-info missing: none of the 8 episodes that ended in update 1 had info['missing'] (they had "
-        "'level', 'pos', 'steps', 'success', 'tag'); info/missing stays empty until one does",
+        "note: --log-info missing: none of the 8 episodes that ended in update 1 had info['missing'] (of the keys "
+        "asked for, they had 'level', 'pos', 'steps', 'success', 'tag'; proxima check-env lists the env's keys); "
+        "info/missing stays empty until one does",
     ]
     events = EventAccumulator(run_dir)
     events.Reload()
@@ -245,3 +246,12 @@ def test_rollout_workers_bring_the_infos_back_and_forward_call_and_set_attr(tmp_
     assert by_env.returns[1] == [0.0, 4.0, 8.0, 12.0] * 4
     assert [info["level"] for info in by_env.infos[1]] == [0, 1, 2, 3] * 4
     assert [m["info/level"] for m in _metrics(run_dir)] == [0.0, 1.5]
+
+
+def test_check_env_lists_the_info_keys_of_an_episodes_end(capsys):
+    """What --log-info can ask for: the keys of the ending steps' infos (InfoEnv adds steps, pos and tag
+    there), none where the backend reports no info."""
+    assert main(["check-env", "tests.fixtures.info_envs:InfoEnv-v0"]) == 0
+    assert "info keys at an episode's end: level, pos, steps, success, tag\n" in capsys.readouterr().out
+    assert main(["check-env", "CartPole-v1"]) == 0  # the native backend: no line
+    assert "info keys" not in capsys.readouterr().out

@@ -229,14 +229,17 @@ def test_multidiscrete_masks_apply_per_dimension():
     assert model.predict(obs[:1], deterministic=True).tolist() == [[0, 1]]
 
 
-@pytest.mark.parametrize("env", ["MaskInfo-v0", "MaskDict-v0"])
-def test_both_mask_conventions_pack_the_mask_and_predict_takes_one(env, tmp_path):
+@pytest.mark.parametrize("env", ["MaskInfo-v0", "MaskDict-v0", "MaskMethod-v0", "MaskerWrapped-v0"])
+def test_every_mask_convention_packs_the_mask_and_predict_takes_one(env, tmp_path):
+    """The info's mask, a Dict observation's, and sb3-contrib's ``action_masks()`` (on the env, or on a wrapper
+    as its ActionMasker puts it), which enters as the info's. The envs raise on a masked action."""
     agent = proxima.train(
         env_id=PREFIX + env, total_timesteps=8192, seed=1, run_dir=str(tmp_path / "r"), **SMALL
     )
-    assert agent.layout.mask == ("info" if env == "MaskInfo-v0" else "action_mask")
+    in_info = env != "MaskDict-v0"
+    assert agent.layout.mask == ("info" if in_info else "action_mask")
     blocked, free = np.array([1.0], dtype=np.float32), np.array([0.0], dtype=np.float32)
-    if env == "MaskInfo-v0":
+    if in_info:
         obs = np.stack([blocked, free])
         actions = agent.predict(obs, deterministic=True, action_mask=np.array([[0, 1, 1], [1, 1, 1]]))
         assert agent.predict(obs).shape == (2,)  # a batch without a mask: every action valid
@@ -277,6 +280,11 @@ def test_a_mask_on_an_action_space_that_cannot_take_one_is_refused(tmp_path, cap
     )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "has 2 values, but its action space Discrete(3) needs 3" in err[0]
+    code = main(
+        ["train", "--env-id", PREFIX + "MultiDiscrete2D-v0", "--run-dir", str(tmp_path / "r"), "--quiet"]
+    )
+    err = capsys.readouterr().err.strip().splitlines()  # numpy writes this space over two lines
+    assert code == 2 and len(err) == 1 and "MultiDiscrete([[2 3] [2 2]])" in err[0], err
 
 
 # ---- each space learns its small task and round-trips
@@ -397,3 +405,13 @@ def test_predict_keeps_its_old_positional_deterministic_and_refuses_a_state_with
         np.testing.assert_array_equal(agent.predict(obs, flag), agent.predict(obs, deterministic=True))
     with pytest.raises(UserError, match="not recurrent"):
         agent.predict(obs, (np.zeros((1, 64, 8)), np.zeros((1, 64, 8))))
+
+
+def test_check_env_says_where_a_mask_comes_from(capsys):
+    for env, source in (
+        ("MaskInfo-v0", "info"),
+        ("MaskDict-v0", "action_mask"),
+        ("MaskerWrapped-v0", "action_masks()"),
+    ):
+        assert main(["check-env", PREFIX + env]) == 0
+        assert f"action mask from {source}\n" in capsys.readouterr().out

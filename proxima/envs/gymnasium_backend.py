@@ -563,7 +563,47 @@ class EnvMaker:
         else:
             checker = {"disable_env_checker": True} if checked else {}
             env = make_single_env(env_id, render_mode, **self.kwargs, **checker)
+        if _mask_method(env) is not None:
+            env = MaskMethod(env)
         return env if record is None else record(env)
+
+
+def _mask_method(env: gym.Env):
+    """The env's ``action_masks`` method (sb3-contrib's convention: on the env, or on a wrapper such as its
+    ``ActionMasker``), or None."""
+    try:
+        method = env.get_wrapper_attr("action_masks")
+    except AttributeError:
+        return None
+    return method if callable(method) else None
+
+
+class MaskMethod(gym.Wrapper):
+    """An env that gives its mask through an ``action_masks()`` method, as sb3-contrib's MaskablePPO reads it,
+    with the mask in the info of every reset and step, the convention proxima reads: called after each, so
+    that it describes the state the observation shows. A mask the info already has wins."""
+
+    supplied = False  # whether a mask came from the method (check-env says where the mask comes from)
+
+    def _with_mask(self, info: dict) -> dict:
+        if MASK_KEY in info:
+            return info
+        self.supplied = True
+        mask = np.asarray(self.env.get_wrapper_attr("action_masks")(), dtype=bool).reshape(-1)
+        return {**info, MASK_KEY: mask}
+
+    # What does not follow Gymnasium's API passes as it is, for ``check_step_api`` to refuse in one line.
+    def reset(self, *, seed=None, options=None):
+        result = self.env.reset(seed=seed, options=options)
+        if isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], dict):
+            return result[0], self._with_mask(result[1])
+        return result
+
+    def step(self, action):
+        result = self.env.step(action)
+        if isinstance(result, tuple) and len(result) == 5:
+            return (*result[:4], self._with_mask(result[4] if isinstance(result[4], dict) else {}))
+        return result
 
 
 def _construct(make, label: str, render_mode: str | None, kwargs: dict) -> gym.Env:
