@@ -160,6 +160,22 @@ TOPICS = {
         common=("seeds", "steps", "wall"),
         extras=[("mean_return", "mean agent return", lambda v: f"{v:.3f}")],
     ),
+    "mpe": Topic(
+        "Many agents: MPE simple_spread against the MAPPO paper",
+        "The `simple-spread-mappo` preset (the MAPPO paper's MPE settings, feedforward) trained for the steps "
+        "shown, and recorded from its run directory: the mean agent return of its last 21 updates' training "
+        "episodes, the same on the paper's scale (the team's return as its code logs it, 6m − 75; users of that "
+        "code report about −110 to −120 at 20M steps for its recurrent MAPPO), and the final agent's "
+        "deterministic play (the score, over agent episodes). Date and commit: the recording's. Wall time: the "
+        "run's own training time, beside other work: not a timing.",
+        "`proxima train --config simple-spread-mappo --seed 1 --torch-threads 1`, then "
+        "`python benchmarks/mpe_spread.py RUN_DIR --record`",
+        common=("seeds", "score", "steps", "wall"),
+        extras=[
+            ("train_return", "training return (last 21 updates)", lambda v: f"{v:.2f}"),
+            ("paper_scale", "on the paper's scale", lambda v: f"{v:.1f}"),
+        ],
+    ),
     "selfplay": Topic(
         "Connect Four by self-play: against the random and the one-step lookahead player",
         "The preset trained by self-play against a pool of its own snapshots, one torch thread a seed; then its "
