@@ -585,11 +585,15 @@ class MaskMethod(gym.Wrapper):
 
     supplied = False  # whether a mask came from the method (check-env says where the mask comes from)
 
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        self._action_masks = _mask_method(env)  # looked up once: the wrapper chain does not change
+
     def _with_mask(self, info: dict) -> dict:
         if MASK_KEY in info:
             return info
         self.supplied = True
-        mask = np.asarray(self.env.get_wrapper_attr("action_masks")(), dtype=bool).reshape(-1)
+        mask = np.asarray(self._action_masks(), dtype=bool).reshape(-1)
         return {**info, MASK_KEY: mask}
 
     # What does not follow Gymnasium's API passes as it is, for ``check_step_api`` to refuse in one line.
