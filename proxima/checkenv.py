@@ -78,8 +78,7 @@ def check_env(
         report.append(f"backend: {backend} (auto's choice at {num_envs} envs; --env-backend picks another)")
         steps_problems, end_keys = _random_steps(source, env_id, env_kwargs, backend, num_envs)
         problems += steps_problems
-        if end_keys is not None:  # what --log-info and a callback's info_keys can ask for
-            report.append(f"info keys at an episode's end: {', '.join(end_keys) if end_keys else 'none'}")
+        report += _info_keys(end_keys)
         found += _gymnasium_check(env)
     finally:
         env.close()
@@ -116,9 +115,12 @@ def _own_backend(env, env_id: str, env_kwargs: dict | None, backend: str, num_en
     finally:
         envs.close()
     problems, end_keys = _random_steps(env, env_id, env_kwargs, backend, num_envs)
-    if end_keys is not None:
-        report.append(f"info keys at an episode's end: {', '.join(end_keys) if end_keys else 'none'}")
-    return report, [], problems
+    return report + _info_keys(end_keys), [], problems
+
+
+def _info_keys(end_keys: list[str] | None) -> list[str]:
+    """The report's line of what --log-info and a callback's info_keys can ask for (none: no line)."""
+    return [] if end_keys is None else [f"info keys at an episode's end: {', '.join(end_keys) or 'none'}"]
 
 
 def _random_steps(
