@@ -1,6 +1,6 @@
 """The day's machine speed: raw Gymnasium CartPole-v1 stepping (SyncVectorEnv of 4, random actions).
 
-These machines' speed varies up to 2x from day to day, so every timing is reported beside this number, measured in
+These machines' speed varies up to 4x from day to day, so every timing is reported beside this number, measured in
 the same session: in docs/journal/benchmarks.md, and in every results record (benchmarks/records.py).
 
     .venv/bin/python benchmarks/reference.py

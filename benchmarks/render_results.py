@@ -302,7 +302,7 @@ def results_page(batches: list[dict]) -> str:
         "and this page shows each task's newest measurement. Numbers over several seeds read as their range. "
         "Every row names the command that measured it, the commit, the date, the machine and the raw Gymnasium "
         "CartPole rate measured in the same batch (`benchmarks/reference.py`): these machines' speed varies up "
-        "to 2x from day to day, so compare times only beside that rate. How the numbers came about, and older "
+        "to 4x from day to day, so compare times only beside that rate. How the numbers came about, and older "
         "ones, are in the [journal](journal/benchmarks.md).",
     ]
     for name, topic in TOPICS.items():

@@ -605,7 +605,7 @@ def update_seeds(
             norms = clip_grad_norms(params, settings.max_grad_norm) if settings.max_grad_norm > 0 else None
             optimizer.step(training, finished=stacked.frozen)
             steps.append((training, loss.detach(), norms, outputs))
-        if settings.target_kl is not None:  # detail 13's early stopping, on each seed's last minibatch
+        if settings.target_kl is not None:  # --target-kl's early stopping, on each seed's last minibatch
             kl = outputs[-1]["approx_kl"].tolist()
             training = [j for j, x in zip(training, kl, strict=True) if not x > settings.target_kl]
             if not training:
