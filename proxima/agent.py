@@ -67,8 +67,8 @@ class Agent:
         if action_mask is not None and layout.mask is None:
             raise UserError("this agent was trained without action masks; call predict without action_mask")
         if not layout.packed:
-            obs_t = torch.as_tensor(np.asarray(obs, dtype=self.observation_space.dtype), device=self.device)
-            single = obs_t.ndim == len(self.observation_space.shape)
+            array, single = self._box_obs(obs)
+            obs_t = torch.as_tensor(array, device=self.device)
         else:
             single = not layout.is_batch(obs)
             packed = layout.pack(obs, action_mask if layout.mask == "info" else None, batch=not single)
@@ -84,6 +84,21 @@ class Agent:
         actions = env_actions(actions.cpu().numpy(), self.action_space)  # ready for env.step
         actions = actions[0] if single else actions
         return actions if self.model.lstm is None else (actions, state)
+
+    def _box_obs(self, obs) -> tuple[np.ndarray, bool]:
+        """A Box observation, or a batch of them, as an array of the space's dtype, and whether it is one. One
+        of another shape but the same size is taken as the Gymnasium backend takes it from an env (a bare
+        float for a space of shape (1,)); any other shape is refused."""
+        shape = self.observation_space.shape
+        array = np.asarray(obs, dtype=self.observation_space.dtype)
+        if array.shape == shape or (array.ndim == len(shape) + 1 and array.shape[1:] == shape):
+            return array, array.ndim == len(shape)
+        if array.size == int(np.prod(shape)):
+            return array.reshape(shape), True
+        raise UserError(
+            f"predict takes one observation of shape {shape} or a batch of shape (B, {', '.join(map(str, shape))}); "
+            f"got one of shape {array.shape}"
+        )
 
     def _predict_recurrent(self, obs: torch.Tensor, state, episode_start, deterministic: bool):
         n = obs.shape[0]

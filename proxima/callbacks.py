@@ -41,7 +41,7 @@ from proxima.envs import make_envs
 from proxima.envs.interface import InfoKeys, merge_info_keys
 from proxima.envs.registry import resolve_backend
 from proxima.envs.selfplay import is_selfplay_id
-from proxima.errors import DiskFullError, NonFiniteError, TrainingInterrupted, UserError
+from proxima.errors import DiskFullError, NonFiniteError, TrainingInterrupted, UserError, raised
 from proxima.evaluate import run_episodes
 from proxima.files import BEST, CANDIDATES, LEARNING_CURVE, METRICS, REPORT, VIDEOS
 from proxima.health import HealthMonitor, HealthWarning
@@ -351,8 +351,9 @@ class Logging(Callback):
             elif len(numbers) < len(values):
                 self._info_said.add(key)
                 bad = next(v for v in values if info_number(v) is None)
+                shown = repr(bad) if len(repr(bad)) <= 40 else repr(bad)[:37] + "..."
                 run.console.message(
-                    f"warning: --log-info {key}: info[{key!r}] is {type(bad).__name__} {bad!r:.40}, not a "
+                    f"warning: --log-info {key}: info[{key!r}] is {type(bad).__name__} {shown}, not a "
                     f"number; info/{key} averages only the numbers (a bool counts as 0 or 1)"
                 )
 
@@ -534,7 +535,7 @@ class ReportPageWriter(Callback):
         except Exception as e:  # noqa: BLE001  the page only shows the logs: whatever fails, training goes on
             # a run that a full disk stopped has said so in its one line
             if not (isinstance(e, DiskFullError) and status == "stopped"):
-                run.console.message(f"no report.html: {type(e).__name__}: {e}")
+                run.console.message(f"no report.html: {raised(e)}")
         self.written = time.monotonic()
         self.cost = self.written - start
 

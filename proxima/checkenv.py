@@ -23,10 +23,20 @@ from proxima.envs.gymnasium_backend import EnvMaker, MaskMethod, check_step_api,
 from proxima.envs.interface import agent_spec, obs_layout
 from proxima.envs.registry import resolve_backend
 from proxima.envs.user import describe_env, factory_backend
-from proxima.errors import EnvError, UserError
+from proxima.errors import EnvError, UserError, raised
 from proxima.spaces import MASK_KEY
 
 RANDOM_STEPS = 200  # per env, through the backend, with random actions
+
+
+def _time_limit(env: gym.Env) -> int | None:
+    """The step limit of a TimeLimit wrapper in ``env``'s chain (``gym.make`` adds one for an id registered
+    with ``max_episode_steps``; a factory may wrap its env in its own), else the spec's."""
+    while isinstance(env, gym.Wrapper):
+        if isinstance(env, gym.wrappers.TimeLimit):
+            return env._max_episode_steps
+        env = env.env
+    return env.spec.max_episode_steps if env.spec is not None else None
 
 
 def check_env(
@@ -51,7 +61,7 @@ def check_env(
     env = EnvMaker(env_id, env_kwargs or {}, factory)(checked=True)  # a bad id or constructor: one line
     try:
         report += [f"observation space: {env.observation_space}", f"action space: {env.action_space}"]
-        limit = env.spec.max_episode_steps if env.spec is not None else None
+        limit = _time_limit(env)
         report.append(
             f"time limit: {limit} steps (truncated episodes bootstrap from V(final_obs))"
             if limit
@@ -66,7 +76,7 @@ def check_env(
         except (UserError, EnvError) as e:
             return report, found, [str(e)]
         except Exception as e:  # the env's own reset or step raised
-            return report, found, [f"{env_id} raised {type(e).__name__}: {e}"]
+            return report, found, [f"{env_id} raised {raised(e)}"]
         head = make_head(env.action_space)
         origin = "action_masks()" if isinstance(env, MaskMethod) and env.supplied else layout.mask
         mask = f", action mask from {origin}" if layout.mask else ""

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from torch import Tensor
 
-from proxima.errors import UserError
+from proxima.errors import UserError, raised
 from proxima.files import CHECKPOINT, read_checkpoint, write_checkpoint
 
 if TYPE_CHECKING:
@@ -164,7 +164,7 @@ def load(run: Run, path: str, meta: dict, states: dict) -> None:
                 callback.load_state_dict(states[key])
     except (KeyError, ValueError, TypeError) as e:
         raise UserError(
-            f"{path} has state that does not fit this run ({type(e).__name__}: {e}); the checkpoint is corrupt"
+            f"{path} has state that does not fit this run ({raised(e)}); the checkpoint is corrupt"
         ) from None
 
 

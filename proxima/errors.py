@@ -38,6 +38,13 @@ class EnvError(RuntimeError):
     """The environment itself failed (its constructor, reset or step raised); the message names its exception."""
 
 
+def raised(e: BaseException) -> str:
+    """An exception as a message quotes it: ``TypeError: what it says``, or its type alone where it says
+    nothing (a bare ``raise NotImplementedError``)."""
+    text = str(e)
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
 def read_only(cls):
     """Make the frozen dataclass ``cls`` refuse an assignment with a ``UserError`` that says how to change the
     value instead (``cls.how_to_change(name)``), where dataclasses would raise ``FrozenInstanceError``. Its

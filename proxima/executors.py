@@ -14,7 +14,7 @@ import signal
 import threading
 from collections.abc import Callable
 
-from proxima.errors import TrainingInterrupted, UserError
+from proxima.errors import TrainingInterrupted, UserError, raised
 from proxima.files import STOP_JSON, read_json, write_json
 from proxima.threads import ray_worker_priority
 
@@ -67,7 +67,7 @@ def run_local(trial_fn: TrialFn, configs: list[dict], on_done: OnDone) -> None:
         try:
             trial_fn(config, report=None, node="local")
         except Exception as e:  # a bug in a user's env or callback: the other trials go on
-            on_done(config, f"{type(e).__name__}: {e}".splitlines()[0])
+            on_done(config, f"{raised(e)}".splitlines()[0])
         else:
             on_done(config, None)
 

@@ -67,6 +67,21 @@ class Part:
     def name(self) -> str:
         return "/".join(map(str, self.path)) or "obs"
 
+    def check_indices(self, value: np.ndarray) -> None:
+        """A ``UserError`` unless every element of ``value`` (a "discrete" part's, one or a batch) is one of
+        its values: the encoder's one-hot would otherwise clamp a wrong index onto a valid one, silently (an
+        env that forgets its space's ``start`` would train on one constant observation)."""
+        index = value.reshape(-1, len(self.n)) - np.asarray(self.start)
+        bad = (index < 0) | (index >= np.asarray(self.n)) | (index != np.floor(index))
+        if bad.any():
+            row, k = np.argwhere(bad)[0]
+            start, n = self.start[k], self.n[k]
+            where = f"{self.name!r}" + (f" element {k}" if len(self.n) > 1 else "")
+            raise UserError(
+                f"the observation's {where} is {value.reshape(-1, len(self.n))[row, k].item()}, not one of its space's "
+                f"values, the integers {start} to {start + n - 1}"
+            )
+
     @property
     def span(self) -> slice:
         return slice(self.offset, self.offset + self.size)
@@ -78,7 +93,8 @@ class ObsLayout:
 
     def __init__(self, space: gym.Space, mask: str | None = None, mask_size: int | None = None):
         self.space, self.mask, self.mask_size = space, mask, mask_size
-        self.packed = not (isinstance(space, gym.spaces.Box) and mask is None)
+        # a scalar Box (shape ()) is packed too: one number, as a vector of one
+        self.packed = not (isinstance(space, gym.spaces.Box) and space.shape != () and mask is None)
         if not self.packed:  # a Box: its own array
             self.parts: tuple[Part, ...] = ()
             self.shape = tuple(space.shape)
@@ -140,6 +156,8 @@ class ObsLayout:
                 raise UserError(
                     f"the action mask has {value.size} values; the action space needs {part.size} per observation"
                 )
+            if part.kind == "discrete":
+                part.check_indices(value)
             chunks.append(value.reshape(len(value), -1) if batch else value.reshape(-1))
         return np.concatenate(chunks, axis=-1).astype(self._np_dtype, copy=False)
 

@@ -390,12 +390,14 @@ def test_a_mask_only_from_step_is_refused_in_one_line(tmp_path, capsys):
     assert code == 2 and len(err) == 1 and "from step() but not from reset()" in err[0]
 
 
-def test_odd_dict_keys_and_a_0d_box():
+def test_odd_dict_keys_and_a_0d_box_packed_as_a_vector_of_one():
     image = gym.spaces.Box(0, 255, (1, 36, 36), dtype=np.uint8)
     encoder = MultiInputEncoder(ObsLayout(gym.spaces.Dict({"cam.rgb": image, "keys": image})))
     assert encoder.features_dim == 2 * 512
-    with pytest.raises(UserError, match="not supported; proxima accepts Box observations of 1 or more"):
-        encoder_for(ObsLayout(gym.spaces.Box(-1, 1, shape=())))
+    scalar = ObsLayout(gym.spaces.Box(-1, 1, shape=()))  # one number: packed, as a vector of one
+    assert scalar.packed and scalar.shape == (1,) and encoder_for(scalar) == "multi-input"
+    assert MultiInputEncoder(scalar).features_dim == 1
+    np.testing.assert_array_equal(scalar.pack(np.float64(0.5)), np.float32([0.5]))
 
 
 def test_predict_keeps_its_old_positional_deterministic_and_refuses_a_state_without_an_lstm(tmp_path):

@@ -24,7 +24,7 @@ import proxima
 from proxima import checkpoint
 from proxima.cli import main
 from proxima.envs import make_vec_env
-from proxima.errors import EnvError
+from proxima.errors import EnvError, UserError
 from tests.fixtures import wild_envs
 
 PREFIX = "tests.fixtures.wild_envs:"
@@ -57,6 +57,8 @@ TRAINABLE = [
     "WildRewardArray-v0",
     "WildTruncatesItself-v0",
     "WildFloat64Image-v0",
+    "WildScalarBox-v0",
+    "WildDiscreteStart-v0",
 ]
 # id, extra flags, what the one line must say
 BAD_INPUT = [
@@ -66,6 +68,18 @@ BAD_INPUT = [
     ("WildWrongObsSize-v0", [], ["shape (3,)", "declares shape (2,)"]),
     ("WildVectorReward-v0", [], ["array of shape (2,) as its reward", "one number"]),
     ("WildNoRenderMode-v0", ["--capture-video"], ["cannot render", "render_mode"]),
+    (
+        "WildRenderNotImplemented-v0",
+        ["--capture-video"],
+        ["cannot render rgb_array", "raised NotImplementedError)"],
+    ),
+    ("WildForgetsDiscreteStart-v0", [], ["not one of its space's values, the integers 10 to 26"]),
+    # gym.make checks the metadata of a registered id; a factory's env is made without it (test below)
+    (
+        "WildNoneMetadata-v0",
+        [],
+        ["gymnasium.make(", "refused the env: Expect the environment metadata to be dict"],
+    ),
 ]
 
 
@@ -384,3 +398,54 @@ def test_a_bounded_policy_acts_inside_a_float64_box_that_asserts_its_actions(tmp
         action = agent.predict(obs, deterministic=deterministic)
         assert env.action_space.contains(action), action
     env.close()
+
+
+def test_predict_takes_what_the_env_gives_and_refuses_other_shapes_in_one_line(trained):
+    code, run_dir = trained("WildScalarBox-v0")  # a Box of shape (): packed as a vector of one
+    assert code == 0
+    agent = proxima.load(run_dir)
+    assert np.ndim(agent.predict(0.5)) == 0 and agent.predict(np.float64(0.5), deterministic=True) in (0, 1)
+    assert agent.predict([0.0, 0.5, 1.0], deterministic=True).shape == (3,)
+    code, run_dir = trained("WildShape1Obs-v0")
+    agent = proxima.load(run_dir)
+    assert np.ndim(agent.predict(0.5)) == 0  # a bare float for shape (1,), as the env may give it
+    assert agent.predict([[0.0], [0.5]], deterministic=True).shape == (2,)
+    with pytest.raises(UserError, match=r"predict takes one observation of shape \(1,\) or a batch of shape \(B, 1\); "
+                       r"got one of shape \(2,\)"):  # fmt: skip
+        agent.predict([0.0, 0.5])  # two numbers: neither one observation nor a batch of them
+    code, run_dir = trained("WildDiscreteStart-v0")
+    agent = proxima.load(run_dir)
+    assert np.ndim(agent.predict(12)) == 0 and agent.predict([10, 26], deterministic=True).shape == (2,)
+    for outside in (2, 27, 10.5):  # the encoder would have clamped these onto a valid one-hot
+        with pytest.raises(UserError, match="not one of its space's values, the integers 10 to 26"):
+            agent.predict(outside)
+
+
+def test_a_factory_needing_an_argument_is_refused_in_one_line_then_takes_it(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    argv = ["train", "--env-factory", "tests.fixtures.wild_envs:NeedsSize", "--run-dir", str(run_dir), *TINY]
+    code, lines, _, _ = run_cli(argv, capsys)
+    assert code == 2 and not run_dir.exists()
+    assert_one_line(lines, "missing a required argument: 'size'", "--env-kwargs")
+    code, lines, _, _ = run_cli([*argv, "--env-kwargs", '{"size": 3}'], capsys)
+    assert code == 0 and lines == []
+
+
+def test_a_factorys_env_with_metadata_none_trains(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    argv = [
+        "train",
+        "--env-factory",
+        "tests.fixtures.wild_envs:NoneMetadata",
+        "--run-dir",
+        str(run_dir),
+        *TINY,
+    ]
+    code, lines, _, _ = run_cli(argv, capsys)
+    assert code == 0 and lines == []
+    assert [m["global_step"] for m in read_lines(run_dir / "metrics.jsonl")] == [256, 512, 768, 1024]
+
+
+def test_check_env_finds_a_time_limit_the_factory_wrapped_itself(capsys):
+    assert main(["check-env", "--env-factory", "tests.fixtures.wild_envs:own_time_limit"]) == 0
+    assert "time limit: 10 steps" in capsys.readouterr().out

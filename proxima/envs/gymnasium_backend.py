@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import os
+import re
 import signal
 import warnings
 
@@ -32,12 +33,19 @@ from proxima.envs.interface import (
     video_dirs,
 )
 from proxima.envs.registry import register_backend
-from proxima.errors import EnvError, UserError
+from proxima.errors import EnvError, UserError, raised
 from proxima.spaces import MASK_KEY, ObsLayout, action_count
 
 ENV_ID_FORMS = (
     "a registered Gymnasium id such as CartPole-v1, or module:EnvName-v0 to import a module that registers it"
 )
+
+
+# what gym.make raises for an id it cannot find (other gym errors are about the env it found)
+UNKNOWN_ID = (
+    gym.error.UnregisteredEnv, gym.error.DeprecatedEnv, gym.error.NamespaceNotFound, gym.error.NameNotFound,
+    gym.error.VersionNotFound, ModuleNotFoundError, ImportError,
+)  # fmt: skip
 
 
 def check_env_id(env_id: str) -> None:
@@ -61,18 +69,35 @@ def make_single_env(env_id: str, render_mode: str | None = None, **kwargs) -> gy
             return gym.make(env_id, **given)
         except (gym.error.Error, ModuleNotFoundError, ImportError) as e:
             message = str(e).splitlines()[0] if str(e) else type(e).__name__
-            raise UserError(f"unknown env id {env_id!r} ({message}); give {ENV_ID_FORMS}") from None
+            if isinstance(e, UNKNOWN_ID):
+                raise UserError(f"unknown env id {env_id!r} ({message}); give {ENV_ID_FORMS}") from None
+            raise UserError(f"gymnasium.make({env_id!r}) refused the env: {message}") from None
 
     return _construct(make, env_id, render_mode, kwargs)
 
 
 def _refuse_unknown_kwargs(error: TypeError, env_id: str) -> None:
     """A constructor that does not take one of the ``env_kwargs`` given: the user's mistake, in one line."""
-    if "unexpected keyword argument" in str(error):
-        name = str(error).rpartition("argument")[2].strip()
+    # gym.make words it "... raised from the environment creator for ID with kwargs ...": take the name alone
+    found = re.search(r"unexpected keyword argument '([^']*)'", str(error))
+    if found:
         raise UserError(
-            f"{env_id}'s constructor takes no argument {name}; give env_kwargs that its __init__ accepts"
+            f"{env_id}'s constructor takes no argument {found[1]!r}; give env_kwargs that its __init__ accepts"
         ) from None
+
+
+def _refuse_unbound(make, kwargs: dict, label: str) -> None:
+    """A constructor whose signature ``kwargs`` do not fit (a required argument missing): the user's mistake,
+    in one line. A TypeError from inside a constructor that they do fit is the env's own."""
+    try:
+        inspect.signature(make).bind(**kwargs)
+    except TypeError as e:
+        raise UserError(
+            f"{label}'s constructor cannot be called with env_kwargs {kwargs}: {e}; give the arguments its "
+            "__init__ needs with --env-kwargs (env_kwargs= in Python)"
+        ) from None
+    except ValueError:  # no signature to read (a builtin)
+        return
 
 
 OLD_API = (
@@ -98,10 +123,18 @@ def check_step_api(env: gym.Env, env_id: str) -> dict:
         )
     reset = env.reset(seed=0)
     if not (isinstance(reset, tuple) and len(reset) == 2 and isinstance(reset[1], dict)):
-        raise UserError(f"{env_id}'s reset() returned {_shape_of(reset)}, the old gym API; {OLD_API}")
+        what = f"{_shape_of(reset)}, the old gym API"
+        if isinstance(reset, tuple) and len(reset) == 2:  # an old env's observation may be a pair
+            what = f"2 values whose second is {_shape_of(reset[1])}, not the info dict"
+        raise UserError(f"{env_id}'s reset() returned {what}; {OLD_API}")
     _check_obs(reset[0], env, env_id, "reset()")
     if env.render_mode is not None:
-        frame = env.render()
+        try:
+            frame = env.render()
+        except Exception as e:  # an env that takes render_mode but never implemented render()
+            raise UserError(
+                f"{env_id} cannot render {env.render_mode} frames (render() raised {raised(e)}), which video needs"
+            ) from e
         if not (isinstance(frame, np.ndarray) and frame.ndim == 3):
             raise UserError(
                 f"{env_id} cannot render {env.render_mode} frames (render() gave {_shape_of(frame)}), which video needs"
@@ -164,7 +197,8 @@ def find_obs_layout(env_id: str, env: gym.Env, reset_info: dict, step_info: dict
 def _check_obs(obs, env: gym.Env, env_id: str, where: str) -> None:
     space = env.observation_space
     if not isinstance(space, gym.spaces.Box):
-        return  # other spaces are refused, or handled, by the encoders
+        _check_indices(obs, space, env_id, where)
+        return
     try:
         size = np.asarray(obs, dtype=space.dtype).size
     except (TypeError, ValueError):
@@ -177,6 +211,22 @@ def _check_obs(obs, env: gym.Env, env_id: str, where: str) -> None:
             f"{env_id}'s {where} returned an observation of shape {np.shape(obs)}, but its observation_space "
             f"declares shape {space.shape}"
         )
+
+
+def _check_indices(obs, space: gym.Space, env_id: str, where: str) -> None:
+    """A ``UserError`` where a Discrete or MultiDiscrete part of ``obs`` is not one of its values (here, in one
+    line, before Gymnasium's checker in the sub-envs warns of it). Whatever else is wrong with a space or an
+    observation is left to the encoders and the sub-envs to refuse."""
+    try:
+        layout = ObsLayout(space)
+    except UserError:
+        return
+    try:
+        layout.pack(obs)
+    except UserError as e:
+        raise UserError(f"{env_id}'s {where}: {e}") from None
+    except Exception:
+        return
 
 
 def _shape_of(value) -> str:
@@ -268,7 +318,10 @@ class _Tidy(gym.Wrapper):
                         f"{self._env_id} gave info[{MASK_KEY!r}] at its first reset but not at a later reset or "
                         "step; give it with every one"
                     )
-            return self._packing.pack(obs, mask)
+            try:
+                return self._packing.pack(obs, mask)
+            except UserError as e:
+                raise UserError(f"{self._env_id}: {e}") from None
         if self._box_dtype_shape is None:
             return obs
         dtype, shape = self._box_dtype_shape
@@ -316,7 +369,7 @@ def _close_quietly(env: gym.Env, env_id: str) -> None:
     try:
         env.close()
     except Exception as e:
-        warnings.warn(f"{env_id}'s close() raised {type(e).__name__}: {e}", RuntimeWarning, stacklevel=2)
+        warnings.warn(f"{env_id}'s close() raised {raised(e)}", RuntimeWarning, stacklevel=2)
 
 
 class GymnasiumVecEnv:
@@ -505,7 +558,7 @@ def _with_env_errors(env_id: str, fn):
     except (UserError, EnvError):
         raise
     except Exception as e:
-        raise EnvError(f"{env_id} raised {type(e).__name__}: {e}") from e
+        raise EnvError(f"{env_id} raised {raised(e)}") from e
 
 
 def _env_factory(
@@ -563,6 +616,8 @@ class EnvMaker:
         else:
             checker = {"disable_env_checker": True} if checked else {}
             env = make_single_env(env_id, render_mode, **self.kwargs, **checker)
+        if env.metadata is None:  # written so in some envs; Gymnasium's vector envs copy it with dict()
+            env.metadata = {}
         if _mask_method(env) is not None:
             env = MaskMethod(env)
         return env if record is None else record(env)
@@ -635,11 +690,12 @@ def construct(make, label: str, render_mode: str | None, kwargs: dict):
                 f"{label} cannot render: its constructor takes no render_mode argument, which video needs"
             ) from None
         _refuse_unknown_kwargs(e, label)
-        raise EnvError(f"{label}'s constructor raised {type(e).__name__}: {e}") from e
+        _refuse_unbound(make, kwargs, label)
+        raise EnvError(f"{label}'s constructor raised {raised(e)}") from e
     except (UserError, EnvError):
         raise
     except Exception as e:  # the user's constructor itself failed
-        raise EnvError(f"{label}'s constructor raised {type(e).__name__}: {e}") from e
+        raise EnvError(f"{label}'s constructor raised {raised(e)}") from e
     return env
 
 

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from proxima.errors import EnvError, UserError
+from proxima.errors import EnvError, UserError, raised
 from proxima.spaces import ObsLayout
 
 Seeds = int | Sequence[int] | None
@@ -285,4 +285,4 @@ def env_call(method, *args, **kwargs):
     except (UserError, EnvError, KeyboardInterrupt):
         raise
     except Exception as e:
-        raise EnvError(f"the env raised {type(e).__name__}: {e}") from e
+        raise EnvError(f"the env raised {raised(e)}") from e

@@ -40,7 +40,7 @@ from proxima.envs.interface import (
 )
 from proxima.envs.recorder import GameRecorder, game_zero_dir, quiet_display
 from proxima.envs.registry import GAMES_ON_WORKERS, register_backend
-from proxima.errors import EnvError, UserError
+from proxima.errors import EnvError, UserError, raised
 from proxima.spaces import MASK_KEY, ObsLayout, action_count
 
 PREFIX = "pettingzoo:"
@@ -559,9 +559,7 @@ class PettingZooVecEnv:
             try:
                 game.close()
             except Exception as e:
-                warnings.warn(
-                    f"{self.label}'s close() raised {type(e).__name__}: {e}", RuntimeWarning, stacklevel=2
-                )
+                warnings.warn(f"{self.label}'s close() raised {raised(e)}", RuntimeWarning, stacklevel=2)
 
     def state_dict(self) -> None:
         # A PettingZoo env's state is an arbitrary Python object; saving it would mean pickling it.

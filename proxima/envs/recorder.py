@@ -10,7 +10,7 @@ from collections.abc import Callable
 import numpy as np
 
 from proxima.envs.interface import VideoDirs, video_dirs
-from proxima.errors import UserError
+from proxima.errors import UserError, raised
 
 # Frames wait in memory until their episode ends (Gymnasium's save_video takes them all at once): a video stops
 # at this many, so that a game that never ends cannot fill the memory (a 700 x 700 VMAS frame is 1.5 MB).
@@ -78,8 +78,7 @@ class GameRecorder:
             raise
         except Exception as e:  # the env's renderer, not proxima: say so in one line
             raise UserError(
-                f"{self.label} could not render a frame for the video ({type(e).__name__}: {e}); drop "
-                "--capture-video"
+                f"{self.label} could not render a frame for the video ({raised(e)}); drop --capture-video"
             ) from None
         if not (isinstance(frame, np.ndarray) and frame.ndim == 3):
             raise UserError(f"{self.label} cannot render rgb_array frames, which video needs")

@@ -31,7 +31,7 @@ from proxima.envs.gymnasium_backend import GymnasiumVecEnv, call_envs, construct
 from proxima.envs.interface import InfoKeys, Seeds, Step, VideoDirs, env_actions, env_call, row_seeds
 from proxima.envs.pettingzoo_backend import PettingZooVecEnv, is_pettingzoo_env
 from proxima.envs.registry import make_vec_env
-from proxima.errors import EnvError, UserError
+from proxima.errors import EnvError, UserError, raised
 from proxima.spaces import MASK_KEY, ObsLayout, action_count
 
 # The kinds of env object that config.json cannot name for a later import (env_factory's value for them).
@@ -227,7 +227,7 @@ class UserVectorEnv:
             after = self._obs(self.envs.reset(options={"reset_mask": mask})[0])
         except Exception as e:
             raise UserError(
-                f"{self.label}'s reset(options={{'reset_mask': ...}}) raised {type(e).__name__}: {e}; {PARTIAL_RESET}"
+                f"{self.label}'s reset(options={{'reset_mask': ...}}) raised {raised(e)}; {PARTIAL_RESET}"
             ) from None
         if not _same(stepped[1:], after[1:]):
             raise UserError(f"{self.label} reset every env when asked to reset env 0 alone; {PARTIAL_RESET}")
@@ -263,7 +263,7 @@ class UserVectorEnv:
                 reset_obs, _ = self.envs.reset(options={"reset_mask": done})
             except Exception as e:
                 raise EnvError(
-                    f"{self.label}'s reset(options={{'reset_mask': ...}}) raised {type(e).__name__}: {e}; proxima "
+                    f"{self.label}'s reset(options={{'reset_mask': ...}}) raised {raised(e)}; proxima "
                     f"resets ended envs so in {self.mode.value} autoreset mode: build the VectorEnv with "
                     "autoreset_mode=gymnasium.vector.AutoresetMode.SAME_STEP"
                 ) from e

@@ -33,7 +33,7 @@ from torch import Tensor
 from proxima.envs.interface import AgentSpec, NoEnvObjects, Step, VideoDirs, one_seed
 from proxima.envs.recorder import GameRecorder, game_zero_dir
 from proxima.envs.registry import GAMES_ON_WORKERS, register_backend
-from proxima.errors import EnvError, UserError
+from proxima.errors import EnvError, UserError, raised
 from proxima.spaces import MASK_KEY, ObsLayout
 
 PREFIX = "vmas:"
@@ -157,7 +157,7 @@ class VmasVecEnv(NoEnvObjects):
                 )
             except Exception as e:
                 raise UserError(
-                    f"VMAS could not make {self.env_id} with settings {kwargs}: {type(e).__name__}: {e}"
+                    f"VMAS could not make {self.env_id} with settings {kwargs}: {raised(e)}"
                 ) from None
         ignored = [str(w.message) for w in caught if "passed but not used" in str(w.message)]
         if ignored:  # VMAS only warns of a setting that the scenario does not take
