@@ -87,13 +87,14 @@ class Agent:
 
     def _box_obs(self, obs) -> tuple[np.ndarray, bool]:
         """A Box observation, or a batch of them, as an array of the space's dtype, and whether it is one. One
-        of another shape but the same size is taken as the Gymnasium backend takes it from an env (a bare
-        float for a space of shape (1,)); any other shape is refused."""
+        whose shape differs only by axes of size 1 is taken as one observation, as the Gymnasium backend takes
+        it from an env (a bare float for a space of shape (1,), a column for a vector); any other shape is
+        refused (a transposed image would be scrambled by a reshape)."""
         shape = self.observation_space.shape
         array = np.asarray(obs, dtype=self.observation_space.dtype)
         if array.shape == shape or (array.ndim == len(shape) + 1 and array.shape[1:] == shape):
             return array, array.ndim == len(shape)
-        if array.size == int(np.prod(shape)):
+        if [d for d in array.shape if d != 1] == [d for d in shape if d != 1]:
             return array.reshape(shape), True
         raise UserError(
             f"predict takes one observation of shape {shape} or a batch of shape (B, {', '.join(map(str, shape))}); "

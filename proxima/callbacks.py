@@ -494,7 +494,7 @@ class TensorBoardVideos(Callback):
                 try:
                     run.logger.video("videos/episode", path, run.global_step)
                 except (UserError, OSError, RuntimeError) as e:  # a file cut short: the run goes on
-                    run.console.message(f"video {path} not logged to TensorBoard: {e}")
+                    run.console.message(f"video {path} not logged to TensorBoard: {raised(e)}")
                 self.done.add(path)
             self.sizes[path] = size
 

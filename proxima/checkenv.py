@@ -172,7 +172,7 @@ def _random_steps(
     except (UserError, EnvError) as e:
         return [str(e)], None
     except Exception as e:
-        return [f"{env_id} raised {type(e).__name__} within {RANDOM_STEPS} random steps: {e}"], None
+        return [f"{env_id} raised {raised(e)} within {RANDOM_STEPS} random steps"], None
     finally:
         envs.close()
     return [], sorted(keys - {MASK_KEY}) if ended else None

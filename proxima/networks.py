@@ -308,6 +308,10 @@ class NetworkSpec:
     def layout(self) -> ObsLayout:
         if self.obs_layout is not None:
             return ObsLayout.from_json(self.obs_layout)
+        if self.obs_shape == ():  # saved before a scalar Box was packed (and then only with an encoder class)
+            raise UserError(
+                "this agent takes observations of shape (), saved in an older format; train it again"
+            )
         return ObsLayout(
             gym.spaces.Box(-np.inf, np.inf, shape=self.obs_shape)
         )  # shape is all a Box needs here

@@ -47,7 +47,7 @@ from proxima.envs.interface import AgentSpec, agent_spec, obs_layout, per_env_va
 from proxima.envs.native import CounterRNG
 from proxima.envs.registry import resolve_backend
 from proxima.envs.user import factory_backend
-from proxima.errors import EnvError, NonFiniteError, UserError
+from proxima.errors import EnvError, NonFiniteError, UserError, raised
 from proxima.networks import ActorCritic, NetworkSpec
 from proxima.rollout import RolloutCollector
 from proxima.storage import RolloutBuffer
@@ -446,7 +446,7 @@ def _check_sendable(ray, env) -> None:
     except Exception as e:
         raise UserError(
             f"--rollout-workers sends the env factory to Ray actors, but it cannot be serialized "
-            f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}); define it at module level, or make "
+            f"({raised(e).splitlines()[0]}); define it at module level, or make "
             "it a class or functools.partial whose arguments can be pickled"
         ) from None
 

@@ -2,7 +2,7 @@
 
 The loop, the buffer and every vector env move an observation as one tensor per env. A Box observation is its
 own array, exactly as before. Any other observation space (Discrete, MultiDiscrete, MultiBinary, Dict, Tuple,
-nested) and any observation that comes with an action mask is *packed* where it leaves the env: the elements
+nested, and a Box of shape (), one number) and any observation that comes with an action mask is *packed* where it leaves the env: the elements
 of its parts, in the space's own order, side by side in one flat vector. ``ObsLayout`` records where each part
 lies, so that the multi-input encoder (``proxima.encoders``) can cut the vector back into parts: vectors are
 used as they are, discrete values are one-hot encoded there, and images go through the CNN.
@@ -16,6 +16,7 @@ observation it came with, so the update evaluates log-probs under the mask the a
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import gymnasium as gym
 import numpy as np
@@ -67,19 +68,30 @@ class Part:
     def name(self) -> str:
         return "/".join(map(str, self.path)) or "obs"
 
+    @cached_property
+    def _bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.asarray(self.start), np.asarray(self.start) + np.asarray(self.n)
+
     def check_indices(self, value: np.ndarray) -> None:
         """A ``UserError`` unless every element of ``value`` (a "discrete" part's, one or a batch) is one of
         its values: the encoder's one-hot would otherwise clamp a wrong index onto a valid one, silently (an
         env that forgets its space's ``start`` would train on one constant observation)."""
-        index = value.reshape(-1, len(self.n)) - np.asarray(self.start)
-        bad = (index < 0) | (index >= np.asarray(self.n)) | (index != np.floor(index))
+        if value.size % len(self.n):
+            raise UserError(
+                f"the observation's {self.name!r} has {value.size} values; its space has {len(self.n)} per observation"
+            )
+        value = value.reshape(-1, len(self.n))
+        low, end = self._bounds
+        bad = (value < low) | (value >= end)
+        if value.dtype.kind not in "biu":  # floats: whole numbers only
+            bad |= value != np.floor(value)
         if bad.any():
             row, k = np.argwhere(bad)[0]
-            start, n = self.start[k], self.n[k]
-            where = f"{self.name!r}" + (f" element {k}" if len(self.n) > 1 else "")
+            element = np.unravel_index(k, self.shape) if len(self.n) > 1 else ()
+            where = f"{self.name!r}" + (f" element {tuple(map(int, element))}" if element else "")
             raise UserError(
-                f"the observation's {where} is {value.reshape(-1, len(self.n))[row, k].item()}, not one of its space's "
-                f"values, the integers {start} to {start + n - 1}"
+                f"the observation's {where} is {value[row, k].item()}, not one of its space's values, the "
+                f"integers {low[k]} to {end[k] - 1}"
             )
 
     @property
@@ -188,9 +200,11 @@ class ObsLayout:
         return cls(space_from_json(data["space"]), data.get("mask"), data.get("mask_size"))
 
     def describe(self) -> dict:
-        """What must match between the env an agent was trained on and one it plays: a Box's shape; for other
-        spaces, the space and the mask."""
-        return {"shape": list(self.shape)} if not self.packed else self.to_json()
+        """What must match between the env an agent was trained on and one it plays: a Box's shape (a scalar
+        Box's too, packed or not); for other spaces, the space and the mask."""
+        if isinstance(self.space, gym.spaces.Box) and self.mask is None:
+            return {"shape": list(self.space.shape)}
+        return self.to_json()
 
 
 def _leaves(space: gym.Space, path: tuple = ()):

@@ -101,6 +101,13 @@ def test_module_prefixed_env_id_imports_the_module():
     [
         ("NoSuchEnv-v0", "unknown env id"),
         ("no_such_module:Foo-v0", "unknown env id"),
+        ("CartPole v1", "unknown env id 'CartPole v1' \\(Malformed environment ID"),
+        ("tests.fixtures.no_such_module:Foo-v0", "unknown env id"),
+        (
+            "tests.fixtures.missing_dependency:Foo-v0",
+            r"gymnasium.make\('tests.fixtures.missing_dependency:Foo-v0'\) failed: No module named "
+            "'proxima_test_no_such_package'",
+        ),
         ("::", "malformed env id"),
         ("a:b:c", "malformed env id"),
     ],

@@ -554,6 +554,19 @@ def test_an_env_written_as_pettingzoos_tutorial_writes_one_is_checked_and_trains
     assert {e["return"] for e in episodes} <= {-1.0, 0.0, 1.0} and max(e["length"] for e in episodes) <= 102
 
 
+def test_a_discrete_observation_outside_its_space_is_refused_in_one_line(tmp_path, capsys):
+    """CellsFromOne declares cells 1 to 49 and gives 0 to 48: flattening would one-hot cell 0 as cell 49."""
+    from proxima import cli
+
+    run_dir = tmp_path / "run"
+    argv = ["train", "--env-factory", "tests.fixtures.wild_parallel_envs:CellsFromOne", "--algo", "ippo",
+            "--num-envs", "2", "--num-steps", "16", "--total-timesteps", "64", "--run-dir", str(run_dir), "--quiet"]  # fmt: skip
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is 0, not one of its space's values, the integers 1 to 49" in err[0], err
+    assert not run_dir.exists()
+
+
 def test_check_env_takes_a_gymnasium_env_factory_and_wants_one_env(capsys):
     from proxima import cli
 

@@ -168,7 +168,9 @@ def test_env_kwargs_on_the_cli_are_json_and_the_native_backend_refuses_them(caps
     assert len(err) == 1 and "--env-kwargs must be a JSON object" in err[0]
     with pytest.raises(UserError, match="the native backend cannot do --env-kwargs"):
         proxima.train(env_id="CartPole-v1", env_backend="native", env_kwargs={"max_episode_steps": 8}, **TINY)
-    with pytest.raises(UserError, match="takes no argument 'size'"):
+    with pytest.raises(
+        UserError, match="CartPole-v1's constructor takes no argument 'size'; give env_kwargs that"
+    ):
         proxima.train(env_id="CartPole-v1", env_kwargs={"size": 8}, **TINY)
 
 

@@ -74,11 +74,12 @@ BAD_INPUT = [
         ["cannot render rgb_array", "raised NotImplementedError)"],
     ),
     ("WildForgetsDiscreteStart-v0", [], ["not one of its space's values, the integers 10 to 26"]),
+    ("WildResetInfoNotDict-v0", [], ["reset() returned 2 values whose second is a float, not the info dict"]),
     # gym.make checks the metadata of a registered id; a factory's env is made without it (test below)
     (
         "WildNoneMetadata-v0",
         [],
-        ["gymnasium.make(", "refused the env: Expect the environment metadata to be dict"],
+        ["gymnasium.make(", "failed: Expect the environment metadata to be dict"],
     ),
 ]
 
@@ -419,6 +420,13 @@ def test_predict_takes_what_the_env_gives_and_refuses_other_shapes_in_one_line(t
     for outside in (2, 27, 10.5):  # the encoder would have clamped these onto a valid one-hot
         with pytest.raises(UserError, match="not one of its space's values, the integers 10 to 26"):
             agent.predict(outside)
+    code, run_dir = trained("WildColumnObs-v0")  # shape (2,); the env gives a (2, 1) column
+    agent = proxima.load(run_dir)
+    assert np.ndim(agent.predict([[0.5], [0.5]])) == 0  # that column, as the env gives it: one observation
+    with pytest.raises(
+        UserError, match=r"shape \(2,\) or a batch of shape \(B, 2\); got one of shape \(3, 2, 2\)"
+    ):
+        agent.predict(np.zeros((3, 2, 2)))  # neither one observation nor a batch of them
 
 
 def test_a_factory_needing_an_argument_is_refused_in_one_line_then_takes_it(tmp_path, capsys):

@@ -41,11 +41,19 @@ ENV_ID_FORMS = (
 )
 
 
-# what gym.make raises for an id it cannot find (other gym errors are about the env it found)
-UNKNOWN_ID = (
-    gym.error.UnregisteredEnv, gym.error.DeprecatedEnv, gym.error.NamespaceNotFound, gym.error.NameNotFound,
-    gym.error.VersionNotFound, ModuleNotFoundError, ImportError,
-)  # fmt: skip
+def _unknown_id(error: Exception, env_id: str) -> bool:
+    """Whether what ``gym.make(env_id)`` raised means it found no such env, rather than that the env it found
+    failed (a missing dependency, bad metadata)."""
+    if isinstance(error, (gym.error.UnregisteredEnv, gym.error.DeprecatedEnv)):  # and the *NotFound errors
+        return True
+    if isinstance(error, ImportError):  # only the id's own module missing, not one it imports
+        missing = [x.name for x in (error, error.__cause__) if isinstance(x, ModuleNotFoundError) and x.name]
+        module = env_id.partition(":")[0] if ":" in env_id else ""
+        return any(module == name or module.startswith(name + ".") for name in missing)
+    # gymnasium's plain Error: a malformed id, or no env registered with it, or something else entirely
+    return type(error) is gym.error.Error and str(error).startswith(
+        ("Malformed environment ID", "No registered env")
+    )
 
 
 def check_env_id(env_id: str) -> None:
@@ -69,18 +77,19 @@ def make_single_env(env_id: str, render_mode: str | None = None, **kwargs) -> gy
             return gym.make(env_id, **given)
         except (gym.error.Error, ModuleNotFoundError, ImportError) as e:
             message = str(e).splitlines()[0] if str(e) else type(e).__name__
-            if isinstance(e, UNKNOWN_ID):
+            if _unknown_id(e, env_id):
                 raise UserError(f"unknown env id {env_id!r} ({message}); give {ENV_ID_FORMS}") from None
-            raise UserError(f"gymnasium.make({env_id!r}) refused the env: {message}") from None
+            raise UserError(f"gymnasium.make({env_id!r}) failed: {message}") from None
 
     return _construct(make, env_id, render_mode, kwargs)
 
 
-def _refuse_unknown_kwargs(error: TypeError, env_id: str) -> None:
-    """A constructor that does not take one of the ``env_kwargs`` given: the user's mistake, in one line."""
+def _refuse_unknown_kwargs(error: TypeError, env_id: str, kwargs: dict) -> None:
+    """A constructor that does not take one of the ``env_kwargs`` given: the user's mistake, in one line. (Of
+    the given ones only: a call inside the constructor can raise the same TypeError, the env's own bug.)"""
     # gym.make words it "... raised from the environment creator for ID with kwargs ...": take the name alone
     found = re.search(r"unexpected keyword argument '([^']*)'", str(error))
-    if found:
+    if found and found[1] in kwargs:
         raise UserError(
             f"{env_id}'s constructor takes no argument {found[1]!r}; give env_kwargs that its __init__ accepts"
         ) from None
@@ -689,7 +698,7 @@ def construct(make, label: str, render_mode: str | None, kwargs: dict):
             raise UserError(
                 f"{label} cannot render: its constructor takes no render_mode argument, which video needs"
             ) from None
-        _refuse_unknown_kwargs(e, label)
+        _refuse_unknown_kwargs(e, label, kwargs)
         _refuse_unbound(make, kwargs, label)
         raise EnvError(f"{label}'s constructor raised {raised(e)}") from e
     except (UserError, EnvError):

@@ -274,7 +274,15 @@ def obs_layout(envs: VecEnv) -> ObsLayout:
     space packed into one vector, with the action mask where the env gives one. A backend that packs says so
     in an ``obs_layout`` attribute; one without it (a user's Box-only backend) gives its space's own arrays."""
     layout = getattr(envs, "obs_layout", None)
-    return layout if layout is not None else ObsLayout(envs.single_observation_space)
+    if layout is not None:
+        return layout
+    space = envs.single_observation_space
+    if isinstance(space, gym.spaces.Box) and space.shape == ():  # would be packed: (N, 1), not its (N,)
+        raise UserError(
+            f"{type(envs).__name__} gives observations of shape (); a backend without an obs_layout must give "
+            "Box observations of 1 or more dimensions: give them shape (1,)"
+        )
+    return ObsLayout(space)
 
 
 def env_call(method, *args, **kwargs):

@@ -182,6 +182,10 @@ class _Kind:
         self.flat = own if isinstance(own, gym.spaces.Box) else gym.spaces.flatten_space(own)
         self.size = int(np.prod(self.flat.shape))
         self.count = action_count(action_space)
+        # gym.spaces.flatten one-hots a discrete value without checking its range (an index below the start
+        # wraps around): its parts are checked as packing checks them
+        boxed = isinstance(own, gym.spaces.Box)
+        self.discrete = [] if boxed else [p for p in ObsLayout(own).parts if p.kind == "discrete"]
 
     def values(self, obs) -> np.ndarray:
         """The agent's observation as a flat vector (its mask left out)."""
@@ -190,6 +194,11 @@ class _Kind:
             obs = next(iter(obs.values())) if len(obs) == 1 else obs
         if isinstance(self.own, gym.spaces.Box):
             return np.asarray(obs).reshape(-1)
+        for part in self.discrete:
+            leaf = obs
+            for key in part.path:
+                leaf = leaf[key]
+            part.check_indices(np.asarray(leaf))
         return gym.spaces.flatten(self.own, obs)
 
 
