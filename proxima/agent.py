@@ -118,7 +118,8 @@ class Agent:
         return actions, tuple(m.cpu().numpy() for m in memory)
 
     def save(self, directory: str, **extra) -> None:
-        """Write ``model.safetensors`` and ``agent.json`` into ``directory``."""
+        """Write ``model.safetensors`` and ``agent.json`` into ``directory`` (made if it does not exist)."""
+        os.makedirs(directory, exist_ok=True)
         write_tensors(os.path.join(directory, WEIGHTS), self.model.state_dict())
         meta = {
             "format": FORMAT,
@@ -135,6 +136,10 @@ class Agent:
     @classmethod
     def load(cls, run_dir: str, device: str | torch.device = "cpu") -> Agent:
         """Rebuild the agent saved in ``run_dir``; a ``UserError`` says what is wrong with a bad directory."""
+        if os.path.isfile(run_dir):
+            raise UserError(
+                f"{run_dir!r} is a file; give the directory that holds it, as written by `proxima train`"
+            )
         if not os.path.isdir(run_dir):
             raise UserError(
                 f"run directory {run_dir!r} does not exist; give a directory written by `proxima train`"

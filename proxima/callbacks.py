@@ -108,6 +108,49 @@ class Callback:
         pass
 
 
+SB3_HOOKS = (
+    "_on_step",
+    "on_step",
+    "_on_rollout_end",
+    "on_rollout_end",
+    "_on_training_start",
+    "_on_training_end",
+)
+
+
+def user_callbacks(callbacks) -> list[Callback]:
+    """``train(callbacks=...)`` as a list (one ``Callback`` alone is taken as a list of it, as SB3 takes it), or
+    a ``UserError`` before the run starts for what would fail or be ignored during it: an object that is not a
+    ``Callback``, state that checkpoints would not save (no ``state_key``), or SB3's hooks, never called here."""
+    if callbacks is None:
+        return []
+    if isinstance(callbacks, Callback):
+        callbacks = [callbacks]
+    if not isinstance(callbacks, list | tuple):
+        raise UserError(
+            f"callbacks is {type(callbacks).__name__}; give a list of proxima.callbacks.Callback objects"
+        )
+    for i, callback in enumerate(callbacks):
+        name = type(callback).__name__
+        if not isinstance(callback, Callback):
+            raise UserError(
+                f"callbacks[{i}] is {name}, not a proxima.callbacks.Callback: subclass Callback and override "
+                "on_update_end(self, run, result) (docs/CALLBACKS.md)"
+            )
+        if type(callback).state_dict is not Callback.state_dict and callback.state_key is None:
+            raise UserError(
+                f"{name} has a state_dict but no state_key, so checkpoints would not save its state; give it a "
+                "state_key (a name no other callback of the run has)"
+            )
+        hooks = [h for h in SB3_HOOKS if hasattr(callback, h)]
+        if hooks:
+            raise UserError(
+                f"{name} defines {hooks[0]}, which proxima never calls (it is Stable-Baselines3's); proxima's "
+                "hooks are on_train_start, on_update_end(run, result) after each update, on_train_end and close"
+            )
+    return list(callbacks)
+
+
 class Evaluation(Callback):
     """``--eval-every``: the deterministic policy on fresh episodes of the training backend, logged as
     ``eval_return``; ``--stop-return`` ends training when it is reached, ``--save-best`` keeps the best agent

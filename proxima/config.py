@@ -18,9 +18,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import types
+import typing
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Literal
+
+import numpy as np
 
 from proxima.algorithms import get_algorithm
 from proxima.encoders import class_path
@@ -314,6 +318,63 @@ GROUPS: dict[str, type] = {
 # Each setting's flat name (a flag, a keyword, a preset's key) -> its group
 GROUP_OF: dict[str, str] = {f.name: group for group, cls in GROUPS.items() for f in dataclasses.fields(cls)}
 TUPLES = ("hidden_sizes", "critic_hidden_sizes", "log_info")  # JSON has lists
+PATHS = ("run_dir", "init_from")  # a pathlib.Path is written down as its string
+OWN_CHECKS = ("encoder", "log_info")  # their groups' validate() say more than their types can
+
+
+def _hints() -> dict[str, object]:
+    return {name: hint for cls in GROUPS.values() for name, hint in typing.get_type_hints(cls).items()}
+
+
+def _fits(value, hint) -> bool:
+    """Whether ``value`` is of the settings' type ``hint`` (numpy's numbers count as numbers)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, a) for a in args)
+    if origin is Literal:
+        return value in args
+    if origin is tuple:
+        return isinstance(value, tuple) and all(_fits(v, args[0]) for v in value)
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool | np.bool_)
+    if hint is int:
+        return isinstance(value, int | np.integer) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool)
+    return isinstance(value, origin or hint)
+
+
+def _described(hint) -> str:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_described(a) for a in args)
+    if origin is Literal:
+        return "one of " + ", ".join(map(repr, args))
+    if origin is tuple:
+        return f"a tuple of {_described(args[0]).removeprefix('an ').removeprefix('a ')}s, such as " + (
+            "(64, 64)" if args[0] is int else "('success',)"
+        )
+    return {bool: "True or False", int: "an int", float: "a number", str: "a string", type(None): "None"}.get(
+        hint, getattr(hint, "__name__", str(hint))
+    )
+
+
+def check_type(name: str, value, hints: dict | None = None) -> None:
+    """A ``UserError`` where the setting ``name`` is given a value of another type (from Python: the CLI's
+    parser and the JSON readers already type them), before it fails deep inside a run or, for a bool given
+    as the string "False", silently counts as true."""
+    hint = (hints or _hints())[name]
+    if name in OWN_CHECKS:
+        return
+    if not _fits(value, hint):
+        extra = ""
+        if callable(value) and name in ADJUSTABLE:  # SB3 takes a function of the progress here
+            extra = "; for a schedule give learning_rate_end (and the like) or a callback calling run.set (docs/TRAINING.md)"
+        raise UserError(
+            f"{name}={value!r} is of type {type(value).__name__}; {name} takes {_described(hint)}{extra}"
+        )
 
 
 @read_only
@@ -356,11 +417,17 @@ class PPOArgs:
                 f"groups ({', '.join(f'{g}: {c.__name__}' for g, c in GROUPS.items())})"
             )
         by_group: dict[str, dict] = {}
+        hints = _hints()
         for name, value in values.items():
             if name in TUPLES and isinstance(value, list):
                 value = tuple(value)
             if name == "encoder" and isinstance(value, type):  # its import path, which config.json records
                 value = class_path(value)
+            if name in PATHS and isinstance(value, os.PathLike):
+                value = os.fspath(value)
+            if isinstance(value, np.generic):  # as config.json writes it
+                value = value.item()
+            check_type(name, value, hints)
             by_group.setdefault(GROUP_OF[name], {})[name] = value
         return dataclasses.replace(
             self, **{g: dataclasses.replace(getattr(self, g), **v) for g, v in by_group.items()}

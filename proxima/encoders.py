@@ -21,7 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from proxima.distributions import make_head
-from proxima.errors import UserError
+from proxima.errors import UserError, raised
 from proxima.spaces import ACCEPTED, ObsLayout, channels_last, is_image
 
 
@@ -473,11 +473,37 @@ def make_encoder(name: str, layout: ObsLayout, precision: str = "float32") -> nn
                 f"encoder {name} has no features_dim (got {features!r}): set self.features_dim to the size of "
                 "the features its forward returns, a positive int"
             )
+        _try_forward(encoder, name, layout, int(features))
         return encoder
     if name not in ENCODERS:
         raise UserError(f"unknown encoder {name!r}; accepted: {', '.join(ENCODERS)}")
     encoder = ENCODERS[name]
     return encoder.make(layout, precision) if encoder.takes_precision else encoder.make(layout)
+
+
+def _try_forward(encoder: nn.Module, name: str, layout: ObsLayout, features: int) -> None:
+    """A ``UserError`` in one line, before any training, where a user's encoder does not take a batch of the
+    env's observations or does not return ``(batch, features_dim)`` (torch would say so at the first step,
+    as a shape error deep in the actor). In eval mode: dropout draws nothing, batch norm keeps its statistics."""
+    obs = torch.zeros((2, *layout.shape), dtype=layout.dtype)
+    was_training = encoder.training
+    encoder.eval()
+    try:
+        with torch.no_grad():
+            out = encoder(obs)
+    except Exception as e:
+        raise UserError(
+            f"encoder {name} fails on a batch of observations of shape {tuple(obs.shape)} ({raised(e)}); its "
+            "forward takes (batch, *observation shape) and returns (batch, features_dim)"
+        ) from None
+    finally:
+        encoder.train(was_training)
+    shape = tuple(getattr(out, "shape", ()))
+    if shape != (2, features):
+        raise UserError(
+            f"encoder {name} returned shape {shape} for a batch of 2 observations; with features_dim {features} "
+            f"it must return (2, {features})"
+        )
 
 
 def check_spaces(layout: ObsLayout, action_space: gym.Space, encoder: str = "auto") -> None:

@@ -144,7 +144,7 @@ def evaluate(
         if obs_layout(envs).describe() != agent.layout.describe():
             raise UserError(
                 f"{env_id} has observations {_observations(obs_layout(envs))}, but the agent was trained on "
-                f"{_observations(agent.layout)}"
+                f"observations {_observations(agent.layout)}"
             )
         if space_to_json(envs.single_action_space) != space_to_json(agent.action_space):
             raise UserError(

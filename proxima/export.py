@@ -206,6 +206,14 @@ def export(agent_or_run_dir: Agent | str, format: str = "onnx", output: str | No
     else:
         agent, default_dir = Agent.load(os.fspath(agent_or_run_dir)), os.fspath(agent_or_run_dir)
     path = output if output is not None else os.path.join(default_dir, "policy" + FORMATS[format])
+    other = next((f for f, ext in FORMATS.items() if f != format and path.endswith(ext)), None)
+    if other is not None:  # an ONNX file named .pt would not load where the name says it should
+        raise UserError(
+            f"cannot write {path}: its name ends in {FORMATS[other]}, a {other} file's; give format {other!r} "
+            f"(--format {other}), or a name ending in {FORMATS[format]}"
+        )
+    if os.path.isdir(path):
+        raise UserError(f"cannot write {path}: it is a directory; give a file name in it")
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise UserError(f"cannot write {path}: the directory {directory} does not exist")

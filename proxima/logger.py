@@ -17,6 +17,7 @@ import platform
 import threading
 
 import numpy as np
+import torch
 
 from proxima.errors import UserError
 from proxima.files import EPISODES, FULL_DISK, MACHINE_JSON, METRICS, writing
@@ -53,7 +54,12 @@ def info_number(value) -> float | None:
 
 
 def _json_number(x):
-    """NaN and inf are not JSON; write them as null."""
+    """A record's value as JSON takes it: numpy scalars, one-element arrays and tensors (a callback's mean of
+    float32 data) as Python numbers, larger ones as lists; NaN and inf, which are not JSON, as null."""
+    if isinstance(x, torch.Tensor):
+        x = x.detach().cpu().numpy()
+    if isinstance(x, np.generic | np.ndarray):
+        x = x.item() if x.size == 1 else x.tolist()
     return None if isinstance(x, float) and not math.isfinite(x) else x
 
 

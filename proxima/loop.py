@@ -465,8 +465,15 @@ def check_agents(args: PPOArgs, agents: AgentSpec | None) -> None:
 
 
 def default_run_dir(args: PPOArgs) -> str:
+    """The PPO tutorial's run name under ``runs/``, with a count after it where runs started in the same second
+    (a loop of short runs) would otherwise share it."""
     env_name = re.sub(r"[^\w.-]", "_", args.env.env_id)  # an id's / and :, an env object's <lambda>
-    return os.path.join("runs", f"{env_name}__{args.run.exp_name}__{args.run.seed}__{int(time.time())}")
+    path = os.path.join("runs", f"{env_name}__{args.run.exp_name}__{args.run.seed}__{int(time.time())}")
+    taken, count = path, 1
+    while os.path.exists(taken):
+        count += 1
+        taken = f"{path}_{count}"
+    return taken
 
 
 def check_run_dir_free(run_dir: str) -> None:
@@ -521,6 +528,8 @@ def take_env(env, args: PPOArgs | None, overrides: dict):
         if "env_id" in overrides:
             raise UserError("give the env once: as env= or as env_id=, not both")
         return None, args, {**overrides, "env_id": env}
+    if overrides.get("env_id"):
+        raise UserError("give the env once: as env= or as env_id=, not both")
     label, factory = describe_env(env)
     overrides = {**overrides, "env_id": label, "env_factory": factory}
     if isinstance(env, gym.vector.VectorEnv):

@@ -15,6 +15,7 @@ from proxima.agent import Agent
 from proxima.callbacks import (
     Callback,
     default_callbacks,
+    user_callbacks,
 )
 from proxima.config import PPOArgs, resolve_args, show_value
 from proxima.encoders import check_spaces, encoder_note, hardware_notes
@@ -101,6 +102,7 @@ def training(
     done) and returns the agent when the run ends. Stepping several of them in turn trains several runs in one
     thread, as ``proxima tune`` does for the seeds of a sample; closing one early (``close()``) ends its run
     where it stands, without the end-of-run save."""
+    callbacks = user_callbacks(callbacks)
     if resume is not None:
         if resume_if_exists:
             raise UserError(
@@ -202,6 +204,7 @@ def resuming(
     env=None,
 ) -> Updates:
     """``resume`` one update at a time, as ``training`` is ``train``."""
+    callbacks = user_callbacks(callbacks)
     if not os.path.isdir(run_dir):
         raise UserError(
             f"run directory {run_dir!r} does not exist; give a directory written by `proxima train`"

@@ -172,10 +172,8 @@ class CartPole(NativeVecEnv):
     polemass_length = masspole * length
     theta_threshold = 12 * 2 * math.pi / 360
     x_threshold = 2.4
-    _high = np.array(
-        [x_threshold * 2, np.finfo(np.float32).max, theta_threshold * 2, np.finfo(np.float32).max],
-        dtype=np.float32,
-    )
+    # Gymnasium's own space (1.x: unbounded velocities), so that an agent moves between the two backends
+    _high = np.array([x_threshold * 2, np.inf, theta_threshold * 2, np.inf], dtype=np.float32)
     single_observation_space = gym.spaces.Box(-_high, _high, dtype=np.float32)
     single_action_space = gym.spaces.Discrete(2)
 

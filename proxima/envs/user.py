@@ -265,7 +265,8 @@ class UserVectorEnv:
                 raise EnvError(
                     f"{self.label}'s reset(options={{'reset_mask': ...}}) raised {raised(e)}; proxima "
                     f"resets ended envs so in {self.mode.value} autoreset mode: build the VectorEnv with "
-                    "autoreset_mode=gymnasium.vector.AutoresetMode.SAME_STEP"
+                    "autoreset_mode=gymnasium.vector.AutoresetMode.SAME_STEP (a vector wrapper that refuses that "
+                    "mode, such as NormalizeObservation, has a proxima flag: --norm-obs, --norm-reward)"
                 ) from e
             obs_t = self._obs(reset_obs)
             kept = torch.as_tensor(~done, device=self.device)
