@@ -361,6 +361,15 @@ def _described(hint) -> str:
     )
 
 
+def _choices(hint) -> tuple:
+    """A Literal's values (and None, for an optional one); () for any other type."""
+    args = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+    literal = [a for a in args if typing.get_origin(a) is Literal]
+    if not literal:
+        return ()
+    return (*typing.get_args(literal[0]), *([None] if type(None) in args else []))
+
+
 def check_type(name: str, value, hints: dict | None = None) -> None:
     """A ``UserError`` where the setting ``name`` is given a value of another type (from Python: the CLI's
     parser and the JSON readers already type them), before it fails deep inside a run or, for a bool given
@@ -368,6 +377,10 @@ def check_type(name: str, value, hints: dict | None = None) -> None:
     hint = (hints or _hints())[name]
     if name in OWN_CHECKS:
         return
+    choices = _choices(hint)
+    if choices and not _fits(value, hint):  # the words of the groups' own checks: "init must be ..., got ..."
+        words = [str(c) for c in choices]
+        raise UserError(f"{name} must be {', '.join(words[:-1])} or {words[-1]}, got {value!r}")
     if not _fits(value, hint):
         extra = ""
         if callable(value) and name in ADJUSTABLE:  # SB3 takes a function of the progress here

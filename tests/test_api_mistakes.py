@@ -78,7 +78,8 @@ def test_runs_started_in_the_same_second_get_their_own_default_directories(tmp_p
             "takes a number; for a schedule give learning_rate_end",
         ),
         (dict(seed=None), "seed=None is of type NoneType; seed takes an int"),
-        (dict(recurrent="gru"), "recurrent takes one of 'lstm' or None"),
+        (dict(recurrent="gru"), "recurrent must be lstm or None, got 'gru'"),
+        (dict(action_dist="normal"), "action_dist must be gaussian, beta or tanh-gaussian, got 'normal'"),
     ],
 )
 def test_a_setting_of_the_wrong_type_is_refused_in_one_line(setting, match, tmp_path):
