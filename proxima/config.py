@@ -16,6 +16,7 @@ not written to ``config.json``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import types
@@ -322,6 +323,7 @@ PATHS = ("run_dir", "init_from")  # a pathlib.Path is written down as its string
 OWN_CHECKS = ("encoder", "log_info")  # their groups' validate() say more than their types can
 
 
+@functools.cache
 def _hints() -> dict[str, object]:
     return {name: hint for cls in GROUPS.values() for name, hint in typing.get_type_hints(cls).items()}
 
