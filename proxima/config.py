@@ -352,8 +352,6 @@ def _described(hint) -> str:
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
         return " or ".join(_described(a) for a in args)
-    if origin is Literal:
-        return "one of " + ", ".join(map(repr, args))
     if origin is tuple:
         return f"a tuple of {_described(args[0]).removeprefix('an ').removeprefix('a ')}s, such as " + (
             "(64, 64)" if args[0] is int else "('success',)"
@@ -372,13 +370,13 @@ def _choices(hint) -> tuple:
     return (*typing.get_args(literal[0]), *([None] if type(None) in args else []))
 
 
-def check_type(name: str, value, hints: dict | None = None) -> None:
+def check_type(name: str, value) -> None:
     """A ``UserError`` where the setting ``name`` is given a value of another type (from Python: the CLI's
     parser and the JSON readers already type them), before it fails deep inside a run or, for a bool given
     as the string "False", silently counts as true."""
-    hint = (hints or _hints())[name]
     if name in OWN_CHECKS:
         return
+    hint = _hints()[name]
     choices = _choices(hint)
     if choices and not _fits(value, hint):  # the words of the groups' own checks: "init must be ..., got ..."
         words = [str(c) for c in choices]
@@ -432,7 +430,6 @@ class PPOArgs:
                 f"groups ({', '.join(f'{g}: {c.__name__}' for g, c in GROUPS.items())})"
             )
         by_group: dict[str, dict] = {}
-        hints = _hints()
         for name, value in values.items():
             if name in TUPLES and isinstance(value, list):
                 value = tuple(value)
@@ -442,7 +439,7 @@ class PPOArgs:
                 value = os.fspath(value)
             if isinstance(value, np.generic):  # as config.json writes it
                 value = value.item()
-            check_type(name, value, hints)
+            check_type(name, value)
             by_group.setdefault(GROUP_OF[name], {})[name] = value
         return dataclasses.replace(
             self, **{g: dataclasses.replace(getattr(self, g), **v) for g, v in by_group.items()}

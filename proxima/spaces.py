@@ -2,8 +2,8 @@
 
 The loop, the buffer and every vector env move an observation as one tensor per env. A Box observation is its
 own array, exactly as before. Any other observation space (Discrete, MultiDiscrete, MultiBinary, Dict, Tuple,
-nested, and a Box of shape (), one number) and any observation that comes with an action mask is *packed* where it leaves the env: the elements
-of its parts, in the space's own order, side by side in one flat vector. ``ObsLayout`` records where each part
+nested, and a Box of shape (), one number) and any observation that comes with an action mask is *packed*
+where it leaves the env: the elements of its parts, in the space's own order, side by side in one flat vector. ``ObsLayout`` records where each part
 lies, so that the multi-input encoder (``proxima.encoders``) can cut the vector back into parts: vectors are
 used as they are, discrete values are one-hot encoded there, and images go through the CNN.
 
