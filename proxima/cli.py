@@ -618,16 +618,36 @@ def cmd_report(argv: list[str]) -> int:
     return 0
 
 
+COMPARE_ABOUT = """Trains every algorithm of --algos with every seed on one env, each as an ordinary `proxima train`
+run in its own directory under the output directory (a sweep over the algorithms: Ray Tune trials where Ray is
+installed), then writes a table of the final returns over seeds per algorithm (results.md), the learning curves
+with bands (learning_curves.png) and results.json. Exit status 1 if a run failed or did not run."""
+
+
 def cmd_compare(argv: list[str]) -> int:
-    from proxima.compare import CompareArgs, compare
+    from proxima.compare import TOTAL_TIMESTEPS, CompareFlags, check_algos, compare
     from proxima.sweeps import default_output_dir
 
-    args = _parse(CompareArgs, argv, "proxima compare")
-    args.output_dir = args.output_dir or default_output_dir(args.env_id, "compare")
+    flags, _ = parse_command(argv, "proxima compare", CompareFlags, description=COMPARE_ABOUT)
+    for flag, instead in (("--algo", "--algos"), ("--seed", "--seeds"), ("--run-dir", "--output-dir")):
+        if _flag_value(argv, flag) is not None:
+            raise UserError(f"proxima compare sets {flag} of each run; give {instead} instead")
+    check_algos(flags.algos)
+    train_argv = _without_own_flags(argv, CompareFlags)
+    if _flag_value(argv, "--total-timesteps") is None and _flag_value(argv, "--config") is None:
+        train_argv = ["--total-timesteps", str(TOTAL_TIMESTEPS), *train_argv]
+    settings = [
+        (
+            algo,
+            parse_train_args([*train_argv, "--algo", algo], prog="proxima compare", instructions=("config",)),
+        )
+        for algo in flags.algos
+    ]
+    out = flags.output_dir or default_output_dir(settings[0][1].env.env_id, "compare")
     try:
-        return _print_results(compare(args), "compare")
+        return _print_results(compare(flags, settings, out), "compare")
     except TrainingInterrupted as e:  # a comparison is a sweep: it finishes as one
-        return _sweep_interrupted(e, args.output_dir, "compare")
+        return _sweep_interrupted(e, out, "compare")
 
 
 def _print_results(results, command: str) -> int:
@@ -652,8 +672,8 @@ def _print_results(results, command: str) -> int:
 class SweepFlags:
     """the sweep; every other flag is a `proxima train` flag (proxima train --help)"""
 
-    seeds: str = "1-3"
-    """the seeds of every setting: 1-10, 1,3,5 or 4"""
+    seeds: str = "3"
+    """the seeds of every setting: a count (5: seeds 1-5), a range (1-10; 4-4: seed 4 alone) or a list (1,3,5)"""
     batched: bool = False
     """train each setting's seeds as one batched run (--num-seeds), one trial, instead of one trial each; the seeds must be consecutive (1-10)"""
     grid: Annotated[tuple[str, ...], tyro.conf.UseAppendAction, tyro.conf.arg(metavar="NAME=V1,V2,...")] = ()
@@ -771,21 +791,34 @@ def _grid_settings(argv: list[str], grid: list[str]):
 
 
 def _without_own_flags(argv: list[str], own: type) -> list[str]:
-    """``argv`` without the flags of ``own`` (a dataclass of a command's own flags, each taking one value but
-    its booleans: ``--name`` or ``--no-name``)."""
+    """``argv`` without the flags of ``own`` (a dataclass of a command's own flags, each taking one value, but
+    its booleans (``--name`` or ``--no-name``) and its tuples that are not given once per value, which take
+    the values up to the next flag)."""
+    hints = typing.get_type_hints(own, include_extras=True)
     fields = dataclasses.fields(own)
-    names = {"--" + f.name.replace("_", "-") for f in fields if f.type not in (bool, "bool")}
-    switches = {
-        f"--{no}{f.name.replace('_', '-')}" for f in fields if f.type in (bool, "bool") for no in ("", "no-")
-    }
+    flag = {f.name: "--" + f.name.replace("_", "-") for f in fields}
+    switches = {f"--{no}{flag[f.name][2:]}" for f in fields if hints[f.name] is bool for no in ("", "no-")}
+    many = {
+        flag[f.name] for f in fields
+        if typing.get_origin(typing.get_args(hints[f.name])[0] if typing.get_origin(hints[f.name]) is Annotated
+                             else hints[f.name]) is tuple
+        and tyro.conf.UseAppendAction not in getattr(hints[f.name], "__metadata__", ())
+    }  # fmt: skip
+    names = set(flag.values()) - switches
     out, i = [], 0
     while i < len(argv):
         name = argv[i].split("=")[0]
-        if name in names or name in switches:
-            i += 1 if "=" in argv[i] or name in switches else 2
-            continue
-        out.append(argv[i])
-        i += 1
+        if name in switches or (name in names and "=" in argv[i]):
+            i += 1
+        elif name in many:
+            i += 1
+            while i < len(argv) and not argv[i].startswith("--"):
+                i += 1
+        elif name in names:
+            i += 2
+        else:
+            out.append(argv[i])
+            i += 1
     return out
 
 

@@ -1,54 +1,52 @@
 """``proxima compare``: train several algorithms over several seeds on one env, then plot and tabulate them.
 
-A comparison is a sweep (``proxima.sweep``) whose settings are the algorithms: each run is an ordinary
-``proxima train`` run in its own directory under the output directory, and the table, the plot and
-``results.json`` come from the sweep's summary.
+A comparison is a sweep (``proxima.sweep``) whose settings are the algorithms, each with its own defaults
+under the train flags given: each run is an ordinary ``proxima train`` run in its own directory under the
+output directory, and the table, the plot and ``results.json`` come from the sweep's summary.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from proxima.algorithms import ALGOS
-from proxima.config import resolve_args
 from proxima.errors import UserError
 from proxima.executors import ray_available
-from proxima.sweeps import SweepResults, default_output_dir, sweep
+from proxima.sweeps import SweepResults, parse_seeds, sweep
+
+if TYPE_CHECKING:
+    from proxima.config import PPOArgs
+
+# a comparison's runs are short unless a flag or a preset says otherwise
+TOTAL_TIMESTEPS = 100_000
 
 
-@dataclass
-class CompareArgs:
-    env_id: str = "CartPole-v1"
-    """the environment every run trains on"""
+@dataclass(frozen=True)
+class CompareFlags:
+    """the comparison; every other flag is a `proxima train` flag (proxima train --help), given to every
+    algorithm on top of its own defaults; --total-timesteps is 100000 unless given or set by --config"""
+
     algos: tuple[str, ...] = ("reinforce", "vpg", "ppo")
     """the algorithms to compare (each with its own defaults: see `proxima train --algo A --help`)"""
-    seeds: int = 3
-    """how many seeds per algorithm (seeds 1..N)"""
-    total_timesteps: int = 100000
-    """env steps per run"""
+    seeds: str = "3"
+    """the seeds of every algorithm: a count (5: seeds 1-5), a range (1-10; 4-4: seed 4 alone) or a list (1,3,5)"""
+    executor: Literal["auto", "local", "ray"] = "auto"
+    """where the runs go: ray (Ray Tune trials, 1 CPU each, side by side), local (one after another in this process), or auto (ray where it is installed)"""
     output_dir: str | None = None
     """where to write the runs, the plot and the table (default: runs/compare__{env}__{unix time})"""
-    executor: Literal["auto", "local", "ray"] = "auto"
-    """where the runs go: ray (Ray Tune trials, 1 CPU each, side by side), local (one after another in this
-    process), or auto (ray where it is installed)"""
 
 
-def compare(args: CompareArgs) -> SweepResults:
-    """Run every (algo, seed); write ``learning_curves.png``, ``results.md`` and ``results.json``."""
-    for algo in args.algos:
+def check_algos(algos: tuple[str, ...]) -> None:
+    for algo in algos:
         if algo not in ALGOS:
             raise UserError(f"unknown algo {algo!r}; accepted: {', '.join(ALGOS)}")
-    if args.seeds < 1:
-        raise UserError(f"seeds must be a positive integer, got {args.seeds}")
-    executor = args.executor if args.executor != "auto" else "ray" if ray_available() else "local"
-    return sweep(
-        seeds=range(1, args.seeds + 1),
-        # each algorithm with its own defaults (resolve_args puts an algo's defaults under the overrides)
-        settings=[
-            (algo, resolve_args(algo=algo, env_id=args.env_id, total_timesteps=args.total_timesteps))
-            for algo in args.algos
-        ],
-        executor=executor,
-        output_dir=args.output_dir or default_output_dir(args.env_id, "compare"),
-    )
+    if len(set(algos)) < len(algos):
+        raise UserError("--algos names an algorithm twice; give each once")
+
+
+def compare(flags: CompareFlags, settings: list[tuple[str, PPOArgs]], output_dir: str) -> SweepResults:
+    """Run every (algo, seed) of ``settings`` (one ``(algo, its settings)`` each); write
+    ``learning_curves.png``, ``results.md`` and ``results.json`` to ``output_dir``."""
+    executor = flags.executor if flags.executor != "auto" else "ray" if ray_available() else "local"
+    return sweep(seeds=parse_seeds(flags.seeds), settings=settings, executor=executor, output_dir=output_dir)

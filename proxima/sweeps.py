@@ -64,14 +64,24 @@ class SweepResults:
 
 
 def parse_seeds(text: str) -> list[int]:
-    """``"1-10"``, ``"1,3,5"``, ``"2"`` or a mix (``"1-3,7"``): the seeds, in order, each once."""
-    seeds = []
+    """The seeds ``--seeds`` names: a count (``"5"``: seeds 1 to 5, as ``--seeds 5`` of ``proxima tune`` and
+    ``--num-seeds 5`` of ``proxima train`` mean five seeds), a range (``"1-10"``, ``"4-4"``: seed 4 alone), a
+    list (``"1,3,5"``) or a mix (``"1-3,7"``); in order, each once."""
+    parts = [part.strip() for part in text.split(",")]
+    count = len(parts) == 1 and "-" not in parts[0]
     try:
-        for part in text.split(","):
-            first, dash, last = part.strip().partition("-")
+        seeds = []
+        for part in parts:
+            first, dash, last = part.partition("-")
             seeds += range(int(first), int(last) + 1) if dash else [int(first)]
     except ValueError:
-        raise UserError(f"--seeds expects integers and ranges like 1-10 or 1,3,5, got {text!r}") from None
+        raise UserError(f"--seeds expects a count (5: seeds 1-5) or ranges and lists like 1-10 or 1,3,5, got "
+                        f"{text!r}") from None  # fmt: skip
+    if count:
+        if seeds[0] < 1:
+            raise UserError(f"--seeds expects a positive count of seeds (5: seeds 1-5), or ranges and lists like "
+                            f"0-0 or 0,1; got {text!r}")  # fmt: skip
+        return list(range(1, seeds[0] + 1))
     if not seeds or min(seeds) < 0:
         raise UserError(f"--seeds expects non-negative integers and ranges like 1-10 or 1,3,5, got {text!r}")
     return list(dict.fromkeys(seeds))
@@ -92,7 +102,7 @@ def sweep(
     args: PPOArgs | None = None,
     *,
     config: str | None = None,
-    seeds: Iterable[int] = (1, 2, 3),
+    seeds: int | str | Iterable[int] = 3,
     grid: dict[str, list] | None = None,
     executor: str = "ray",
     cpus_per_trial: int = 1,
@@ -105,7 +115,8 @@ def sweep(
     **overrides,
 ) -> SweepResults:
     """Train every combination of ``grid``'s values (``{"learning_rate": [3e-4, 1e-3]}``) with every seed;
-    return the results, also written to ``output_dir``.
+    return the results, also written to ``output_dir``. ``seeds``: a count (3: seeds 1 to 3), the seeds
+    themselves (``range(1, 11)``, ``[1, 3, 5]``) or ``--seeds``' text (``"1-10"``).
 
     Each combination's settings are layered as for ``train``: ``config`` and ``overrides``, then the grid's
     values (an ``algo`` in the grid brings that algorithm's defaults), or ``args`` with the grid's values on
@@ -126,7 +137,12 @@ def sweep(
                         "says so: drop --gpus-per-trial or give --executor ray")  # fmt: skip
     if max_concurrent is not None and max_concurrent < 1:
         raise UserError(f"max_concurrent must be a positive integer or None (no limit), got {max_concurrent}")
-    seeds = list(seeds)
+    if isinstance(seeds, int) and seeds < 1:
+        raise UserError(
+            f"seeds must be a positive count, or the seeds themselves (range(1, 11)), got {seeds}"
+        )
+    seeds = (list(range(1, seeds + 1)) if isinstance(seeds, int) else parse_seeds(seeds) if isinstance(seeds, str)
+             else list(seeds))  # fmt: skip
     if not seeds:
         raise UserError("give at least one seed")
     if batched and seeds != list(range(seeds[0], seeds[0] + len(seeds))):

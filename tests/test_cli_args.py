@@ -35,7 +35,7 @@ from proxima.errors import EnvError, NonFiniteError, UserError
         (["eval", "run", "--episodes", "many"], "--episodes expects an integer, got 'many'"),
         (["plot"], "missing RUN_DIRS: one or more run directories"),
         (["plot", "a", "--output", "x.png", "b"], "unexpected argument 'b'"),
-        (["compare", "--seeds", "2.5"], "--seeds expects an integer, got '2.5'"),
+        (["compare", "--executor", "dask"], "--executor expects one of auto, local, ray, got 'dask'"),
         (["compare", "--algos"], "--algos needs a value: one or more strings"),
     ],
 )  # fmt: skip

@@ -3,6 +3,8 @@ numbers of the policy-gradient homework's unit tests, the rewards-to-go estimato
 loops, per-network architectures, separate optimizers, presets, and the
 modified Pendulum."""
 
+import json
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -453,8 +455,58 @@ def test_compare_writes_plot_and_table(tmp_path, capsys):
         "reinforce__seed1",
         "reinforce__seed2",
     ]
-    assert main(["compare", "--algos", "dqn", "--output-dir", str(tmp_path / "x")]) == 2
-    assert not (tmp_path / "x").exists()
+    for bad in (["--algos", "dqn"], ["--algos", "ppo", "ppo"], ["--algo", "ppo"], ["--seed", "2"],
+                ["--run-dir", "r"], ["--num-envs", "0"]):  # fmt: skip
+        assert main(["compare", *bad, "--output-dir", str(tmp_path / "x")]) == 2
+        assert not (tmp_path / "x").exists()
+
+
+def test_compare_gives_train_flags_to_every_algorithm_over_its_own_defaults(tmp_path):
+    out = tmp_path / "cmp"
+    argv = ["compare", "--algos", "reinforce", "ppo", "--seeds", "2-2", "--num-envs", "2", "--torch-threads", "1",
+            "--gamma", "0.9", "--executor", "local", "--output-dir", str(out), "--no-plot", "--no-report"]  # fmt: skip
+    assert main([*argv, "--total-timesteps", "512"]) == 0
+    configs = {
+        algo: json.loads((out / f"{algo}__seed2" / "config.json").read_text())
+        for algo in ("reinforce", "ppo")
+    }
+    for algo, config in configs.items():
+        assert (config["env"]["num_envs"], config["run"]["torch_threads"], config["algorithm"]["gamma"]) == (
+            2,
+            1,
+            0.9,
+        )
+        assert config["run"]["seed"] == 2 and config["algorithm"]["total_timesteps"] == 512
+        assert config["algorithm"]["update_epochs"] == resolve_args(algo=algo).algorithm.update_epochs
+    assert configs["reinforce"]["algorithm"]["update_epochs"] != configs["ppo"]["algorithm"]["update_epochs"]
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["ppo__seed2", "reinforce__seed2"]
+
+
+class _Planned(Exception):
+    pass
+
+
+@pytest.mark.parametrize(
+    "flags,total",
+    [([], 100_000), (["--total-timesteps", "4096"], 4096), (["--config", "cartpole-fast"], None)],
+)
+def test_compare_runs_100k_steps_unless_a_flag_or_a_preset_says(flags, total, monkeypatch, tmp_path):
+    import proxima.compare
+
+    def planned(seeds, settings, **_):
+        raise _Planned(seeds, settings)
+
+    monkeypatch.setattr(proxima.compare, "sweep", planned)
+    with pytest.raises(_Planned) as e:
+        main(["compare", "--algos", "vpg", "--output-dir", str(tmp_path / "x"), *flags])
+    seeds, settings = e.value.args
+    assert seeds == [1, 2, 3] and [algo for algo, _ in settings] == ["vpg"]
+    expected = total or resolve_args(config="cartpole-fast").algorithm.total_timesteps
+    assert (
+        settings[0][1].algorithm.total_timesteps
+        == expected
+        != resolve_args(algo="vpg").algorithm.total_timesteps
+    )
 
 
 def test_cartpole_cleanrl_preset_is_the_defaults_without_value_normalization():

@@ -45,7 +45,12 @@ def test_seeds_and_grids_expand_in_order():
     assert parse_seeds("1-4") == [1, 2, 3, 4]
     assert parse_seeds("1,3,5") == [1, 3, 5]
     assert parse_seeds("2-3,7,2") == [2, 3, 7]
-    assert parse_seeds("0") == [0]
+    # a bare number counts seeds, as --seeds of compare and tune and --num-seeds of train do
+    assert parse_seeds("4") == [1, 2, 3, 4]
+    assert parse_seeds("4-4") == [4] and parse_seeds("0-0") == [0] and parse_seeds("0,1") == [0, 1]
+    for text in ("0", "-2", "4,", "x"):
+        with pytest.raises(proxima.UserError, match="--seeds expects"):
+            parse_seeds(text)
     grid = grid_settings({"learning_rate": [3e-4, 1e-3], "ent_coef": [0.0, 0.01]})
     assert [label for label, _ in grid] == [
         "learning_rate=0.0003,ent_coef=0.0",
@@ -63,7 +68,10 @@ RESUME = "resume"
 @pytest.mark.parametrize(
     "argv,match",
     [
-        (["--seeds", "1-x"], "--seeds expects integers and ranges like 1-10 or 1,3,5, got '1-x'"),
+        (
+            ["--seeds", "1-x"],
+            "--seeds expects a count (5: seeds 1-5) or ranges and lists like 1-10 or 1,3,5, got '1-x'",
+        ),
         (["--grid", "learning_rate"], "--grid expects NAME=V1,V2,..., got 'learning_rate'"),
         (["--grid", "bogus=1,2"], "--grid: 'bogus' is not a setting a sweep can vary"),
         (["--grid", "seed=1,2"], "--grid: 'seed' is not a setting a sweep can vary"),
