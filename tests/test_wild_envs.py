@@ -74,6 +74,7 @@ BAD_INPUT = [
         ["cannot render rgb_array", "raised NotImplementedError)"],
     ),
     ("WildForgetsDiscreteStart-v0", [], ["not one of its space's values, the integers 10 to 26"]),
+    ("WildNeedsSize-v0", [], ["missing a required argument: 'size'", "--env-kwargs"]),
     ("WildResetInfoNotDict-v0", [], ["reset() returned 2 values whose second is a float, not the info dict"]),
     # gym.make checks the metadata of a registered id; a factory's env is made without it (test below)
     (
@@ -270,6 +271,16 @@ def test_constructor_that_raises_is_an_env_error_and_leaves_no_run_dir(tmp_path)
         error.value
     )
     assert not run_dir.exists()
+
+
+def test_a_type_error_inside_a_registered_constructor_given_its_arguments_is_the_envs_exit_1(
+    tmp_path, capsys
+):
+    run_dir = tmp_path / "run"
+    argv = ["train", "--env-id", PREFIX + "WildTypeErrorInside-v0", "--run-dir", str(run_dir), *TINY]
+    code, lines, _, _ = run_cli(argv, capsys)
+    assert code == 1 and not run_dir.exists()
+    assert_one_line(lines, "constructor raised TypeError", "unsupported operand")
 
 
 def test_cli_constructor_that_raises_exits_1_with_one_line(tmp_path, capsys):

@@ -8,6 +8,7 @@ step API. Each is either handled here or refused with one line that says what Gy
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import os
 import re
@@ -17,6 +18,7 @@ import warnings
 import gymnasium as gym
 import numpy as np
 import torch
+from gymnasium.envs.registration import load_env_creator
 from gymnasium.vector import AutoresetMode
 from torch import Tensor
 
@@ -63,18 +65,25 @@ def check_env_id(env_id: str) -> None:
         raise UserError(f"malformed env id {env_id!r}; give {ENV_ID_FORMS}")
 
 
-def make_single_env(env_id: str, render_mode: str | None = None, **kwargs) -> gym.Env:
+def make_single_env(
+    env_id: str, render_mode: str | None = None, disable_env_checker: bool = False, **kwargs
+) -> gym.Env:
     """``gymnasium.make`` with its errors turned into one-line messages.
 
     Accepts any registered id, and ``module:EnvName-v0``, which Gymnasium handles by importing ``module``
     first (so a user's package can register its envs on import). ``render_mode`` is passed only when one is
-    asked for: many envs outside Gymnasium take no such argument.
+    asked for: many envs outside Gymnasium take no such argument. ``disable_env_checker``: gym.make's own (when true; else the registration's).
     """
     check_env_id(env_id)
 
     def make(**given) -> gym.Env:
         try:
-            return gym.make(env_id, **given)
+            return gym.make(env_id, **({"disable_env_checker": True} if disable_env_checker else {}), **given)
+        except TypeError:
+            # gym.make takes any keyword: the registered constructor's own signature, for construct's check of
+            # the arguments given (a required one missing is the user's mistake, not the env's)
+            make.__signature__ = _registered_signature(env_id)
+            raise
         except (gym.error.Error, ModuleNotFoundError, ImportError) as e:
             message = str(e).splitlines()[0] if str(e) else type(e).__name__
             if _unknown_id(e, env_id):
@@ -82,6 +91,17 @@ def make_single_env(env_id: str, render_mode: str | None = None, **kwargs) -> gy
             raise UserError(f"gymnasium.make({env_id!r}) failed: {message}") from None
 
     return _construct(make, env_id, render_mode, kwargs)
+
+
+def _registered_signature(env_id: str) -> inspect.Signature | None:
+    """The signature of the constructor that ``gym.make(env_id)`` calls, with the registration's own kwargs
+    bound, or None where it cannot be read."""
+    try:
+        spec = gym.spec(env_id.partition(":")[2] or env_id)
+        creator = spec.entry_point if callable(spec.entry_point) else load_env_creator(spec.entry_point)
+        return inspect.signature(functools.partial(creator, **spec.kwargs))
+    except Exception:  # no such registration, or a creator without a signature to read: no check
+        return None
 
 
 def _refuse_unknown_kwargs(error: TypeError, env_id: str, kwargs: dict) -> None:
@@ -623,8 +643,7 @@ class EnvMaker:
                 )
             return make_atari_env(env_id, render_mode, record=record)
         else:
-            checker = {"disable_env_checker": True} if checked else {}
-            env = make_single_env(env_id, render_mode, **self.kwargs, **checker)
+            env = make_single_env(env_id, render_mode, disable_env_checker=checked, **self.kwargs)
         if env.metadata is None:  # written so in some envs; Gymnasium's vector envs copy it with dict()
             env.metadata = {}
         if _mask_method(env) is not None:
