@@ -87,6 +87,22 @@ def parse_seeds(text: str) -> list[int]:
     return list(dict.fromkeys(seeds))
 
 
+def refuse_objects(overrides: dict, command: str) -> None:
+    """``env=`` and ``callbacks=`` are ``proxima.train``'s: a sweep's or a search's runs are trials of their
+    own, which take their settings as JSON (and resume from it), not Python objects."""
+    if "env" in overrides:
+        raise UserError(
+            f"{command} takes its env by name, as each run is a trial of its own that resumes from JSON: give "
+            "env_factory='module:function' (an importable function or class that returns the env) or a "
+            "registered env_id; env= objects are for proxima.train"
+        )
+    if "callbacks" in overrides:
+        raise UserError(
+            f"{command} takes no callbacks, as each run is a trial of its own: read each run's metrics.jsonl "
+            "(or its Tune results) after it, or train the runs with proxima.train(callbacks=...)"
+        )
+
+
 def grid_settings(grid: dict[str, list]) -> list[tuple[str, dict]]:
     """Every combination of the grid's values, in order, each with its label (``"learning_rate=0.001,
     ent_coef=0"``); an empty grid is one setting, the base one."""
@@ -128,6 +144,7 @@ def sweep(
     batched run (``num_seeds``), one trial, instead of one trial each.
     """
     executors.check_executor(executor, "a sweep")
+    refuse_objects(overrides, "proxima.sweep")
     if cpus_per_trial < 1:
         raise UserError(f"cpus_per_trial must be a positive integer, got {cpus_per_trial}")
     if not gpus_per_trial >= 0:

@@ -56,7 +56,7 @@ from proxima.files import (
 )
 from proxima.rollout_workers import TRIAL_ACTOR_CPUS
 from proxima.schedules import ADJUSTABLE
-from proxima.sweeps import StopWhenAsked, _finite, default_output_dir
+from proxima.sweeps import StopWhenAsked, _finite, default_output_dir, refuse_objects
 from proxima.trainer import resuming, training
 
 FORMAT, VERSION = "proxima-tune", 1
@@ -225,6 +225,7 @@ def tune(
     CPUs and as many torch threads, ``gpus_per_trial`` GPUs (with any, its runs train on CUDA), and a CPU for
     each rollout worker of its seeds' runs.
     """
+    refuse_objects(overrides, "proxima.tune")
     base = resolve_args(args, **overrides) if args is not None else resolve_args(config=config, **overrides)
     if not space:
         raise UserError(

@@ -156,3 +156,26 @@ def test_load_export_and_save_take_what_users_give_them(tmp_path):
     agent.save(str(tmp_path / "new" / "agent"))  # a directory not made yet
     obs = np.zeros(4, dtype=np.float32)
     assert proxima.load(str(tmp_path / "new" / "agent")).predict(obs, True) == agent.predict(obs, True)
+
+
+@pytest.mark.parametrize("command", [proxima.sweep, proxima.tune])
+@pytest.mark.parametrize(
+    "objects,match",
+    [
+        ({"env": lambda: gym.make("CartPole-v1")}, "takes its env by name"),
+        ({"callbacks": []}, "takes no callbacks"),
+    ],
+)
+def test_a_sweep_and_a_search_refuse_python_objects_and_say_what_they_take(command, objects, match, tmp_path):
+    with pytest.raises(UserError, match=match):
+        command(**objects, space={"ent_coef": "uniform:0:0.1"}, output_dir=str(tmp_path / "s"), **TINY)
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_sweep_takes_an_env_factory_by_its_import_path_and_a_count_of_seeds(tmp_path):
+    settings = {k: v for k, v in TINY.items() if k != "env_id"}
+    settings["env_factory"] = "tests.fixtures.wild_envs:own_time_limit"
+    results = proxima.sweep(**settings, seeds=2, executor="local", output_dir=str(tmp_path / "s"))
+    assert [(t["seed"], t["status"]) for t in results.trials] == [(1, "finished"), (2, "finished")]
+    episodes = (tmp_path / "s" / "base__seed1" / "episodes.jsonl").read_text().splitlines()
+    assert episodes and all(json.loads(line)["length"] == 10 for line in episodes)  # the factory's TimeLimit
