@@ -277,6 +277,8 @@ class ResumeArgs:
     """no console output"""
     total_timesteps: int | None = None
     """continue the run, finished or not, to this many steps"""
+    torch_threads: int | None = None
+    """train on with this many torch threads (default: the run's own count; another count rounds differently)"""
 
 
 @dataclass(frozen=True)
@@ -295,15 +297,21 @@ def cmd_train(argv: list[str]) -> int:
             a
             for a in argv
             if a.startswith("-")
-            and a.split("=")[0] not in ("--resume", "--quiet", "--no-quiet", "--total-timesteps")
+            and a.split("=")[0]
+            not in ("--resume", "--quiet", "--no-quiet", "--total-timesteps", "--torch-threads")
         ]
         if others:
             raise UserError(
-                f"with --resume, only --quiet and --total-timesteps may be given (the run's config.json holds its "
-                f"settings), not {others[0]} (see proxima train --help)"
+                f"with --resume, only --quiet, --total-timesteps and --torch-threads may be given (the run's "
+                f"config.json holds its settings), not {others[0]} (see proxima train --help)"
             )
         args = _parse(ResumeArgs, argv, "proxima train")
-        resume(args.resume, quiet=args.quiet, total_timesteps=args.total_timesteps)
+        resume(
+            args.resume,
+            quiet=args.quiet,
+            total_timesteps=args.total_timesteps,
+            torch_threads=args.torch_threads,
+        )
     else:
         flags, args = parse_command(argv, "proxima train", TrainFlags, instructions=("config", "resume"))
         train(args, resume_if_exists=flags.resume_if_exists)

@@ -504,13 +504,22 @@ def resolve_args_precision(args: PPOArgs, envs, device: torch.device) -> PPOArgs
 
 
 def thread_notes(args: PPOArgs, envs, saved: int | None = None) -> list[str]:
-    """Set torch's thread count for the run (``proxima.threads``); a resumed run keeps its ``saved`` one."""
+    """Set torch's thread count for the run (``proxima.threads``); a resumed run keeps its ``saved`` one unless
+    given another (``--resume RUN_DIR --torch-threads N``)."""
     images = obs_layout(envs).has_images
     count, why = choose_threads(
         args.run.torch_threads, args.samples_per_minibatch, saved=saved, images=images
     )
     torch.set_num_threads(count)
+    if saved is not None and count != saved:
+        why = rethreaded(saved, count)
     return [why] if why else []
+
+
+def rethreaded(saved: int, count: int) -> str:
+    """The note for a run resumed with another thread count than it trained with."""
+    return (f"note: the run trained with {saved} torch thread(s) and goes on with {count}: its updates round "
+            "differently from here on, so it will not be the run it would have been uninterrupted")  # fmt: skip
 
 
 def take_env(env, args: PPOArgs | None, overrides: dict):

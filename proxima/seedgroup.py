@@ -54,6 +54,7 @@ from proxima.loop import (
     env_of,
     init_from_agent,
     resolve_args_precision,
+    rethreaded,
     rollout,
     run_video_dir,
     setup,
@@ -318,8 +319,12 @@ def _seed_group(
                 init_from_agent(run, a.run.init_from)
                 run.stream = torch.get_rng_state()  # loading the agent drew from it, as in the solo run
             runs.append(run)
-        count, why = choose_threads(args.run.torch_threads, args.samples_per_minibatch * n, images=images)
+        # a resumed group keeps the count it trained with (each seed's header has it), unless given another
+        saved = resumed[0].get("torch_threads") if resumed else None
+        count, why = choose_threads(args.run.torch_threads, args.samples_per_minibatch * n, saved, images)
         torch.set_num_threads(count)
+        if saved is not None and count != saved:
+            why = rethreaded(saved, count)
         notes = hardware_notes(args.network.precision, device, images) + ([why] if why else [])
         return SeedGroup(runs, envs, env_seeds), notes
     except BaseException:
@@ -380,19 +385,31 @@ def train_seeds(
 
 
 def resume_seeds(
-    parent: str, quiet: bool = False, callbacks: list[Callback] | None = None, env=None
+    parent: str,
+    quiet: bool = False,
+    callbacks: list[Callback] | None = None,
+    env=None,
+    torch_threads: int | None = None,
 ) -> list[Agent]:
     """Continue a batched run from its seeds' checkpoints: exactly, on native envs. ``env``: the env object the
-    run was trained on, given again."""
+    run was trained on, given again. ``torch_threads``: another thread count than the run's (written to its
+    seeds.json; the continuation then rounds differently)."""
     path = os.path.join(parent, SEEDS_JSON)
-    args = PPOArgs.from_json(read_json(path), path).replace(run_dir=parent, quiet=quiet)
-    path = os.path.join(parent, CHECKPOINT)
-    if not os.path.exists(path):
-        raise UserError(f"{path} is missing: the run stopped before its first checkpoint; start it again")
-    saved = checkpoint.read_group(path)
+    stored = PPOArgs.from_json(read_json(path), path)
+    if torch_threads is not None:
+        stored = stored.replace(torch_threads=torch_threads).validate()
+    args = stored.replace(run_dir=parent, quiet=quiet)
+    checkpoint_path = os.path.join(parent, CHECKPOINT)
+    if not os.path.exists(checkpoint_path):
+        raise UserError(
+            f"{checkpoint_path} is missing: the run stopped before its first checkpoint; start it again"
+        )
+    saved = checkpoint.read_group(checkpoint_path)
     metas = [saved[os.path.basename(a.run.run_dir)] for a in _seed_args(args, parent)]
     if all(meta["finished"] for meta, _ in metas):
         raise UserError(f"every seed of the batched run in {parent} already finished")
+    if torch_threads is not None:
+        write_json(path, stored.to_json())
     device, notes = setup(args)
     env = env_of(args, env, what=parent)
     group, more = _seed_group(args, parent, device, env, start=False, resumed=[meta for meta, _ in metas])

@@ -109,12 +109,12 @@ def training(
                 "give resume=RUN_DIR (continue that run) or run_dir=RUN_DIR with resume_if_exists=True (start it or "
                 "continue it), not both"
             )
-        others = sorted(set(overrides) - {"quiet", "total_timesteps"})
+        others = sorted(set(overrides) - {"quiet", "total_timesteps", "torch_threads"})
         if others or args is not None or config is not None:
             given = others[0] if others else "args" if args is not None else "config"
             raise UserError(
-                f"train(resume=...) takes only quiet and total_timesteps besides callbacks (the run's config.json "
-                f"holds its settings), not {given}"
+                f"train(resume=...) takes only quiet, total_timesteps and torch_threads besides callbacks (the "
+                f"run's config.json holds its settings), not {given}"
             )
         return (yield from resuming(resume, callbacks=callbacks, env=env, **overrides))
     env, args, overrides = take_env(env, args, overrides)
@@ -179,6 +179,7 @@ def resume(
     callbacks: list[Callback] | None = None,
     total_timesteps: int | None = None,
     env=None,
+    torch_threads: int | None = None,
 ) -> Agent:
     """Continue the run in ``run_dir`` from its last checkpoint, with the settings in its ``config.json``.
 
@@ -192,8 +193,11 @@ def resume(
 
     ``env``: the env object the run was trained on, given again (``train(env=...)``): config.json cannot make a
     lambda, a ``functools.partial`` or a ``VectorEnv`` again (a class or module-level function it imports).
+
+    ``torch_threads``: train on with this many torch threads (written to its config.json), where the run kept
+    its own count; another count rounds the updates differently, so the continuation is no longer exact.
     """
-    return run_to_end(resuming(run_dir, quiet, callbacks, total_timesteps, env))
+    return run_to_end(resuming(run_dir, quiet, callbacks, total_timesteps, env, torch_threads))
 
 
 def resuming(
@@ -202,6 +206,7 @@ def resuming(
     callbacks: list[Callback] | None = None,
     total_timesteps: int | None = None,
     env=None,
+    torch_threads: int | None = None,
 ) -> Updates:
     """``resume`` one update at a time, as ``training`` is ``train``."""
     callbacks = user_callbacks(callbacks)
@@ -214,7 +219,7 @@ def resuming(
             raise UserError(
                 "a batched run (--num-seeds) resumes to the steps it was started for: drop total_timesteps"
             )
-        return resume_seeds(run_dir, quiet, callbacks, env)
+        return resume_seeds(run_dir, quiet, callbacks, env, torch_threads)
     config_path = os.path.join(run_dir, CONFIG_JSON)
     saved = PPOArgs.from_json(read_json(config_path), config_path)
     path = os.path.join(run_dir, CHECKPOINT)
@@ -235,6 +240,8 @@ def resuming(
             f"the run in {run_dir} already finished (update {meta['update']}); to train it further, give the new "
             "total: --resume RUN_DIR --total-timesteps N"
         )
+    if torch_threads is not None:
+        saved = saved.replace(torch_threads=torch_threads)
     args = saved.replace(run_dir=run_dir, quiet=quiet).validate()
     env = env_of(args, env, what=run_dir)
     device, notes = setup(args)
@@ -250,7 +257,7 @@ def resuming(
         run_callbacks = default_callbacks(run, callbacks or [])
         run.callbacks = run_callbacks
         checkpoint.load(run, path, meta, states)
-        if total_timesteps is not None:
+        if total_timesteps is not None or torch_threads is not None:
             write_json(config_path, saved.to_json())
         return (yield from steps(run, run_callbacks))
     finally:

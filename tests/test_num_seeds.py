@@ -16,11 +16,13 @@ from safetensors.torch import load_file
 from torch.func import stack_module_state
 
 import proxima
+from proxima import checkpoint
 from proxima.batched import SeedModel, SeedStreams, StackedModels, _Normalizations
 from proxima.callbacks import Callback
 from proxima.cli import main
 from proxima.distributions import BernoulliHead, CategoricalHead, DiagGaussianHead, MultiCategoricalHead
 from proxima.errors import UserError
+from proxima.files import CHECKPOINT
 from proxima.normalization import Normalization
 from proxima.optim import SeedAdam
 
@@ -725,6 +727,21 @@ def test_a_batched_run_resumes_after_one_of_its_seeds_finished(tmp_path, options
     rows = json.loads((run / "results.json").read_text())["seeds"]
     assert rows == json.loads((whole / "results.json").read_text())["seeds"]
     assert [r["stopped_early"] for r in rows] == [True, False]
+
+
+def test_a_batched_run_resumes_with_its_own_thread_count_or_one_given(tmp_path):
+    budget = dict(env_id="CartPole-v1", seed=1, num_seeds=2, total_timesteps=8 * 32 * 6, **SMALL)
+    budget["checkpoint_every"] = 1
+    run = tmp_path / "run"
+    with pytest.raises(RuntimeError, match="the job ends here"):
+        proxima.train(run_dir=str(run), callbacks=[Fail(2)], **budget)
+    threads = lambda: {m["torch_threads"] for m, _ in checkpoint.read_group(str(run / CHECKPOINT)).values()}  # noqa: E731
+    assert threads() == {1}
+    with pytest.raises(RuntimeError, match="the job ends here"):
+        proxima.resume(str(run), quiet=True, callbacks=[Fail(4)], torch_threads=2)
+    assert threads() == {2} and json.loads((run / "seeds.json").read_text())["run"]["torch_threads"] == 2
+    agents = proxima.resume(str(run), quiet=True)  # keeps the count it was last given
+    assert threads() == {2} and len(agents) == 2 and len(records(run / "seed2")) == 6
 
 
 def test_resume_if_exists_goes_by_the_kind_of_run_in_the_directory(tmp_path, capsys):

@@ -211,13 +211,36 @@ def test_resume_with_total_timesteps_continues_a_finished_run_and_stretches_the_
     assert meta["finished"] and meta["update"] == 16
 
 
-def test_only_quiet_and_total_timesteps_go_with_resume(tmp_path):
-    with pytest.raises(UserError, match="only --quiet and --total-timesteps may be given.*not --seed"):
+def test_only_quiet_total_timesteps_and_torch_threads_go_with_resume(tmp_path):
+    with pytest.raises(
+        UserError, match="only --quiet, --total-timesteps and --torch-threads may be given.*not --seed"
+    ):
         from proxima.cli import cmd_train
 
         cmd_train(["--resume", str(tmp_path), "--seed", "2"])
-    with pytest.raises(UserError, match="takes only quiet and total_timesteps.*not seed"):
+    with pytest.raises(UserError, match="takes only quiet, total_timesteps and torch_threads.*not seed"):
         train(resume=str(tmp_path), seed=2)
+
+
+def test_resume_goes_on_with_another_thread_count_when_given_one_and_says_so(tmp_path, capsys):
+    run_dir = str(tmp_path / "run")
+    train(**{**SMALL, "total_timesteps": 1024}, run_dir=run_dir)  # 1 thread
+    capsys.readouterr()
+    assert main(["train", "--resume", run_dir, "--total-timesteps", "2048", "--torch-threads", "2"]) == 0
+    assert "the run trained with 1 torch thread(s) and goes on with 2" in capsys.readouterr().out
+    with open(os.path.join(run_dir, "config.json")) as f:
+        assert json.load(f)["run"]["torch_threads"] == 2  # a later resume keeps the new count
+    assert read_checkpoint(os.path.join(run_dir, "checkpoint.safetensors"))[1]["torch_threads"] == 2
+    assert main(["train", "--resume", run_dir, "--total-timesteps", "3072"]) == 0
+    assert "torch thread(s)" not in capsys.readouterr().out
+    assert read_checkpoint(os.path.join(run_dir, "checkpoint.safetensors"))[1]["torch_threads"] == 2
+    assert [r["global_step"] for r in _metrics(run_dir)] == [512 * (u + 1) for u in range(6)]
+    with pytest.raises(
+        UserError, match=r"torch_threads must be 0 \(automatic\) or a positive integer, got -1"
+    ):
+        resume(run_dir, total_timesteps=4096, torch_threads=-1)
+    with open(os.path.join(run_dir, "config.json")) as f:
+        assert json.load(f)["run"]["torch_threads"] == 2 and len(_metrics(run_dir)) == 6  # nothing written
 
 
 def test_init_from_starts_from_the_agents_weights_and_statistics_with_a_fresh_optimizer(tmp_path):
