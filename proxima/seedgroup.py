@@ -28,12 +28,12 @@ from proxima.callbacks import (
     wanted_infos,
 )
 from proxima.config import PPOArgs
-from proxima.encoders import check_spaces, hardware_notes
+from proxima.encoders import check_spaces, encoder_note, hardware_notes
 from proxima.envs import make_envs
 from proxima.envs.interface import agent_spec, obs_layout
 from proxima.envs.registry import resolve_backend
 from proxima.envs.selfplay import is_selfplay_id
-from proxima.envs.user import env_source
+from proxima.envs.user import env_note, env_source
 from proxima.errors import EnvError, NonFiniteError, TrainingInterrupted, UserError
 from proxima.files import (
     CHECKPOINT,
@@ -326,6 +326,8 @@ def _seed_group(
         if saved is not None and count != saved:
             why = rethreaded(saved, count)
         notes = hardware_notes(args.network.precision, device, images) + ([why] if why else [])
+        if start:
+            notes += encoder_note(args.network.encoder) + env_note(args.env.env_factory)
         return SeedGroup(runs, envs, env_seeds), notes
     except BaseException:
         envs.close()

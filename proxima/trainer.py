@@ -20,7 +20,7 @@ from proxima.callbacks import (
 from proxima.config import PPOArgs, resolve_args, show_value
 from proxima.encoders import check_spaces, encoder_note, hardware_notes
 from proxima.envs.interface import obs_layout
-from proxima.envs.user import describe_env, env_source
+from proxima.envs.user import describe_env, env_note, env_source
 from proxima.errors import UserError
 from proxima.files import (
     CHECKPOINT,
@@ -153,6 +153,7 @@ def training(
             hardware_notes(args.network.precision, device, obs_layout(envs).has_images)
             + thread_notes(args, envs)
             + encoder_note(args.network.encoder)
+            + env_note(args.env.env_factory)
         )
         run = Run(args, envs, run_dir, device)
         run.env = env

@@ -394,3 +394,13 @@ def test_check_env_steps_actions_of_a_space_that_starts_elsewhere_than_0(multi):
 
     report, _, problems = check_env("StartsAtOne-v0", {"multi": multi})
     assert problems == [] and any("backend: gymnasium" in line for line in report)
+
+
+@pytest.mark.parametrize("num_seeds", [1, 2])
+def test_a_run_on_an_env_that_config_json_cannot_name_says_so_at_its_start(num_seeds, tmp_path, capsys):
+    loud = {**TINY, "quiet": False, "num_seeds": num_seeds, "torch_threads": 1}
+    proxima.train(env=lambda: gym.make("CartPole-v1"), run_dir=str(tmp_path / "lambda"), **loud)
+    notes = [line for line in capsys.readouterr().out.splitlines() if "config.json cannot name" in line]
+    assert len(notes) == 1 and notes[0].startswith("note: the env is a lambda,")
+    proxima.train(env=Float64Obs, run_dir=str(tmp_path / "class"), **loud)  # importable: nothing to say
+    assert "config.json cannot name" not in capsys.readouterr().out

@@ -77,6 +77,20 @@ def describe_env(env) -> tuple[str, str]:
     return label, "<callable>"  # defined in a function or a script: nothing to import it from
 
 
+def env_note(factory: str | None) -> list[str]:
+    """A line for a run on an env object that config.json cannot name, said at the start (where a later
+    ``proxima eval`` or ``--resume`` of the run would otherwise be the first to say so)."""
+    if factory not in NOT_REBUILDABLE:
+        return []
+    kind = {"<callable>": "a class or function defined in the script run as __main__ or inside a function"}
+    return [
+        f"note: the env is {kind.get(factory, 'a ' + factory.strip('<>'))}, which config.json cannot name: "
+        "proxima eval RUN_DIR and proxima train --resume RUN_DIR cannot make it again (from Python, give it again: "
+        "proxima.resume(RUN_DIR, env=...), proxima.evaluate(agent, env=...)); a class or function in a module on "
+        "PYTHONPATH makes the run directory complete (docs/ENVS.md)"
+    ]
+
+
 def load_env_factory(path: str, what: str = "the run"):
     """The class or function that ``describe_env`` recorded as ``module:qualname``; a one-line ``UserError``
     where it cannot be imported, or was an object that config.json cannot name."""
