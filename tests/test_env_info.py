@@ -49,7 +49,7 @@ class Recorder(Callback):
 
 def test_log_info_logs_the_mean_at_episode_ends_to_metrics_tensorboard_and_the_report(tmp_path, capsys):
     run_dir = str(tmp_path / "run")
-    keys = ("success", "steps", "pos", "level", "tag", "missing")
+    keys = ("success", "steps", "pos", "level", "tag", "where", "missing")
     proxima.train(**{**RUN, "quiet": False, "report": True}, log_info=keys, run_dir=run_dir)
     metrics = _metrics(run_dir)
     assert len(metrics) == 4
@@ -62,8 +62,12 @@ def test_log_info_logs_the_mean_at_episode_ends_to_metrics_tensorboard_and_the_r
     assert said == [
         "warning: --log-info tag: info['tag'] is str 'done', not a number; info/tag averages only the numbers "
         "(a bool counts as 0 or 1)",
+        # a long value is shortened to 40 characters
+        "warning: --log-info where: info['where'] is str 'the episode ended at /home/user/leve..., not a number; "
+        "info/where averages only the numbers (a bool counts as 0 or 1)",
         "note: --log-info missing: none of the 8 episodes that ended in update 1 had info['missing'] (of the keys "
-        "asked for, they had 'level', 'pos', 'steps', 'success', 'tag'; proxima check-env lists the env's keys); "
+        "asked for, they had 'level', 'pos', 'steps', 'success', 'tag', 'where'; proxima check-env lists the env's "
+        "keys); "
         "info/missing stays empty until one does",
     ]
     events = EventAccumulator(run_dir)
@@ -104,7 +108,9 @@ def test_a_callback_gets_the_keys_it_asks_for_or_all_of_the_info(tmp_path):
     every = Recorder("all")
     proxima.train(**RUN, run_dir=str(tmp_path / "every"), callbacks=[Recorder(("level",)), every])
     for infos in every.infos:
-        assert infos == [{"level": 0, "success": True, "steps": 4, "tag": "done", "pos": np.float32(0.5)}] * 8
+        where = "the episode ended at /home/user/levels/level-0.json"
+        assert infos == [{"level": 0, "success": True, "steps": 4, "tag": "done", "pos": np.float32(0.5),
+                          "where": where}] * 8  # fmt: skip
 
 
 def test_nobody_asks_so_the_envs_carry_no_info(tmp_path):
@@ -249,9 +255,11 @@ def test_rollout_workers_bring_the_infos_back_and_forward_call_and_set_attr(tmp_
 
 
 def test_check_env_lists_the_info_keys_of_an_episodes_end(capsys):
-    """What --log-info can ask for: the keys of the ending steps' infos (InfoEnv adds steps, pos and tag
+    """What --log-info can ask for: the keys of the ending steps' infos (InfoEnv adds steps, pos, tag and where
     there), none where the backend reports no info."""
     assert main(["check-env", "tests.fixtures.info_envs:InfoEnv-v0"]) == 0
-    assert "info keys at an episode's end: level, pos, steps, success, tag\n" in capsys.readouterr().out
+    assert (
+        "info keys at an episode's end: level, pos, steps, success, tag, where\n" in capsys.readouterr().out
+    )
     assert main(["check-env", "CartPole-v1"]) == 0  # the native backend: no line
     assert "info keys" not in capsys.readouterr().out
