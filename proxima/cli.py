@@ -481,8 +481,11 @@ def cmd_eval(argv: list[str]) -> int:
     except UserError as e:  # a backend that cannot record names train's flag; this command's is --video
         raise UserError(str(e).replace(FEATURES["video"], "--video")) from None
     videos = sorted(f for f in os.listdir(video_dir) if f.endswith(".mp4")) if video_dir else []
+    # on another env than the run's, eval.json says which, and the report shows it beside the score
+    other = {"env_id": args.env_id} if args.env_id not in (None, agent.env_id) else {}
+    other |= {"env_kwargs": env_kwargs} if env_kwargs else {}
     save_evaluation(args.run_dir, returns, deterministic=args.deterministic, seed=args.seed,
-                    videos=[os.path.join(files.EVAL_VIDEOS, f) for f in videos])  # fmt: skip
+                    videos=[os.path.join(files.EVAL_VIDEOS, f) for f in videos], **other)  # fmt: skip
     print(
         f"{args.env_id or agent.env_id}: mean_return={returns.mean():.2f} std_return={returns.std():.2f} "
         f"episodes={len(returns)} deterministic={args.deterministic}"

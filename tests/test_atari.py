@@ -199,3 +199,18 @@ def test_the_atari_agent_passes_the_image_probes_at_their_budgets(precision):
 def test_the_image_probes_catch_a_broken_cnn_path(broken, monkeypatch):
     monkeypatch.setattr(NatureCNN, *BREAKS[broken])
     assert _probe_atari_agent()["image-value"] is False, broken
+
+
+def test_the_ram_as_observation_goes_by_an_env_object_and_env_kwargs_on_an_ale_id_say_so(tmp_path, capsys):
+    import functools
+
+    import gymnasium as gym
+
+    argv = ["train", "--env-id", "ALE/Breakout-v5", "--env-kwargs", '{"obs_type": "ram"}', "--run-dir",
+            str(tmp_path / "refused"), "--total-timesteps", "512", "--quiet"]  # fmt: skip
+    assert main(argv) == 2 and not (tmp_path / "refused").exists()
+    assert "obs_type='ram'" in capsys.readouterr().err
+    ram = functools.partial(gym.make, "ALE/Breakout-v5", obs_type="ram")
+    agent = proxima.train(env=ram, num_envs=2, num_steps=64, total_timesteps=128, torch_threads=1, quiet=True,
+                          plot=False, report=False, run_dir=str(tmp_path / "ram"))  # fmt: skip
+    assert agent.observation_space.shape == (128,) and agent.model.encoder.__class__.__name__ != "NatureCNN"

@@ -111,6 +111,20 @@ def test_a_run_page_has_every_chart_the_run_logged_and_marks_non_default_setting
     assert evaluation["mean"] == pytest.approx(np.mean(evaluation["returns"]))
     assert main(["report", str(run_dir)]) == 0
     assert page_data(run_dir / "report.html")["runs"][0]["evaluation"] == evaluation
+    assert "env_id" not in evaluation and "env_kwargs" not in evaluation  # the run's own env
+    # on another env, eval.json and the page say which (the score is not the run's own env's)
+    import gymnasium as gym
+
+    if "ShortCartPole-v0" not in gym.registry:
+        gym.register("ShortCartPole-v0", entry_point="gymnasium.envs.classic_control.cartpole:CartPoleEnv",
+                     max_episode_steps=20)  # fmt: skip
+    argv = ["eval", str(run_dir), "--episodes", "2", "--env-id", "ShortCartPole-v0", "--env-kwargs",
+            '{"sutton_barto_reward": true}']  # fmt: skip
+    assert main(argv) == 0 and main(["report", str(run_dir)]) == 0
+    evaluation = page_data(run_dir / "report.html")["runs"][0]["evaluation"]
+    assert evaluation["env_id"] == "ShortCartPole-v0" and evaluation["env_kwargs"] == {
+        "sutton_barto_reward": True
+    }
 
 
 def test_a_page_loads_nothing_from_the_network(tmp_path):

@@ -53,6 +53,9 @@ def test_unknown_backends_and_ids_a_backend_lacks_are_one_line_errors():
         proxima.PPOArgs.of(env_backend="nope").validate()
     with pytest.raises(UserError, match="the native backend cannot do --async-envs"):
         make_vec_env("CartPole-v1", 2, backend="native", asynchronous=True)
+    # only the backends that run the id are named (not pettingzoo's or vmas's)
+    with pytest.raises(UserError, match="cannot do --env-kwargs; it needs the gymnasium backend$"):
+        make_vec_env("CartPole-v1", 2, backend="native", env_kwargs={"sutton_barto_reward": True})
 
 
 def test_auto_never_passes_an_exclusive_backends_id_on_and_refuses_what_it_lacks_by_name(monkeypatch):

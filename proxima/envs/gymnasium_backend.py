@@ -639,7 +639,9 @@ class EnvMaker:
         elif atari_game(env_id) is not None:
             if self.kwargs:
                 raise UserError(
-                    f"{env_id} takes no env_kwargs here: proxima's Atari preprocessing makes the ALE env"
+                    f"{env_id} takes no env_kwargs here: proxima's Atari preprocessing makes the ALE env (for the "
+                    f"128-byte RAM as the observation, give train(env=functools.partial(gymnasium.make, "
+                    f"{env_id!r}, obs_type='ram')) or an --env-factory that returns that env)"
                 )
             return make_atari_env(env_id, render_mode, record=record)
         else:

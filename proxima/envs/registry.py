@@ -108,7 +108,8 @@ def _refusal(backend: Backend, env_id: str, feature: str, suggest: bool = True) 
             f"the {backend.name} backend cannot do {flag}, and it is the only one that runs {env_id!r}; drop "
             f"{flag}" + (f", or {instead}" if instead else "")
         )
-    able = [b.name for b in _BACKENDS.values() if feature in b.features]
+    able = [b.name for b in _BACKENDS.values() if feature in b.features and b.handles(env_id)]
+    able = able or [b.name for b in _BACKENDS.values() if feature in b.features]
     return UserError(f"the {backend.name} backend cannot do {flag}; it needs the {' or '.join(able)} backend")
 
 
