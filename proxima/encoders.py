@@ -407,7 +407,7 @@ def _import_class(path: str) -> type:
         raise UserError(
             f"encoder {path} was defined in the script run as __main__ or inside a function, so no other process "
             "can import it: move the class into a module on PYTHONPATH and put that module:Class in agent.json's "
-            '"network" "encoder" (and config.json\'s "encoder")'
+            '"network" -> "network" -> "encoder" (and config.json\'s "network" -> "encoder")'
         )
     try:
         module = importlib.import_module(module_name)

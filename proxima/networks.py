@@ -272,6 +272,14 @@ class NetworkSettings:
                 raise UserError(
                     f"{name} must be positive layer widths (none: the heads sit on the encoder's features), got {sizes}"
                 )
+        if self.shared_network:
+            given = [f"--{n.replace('_', '-')}" for n in ("critic_hidden_sizes", "critic_activation")
+                     if getattr(self, n) is not None]  # fmt: skip
+            if given:
+                raise UserError(
+                    f"--shared-network gives the critic the actor's trunk and a linear head, so {given[0]} would "
+                    f"be ignored; drop {given[0]} or --shared-network"
+                )
         if self.centralized_critic and self.shared_network:
             raise UserError(
                 "centralized_critic (--algo mappo) needs separate actor and critic networks: the actor must not "

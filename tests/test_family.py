@@ -348,6 +348,8 @@ def test_invalid_family_settings_are_one_line_errors(tmp_path, capsys):
         ["--algo", "sarsa"],
         ["--advantage", "td"],
         ["--shared-network", "--value-learning-rate", "1e-3"],
+        ["--shared-network", "--critic-hidden-sizes", "256", "256"],  # a shared trunk has no critic layers
+        ["--shared-network", "--critic-activation", "relu"],
         ["--algo", "reinforce", "--value-learning-rate", "1e-3"],
         ["--hidden-sizes", "0"],
         ["--env-backend", "jax"],
