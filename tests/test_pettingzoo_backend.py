@@ -639,3 +639,76 @@ def test_a_player_put_out_of_a_turn_based_game_leaves_and_the_next_mover_sees_it
     step = envs.step(torch.tensor([0, 0, 0]))  # b's move ends the game, which starts again with a to move
     assert step.terminated[:2].all() and step.alive.tolist() == [True, False, False]
     envs.close()
+
+
+def test_pettingzoos_own_tutorial_game_trains_though_it_keeps_its_observations_in_self_state(
+    tmp_path, capsys
+):
+    """rps_v2, the tutorial's rock-paper-scissors, sets ``self.state`` to a dict, which hides ``state()``: the
+    global state is then every agent's observation side by side, as for an env without ``state()``."""
+    import json
+
+    from proxima import cli
+
+    assert cli.main(["check-env", "pettingzoo:pettingzoo.classic.rps_v2"]) == 0
+    run_dir = tmp_path / "run"
+    argv = ["train", "--env-id", "pettingzoo:pettingzoo.classic.rps_v2", "--algo", "mappo", "--num-envs", "2",
+            "--num-steps", "100", "--total-timesteps", "400", "--run-dir", str(run_dir), "--quiet", "--no-report",
+            "--no-plot", "--torch-threads", "1"]  # fmt: skip
+    assert cli.main(argv) == 0
+    episodes = [json.loads(line) for line in (run_dir / "episodes.jsonl").read_text().splitlines()]
+    assert episodes and {e["length"] for e in episodes} == {15}  # the game's 15 rounds
+    at_step = {}
+    for e in episodes:  # zero-sum: the returns of the games that end together cancel
+        at_step.setdefault(e["global_step"], []).append(e["return"])
+    assert all(len(returns) % 2 == 0 and sum(returns) == 0 for returns in at_step.values())
+    assert any(r != 0 for e in episodes for r in [e["return"]])
+
+
+WILD_PARALLEL = "tests.fixtures.wild_parallel_envs:"
+
+
+@pytest.mark.parametrize(
+    "env, code, message, written",
+    [
+        ("OldReset", 2, "reset() returned a dict; the Parallel API (PettingZoo 1.22 on) returns (observations, "
+         "infos)", False),
+        ("NoPossibleAgents", 2, "has no possible_agents; a PettingZoo env lists every agent", False),
+        ("BoxOfFour", 2, "agent prisoner's observation has 3 values (shape (3,)), but its observation space "
+         "Box(0.0, 49.0, (4,), float32) has 4", False),
+        ("OldStep", 1, "step() returned 4 values; the Parallel API (PettingZoo 1.22 on) returns (observations, "
+         "rewards, terminations, truncations, infos)", True),
+        ("NeverRemoves", 1, "flagged prisoner terminated or truncated but left it in env.agents", True),
+    ],
+)  # fmt: skip
+def test_a_parallel_env_that_breaks_the_api_is_one_line(env, code, message, written, tmp_path, capsys):
+    """Before the run (its reset: exit 2, nothing written) or in it (its step: exit 1, as a crash)."""
+    from proxima import cli
+
+    run_dir = tmp_path / "run"
+    argv = ["train", "--env-factory", WILD_PARALLEL + env, "--algo", "ippo", "--num-envs", "2", "--num-steps", "64",
+            "--total-timesteps", "512", "--run-dir", str(run_dir), "--quiet", "--torch-threads", "1"]  # fmt: skip
+    assert cli.main(argv) == code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+    assert run_dir.exists() == written
+
+
+def test_rewards_as_arrays_of_one_value_train_and_a_missing_observation_is_warned_of_once(tmp_path):
+    import json
+
+    from proxima import cli
+
+    run_dir = tmp_path / "run"
+    argv = ["train", "--env-factory", WILD_PARALLEL + "ArrayRewards", "--algo", "ippo", "--num-envs", "2",
+            "--num-steps", "64", "--total-timesteps", "512", "--run-dir", str(run_dir), "--quiet", "--no-report",
+            "--no-plot", "--torch-threads", "1"]  # fmt: skip
+    assert cli.main(argv) == 0
+    episodes = [json.loads(line) for line in (run_dir / "episodes.jsonl").read_text().splitlines()]
+    assert episodes and {e["return"] for e in episodes} <= {-1.0, 0.0, 1.0}
+    argv[2], argv[argv.index(str(run_dir))] = WILD_PARALLEL + "SkipsAnObservation", str(tmp_path / "skips")
+    with pytest.warns(
+        RuntimeWarning, match="gave no observation for guard, which is still in env.agents"
+    ) as said:
+        assert cli.main(argv) == 0
+    assert len([w for w in said if "gave no observation" in str(w.message)]) == 1

@@ -27,7 +27,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from proxima.envs.gymnasium_backend import construct
+from proxima.envs.gymnasium_backend import _reward as one_reward
+from proxima.envs.gymnasium_backend import _shape_of, construct
 from proxima.envs.interface import (
     AgentSpec,
     InfoKeys,
@@ -187,13 +188,19 @@ class _Kind:
         boxed = isinstance(own, gym.spaces.Box)
         self.discrete = [] if boxed else [p for p in ObsLayout(own).parts if p.kind == "discrete"]
 
-    def values(self, obs) -> np.ndarray:
-        """The agent's observation as a flat vector (its mask left out)."""
+    def values(self, obs, who: str) -> np.ndarray:
+        """The agent's observation as a flat vector (its mask left out); ``who`` names it in an error."""
         if self.mask == "obs":
             obs = {k: v for k, v in obs.items() if k != MASK_KEY}
             obs = next(iter(obs.values())) if len(obs) == 1 else obs
         if isinstance(self.own, gym.spaces.Box):
-            return np.asarray(obs).reshape(-1)
+            values = np.asarray(obs).reshape(-1)
+            if values.size != self.size:  # it would be cut into the next part of the row, or padded
+                raise UserError(
+                    f"{who}'s observation has {values.size} values (shape {np.shape(obs)}), but its observation "
+                    f"space {self.own} has {self.size}"
+                )
+            return values
         for part in self.discrete:
             leaf = obs
             for key in part.path:
@@ -273,9 +280,12 @@ class PettingZooVecEnv:
         if video_dir is not None:
             fps = game.metadata.get("render_fps", 30)
             self._video = GameRecorder(video_dir, video_episodes, game.render, fps, type(game).__name__)
-        names = tuple(game.possible_agents)
+        names = tuple(getattr(game, "possible_agents", None) or ())
         if not names:
-            raise UserError(f"{label} has no possible_agents; a PettingZoo env lists them in __init__")
+            raise UserError(
+                f"{label} has no possible_agents; a PettingZoo env lists every agent it can have in "
+                "self.possible_agents in __init__"
+            )
         self._names = names
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -332,6 +342,7 @@ class PettingZooVecEnv:
         self.device = torch.device(device)
         self._present: list[list[str]] = [[] for _ in self.games]
         self._infos: InfoKeys | None = None
+        self._said_missing = False
         self.alive = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
 
     def _movers(self, e: int) -> list[str]:
@@ -354,7 +365,7 @@ class PettingZooVecEnv:
         found: list[str | None] = [
             "obs" if isinstance(s, gym.spaces.Dict) and MASK_KEY in s.spaces else None for s in obs_spaces
         ]
-        _, infos = env_call(self.games[0].reset)  # the run's own reset seeds it
+        _, infos = self._reset_call(self.games[0])  # the run's own reset seeds it
         for i, name in enumerate(self._names):
             if found[i] is None and MASK_KEY in (infos or {}).get(name, {}):
                 found[i] = "info"
@@ -368,7 +379,9 @@ class PettingZooVecEnv:
                 warnings.simplefilter("ignore")
                 value = np.asarray(game.state(), dtype=np.float32).reshape(-1)
             return (lambda g, obs: np.asarray(g.state(), dtype=np.float32).reshape(-1)), value.size
-        except (NotImplementedError, AttributeError):
+        except (NotImplementedError, AttributeError, TypeError, ValueError):
+            # no state(), or not a method that gives numbers: PettingZoo's own tutorial keeps its observations
+            # in a self.state attribute, which hides the method
             pass
         size, a = self._obs_size, len(self._names)
 
@@ -376,7 +389,7 @@ class PettingZooVecEnv:
             out = np.zeros(size * a, dtype=np.float32)
             for i, name in enumerate(self._names):
                 if name in obs:
-                    values = self._kinds[i].values(obs[name])
+                    values = self._kinds[i].values(obs[name], f"{self.label}'s agent {name}")
                     out[i * size : i * size + values.size] = values
             return out
 
@@ -394,7 +407,7 @@ class PettingZooVecEnv:
         """Write agent ``i``'s packed observation into ``row`` (zeros where it is not in ``obs``)."""
         spans, name, kind = self._spans, self._names[i], self._kinds[i]
         if name in obs:
-            values = kind.values(obs[name])
+            values = kind.values(obs[name], f"{self.label}'s agent {name}")
             row[spans["obs"].start : spans["obs"].start + values.size] = values
         row[spans["agent"]] = i
         row[spans["state"]] = state
@@ -442,7 +455,7 @@ class PettingZooVecEnv:
 
     def _reset_game(self, out: np.ndarray, e: int, seed: int | None) -> None:
         game = self.games[e]
-        obs, infos = env_call(game.reset, seed=seed)
+        obs, infos = self._reset_call(game, seed)
         self._present[e] = list(game.agents)
         if not self._present[e]:
             raise EnvError(
@@ -451,6 +464,58 @@ class PettingZooVecEnv:
         self._fill(out, e, obs, infos, self._state_fn(game, obs))
         if e == 0 and self._video is not None:
             self._video.start()
+
+    # What the env's own step breaks (its API, a reward, its agents) is said as an EnvError, which stops a run
+    # in one line that names the update and how to resume; a reset's, found before the run starts, as bad input.
+    def _reset_call(self, game, seed: int | None = None) -> tuple[dict, dict]:
+        result = env_call(game.reset, seed=seed)
+        if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], dict)):
+            raise UserError(
+                f"{self.label}'s reset() returned {_shape_of(result)}; the Parallel API (PettingZoo 1.22 on) "
+                "returns (observations, infos), two dicts keyed by agent"
+            )
+        return result
+
+    def _step_call(self, game, moves: dict) -> tuple:
+        result = env_call(game.step, moves)
+        if not (isinstance(result, tuple) and len(result) == 5):
+            raise EnvError(
+                f"{self.label}'s step() returned {_shape_of(result)}; the Parallel API (PettingZoo 1.22 on) "
+                "returns (observations, rewards, terminations, truncations, infos), five dicts keyed by agent"
+            )
+        return result
+
+    def _reward(self, value, name: str) -> float:
+        """One agent's reward as a number: a numpy scalar or an array of one value is taken."""
+        if type(value) is float:  # the common case needs no conversion (this runs for every agent's step)
+            return value
+        try:
+            return one_reward(value)
+        except (TypeError, ValueError):
+            raise EnvError(
+                f"{self.label}'s step() gave {_shape_of(value)} as the reward of {name}; give one number per agent"
+            ) from None
+
+    def _check_agents(self, e: int, now: list[str], obs: dict, terms: dict, truncs: dict) -> None:
+        """After a step of game ``e``: every agent flagged done has left ``env.agents`` (else its game would
+        never end), and every agent still in it has an observation."""
+        if self._turns:  # an AEC game's agents leave at their turn, which Turns plays
+            return
+        done = [a for a in now if bool(terms.get(a, False)) or bool(truncs.get(a, False))]
+        if done:
+            raise EnvError(
+                f"{self.label}'s step() flagged {done[0]} terminated or truncated but left it in env.agents; a "
+                "ParallelEnv removes an agent from env.agents in the step that ends it"
+            )
+        missing = [a for a in now if a not in obs]
+        if missing and not self._said_missing:
+            self._said_missing = True
+            warnings.warn(
+                f"{self.label}'s step() gave no observation for {missing[0]}, which is still in env.agents; its "
+                "row observes zeros",
+                RuntimeWarning,
+                stacklevel=2,
+            )
 
     def step(self, actions: Tensor) -> Step:
         A, E, index = len(self._names), len(self.games), self._index
@@ -466,15 +531,16 @@ class PettingZooVecEnv:
         for e, game in enumerate(self.games):
             acting = self._present[e]
             moves = {name: per_agent[index[name]][e] for name in acting}
-            obs, rewards, terms, truncs, infos = env_call(game.step, moves)
+            obs, rewards, terms, truncs, infos = self._step_call(game, moves)
             for name in acting:
                 row = e * A + index[name]
-                reward[row] = rewards.get(name, 0.0)
+                reward[row] = self._reward(rewards.get(name, 0.0), name)
                 terminated[row] = bool(terms.get(name, False))
                 truncated[row] = bool(truncs.get(name, False))
             if e == 0 and self._video is not None:
                 self._video.frame()
             now = list(game.agents)
+            self._check_agents(e, now, obs, terms, truncs)
             left = [name for name in acting if name not in now]
             ended = not now
             if ended:  # every agent of the game is gone: a game with no flag on one ended without saying why
