@@ -7,7 +7,9 @@ checkout's ``.venv``. ``metrics.jsonl`` (without ``time_s`` and ``sps``), ``epis
 ``model.safetensors`` must be byte-identical; the script prints one line per run and exits 1 on any difference.
 ``--keep DIR`` keeps the outputs of every run in DIR/<label>/<run>; ``--runs NAME ...`` picks some of ``RUNS``. ``--other-flags "FLAGS"`` adds train flags to
 OTHER's runs only: where a change of default is meant, the flag that restores the old one shows that nothing
-else changed (``--other-flags "--value-norm-horizon 0"``).
+else changed (``--other-flags "--value-norm-horizon 0"``). ``--flags "FLAGS"`` adds train flags to both sides'
+runs: on a machine where other processes run, ``--flags "--torch-threads 2"``, since the automatic thread count
+follows the load (``proxima.threads``) and two counts round differently.
 """
 
 from __future__ import annotations
@@ -110,6 +112,7 @@ def main() -> int:
     parser.add_argument("other", nargs="?", default=None, help="another commit (default: the work tree)")
     parser.add_argument("--keep", default=None, help="keep every run's outputs under this directory")
     parser.add_argument("--other-flags", default="", help="train flags added to OTHER's runs only")
+    parser.add_argument("--flags", default="", help="train flags added to both sides' runs")
     parser.add_argument(
         "--runs", nargs="+", choices=list(RUNS), default=list(RUNS), help="which runs (default: all)"
     )
@@ -120,7 +123,8 @@ def main() -> int:
         for label, commit in (("base", args.base), ("other", args.other)):
             tree = export(commit, os.path.join(tmp, "tree-" + label))
             outputs[label] = os.path.join(root, label)
-            run_all(tree, outputs[label], args.other_flags.split() if label == "other" else [], args.runs)
+            flags = args.flags.split() + (args.other_flags.split() if label == "other" else [])
+            run_all(tree, outputs[label], flags, args.runs)
         failed = False
         for name in args.runs:
             diff = differences(os.path.join(outputs["base"], name), os.path.join(outputs["other"], name))

@@ -13,6 +13,9 @@ from proxima.envs.interface import env_actions
 from proxima.errors import UserError
 from proxima.files import (
     AGENT_JSON,
+    CHECKPOINT,
+    CONFIG_JSON,
+    SEEDS_JSON,
     WEIGHTS,
     load_module_state,
     read_json,
@@ -144,6 +147,8 @@ class Agent:
             raise UserError(
                 f"run directory {run_dir!r} does not exist; give a directory written by `proxima train`"
             )
+        if not os.path.exists(os.path.join(run_dir, AGENT_JSON)):
+            _no_agent_yet(run_dir)
         meta = read_json(os.path.join(run_dir, AGENT_JSON))
         if meta.get("format") != FORMAT or not isinstance(meta.get("version"), int):
             raise UserError(f"{run_dir}/{AGENT_JSON} is not a proxima agent")
@@ -166,6 +171,24 @@ class Agent:
         agent = cls(model.to(device).eval(), meta["env_id"], observation_space, action_space)
         agent.env_source = meta.get("env_source", {})
         return agent
+
+
+def _no_agent_yet(run_dir: str) -> None:
+    """A run directory without its agent: a batched run's parent, or a run that has not finished."""
+    there = set(os.listdir(run_dir))
+    if SEEDS_JSON in there:
+        seeds = sorted(d for d in there if d.startswith("seed") and os.path.isdir(os.path.join(run_dir, d)))
+        raise UserError(
+            f"{run_dir} holds a batched run (--num-seeds), whose agents are its seeds': give one of "
+            f"{', '.join(os.path.join(run_dir, d) for d in seeds[:3])}{', ...' if len(seeds) > 3 else ''}"
+        )
+    if CONFIG_JSON in there:
+        resume = "proxima train --resume " + run_dir
+        raise UserError(
+            f"the run in {run_dir} has not finished, so it has no agent yet"
+            + (f"; continue it to its end first: {resume}" if CHECKPOINT in there else
+               "; it stopped before its first checkpoint, so train it again")
+        )  # fmt: skip
 
 
 def load(run_dir: str, device: str | torch.device = "cpu") -> Agent:

@@ -107,6 +107,29 @@ def fields(cls) -> list[Field]:
     return out
 
 
+# The flags that Stable-Baselines3, rl-zoo and CleanRL users type first, and proxima's that do their job (said
+# where difflib's spelling match would point elsewhere: --normalize is not --norm-value).
+FOREIGN = {
+    "--n-steps": "--num-steps",
+    "--n-envs": "--num-envs",
+    "--n-epochs": "--update-epochs",
+    "--lr": "--learning-rate",
+    "--clip-range": "--clip-coef",
+    "--net-arch": "--hidden-sizes",
+    "--batch-size": "--num-minibatches (a minibatch is num_envs x num_steps / num_minibatches samples)",
+    "--minibatch-size": "--num-minibatches (a minibatch is num_envs x num_steps / num_minibatches samples)",
+    "--device": "--cuda or --no-cuda",
+    "--eval-freq": "--eval-every (in updates)",
+    "--save-freq": "--checkpoint-every (in updates)",
+    "--tensorboard-log": "--run-dir (TensorBoard's events are written there)",
+    "--verbose": "--quiet (the console output is on by default)",
+    "--normalize": "--norm-obs and --norm-reward",
+    "--norm-advantages": "--norm-adv",
+    "--normalize-advantage": "--norm-adv",
+    "--policy": "--hidden-sizes and --encoder",
+}
+
+
 def _is_flag(token: str) -> bool:
     """Whether the parser reads ``token`` as a flag: negative numbers are values, as they are for tyro."""
     try:
@@ -159,6 +182,9 @@ def check(cls, argv: list[str], prog: str) -> None:
         name, equals, inline = token.partition("=")
         field = flags.get(name)
         if field is None:
+            foreign = FOREIGN.get(name.replace("_", "-"))
+            if foreign is not None and foreign.split()[0] in flags:
+                fail(f"unrecognized flag {name!r}; in proxima: {foreign}")
             close = difflib.get_close_matches(name, flags, n=1, cutoff=0.75)
             fail(f"unrecognized flag {name!r}" + (f"; did you mean {close[0]}?" if close else ""))
         if field.hint is bool:

@@ -690,18 +690,24 @@ def _init_wandb(args, run_dir: str, run_id: str | None = None, group: str | None
     except ImportError:
         raise UserError("--track needs Weights & Biases: pip install 'proxima[track]'") from None
     batched = {} if group is None else {"group": group, "reinit": "create_new"}
-    run = wandb.init(
-        project=args.run.wandb_project_name,
-        entity=args.run.wandb_entity,
-        sync_tensorboard=group is None,
-        config=args.to_json(),
-        name=os.path.basename(os.path.normpath(run_dir)),
-        dir=run_dir,
-        save_code=False,
-        id=run_id,
-        resume="allow" if run_id else None,
-        **batched,
-    )
+    try:
+        run = wandb.init(
+            project=args.run.wandb_project_name,
+            entity=args.run.wandb_entity,
+            sync_tensorboard=group is None,
+            config=args.to_json(),
+            name=os.path.basename(os.path.normpath(run_dir)),
+            dir=run_dir,
+            save_code=False,
+            id=run_id,
+            resume="allow" if run_id else None,
+            **batched,
+        )
+    except wandb.errors.UsageError as e:  # no API key, most often
+        raise UserError(
+            f"--track could not start Weights & Biases ({str(e).splitlines()[0]}): log in with `wandb login` (or "
+            "set WANDB_API_KEY), or log locally with WANDB_MODE=offline"
+        ) from None
     if group is not None:
         run.define_metric("*", step_metric="global_step")
     return run

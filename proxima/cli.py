@@ -163,7 +163,8 @@ INSTRUCTION_FLAGS = {
     "resume": (
         "RUN_DIR",
         "continue the interrupted run in RUN_DIR from its last checkpoint, with its saved settings; only "
-        "--quiet and --total-timesteps N (continue it, finished or not, to N steps) may be given with it",
+        "--quiet, --total-timesteps N (continue it, finished or not, to N steps) and --torch-threads N (another "
+        "thread count, which rounds differently) may be given with it",
     ),
 }
 
@@ -366,6 +367,15 @@ def _asked_norm_value(args: PPOArgs, argv: list[str]) -> bool | None:
 def cmd_presets(argv: list[str]) -> int:
     from proxima.config import load_preset, preset_names, read_preset
 
+    if _helping(argv):
+        print(
+            "usage: proxima presets [NAME]\n\nWithout NAME: every preset, with what it is for. With NAME: that "
+            "preset's settings, as the train flags it stands for (proxima train --config NAME takes them; any "
+            "flag given beside it wins)."
+        )
+        return 0
+    if len(argv) > 1:
+        raise UserError(f"unexpected argument {argv[1]!r}; proxima presets takes one preset NAME or none")
     if argv and argv[0] not in preset_names():
         raise UserError(f"unknown preset {argv[0]!r}; accepted: {', '.join(preset_names())}")
     if argv:  # one preset in full, as the flags it stands for
@@ -561,6 +571,8 @@ def cmd_check_env(argv: list[str]) -> int:
     from proxima.envs.user import load_env_factory
 
     args = _parse(CheckEnvArgs, argv, "proxima check-env")
+    if args.num_envs < 1:
+        raise UserError(f"--num-envs expects a positive integer, got '{args.num_envs}'")
     if (args.env_id is None) == (args.env_factory is None):
         raise UserError("give the env to check: an ENV_ID, or --env-factory MODULE:NAME (not both)")
     source = args.env_id or load_env_factory(args.env_factory, "--env-factory")

@@ -284,6 +284,12 @@ class RunSettings:
             )
         if self.num_seeds < 1:
             raise UserError(f"num_seeds must be a positive number of seeds, got {self.num_seeds}")
+        last = self.seed + self.num_seeds - 1  # numpy's global generator takes seeds of 32 bits
+        if self.seed < 0 or last > 2**32 - 1:
+            raise UserError(
+                f"seed must be an integer from 0 to 2**32 - 1 ({2**32 - 1}), got "
+                + (f"{self.seed}" if self.num_seeds == 1 else f"seeds {self.seed} to {last}")
+            )
         if self.checkpoint_every < 0:
             raise UserError(
                 f"checkpoint_every must be 0 (only at the end) or a positive number of updates, got {self.checkpoint_every}"

@@ -209,7 +209,7 @@ def export(agent_or_run_dir: Agent | str, format: str = "onnx", output: str | No
     other = next((f for f, ext in FORMATS.items() if f != format and path.endswith(ext)), None)
     if other is not None:  # an ONNX file named .pt would not load where the name says it should
         raise UserError(
-            f"cannot write {path}: its name ends in {FORMATS[other]}, a {other} file's; give format {other!r} "
+            f"cannot write {path}: its name ends in {FORMATS[other]}, the name of a {other} file; give format {other!r} "
             f"(--format {other}), or a name ending in {FORMATS[format]}"
         )
     if os.path.isdir(path):

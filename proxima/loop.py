@@ -39,6 +39,8 @@ from proxima.errors import DiskFullError, EnvError, NonFiniteError, UserError
 from proxima.files import (
     AGENT_JSON,
     CHECKPOINT,
+    CONFIG_JSON,
+    SEEDS_JSON,
     VIDEOS,
     WEIGHTS,
     load_module_state,
@@ -478,6 +480,12 @@ def default_run_dir(args: PPOArgs) -> str:
 
 def check_run_dir_free(run_dir: str) -> None:
     if os.path.exists(run_dir) and (not os.path.isdir(run_dir) or os.listdir(run_dir)):
+        stopped = os.path.isdir(run_dir) and {CONFIG_JSON, SEEDS_JSON} & set(os.listdir(run_dir))
+        if stopped and not {CHECKPOINT, AGENT_JSON} & set(os.listdir(run_dir)):
+            raise UserError(
+                f"run directory {run_dir!r} holds a run that stopped before its first checkpoint; remove it, or "
+                "give --resume-if-exists, which starts such a run again"
+            )
         raise UserError(f"run directory {run_dir!r} already exists and is not empty; give a new --run-dir")
 
 

@@ -147,7 +147,7 @@ def test_load_export_and_save_take_what_users_give_them(tmp_path):
     with pytest.raises(UserError, match="is a file; give the directory that holds it"):
         proxima.load(str(run_dir / "model.safetensors"))
     with pytest.raises(
-        UserError, match=r"its name ends in \.pt, a torchscript file's; give format 'torchscript'"
+        UserError, match=r"its name ends in \.pt, the name of a torchscript file; give format 'torchscript'"
     ):
         proxima.export(str(run_dir), output=str(tmp_path / "policy.pt"))
     with pytest.raises(UserError, match="it is a directory"):

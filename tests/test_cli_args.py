@@ -5,6 +5,7 @@ import sys
 
 import pytest
 
+import proxima
 import proxima.cli
 import proxima.trainer
 from proxima.cli import main, parse_train_args
@@ -190,3 +191,65 @@ def test_a_sweep_grid_is_expanded_once_and_parsed_as_train_flags():
     assert [(a.algorithm.learning_rate, a.network.hidden_sizes, a.env.num_envs) for _, a in settings] == [
         (1e-3, (64, 64), 2), (1e-3, (16,), 2), (1e-4, (64, 64), 2), (1e-4, (16,), 2)
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["train", "--batch-size", "64"], "unrecognized flag '--batch-size'; in proxima: --num-minibatches"),
+        (["train", "--normalize"], "unrecognized flag '--normalize'; in proxima: --norm-obs and --norm-reward"),
+        (["train", "--n_epochs", "4"], "unrecognized flag '--n_epochs'; in proxima: --update-epochs"),
+        (["train", "--seed=-1"], "seed must be an integer from 0 to 2**32 - 1 (4294967295), got -1"),
+        (["train", "--seed", "4294967295", "--num-seeds", "2"], "seed must be an integer from 0 to 2**32 - 1 (4294967295), got seeds 4294967295 to 4294967296"),
+        (["check-env", "CartPole-v1", "--num-envs", "0"], "--num-envs expects a positive integer, got '0'"),
+        (["check-env", "CartPole-v1", "--env-kwargs", '{"render_mode": "rgb_array"}'],
+         "CartPole-v1: env_kwargs cannot set render_mode; proxima asks the env for rgb_array frames"),
+        (["train", "--env-id", "Acrobot-v1", "--env-kwargs", '{"render_mode": "human"}'],
+         "Acrobot-v1: env_kwargs cannot set render_mode"),
+        (["presets", "cartpole-fast", "extra"], "unexpected argument 'extra'"),
+    ],
+)  # fmt: skip
+def test_what_sb3_and_cleanrl_users_type_first_is_one_line(argv, message, tmp_path, capsys):
+    if argv[0] == "train":
+        argv = [*argv, "--run-dir", str(tmp_path / "run"), "--total-timesteps", "512"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"proxima {argv[0]}: error: {message}"), err
+    assert not (tmp_path / "run").exists()
+
+
+def test_presets_help_says_what_the_command_does(capsys):
+    for flag in ("--help", "-h"):
+        assert main(["presets", flag]) == 0
+        assert capsys.readouterr().out.startswith("usage: proxima presets [NAME]")
+
+
+def test_a_run_without_its_agent_says_why_and_what_to_do(tmp_path, capsys, monkeypatch):
+    from proxima.callbacks import Callback
+
+    class Stop(Callback):
+        def on_update_end(self, run, result):
+            if run.updates_done == 2:
+                raise KeyboardInterrupt
+
+    run_dir = str(tmp_path / "run")
+    with pytest.raises(KeyboardInterrupt):
+        proxima.train(total_timesteps=2048, checkpoint_every=1, run_dir=run_dir, quiet=True, callbacks=[Stop()],
+                      torch_threads=1, plot=False, report=False)  # fmt: skip
+    for command in (["eval", run_dir], ["export", run_dir]):
+        assert main(command) == 2
+        assert f"has not finished, so it has no agent yet; continue it to its end first: proxima train --resume " \
+            f"{run_dir}" in capsys.readouterr().err  # fmt: skip
+    # --track without a W&B login: one line, and the directory it left says what to do on the next start
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("WANDB_API_KEY", "")
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    tracked = str(tmp_path / "tracked")
+    assert main(["train", "--total-timesteps", "512", "--run-dir", tracked, "--track", "--quiet"]) == 2
+    assert "--track could not start Weights & Biases" in capsys.readouterr().err
+    assert main(["train", "--total-timesteps", "512", "--run-dir", tracked, "--quiet"]) == 2
+    assert "holds a run that stopped before its first checkpoint; remove it, or give --resume-if-exists" in (
+        capsys.readouterr().err
+    )
+    assert main(["eval", tracked]) == 2
+    assert "stopped before its first checkpoint, so train it again" in capsys.readouterr().err

@@ -66,13 +66,14 @@ def check_env_id(env_id: str) -> None:
 
 
 def make_single_env(
-    env_id: str, render_mode: str | None = None, disable_env_checker: bool = False, **kwargs
+    env_id: str, kwargs: dict, render_mode: str | None = None, disable_env_checker: bool = False
 ) -> gym.Env:
     """``gymnasium.make`` with its errors turned into one-line messages.
 
     Accepts any registered id, and ``module:EnvName-v0``, which Gymnasium handles by importing ``module``
     first (so a user's package can register its envs on import). ``render_mode`` is passed only when one is
-    asked for: many envs outside Gymnasium take no such argument. ``disable_env_checker``: gym.make's own (when true; else the registration's).
+    asked for: many envs outside Gymnasium take no such argument. ``kwargs``: the env's own (env_kwargs);
+    ``disable_env_checker``: gym.make's (when true; else the registration's).
     """
     check_env_id(env_id)
 
@@ -645,7 +646,7 @@ class EnvMaker:
                 )
             return make_atari_env(env_id, render_mode, record=record)
         else:
-            env = make_single_env(env_id, render_mode, disable_env_checker=checked, **self.kwargs)
+            env = make_single_env(env_id, self.kwargs, render_mode, disable_env_checker=checked)
         if env.metadata is None:  # written so in some envs; Gymnasium's vector envs copy it with dict()
             env.metadata = {}
         if _mask_method(env) is not None:
@@ -710,6 +711,11 @@ def _construct(make, label: str, render_mode: str | None, kwargs: dict) -> gym.E
 def construct(make, label: str, render_mode: str | None, kwargs: dict):
     """``make(**kwargs)`` (with ``render_mode`` when video asks for one), whatever it returns; what the
     constructor raises becomes one line that names ``label``."""
+    if "render_mode" in kwargs:
+        raise UserError(
+            f"{label}: env_kwargs cannot set render_mode; proxima asks the env for rgb_array frames where it "
+            "records video, and for none otherwise"
+        )
     if render_mode is not None:
         kwargs = {**kwargs, "render_mode": render_mode}
     try:
