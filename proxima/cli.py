@@ -14,6 +14,7 @@ import gc
 import io
 import json
 import os
+import shlex
 import sys
 import time
 import traceback
@@ -588,6 +589,8 @@ def cmd_check_env(argv: list[str]) -> int:
     if problems:
         return 2
     flag = f"--env-id {name}" if args.env_id else f"--env-factory {name}"
+    if args.env_kwargs:
+        flag += f" --env-kwargs {shlex.quote(args.env_kwargs)}"
     print(f"proxima will train on {name} (proxima train {flag})")
     return 0
 
@@ -1012,6 +1015,16 @@ def main(argv: list[str] | None = None) -> int:
             f"proxima {command}: {e}; continue it with: proxima train --resume {e.run_dir}", file=sys.stderr
         )
         return e.exit_status
+    except KeyboardInterrupt:  # a second Ctrl-C, which stops at once, even while the first one's checkpoint
+        # is being written (written whole or not at all)
+        if _debug():
+            traceback.print_exc()
+        print(
+            f"proxima {command}: stopped at once by a second interrupt; a run keeps its last checkpoint "
+            "(proxima train --resume RUN_DIR continues from it)",
+            file=sys.stderr,
+        )
+        return 130
 
 
 if __name__ == "__main__":

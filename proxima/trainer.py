@@ -212,9 +212,8 @@ def resuming(
     """``resume`` one update at a time, as ``training`` is ``train``."""
     callbacks = user_callbacks(callbacks)
     if not os.path.isdir(run_dir):
-        raise UserError(
-            f"run directory {run_dir!r} does not exist; give a directory written by `proxima train`"
-        )
+        what = "is a file" if os.path.isfile(run_dir) else "does not exist"
+        raise UserError(f"run directory {run_dir!r} {what}; give a directory written by `proxima train`")
     if os.path.exists(os.path.join(run_dir, SEEDS_JSON)):
         if total_timesteps is not None:
             raise UserError(

@@ -253,3 +253,30 @@ def test_a_run_without_its_agent_says_why_and_what_to_do(tmp_path, capsys, monke
     )
     assert main(["eval", tracked]) == 2
     assert "stopped before its first checkpoint, so train it again" in capsys.readouterr().err
+
+
+def test_a_second_ctrl_c_stops_at_once_in_one_line(monkeypatch, capsys):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt  # what the checkpointing callback raises at a second Ctrl-C
+
+    monkeypatch.setattr(proxima.trainer, "train", interrupted)
+    assert main(["train", "--total-timesteps", "512"]) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "proxima train: stopped at once by a second interrupt; a run keeps its last checkpoint (proxima train "
+        "--resume RUN_DIR continues from it)"
+    ]
+
+
+def test_check_env_gives_the_train_command_with_the_kwargs_it_checked_and_resume_refuses_a_file(
+    tmp_path, capsys
+):
+    assert main(["check-env", "CartPole-v1", "--env-kwargs", '{"sutton_barto_reward": true}']) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last == (
+        "proxima will train on CartPole-v1 (proxima train --env-id CartPole-v1 --env-kwargs "
+        """'{"sutton_barto_reward": true}')"""
+    )
+    (tmp_path / "config.json").write_text("{}")
+    assert main(["train", "--resume", str(tmp_path / "config.json")]) == 2
+    assert "config.json' is a file; give a directory written by `proxima train`" in capsys.readouterr().err
