@@ -404,3 +404,12 @@ def test_a_run_on_an_env_that_config_json_cannot_name_says_so_at_its_start(num_s
     assert len(notes) == 1 and notes[0].startswith("note: the env is a lambda,")
     proxima.train(env=Float64Obs, run_dir=str(tmp_path / "class"), **loud)  # importable: nothing to say
     assert "config.json cannot name" not in capsys.readouterr().out
+
+
+def test_recording_gymnasium_envs_asks_pygame_for_no_display(tmp_path, monkeypatch):
+    """pygame's SDL otherwise looks for a display as the envs are made, and on a machine without one says
+    "XDG_RUNTIME_DIR is invalid" on stderr, even under --quiet."""
+    monkeypatch.delenv("SDL_VIDEODRIVER", raising=False)
+    envs = make_vec_env("CartPole-v1", 2, backend="gymnasium", seed=0, video_dir=str(tmp_path / "videos"))
+    envs.close()
+    assert os.environ["SDL_VIDEODRIVER"] == "dummy"

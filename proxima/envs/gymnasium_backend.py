@@ -34,6 +34,7 @@ from proxima.envs.interface import (
     row_seeds,
     video_dirs,
 )
+from proxima.envs.recorder import quiet_display
 from proxima.envs.registry import register_backend
 from proxima.errors import EnvError, UserError, raised
 from proxima.spaces import MASK_KEY, ObsLayout, action_count
@@ -423,6 +424,8 @@ class GymnasiumVecEnv:
         ``video_dir``: env 0's directory, or env index -> directory (``video_dirs``)."""
         self._seed = row_seeds(seed, num_envs)
         videos = video_dirs(video_dir, num_envs)
+        if videos:
+            quiet_display()  # before the envs: pygame looks for a display as they are made
         self._asynchronous = asynchronous
         self._reports_stats = atari_game(env_id) is not None
         # Fail fast, in this process, on a bad id, an env that cannot render, or the old step API.
