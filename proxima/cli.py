@@ -604,7 +604,7 @@ class PlotArgs:
 
 
 def cmd_plot(argv: list[str]) -> int:
-    from proxima.files import seed_run_dirs
+    from proxima.files import distinct_dirs, seed_run_dirs
     from proxima.plotting import plot_runs
 
     args = _parse(PlotArgs, argv, "proxima plot")
@@ -612,11 +612,12 @@ def cmd_plot(argv: list[str]) -> int:
         raise UserError("give at least one run directory")
     if not args.output.endswith(".png"):
         raise UserError(f"--output must be a .png file, got {args.output!r}")
-    labels = [os.path.basename(os.path.normpath(d)) for d in args.run_dirs]
+    run_dirs = distinct_dirs(list(args.run_dirs))
+    labels = [os.path.basename(os.path.normpath(d)) for d in run_dirs]
     if len(set(labels)) < len(labels):  # same last component: label by the whole path
-        labels = list(args.run_dirs)
+        labels = run_dirs
     # a batched run's directory is its seeds': one line, with a band over them
-    groups = {label: seed_run_dirs(d) or [d] for label, d in zip(labels, args.run_dirs, strict=True)}
+    groups = {label: seed_run_dirs(d) or [d] for label, d in zip(labels, run_dirs, strict=True)}
     plot_runs(groups, args.output)
     print(f"wrote {args.output}")
     return 0

@@ -25,7 +25,7 @@ from torch import Tensor, nn
 from proxima.agent import Agent
 from proxima.distributions import make_head
 from proxima.errors import UserError
-from proxima.files import write_json
+from proxima.files import output_directory, write_json
 from proxima.networks import ActorCritic
 from proxima.spaces import MASK_KEY, space_to_json
 from proxima.version import __version__
@@ -214,9 +214,7 @@ def export(agent_or_run_dir: Agent | str, format: str = "onnx", output: str | No
         )
     if os.path.isdir(path):
         raise UserError(f"cannot write {path}: it is a directory; give a file name in it")
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise UserError(f"cannot write {path}: the directory {directory} does not exist")
+    directory = output_directory(path)
     policy = policy_of(agent)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=os.path.basename(path))
     os.close(fd)

@@ -76,6 +76,24 @@ def seed_run_dirs(path: str) -> list[str]:
     return [os.path.join(path, n) for n in sorted(names, key=lambda n: int(n[4:]))]
 
 
+def distinct_dirs(paths: list[str]) -> list[str]:
+    """``paths`` with each directory once (``RUN`` and ``./RUN/`` are one), in the order first given: a run given
+    twice would count twice in a group's mean and band."""
+    first: dict[str, str] = {}
+    for path in paths:
+        first.setdefault(os.path.realpath(path), path)
+    return list(first.values())
+
+
+def output_directory(path: str) -> str:
+    """The directory that the file ``path`` goes in; a ``UserError`` where it does not exist, checked before the
+    work whose result would then be lost."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise UserError(f"cannot write {path}: the directory {directory} does not exist")
+    return directory
+
+
 def written_by_a_run(name: str, group: bool = False) -> bool:
     """Whether ``name``, an entry of a run directory (``group``: a batched run's), is one that proxima writes
     there."""

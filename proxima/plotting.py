@@ -1,18 +1,18 @@
 """Learning curves from run directories: return against env steps, one run or the spread over seeds.
 
-A run's curve at step x is the mean return of the last ``window`` episodes finished by step x (read from its
-``episodes.jsonl``), so curves of runs with different episode counts line up on a common step grid.
+A run's curve is the mean return of the last ``window`` episodes at each episode it finished (read from its
+``episodes.jsonl``), from its first to its last, as ``proxima report`` draws it: a shorter run's curve ends
+where the run does.
 """
 
 from __future__ import annotations
 
 import os
-import warnings
 
 import numpy as np
 
 from proxima.errors import UserError
-from proxima.files import EPISODES, read_jsonl, writing
+from proxima.files import EPISODES, output_directory, read_jsonl, writing
 
 
 def read_episodes(run_dir: str) -> tuple[np.ndarray, np.ndarray]:
@@ -40,6 +40,30 @@ def mean_of_last(steps: np.ndarray, returns: np.ndarray, grid: np.ndarray, windo
         return np.where(count > 0, (csum[count] - csum[first]) / (count - first), np.nan)
 
 
+def on_grid(x: np.ndarray, y: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """The curve ``(x, y)`` (``x`` in order) at the steps of ``grid``: linear between its points, NaN outside the
+    range of its finite points, so that no curve is drawn flat past its run's last step."""
+    out = np.full(len(grid), np.nan)
+    keep = np.isfinite(y)
+    if keep.any():
+        inside = (grid >= x[keep].min()) & (grid <= x[keep].max())
+        out[inside] = np.interp(grid[inside], x[keep], y[keep])
+    return out
+
+
+def seeds_curve(runs: list[str], points: int = 200, window: int = 20) -> tuple[np.ndarray, ...]:
+    """``(grid, mean, lowest, highest)`` of the runs' curves, on ``points`` steps from 0 to the last run's end and
+    on each run's end (so a shorter run's mean and band reach its own last step, not the grid step before).
+    The three are NaN wherever a run has no data, before its first episode or past its last: a mean or band over
+    only the seeds still running would jump where one ends, by which seeds it counts rather than by what they
+    learned, and a band from one seed is no spread."""
+    episodes = [read_episodes(run) for run in runs]
+    ends = [s.max(initial=0) for s, _ in episodes]
+    grid = np.union1d(np.linspace(0.0, max(ends), points), ends)
+    curves = np.stack([on_grid(s, mean_of_last(s, r, s, window), grid) for s, r in episodes])
+    return grid, curves.mean(0), curves.min(0), curves.max(0)  # NaN where any run's is
+
+
 def final_return(run_dir: str, window: int = 20) -> float:
     """Mean return of the run's last ``window`` episodes (NaN if none finished)."""
     returns = read_episodes(run_dir)[1][-window:]
@@ -55,14 +79,10 @@ def plot_runs(groups: dict[str, list[str]], output: str, title: str = "", points
         import matplotlib.pyplot as plt
     except ImportError:
         raise UserError("plots need matplotlib: pip install 'proxima[plot]'") from None
-    last = max(read_episodes(run)[0].max(initial=0) for runs in groups.values() for run in runs)
-    grid = np.linspace(0, max(last, 1), points)
+    output_directory(output)
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
     for label, runs in groups.items():
-        curves = np.stack([learning_curve(run, grid) for run in runs])
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns before any episode ends
-            mean, low, high = np.nanmean(curves, 0), np.nanmin(curves, 0), np.nanmax(curves, 0)
+        grid, mean, low, high = seeds_curve(runs, points)  # each group on its own steps, up to its own end
         (line,) = ax.plot(grid, mean, label=f"{label} (n={len(runs)})")
         if len(runs) > 1:
             ax.fill_between(grid, low, high, color=line.get_color(), alpha=0.2, linewidth=0)

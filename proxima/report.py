@@ -41,12 +41,14 @@ from proxima.files import (
     SWEEP_JSON,
     TRIAL_JSON,
     VIDEOS,
+    distinct_dirs,
+    output_directory,
     read_checkpoint_meta,
     read_jsonl,
     write_text,
 )
 from proxima.health import HEALTHY
-from proxima.plotting import mean_of_last
+from proxima.plotting import mean_of_last, on_grid
 
 # Charts against env steps, in the page's order: the debug variables (detail 12 in docs/SEEDS.md) and the
 # episodes.
@@ -181,9 +183,11 @@ def _episode_number(path: str) -> tuple:
 
 def find_runs(paths: list[str]) -> tuple[list[RunData], str, list[dict]]:
     """The runs that ``paths`` name, each a run directory, a sweep or compare directory, or a directory of run
-    directories (``proxima probe --run-dir``'s); and the page's title and the probe tables found."""
+    directories (``proxima probe --run-dir``'s); and the page's title and the probe tables found. Each run is
+    read once, in the order first named, however many of ``paths`` name it."""
     runs: list[RunData] = []
     titles, probes = [], []
+    paths = distinct_dirs(paths)
     for path in paths:
         if not os.path.isdir(path):
             raise UserError(
@@ -211,6 +215,10 @@ def find_runs(paths: list[str]) -> tuple[list[RunData], str, list[dict]]:
                     "or a sweep, compare or probe directory"
                 )
             runs += inner
+    first: dict[str, RunData] = {}
+    for run in runs:  # a run named again inside a sweep or a directory of runs also given
+        first.setdefault(os.path.realpath(run.run_dir), run)
+    runs = list(first.values())
     if not runs:
         raise UserError("no run has logged an update yet: there is nothing to report")
     labels = [r.label for r in runs]
@@ -293,12 +301,7 @@ def _band(curves: list[tuple[np.ndarray, np.ndarray]]) -> list:
     """A group's mean, lowest and highest run on a common grid, each run only within its own x range."""
     last = max((x.max() for x, _ in curves if len(x)), default=0.0)
     grid = np.linspace(0.0, last, GRID)
-    ys = np.full((len(curves), GRID), np.nan)
-    for i, (x, y) in enumerate(curves):
-        keep = np.isfinite(y)
-        if keep.sum() >= 1:
-            inside = (grid >= x[keep].min()) & (grid <= x[keep].max())
-            ys[i, inside] = np.interp(grid[inside], x[keep], y[keep])
+    ys = np.stack([on_grid(x, y, grid) for x, y in curves])
     counted = np.isfinite(ys).sum(0) > 0
     mean, lo, hi = (np.full(GRID, np.nan) for _ in range(3))
     mean[counted] = np.nanmean(ys[:, counted], 0)
@@ -465,11 +468,9 @@ def write_report(paths: list[str], output: str, status: str | None = None, live:
     ``report_data``."""
     if not output.endswith((".html", ".htm")):
         raise UserError(f"--output must be an .html file, got {output!r}")
-    runs, title, probes = find_runs(paths)
+    runs, title, probes = find_runs(paths)  # first: a missing run's directory is the one to name
+    output_directory(output)
     for run in runs if status else ():
         run.status = status
-    text = render(report_data(runs, title, probes, live))
-    if not os.path.isdir(os.path.dirname(os.path.abspath(output))):
-        raise UserError(f"--output {output!r}: its directory does not exist")
-    write_text(output, text)
+    write_text(output, render(report_data(runs, title, probes, live)))
     return output

@@ -1,6 +1,10 @@
 """Console output (progress bar on a terminal, plain lines elsewhere, nothing with --quiet) and `proxima plot`."""
 
 import io
+import json
+import os
+
+import numpy as np
 
 import proxima
 from proxima.cli import main
@@ -56,3 +60,76 @@ def test_plot_overlays_runs(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all(line.startswith("proxima plot: error:") for line in err)
     assert not (tmp_path / "x.png").exists()
+
+
+def _episodes(path, steps, ret) -> str:
+    """A run directory as far as `proxima plot` reads it: episodes of return ``ret`` finished at ``steps``."""
+    os.makedirs(path)
+    with open(os.path.join(path, "episodes.jsonl"), "w") as f:
+        for step in steps:
+            f.write(json.dumps({"global_step": step, "return": ret, "length": 10}) + "\n")
+    return str(path)
+
+
+def _drawn(monkeypatch) -> list:
+    """The figures `proxima plot` saves, to read their lines back."""
+    import matplotlib.figure
+
+    figures, save = [], matplotlib.figure.Figure.savefig
+
+    def keep(fig, *args, **kwargs):
+        figures.append(fig)
+        return save(fig, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", keep)
+    return figures
+
+
+def _ends(ax) -> dict:
+    """Each line's last drawn step and the values it draws."""
+    ends = {}
+    for line in ax.lines:
+        x, y = np.asarray(line.get_xdata()), np.asarray(line.get_ydata())
+        ends[line.get_label()] = (float(x[np.isfinite(y)].max()), set(y[np.isfinite(y)].tolist()))
+    return ends
+
+
+def test_plot_ends_each_curve_at_its_own_last_step_and_bands_seeds_only_where_all_have_data(
+    tmp_path, monkeypatch
+):
+    long = _episodes(tmp_path / "long", range(100, 1001, 100), 1.0)
+    short = _episodes(tmp_path / "short", range(100, 501, 100), 3.0)
+    batch = tmp_path / "batch"  # a batched run whose seed 1 stopped at step 500
+    _episodes(batch / "seed0", range(100, 1001, 100), 1.0)
+    _episodes(batch / "seed1", range(100, 501, 100), 3.0)
+    (batch / "seeds.json").write_text("{}")
+    figures = _drawn(monkeypatch)
+    assert main(["plot", long, short, str(batch), "--output", str(tmp_path / "mixed.png")]) == 0
+    ax = figures[0].axes[0]
+    assert _ends(ax) == {
+        "long (n=1)": (1000.0, {1.0}),
+        "short (n=1)": (500.0, {3.0}),
+        "batch (n=2)": (500.0, {2.0}),
+    }
+    (band,) = ax.collections  # seed 0 to seed 1, up to where seed 1 stopped
+    x, y = band.get_paths()[0].vertices.T
+    assert x.max() == 500.0 and (y.min(), y.max()) == (1.0, 3.0)
+
+
+def test_plot_into_a_missing_directory_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys):
+    run = _episodes(tmp_path / "run", range(100, 501, 100), 1.0)
+    output = tmp_path / "nodir" / "x.png"
+    assert main(["plot", run, "--output", str(output)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err
+        == f"proxima plot: error: cannot write {output}: the directory {tmp_path / 'nodir'} does not exist\n"
+    )
+    assert os.listdir(tmp_path) == ["run"] and os.listdir(run) == ["episodes.jsonl"]
+
+
+def test_plot_draws_a_run_named_twice_once(tmp_path, monkeypatch):
+    run = _episodes(tmp_path / "run", range(100, 501, 100), 1.0)
+    figures = _drawn(monkeypatch)
+    assert main(["plot", run, run + "/", run, "--output", str(tmp_path / "x.png")]) == 0
+    assert _ends(figures[0].axes[0]) == {"run (n=1)": (500.0, {1.0})}

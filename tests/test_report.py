@@ -306,10 +306,24 @@ def test_bad_report_input_is_one_line_exit_2_and_writes_nothing(argv, match, tmp
 
 def test_an_output_in_a_missing_directory_is_one_line_exit_2(tmp_path, capsys):
     run = fake_run(tmp_path / "run", updates=3)
-    assert main(["report", run, "--output", str(tmp_path / "no" / "page.html")]) == 2
-    err = capsys.readouterr().err
-    assert "its directory does not exist" in err and err.count("\n") == 1
+    output = tmp_path / "no" / "page.html"
+    assert main(["report", run, "--output", str(output)]) == 2
+    err = capsys.readouterr().err  # as proxima export and proxima plot say it
+    assert (
+        err
+        == f"proxima report: error: cannot write {output}: the directory {tmp_path / 'no'} does not exist\n"
+    )
     assert sorted(os.listdir(tmp_path)) == ["run"] and "report.html" not in os.listdir(run)
+
+
+def test_a_run_named_twice_is_reported_once_in_the_order_first_named(tmp_path):
+    runs = [fake_run(tmp_path / "runs" / name, updates=3) for name in ("a", "b")]
+    page = str(tmp_path / "page.html")
+    assert main(["report", runs[0], runs[0] + "/", runs[0], "--output", page]) == 0
+    assert [r["label"] for r in page_data(page)["runs"]] == ["a"]
+    # b named, then again inside the directory of runs that holds a and b
+    found, _, _ = find_runs([runs[1], str(tmp_path / "runs"), runs[1]])
+    assert [r.label for r in found] == ["b", "a"]
 
 
 def test_every_charts_healthy_line_stands_in_docs_health():
