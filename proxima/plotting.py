@@ -53,15 +53,24 @@ def on_grid(x: np.ndarray, y: np.ndarray, grid: np.ndarray) -> np.ndarray:
 
 def seeds_curve(runs: list[str], points: int = 200, window: int = 20) -> tuple[np.ndarray, ...]:
     """``(grid, mean, lowest, highest)`` of the runs' curves, on ``points`` steps from 0 to the last run's end and
-    on each run's end (so a shorter run's mean and band reach its own last step, not the grid step before).
-    The three are NaN wherever a run has no data, before its first episode or past its last: a mean or band over
-    only the seeds still running would jump where one ends, by which seeds it counts rather than by what they
-    learned, and a band from one seed is no spread."""
+    on each run's end (so a run's curve reaches its own last step, not the grid step before). A seed that ended
+    before the others keeps its last value to the group's end: the seeds of one setting differ in length because
+    some stopped early (``--stop-return``) at the performance they had, and a mean over only the seeds still
+    running would jump where one ends, by which seeds it counts rather than by what they learned. NaN before a
+    run's first episode."""
     episodes = [read_episodes(run) for run in runs]
     ends = [s.max(initial=0) for s, _ in episodes]
     grid = np.union1d(np.linspace(0.0, max(ends), points), ends)
-    curves = np.stack([on_grid(s, mean_of_last(s, r, s, window), grid) for s, r in episodes])
+    curves = np.stack([_held(on_grid(s, mean_of_last(s, r, s, window), grid)) for s, r in episodes])
     return grid, curves.mean(0), curves.min(0), curves.max(0)  # NaN where any run's is
+
+
+def _held(curve: np.ndarray) -> np.ndarray:
+    """``curve`` with its last finite value carried to the end."""
+    finite = np.flatnonzero(np.isfinite(curve))
+    if finite.size:
+        curve[finite[-1] + 1 :] = curve[finite[-1]]
+    return curve
 
 
 def final_return(run_dir: str, window: int = 20) -> float:

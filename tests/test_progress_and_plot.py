@@ -94,7 +94,7 @@ def _ends(ax) -> dict:
     return ends
 
 
-def test_plot_ends_each_curve_at_its_own_last_step_and_bands_seeds_only_where_all_have_data(
+def test_plot_ends_each_curve_at_its_own_last_step_and_holds_a_stopped_seed_to_its_groups_end(
     tmp_path, monkeypatch
 ):
     long = _episodes(tmp_path / "long", range(100, 1001, 100), 1.0)
@@ -109,11 +109,11 @@ def test_plot_ends_each_curve_at_its_own_last_step_and_bands_seeds_only_where_al
     assert _ends(ax) == {
         "long (n=1)": (1000.0, {1.0}),
         "short (n=1)": (500.0, {3.0}),
-        "batch (n=2)": (500.0, {2.0}),
+        "batch (n=2)": (1000.0, {2.0}),  # seed 1, stopped at 500, counts with its last value
     }
-    (band,) = ax.collections  # seed 0 to seed 1, up to where seed 1 stopped
+    (band,) = ax.collections  # seed 0 to seed 1, to the group's end
     x, y = band.get_paths()[0].vertices.T
-    assert x.max() == 500.0 and (y.min(), y.max()) == (1.0, 3.0)
+    assert x.max() == 1000.0 and (y.min(), y.max()) == (1.0, 3.0)
 
 
 def test_plot_into_a_missing_directory_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys):
