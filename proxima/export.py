@@ -14,7 +14,6 @@ import contextlib
 import dataclasses
 import importlib.util
 import os
-import tempfile
 import warnings
 
 import gymnasium as gym
@@ -25,7 +24,7 @@ from torch import Tensor, nn
 from proxima.agent import Agent
 from proxima.distributions import make_head
 from proxima.errors import UserError
-from proxima.files import output_directory, write_json
+from proxima.files import output_directory, temporary_beside, write_json
 from proxima.networks import ActorCritic
 from proxima.spaces import MASK_KEY, space_to_json
 from proxima.version import __version__
@@ -214,9 +213,9 @@ def export(agent_or_run_dir: Agent | str, format: str = "onnx", output: str | No
         )
     if os.path.isdir(path):
         raise UserError(f"cannot write {path}: it is a directory; give a file name in it")
-    directory = output_directory(path)
+    output_directory(path)
     policy = policy_of(agent)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=os.path.basename(path))
+    fd, tmp = temporary_beside(path)  # the mode a plainly written file gets, not mkstemp's 0600
     os.close(fd)
     try:
         detail = _write_onnx(policy, tmp) if format == "onnx" else _write_torchscript(policy, tmp)

@@ -10,8 +10,8 @@ import contextlib
 import errno
 import json
 import os
+import secrets
 import shutil
-import tempfile
 
 import torch
 from safetensors import SafetensorError, safe_open
@@ -132,12 +132,37 @@ def _size(n: int) -> str:
     return f"{n} bytes"
 
 
+_NEW_FILE_FLAGS = (
+    os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    | getattr(os, "O_BINARY", 0)
+)  # fmt: skip
+
+
+def temporary_beside(path: str) -> tuple[int, str]:
+    """A new temporary file in ``path``'s directory (named ``.tmp-XXXXXXXXXXXX<basename>``), open for writing,
+    to be renamed onto ``path``: returns its descriptor and its path. Every atomic write makes its file here.
+
+    Unlike ``tempfile.mkstemp``, which makes every file 0600, it asks for 0666, as ``open`` does, so the kernel
+    gives it the mode a file written plainly would get (0666 less the umask, or a directory's default ACL): a
+    model or report on a shared disk stays readable by those who may read the rest of the run. The umask is
+    never read or set (``os.umask`` sets it for every thread of the process at once). The name is made unique
+    by O_EXCL, as mkstemp does."""
+    directory = os.path.dirname(os.path.abspath(path))
+    for _ in range(100):
+        tmp = os.path.join(directory, f".tmp-{secrets.token_hex(6)}{os.path.basename(path)}")
+        try:
+            return os.open(tmp, _NEW_FILE_FLAGS, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no unused temporary file name found", directory)
+
+
 def _atomic(path: str, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same directory and a rename: a failed write
     (a full disk among others) leaves the previous file whole and no temporary file behind."""
     directory = os.path.dirname(os.path.abspath(path))
     with writing(path, len(data)):
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=os.path.basename(path))
+        fd, tmp = temporary_beside(path)
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)

@@ -3,6 +3,7 @@
 
 import importlib
 import json
+import os
 import subprocess
 import sys
 
@@ -285,6 +286,22 @@ def test_the_json_names_spaces_inputs_and_version(agents, tmp_path):
     ]
     assert meta["outputs"] == [{"name": "action", "dtype": "int64", "shape": ["batch"]}]
     assert meta["action_mask"] is True and path == str(tmp_path / "p.pt")
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_the_files_get_the_mode_of_a_plain_file(umask, agents, tmp_path):
+    """The file and its JSON get 0666 less the umask, as a file written plainly does: not the 0600 of the
+    temporary file (tempfile.mkstemp's) they are written through, which no one else could read."""
+    run_dir, agent = agents("discrete")
+    old = os.umask(umask)
+    try:
+        paths = [proxima.export(agent, format, output=str(tmp_path / f"p{ext}")) for format, ext in
+                 (("torchscript", ".pt"), ("onnx", ".onnx"))]  # fmt: skip
+    finally:
+        os.umask(old)
+    modes = {name: os.stat(name).st_mode & 0o777 for path in paths for name in (path, path + ".json")}
+    assert modes == dict.fromkeys(modes, 0o666 & ~umask) and len(modes) == 4
+    assert sorted(os.listdir(tmp_path)) == ["p.onnx", "p.onnx.json", "p.pt", "p.pt.json"]
 
 
 def test_bad_input_is_refused_in_one_line(agents, tmp_path):

@@ -179,6 +179,34 @@ def test_checkpoints_are_written_atomically(tmp_path, monkeypatch):
     )
 
 
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_atomic_writes_get_the_mode_of_a_plain_file(umask, tmp_path):
+    """A file written atomically (a temporary file, then a rename) gets the mode a file written plainly does,
+    0666 less the umask: not tempfile.mkstemp's 0600, which no one else could read on a shared disk."""
+    from proxima.files import write_checkpoint, write_json, write_tensors, write_text
+
+    def mode(path) -> int:
+        return os.stat(path).st_mode & 0o777
+
+    old = os.umask(umask)
+    try:
+        write_json(str(tmp_path / "a.json"), {"a": 1})
+        write_text(str(tmp_path / "a.html"), "<p>")
+        write_tensors(str(tmp_path / "a.safetensors"), {"w": torch.zeros(2)})
+        write_checkpoint(str(tmp_path / "c.safetensors"), {"w": torch.zeros(2)}, {"x": 1})
+        run_dir = tmp_path / "run"
+        assert main(["train", "--run-dir", str(run_dir), "--total-timesteps", "2048", "--num-envs", "4",
+                     "--num-steps", "64", "--checkpoint-every", "2", "--quiet", "--no-plot", "--seed", "4",
+                     "--torch-threads", "1"]) == 0  # fmt: skip
+    finally:
+        os.umask(old)
+    files = ["agent.json", "model.safetensors", "config.json", "checkpoint.safetensors", "report.html"]
+    written = {p.name: mode(p) for p in tmp_path.iterdir() if p.is_file()}
+    written |= {name: mode(run_dir / name) for name in [*files, "metrics.jsonl"]}  # metrics: written plainly
+    assert written == dict.fromkeys(written, 0o666 & ~umask)
+    assert not [p for p in [*tmp_path.iterdir(), *run_dir.iterdir()] if p.name.startswith(".tmp-")]
+
+
 def test_gymnasium_envs_resume_with_new_episodes_and_say_so(tmp_path, capsys):
     run_dir = str(tmp_path / "gym")
     proc = _cli("train", "--run-dir", run_dir, *RUN, "--env-backend", "gymnasium")
