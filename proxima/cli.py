@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import difflib
 import gc
 import io
 import json
@@ -61,6 +62,8 @@ commands:
   presets list the presets that `proxima train --config NAME` accepts; `proxima presets NAME` shows one
   export  write a trained agent's deterministic policy as one ONNX or TorchScript file (proxima export --help)
   check-env  check that proxima will train on ENV_ID (or module:ID) and say what it will make of it
+
+proxima --version prints the version.
 """
 
 _TRUE, _FALSE = {"true", "1", "yes", "y", "on"}, {"false", "0", "no", "n", "off"}
@@ -984,13 +987,20 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE, end="")
         return 0
+    if argv[0] in ("-V", "--version"):
+        from proxima.version import __version__
+
+        print(f"proxima {__version__}")
+        return 0
     command, rest = argv[0], argv[1:]
     # `module:Env-v0` imports module from the working directory, as under `python -m` (docs/ENVS.md)
     if "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, "")
     if command not in COMMANDS:
+        close = difflib.get_close_matches(command, COMMANDS, n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]}?" if close else ""
         print(
-            f"proxima: error: unknown command {command!r}; accepted: {', '.join(COMMANDS)}", file=sys.stderr
+            f"proxima: error: unknown command {command!r}{hint} (accepted: {', '.join(COMMANDS)})", file=sys.stderr
         )
         return 2
     try:

@@ -280,3 +280,10 @@ def test_check_env_gives_the_train_command_with_the_kwargs_it_checked_and_resume
     (tmp_path / "config.json").write_text("{}")
     assert main(["train", "--resume", str(tmp_path / "config.json")]) == 2
     assert "config.json' is a file; give a directory written by `proxima train`" in capsys.readouterr().err
+
+
+def test_the_version_and_a_mistyped_command(capsys):
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"proxima {proxima.__version__}\n"
+    assert main(["trian"]) == 2
+    assert capsys.readouterr().err.startswith("proxima: error: unknown command 'trian'; did you mean train?")
