@@ -1000,7 +1000,8 @@ def main(argv: list[str] | None = None) -> int:
         close = difflib.get_close_matches(command, COMMANDS, n=1, cutoff=0.6)
         hint = f"; did you mean {close[0]}?" if close else ""
         print(
-            f"proxima: error: unknown command {command!r}{hint} (accepted: {', '.join(COMMANDS)})", file=sys.stderr
+            f"proxima: error: unknown command {command!r}{hint} (accepted: {', '.join(COMMANDS)})",
+            file=sys.stderr,
         )
         return 2
     try:
