@@ -202,4 +202,4 @@ def check(cls, argv: list[str], prog: str) -> None:
         check_values(field, name, values)
     for field in waiting:
         if field.required:
-            fail(f"missing {field.name.upper()}: {field.doc or field.accepts()}")
+            fail(f"missing {field.metavar or field.name.upper()}: {field.doc or field.accepts()}")

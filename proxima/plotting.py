@@ -61,12 +61,13 @@ def seeds_curve(runs: list[str], points: int = 200, window: int = 20) -> tuple[n
     episodes = [read_episodes(run) for run in runs]
     ends = [s.max(initial=0) for s, _ in episodes]
     grid = np.union1d(np.linspace(0.0, max(ends), points), ends)
-    curves = np.stack([_held(on_grid(s, mean_of_last(s, r, s, window), grid)) for s, r in episodes])
+    curves = np.stack([held(on_grid(s, mean_of_last(s, r, s, window), grid)) for s, r in episodes])
     return grid, curves.mean(0), curves.min(0), curves.max(0)  # NaN where any run's is
 
 
-def _held(curve: np.ndarray) -> np.ndarray:
-    """``curve`` with its last finite value carried to the end."""
+def held(curve: np.ndarray) -> np.ndarray:
+    """``curve`` with its last finite value carried to the end: a seed that stopped early, in its group's mean
+    and band (``seeds_curve``, and the report's bands)."""
     finite = np.flatnonzero(np.isfinite(curve))
     if finite.size:
         curve[finite[-1] + 1 :] = curve[finite[-1]]

@@ -48,7 +48,7 @@ from proxima.files import (
     write_text,
 )
 from proxima.health import HEALTHY
-from proxima.plotting import mean_of_last, on_grid
+from proxima.plotting import held, mean_of_last, on_grid
 
 # Charts against env steps, in the page's order: the debug variables (detail 12 in docs/SEEDS.md) and the
 # episodes.
@@ -298,10 +298,11 @@ def _seconds_at(run: RunData, steps: np.ndarray) -> np.ndarray:
 
 
 def _band(curves: list[tuple[np.ndarray, np.ndarray]]) -> list:
-    """A group's mean, lowest and highest run on a common grid, each run only within its own x range."""
+    """A group's mean, lowest and highest run on a common grid, from each run's first point; a run that ended
+    before the others keeps its last value, as in ``proxima plot`` (``plotting.held``)."""
     last = max((x.max() for x, _ in curves if len(x)), default=0.0)
     grid = np.linspace(0.0, last, GRID)
-    ys = np.stack([on_grid(x, y, grid) for x, y in curves])
+    ys = np.stack([held(on_grid(x, y, grid)) for x, y in curves])
     counted = np.isfinite(ys).sum(0) > 0
     mean, lo, hi = (np.full(GRID, np.nan) for _ in range(3))
     mean[counted] = np.nanmean(ys[:, counted], 0)

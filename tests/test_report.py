@@ -353,3 +353,11 @@ def test_videos_embedded_are_the_evaluations_then_the_last_and_first_training_ep
     monkeypatch.setattr("proxima.report.VIDEO_BYTES", 700)  # room for two of them
     data = report_data(*find_runs([run]))
     assert len(data["videos"]) == 2 and data["videos_left"] == 3
+
+
+def test_a_groups_band_holds_a_seed_that_stopped_early_as_proxima_plot_does():
+    from proxima.report import _band
+
+    grid, mean, low, high = _band([(np.array([0.0, 100.0, 200.0]), np.array([1.0, 1.0, 1.0])),
+                                   (np.array([0.0, 100.0]), np.array([3.0, 3.0]))])  # fmt: skip
+    assert grid[-1] == 200.0 and (mean[-1], low[-1], high[-1]) == (2.0, 1.0, 3.0)
