@@ -240,13 +240,19 @@ def test_a_run_without_its_agent_says_why_and_what_to_do(tmp_path, capsys, monke
         assert main(command) == 2
         assert f"has not finished, so it has no agent yet; continue it to its end first: proxima train --resume " \
             f"{run_dir}" in capsys.readouterr().err  # fmt: skip
-    # --track without a W&B login: one line, and the directory it left says what to do on the next start
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.setenv("WANDB_API_KEY", "")
-    monkeypatch.delenv("WANDB_MODE", raising=False)
+    # --track without a W&B login: one line, and the directory it left says what to do on the next start. In
+    # a process of its own: W&B keeps the settings it read (the mode, the home) for the rest of a process.
+    import os
+    import subprocess
+
+    env = {**os.environ, "HOME": str(tmp_path), "WANDB_API_KEY": ""}
+    env.pop("WANDB_MODE", None)
     tracked = str(tmp_path / "tracked")
-    assert main(["train", "--total-timesteps", "512", "--run-dir", tracked, "--track", "--quiet"]) == 2
-    assert "--track could not start Weights & Biases" in capsys.readouterr().err
+    argv = [sys.executable, "-m", "proxima", "train", "--total-timesteps", "512", "--run-dir", tracked, "--track",
+            "--quiet", "--torch-threads", "1"]  # fmt: skip
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "--track could not start Weights & Biases" in done.stderr
     assert main(["train", "--total-timesteps", "512", "--run-dir", tracked, "--quiet"]) == 2
     assert "holds a run that stopped before its first checkpoint; remove it, or give --resume-if-exists" in (
         capsys.readouterr().err
