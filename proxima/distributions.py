@@ -41,7 +41,9 @@ class Head(Protocol):
         """``(actions, log_probs)``, one per row; drawn from ``uniforms`` ``(B, noise_draws)`` where given, else
         from ``noise`` (what ``noise(logits)`` drew), else from torch's global generator. ``rows``: a head with
         parameters takes each by name with one row per row of ``logits``, in place of its own (a batched run's
-        seeds' parameters, each seed's for its rows)."""
+        seeds' parameters, each seed's for its rows; a multi-agent run's groups' log-std). A Box head also takes
+        ``dims``, each row's 1 for the components its agent acts with and 0 for those it lacks, which then
+        count in no log-probability or entropy (``per_component_total``)."""
         ...
 
     # Optional: only a head whose draws do not depend on the logits has it (not ``BetaHead``).
@@ -55,8 +57,9 @@ class Head(Protocol):
         """The most probable action per row, for deterministic evaluation."""
         ...
 
-    def log_prob_entropy(self, logits: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
-        """The log-probability of ``actions`` and the entropy of each row's distribution."""
+    def log_prob_entropy(self, logits: Tensor, actions: Tensor, **rows: Tensor) -> tuple[Tensor, Tensor]:
+        """The log-probability of ``actions`` and the entropy of each row's distribution; ``rows`` as for
+        ``sample``."""
         ...
 
 
@@ -115,6 +118,13 @@ class CategoricalHead(nn.Module):
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 
+def per_component_total(x: Tensor, dims: Tensor | None) -> Tensor:
+    """The sum over a Box's components of a per-component log-density or entropy; with ``dims``, over the
+    components each row's agent acts with (agents of several kinds share one Box of the largest kind's size,
+    and the env ignores the components that a smaller kind lacks, so their draws are noise to the update)."""
+    return x.sum(-1) if dims is None else (x * dims).sum(-1)
+
+
 def standard_normal(u1: Tensor, u2: Tensor) -> Tensor:
     """Box-Muller: uniforms in [0, 1), two of them per standard normal (``u1`` and ``u2`` of one shape)."""
     return (-2.0 * (1.0 - u1).log()).sqrt() * torch.cos(2.0 * math.pi * u2)  # 1 - u1 is in (0, 1]
@@ -150,7 +160,8 @@ class DiagGaussianHead(nn.Module):
     """Diagonal Gaussian policy for a 1-D Box action space (continuous-control details 1-3 in docs/SEEDS.md).
 
     The actor outputs the mean; the log standard deviation is one learned parameter per action component,
-    independent of the state and initialised to 0 (std 1). The components are independent, so log-probs
+    independent of the state and initialised to 0 (std 1). Agents with actors of their own (``per_group``) have
+    a row of them each. The components are independent, so log-probs
     and entropies are sums over them. Actions are unbounded samples: they are stored and trained on as
     drawn, and only the copy sent to the environment is clipped to its bounds (by the vector env).
     """
@@ -170,6 +181,7 @@ class DiagGaussianHead(nn.Module):
         uniforms: Tensor | None = None,
         noise: Tensor | None = None,
         log_std: Tensor | None = None,
+        dims: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
         if uniforms is None:
             noise = self.noise(mean) if noise is None else noise
@@ -178,8 +190,14 @@ class DiagGaussianHead(nn.Module):
         log_std = self.log_std if log_std is None else log_std  # or each row's (Head.sample's rows)
         actions = mean + noise * log_std.exp()
         # log N(a; mean, std) with (a - mean) / std = noise, summed over the components
-        logprob = -(0.5 * noise.square() + log_std + _HALF_LOG_2PI).sum(-1)
+        logprob = -per_component_total(0.5 * noise.square() + log_std + _HALF_LOG_2PI, dims)
         return actions, logprob
+
+    def per_group(self, groups: int) -> None:
+        """A log-std of its own for each of ``groups`` groups of agents (rows ``(groups, action_dim)``): agents
+        with an actor of their own (a kind, or an agent with --no-share-params) explore at their own scale.
+        Each row's is then given to the methods as ``log_std``."""
+        self.log_std = nn.Parameter(torch.zeros(groups, self.logits_dim))
 
     @property
     def noise_draws(self) -> int:
@@ -200,10 +218,13 @@ class DiagGaussianHead(nn.Module):
         """Lower every component's std that is above ``max_std`` to it (``--action-std-end``)."""
         self.log_std.clamp_(max=math.log(max_std))
 
-    def log_prob_entropy(self, mean: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
-        z = (actions - mean) * (-self.log_std).exp()
-        logprob = -(0.5 * z.square() + self.log_std + _HALF_LOG_2PI).sum(-1)
-        entropy = (0.5 + _HALF_LOG_2PI + self.log_std).sum(-1).expand(mean.shape[:-1])
+    def log_prob_entropy(
+        self, mean: Tensor, actions: Tensor, log_std: Tensor | None = None, dims: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        log_std = self.log_std if log_std is None else log_std
+        z = (actions - mean) * (-log_std).exp()
+        logprob = -per_component_total(0.5 * z.square() + log_std + _HALF_LOG_2PI, dims)
+        entropy = per_component_total(0.5 + _HALF_LOG_2PI + log_std, dims).expand(mean.shape[:-1])
         return logprob, entropy
 
 
@@ -246,7 +267,11 @@ class BetaHead(BoundedHead):
         return ((actions - self.low) / self.scale).clamp(self.EDGE, 1.0 - self.EDGE)
 
     def sample(
-        self, params: Tensor, uniforms: Tensor | None = None, noise: Tensor | None = None
+        self,
+        params: Tensor,
+        uniforms: Tensor | None = None,
+        noise: Tensor | None = None,
+        dims: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
         # no ``noise``: torch's Gamma draws depend on the concentrations (a batched run draws per seed)
         alpha, beta = self._concentrations(params)
@@ -257,7 +282,7 @@ class BetaHead(BoundedHead):
             g_alpha, g_beta = gammas.chunk(2, dim=-1)
             x = (g_alpha / (g_alpha + g_beta)).to(alpha.dtype)
         actions = self.low + x.clamp(self.EDGE, 1.0 - self.EDGE) * self.scale
-        return actions, self._log_prob(alpha, beta, actions)
+        return actions, self._log_prob(alpha, beta, actions, dims)
 
     @property
     def noise_draws(self) -> int:
@@ -277,13 +302,15 @@ class BetaHead(BoundedHead):
     def _log_beta_fn(alpha: Tensor, beta: Tensor) -> Tensor:
         return torch.lgamma(alpha) + torch.lgamma(beta) - torch.lgamma(alpha + beta)
 
-    def _log_prob(self, alpha: Tensor, beta: Tensor, actions: Tensor) -> Tensor:
+    def _log_prob(self, alpha: Tensor, beta: Tensor, actions: Tensor, dims: Tensor | None) -> Tensor:
         x = self._unit(actions)
         # the density of the stretched action: the Beta's, divided by the scale in each component
         log_p = (alpha - 1.0) * x.log() + (beta - 1.0) * torch.log1p(-x) - self._log_beta_fn(alpha, beta)
-        return (log_p - self.scale.log()).sum(-1)
+        return per_component_total(log_p - self.scale.log(), dims)
 
-    def log_prob_entropy(self, params: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
+    def log_prob_entropy(
+        self, params: Tensor, actions: Tensor, dims: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
         alpha, beta = self._concentrations(params)
         entropy = (
             self._log_beta_fn(alpha, beta)
@@ -292,7 +319,7 @@ class BetaHead(BoundedHead):
             + (alpha + beta - 2.0) * torch.digamma(alpha + beta)
             + self.scale.log()
         )
-        return self._log_prob(alpha, beta, actions), entropy.sum(-1)
+        return self._log_prob(alpha, beta, actions, dims), per_component_total(entropy, dims)
 
 
 _HERMITE_NODES, _HERMITE_WEIGHTS = np.polynomial.hermite.hermgauss(16)
@@ -336,7 +363,11 @@ class TanhGaussianHead(BoundedHead):
         return 2.0 * (math.log(2.0) - u - nn.functional.softplus(-2.0 * u))
 
     def sample(
-        self, params: Tensor, uniforms: Tensor | None = None, noise: Tensor | None = None
+        self,
+        params: Tensor,
+        uniforms: Tensor | None = None,
+        noise: Tensor | None = None,
+        dims: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
         mean, std = self._mean_std(params)
         if uniforms is None:
@@ -344,7 +375,7 @@ class TanhGaussianHead(BoundedHead):
         else:
             noise = standard_normal(uniforms[:, 0::2], uniforms[:, 1::2]).to(mean.dtype)
         actions = self._squash(mean + noise * std)
-        return actions, self._log_prob(mean, std, actions)
+        return actions, self._log_prob(mean, std, actions, dims)
 
     @property
     def noise_draws(self) -> int:
@@ -370,7 +401,7 @@ class TanhGaussianHead(BoundedHead):
         spread = (second - first.square()).clamp_min(0.0).sqrt()
         return self.low + (first + 1.0) * self.half_scale, spread * self.half_scale
 
-    def _log_prob(self, mean: Tensor, std: Tensor, actions: Tensor) -> Tensor:
+    def _log_prob(self, mean: Tensor, std: Tensor, actions: Tensor, dims: Tensor | None) -> Tensor:
         y = ((actions - self.low) / self.half_scale - 1.0).clamp(self.EDGE - 1.0, 1.0 - self.EDGE)
         u = torch.atanh(y)
         z = (u - mean) / std
@@ -378,13 +409,15 @@ class TanhGaussianHead(BoundedHead):
         log_p = (
             -(0.5 * z.square() + std.log() + _HALF_LOG_2PI) - torch.log1p(-y.square()) - self.half_scale.log()
         )
-        return log_p.sum(-1)
+        return per_component_total(log_p, dims)
 
-    def log_prob_entropy(self, params: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
+    def log_prob_entropy(
+        self, params: Tensor, actions: Tensor, dims: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
         mean, std = self._mean_std(params)
         log_jacobian = self._expect(self._log_dtanh, mean, std) + self.half_scale.log()
         entropy = 0.5 + _HALF_LOG_2PI + std.log() + log_jacobian
-        return self._log_prob(mean, std, actions), entropy.sum(-1)
+        return self._log_prob(mean, std, actions, dims), per_component_total(entropy, dims)
 
 
 class MultiCategoricalHead(nn.Module):

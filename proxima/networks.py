@@ -379,6 +379,8 @@ class ActorCritic(nn.Module):
             elements=layout.norm_elements(),
         )
         self.actor_index = self.critic_index = self.critic_encoder = None
+        self.register_buffer("action_dims_mask", None, persistent=False)
+        self.log_std_per_group = False
         groups = None
         if spec.agents is not None:  # rows are agents: the actor sees all but the global state
             unseen = ("state",) if net.actor_agent_index else ("state", "agent")
@@ -386,6 +388,10 @@ class ActorCritic(nn.Module):
             kinds = spec.agents["kinds"]
             groups = torch.tensor(kinds if net.share_params else list(range(len(kinds))))
             self.agent_column = next(p.offset for p in full.parts if p.path == ("agent",))
+            dims = spec.agents.get("action_dims")
+            if dims is not None:  # each agent's 1 for the Box components it acts with (Head.sample's dims)
+                mask = (torch.arange(max(dims)) < torch.tensor(dims).unsqueeze(1)).float()
+                self.action_dims_mask = mask
             if net.centralized_critic:
                 seen = ("agent", "state") if net.critic_agent_index else ("state",)
                 critic_layout, self.critic_index = full.select(seen)
@@ -425,6 +431,9 @@ class ActorCritic(nn.Module):
             count = 1 if self.group_of_agent is None else int(self.group_of_agent.max()) + 1
             self.actor = grouped([mlp([*sizes, spec.logits_dim], net.activation, 0.01, net.layer_norm, precision, net.init)
                                   for _ in range(count)])  # fmt: skip
+            self.log_std_per_group = count > 1 and hasattr(head, "per_group")
+            if self.log_std_per_group:
+                head.per_group(count)  # a group's actor gives its mean; its own log-std goes with it
             self.critic = (
                 grouped(
                     [
@@ -539,8 +548,19 @@ class ActorCritic(nn.Module):
         """Sample actions for a batch of observations: ``(actions, log_probs, values)``; ``uniforms``: each
         row's random draws (``head.noise_draws`` per row), where not torch's global generator."""
         logits, values = self.forward(obs)
-        actions, logprobs = self.head.sample(logits, uniforms)
+        actions, logprobs = self.head.sample(logits, uniforms, **self._head_rows(obs))
         return actions, logprobs, values
+
+    def _head_rows(self, obs: Tensor) -> dict[str, Tensor]:
+        """The head's per-row arguments (``Head.sample``) where agents differ in more than their actors: each
+        row's group's log-std and its agent's action components. Empty for a single agent."""
+        if self.action_dims_mask is None and not self.log_std_per_group:
+            return {}
+        agent = obs[..., self.agent_column].long()
+        rows = {} if self.action_dims_mask is None else {"dims": self.action_dims_mask[agent]}
+        if self.log_std_per_group:
+            rows["log_std"] = self.head.log_std[self.group_of_agent.to(obs.device)[agent]]
+        return rows
 
     def evaluate(
         self, obs: Tensor, actions: Tensor, sequences=None, whole_games: bool = False
@@ -552,15 +572,18 @@ class ActorCritic(nn.Module):
             logits, values = self.forward(obs, whole_games)
         else:
             logits, values, _ = self.forward_sequence(obs, *sequences)
-        logprobs, entropy = self.head.log_prob_entropy(logits, actions)
+        logprobs, entropy = self.head.log_prob_entropy(logits, actions, **self._head_rows(obs))
         return logprobs, entropy, values
 
     @torch.no_grad()
     def predict(self, obs: Tensor, deterministic: bool = False) -> Tensor:
         """Actions for raw environment observations (normalized here with the frozen statistics); the other
         methods take observations already normalized, as the rollout stores them."""
-        logits = self.logits(self.normalization.obs(obs))
-        return self.head.mode(logits) if deterministic else self.head.sample(logits)[0]
+        obs = self.normalization.obs(obs)
+        logits = self.logits(obs)
+        return (
+            self.head.mode(logits) if deterministic else self.head.sample(logits, **self._head_rows(obs))[0]
+        )
 
     # --- recurrent agents (--recurrent lstm): the LSTM's state is the "memory", (h, c), each (layers, N, hidden)
 
@@ -595,7 +618,7 @@ class ActorCritic(nn.Module):
     def act_recurrent(self, obs: Tensor, starts: Tensor, memory, uniforms: Tensor | None = None):
         """One step of ``N`` envs: ``(actions, log_probs, values, memory after the step)``."""
         logits, values, memory = self.forward_sequence(obs.unsqueeze(0), starts.unsqueeze(0), memory)
-        actions, logprobs = self.head.sample(logits[0], uniforms)
+        actions, logprobs = self.head.sample(logits[0], uniforms, **self._head_rows(obs))
         return actions, logprobs, values[0], memory
 
     def value_after(self, obs: Tensor, memory) -> Tensor:
@@ -608,5 +631,6 @@ class ActorCritic(nn.Module):
         """``predict`` for a recurrent agent: ``(actions, memory after the step)``."""
         obs = self.normalization.obs(obs)
         logits, _, memory = self.forward_sequence(obs.unsqueeze(0), starts.float().unsqueeze(0), memory)
-        actions = self.head.mode(logits[0]) if deterministic else self.head.sample(logits[0])[0]
-        return actions, memory
+        if deterministic:
+            return self.head.mode(logits[0]), memory
+        return self.head.sample(logits[0], **self._head_rows(obs))[0], memory

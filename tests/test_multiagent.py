@@ -584,3 +584,65 @@ def test_mappo_on_vmas_killed_with_sigkill_resumes_exactly(device, tmp_path):
     _assert_same_run(
         whole, killed
     )  # the same weights, metrics and episodes: VMAS's state is in the checkpoint
+
+
+@pytest.mark.parametrize("action_dist", ["gaussian", "beta", "tanh-gaussian"])
+def test_box_kinds_of_two_sizes_have_their_own_std_and_count_only_their_own_components(tmp_path, action_dist):
+    """Reach's arm acts in 2 dims and its slider in 1 of the rows' Box(2): the slider's second component is
+    drawn but never sent, so it must weigh in no log-prob, entropy or gradient; each kind's Gaussian explores
+    at its own scale."""
+    pytest.importorskip("pettingzoo")
+    from proxima.distributions import DiagGaussianHead
+    from tests.test_pettingzoo_backend import Reach
+
+    agent = proxima.train(env=Reach, num_envs=2, num_steps=16, total_timesteps=128, update_epochs=2,
+                          ent_coef=0.01, action_dist=action_dist, run_dir=str(tmp_path / "run"), quiet=True,
+                          plot=False, seed=3)  # fmt: skip
+    model = agent.model
+    assert model.spec.agents["action_dims"] == [2, 1]
+    obs = torch.tensor([[0.5, -0.5, 0.0], [0.5, -0.5, 1.0]])  # obs, then the agent index: arm, slider
+    obs = torch.cat([obs, torch.zeros(2, model.spec.obs_shape[0] - 3)], 1)
+    logits = model.logits(obs)
+    actions = torch.tensor([[0.3, -0.2], [0.1, -0.9]])
+    other = actions.clone()
+    other[1, 1] = 0.4  # the slider's unused component: no part of its action
+    logp, entropy, _ = model.evaluate(obs, actions)
+    logp_other, entropy_other, _ = model.evaluate(obs, other)
+    assert logp[1] == logp_other[1] and entropy[1] == entropy_other[1]
+    assert logp[0] != logp_other[0] or actions[0].equal(other[0])
+    # the slider's numbers are those of its one component alone
+    one = make_head(gym.spaces.Box(-1, 1, (1,)), action_dist)
+    if isinstance(model.head, DiagGaussianHead):
+        assert model.head.log_std.shape == (2, 2)  # one row per kind
+        one.log_std.data = model.head.log_std[1, :1].detach().clone()
+        slider = logits[1:, :1]
+    else:
+        slider = logits[1:, [0, 2]]  # the first component's two parameters
+    one_logp, one_entropy = one.log_prob_entropy(slider, actions[1:, :1])
+    torch.testing.assert_close(logp[1:], one_logp)
+    torch.testing.assert_close(entropy[1:], one_entropy)
+    # sampled rows agree with evaluated ones, each row with its own kind's std
+    drawn, drawn_logp, _ = model.act(obs)
+    torch.testing.assert_close(model.evaluate(obs, drawn)[0], drawn_logp)
+    if isinstance(model.head, DiagGaussianHead):
+        # trained: the kinds' stds moved apart, and the slider's unused one never had a gradient (Adam left it)
+        log_std = model.head.log_std.detach()
+        assert log_std[1, 1] == 0.0 and (log_std[0] != 0).all() and log_std[1, 0] != 0
+        assert not torch.equal(log_std[0, 0], log_std[1, 0])
+    # the saved agent loads and acts with the same head
+    loaded = proxima.Agent.load(str(tmp_path / "run"))
+    torch.testing.assert_close(loaded.model.evaluate(obs, actions)[0], logp)
+
+
+def test_agents_with_their_own_actors_have_their_own_gaussian_std(tmp_path):
+    """--no-share-params on agents of one kind: each agent's actor gives its mean, and its own log-std goes
+    with it; shared actors keep one log-std, as a single agent's."""
+    pytest.importorskip("pettingzoo")
+    from tests.test_pettingzoo_backend import Reach
+
+    same = functools.partial(Reach, slider_action=gym.spaces.Box(-1, 1, (2,), np.float32))
+    for share, shape in ((True, (2,)), (False, (2, 2))):
+        agent = proxima.train(env=same, num_envs=2, num_steps=8, total_timesteps=32, share_params=share,
+                              run_dir=str(tmp_path / str(share)), quiet=True, plot=False)  # fmt: skip
+        assert "action_dims" not in agent.model.spec.agents
+        assert agent.model.head.log_std.shape == shape

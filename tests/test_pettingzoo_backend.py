@@ -350,8 +350,8 @@ class Reach(ParallelEnv):
         return {a: np.zeros(2, np.float32) for a in self.agents}, {a: {} for a in self.agents}
 
     def step(self, actions):
-        assert actions["arm"].shape == (2,) and actions["slider"].shape == (1,)
-        assert abs(actions["slider"][0]) <= 0.5
+        assert actions["arm"].shape == (2,) and actions["slider"].shape == self.slider_action.shape
+        assert abs(actions["slider"][0]) <= self.slider_action.high[0]
         rewards = {a: float(np.sum(x)) for a, x in actions.items()}
         no = {a: False for a in self.agents}
         return {a: np.ones(2, np.float32) for a in self.agents}, rewards, no, no, {a: {} for a in self.agents}

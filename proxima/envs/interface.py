@@ -146,6 +146,9 @@ class AgentSpec:
     turns: bool = False
     """a turn-based game: at each step only the rows of the agents to move act (``Step.alive``), and the others'
     rewards count toward their last move (``proxima.advantages.gae_by_turns``)"""
+    action_dims: tuple[int, ...] | None = None
+    """where agents' Box actions differ in size: each agent's, the first components of the rows'
+    ``Box(max dim)``; None where every agent acts with every component"""
 
     @property
     def num_agents(self) -> int:
@@ -170,7 +173,14 @@ class AgentSpec:
 
     def to_json(self) -> dict:
         turns = {"turns": True} if self.turns else {}
-        return {"names": list(self.names), "kinds": list(self.kinds), "num_envs": self.num_envs, **turns}
+        dims = {} if self.action_dims is None else {"action_dims": list(self.action_dims)}
+        return {
+            "names": list(self.names),
+            "kinds": list(self.kinds),
+            "num_envs": self.num_envs,
+            **turns,
+            **dims,
+        }
 
 
 def alive_after_reset(envs) -> Tensor:

@@ -231,6 +231,14 @@ def _row_action_space(spaces: list[gym.Space], label: str) -> gym.Space:
     )
 
 
+def _box_sizes(spaces: list[gym.Space]) -> tuple[int, ...] | None:
+    """Each agent's number of Box action components where they differ (``AgentSpec.action_dims``)."""
+    if not all(isinstance(s, gym.spaces.Box) for s in spaces):
+        return None
+    sizes = tuple(int(np.prod(s.shape)) for s in spaces)
+    return sizes if len(set(sizes)) > 1 else None
+
+
 def _padded_box(kinds: list[_Kind]) -> gym.spaces.Box:
     """One flat Box that holds every kind's observation, each zero-padded to the largest."""
     size = max(k.size for k in kinds)
@@ -307,8 +315,10 @@ class PettingZooVecEnv:
                 )
             self._kinds.append(kind)
         self._turns = isinstance(game, Turns)
-        self.agents = AgentSpec(names, tuple(kinds), num_envs, turns=self._turns)
         self.single_action_space = _row_action_space(act_spaces, label)
+        self.agents = AgentSpec(
+            names, tuple(kinds), num_envs, turns=self._turns, action_dims=_box_sizes(act_spaces)
+        )
         count = action_count(self.single_action_space)
         # masks: the env's own, and the actions a kind lacks where kinds share Discrete(max n)
         self._masked = any(masks) or any(k.count != count for k in self._kinds)

@@ -181,12 +181,14 @@ class VmasVecEnv(NoEnvObjects):
         self.num_envs = num_envs * agents
         kinds: dict = {}
         keys = [(n, _action_key(space)) for n, space in zip(self.obs_sizes, action_spaces, strict=True)]
+        self.continuous = env.continuous_actions
+        sizes = tuple(int(space.shape[0]) for space in action_spaces) if self.continuous else ()
         self.agents = AgentSpec(
             names=tuple(agent.name for agent in env.agents),
             kinds=tuple(kinds.setdefault(key, len(kinds)) for key in keys),
             num_envs=num_envs,
+            action_dims=sizes if len(set(sizes)) > 1 else None,
         )
-        self.continuous = env.continuous_actions
         parts = [
             ("obs", gym.spaces.Box(-np.inf, np.inf, (size,), np.float32)),
             ("agent", gym.spaces.Discrete(agents)),
@@ -194,7 +196,7 @@ class VmasVecEnv(NoEnvObjects):
         ]
         self._mask = None
         if self.continuous:
-            self.action_dims = [int(space.shape[0]) for space in action_spaces]
+            self.action_dims = list(sizes)
             dim = max(self.action_dims)
             low = torch.zeros(agents, dim, dtype=torch.float32)
             high = torch.zeros(agents, dim, dtype=torch.float32)
