@@ -11,6 +11,7 @@ import dataclasses
 import difflib
 import functools
 import inspect
+import re
 import textwrap
 import types
 import typing
@@ -105,6 +106,24 @@ def fields(cls) -> list[Field]:
         metavar = next((m.metavar for m in markers if getattr(m, "metavar", None)), None)
         out.append(Field(f.name, hint, optional, positional, required, docs.get(f.name, ""), metavar))
     return out
+
+
+def in_flags(message: str, cls) -> str:
+    """A settings error worded as the command line words it: each field of ``cls`` by its flag (``num_envs``
+    as ``--num-envs``). The settings' checks serve ``proxima.train(num_envs=0)`` and ``--num-envs 0`` alike, and
+    word their errors for Python. A snake_case name is a field's wherever it stands outside quotes; a one-word
+    name only where it opens the message (``gamma must be ...``), since elsewhere it is a word of the prose."""
+    names = {f.name: f.flag for f in fields(cls)}
+    snake = "|".join(sorted((re.escape(n) for n in names if "_" in n), key=len, reverse=True))
+    message = re.sub(
+        rf"(?<![\w\-./'\"`])({snake})(?:(=)(?=\w)|(?![\w'\"`]))",  # num_minibatches=3: --num-minibatches 3
+        lambda m: names[m.group(1)] + (" " if m.group(2) else ""),
+        message,
+    )
+    first = re.match(r"(\w+)(?= must | and )", message)
+    if first and first.group(1) in names:
+        message = names[first.group(1)] + message[first.end() :]
+    return message
 
 
 # The flags that Stable-Baselines3, rl-zoo and CleanRL users type first, and proxima's that do their job (said

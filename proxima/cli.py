@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Annotated
 import tyro
 
 from proxima import files
-from proxima.argv import check, field_docs, fields
+from proxima.argv import check, field_docs, fields, in_flags
 from proxima.errors import DiskFullError, EnvError, NonFiniteError, TrainingInterrupted, UserError
 
 if TYPE_CHECKING:  # imported lazily at run time: the CLI starts fast
@@ -1017,10 +1017,12 @@ def main(argv: list[str] | None = None) -> int:
         if _debug():  # where it was raised, and what raised the env's exception (its cause)
             traceback.print_exc()
         # one line, whatever the message holds: numpy writes a 2-D space's bounds over several lines
-        print(
-            f"proxima {command}: error: {' '.join(line.strip() for line in str(e).splitlines())}",
-            file=sys.stderr,
-        )
+        line = " ".join(part.strip() for part in str(e).splitlines())
+        if isinstance(e, UserError):
+            from proxima.config import PPOArgs
+
+            line = in_flags(line, PPOArgs)
+        print(f"proxima {command}: error: {line}", file=sys.stderr)
         return 2 if isinstance(e, UserError) else getattr(e, "exit_status", 1)
     except TrainingInterrupted as e:
         print(

@@ -199,13 +199,13 @@ def test_a_sweep_grid_is_expanded_once_and_parsed_as_train_flags():
         (["train", "--batch-size", "64"], "unrecognized flag '--batch-size'; in proxima: --num-minibatches"),
         (["train", "--normalize"], "unrecognized flag '--normalize'; in proxima: --norm-obs and --norm-reward"),
         (["train", "--n_epochs", "4"], "unrecognized flag '--n_epochs'; in proxima: --update-epochs"),
-        (["train", "--seed=-1"], "seed must be an integer from 0 to 2**32 - 1 (4294967295), got -1"),
-        (["train", "--seed", "4294967295", "--num-seeds", "2"], "seed must be an integer from 0 to 2**32 - 1 (4294967295), got seeds 4294967295 to 4294967296"),
+        (["train", "--seed=-1"], "--seed must be an integer from 0 to 2**32 - 1 (4294967295), got -1"),
+        (["train", "--seed", "4294967295", "--num-seeds", "2"], "--seed must be an integer from 0 to 2**32 - 1 (4294967295), got seeds 4294967295 to 4294967296"),
         (["check-env", "CartPole-v1", "--num-envs", "0"], "--num-envs expects a positive integer, got '0'"),
         (["check-env", "CartPole-v1", "--env-kwargs", '{"render_mode": "rgb_array"}'],
-         "CartPole-v1: env_kwargs cannot set render_mode; proxima asks the env for rgb_array frames"),
+         "CartPole-v1: --env-kwargs cannot set render_mode; proxima asks the env for rgb_array frames"),
         (["train", "--env-id", "Acrobot-v1", "--env-kwargs", '{"render_mode": "human"}'],
-         "Acrobot-v1: env_kwargs cannot set render_mode"),
+         "Acrobot-v1: --env-kwargs cannot set render_mode"),
         (["presets", "cartpole-fast", "extra"], "unexpected argument 'extra'"),
     ],
 )  # fmt: skip
@@ -293,3 +293,19 @@ def test_the_version_and_a_mistyped_command(capsys):
     assert capsys.readouterr().out == f"proxima {proxima.__version__}\n"
     assert main(["trian"]) == 2
     assert capsys.readouterr().err.startswith("proxima: error: unknown command 'trian'; did you mean train?")
+
+
+def test_settings_errors_name_flags_on_the_command_line_and_fields_in_python():
+    from proxima.argv import in_flags
+    from proxima.config import PPOArgs
+
+    said = in_flags(
+        "num_minibatches=3 does not divide num_envs x num_steps; 'num_envs' in config.json", PPOArgs
+    )
+    assert said == "--num-minibatches 3 does not divide --num-envs x --num-steps; 'num_envs' in config.json"
+    # a one-word field is a flag only where it opens the message: elsewhere it is prose
+    assert in_flags("gamma must be in (0, 1]", PPOArgs) == "--gamma must be in (0, 1]"
+    assert in_flags("the encoder's features and the seed", PPOArgs) == "the encoder's features and the seed"
+    assert in_flags("max_cycles must be positive", PPOArgs) == "max_cycles must be positive"  # not a setting
+    with pytest.raises(proxima.UserError, match="^num_envs must be a positive integer"):
+        proxima.train(env_id="CartPole-v1", num_envs=0)

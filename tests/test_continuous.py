@@ -295,7 +295,7 @@ def test_action_std_end_refuses_discrete_actions_and_bad_values_in_one_line(tmp_
     assert main([*argv, "--action-std-end", "0.1", "--run-dir", str(run_dir)]) == 2
     assert "--action-std-end" in capsys.readouterr().err and not run_dir.exists()
     assert main(["train", "--env-id", "Pendulum-v1", "--action-std-end", "0", "--run-dir", str(run_dir)]) == 2
-    assert "action_std_end must be a standard deviation in (0, 1]" in capsys.readouterr().err
+    assert "--action-std-end must be a standard deviation in (0, 1]" in capsys.readouterr().err
 
 
 # --- --action-dist beta: a Beta policy stretched to the Box's bounds

@@ -600,7 +600,7 @@ def test_each_seed_directory_is_an_ordinary_run(tmp_path, capsys):
     "flags, named",
     [
         (["--rollout-workers", "2"], "--rollout-workers"),
-        (["--num-seeds", "0"], "num_seeds must be a positive number"),
+        (["--num-seeds", "0"], "--num-seeds must be a positive number"),
         (["--env-id", "proxima/ProbeCoordination-v0"], "not one seed per env (as --num-seeds gives them)"),
         (["--env-id", "selfplay:pettingzoo.classic.connect_four_v3"], "a self-play env"),
         (

@@ -89,7 +89,7 @@ RESUME = "resume"
             "--gpus-per-trial gives each run a GPU to train on; drop --no-cuda or --gpus-per-trial",
         ),
         (["--executor", "dask"], "unknown executor 'dask'; accepted: local, ray"),
-        (["--num-envs", "0"], "num_envs must be a positive integer, got 0"),
+        (["--num-envs", "0"], "--num-envs must be a positive integer, got 0"),
         ([RESUME, "--resume", "nowhere"], "sweep directory 'nowhere' does not exist"),
         (
             [RESUME, "--resume", "x", "--seeds", "1"],
