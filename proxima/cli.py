@@ -173,11 +173,17 @@ INSTRUCTION_FLAGS = {
 }
 
 
-def _command_flags(defaults: PPOArgs, instructions: dict[str, str | None], own: type | None = None):
+def _command_flags(
+    defaults: PPOArgs,
+    instructions: dict[str, str | None],
+    own: type | None = None,
+    hidden: tuple[str, ...] = (),
+):
     """A dataclass of a command's own flags (``own``, a dataclass named after the command), of ``PPOArgs``'
     groups and of the ``instructions``: one ``--help`` section each, titled by its docstring, with
     ``defaults`` as the settings' defaults, so that ``--help`` shows the values a run would get. The flags are
-    flat (``--env-id``): ``_parse`` puts the dataclass under ``OmitArgPrefixes``."""
+    flat (``--env-id``): ``_parse`` puts the dataclass under ``OmitArgPrefixes``. ``hidden``: settings that the
+    command sets itself, left out of its flags and its help."""
     from proxima.config import GROUPS
 
     instruction_fields = [
@@ -187,7 +193,7 @@ def _command_flags(defaults: PPOArgs, instructions: dict[str, str | None], own: 
     ]  # fmt: skip
     made = dataclasses.make_dataclass("instructions", instruction_fields, frozen=True)
     made.__doc__ = "what to start from, rather than settings"
-    sections = {group: _with_help(cls, getattr(defaults, group)) for group, cls in GROUPS.items()}
+    sections = {group: _with_help(cls, getattr(defaults, group), hidden) for group, cls in GROUPS.items()}
     groups = [(group, cls, dataclasses.field(default_factory=cls)) for group, cls in sections.items()]
     mine = [(own.__name__.lower().removesuffix("flags"), own)] if own is not None else []
     return dataclasses.make_dataclass(
@@ -195,16 +201,18 @@ def _command_flags(defaults: PPOArgs, instructions: dict[str, str | None], own: 
     )
 
 
-def _with_help(cls, defaults):
+def _with_help(cls, defaults, hidden: tuple[str, ...] = ()):
     """``cls`` again with ``defaults`` as its defaults and each field's docstring on one line as its help
-    (tyro keeps a docstring's line breaks, which the help's columns then break again)."""
+    (tyro keeps a docstring's line breaks, which the help's columns then break again); ``hidden`` fields are
+    kept out of the flags."""
     hints, docs = typing.get_type_hints(cls), field_docs(cls)
     fields_ = []
     for f in dataclasses.fields(cls):
         value = getattr(defaults, f.name)
         default = dataclasses.field(default_factory=lambda v=value: v) if isinstance(value, dict) else (
             dataclasses.field(default=value))  # fmt: skip
-        fields_.append((f.name, Annotated[hints[f.name], tyro.conf.arg(help=docs.get(f.name))], default))
+        hint = Annotated[hints[f.name], tyro.conf.arg(help=docs.get(f.name))]
+        fields_.append((f.name, Annotated[hint, tyro.conf.Suppress] if f.name in hidden else hint, default))
     made = dataclasses.make_dataclass(cls.__name__, fields_, frozen=True)
     made.__doc__ = cls.__doc__
     return made
@@ -247,12 +255,13 @@ def parse_command(
     instructions: tuple[str, ...] = ("config",),
     preset: str | None = None,
     description: str | None = None,
+    hidden: tuple[str, ...] = (),
 ):
     """``(own flags, PPOArgs)`` of a command that takes the train flags beside its own (``own``: a dataclass,
     or None), through ``_parse``. The settings are layered on the ``--algo`` defaults and the ``--config``
     preset (else ``preset``), read first, so that the preset's values become the defaults ``--help`` shows
-    and explicit flags override them. ``instructions`` are the instruction flags accepted beside the settings.
-    """
+    and explicit flags override them. ``instructions`` are the instruction flags accepted beside the settings;
+    ``hidden``, the settings the command sets itself (``_command_flags``)."""
     from proxima.config import GROUPS, PPOArgs, resolve_args
 
     given = {name: _flag_value(argv, "--" + name) for name in instructions}
@@ -262,7 +271,7 @@ def parse_command(
     algo = _flag_value(argv, "--algo")
     config = given.get("config") or preset
     defaults = resolve_args(config=config, **({"algo": algo} if algo is not None else {}))
-    parsed = _parse(_command_flags(defaults, given, own), argv, prog, description)
+    parsed = _parse(_command_flags(defaults, given, own, hidden), argv, prog, description)
     args = PPOArgs(**{g: cls(**vars(getattr(parsed, g))) for g, cls in GROUPS.items()})
     return (getattr(parsed, dataclasses.fields(parsed)[0].name) if own is not None else None), args
 
@@ -422,14 +431,20 @@ def cmd_solve(argv: list[str]) -> int:
     env_id = argv[0] if argv and not argv[0].startswith("-") else None
     if env_id is not None and env_id not in tasks:
         raise UserError(f"no solve preset for {env_id!r}; accepted: {', '.join(tasks)}")
-    for flag in ("--config", "--env-id", "--resume"):
+    for flag in ("--config", "--env-id", "--env-factory", "--resume"):
         if _flag_value(argv, flag) is not None:
             raise UserError(
                 f"proxima solve sets {flag} itself (from ENV_ID); give it to proxima train instead"
             )
     preset = tasks[env_id]["name"] if env_id is not None else None
     flags, args = parse_command(
-        argv, "proxima solve", SolveFlags, instructions=(), preset=preset, description=about
+        argv,
+        "proxima solve",
+        SolveFlags,
+        instructions=(),
+        preset=preset,
+        description=about,
+        hidden=("env_id", "env_factory"),
     )
     if flags.task != env_id:  # the preset is read before the flags: the task comes first
         raise UserError(f"give ENV_ID first: proxima solve {flags.task} [TRAIN FLAGS]")
@@ -558,7 +573,8 @@ def cmd_export(argv: list[str]) -> int:
 @dataclass
 class CheckEnvArgs:
     env_id: Annotated[str | None, tyro.conf.Positional, tyro.conf.arg(metavar="ENV_ID")] = None
-    """a registered id, or module:EnvName-v0 to import module (from the working directory too) first"""
+    """a registered id, or module:EnvName-v0 to import module (from the working directory too) first; --env-id
+    ENV_ID, as train takes it, too"""
     env_factory: Annotated[str | None, tyro.conf.arg(metavar="MODULE:NAME")] = None
     """instead of ENV_ID: the class or function that makes one env, as `proxima train --env-factory` takes it
     (a gymnasium.Env, or a PettingZoo ParallelEnv)"""
@@ -574,6 +590,10 @@ def cmd_check_env(argv: list[str]) -> int:
     from proxima.config import parse_env_kwargs
     from proxima.envs.user import load_env_factory
 
+    env_id = _flag_value(argv, "--env-id")  # train's spelling of ENV_ID: a user checks what they will train
+    if env_id is not None:
+        at = next(i for i, a in enumerate(argv) if a.split("=")[0] == "--env-id")
+        argv = [*argv[:at], env_id, *argv[at + (1 if "=" in argv[at] else 2) :]]
     args = _parse(CheckEnvArgs, argv, "proxima check-env")
     if args.num_envs < 1:
         raise UserError(f"--num-envs expects a positive integer, got '{args.num_envs}'")
@@ -600,7 +620,11 @@ def cmd_check_env(argv: list[str]) -> int:
 
 @dataclass
 class PlotArgs:
-    run_dirs: Annotated[tuple[str, ...], tyro.conf.Positional]
+    run_dirs: Annotated[
+        tuple[str, ...],
+        tyro.conf.Positional,
+        tyro.conf.arg(metavar="RUN_DIR [RUN_DIR ...]", help_behavior_hint="(required)"),
+    ]
     """one or more run directories written by `proxima train`"""
     output: str = files.LEARNING_CURVES
     """the PNG to write"""
@@ -628,7 +652,11 @@ def cmd_plot(argv: list[str]) -> int:
 
 @dataclass
 class ReportArgs:
-    paths: Annotated[tuple[str, ...], tyro.conf.Positional]
+    paths: Annotated[
+        tuple[str, ...],
+        tyro.conf.Positional,
+        tyro.conf.arg(metavar="DIR [DIR ...]", help_behavior_hint="(required)"),
+    ]
     """run directories (`proxima train`'s), sweep or compare directories, or a directory of runs (as `proxima
     probe --run-dir` writes): the runs that differ only in their seed form a group, with its mean and band"""
     output: str | None = None

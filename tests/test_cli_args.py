@@ -277,12 +277,15 @@ def test_a_second_ctrl_c_stops_at_once_in_one_line(monkeypatch, capsys):
 def test_check_env_gives_the_train_command_with_the_kwargs_it_checked_and_resume_refuses_a_file(
     tmp_path, capsys
 ):
-    assert main(["check-env", "CartPole-v1", "--env-kwargs", '{"sutton_barto_reward": true}']) == 0
-    last = capsys.readouterr().out.strip().splitlines()[-1]
-    assert last == (
-        "proxima will train on CartPole-v1 (proxima train --env-id CartPole-v1 --env-kwargs "
-        """'{"sutton_barto_reward": true}')"""
-    )
+    kwargs = ["--env-kwargs", '{"sutton_barto_reward": true}']
+    # train's --env-id spelling of ENV_ID is taken too, in either form
+    for env_id in (["CartPole-v1"], ["--env-id", "CartPole-v1"], ["--env-id=CartPole-v1"]):
+        assert main(["check-env", *env_id, *kwargs]) == 0
+        last = capsys.readouterr().out.strip().splitlines()[-1]
+        assert last == (
+            "proxima will train on CartPole-v1 (proxima train --env-id CartPole-v1 --env-kwargs "
+            """'{"sutton_barto_reward": true}')"""
+        )
     (tmp_path / "config.json").write_text("{}")
     assert main(["train", "--resume", str(tmp_path / "config.json")]) == 2
     assert "config.json' is a file; give a directory written by `proxima train`" in capsys.readouterr().err
@@ -309,3 +312,12 @@ def test_settings_errors_name_flags_on_the_command_line_and_fields_in_python():
     assert in_flags("max_cycles must be positive", PPOArgs) == "max_cycles must be positive"  # not a setting
     with pytest.raises(proxima.UserError, match="^num_envs must be a positive integer"):
         proxima.train(env_id="CartPole-v1", num_envs=0)
+
+
+@pytest.mark.parametrize("command, metavar", [("plot", "RUN_DIR [RUN_DIR ...]"), ("report", "DIR [DIR ...]")])
+def test_the_directories_plot_and_report_need_show_as_required(command, metavar, capsys):
+    assert main([command, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert f"proxima {command} [-h] {metavar} [--output" in out and "(required)" in out and "[[" not in out
+    assert main([command]) == 2
+    assert f"missing {metavar}" in capsys.readouterr().err

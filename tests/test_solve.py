@@ -45,14 +45,17 @@ def test_solve_refuses_an_unknown_task_in_one_line(capsys):
 
 
 def test_solve_refuses_flags_it_sets_itself(capsys):
-    assert main(["solve", "CartPole-v1", "--env-id", "Acrobot-v1"]) == 2
-    assert "sets --env-id itself" in capsys.readouterr().err
+    for flag, value in (("--env-id", "Acrobot-v1"), ("--env-factory", "mypkg:make"), ("--config", "atari")):
+        assert main(["solve", "CartPole-v1", flag, value]) == 2
+        assert f"sets {flag} itself" in capsys.readouterr().err
 
 
 def test_solve_help_lists_the_tasks(capsys):
     assert main(["solve", "--help"]) == 0
     out = capsys.readouterr().out
     assert all(env_id in out for env_id in TASKS)
+    assert "--env-id" not in out and "--env-factory" not in out and "--config" not in out  # its own to set
+    assert "--num-envs" in out
 
 
 @pytest.mark.slow
