@@ -11,6 +11,7 @@ import dataclasses
 import difflib
 import functools
 import inspect
+import math
 import re
 import textwrap
 import types
@@ -64,12 +65,28 @@ class Field:
         item = self.item
         if typing.get_origin(item) is Literal:
             return value in map(str, typing.get_args(item))
-        if item in (int, float):
+        if item is int:
+            return as_integer(value) is not None
+        if item is float:
             try:
-                item(value)
+                float(value)
             except ValueError:
                 return False
         return True  # a string, or a type left to tyro
+
+
+def as_integer(value: str) -> str | None:
+    """``value`` as an integer's digits, or None: a count written as a float that is a whole number (``1e6``,
+    ``2.5e5``, as Stable-Baselines3's and rl-zoo's configs write total_timesteps) is that integer."""
+    try:
+        return str(int(value))
+    except ValueError:
+        pass
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return str(int(number)) if math.isfinite(number) and number == int(number) else None
 
 
 @functools.cache  # every command reads the settings' classes several times, and each read parses their module
@@ -158,13 +175,16 @@ def _is_flag(token: str) -> bool:
         return token.startswith("-") and len(token) > 1
 
 
-def check(cls, argv: list[str], prog: str) -> None:
-    """Raise a one-line ``UserError`` for the first argument that ``cls``'s fields do not accept."""
+def check(cls, argv: list[str], prog: str) -> list[str]:
+    """Raise a one-line ``UserError`` for the first argument that ``cls``'s fields do not accept; else return
+    ``argv`` with each integer written as a float (``1e6``) in plain digits, as the parser takes it."""
+    argv = list(argv)
 
     def fail(message: str):
         raise UserError(f"{message} (see {prog} --help for the accepted flags)")
 
-    def check_values(field: Field, name: str, values: list[str]) -> None:
+    def check_values(field: Field, name: str, values: list[str], at: int, prefix: str = "") -> None:
+        """``values`` are ``argv[at:]``'s (``prefix`` before the first: ``--flag=``)."""
         if not values:
             fail(f"{name} needs a value: {field.accepts()}")
         if field.optional and values == ["None"]:
@@ -172,6 +192,9 @@ def check(cls, argv: list[str], prog: str) -> None:
         bad = next((v for v in values if not field.converts(v)), None)
         if bad is not None:
             fail(f"{name} expects {field.accepts()}, got {bad!r}")
+        if field.item is int:
+            for k, value in enumerate(values):
+                argv[at + k] = (prefix if k == 0 else "") + as_integer(value)
 
     all_fields = fields(cls)
     flags = {f.flag: f for f in all_fields if not f.positional}
@@ -193,7 +216,7 @@ def check(cls, argv: list[str], prog: str) -> None:
             if filling is None:
                 after = f" after {switch}, which takes no value" if switch else ""
                 fail(f"unexpected argument {token!r}{after}")
-            check_values(filling, filling.name.upper(), [token])
+            check_values(filling, filling.name.upper(), [token], i - 1)
             filling = filling if filling.many else None
             switch = None
             continue
@@ -212,13 +235,14 @@ def check(cls, argv: list[str], prog: str) -> None:
             switch = name
             continue
         if equals:
-            values = [inline]
-        else:
-            j = i
-            while j < len(argv) and not _is_flag(argv[j]) and (field.many or j == i):
-                j += 1
-            values, i = argv[i:j], j
-        check_values(field, name, values)
+            check_values(field, name, [inline], i - 1, prefix=name + "=")
+            continue
+        j = i
+        while j < len(argv) and not _is_flag(argv[j]) and (field.many or j == i):
+            j += 1
+        check_values(field, name, argv[i:j], i)
+        i = j
     for field in waiting:
         if field.required:
             fail(f"missing {field.metavar or field.name.upper()}: {field.doc or field.accepts()}")
+    return argv

@@ -115,7 +115,7 @@ def _parse(cls, argv: list[str], prog: str, description: str | None = None):
         # parse first, so that a mistake in them does not hide the help
         with _REGISTRY:
             return tyro.cli(flat, args=["--help"], prog=prog, description=description)
-    check(cls, argv, prog)
+    argv = check(cls, argv, prog)
     _constructor_errors.clear()
     try:
         with contextlib.ExitStack() as stack:

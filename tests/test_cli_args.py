@@ -34,7 +34,7 @@ from proxima.errors import EnvError, NonFiniteError, UserError
         (["eval"], "missing RUN_DIR: the run directory written by `proxima train`"),
         (["eval", "a", "b"], "unexpected argument 'b'"),
         (["eval", "run", "--episodes", "many"], "--episodes expects an integer, got 'many'"),
-        (["plot"], "missing RUN_DIRS: one or more run directories"),
+        (["plot"], "missing RUN_DIR [RUN_DIR ...]: one or more run directories"),
         (["plot", "a", "--output", "x.png", "b"], "unexpected argument 'b'"),
         (["compare", "--executor", "dask"], "--executor expects one of auto, local, ray, got 'dask'"),
         (["compare", "--algos"], "--algos needs a value: one or more strings"),
@@ -321,3 +321,16 @@ def test_the_directories_plot_and_report_need_show_as_required(command, metavar,
     assert f"proxima {command} [-h] {metavar} [--output" in out and "(required)" in out and "[[" not in out
     assert main([command]) == 2
     assert f"missing {metavar}" in capsys.readouterr().err
+
+
+def test_a_count_written_as_a_whole_float_is_that_integer(capsys):
+    """SB3's and rl-zoo's configs write total_timesteps as 1e6; a count that is not whole stays refused."""
+    args = parse_train_args(["--total-timesteps", "1e5", "--num-envs=8e0", "--hidden-sizes", "6.4e1", "32"])
+    assert (args.algorithm.total_timesteps, args.env.num_envs, args.network.hidden_sizes) == (
+        100_000,
+        8,
+        (64, 32),
+    )
+    for value in ("1.5", "1e400", "nan"):
+        assert main(["train", "--total-timesteps", value]) == 2
+        assert f"--total-timesteps expects an integer, got '{value}'" in capsys.readouterr().err
