@@ -2,7 +2,8 @@
 
 On a terminal: a rich progress bar with steps, steps/s, the mean return of the last 20 episodes and the time
 left. Anywhere else (CI logs, files, pipes): one plain line every 5% of the run, so logs stay clean. With
-``quiet``: nothing; the run directory holds everything either way.
+``quiet``: nothing; the run directory holds everything either way. A batched run (``--num-seeds N``) shows the
+steps of one seed, which ``--total-timesteps`` counts, and the steps per second of all seeds together.
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ import numpy as np
 
 
 class ProgressReport:
-    def __init__(self, total_steps: int, num_updates: int, quiet: bool = False, stream=None):
+    def __init__(self, total_steps: int, num_updates: int, quiet: bool = False, stream=None, seeds: int = 1):
         self.stream = stream or sys.stdout
+        self.each = f" per seed ({seeds} seeds)" if seeds > 1 else ""
+        self.all = " (all seeds)" if seeds > 1 else ""
         self.quiet = quiet
         self.every = max(1, num_updates // 20)
         self.num_updates = num_updates
@@ -29,7 +32,9 @@ class ProgressReport:
                 TextColumn("[bold]training"),
                 BarColumn(),
                 MofNCompleteColumn(),
-                TextColumn("steps · {task.fields[sps]} steps/s · mean return {task.fields[ret]}"),
+                TextColumn(
+                    f"steps{self.each} · {{task.fields[sps]}} steps/s{self.all} · mean return {{task.fields[ret]}}"
+                ),
                 TimeRemainingColumn(),
                 console=Console(file=self.stream),
             )
@@ -47,8 +52,10 @@ class ProgressReport:
             return True
         if update % self.every == 0 or update == self.num_updates or force:
             ret = record["episodic_return"]
-            line = f"global_step={record['global_step']} episodic_return={'n/a' if ret is None else f'{ret:.1f}'} "
-            line += f"SPS={record['sps']:.0f}"
+            line = f"global_step={record['global_step']}{self.each} "
+            line += (
+                f"episodic_return={'n/a' if ret is None else f'{ret:.1f}'} SPS={record['sps']:.0f}{self.all}"
+            )
             if "eval_return" in record:
                 line += f" eval_return={record['eval_return']:.1f}"
             print(line, file=self.stream, flush=True)

@@ -455,7 +455,7 @@ def _train_group(
         for run in runs:
             run.collector.reports_infos = reports
     console = ProgressReport(
-        args.num_updates * args.batch_size * len(runs), args.num_updates, quiet=args.run.quiet
+        args.num_updates * args.batch_size, args.num_updates, quiet=args.run.quiet, seeds=len(runs)
     )
     for note in notes:
         console.message(note)
@@ -507,7 +507,7 @@ def _train_group(
                 )
             steps_done = sum(run.global_step for run in runs)
             returns = [r for res in results if res is not None for r in res.episode_returns]
-            record = {"global_step": steps_done, "sps": steps_done / elapsed,
+            record = {"global_step": max(run.global_step for run in runs), "sps": steps_done / elapsed,
                       "episodic_return": float(np.mean(returns)) if returns else None}  # fmt: skip
             console.update(max(run.updates_done for run in runs), record, returns)
         evaluations.rescore(live)

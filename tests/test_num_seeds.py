@@ -949,3 +949,11 @@ def test_a_batch_on_gymnasium_envs_resumes_each_seeds_episodes_as_its_solo_resum
         proxima.resume(str(tmp_path / name), quiet=True)
     for seed in (1, 2):
         assert_close(records(tmp_path / "group" / f"seed{seed}"), records(tmp_path / f"solo{seed}"), 4, 1e-3)
+
+
+def test_the_console_counts_one_seeds_steps_as_total_timesteps_does(tmp_path, capsys):
+    proxima.train(env_id="CartPole-v1", num_seeds=2, num_envs=4, num_steps=128, total_timesteps=1024,
+                  run_dir=str(tmp_path / "run"), plot=False, report=False)  # fmt: skip
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("global_step=")]
+    assert lines[-1].startswith("global_step=1024 per seed (2 seeds) episodic_return=")
+    assert lines[-1].endswith(" (all seeds)")

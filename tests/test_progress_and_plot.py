@@ -29,6 +29,11 @@ def test_plain_lines_every_5_percent_when_not_a_terminal():
     lines = out.getvalue().splitlines()
     assert len(lines) == 20 and lines[-1] == "global_step=4000 episodic_return=10.0 SPS=1000"
     assert "\x1b" not in out.getvalue()  # no escape codes in logs
+    # --num-seeds: the steps of one seed, which --total-timesteps counts, and the speed of all
+    out = io.StringIO()
+    report = ProgressReport(40 * 100, 40, stream=out, seeds=3)
+    report.update(40, _record(4000, 10.0), [10.0])
+    assert out.getvalue() == "global_step=4000 per seed (3 seeds) episodic_return=10.0 SPS=1000 (all seeds)\n"
 
 
 def test_progress_bar_on_a_terminal_shows_steps_speed_and_return():
