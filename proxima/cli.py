@@ -161,8 +161,9 @@ class EvalArgs:
 INSTRUCTION_FLAGS = {
     "config": (
         "NAME|FILE",
-        "a preset (`proxima presets` lists them) or a JSON file of settings: its values replace the defaults "
-        "shown here, and the other flags override them",
+        "a preset (`proxima presets` lists them), a JSON file of settings, or a run's config.json (all its "
+        "settings but its run directory): its values replace the defaults shown here, and the other flags "
+        "override them",
     ),
     "resume": (
         "RUN_DIR",

@@ -533,8 +533,12 @@ PRESET_METADATA = ("description", "solve")
 
 
 def load_preset(name_or_path: str) -> dict:
-    """The settings of a shipped preset (by name) or of a JSON file (by path), without its metadata."""
+    """The settings of a shipped preset (by name) or of a JSON file (by path), without its metadata. A run's
+    ``config.json`` (settings by group) gives its settings but its run directory: the same run again, elsewhere."""
     data = read_preset(name_or_path)
+    if "format" in data:
+        settings = PPOArgs.from_json(data, f"config {name_or_path!r}").flat()
+        return {k: v for k, v in settings.items() if k != "run_dir"}
     for key in PRESET_METADATA:
         data.pop(key, None)
     PPOArgs.of(f"config {name_or_path!r}", **data)  # names checked here, values by validate()

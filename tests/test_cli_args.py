@@ -1,12 +1,14 @@
 """The CLI's arguments: the check before tyro, the grouped --help of every command that trains, and how errors end a command."""
 
 import dataclasses
+import json
 import sys
 
 import pytest
 
 import proxima
 import proxima.cli
+import proxima.config
 import proxima.trainer
 from proxima.cli import main, parse_train_args
 from proxima.config import GROUPS, PPOArgs, resolve_args
@@ -334,3 +336,14 @@ def test_a_count_written_as_a_whole_float_is_that_integer(capsys):
     for value in ("1.5", "1e400", "nan"):
         assert main(["train", "--total-timesteps", value]) == 2
         assert f"--total-timesteps expects an integer, got '{value}'" in capsys.readouterr().err
+
+
+def test_a_runs_config_json_is_a_config_for_another_run(tmp_path):
+    first = tmp_path / "a"
+    assert main(["train", "--env-id", "CartPole-v1", "--num-envs", "2", "--num-steps", "64", "--total-timesteps", "128",
+                 "--hidden-sizes", "8", "--ent-coef", "0.02", "--run-dir", str(first), "--quiet", "--no-plot",
+                 "--no-report"]) == 0  # fmt: skip
+    args = parse_train_args(["--config", str(first / "config.json"), "--seed", "7"])
+    again = proxima.config.PPOArgs.from_json(json.loads((first / "config.json").read_text()))
+    assert args.run.seed == 7 and args.run.run_dir is None  # a run directory of its own
+    assert args.replace(seed=again.run.seed, run_dir=str(first)) == again
