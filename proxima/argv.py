@@ -125,19 +125,22 @@ def fields(cls) -> list[Field]:
     return out
 
 
-def in_flags(message: str, cls) -> str:
+def in_flags(message: str, cls, typed: set[str] | None = None) -> str:
     """A settings error worded as the command line words it: each field of ``cls`` by its flag (``num_envs``
     as ``--num-envs``). The settings' checks serve ``proxima.train(num_envs=0)`` and ``--num-envs 0`` alike, and
     word their errors for Python. A snake_case name is a field's wherever it stands outside quotes; a one-word
-    name only where it opens the message (``gamma must be ...``), since elsewhere it is a word of the prose."""
-    names = {f.name: f.flag for f in fields(cls)}
+    name only where it opens the message (``gamma must be ...``: the message is about it), since elsewhere it is a word of the prose.
+    ``typed``: only these flags (where the command takes settings by name too: ``--grid num_envs=4,8``)."""
+    names = {f.name: f.flag for f in fields(cls) if typed is None or f.flag in typed}
+    if not names:
+        return message
     snake = "|".join(sorted((re.escape(n) for n in names if "_" in n), key=len, reverse=True))
     message = re.sub(
         rf"(?<![\w\-./'\"`])({snake})(?:(=)(?=\w)|(?![\w'\"`]))",  # num_minibatches=3: --num-minibatches 3
         lambda m: names[m.group(1)] + (" " if m.group(2) else ""),
         message,
     )
-    first = re.match(r"(\w+)(?= must | and )", message)
+    first = re.match(r"(\w+)(?= )", message)
     if first and first.group(1) in names:
         message = names[first.group(1)] + message[first.end() :]
     return message

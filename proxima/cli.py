@@ -1050,7 +1050,9 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(e, UserError):
             from proxima.config import PPOArgs
 
-            line = in_flags(line, PPOArgs)
+            # sweep's --grid and tune's --space name settings as Python does: only the flags typed are flags
+            by_name = command in ("sweep", "tune")
+            line = in_flags(line, PPOArgs, {a.split("=")[0] for a in rest} if by_name else None)
         print(f"proxima {command}: error: {line}", file=sys.stderr)
         return 2 if isinstance(e, UserError) else getattr(e, "exit_status", 1)
     except TrainingInterrupted as e:

@@ -312,6 +312,9 @@ def test_settings_errors_name_flags_on_the_command_line_and_fields_in_python():
     assert in_flags("gamma must be in (0, 1]", PPOArgs) == "--gamma must be in (0, 1]"
     assert in_flags("the encoder's features and the seed", PPOArgs) == "the encoder's features and the seed"
     assert in_flags("max_cycles must be positive", PPOArgs) == "max_cycles must be positive"  # not a setting
+    # sweep and tune name settings as Python does (--grid num_envs=4,8): only the flags typed become flags
+    said = in_flags("num_envs must be positive; clip_coef too", PPOArgs, typed={"--grid", "--clip-coef"})
+    assert said == "num_envs must be positive; --clip-coef too"
     with pytest.raises(proxima.UserError, match="^num_envs must be a positive integer"):
         proxima.train(env_id="CartPole-v1", num_envs=0)
 

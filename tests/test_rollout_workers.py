@@ -298,8 +298,8 @@ def test_an_env_that_fails_on_a_worker_is_one_line_as_in_this_process(
 @pytest.mark.parametrize(
     "argv,match",
     [
-        (["--rollout-workers", "3"], "rollout_workers must be 0 (envs in this process) or a positive divisor of num_envs=4, got 3"),
-        (["--rollout-workers", "2", "--capture-video"], "capture_video records envs of this process; drop it or --rollout-workers"),
+        (["--rollout-workers", "3"], "--rollout-workers must be 0 (envs in this process) or a positive divisor of --num-envs 4, got 3"),
+        (["--rollout-workers", "2", "--capture-video"], "--capture-video records envs of this process; drop it or --rollout-workers"),
     ],
 )  # fmt: skip
 def test_bad_rollout_workers_are_one_line_exit_2(argv, match, tmp_path, capsys):
