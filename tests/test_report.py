@@ -293,7 +293,7 @@ def test_probe_results_are_saved_and_shown(tmp_path, capsys):
         (["report", "NOPE"], "'NOPE' is not a directory"),
         (["report", "{tmp}", "--output", "{tmp}/page.png"], "--output must be an .html file"),
         (["report", "{tmp}"], "holds no proxima run"),
-        (["report"], "missing PATHS"),
+        (["report"], "missing DIR [DIR ...]"),
     ],
 )
 def test_bad_report_input_is_one_line_exit_2_and_writes_nothing(argv, match, tmp_path, capsys):
