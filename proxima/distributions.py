@@ -156,8 +156,21 @@ def gamma_from_uniforms(concentration: Tensor, uniforms: Tensor) -> Tensor:
     return torch.where(accepted.any(dim=1), draws, d.squeeze(1))
 
 
-class DiagGaussianHead(nn.Module):
-    """Diagonal Gaussian policy for a 1-D Box action space (continuous-control details 1-3 in docs/SEEDS.md).
+class BoxShaped(nn.Module):
+    """What the Box heads share: they compute on the flat components, and give actions in the space's own shape
+    (a Box of shape () or of several dims, as Stable-Baselines3 takes them; one dim: as computed)."""
+
+    def _shaped(self, flat: Tensor) -> Tensor:
+        return flat if len(self.action_shape) == 1 else flat.reshape(*flat.shape[:-1], *self.action_shape)
+
+    def _flat(self, actions: Tensor) -> Tensor:
+        if len(self.action_shape) == 1:
+            return actions
+        return actions.reshape(*actions.shape[: actions.dim() - len(self.action_shape)], -1)
+
+
+class DiagGaussianHead(BoxShaped):
+    """Diagonal Gaussian policy for a Box action space (continuous-control details 1-3 in docs/SEEDS.md).
 
     The actor outputs the mean; the log standard deviation is one learned parameter per action component,
     independent of the state and initialised to 0 (std 1). Agents with actors of their own (``per_group``) have
@@ -169,10 +182,10 @@ class DiagGaussianHead(nn.Module):
     action_dtype = torch.float32
     discrete = False
 
-    def __init__(self, action_dim: int):
+    def __init__(self, action_dim: int, shape: tuple[int, ...] | None = None):
         super().__init__()
         self.logits_dim = action_dim
-        self.action_shape: tuple[int, ...] = (action_dim,)
+        self.action_shape: tuple[int, ...] = (action_dim,) if shape is None else tuple(shape)
         self.log_std = nn.Parameter(torch.zeros(action_dim))
 
     def sample(
@@ -191,7 +204,7 @@ class DiagGaussianHead(nn.Module):
         actions = mean + noise * log_std.exp()
         # log N(a; mean, std) with (a - mean) / std = noise, summed over the components
         logprob = -per_component_total(0.5 * noise.square() + log_std + _HALF_LOG_2PI, dims)
-        return actions, logprob
+        return self._shaped(actions), logprob
 
     def per_group(self, groups: int) -> None:
         """A log-std of its own for each of ``groups`` groups of agents (rows ``(groups, action_dim)``): agents
@@ -207,7 +220,7 @@ class DiagGaussianHead(nn.Module):
         return torch.empty_like(like).normal_(generator=generator)  # torch.randn_like's draws
 
     def mode(self, mean: Tensor) -> Tensor:
-        return mean
+        return self._shaped(mean)
 
     def mean_std(self, mean: Tensor) -> tuple[Tensor, Tensor]:
         """The mean and standard deviation of each action component (for the continuous probe)."""
@@ -222,13 +235,13 @@ class DiagGaussianHead(nn.Module):
         self, mean: Tensor, actions: Tensor, log_std: Tensor | None = None, dims: Tensor | None = None
     ) -> tuple[Tensor, Tensor]:
         log_std = self.log_std if log_std is None else log_std
-        z = (actions - mean) * (-log_std).exp()
+        z = (self._flat(actions) - mean) * (-log_std).exp()
         logprob = -per_component_total(0.5 * z.square() + log_std + _HALF_LOG_2PI, dims)
         entropy = per_component_total(0.5 + _HALF_LOG_2PI + log_std, dims).expand(mean.shape[:-1])
         return logprob, entropy
 
 
-class BoundedHead(nn.Module):
+class BoundedHead(BoxShaped):
     """What the heads whose every draw lies inside a Box's finite bounds share: two actor outputs per component,
     and the bounds as buffers."""
 
@@ -239,14 +252,15 @@ class BoundedHead(nn.Module):
         super().__init__()
         low, high = torch.as_tensor(low, dtype=torch.float32), torch.as_tensor(high, dtype=torch.float32)
         self.logits_dim = 2 * low.numel()
-        self.action_shape: tuple[int, ...] = (low.numel(),)
+        self.action_shape: tuple[int, ...] = tuple(low.shape)
+        low, high = low.flatten(), high.flatten()
         # derived from the action space, which agent.json records: not weights, not in model.safetensors
         self.register_buffer("low", low, persistent=False)
         self.register_buffer("scale", high - low, persistent=False)
 
 
 class BetaHead(BoundedHead):
-    """``--action-dist beta``: a Beta policy for a 1-D Box with finite bounds (Chou, Maturana and Scherer 2017).
+    """``--action-dist beta``: a Beta policy for a Box with finite bounds (Chou, Maturana and Scherer 2017).
 
     Each component is Beta(alpha, beta) on (0, 1), stretched to [low, high]: every action lies inside the
     bounds, so the env clips nothing and the log-probs are those of the actions the env receives. A Gaussian's
@@ -282,7 +296,7 @@ class BetaHead(BoundedHead):
             g_alpha, g_beta = gammas.chunk(2, dim=-1)
             x = (g_alpha / (g_alpha + g_beta)).to(alpha.dtype)
         actions = self.low + x.clamp(self.EDGE, 1.0 - self.EDGE) * self.scale
-        return actions, self._log_prob(alpha, beta, actions, dims)
+        return self._shaped(actions), self._log_prob(alpha, beta, actions, dims)
 
     @property
     def noise_draws(self) -> int:
@@ -290,13 +304,15 @@ class BetaHead(BoundedHead):
 
     def mode(self, params: Tensor) -> Tensor:
         alpha, beta = self._concentrations(params)
-        return self.low + alpha / (alpha + beta) * self.scale
+        return self._shaped(self.low + alpha / (alpha + beta) * self.scale)
 
     def mean_std(self, params: Tensor) -> tuple[Tensor, Tensor]:
         """The mean and standard deviation of each action component (for the continuous probe)."""
         alpha, beta = self._concentrations(params)
         total = alpha + beta
-        return self.mode(params), (alpha * beta / (total.square() * (total + 1.0))).sqrt() * self.scale
+        return self.low + alpha / total * self.scale, (
+            alpha * beta / (total.square() * (total + 1.0))
+        ).sqrt() * self.scale
 
     @staticmethod
     def _log_beta_fn(alpha: Tensor, beta: Tensor) -> Tensor:
@@ -319,14 +335,14 @@ class BetaHead(BoundedHead):
             + (alpha + beta - 2.0) * torch.digamma(alpha + beta)
             + self.scale.log()
         )
-        return self._log_prob(alpha, beta, actions, dims), per_component_total(entropy, dims)
+        return self._log_prob(alpha, beta, self._flat(actions), dims), per_component_total(entropy, dims)
 
 
 _HERMITE_NODES, _HERMITE_WEIGHTS = np.polynomial.hermite.hermgauss(16)
 
 
 class TanhGaussianHead(BoundedHead):
-    """``--action-dist tanh-gaussian``: a Gaussian per component squashed by tanh into a 1-D Box's finite bounds,
+    """``--action-dist tanh-gaussian``: a Gaussian per component squashed by tanh into a Box's finite bounds,
     its std a function of the state (as BenchMARL's and torchrl's continuous policies are).
 
     The actor outputs a mean and a std input per component; std = softplus(x + shift) + 0.01, 1 where the
@@ -375,7 +391,7 @@ class TanhGaussianHead(BoundedHead):
         else:
             noise = standard_normal(uniforms[:, 0::2], uniforms[:, 1::2]).to(mean.dtype)
         actions = self._squash(mean + noise * std)
-        return actions, self._log_prob(mean, std, actions, dims)
+        return self._shaped(actions), self._log_prob(mean, std, actions, dims)
 
     @property
     def noise_draws(self) -> int:
@@ -387,7 +403,7 @@ class TanhGaussianHead(BoundedHead):
         return torch.empty(shape, dtype=like.dtype, device=like.device).normal_(generator=generator)
 
     def mode(self, params: Tensor) -> Tensor:
-        return self._squash(self._mean_std(params)[0])
+        return self._shaped(self._squash(self._mean_std(params)[0]))
 
     def _expect(self, f, mean: Tensor, std: Tensor) -> Tensor:
         """E[f(u)] over u ~ N(mean, std) per component, by Gauss-Hermite quadrature (f elementwise)."""
@@ -417,7 +433,7 @@ class TanhGaussianHead(BoundedHead):
         mean, std = self._mean_std(params)
         log_jacobian = self._expect(self._log_dtanh, mean, std) + self.half_scale.log()
         entropy = 0.5 + _HALF_LOG_2PI + std.log() + log_jacobian
-        return self._log_prob(mean, std, actions, dims), per_component_total(entropy, dims)
+        return self._log_prob(mean, std, self._flat(actions), dims), per_component_total(entropy, dims)
 
 
 class MultiCategoricalHead(nn.Module):
@@ -524,11 +540,11 @@ def make_head(action_space: gym.Space, action_dist: str = "gaussian") -> Head:
     distribution of a Box's actions (the other spaces have one each)."""
     if action_dist not in ACTION_DISTS:
         raise UserError(f"action_dist must be one of {', '.join(ACTION_DISTS)}, got {action_dist!r}")
-    box = isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1
+    box = isinstance(action_space, gym.spaces.Box)
     if action_dist != "gaussian":
         if not box or not (np.isfinite(action_space.low).all() and np.isfinite(action_space.high).all()):
             raise UserError(
-                f"--action-dist {action_dist} needs a 1-D Box action space with finite bounds, got "
+                f"--action-dist {action_dist} needs a Box action space with finite bounds, got "
                 f"{action_space}; drop it (gaussian)"
             )
         bounded = BetaHead if action_dist == "beta" else TanhGaussianHead
@@ -537,13 +553,13 @@ def make_head(action_space: gym.Space, action_dist: str = "gaussian") -> Head:
     # the heads work with indices from 0.
     if isinstance(action_space, gym.spaces.Discrete):
         return CategoricalHead(int(action_space.n))
-    if isinstance(action_space, gym.spaces.Box) and len(action_space.shape) == 1:
-        return DiagGaussianHead(int(action_space.shape[0]))
+    if box:
+        return DiagGaussianHead(math.prod(action_space.shape), action_space.shape)
     if isinstance(action_space, gym.spaces.MultiDiscrete) and action_space.nvec.ndim == 1:
         return MultiCategoricalHead(action_space.nvec.tolist())
     if isinstance(action_space, gym.spaces.MultiBinary):
         return BernoulliHead(action_space.shape)
     raise UserError(
         f"action space {action_space} is not supported; proxima accepts Discrete, MultiDiscrete (1-D), "
-        "MultiBinary and 1-D Box action spaces"
+        "MultiBinary and Box action spaces"
     )

@@ -417,3 +417,44 @@ def test_check_env_says_where_a_mask_comes_from(capsys):
     ):
         assert main(["check-env", PREFIX + env]) == 0
         assert f"action mask from {source}\n" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("action_dist", ["gaussian", "beta", "tanh-gaussian"])
+def test_box_actions_of_any_shape_reach_the_env_in_its_shape(action_dist, tmp_path):
+    """A Box of shape (2, 2) learns its task (the env asserts that every action is in its space); one of shape ()
+    trains exactly as the same task with actions of shape (1,): the heads compute on the flat components."""
+    import gymnasium as gym
+
+    from tests.fixtures.space_envs import BoxScalarAction
+
+    env = PREFIX + "BoxGridAction-v0"
+    agent = proxima.train(env_id=env, total_timesteps=12288, seed=1, run_dir=str(tmp_path / "grid"),
+                          action_dist=action_dist, **{**SMALL, "num_envs": 4, "num_steps": 128})  # fmt: skip
+    assert agent.model.head.action_shape == (2, 2)
+    if action_dist == "gaussian":
+        assert _greedy_return(agent, env) >= 0.9  # 0.75 for the constant 0
+    with gym.make(env) as single:
+        obs, _ = single.reset(seed=3)
+        assert single.action_space.contains(agent.predict(obs))
+        assert proxima.load(str(tmp_path / "grid")).predict(obs, deterministic=True).shape == (2, 2)
+    if action_dist == "gaussian":  # an exported policy gives the env's shape too
+        import torch
+
+        policy = torch.jit.load(proxima.export(agent, "torchscript", str(tmp_path / "policy.pt")))
+        batch = np.stack([obs, -obs])
+        np.testing.assert_allclose(
+            policy(torch.as_tensor(batch)).numpy(), agent.predict(batch, deterministic=True)
+        )
+
+    class Column(BoxScalarAction):
+        action_space = gym.spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
+
+    runs = {}
+    for name, cls in (("scalar", BoxScalarAction), ("column", Column)):
+        proxima.train(env=cls, total_timesteps=1024, seed=1, run_dir=str(tmp_path / name), action_dist=action_dist,
+                      **{**SMALL, "num_envs": 4, "num_steps": 128})  # fmt: skip
+        lines = (tmp_path / name / "metrics.jsonl").read_text().splitlines()
+        runs[name] = [
+            {k: v for k, v in json.loads(line).items() if k not in ("time_s", "sps")} for line in lines
+        ]
+    assert runs["scalar"] == runs["column"]
