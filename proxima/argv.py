@@ -129,8 +129,9 @@ def in_flags(message: str, cls, typed: set[str] | None = None) -> str:
     """A settings error worded as the command line words it: each field of ``cls`` by its flag (``num_envs``
     as ``--num-envs``). The settings' checks serve ``proxima.train(num_envs=0)`` and ``--num-envs 0`` alike, and
     word their errors for Python. A snake_case name is a field's wherever it stands outside quotes; a one-word
-    name only where it opens the message (``gamma must be ...``: the message is about it), since elsewhere it is a word of the prose.
-    ``typed``: only these flags (where the command takes settings by name too: ``--grid num_envs=4,8``)."""
+    name only where it opens the message (``gamma must be ...``: the message is about it), since elsewhere it
+    is a word of the prose. ``typed``: only these flags (where the command takes settings by name too:
+    ``--grid num_envs=4,8``)."""
     names = {f.name: f.flag for f in fields(cls) if typed is None or f.flag in typed}
     if not names:
         return message

@@ -390,8 +390,7 @@ class ActorCritic(nn.Module):
             self.agent_column = next(p.offset for p in full.parts if p.path == ("agent",))
             dims = spec.agents.get("action_dims")
             if dims is not None:  # each agent's 1 for the Box components it acts with (Head.sample's dims)
-                mask = (torch.arange(max(dims)) < torch.tensor(dims).unsqueeze(1)).float()
-                self.action_dims_mask = mask
+                self.action_dims_mask = (torch.arange(max(dims)) < torch.tensor(dims).unsqueeze(1)).float()
             if net.centralized_critic:
                 seen = ("agent", "state") if net.critic_agent_index else ("state",)
                 critic_layout, self.critic_index = full.select(seen)
