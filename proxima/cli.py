@@ -16,7 +16,9 @@ import io
 import json
 import os
 import shlex
+import shutil
 import sys
+import tempfile
 import time
 import traceback
 import typing
@@ -146,7 +148,12 @@ class EvalArgs:
     seed: int = 0
     """seed of the evaluation envs"""
     video: bool = False
-    """record env 0's episodes as MP4 into RUN_DIR/eval-videos (needs the video extra)"""
+    """record env 0's episodes as MP4 into RUN_DIR/eval-videos, replacing the last evaluation's (needs the
+    video extra)"""
+    video_episodes: Annotated[int | None, tyro.conf.arg(metavar="N")] = None
+    """with --video: record N episodes, running the evaluation on fewer envs so that env 0 plays them (without
+    it: env 0's share of --episodes over up to 16 envs); fewer envs play other episodes, so the returns differ
+    from those without it"""
     env_id: str | None = None
     """evaluate on this env instead of the run's: an id, or module:EnvName-v0 to import module first (the run's
     env kwargs still apply unless --env-kwargs is given)"""
@@ -502,14 +509,30 @@ def cmd_eval(argv: list[str]) -> int:
         return _eval_against(agent, args)
     if is_selfplay_id(agent.env_id) and args.env_id is None:
         raise UserError(f"{agent.env_id} is played against an opponent: give --opponent random|lookahead")
-    video_dir = os.path.join(args.run_dir, files.EVAL_VIDEOS) if args.video else None
+    if args.video_episodes is not None and not args.video:
+        raise UserError("--video-episodes says how many episodes --video records: give --video too")
+    # recorded apart, then put in the place of the last evaluation's videos: none of those, and no part of an
+    # evaluation that failed, are taken for this one's
+    staging = tempfile.mkdtemp(prefix=f".{files.EVAL_VIDEOS}-", dir=args.run_dir) if args.video else None
+    # a folder that does not exist yet: Gymnasium's recorder warns of one that does
+    video_dir = os.path.join(staging, files.EVAL_VIDEOS) if staging else None
     try:
         returns = evaluate(
             agent, args.episodes, deterministic=args.deterministic, seed=args.seed, video_dir=video_dir,
-            env_id=args.env_id, env_kwargs=env_kwargs,
+            video_episodes=args.video_episodes, env_id=args.env_id, env_kwargs=env_kwargs,
         )  # fmt: skip
-    except UserError as e:  # a backend that cannot record names train's flag; this command's is --video
-        raise UserError(str(e).replace(FEATURES["video"], "--video")) from None
+    except BaseException as e:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+        if isinstance(e, UserError):  # a backend that cannot record names train's flag; eval's is --video
+            raise UserError(str(e).replace(FEATURES["video"], "--video")) from None
+        raise
+    if staging is not None:
+        recorded, video_dir = video_dir, os.path.join(args.run_dir, files.EVAL_VIDEOS)
+        shutil.rmtree(video_dir, ignore_errors=True)
+        os.makedirs(recorded, exist_ok=True)  # a recorder that makes its folder with its first video only
+        os.rename(recorded, video_dir)
+        os.rmdir(staging)
     videos = sorted(f for f in os.listdir(video_dir) if f.endswith(".mp4")) if video_dir else []
     # on another env than the run's, eval.json says which, and the report shows it beside the score
     other = {"env_id": args.env_id} if args.env_id not in (None, agent.env_id) else {}
@@ -1052,7 +1075,8 @@ def main(argv: list[str] | None = None) -> int:
 
             # sweep's --grid and tune's --space name settings as Python does: only the flags typed are flags
             by_name = command in ("sweep", "tune")
-            line = in_flags(line, PPOArgs, {a.split("=")[0] for a in rest} if by_name else None)
+            settings = EvalArgs if command == "eval" else PPOArgs  # eval's settings are its own
+            line = in_flags(line, settings, {a.split("=")[0] for a in rest} if by_name else None)
         print(f"proxima {command}: error: {line}", file=sys.stderr)
         return 2 if isinstance(e, UserError) else getattr(e, "exit_status", 1)
     except TrainingInterrupted as e:

@@ -92,6 +92,7 @@ def evaluate(
     env_id: str | None = None,
     max_envs: int = 16,
     video_dir: str | None = None,
+    video_episodes: int | None = None,
     env=None,
     env_kwargs: dict | None = None,
 ) -> np.ndarray:
@@ -99,12 +100,24 @@ def evaluate(
     up to ``max_envs`` envs at once; with ``video_dir``, every episode env 0 plays is recorded there as an
     MP4 (through the env's rgb_array rendering).
 
+    ``video_episodes``: record this many episodes (games, for several agents), env 0's first ones. The
+    episodes then run on at most ``episodes // video_episodes`` envs, so that env 0 plays that many; envs
+    seeded otherwise play other episodes, so the returns differ from those without it. A ``VectorEnv`` given
+    keeps its count, and records at most env 0's share.
+
     The env is the agent's own (its id, with the ``env_kwargs`` or the factory it was trained with), or
     ``env``/``env_id``: another id, a class or function that returns a ``gymnasium.Env``, or a
     ``gymnasium.vector.VectorEnv`` (whose env count is then the number of envs). An id gets the agent's
     ``env_kwargs`` unless others are given (``{}``: none)."""
     if episodes < 1:
         raise UserError(f"episodes must be a positive integer, got {episodes}")
+    if video_episodes is not None:
+        if video_dir is None:
+            raise UserError("video_episodes records episodes: give video_dir too")
+        if not 1 <= video_episodes <= episodes:
+            raise UserError(
+                f"video_episodes must be from 1 to the {episodes} episodes played, got {video_episodes}"
+            )
     if env is not None and env_id is not None:
         raise UserError("give the env once: as env= or as env_id=, not both")
     env = env if env is not None else env_id
@@ -122,9 +135,12 @@ def evaluate(
         env_kwargs = source.get("env_kwargs")  # another id too: re-registered under a module:ID, say
     name = env if isinstance(env, str) else describe_env(env)[0]
     n = env.num_envs if isinstance(env, gym.vector.VectorEnv) else min(episodes, max_envs)
+    if video_episodes is not None and not isinstance(env, gym.vector.VectorEnv):
+        n = min(n, max(1, episodes // video_episodes))  # env 0's share of the episodes is then video_episodes
     agents = agent.model.spec.agents
     per_game = 1 if agents is None else len(agents["names"])  # each agent's episode is one of the episodes
     n = -(-n // per_game)
+    share = -(-episodes // (n * per_game))  # env 0's games: no stray start recorded after the last
     try:
         envs = make_envs(
             env,
@@ -133,7 +149,7 @@ def evaluate(
             backend="gymnasium" if agents is None else "auto",  # many agents: the backend that has the id
             device=agent.device,
             video_dir=video_dir,
-            video_episodes=-(-episodes // (n * per_game)),  # env 0's share, no stray start after it
+            video_episodes=share if video_episodes is None else min(video_episodes, share),
         )
     except UserError as e:
         if isinstance(env, str) and env == agent.env_id and str(e).startswith("unknown env id"):

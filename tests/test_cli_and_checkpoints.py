@@ -316,3 +316,38 @@ def test_eval_video_writes_an_mp4_per_episode_of_env_0(env_id, tmp_path, capsys)
     assert videos == ["rl-video-episode-0.mp4"]  # 2 episodes over 2 envs: env 0 plays one
     assert (run_dir / "eval-videos" / videos[0]).stat().st_size > 1000
     assert "eval-videos/rl-video-episode-0.mp4" in capsys.readouterr().out
+
+
+def test_eval_video_episodes_records_that_many_and_each_evaluation_replaces_the_last(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    proxima.train(env_id="CartPole-v1", total_timesteps=1024, quiet=True, run_dir=str(run_dir))
+
+    def recorded() -> tuple[list[str], list[str]]:
+        on_disk = sorted(p.name for p in (run_dir / "eval-videos").iterdir())
+        listed = json.loads((run_dir / "eval.json").read_text())["videos"]
+        return on_disk, sorted(os.path.basename(v) for v in listed)
+
+    # 6 episodes, 3 filmed: 2 envs, so that env 0 plays 3
+    assert main(["eval", str(run_dir), "--episodes", "6", "--video", "--video-episodes", "3"]) == 0
+    films = [f"rl-video-episode-{i}.mp4" for i in range(3)]
+    assert recorded() == (films, films)
+    assert len(json.loads((run_dir / "eval.json").read_text())["returns"]) == 6
+    # a later evaluation's videos replace these: none of the 3 is taken for one of its own
+    assert main(["eval", str(run_dir), "--episodes", "2", "--video"]) == 0
+    assert recorded() == (films[:1], films[:1])
+    capsys.readouterr()
+    # refused in one line, and the last evaluation's videos stay, with nothing half-recorded beside them
+    for argv, error in [
+        (
+            ["--episodes", "2", "--video", "--video-episodes", "3"],
+            "--video-episodes must be from 1 to the 2 episodes",
+        ),
+        (
+            ["--episodes", "2", "--video-episodes", "1"],
+            "--video-episodes says how many episodes --video records",
+        ),
+    ]:
+        assert main(["eval", str(run_dir), *argv]) == 2
+        assert error in capsys.readouterr().err
+        assert recorded() == (films[:1], films[:1])
+        assert not [p for p in run_dir.iterdir() if p.name.startswith(".eval-videos")]
