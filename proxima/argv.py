@@ -89,19 +89,39 @@ def as_integer(value: str) -> str | None:
     return str(int(number)) if math.isfinite(number) and number == int(number) else None
 
 
-@functools.cache  # every command reads the settings' classes several times, and each read parses their module
+@functools.cache
+def _module_tree(path: str) -> ast.Module:
+    with open(path, encoding="utf-8") as f:
+        return ast.parse(f.read(), path)
+
+
+@functools.cache  # every command reads the settings' classes several times
 def field_docs(cls) -> dict[str, str]:
     """Each field's docstring (the string right after it in the class body), on one line."""
-    try:
-        body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0].body
-    except (OSError, TypeError):  # a class made at run time has no source
-        return {}
+    body = _class_body(cls)
     return {
         a.target.id: " ".join(b.value.value.split())
         for a, b in zip(body, body[1:], strict=False)
         if isinstance(a, ast.AnnAssign) and isinstance(a.target, ast.Name)
         and isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant) and isinstance(b.value.value, str)
     }  # fmt: skip
+
+
+def _class_body(cls) -> list[ast.stmt]:
+    """The statements of ``cls``'s body. A module-level class (or one nested in classes) is found in its
+    module's tree, parsed once for all its classes; before Python 3.13 ``inspect.getsource`` parses the whole
+    module again for each class, and a command reads a dozen."""
+    try:
+        nodes = _module_tree(inspect.getsourcefile(cls) or "").body
+        for name in cls.__qualname__.split("."):
+            nodes = next(n for n in nodes if isinstance(n, ast.ClassDef) and n.name == name).body
+        return nodes
+    except (OSError, TypeError, SyntaxError, StopIteration):  # made at run time, or defined in a function
+        pass
+    try:
+        return ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0].body
+    except (OSError, TypeError):  # a class made at run time has no source
+        return []
 
 
 def fields(cls) -> list[Field]:
