@@ -18,7 +18,7 @@ base settings; an exploiting trial copies the better trial's and goes on from it
 
 ``OUT/tune.json`` holds the plan and every sample drawn, so ``resume_tune`` finishes a killed search from the
 run directories, never from Tune's own (pickled) state: interrupted samples resume from their checkpoints, and
-the samples not yet drawn are drawn by a new searcher (Optuna's told the finished samples' scores).
+the samples not yet drawn are drawn by a new searcher (Optuna's told the scores of the samples that ended, ASHA's stopped ones too).
 """
 
 from __future__ import annotations
