@@ -1,5 +1,7 @@
-"""proxima's ``Adam`` (torch's functional fused ``adam``, called directly) against ``torch.optim.Adam`` (default,
-``foreach=True``, ``fused=True``) on proxima's own update, in one process, interleaved.
+"""proxima's ``Adam`` (torch's fused Adam kernel, called directly) against ``torch.optim.Adam`` (default,
+``foreach=True``, ``fused=True``) on proxima's own update, in one process, interleaved; and the last of these with
+``torch.nn.utils.clip_grad_norm_(foreach=True)`` in place of ``proxima.optim.clip_grad_norm`` (the same ops less
+its grouping by device), so that row is torch's optimizer step whole.
 
 Each repeat times ``--updates`` updates of each variant from the same model and the same rollout (native
 CartPole-v1 at the default settings: 4 envs x 128 steps, 4 epochs of 4 minibatches, so 16 optimizer steps per
@@ -21,13 +23,14 @@ import time
 
 import torch
 
+from proxima import update as update_module
 from proxima.advantages import estimate_advantages
 from proxima.config import resolve_args
 from proxima.distributions import make_head
 from proxima.envs import make_vec_env
 from proxima.loop import network_spec
 from proxima.networks import ActorCritic
-from proxima.optim import make_adam
+from proxima.optim import clip_grad_norm, make_adam
 from proxima.rollout import RolloutCollector
 from proxima.update import UpdateSettings, update
 
@@ -36,11 +39,16 @@ def _torch_adam(**options):
     return lambda params, lr: torch.optim.Adam(params, lr=lr, eps=1e-5, **options)
 
 
-VARIANTS = {
-    "proxima Adam (private fused adam)": make_adam,
-    "torch.optim.Adam()": _torch_adam(),
-    "torch.optim.Adam(foreach=True)": _torch_adam(foreach=True),
-    "torch.optim.Adam(fused=True)": _torch_adam(fused=True),
+def _torch_clip(params, max_norm):
+    return torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True)
+
+
+VARIANTS = {  # name: (optimizer, gradient clipping)
+    "proxima Adam and clipping": (make_adam, clip_grad_norm),
+    "torch.optim.Adam()": (_torch_adam(), clip_grad_norm),
+    "torch.optim.Adam(foreach=True)": (_torch_adam(foreach=True), clip_grad_norm),
+    "torch.optim.Adam(fused=True)": (_torch_adam(fused=True), clip_grad_norm),
+    "the same, torch's clip_grad_norm_": (_torch_adam(fused=True), _torch_clip),
 }
 
 FIRST_BUILD = """
@@ -69,7 +77,8 @@ def setup(preset: str | None):
     return args, model, buf.flatten(advantages, advantages + buf.values), UpdateSettings.from_args(args)
 
 
-def run(make, args, model, batch, settings, updates: int) -> tuple[float, list[torch.Tensor]]:
+def run(variant, args, model, batch, settings, updates: int) -> tuple[float, list[torch.Tensor]]:
+    make, update_module.clip_grad_norm = variant
     model = copy.deepcopy(model)
     optimizer = make(
         model.param_groups(args.algorithm.learning_rate, args.algorithm.value_learning_rate),
@@ -116,6 +125,7 @@ def main() -> None:
           f"updates of {len(batch)} samples ({settings.update_epochs} epochs x {settings.num_minibatches} "
           "minibatches)")  # fmt: skip
     print(f"{'variant':36} {'ms/update':>10} {'ratio':>7}  weights as proxima's")
+    update_module.clip_grad_norm = clip_grad_norm
     for name in names:
         median = statistics.median(times[name])
         print(

@@ -1,14 +1,14 @@
 """The optimizer (details 3 and 11 of the 13 in docs/SEEDS.md); the learning rate's schedule (detail 4) is in
 ``proxima.schedules``.
 
-``Adam`` steps with PyTorch's own fused Adam kernel (the functional ``torch.optim.adam.adam``, the same call that
-``torch.optim.Adam(fused=True)`` makes) and keeps its state in the same layout. It is not a
-``torch.optim.Optimizer``, for speed: building one imports ``torch._dynamo``, seconds per process (a short run's
-whole budget), and its ``step`` wraps the same call in more Python. ``benchmarks/adam_variants.py`` measures both
-against ``torch.optim.Adam``'s variants on proxima's update. The price is a call into torch's private API, whose
-signature may change with torch: ``tests/test_components.py`` pins the call (``ADAM_OPTIONS``) to the installed
-torch's signature and shows that it steps bit for bit as ``torch.optim.Adam(fused=True)`` does, so a new torch
-that breaks either fails there, by name, before a run does.
+``Adam`` steps with PyTorch's own fused Adam kernel (``torch._fused_adam_``, which ``torch.optim.Adam(fused=True)``
+runs) and keeps its state in the same layout. It is not a ``torch.optim.Optimizer``, for speed: building one
+imports ``torch._dynamo``, seconds per process (a short run's whole budget), and its ``step`` wraps the same kernel
+in more Python. ``benchmarks/adam_variants.py`` measures both against ``torch.optim.Adam``'s variants on proxima's
+update. The price is a call into torch's private API, whose signature may change with torch:
+``tests/test_components.py`` pins the call (``FUSED_ADAM_OPTIONS``) to the installed torch's schema and shows that
+it steps bit for bit as ``torch.optim.Adam(fused=True)`` does, so a new torch that breaks either fails there, by
+name, before a run does.
 """
 
 from __future__ import annotations
@@ -16,27 +16,58 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import torch
-from torch import Tensor, nn
-from torch.optim.adam import adam
+from torch import Tensor
 
-# What Adam passes torch.optim.adam.adam besides the tensors and each group's betas, lr and eps.
-ADAM_OPTIONS = {
-    "fused": True,  # one kernel for all tensors; on a CPU faster than the per-tensor loop or foreach
-    "foreach": None,
-    "amsgrad": False,
-    "has_complex": False,
+# What Adam passes torch._fused_adam_ besides the tensors and each group's betas, lr and eps: torch.optim.Adam's
+# defaults (no weight decay, no AMSGrad, no gradient scaler).
+FUSED_ADAM_OPTIONS = {
     "weight_decay": 0.0,
+    "amsgrad": False,
     "maximize": False,
-    "capturable": False,
-    "differentiable": False,
     "grad_scale": None,
     "found_inf": None,
-    "decoupled_weight_decay": False,
 }
 
 
+def fused_adam(
+    params: list[Tensor],
+    grads: list[Tensor],
+    exp_avgs: list[Tensor],
+    exp_avg_sqs: list[Tensor],
+    steps: list[Tensor],
+    group: dict,
+) -> None:
+    """One step of torch's fused Adam kernel with ``group``'s betas, lr and eps, on step counts that already count
+    this step: what ``torch.optim.Adam(fused=True)`` runs once it has counted it, one call for each device and
+    dtype (its kernel on a GPU takes one of each)."""
+    beta1, beta2 = group["betas"]
+    kinds: dict[tuple, list[int]] = {}
+    for i, p in enumerate(params):
+        kinds.setdefault((p.device, p.dtype), []).append(i)
+    parts = [params, grads, exp_avgs, exp_avg_sqs, steps]
+    for rows in kinds.values():
+        p, g, m, v, n = parts if len(kinds) == 1 else ([part[i] for i in rows] for part in parts)
+        torch._fused_adam_(
+            p,
+            g,
+            m,
+            v,
+            [],
+            n,
+            lr=group["lr"],
+            beta1=beta1,
+            beta2=beta2,
+            eps=group["eps"],
+            **FUSED_ADAM_OPTIONS,
+        )
+
+
 class Adam:
-    """Adam over one or more parameter groups, each a dict with ``params`` and optionally its own ``lr``."""
+    """Adam over one or more parameter groups, each a dict with ``params`` and optionally its own ``lr``.
+
+    Each parameter's step count is its own 0-d tensor, as in torch's layout; within a group they are the elements
+    of one vector, so that a step where every parameter has a gradient counts itself for all of them in one add,
+    where torch makes one small op per parameter (``benchmarks/adam_variants.py``)."""
 
     def __init__(
         self, params: Iterable, lr: float, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-5
@@ -48,6 +79,7 @@ class Adam:
             for group in groups
         ]
         self.state: dict[Tensor, dict[str, Tensor]] = {}
+        self._counts: dict[int, Tensor] = {}  # group index: the vector its parameters' "step" tensors view
 
     def _params(self) -> list[Tensor]:
         return [p for group in self.param_groups for p in group["params"]]
@@ -58,23 +90,32 @@ class Adam:
 
     @torch.no_grad()
     def step(self) -> None:
-        for group in self.param_groups:
+        for g, group in enumerate(self.param_groups):
             params = [p for p in group["params"] if p.grad is not None]
-            states = [self._state(p) for p in params]
-            beta1, beta2 = group["betas"]
-            adam(
-                params,
-                [p.grad for p in params],
-                [s["exp_avg"] for s in states],
-                [s["exp_avg_sq"] for s in states],
-                [],
-                [s["step"] for s in states],
-                beta1=beta1,
-                beta2=beta2,
-                lr=group["lr"],
-                eps=group["eps"],
-                **ADAM_OPTIONS,
+            counts = self._group_counts(g) if len(params) == len(group["params"]) else None
+            states = [self._state(p) for p in params]  # their "step" now views the counts, if any
+            steps = [s["step"] for s in states]
+            if counts is not None:
+                counts.add_(1.0)
+            else:  # some parameter had no gradient: it does not step, nor count
+                torch._foreach_add_(steps, 1.0)
+            grads = [p.grad for p in params]
+            fused_adam(
+                params, grads, [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states], steps, group
             )
+
+    def _group_counts(self, g: int) -> Tensor | None:
+        """Group ``g``'s step counts as one vector whose elements are its parameters' ``step`` tensors (None where
+        its parameters are on several devices)."""
+        if g not in self._counts:
+            params = self.param_groups[g]["params"]
+            if len({p.device for p in params}) > 1:
+                return None
+            counts = torch.stack([self._state(p)["step"] for p in params])
+            for p, count in zip(params, counts.unbind(), strict=True):
+                self.state[p]["step"] = count
+            self._counts[g] = counts
+        return self._counts[g]
 
     def _state(self, p: Tensor) -> dict[str, Tensor]:
         if p not in self.state:  # as torch.optim.Adam(fused=True) initializes it
@@ -86,10 +127,11 @@ class Adam:
         return self.state[p]
 
     def state_dict(self) -> dict:
-        """``torch.optim.Optimizer.state_dict``'s layout: state by parameter index, groups without tensors."""
+        """``torch.optim.Optimizer.state_dict``'s layout: state by parameter index, groups without tensors. The
+        step counts are copied out of their group's vector: each is a tensor of its own, as torch's are."""
         index = {p: i for i, p in enumerate(self._params())}
         return {
-            "state": {index[p]: dict(s) for p, s in self.state.items()},
+            "state": {index[p]: {**s, "step": s["step"].clone()} for p, s in self.state.items()},
             "param_groups": [
                 {**{k: v for k, v in g.items() if k != "params"}, "params": [index[p] for p in g["params"]]}
                 for g in self.param_groups
@@ -107,6 +149,7 @@ class Adam:
             params[int(i)]: {k: v.to(params[int(i)].device) for k, v in s.items()}
             for i, s in state_dict["state"].items()
         }
+        self._counts = {}  # made again from the loaded counts at the next step
 
 
 class SeedAdam(Adam):
@@ -174,11 +217,8 @@ class SeedAdam(Adam):
             parts.append([s["exp_avg_sq"] for s in states])
             if rows is not None:
                 parts = [[x.index_select(0, rows) for x in part] for part in parts]
-            steps = [torch.tensor(count, device=p.device) for p in params]
-            beta1, beta2 = group["betas"]
-            adam(
-                *parts, [], steps, beta1=beta1, beta2=beta2, lr=group["lr"], eps=group["eps"], **ADAM_OPTIONS
-            )
+            steps = [torch.tensor(count + 1.0, device=p.device) for p in params]  # counting this step
+            fused_adam(*parts, steps, group)
             if rows is not None:  # the stepped rows written back: weights and moments
                 written = [params, [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states]]
                 for targets, stepped in zip(written, (parts[0], parts[2], parts[3]), strict=True):
@@ -202,12 +242,22 @@ def make_adam(params, lr: float, seeds: int | None = None, eps: float = ADAM_EPS
     return Adam(params, lr=lr, eps=eps)
 
 
-def clip_grad_norm(params: list[torch.Tensor], max_norm: float) -> torch.Tensor:
+def clip_grad_norm(params: list[Tensor], max_norm: float) -> Tensor:
     """Global gradient-norm clipping over all parameters together (detail 11, docs/SEEDS.md); ``params``: the
     model's ``parameters()`` as a list, in their order (the order of the norms' sum), listed once by the caller
-    rather than walked through the modules at every minibatch.
+    rather than walked through the modules at every minibatch. Returns the norm before clipping.
 
-    ``foreach=True`` on a CPU too, where torch would otherwise loop over the parameters in Python: the same
-    per-tensor norms and scaling (the same numbers), in one call each instead of one per parameter, which is
-    about a third of a small minibatch's clipping time."""
-    return nn.utils.clip_grad_norm_(params, max_norm, foreach=True)
+    The ops of ``torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True)``, in its order and so with its
+    numbers (``tests/test_update.py``), for gradients on one device and of one dtype (a model's), without its
+    grouping by device and dtype and its copy of each parameter's norm to the first device. ``foreach``: one call
+    for all parameters' norms and one for their scaling, where a loop would make one per parameter.
+    ``benchmarks/adam_variants.py`` measures what that saves.
+    """
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return torch.tensor(0.0)
+    if len({(g.device, g.dtype) for g in grads}) > 1:
+        return torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True)
+    norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+    torch._foreach_mul_(grads, torch.clamp(float(max_norm) / (norm + 1e-6), max=1.0))
+    return norm

@@ -1,5 +1,4 @@
 import copy
-import inspect
 import math
 import subprocess
 import sys
@@ -128,34 +127,58 @@ def test_adam_steps_bit_for_bit_like_torch_adam_and_saves_the_same_state(groups)
 
 
 def test_the_private_adam_call_fits_this_torch():
-    """proxima's Adam calls torch's private functional adam (proxima/optim.py says why), whose signature is no
+    """proxima's Adam calls torch's private fused Adam kernel (proxima/optim.py says why), whose schema is no
     public API: a torch that renames, adds or drops an argument it needs fails here, naming the version."""
-    from torch.optim.adam import adam
+    from proxima.optim import FUSED_ADAM_OPTIONS
 
-    from proxima.optim import ADAM_OPTIONS
-
-    params = inspect.signature(adam).parameters
-    positional = ["params", "grads", "exp_avgs", "exp_avg_sqs", "max_exp_avg_sqs", "state_steps"]
-    given = {*positional, *ADAM_OPTIONS, "beta1", "beta2", "lr", "eps"}
-    required = {
-        name
-        for name, p in params.items()
-        if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-    }
+    schema = torch.ops.aten._fused_adam_.default._schema
+    arguments = [a for a in schema.arguments if not a.kwarg_only]
+    options = {a.name: a for a in schema.arguments if a.kwarg_only}
+    positional = ["self", "grads", "exp_avgs", "exp_avg_sqs", "max_exp_avg_sqs", "state_steps"]
+    given = {*FUSED_ADAM_OPTIONS, "beta1", "beta2", "lr", "eps"}
     problems = [
         *(
-            f"takes {name} first"
-            for name, want in zip(list(params)[:6], positional, strict=True)
-            if name != want
+            [f"takes {[a.name for a in arguments]} first"]
+            if [a.name for a in arguments] != positional
+            else []
         ),
-        *(f"no longer takes {name}" for name in sorted(given - set(params))),
-        *(f"now requires {name}" for name in sorted(required - given)),
+        *(f"no longer takes {name}" for name in sorted(given - set(options))),
+        *(
+            f"now requires {n}"
+            for n, a in sorted(options.items())
+            if n not in given and not a.has_default_value()
+        ),
     ]
     assert not problems, (
-        f"torch {torch.__version__} changed torch.optim.adam.adam, which proxima.optim.Adam calls directly: "
-        f"it {'; '.join(problems)}. Update the call and ADAM_OPTIONS, or switch to torch.optim.Adam(fused=True) "
+        f"torch {torch.__version__} changed torch._fused_adam_, which proxima.optim.fused_adam calls directly: "
+        f"it {'; '.join(problems)}. Update the call and FUSED_ADAM_OPTIONS, or switch to torch.optim.Adam(fused=True) "
         "(benchmarks/adam_variants.py measures the difference)"
     )
+
+
+def test_adam_counts_the_steps_of_each_parameter_as_torch_does_when_some_have_no_gradient():
+    """A parameter without a gradient (a layer a minibatch did not use) neither steps nor counts the step, in
+    torch's Adam; proxima's counts each group's steps in one vector, and must keep that, through a save and load."""
+    torch.manual_seed(0)
+    nets = [torch.nn.ModuleList([torch.nn.Linear(3, 2), torch.nn.Linear(3, 2)]) for _ in range(2)]
+    nets[1].load_state_dict(nets[0].state_dict())
+    ours = make_adam(nets[0].parameters(), lr=1e-2)
+    theirs = torch.optim.Adam(nets[1].parameters(), lr=1e-2, eps=1e-5, fused=True)
+    for step in range(7):
+        x = torch.randn(8, 3)
+        if step == 4:  # a fresh optimizer from the saved state goes on as the first would
+            saved = ours.state_dict()
+            ours = make_adam(nets[0].parameters(), lr=1e-2)
+            ours.load_state_dict(saved)
+        for net, opt in zip(nets, (ours, theirs), strict=True):
+            opt.zero_grad()
+            used = net if step % 3 else net[:1]  # every third step the second layer gets no gradient
+            sum(layer(x).pow(2).sum() for layer in used).backward()
+            opt.step()
+    for a, b in zip(nets[0].parameters(), nets[1].parameters(), strict=True):
+        assert torch.equal(a, b)
+    counts = [ours.state_dict()["state"][i]["step"].item() for i in range(4)]
+    assert counts == [7, 7, 4, 4] == [theirs.state_dict()["state"][i]["step"].item() for i in range(4)]
 
 
 def test_building_the_optimizer_does_not_import_dynamo():

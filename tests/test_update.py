@@ -137,9 +137,19 @@ def test_gradient_norm_is_clipped_globally():
     from proxima.optim import clip_grad_norm
 
     (model.value(batch.obs).pow(2).sum() * 1e3).backward()
-    clip_grad_norm(list(model.parameters()), 0.5)
+    twin = [p.grad.clone() if p.grad is not None else None for p in model.parameters()]
+    norm = clip_grad_norm(list(model.parameters()), 0.5)
     total = torch.sqrt(sum(p.grad.pow(2).sum() for p in model.parameters() if p.grad is not None))
     assert abs(total.item() - 0.5) < 1e-4
+    # torch's clip_grad_norm_ computes the same norm and scales to the same gradients, bit for bit
+    params = [torch.nn.Parameter(p.detach().clone()) for p in model.parameters()]
+    for p, g in zip(params, twin, strict=True):
+        p.grad = g
+    assert torch.equal(norm, torch.nn.utils.clip_grad_norm_(params, 0.5, foreach=True))
+    assert all(
+        (p.grad is None and q.grad is None) or torch.equal(p.grad, q.grad)
+        for p, q in zip(params, model.parameters(), strict=True)
+    )
 
 
 def _norm_value_model(seed=0, norm_value=True):
