@@ -79,7 +79,8 @@ class Adam:
             for group in groups
         ]
         self.state: dict[Tensor, dict[str, Tensor]] = {}
-        self._counts: dict[int, Tensor] = {}  # group index: the vector its parameters' "step" tensors view
+        # group index: the vector of its step counts, and its elements, which the parameters' "step" tensors are
+        self._counts: dict[int, tuple[Tensor, list[Tensor]]] = {}
 
     def _params(self) -> list[Tensor]:
         return [p for group in self.param_groups for p in group["params"]]
@@ -92,30 +93,39 @@ class Adam:
     def step(self) -> None:
         for g, group in enumerate(self.param_groups):
             params = [p for p in group["params"] if p.grad is not None]
-            counts = self._group_counts(g) if len(params) == len(group["params"]) else None
-            states = [self._state(p) for p in params]  # their "step" now views the counts, if any
-            steps = [s["step"] for s in states]
-            if counts is not None:
-                counts.add_(1.0)
-            else:  # some parameter had no gradient: it does not step, nor count
-                torch._foreach_add_(steps, 1.0)
-            grads = [p.grad for p in params]
+            if not params:
+                continue
+            states = [self._state(p) for p in params]
+            if len(params) == len(group["params"]):
+                self._count(g, [s["step"] for s in states])
+            else:  # a parameter without a gradient neither steps nor counts
+                torch._foreach_add_([s["step"] for s in states], 1.0)
             fused_adam(
-                params, grads, [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states], steps, group
+                params,
+                [p.grad for p in params],
+                [s["exp_avg"] for s in states],
+                [s["exp_avg_sq"] for s in states],
+                [s["step"] for s in states],
+                group,
             )
 
-    def _group_counts(self, g: int) -> Tensor | None:
-        """Group ``g``'s step counts as one vector whose elements are its parameters' ``step`` tensors (None where
-        its parameters are on several devices)."""
-        if g not in self._counts:
-            params = self.param_groups[g]["params"]
-            if len({p.device for p in params}) > 1:
-                return None
-            counts = torch.stack([self._state(p)["step"] for p in params])
-            for p, count in zip(params, counts.unbind(), strict=True):
-                self.state[p]["step"] = count
-            self._counts[g] = counts
-        return self._counts[g]
+    def _count(self, g: int, steps: list[Tensor]) -> None:
+        """Count a step of every parameter of group ``g``, whose ``step`` tensors are ``steps``: one add to the
+        vector they view. It is made from their values where they are not its views (at the first step, or after
+        their state was loaded or replaced); parameters on several devices are counted one by one."""
+        counts, views = self._counts.get(g, (None, []))
+        if len(views) != len(steps) or any(
+            view is not step for view, step in zip(views, steps, strict=False)
+        ):
+            if len({step.device for step in steps}) > 1:
+                torch._foreach_add_(steps, 1.0)
+                return
+            counts = torch.stack(steps)
+            views = list(counts.unbind())
+            for p, view in zip(self.param_groups[g]["params"], views, strict=True):
+                self.state[p]["step"] = view
+            self._counts[g] = counts, views
+        counts.add_(1.0)
 
     def _state(self, p: Tensor) -> dict[str, Tensor]:
         if p not in self.state:  # as torch.optim.Adam(fused=True) initializes it
@@ -128,7 +138,8 @@ class Adam:
 
     def state_dict(self) -> dict:
         """``torch.optim.Optimizer.state_dict``'s layout: state by parameter index, groups without tensors. The
-        step counts are copied out of their group's vector: each is a tensor of its own, as torch's are."""
+        moments are the optimizer's own tensors, as torch gives them; the step counts are copies, tensors apart
+        from their group's vector."""
         index = {p: i for i, p in enumerate(self._params())}
         return {
             "state": {index[p]: {**s, "step": s["step"].clone()} for p, s in self.state.items()},
@@ -149,7 +160,7 @@ class Adam:
             params[int(i)]: {k: v.to(params[int(i)].device) for k, v in s.items()}
             for i, s in state_dict["state"].items()
         }
-        self._counts = {}  # made again from the loaded counts at the next step
+        self._counts = {}  # made again from the loaded counts at the next step (``_count``)
 
 
 class SeedAdam(Adam):

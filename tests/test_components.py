@@ -158,27 +158,38 @@ def test_the_private_adam_call_fits_this_torch():
 
 def test_adam_counts_the_steps_of_each_parameter_as_torch_does_when_some_have_no_gradient():
     """A parameter without a gradient (a layer a minibatch did not use) neither steps nor counts the step, in
-    torch's Adam; proxima's counts each group's steps in one vector, and must keep that, through a save and load."""
+    torch's Adam; a group none of whose parameters has one (or an empty group) is left as it is. proxima's Adam
+    counts each group's steps in one vector, and must keep all that through loads of its state, into the same
+    optimizer mid-run and into a fresh one."""
     torch.manual_seed(0)
-    nets = [torch.nn.ModuleList([torch.nn.Linear(3, 2), torch.nn.Linear(3, 2)]) for _ in range(2)]
+    nets = [torch.nn.ModuleList([torch.nn.Linear(3, 2) for _ in range(3)]) for _ in range(2)]
     nets[1].load_state_dict(nets[0].state_dict())
-    ours = make_adam(nets[0].parameters(), lr=1e-2)
-    theirs = torch.optim.Adam(nets[1].parameters(), lr=1e-2, eps=1e-5, fused=True)
-    for step in range(7):
+
+    def groups(net):  # the third layer never gets a gradient
+        return [{"params": list(net[:2].parameters())}, {"params": list(net[2].parameters())}, {"params": []}]
+
+    ours = make_adam(groups(nets[0]), lr=1e-2)
+    theirs = torch.optim.Adam(groups(nets[1]), lr=1e-2, eps=1e-5, fused=True)
+    for step in range(9):
         x = torch.randn(8, 3)
-        if step == 4:  # a fresh optimizer from the saved state goes on as the first would
+        if step == 2:  # loaded into itself, mid-run
+            ours.load_state_dict(ours.state_dict())
+        if step == 5:  # a fresh optimizer from the saved state goes on as the first would
             saved = ours.state_dict()
-            ours = make_adam(nets[0].parameters(), lr=1e-2)
+            ours = make_adam(groups(nets[0]), lr=1e-2)
             ours.load_state_dict(saved)
         for net, opt in zip(nets, (ours, theirs), strict=True):
+            if step == 6:  # the state dropped (as a user may, to restart Adam): the counts start again
+                opt.state.clear()
             opt.zero_grad()
-            used = net if step % 3 else net[:1]  # every third step the second layer gets no gradient
+            used = net[:2] if step % 3 else net[:1]  # every third step the second layer gets no gradient
             sum(layer(x).pow(2).sum() for layer in used).backward()
             opt.step()
     for a, b in zip(nets[0].parameters(), nets[1].parameters(), strict=True):
         assert torch.equal(a, b)
     counts = [ours.state_dict()["state"][i]["step"].item() for i in range(4)]
-    assert counts == [7, 7, 4, 4] == [theirs.state_dict()["state"][i]["step"].item() for i in range(4)]
+    assert counts == [3, 3, 2, 2] == [theirs.state_dict()["state"][i]["step"].item() for i in range(4)]
+    assert 4 not in ours.state_dict()["state"]  # the third layer was never stepped
 
 
 def test_building_the_optimizer_does_not_import_dynamo():
