@@ -96,36 +96,35 @@ class Adam:
             if not params:
                 continue
             states = [self._state(p) for p in params]
+            steps = [s["step"] for s in states]
             if len(params) == len(group["params"]):
-                self._count(g, [s["step"] for s in states])
+                steps = self._count(g, steps)
             else:  # a parameter without a gradient neither steps nor counts
-                torch._foreach_add_([s["step"] for s in states], 1.0)
+                torch._foreach_add_(steps, 1.0)
+            grads = [p.grad for p in params]
             fused_adam(
-                params,
-                [p.grad for p in params],
-                [s["exp_avg"] for s in states],
-                [s["exp_avg_sq"] for s in states],
-                [s["step"] for s in states],
-                group,
+                params, grads, [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states], steps, group
             )
 
-    def _count(self, g: int, steps: list[Tensor]) -> None:
-        """Count a step of every parameter of group ``g``, whose ``step`` tensors are ``steps``: one add to the
-        vector they view. It is made from their values where they are not its views (at the first step, or after
-        their state was loaded or replaced); parameters on several devices are counted one by one."""
+    def _count(self, g: int, steps: list[Tensor]) -> list[Tensor]:
+        """Count a step of every parameter of group ``g``, whose ``step`` tensors are ``steps``, with one add to
+        the vector they view; return them (the states' ``step`` tensors). The vector is made from their values
+        where they are not its elements (at the first step, or after their state was loaded or replaced);
+        parameters on several devices are counted one by one."""
         counts, views = self._counts.get(g, (None, []))
         if len(views) != len(steps) or any(
             view is not step for view, step in zip(views, steps, strict=False)
         ):
             if len({step.device for step in steps}) > 1:
                 torch._foreach_add_(steps, 1.0)
-                return
+                return steps
             counts = torch.stack(steps)
             views = list(counts.unbind())
             for p, view in zip(self.param_groups[g]["params"], views, strict=True):
                 self.state[p]["step"] = view
             self._counts[g] = counts, views
         counts.add_(1.0)
+        return views
 
     def _state(self, p: Tensor) -> dict[str, Tensor]:
         if p not in self.state:  # as torch.optim.Adam(fused=True) initializes it
