@@ -18,6 +18,7 @@ from proxima.files import (
     SEEDS_JSON,
     WEIGHTS,
     load_module_state,
+    make_dirs,
     read_json,
     read_tensors,
     write_json,
@@ -73,8 +74,17 @@ class Agent:
             array, single = self._box_obs(obs)
             obs_t = torch.as_tensor(array, device=self.device)
         else:
-            single = not layout.is_batch(obs)
-            packed = layout.pack(obs, action_mask if layout.mask == "info" else None, batch=not single)
+            given = obs
+            try:
+                obs = self._with_state(obs)
+                single = not layout.is_batch(obs)
+                packed = layout.pack(obs, action_mask if layout.mask == "info" else None, batch=not single)
+            except (KeyError, IndexError, TypeError):
+                raise UserError(
+                    f"predict takes an observation of {self.observation_space} (a dict or tuple of its parts, "
+                    f"each with a batch axis for a batch); got {type(given).__name__} "
+                    f"{sorted(given) if isinstance(given, dict) else ''}".rstrip()
+                ) from None
             if action_mask is not None and layout.mask != "info":  # it overrides the dict's own mask
                 mask = np.asarray(action_mask, dtype=bool)
                 packed[..., layout.mask_part.span] = mask.reshape(packed[..., layout.mask_part.span].shape)
@@ -87,6 +97,22 @@ class Agent:
         actions = env_actions(actions.cpu().numpy(), self.action_space)  # ready for env.step
         actions = actions[0] if single else actions
         return actions if self.model.lstm is None else (actions, state)
+
+    def _with_state(self, obs):
+        """A multi-agent observation as predict takes it: what the exported actor takes (``{"obs": ...,
+        "agent": ...}``, docs/MULTIAGENT.md), with or without the global ``state``. Only a centralized critic
+        reads the state, never the actor, so zeros stand in for it where it is not given, as in the exported
+        file."""
+        if self.model.spec.agents is None or not isinstance(obs, dict) or "state" in obs:
+            return obs
+        parts = {p.path[0]: p for p in self.layout.parts}
+        state, given = parts.get("state"), next((p for p in self.layout.parts if p.path[0] in obs), None)
+        if state is None or given is None:
+            return obs
+        value = obs[given.path[0]]
+        batch = (len(value),) if np.ndim(value) > len(given.shape) else ()
+        space = self.observation_space["state"]
+        return {**obs, "state": np.zeros((*batch, *state.shape), dtype=space.dtype)}
 
     def _box_obs(self, obs) -> tuple[np.ndarray, bool]:
         """A Box observation, or a batch of them, as an array of the space's dtype, and whether it is one. One
@@ -122,7 +148,7 @@ class Agent:
 
     def save(self, directory: str, **extra) -> None:
         """Write ``model.safetensors`` and ``agent.json`` into ``directory`` (made if it does not exist)."""
-        os.makedirs(directory, exist_ok=True)
+        make_dirs(directory)
         write_tensors(os.path.join(directory, WEIGHTS), self.model.state_dict())
         meta = {
             "format": FORMAT,
