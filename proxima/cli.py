@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import difflib
+import errno
 import gc
 import io
 import json
@@ -29,7 +30,14 @@ import tyro
 
 from proxima import files
 from proxima.argv import check, field_docs, fields, in_flags
-from proxima.errors import DiskFullError, EnvError, NonFiniteError, TrainingInterrupted, UserError
+from proxima.errors import (
+    DiskFullError,
+    EnvError,
+    FileAccessError,
+    NonFiniteError,
+    TrainingInterrupted,
+    UserError,
+)
 
 if TYPE_CHECKING:  # imported lazily at run time: the CLI starts fast
     from proxima.config import PPOArgs
@@ -481,14 +489,15 @@ def cmd_solve(argv: list[str]) -> int:
     returns = evaluate(agent, SOLVE_EPISODES, deterministic=deterministic, seed=args.run.seed)
     threshold = task["solve"]["threshold"]
     solved = returns.mean() >= threshold
-    save_evaluation(args.run.run_dir, returns, deterministic=deterministic, seed=args.run.seed, threshold=threshold,
-                    solved=bool(solved))  # fmt: skip
     print(
         f"{env_id} {'solved' if solved else 'NOT solved'}: {returns.mean():.1f} ± {returns.std():.1f} over "
         f"{SOLVE_EPISODES} {'deterministic' if deterministic else 'sampled'} episodes of Gymnasium's env "
         f"(threshold {threshold:g}), after {steps:,} steps{scored}; trained in {trained:.1f} s from process start "
-        f"({_process_seconds():.1f} s with the evaluation); run directory: {args.run.run_dir}"
-    )
+        f"({_process_seconds():.1f} s with the evaluation); run directory: {args.run.run_dir}",
+        flush=True,
+    )  # before eval.json, whose write may fail
+    save_evaluation(args.run.run_dir, returns, deterministic=deterministic, seed=args.run.seed, threshold=threshold,
+                    solved=bool(solved))  # fmt: skip
     return 0 if solved else 1
 
 
@@ -513,7 +522,10 @@ def cmd_eval(argv: list[str]) -> int:
         raise UserError("--video-episodes says how many episodes --video records: give --video too")
     # recorded apart, then put in the place of the last evaluation's videos: none of those, and no part of an
     # evaluation that failed, are taken for this one's
-    staging = tempfile.mkdtemp(prefix=f".{files.EVAL_VIDEOS}-", dir=args.run_dir) if args.video else None
+    staging = None
+    if args.video:  # checked before the episodes are played: a run directory that takes no videos
+        with files.writing(os.path.join(args.run_dir, files.EVAL_VIDEOS), None):
+            staging = tempfile.mkdtemp(prefix=f".{files.EVAL_VIDEOS}-", dir=args.run_dir)
     # a folder that does not exist yet: Gymnasium's recorder warns of one that does
     video_dir = os.path.join(staging, files.EVAL_VIDEOS) if staging else None
     try:
@@ -534,17 +546,19 @@ def cmd_eval(argv: list[str]) -> int:
         os.rename(recorded, video_dir)
         os.rmdir(staging)
     videos = sorted(f for f in os.listdir(video_dir) if f.endswith(".mp4")) if video_dir else []
+    # the score first: a run directory that takes no eval.json (read-only, full) loses nothing of it
+    print(
+        f"{args.env_id or agent.env_id}: mean_return={returns.mean():.2f} std_return={returns.std():.2f} "
+        f"episodes={len(returns)} deterministic={args.deterministic}",
+        flush=True,
+    )
+    if videos:
+        print(f"videos: {', '.join(os.path.join(video_dir, f) for f in videos)}", flush=True)
     # on another env than the run's, eval.json says which, and the report shows it beside the score
     other = {"env_id": args.env_id} if args.env_id not in (None, agent.env_id) else {}
     other |= {"env_kwargs": env_kwargs} if env_kwargs else {}
     save_evaluation(args.run_dir, returns, deterministic=args.deterministic, seed=args.seed,
                     videos=[os.path.join(files.EVAL_VIDEOS, f) for f in videos], **other)  # fmt: skip
-    print(
-        f"{args.env_id or agent.env_id}: mean_return={returns.mean():.2f} std_return={returns.std():.2f} "
-        f"episodes={len(returns)} deterministic={args.deterministic}"
-    )
-    if videos:
-        print(f"videos: {', '.join(os.path.join(video_dir, f) for f in videos)}")
     return 0
 
 
@@ -557,7 +571,6 @@ def _eval_against(agent, args: EvalArgs) -> int:
     returns, summary = play_against(
         agent, args.opponent, args.episodes, seed=args.seed, deterministic=args.deterministic
     )
-    save_evaluation(args.run_dir, returns, deterministic=args.deterministic, seed=args.seed, **summary)
     seats = ", ".join(
         f"{name} seat {s['win_rate']:.1%} of {s['games']}" for name, s in summary["by_seat"].items()
     )
@@ -572,6 +585,8 @@ def _eval_against(agent, args: EvalArgs) -> int:
             f"immediate wins taken: {tactics['win_taken_rate']:.1%} of {tactics['wins']}; the opponent's immediate "
             f"wins blocked (where it had none): {tactics['blocked_rate']:.1%} of {tactics['threats']}"
         )
+    sys.stdout.flush()  # the score is out before eval.json is written, which may fail
+    save_evaluation(args.run_dir, returns, deterministic=args.deterministic, seed=args.seed, **summary)
     return 0
 
 
@@ -1070,7 +1085,7 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         # one line, whatever the message holds: numpy writes a 2-D space's bounds over several lines
         line = " ".join(part.strip() for part in str(e).splitlines())
-        if isinstance(e, UserError):
+        if isinstance(e, UserError) and not isinstance(e, FileAccessError):  # whose paths are not flags
             from proxima.config import PPOArgs
 
             # sweep's --grid and tune's --space name settings as Python does: only the flags typed are flags
@@ -1079,6 +1094,17 @@ def main(argv: list[str] | None = None) -> int:
             line = in_flags(line, settings, {a.split("=")[0] for a in rest} if by_name else None)
         print(f"proxima {command}: error: {line}", file=sys.stderr)
         return 2 if isinstance(e, UserError) else getattr(e, "exit_status", 1)
+    except OSError as e:  # one that no proxima code around it said in its own words (a library's write)
+        cannot = files.refused(e, verb="write" if e.errno == errno.EROFS else "access")
+        if cannot is None and e.errno not in files.FULL_DISK:
+            raise
+        if _debug():
+            traceback.print_exc()
+        print(
+            f"proxima {command}: error: {cannot or f'{e.strerror.lower()} writing {e.filename}'}",
+            file=sys.stderr,
+        )
+        return 2 if cannot is not None else DiskFullError.exit_status
     except TrainingInterrupted as e:
         print(
             f"proxima {command}: {e}; continue it with: proxima train --resume {e.run_dir}", file=sys.stderr

@@ -24,7 +24,7 @@ from torch import Tensor, nn
 from proxima.agent import Agent
 from proxima.distributions import make_head
 from proxima.errors import UserError
-from proxima.files import output_directory, temporary_beside, write_json
+from proxima.files import output_directory, temporary_beside, write_json, writing
 from proxima.networks import ActorCritic
 from proxima.spaces import MASK_KEY, space_to_json
 from proxima.version import __version__
@@ -215,12 +215,14 @@ def export(agent_or_run_dir: Agent | str, format: str = "onnx", output: str | No
         raise UserError(f"cannot write {path}: it is a directory; give a file name in it")
     output_directory(path)
     policy = policy_of(agent)
-    fd, tmp = temporary_beside(path)  # the mode a plainly written file gets, not mkstemp's 0600
+    with writing(path, None):  # a directory that takes no file: one line that names it
+        fd, tmp = temporary_beside(path)  # the mode a plainly written file gets, not mkstemp's 0600
     os.close(fd)
     try:
         detail = _write_onnx(policy, tmp) if format == "onnx" else _write_torchscript(policy, tmp)
         _check_file(policy, tmp, format)
-        os.replace(tmp, path)
+        with writing(path, None):
+            os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)

@@ -17,7 +17,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save
 
-from proxima.errors import DiskFullError, UserError
+from proxima.errors import DiskFullError, FileAccessError, UserError
 
 # The names of the files and folders a run directory (RUN_DIR), an agent's directory and a sweep's directory
 # hold: every module that writes or reads one takes its name from here.
@@ -105,15 +105,44 @@ def written_by_a_run(name: str, group: bool = False) -> bool:
 
 
 FULL_DISK = (errno.ENOSPC, errno.EDQUOT)  # the errnos of a full disk and of a full quota
+# The errnos of a file the file system refuses to write (or read), whoever asks and however often (unlike a
+# full disk), in the words of the one line that says so (docs/HEALTH.md lists them)
+REFUSED = {
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.EROFS: "read-only file system",
+    errno.ENAMETOOLONG: "file name too long (the file system takes names of up to 255 bytes, on most)",
+    errno.ENOTDIR: "a part of its path is a file, not a directory",
+    errno.EISDIR: "it is a directory",
+}
+
+
+def refused(e: OSError, path: str | None = None, verb: str = "write") -> FileAccessError | None:
+    """The one-line ``FileAccessError`` of ``e`` where the file system refused to ``verb`` (``REFUSED``),
+    naming ``path`` (else the file ``e`` names); None for any other error."""
+    if e.errno not in REFUSED:
+        return None
+    where = path if path is not None else (e.filename if e.filename is not None else "a file")
+    return FileAccessError(f"cannot {verb} {where}: {REFUSED[e.errno]}")
+
+
+def make_dirs(path: str) -> None:
+    """``os.makedirs(path, exist_ok=True)``, with a refused write (``REFUSED``) or a full disk in one line."""
+    with writing(path, None):
+        os.makedirs(path, exist_ok=True)
 
 
 @contextlib.contextmanager
 def writing(path: str, size: int | None):
     """Turns a full disk (ENOSPC) or quota (EDQUOT) met while writing ``size`` bytes (None: what is pending) to
-    ``path`` into one ``DiskFullError`` that names them and the space free; any other error passes."""
+    ``path`` into one ``DiskFullError`` that names them and the space free, and a write the file system
+    refuses (a permission, a read-only disk, a name too long: ``REFUSED``) into one ``FileAccessError`` that
+    names ``path``; any other error passes."""
     try:
         yield
     except OSError as e:
+        if (cannot := refused(e, path)) is not None:
+            raise cannot from None
         if e.errno not in FULL_DISK:
             raise
         parts = [] if size is None else [f"it needs about {_size(size)}"]
@@ -132,6 +161,7 @@ def _size(n: int) -> str:
     return f"{n} bytes"
 
 
+NAME_MAX = 255  # the longest file name of ext4, XFS, btrfs, tmpfs, NTFS, APFS (in bytes or characters)
 _NEW_FILE_FLAGS = (
     os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     | getattr(os, "O_BINARY", 0)
@@ -149,7 +179,9 @@ def temporary_beside(path: str) -> tuple[int, str]:
     by O_EXCL, as mkstemp does."""
     directory = os.path.dirname(os.path.abspath(path))
     for _ in range(100):
-        tmp = os.path.join(directory, f".tmp-{secrets.token_hex(6)}{os.path.basename(path)}")
+        # cut to NAME_MAX, so that a name the file system takes has a temporary name it takes too
+        name = f".tmp-{secrets.token_hex(6)}{os.path.basename(path)}"[:NAME_MAX]
+        tmp = os.path.join(directory, name)
         try:
             return os.open(tmp, _NEW_FILE_FLAGS, 0o666), tmp
         except FileExistsError:
@@ -257,6 +289,8 @@ def read_json(path: str) -> dict:
             data = json.load(f)
     except FileNotFoundError:
         raise UserError(f"{path} is missing; give a run directory written by `proxima train`") from None
+    except OSError as e:
+        raise refused(e, path, "read") or e from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise UserError(f"{path} is not valid JSON ({e}); the checkpoint is corrupt") from None
     if not isinstance(data, dict):

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from proxima.errors import UserError
-from proxima.files import EPISODES, FULL_DISK, MACHINE_JSON, METRICS, writing
+from proxima.files import EPISODES, FULL_DISK, MACHINE_JSON, METRICS, REFUSED, writing
 
 # metrics.jsonl key -> TensorBoard tag (detail 12's debug variables, docs/SEEDS.md, plus episode statistics)
 TB_TAGS = {
@@ -105,12 +105,12 @@ class RunLogger:
 
     def _tensorboard_thread_hook(self, args) -> None:
         """TensorBoard writes its events in a thread of its own, and raises that thread's error again in this one
-        at the next call, where ``writing`` turns a full disk into the run's one line: the thread need not print
-        a traceback of it as well."""
+        at the next call, where ``writing`` turns a full disk (or a refused write) into the run's one line: the
+        thread need not print a traceback of it as well."""
         error = args.exc_value
         if not (
             isinstance(error, OSError)
-            and error.errno in FULL_DISK
+            and (error.errno in FULL_DISK or error.errno in REFUSED)
             and "tensorboard" in type(args.thread).__module__
         ):
             self._hook(args)
@@ -194,9 +194,10 @@ class RunLogger:
                 if sink is not None:
                     sink.close()
             except OSError as e:
-                # a full disk here loses only what came after the last checkpoint, which a resume cuts off from
-                # the logs (and TensorBoard hides); it must not hide the error that stopped the run
-                if e.errno not in FULL_DISK:
+                # a full disk (or a disk now read-only) here loses only what came after the last checkpoint,
+                # which a resume cuts off from the logs (and TensorBoard hides); it must not hide the error that
+                # stopped the run
+                if e.errno not in FULL_DISK and e.errno not in REFUSED:
                     raise
         if self._writer is not None and threading.excepthook == self._tensorboard_thread_hook:
             threading.excepthook = self._hook

@@ -35,7 +35,7 @@ from proxima.encoders import choose_encoder, resolve_precision
 from proxima.envs import make_envs
 from proxima.envs.interface import AgentSpec, agent_spec, obs_layout
 from proxima.envs.user import describe_env, is_env_object, load_env_factory
-from proxima.errors import DiskFullError, EnvError, NonFiniteError, UserError
+from proxima.errors import DiskFullError, EnvError, FileAccessError, NonFiniteError, UserError
 from proxima.files import (
     AGENT_JSON,
     CHECKPOINT,
@@ -112,9 +112,10 @@ def steps(run: Run, callbacks: list[Callback]) -> Updates:
         crashed = isinstance(e, EnvError)  # a crash may not recur; a NaN would, from the same state
         where = f" in update {run.updates_done + 1}" if crashed else ""
         raise type(e)(f"{e}{where}; {checkpoint.last_checkpoint_note(run.run_dir, resumable=crashed)}") from e
-    except DiskFullError as e:
-        note = checkpoint.last_checkpoint_note(run.run_dir, how="free space, then continue with")
-        raise DiskFullError(f"{e}; {note}") from None
+    except (DiskFullError, FileAccessError) as e:
+        how = "free space" if isinstance(e, DiskFullError) else f"make {run.run_dir} writable"
+        note = checkpoint.last_checkpoint_note(run.run_dir, how=f"{how}, then continue with")
+        raise type(e)(f"{e}; {note}") from None
     finally:
         run.console.close()
         for callback in reversed(callbacks):

@@ -44,6 +44,7 @@ from proxima.files import (
     RESULTS_MD,
     SEEDS_JSON,
     VIDEOS,
+    make_dirs,
     read_json,
     write_json,
 )
@@ -367,10 +368,10 @@ def train_seeds(
         # --capture-video's recorders make each seed's videos folder as they are built: removed below).
         group, more = _seed_group(args, parent, device, env)
         args = args.replace(precision=group.runs[0].args.network.precision)
-        os.makedirs(parent, exist_ok=True)
+        make_dirs(parent)
         write_json(os.path.join(parent, SEEDS_JSON), args.to_json())
         for run in group.runs:
-            os.makedirs(run.run_dir, exist_ok=True)
+            make_dirs(run.run_dir)
             write_json(os.path.join(run.run_dir, CONFIG_JSON), run.args.to_json())
         written = True
         return _train_group(group, args, parent, callbacks or [], notes + more)

@@ -36,6 +36,7 @@ from proxima.files import (
     RESULTS_MD,
     SWEEP_JSON,
     TRIAL_JSON,
+    make_dirs,
     read_json,
     read_jsonl,
     write_json,
@@ -207,7 +208,7 @@ def sweep(
     if len({t["name"] for t in trials}) < len(trials):
         raise UserError("two settings give the same run directory name; give each setting its own values")
     existed = os.path.isdir(out)
-    os.makedirs(out, exist_ok=True)
+    make_dirs(out)
     plan = {"format": FORMAT, "version": VERSION, "title": _title(settings[0][1]),
             "cpus_per_trial": cpus_per_trial, "gpus_per_trial": gpus_per_trial, "max_concurrent": max_concurrent,
             "executor": executor, "batched": batched,

@@ -27,6 +27,7 @@ from proxima.files import (
     CONFIG_JSON,
     SEEDS_JSON,
     VIDEOS,
+    make_dirs,
     read_checkpoint_meta,
     read_json,
     seed_run_dirs,
@@ -160,7 +161,7 @@ def training(
         run.agent.env_source = env_source(args.env.env_id, args.env.env_kwargs, args.env.env_factory)
         if args.run.init_from is not None:
             init_from_agent(run, args.run.init_from)
-        os.makedirs(run_dir, exist_ok=True)
+        make_dirs(run_dir)
         write_json(os.path.join(run_dir, CONFIG_JSON), args.to_json())
         written = True
         run.notes += notes

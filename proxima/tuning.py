@@ -50,6 +50,7 @@ from proxima.files import (
     RESULTS_MD,
     TRIAL_JSON,
     TUNE_JSON,
+    make_dirs,
     read_json,
     read_jsonl,
     write_json,
@@ -240,7 +241,7 @@ def tune(
     out = os.path.abspath(output_dir or default_output_dir(base.env.env_id, "tune"))
     if os.path.exists(out) and os.listdir(out):
         raise UserError(f"output directory {out!r} already exists and is not empty; give a new --output-dir")
-    os.makedirs(out, exist_ok=True)
+    make_dirs(out)
     write_json(os.path.join(out, TUNE_JSON), plan)
     return _run(out, plan, address)
 

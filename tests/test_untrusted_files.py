@@ -1,0 +1,195 @@
+"""What a run directory's files say is checked, and what the file system refuses is said in one line (issue 63,
+section 5): a read-only disk, a permission, a name too long; weights whose shapes, dtypes or values are not
+the network's; a config.json or checkpoint that lacks what a resume needs; and the commands agree on whether
+a run has finished, so that the command a message gives works."""
+
+import errno
+import os
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import proxima
+import proxima.files
+from proxima.cli import main
+from proxima.errors import FileAccessError
+from proxima.files import CHECKPOINT, read_checkpoint
+
+# 4 updates of 2 native CartPole envs x 128 steps, a checkpoint every 2; one thread (see test_resume.py)
+RUN = [
+    "--total-timesteps", "1024", "--num-envs", "2", "--num-steps", "128", "--seed", "3", "--torch-threads", "1",
+    "--no-cuda", "--no-plot", "--no-report", "--quiet", "--checkpoint-every", "2",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory) -> str:
+    """A finished run, never changed: copy it (``run_copy``) to change it."""
+    run_dir = str(tmp_path_factory.mktemp("untrusted") / "run")
+    assert main(["train", "--run-dir", run_dir, *RUN]) == 0
+    return run_dir
+
+
+@pytest.fixture
+def run_copy(finished, tmp_path) -> str:
+    copy = str(tmp_path / "copy")
+    shutil.copytree(finished, copy)
+    return copy
+
+
+def _one_line(capsys, command: str) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"proxima {command}: error: "), err
+    return err[0][len(f"proxima {command}: error: ") :]
+
+
+# --- a. what the file system refuses: one line, exit status 2 ---------------------------------------------------
+
+
+@pytest.fixture
+def read_only(finished, tmp_path):
+    """A tmpfs holding a copy of the finished run, mounted read-only (mounting needs root, as the tests run)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mount = tmp_path / "ro"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], capture_output=True, text=True
+    )
+    if done.returncode:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        shutil.copytree(finished, mount / "run")
+        subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
+        yield str(mount)
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=True)
+
+
+READ_ONLY_COMMANDS = {
+    "eval": (["eval", "{ro}/run", "--episodes", "2"], "{ro}/run/eval.json"),
+    "eval-video": (["eval", "{ro}/run", "--episodes", "2", "--video"], "{ro}/run/eval-videos"),
+    "export": (["export", "{ro}/run", "--format", "torchscript"], "{ro}/run/policy.pt"),
+    "report": (["report", "{ro}/run"], "{ro}/run/report.html"),
+    "resume": (["train", "--resume", "{ro}/run", "--total-timesteps", "2048"], "{ro}/run/config.json"),
+    "train": (["train", "--run-dir", "{ro}/new", *RUN], "{ro}/new"),
+    "sweep": (
+        ["sweep", "--executor", "local", "--output-dir", "{ro}/sweep", "--seeds", "1", *RUN[:6]],
+        "{ro}/sweep",
+    ),
+    "tune": (
+        ["tune", "--output-dir", "{ro}/tune", "--space", "learning_rate=choice:0.001", *RUN[:6]],
+        "{ro}/tune",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", READ_ONLY_COMMANDS, ids=list(READ_ONLY_COMMANDS))
+def test_a_read_only_disk_is_one_line_that_names_the_file(case, read_only, capsys):
+    argv, path = READ_ONLY_COMMANDS[case]
+    assert main([a.format(ro=read_only) for a in argv]) == 2
+    assert _one_line(capsys, argv[0]) == f"cannot write {path.format(ro=read_only)}: read-only file system"
+
+
+def test_eval_prints_the_score_before_it_writes_eval_json(read_only, capsys):
+    assert main(["eval", f"{read_only}/run", "--episodes", "2", "--deterministic"]) == 2
+    out, err = capsys.readouterr()
+    assert re.fullmatch(
+        r"CartPole-v1: mean_return=[\d.]+ std_return=[\d.]+ episodes=2 deterministic=True\n", out
+    )
+    assert err == f"proxima eval: error: cannot write {read_only}/run/eval.json: read-only file system\n"
+
+
+LONG = "x" * 300  # a name longer than any file system takes (ENAMETOOLONG, whoever runs it)
+
+
+def test_a_name_too_long_is_one_line(finished, tmp_path, capsys):
+    for argv, path in [
+        (["train", "--run-dir", str(tmp_path / LONG), *RUN], tmp_path / LONG),
+        (
+            ["export", finished, "--format", "torchscript", "--output", str(tmp_path / f"{LONG}.pt")],
+            tmp_path / f"{LONG}.pt",
+        ),
+        (["report", finished, "--output", str(tmp_path / f"{LONG}.html")], tmp_path / f"{LONG}.html"),
+    ]:
+        assert main(argv) == 2
+        assert _one_line(capsys, argv[0]) == (
+            f"cannot write {path}: file name too long (the file system takes names of up to 255 bytes, on most)"
+        )
+    assert os.listdir(tmp_path) == []
+    with pytest.raises(FileAccessError, match="file name too long"):  # the Python API: a UserError
+        proxima.train(run_dir=str(tmp_path / LONG), total_timesteps=512, num_envs=2, quiet=True)
+
+
+def test_a_name_the_file_system_takes_is_written_atomically_whatever_its_length(finished, tmp_path):
+    """The temporary file of an atomic write is named after its file, and cut to the longest name allowed."""
+    path = str(
+        tmp_path / ("y" * 245 + ".pt")
+    )  # 248 bytes, and 253 with .json: their temporary files 265, 270
+    assert proxima.export(finished, "torchscript", path) == path
+    assert sorted(os.listdir(tmp_path)) == sorted([os.path.basename(path), os.path.basename(path) + ".json"])
+
+
+def _refused_at(monkeypatch, name: str, nth: int, code: int) -> None:
+    """The ``nth`` atomic write of ``name`` is refused with ``code`` where its temporary file is made."""
+    made, seen = proxima.files.temporary_beside, []
+
+    def refuse(path: str):
+        if os.path.basename(path) == name:
+            seen.append(path)
+            if len(seen) == nth:
+                raise OSError(code, os.strerror(code), path)
+        return made(path)
+
+    monkeypatch.setattr(proxima.files, "temporary_beside", refuse)
+
+
+@pytest.mark.parametrize(
+    ("code", "said"),
+    [
+        (errno.EACCES, "permission denied"),
+        (errno.EPERM, "operation not permitted"),
+        (errno.EROFS, "read-only file system"),
+    ],
+    ids=["EACCES", "EPERM", "EROFS"],
+)
+def test_a_write_refused_during_training_keeps_the_checkpoint_and_the_command_it_gives_works(
+    code, said, tmp_path, monkeypatch, capsys
+):
+    """Root may write where file modes forbid it, so the refusal is made up here (the read-only disk above is
+    real): the second checkpoint's write is refused."""
+    run_dir = str(tmp_path / "run")
+    with monkeypatch.context() as m:
+        _refused_at(m, CHECKPOINT, 2, code)
+        assert main(["train", "--run-dir", run_dir, *RUN]) == 2
+    line = _one_line(capsys, "train")
+    checkpoint = os.path.join(run_dir, CHECKPOINT)
+    assert line == (
+        f"cannot write {checkpoint}: {said}; the last good checkpoint, from update 2, is {checkpoint}; make "
+        f"{run_dir} writable, then continue with: proxima train --resume {run_dir}"
+    )
+    assert not [n for n in os.listdir(run_dir) if n.startswith(".tmp-")]
+    assert main(["train", "--resume", run_dir]) == 0  # the command the line gives
+    assert read_checkpoint(checkpoint)[1]["finished"]
+
+
+# --- f. a multi-agent agent's predict takes what its exported actor takes -----------------------------------------
+
+
+def test_a_mappo_agent_predicts_without_the_global_state_that_only_its_critic_reads(tmp_path):
+    agent = proxima.train(env_id="proxima/ProbeCentralCritic-v0", algo="mappo", num_envs=2, num_steps=16,
+                          total_timesteps=64, run_dir=str(tmp_path / "run"), quiet=True, report=False, plot=False)  # fmt: skip
+    rng = np.random.default_rng(0)
+    own = {"obs": rng.random((6, 1), dtype=np.float32), "agent": np.array([0, 1, 0, 1, 1, 0])}
+    state = rng.random((6, 2), dtype=np.float32)
+    expected = agent.predict({**own, "state": state}, deterministic=True)
+    assert np.array_equal(agent.predict(own, deterministic=True), expected)  # the actor never reads it
+    one = agent.predict({"obs": own["obs"][1], "agent": 1}, deterministic=True)
+    assert np.ndim(one) == 0 and one == expected[1]
+    with pytest.raises(
+        proxima.UserError, match=r"predict takes an observation of Dict\(.*got dict \['agent'\]"
+    ):
+        agent.predict({"agent": 1})
