@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import gymnasium as gym
@@ -17,15 +18,19 @@ from proxima.files import (
     CONFIG_JSON,
     SEEDS_JSON,
     WEIGHTS,
+    check_finite,
+    check_shapes,
     load_module_state,
     make_dirs,
     read_json,
     read_tensors,
+    shapes_of,
+    tensor_shapes,
     write_json,
     write_tensors,
 )
-from proxima.networks import ActorCritic, NetworkSpec
-from proxima.spaces import space_from_json, space_to_json
+from proxima.networks import ActorCritic, NetworkSpec, network_shapes
+from proxima.spaces import ObsLayout, space_from_json, space_to_json
 
 FORMAT = "proxima-agent"
 VERSION = 3
@@ -183,20 +188,73 @@ class Agent:
                 f"{run_dir}/{AGENT_JSON} has agent format version {meta['version']}; this proxima reads version "
                 f"{VERSION} only (train the agent again, or load it with the proxima that saved it)"
             )
+        source, path = f"{run_dir}/{AGENT_JSON}", os.path.join(run_dir, WEIGHTS)
         try:
             spec = NetworkSpec.from_json(meta["network"])
             observation_space = space_from_json(meta["observation_space"])
             action_space = space_from_json(meta["action_space"])
-        except (KeyError, TypeError, ValueError) as e:
+            if not isinstance(meta["env_id"], str) or not isinstance(meta.get("env_source", {}), dict):
+                raise TypeError("env_id must be a string and env_source an object")
+            check_spec(spec, observation_space, action_space, source)
+            # the network on the meta device: what the weights must be, with nothing allocated yet
+            expected = network_shapes(spec, action_space)
+        except UserError:
+            raise
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, RuntimeError) as e:
             raise UserError(
-                f"{run_dir}/{AGENT_JSON} is missing or has a bad field ({e}); the checkpoint is corrupt"
+                f"{source} is missing or has a bad field ({e}); the checkpoint is corrupt"
             ) from None
+        if expected is not None:  # from the header, before a tensor is read
+            check_shapes(tensor_shapes(path), expected, path, source)
+        tensors = read_tensors(path)
+        check_finite(tensors, path)
         model = ActorCritic(spec, make_head(action_space, spec.network.action_dist))
-        path = os.path.join(run_dir, WEIGHTS)
-        load_module_state(model, read_tensors(path), path)
+        if expected is None:  # the network itself, then: load_state_dict would convert another dtype
+            check_shapes(shapes_of(tensors), shapes_of(model.state_dict()), path, source)
+        load_module_state(model, tensors, path)
         agent = cls(model.to(device).eval(), meta["env_id"], observation_space, action_space)
         agent.env_source = meta.get("env_source", {})
         return agent
+
+
+def check_spec(spec: NetworkSpec, observation_space: gym.Space, action_space: gym.Space, source: str) -> None:
+    """A one-line ``UserError`` unless ``spec`` (read from ``source``) is of the types a saved one has, holds
+    settings that ``proxima train`` accepts, takes the observations of ``observation_space`` as its input and
+    gives the logits of ``action_space``: the file's parts must be of one agent."""
+    from proxima.config import check_type
+
+    ints = lambda v: isinstance(v, tuple) and all(isinstance(n, int) and n > 0 for n in v)  # noqa: E731
+    kinds = {"logits_dim": lambda v: isinstance(v, int) and v > 0, "obs_shape": ints,
+             "has_critic": lambda v: isinstance(v, bool), "obs_layout": lambda v: isinstance(v, dict | None),
+             "agents": lambda v: isinstance(v, dict | None)}  # fmt: skip
+    for name, fits in kinds.items():
+        if not fits(getattr(spec, name)):
+            raise UserError(
+                f"{source}'s network has {name}={getattr(spec, name)!r}; the checkpoint is corrupt"
+            )
+    for name, value in dataclasses.asdict(spec.network).items():
+        check_type(name, tuple(value) if isinstance(value, list) else value)
+    spec.network.validate()
+    layout = spec.layout()
+    if layout.packed:
+        takes = ObsLayout(observation_space, layout.mask, layout.mask_size)
+        same = [(p.path, p.kind, p.size) for p in takes.parts] == [
+            (p.path, p.kind, p.size) for p in layout.parts
+        ]
+    else:
+        takes = observation_space if isinstance(observation_space, gym.spaces.Box) else None
+        same = takes is not None and isinstance(layout.space, gym.spaces.Box)
+    if not same or tuple(takes.shape) != spec.obs_shape or tuple(layout.shape) != spec.obs_shape:
+        raise UserError(
+            f"{source}'s observation_space, {observation_space}, is not what its network takes (observations "
+            f"{'packed ' if layout.packed else ''}of shape {spec.obs_shape}); the checkpoint is corrupt"
+        )
+    logits = make_head(action_space, spec.network.action_dist).logits_dim
+    if logits != spec.logits_dim:
+        raise UserError(
+            f"{source}'s action_space, {action_space}, needs {logits} logits; its network gives "
+            f"{spec.logits_dim}: the checkpoint is corrupt"
+        )
 
 
 def _no_agent_yet(run_dir: str) -> None:

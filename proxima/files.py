@@ -310,6 +310,78 @@ def read_tensors(path: str) -> dict[str, torch.Tensor]:
         ) from None
 
 
+# safetensors' names of the dtypes a network holds (its header names each tensor's dtype so)
+_DTYPE_CODES = {torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
+                torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8", torch.uint8: "U8",
+                torch.bool: "BOOL"}  # fmt: skip
+_DTYPE_NAMES = {code: str(dtype).removeprefix("torch.") for dtype, code in _DTYPE_CODES.items()}
+
+Shapes = dict[str, tuple[tuple[int, ...], str]]  # each tensor's shape and safetensors dtype code, by name
+
+
+def tensor_shapes(path: str) -> Shapes:
+    """Each tensor's shape and dtype in the safetensors file ``path``, from its header alone: no tensor is read,
+    so what a file claims can be checked before anything is allocated for it."""
+    if not os.path.isfile(path):
+        raise UserError(f"{path} is missing; give a run directory written by `proxima train`")
+    try:
+        with safe_open(path, "pt") as f:
+            return {k: (tuple(f.get_slice(k).get_shape()), f.get_slice(k).get_dtype()) for k in f.keys()}  # noqa: SIM118
+    except (SafetensorError, OSError, ValueError) as e:
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise UserError(
+            f"{path} is not a readable safetensors file ({reason}); the checkpoint is corrupt"
+        ) from None
+
+
+def shapes_of(tensors: dict[str, torch.Tensor]) -> Shapes:
+    """``tensor_shapes``' form of tensors in hand (a meta-device network's state, a checkpoint's part)."""
+    return {k: (tuple(t.shape), _DTYPE_CODES.get(t.dtype, str(t.dtype))) for k, t in tensors.items()}
+
+
+def check_shapes(found: Shapes, expected: Shapes, path: str, source: str) -> None:
+    """A one-line ``UserError`` unless the tensors ``found`` in ``path`` are exactly those ``expected`` of the
+    network that ``source`` describes: the same names, shapes and dtypes (a float32 network loads no integer
+    or float64 weights: ``load_state_dict`` would convert them silently)."""
+    missing, extra = sorted(set(expected) - set(found)), sorted(set(found) - set(expected))
+    if missing or extra:
+        what = f"lacks {missing[0]}" if missing else f"holds {extra[0]}"
+        raise UserError(
+            f"{path} does not match the network that {source} describes: it {what}"
+            + (
+                f" and {len(missing) + len(extra) - 1} more differences"
+                if len(missing) + len(extra) > 1
+                else ""
+            )
+            + "; the two files do not go together"
+        )
+    for key, (shape, dtype) in expected.items():
+        if found[key][0] != shape:
+            raise UserError(
+                f"{path} does not match the network that {source} describes: its {key} is of shape "
+                f"{found[key][0]}, the network's {shape}; the two files do not go together"
+            )
+        if found[key][1] != dtype:
+            name = _DTYPE_NAMES.get(found[key][1], found[key][1])
+            raise UserError(
+                f"{path} holds {key} as {name}; the network holds it as {_DTYPE_NAMES.get(dtype, dtype)}, and weights "
+                "of another dtype are refused, not converted"
+            )
+
+
+def check_finite(tensors: dict[str, torch.Tensor], path: str) -> None:
+    """A one-line ``UserError`` where a floating tensor holds a NaN or an infinity: a network with one gives
+    NaN logits, and an agent that plays action 0 whatever it sees."""
+    for key, tensor in tensors.items():
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            count = int((~torch.isfinite(tensor)).sum())
+            raise UserError(
+                f"{path} holds {count} non-finite value{'s' if count > 1 else ''} (NaN or infinity) in {key}; no "
+                "trained network has one: "
+                "use another copy of the run, or train it again"
+            )
+
+
 def load_module_state(module: torch.nn.Module, state: dict[str, torch.Tensor], path: str) -> None:
     """``module.load_state_dict(state, strict=True)`` with a mismatch reported as a one-line ``UserError``."""
     try:

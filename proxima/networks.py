@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Literal
 
 import gymnasium as gym
@@ -12,9 +12,10 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from proxima.distributions import Head
+from proxima.distributions import Head, make_head
 from proxima.encoders import PRECISIONS, choose_encoder, make_encoder
 from proxima.errors import UserError, read_only
+from proxima.files import Shapes, shapes_of
 from proxima.normalization import Normalization
 from proxima.spaces import ObsLayout
 
@@ -292,6 +293,9 @@ class NetworkSettings:
 
     @classmethod
     def from_json(cls, data: dict) -> NetworkSettings:
+        """From ``asdict``'s output, whole: a setting that is missing is refused, never given today's default
+        (an agent would then act with another network than it was trained with)."""
+        _whole(cls, data)
         sizes = {
             k: tuple(data[k]) for k in ("hidden_sizes", "critic_hidden_sizes") if data.get(k) is not None
         }
@@ -329,8 +333,36 @@ class NetworkSpec:
 
     @classmethod
     def from_json(cls, data: dict) -> NetworkSpec:
+        _whole(cls, data)
         network = NetworkSettings.from_json(data["network"])
         return cls(**{**data, "network": network, "obs_shape": tuple(data["obs_shape"])})
+
+
+def _whole(cls, data: dict) -> None:
+    """A ``ValueError`` naming the first field of the dataclass ``cls`` that ``data`` lacks (or the first key it
+    holds that is none of them)."""
+    if not isinstance(data, dict):
+        raise TypeError(f"{cls.__name__} must be a JSON object, got {data!r}")
+    names = [f.name for f in fields(cls)]
+    missing, unknown = [n for n in names if n not in data], sorted(set(data) - set(names))
+    if missing or unknown:
+        raise ValueError(
+            f"{missing[0]!r} is missing" if missing else f"{unknown[0]!r} is not a setting of it"
+        )
+
+
+def network_shapes(spec: NetworkSpec, action_space: gym.Space) -> Shapes | None:
+    """The state of ``ActorCritic(spec, make_head(action_space, ...))`` as ``proxima.files.shapes_of`` gives it
+    (each tensor's shape and dtype), from the network built on the meta device: nothing is allocated, so a
+    spec of any size (a file edited to ask for 40 GB) costs nothing to check before the real one is built.
+    None where it cannot be built there (a user's encoder that reads its own tensors' values as it is made):
+    the real network's strict ``load_state_dict`` is then the check."""
+    try:
+        with torch.device("meta"):
+            model = ActorCritic(spec, make_head(action_space, spec.network.action_dist))
+    except (RuntimeError, NotImplementedError):
+        return None
+    return shapes_of(model.state_dict())
 
 
 class Grouped(nn.Module):
@@ -386,7 +418,8 @@ class ActorCritic(nn.Module):
             unseen = ("state",) if net.actor_agent_index else ("state", "agent")
             layout, self.actor_index = full.select(tuple(k for k in full.space.spaces if k not in unseen))
             kinds = spec.agents["kinds"]
-            groups = torch.tensor(kinds if net.share_params else list(range(len(kinds))))
+            # on the CPU, as its values are read here (network_shapes builds the rest on the meta device)
+            groups = torch.tensor(kinds if net.share_params else list(range(len(kinds))), device="cpu")
             self.agent_column = next(p.offset for p in full.parts if p.path == ("agent",))
             dims = spec.agents.get("action_dims")
             if dims is not None:  # each agent's 1 for the Box components it acts with (Head.sample's dims)

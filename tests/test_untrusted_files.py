@@ -4,6 +4,7 @@ the network's; a config.json or checkpoint that lacks what a resume needs; and t
 a run has finished, so that the command a message gives works."""
 
 import errno
+import json
 import os
 import re
 import shutil
@@ -11,12 +12,22 @@ import subprocess
 
 import numpy as np
 import pytest
+import torch
+from safetensors.torch import load_file, save_file
 
 import proxima
+import proxima.agent
 import proxima.files
+import proxima.trainer
 from proxima.cli import main
 from proxima.errors import FileAccessError
-from proxima.files import CHECKPOINT, read_checkpoint
+from proxima.files import (
+    AGENT_JSON,
+    CHECKPOINT,
+    EVAL_JSON,
+    WEIGHTS,
+    read_checkpoint,
+)
 
 # 4 updates of 2 native CartPole envs x 128 steps, a checkpoint every 2; one thread (see test_resume.py)
 RUN = [
@@ -134,11 +145,12 @@ def test_a_name_the_file_system_takes_is_written_atomically_whatever_its_length(
 
 
 def _refused_at(monkeypatch, name: str, nth: int, code: int) -> None:
-    """The ``nth`` atomic write of ``name`` is refused with ``code`` where its temporary file is made."""
+    """The ``nth`` atomic write of ``name`` (a file's name, or the end of its path) is refused with ``code``
+    where its temporary file is made."""
     made, seen = proxima.files.temporary_beside, []
 
     def refuse(path: str):
-        if os.path.basename(path) == name:
+        if os.path.basename(path) == name or path.endswith(os.sep + name):
             seen.append(path)
             if len(seen) == nth:
                 raise OSError(code, os.strerror(code), path)
@@ -193,3 +205,73 @@ def test_a_mappo_agent_predicts_without_the_global_state_that_only_its_critic_re
         proxima.UserError, match=r"predict takes an observation of Dict\(.*got dict \['agent'\]"
     ):
         agent.predict({"agent": 1})
+
+
+# --- c. an agent's files checked on load, before anything is allocated ------------------------------------------
+
+
+def _edit_json(path: str, edit) -> None:
+    with open(path) as f:
+        data = json.load(f)
+    edit(data)
+    with open(path, "w") as f:
+        json.dump(data, f)
+
+
+def _edit_weights(path: str, edit) -> None:
+    tensors = load_file(path)
+    edit(tensors)
+    save_file(tensors, path)
+
+
+def _never_built(monkeypatch, module, name: str) -> None:
+    """``module.name`` (a network's or a run's class) raises if it is made: what a refused file must not get to."""
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"{name} was built for a file that should have been refused")
+
+    monkeypatch.setattr(module, name, refuse)
+
+
+def _hidden(sizes):
+    return lambda agent: agent["network"]["network"].update(hidden_sizes=sizes)
+
+
+AGENT_EDITS = {
+    # 10^10 weights per MLP: 40 GB, had the network been built
+    "huge": (AGENT_JSON, _hidden([100_000, 100_000]), r"model\.safetensors does not match the network that "
+             r".*agent\.json describes: its actor\.0\.weight is of shape \(64, 4\), the network's \(100000, 4\)"),
+    "missing-setting": (AGENT_JSON, lambda a: a["network"]["network"].pop("activation"),
+                        r"agent\.json is missing or has a bad field \('activation' is missing\)"),
+    "observation-space": (AGENT_JSON, lambda a: a["observation_space"].update(shape=[2], low=[0, 0], high=[1, 1]),
+                          r"agent\.json's observation_space, Box\(0\.0, 1\.0, \(2,\), float32\), is not what its "
+                          r"network takes \(observations of shape \(4,\)\)"),
+    "action-space": (AGENT_JSON, lambda a: a["action_space"].update(n=3),
+                     r"agent\.json's action_space, Discrete\(3\), needs 3 logits; its network gives 2"),
+    "integer-weights": (WEIGHTS, lambda w: w.update({"actor.0.weight": w["actor.0.weight"].to(torch.int64)}),
+                        r"model\.safetensors holds actor\.0\.weight as int64; the network holds it as float32"),
+    "float64-weights": (WEIGHTS, lambda w: w.update({"critic.4.bias": w["critic.4.bias"].double()}),
+                        r"model\.safetensors holds critic\.4\.bias as float64; the network holds it as float32"),
+    "nan": (WEIGHTS, lambda w: w["actor.2.weight"].view(-1)[:3].fill_(float("nan")),
+            r"model\.safetensors holds 3 non-finite values \(NaN or infinity\) in actor\.2\.weight"),
+    "inf-statistics": (WEIGHTS, lambda w: w["normalization.obs_rms.var"].fill_(float("inf")),
+                       r"model\.safetensors holds 4 non-finite values \(NaN or infinity\) in normalization\.obs_rms\.var"),
+    "missing-tensor": (WEIGHTS, lambda w: w.pop("critic.4.bias"),
+                       r"model\.safetensors does not match the network .* it lacks critic\.4\.bias"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", AGENT_EDITS, ids=list(AGENT_EDITS))
+def test_an_agent_whose_files_do_not_go_together_is_refused_before_its_network_is_built(
+    case, run_copy, monkeypatch, capsys
+):
+    name, edit, said = AGENT_EDITS[case]
+    path = os.path.join(run_copy, name)
+    (_edit_json if name == AGENT_JSON else _edit_weights)(path, edit)
+    _never_built(monkeypatch, proxima.agent, "ActorCritic")
+    for argv in (["eval", run_copy, "--episodes", "1"], ["export", run_copy, "--format", "torchscript"]):
+        assert main(argv) == 2
+        assert re.search(said, _one_line(capsys, argv[0])), said
+    with pytest.raises(proxima.UserError, match=said):
+        proxima.load(run_copy)
+    assert not os.path.exists(os.path.join(run_copy, EVAL_JSON))
