@@ -43,7 +43,7 @@ from proxima.envs.registry import resolve_backend
 from proxima.envs.selfplay import is_selfplay_id
 from proxima.errors import DiskFullError, NonFiniteError, TrainingInterrupted, UserError, raised
 from proxima.evaluate import run_episodes
-from proxima.files import BEST, CANDIDATES, LEARNING_CURVE, METRICS, REPORT, VIDEOS
+from proxima.files import BEST, CANDIDATES, EPISODES, LEARNING_CURVE, METRICS, REPORT, VIDEOS
 from proxima.health import HealthMonitor, HealthWarning
 from proxima.logger import RunLogger, info_number, log_session
 from proxima.report import REWRITE_S, write_report
@@ -410,7 +410,10 @@ class Logging(Callback):
         return {"offsets": self.logger.offsets(self.global_step), "wandb_id": self.wandb_id}
 
     def load_state_dict(self, state: dict) -> None:
-        self.resume_from, self.wandb_id = state["offsets"], state["wandb_id"]
+        offsets = state["offsets"]
+        if not all(isinstance(offsets.get(n), int) and offsets[n] >= 0 for n in (METRICS, EPISODES)):
+            raise ValueError(f"the logs' ends are {offsets}, not byte counts")  # before a log is cut there
+        self.resume_from, self.wandb_id = offsets, state["wandb_id"]
 
 
 class NonFiniteStop(Callback):

@@ -15,13 +15,23 @@ the spaces and the schema version. A file of any other version is refused in one
 
 from __future__ import annotations
 
+import math
 import os
 from typing import TYPE_CHECKING
 
 from torch import Tensor
 
 from proxima.errors import UserError, raised
-from proxima.files import CHECKPOINT, read_checkpoint, write_checkpoint
+from proxima.files import (
+    CHECKPOINT,
+    check_finite,
+    check_shapes,
+    read_checkpoint_meta,
+    read_tensors,
+    shapes_of,
+    write_checkpoint,
+)
+from proxima.networks import NetworkSpec, network_shapes
 
 if TYPE_CHECKING:
     from proxima.loop import Run
@@ -115,13 +125,69 @@ def save_group(path: str, snapshots: dict[str, tuple[dict[str, Tensor], dict]]) 
     write_checkpoint(path, tensors, meta)
 
 
+# What every run's header holds beside its format: the counters (``Run.counters``) and their types, and the
+# components of ``Run.state_dict`` (each stateful callback's is one more, under its state_key, checked by it)
+COUNTERS = {"update": int, "global_step": int, "elapsed_s": float, "torch_threads": int, "finished": bool}
+RUN_COMPONENTS = ("model", "optimizer", "settings", "collector", "rng")
+
+
+def check_header(meta: dict, path: str) -> None:
+    """A one-line ``UserError`` unless ``meta``, one run's header, holds each counter of its type, the spaces
+    and every component of a run: what a resume reads of it, before it reads any."""
+    for key, kind in COUNTERS.items():
+        value = meta.get(key)
+        fits = isinstance(value, bool) if kind is bool else (
+            isinstance(value, int | float if kind is float else int) and not isinstance(value, bool))  # fmt: skip
+        if not fits:
+            said = "missing" if key not in meta else f"{value!r}"
+            raise UserError(
+                f"{path}'s header has {key} {said}, not {'True or False' if kind is bool else 'a number'}; the "
+                "checkpoint is corrupt"
+            )
+    spaces, parts = meta.get("spaces"), meta.get("components")
+    if not (isinstance(spaces, dict) and {"observation_space", "action_space"} == set(spaces)):
+        raise UserError(f"{path}'s header lacks its spaces; the checkpoint is corrupt")
+    missing = [c for c in RUN_COMPONENTS if not isinstance(parts, dict) or c not in parts]
+    if missing or any(part is not None and not isinstance(part, dict) for part in parts.values()):
+        what = f"its {missing[0]} component" if missing else "components of the form a checkpoint has"
+        raise UserError(f"{path}'s header lacks {what}; the checkpoint is corrupt")
+
+
+def check_counters(meta: dict, args, path: str) -> None:
+    """A one-line ``UserError`` unless the counters of ``meta`` (checked by ``check_header``) lie within the run
+    of ``args`` (its config.json): 0 to ``num_updates`` updates, each of ``batch_size`` steps. A negative update
+    would train past the total; one past it would save an undertrained agent as final."""
+    update, step, elapsed = meta["update"], meta["global_step"], meta["elapsed_s"]
+    if not 0 <= update <= args.num_updates or step != update * args.batch_size:
+        raise UserError(
+            f"{path} says update {update} at step {step}; the run of its config.json has {args.num_updates} updates "
+            f"of {args.batch_size} steps: the checkpoint is corrupt, or not this run's"
+        )
+    if not (math.isfinite(elapsed) and elapsed >= 0) or meta["torch_threads"] < 1:
+        raise UserError(
+            f"{path} says {elapsed} s elapsed on {meta['torch_threads']} threads; the checkpoint is corrupt"
+        )
+
+
+def check_model(states: dict, spec: NetworkSpec, action_space, path: str, source: str) -> None:
+    """A one-line ``UserError`` unless the model component of ``states`` (``read``'s) holds the network that
+    ``spec`` (made from ``source``, the run's config.json) describes, finite, checked before that network is
+    built: a config.json edited to ask for 40 GB costs nothing."""
+    model = states.get("model")
+    if not isinstance(model, dict) or not all(isinstance(t, Tensor) for t in model.values()):
+        raise UserError(f"{path}'s model component is not a network's weights; the checkpoint is corrupt")
+    expected = network_shapes(spec, action_space)
+    if expected is not None:  # else the run's network is built, and load_state_dict's strict check judges it
+        check_shapes(shapes_of(model), expected, path, source)
+    check_finite(model, path)
+
+
 def read_group(path: str) -> dict[str, tuple[dict, dict]]:
     """``save_group``'s file as each run's ``(meta, states)``, as ``read`` gives them for one run."""
-    tensors, meta = read_checkpoint(path)
-    if meta.get("format") != GROUP_FORMAT or meta.get("version") != VERSION:
-        raise UserError(f"{path} is not a batched run's checkpoint of version {VERSION}")
+    metas = read_group_header(path)
+    tensors = read_tensors(path)
     runs = {}
-    for name, own in meta["runs"].items():
+    for name, own in metas.items():
         prefix = name + "/"
         part = {key[len(prefix) :]: t for key, t in tensors.items() if key.startswith(prefix)}
         runs[name] = own, {c: _join(tree, part, c) for c, tree in own["components"].items()}
@@ -131,7 +197,15 @@ def read_group(path: str) -> dict[str, tuple[dict, dict]]:
 def read(path: str) -> tuple[dict, dict]:
     """``(meta, states)`` of a checkpoint file: its header and each component's state; a ``UserError`` for
     a file that is not a checkpoint this proxima can read."""
-    tensors, meta = read_checkpoint(path)
+    meta = read_header(path)
+    tensors = read_tensors(path)
+    states = {name: _join(part, tensors, name) for name, part in meta["components"].items()}
+    return meta, states
+
+
+def read_header(path: str) -> dict:
+    """``read``'s ``meta`` alone, checked (``check_header``), from the file's header: no tensor is read."""
+    meta = read_checkpoint_meta(path)
     if meta.get("format") != FORMAT or not isinstance(meta.get("version"), int):
         raise UserError(f"{path} is not a proxima checkpoint")
     if meta["version"] != VERSION:
@@ -144,8 +218,21 @@ def read(path: str) -> tuple[dict, dict]:
         raise UserError(
             f"{path} has checkpoint version {meta['version']}; this proxima reads version {VERSION} only ({who})"
         )
-    states = {name: _join(part, tensors, name) for name, part in meta["components"].items()}
-    return meta, states
+    check_header(meta, path)
+    return meta
+
+
+def read_group_header(path: str) -> dict[str, dict]:
+    """``read_group``'s metas alone, by seed's name, checked, from the file's header: no tensor is read."""
+    meta = read_checkpoint_meta(path)
+    if meta.get("format") != GROUP_FORMAT or meta.get("version") != VERSION:
+        raise UserError(f"{path} is not a batched run's checkpoint of version {VERSION}")
+    runs = meta.get("runs")
+    if not isinstance(runs, dict) or not runs or not all(isinstance(own, dict) for own in runs.values()):
+        raise UserError(f"{path}'s header lacks its seeds' runs; the checkpoint is corrupt")
+    for name, own in runs.items():
+        check_header(own, f"{path} (run {name})")
+    return runs
 
 
 def load(run: Run, path: str, meta: dict, states: dict) -> None:
@@ -173,7 +260,7 @@ def last_checkpoint_note(run_dir: str, resumable: bool = True, how: str = "conti
     command)."""
     path = os.path.join(run_dir, CHECKPOINT)
     try:
-        meta, _ = read(path)
+        meta = read_header(path)
     except UserError:
         return "no checkpoint had been written yet" + (", so it cannot be resumed" if resumable else "")
     note = f"the last good checkpoint, from update {meta['update']}, is {path}"

@@ -466,7 +466,9 @@ class PPOArgs:
 
     @classmethod
     def from_json(cls, data: dict, source: str = "config.json") -> PPOArgs:
-        """From ``to_json``'s output; another format or version is refused in one line."""
+        """From ``to_json``'s output, whole; another format or version, or a setting that is missing, is refused
+        in one line: a missing one is never given today's default (a run trained with gamma 0.8 would resume at
+        0.99, and write that into its config.json)."""
         if data.get("format") != CONFIG_FORMAT or data.get("version") != CONFIG_VERSION:
             raise UserError(
                 f"{source} is not a proxima config of format version {CONFIG_VERSION} (settings by group); "
@@ -482,6 +484,13 @@ class PPOArgs:
             if not isinstance(given, dict) or set(given) - names:
                 bad = sorted(set(given) - names) if isinstance(given, dict) else given
                 raise UserError(f"{source} has unknown settings in {group}: {bad}")
+            missing = [f.name for f in dataclasses.fields(cls_) if f.name not in given]
+            if missing:
+                more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+                raise UserError(
+                    f"{source} lacks the setting {group}.{missing[0]}{more}: a run's config.json holds every "
+                    "setting, and one that is missing is not filled with today's default; the file is corrupt"
+                )
             values.update(given)
         return cls.of(source, **values)
 

@@ -408,9 +408,17 @@ def resume_seeds(
             f"{checkpoint_path} is missing: the run stopped before its first checkpoint; start it again"
         )
     saved = checkpoint.read_group(checkpoint_path)
-    metas = [saved[os.path.basename(a.run.run_dir)] for a in _seed_args(args, parent)]
+    names = [os.path.basename(a.run.run_dir) for a in _seed_args(args, parent)]
+    if sorted(names) != sorted(saved):
+        raise UserError(
+            f"{checkpoint_path} holds the seeds {sorted(saved)}; {path} trains {names}: the checkpoint is corrupt, "
+            "or not this run's"
+        )
+    metas = [saved[name] for name in names]
     if all(meta["finished"] for meta, _ in metas):
         raise UserError(f"every seed of the batched run in {parent} already finished")
+    for seed_args, (meta, _) in zip(_seed_args(args, parent), metas, strict=True):
+        checkpoint.check_counters(meta, seed_args, checkpoint_path)
     if torch_threads is not None:
         write_json(path, stored.to_json())
     device, notes = setup(args)

@@ -28,7 +28,6 @@ from proxima.files import (
     SEEDS_JSON,
     VIDEOS,
     make_dirs,
-    read_checkpoint_meta,
     read_json,
     seed_run_dirs,
     write_json,
@@ -42,6 +41,7 @@ from proxima.loop import (
     env_of,
     init_from_agent,
     make_run_envs,
+    network_spec,
     resolve_args_precision,
     run_to_end,
     setup,
@@ -229,6 +229,7 @@ def resuming(
             f"{path} is missing: the run stopped before its first checkpoint (see --checkpoint-every)"
         )
     meta, states = checkpoint.read(path)
+    checkpoint.check_counters(meta, saved, path)
     if total_timesteps is not None:
         if total_timesteps < meta["global_step"]:
             raise UserError(
@@ -251,6 +252,7 @@ def resuming(
         args = resolve_args_precision(args, envs, device)  # a config.json written by hand may say auto
         notes += hardware_notes(args.network.precision, device, obs_layout(envs).has_images)
         notes += thread_notes(args, envs, saved=meta["torch_threads"])
+        checkpoint.check_model(states, network_spec(args, envs), envs.single_action_space, path, config_path)
         run = Run(args, envs, run_dir, device)
         run.env = env
         run.agent.env_source = env_source(args.env.env_id, args.env.env_kwargs, args.env.env_factory)
@@ -302,11 +304,10 @@ def requeue(args: PPOArgs, callbacks: list[Callback] | None = None, env=None) ->
     config_name = SEEDS_JSON if group else CONFIG_JSON
     path = os.path.join(run_dir, CHECKPOINT)
     if os.path.exists(path):
-        meta = read_checkpoint_meta(path)
         config_path = os.path.join(run_dir, config_name)
         saved = PPOArgs.from_json(read_json(config_path), config_path)
-        runs = meta["runs"].values() if group else [meta]
-        if all(m.get("finished") for m in runs):
+        runs = checkpoint.read_group_header(path).values() if group else [checkpoint.read_header(path)]
+        if all(m["finished"] for m in runs):
             steps = "+".join(str(m["global_step"]) for m in runs)
             say(
                 f"{run_dir}: the run already finished ({steps} steps); nothing to train (train it further with: "

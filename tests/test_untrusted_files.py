@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 
 import numpy as np
@@ -19,14 +20,18 @@ import proxima
 import proxima.agent
 import proxima.files
 import proxima.trainer
+from proxima.callbacks import Callback, Checkpointing
 from proxima.cli import main
 from proxima.errors import FileAccessError
 from proxima.files import (
     AGENT_JSON,
     CHECKPOINT,
+    CONFIG_JSON,
     EVAL_JSON,
+    METRICS,
     WEIGHTS,
     read_checkpoint,
+    write_checkpoint,
 )
 
 # 4 updates of 2 native CartPole envs x 128 steps, a checkpoint every 2; one thread (see test_resume.py)
@@ -275,3 +280,99 @@ def test_an_agent_whose_files_do_not_go_together_is_refused_before_its_network_i
     with pytest.raises(proxima.UserError, match=said):
         proxima.load(run_copy)
     assert not os.path.exists(os.path.join(run_copy, EVAL_JSON))
+
+
+# --- d. a resume checks config.json and the checkpoint's header before it trusts them -----------------------------
+
+
+def _edit_header(path: str, edit) -> None:
+    tensors, meta = read_checkpoint(path)
+    edit(meta)
+    write_checkpoint(path, tensors, meta)
+
+
+RESUME_EDITS = {
+    "missing-setting": (CONFIG_JSON, lambda c: c["algorithm"].pop("gamma"),
+                        r"config\.json lacks the setting algorithm\.gamma: a run's config\.json holds every setting, "
+                        r"and one that is missing is not filled with today's default"),
+    "missing-group": (CONFIG_JSON, lambda c: c.pop("network"), r"config\.json lacks the setting network\.encoder"),
+    "huge-network": (CONFIG_JSON, lambda c: c["network"].update(hidden_sizes=[100_000, 100_000]),
+                     r"checkpoint\.safetensors does not match the network that .*config\.json describes: its "
+                     r"actor\.0\.weight is of shape \(64, 4\), the network's \(100000, 4\)"),
+    "negative-update": (CHECKPOINT, lambda m: m.update(update=-3, global_step=-768),
+                        r"checkpoint\.safetensors says update -3 at step -768; the run of its config\.json has 4 "
+                        r"updates of 256 steps"),
+    "update-past-the-total": (CHECKPOINT, lambda m: m.update(update=1000, global_step=256_000),
+                              r"checkpoint\.safetensors says update 1000 at step 256000"),
+    "steps-not-the-updates": (CHECKPOINT, lambda m: m.update(global_step=5), r"says update 2 at step 5"),
+    "no-components": (CHECKPOINT, lambda m: m.pop("components"),
+                      r"checkpoint\.safetensors's header lacks its model component; the checkpoint is corrupt"),
+    "no-optimizer": (CHECKPOINT, lambda m: m["components"].pop("optimizer"), r"header lacks its optimizer component"),
+    "finished-not-a-bool": (CHECKPOINT, lambda m: m.update(finished="no"),
+                            r"checkpoint\.safetensors's header has finished 'no', not True or False"),
+    "no-counter": (CHECKPOINT, lambda m: m.pop("global_step"), r"header has global_step missing, not a number"),
+    "negative-log-end": (CHECKPOINT, lambda m: m["components"]["logging"]["offsets"].update({METRICS: -5}),
+                         r"checkpoint\.safetensors has state that does not fit this run \(ValueError: the logs' ends "
+                         r"are .*, not byte counts\)"),
+    "nan-weights": (CHECKPOINT, "nan", r"checkpoint\.safetensors holds 1 non-finite value \(NaN or infinity\) in "
+                    r"actor\.0\.weight"),
+}  # fmt: skip
+
+
+class _StopAt(Callback):
+    """Stops the run after update ``at`` as SIGTERM would: a checkpoint, then exit status 143."""
+
+    def __init__(self, at: int):
+        self.at = at
+
+    def on_update_end(self, run, result) -> None:
+        if run.updates_done == self.at:
+            next(c for c in run.callbacks if isinstance(c, Checkpointing)).interrupt(signal.SIGTERM)
+
+
+@pytest.fixture(scope="module")
+def stopped_once(tmp_path_factory) -> str:
+    """A run stopped after update 2 of 4, as --resume finds it."""
+    run_dir = str(tmp_path_factory.mktemp("stopped") / "run")
+    made = proxima.trainer.default_callbacks
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(proxima.trainer, "default_callbacks", lambda run, user=(): made(run, [*user, _StopAt(2)]))
+        assert main(["train", "--run-dir", run_dir, *RUN]) == 143
+    return run_dir
+
+
+@pytest.fixture
+def stopped(stopped_once, tmp_path) -> str:
+    copy = str(tmp_path / "stopped")
+    shutil.copytree(stopped_once, copy)
+    return copy
+
+
+@pytest.mark.parametrize("case", RESUME_EDITS, ids=list(RESUME_EDITS))
+def test_a_resume_refuses_what_config_json_or_the_checkpoint_lacks_before_it_builds_the_run(
+    case, stopped, monkeypatch, capsys
+):
+    capsys.readouterr()
+    name, edit, said = RESUME_EDITS[case]
+    path = os.path.join(stopped, name)
+    if edit == "nan":
+        tensors, meta = read_checkpoint(path)
+        tensors["model/actor.0.weight"][0, 0] = float("nan")
+        write_checkpoint(path, tensors, meta)
+    else:
+        (_edit_json if name == CONFIG_JSON else _edit_header)(path, edit)
+    before = {
+        n: open(os.path.join(stopped, n), "rb").read() for n in os.listdir(stopped) if n != "report.html"
+    }
+    if case != "negative-log-end":  # a callback's state is checked as the run is restored
+        _never_built(monkeypatch, proxima.trainer, "Run")
+    for argv in (["train", "--resume", stopped], ["train", "--run-dir", stopped, "--resume-if-exists", *RUN]):
+        assert main(argv) == 2
+        assert re.fullmatch(f".*{said}.*", _one_line(capsys, "train")), said
+    assert {n: open(os.path.join(stopped, n), "rb").read() for n in before} == before  # nothing rewritten
+
+
+def test_a_resume_of_the_untouched_stopped_run_works(stopped):
+    """The known answer the cases above are refused beside."""
+    assert main(["train", "--resume", stopped]) == 0
+    assert read_checkpoint(os.path.join(stopped, CHECKPOINT))[1]["update"] == 4
