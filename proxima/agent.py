@@ -258,7 +258,10 @@ def check_spec(spec: NetworkSpec, observation_space: gym.Space, action_space: gy
 
 
 def _no_agent_yet(run_dir: str) -> None:
-    """A run directory without its agent: a batched run's parent, or a run that has not finished."""
+    """A run directory without its agent: a batched run's parent, or a run that has not finished (as
+    ``proxima.checkpoint.finished`` says: the message gives the command that finishes it)."""
+    from proxima.checkpoint import finished, read_header
+
     there = set(os.listdir(run_dir))
     if SEEDS_JSON in there:
         seeds = sorted(d for d in there if d.startswith("seed") and os.path.isdir(os.path.join(run_dir, d)))
@@ -266,13 +269,34 @@ def _no_agent_yet(run_dir: str) -> None:
             f"{run_dir} holds a batched run (--num-seeds), whose agents are its seeds': give one of "
             f"{', '.join(os.path.join(run_dir, d) for d in seeds[:3])}{', ...' if len(seeds) > 3 else ''}"
         )
-    if CONFIG_JSON in there:
-        resume = "proxima train --resume " + run_dir
+    if CONFIG_JSON not in there:
+        return
+    # a batched run's seed: its checkpoint is its parent's, the group's
+    seed = os.path.exists(os.path.join(os.path.dirname(os.path.abspath(run_dir)), SEEDS_JSON))
+    owner = (os.path.dirname(os.path.normpath(run_dir)) or ".") if seed else run_dir
+    which = (
+        f"the batched run in {owner} has not finished, so {run_dir}"
+        if seed
+        else f"the run in {run_dir} has not finished, so it"
+    )
+    if not os.path.exists(os.path.join(owner, CHECKPOINT)):
         raise UserError(
-            f"the run in {run_dir} has not finished, so it has no agent yet"
-            + (f"; continue it to its end first: {resume}" if CHECKPOINT in there else
-               "; it stopped before its first checkpoint, so train it again")
-        )  # fmt: skip
+            f"{which} has no agent yet; it stopped before its first checkpoint, so train it again"
+        )
+    if not finished(owner):
+        raise UserError(
+            f"{which} has no agent yet; continue it to its end first: proxima train --resume {owner}"
+        )
+    if seed:  # a batched run goes no further than the steps it started for
+        raise UserError(
+            f"the batched run in {owner} finished, but {run_dir} lacks its agent ({AGENT_JSON}): its files were "
+            "changed since; train it again"
+        )
+    steps = read_header(os.path.join(run_dir, CHECKPOINT))["global_step"]
+    raise UserError(
+        f"the run in {run_dir} finished, but its agent ({AGENT_JSON}) is missing: its files were changed since; "
+        f"save it again from the final checkpoint with: proxima train --resume {run_dir} --total-timesteps {steps}"
+    )
 
 
 def load(run_dir: str, device: str | torch.device = "cpu") -> Agent:

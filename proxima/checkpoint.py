@@ -24,6 +24,7 @@ from torch import Tensor
 from proxima.errors import UserError, raised
 from proxima.files import (
     CHECKPOINT,
+    SEEDS_JSON,
     check_finite,
     check_shapes,
     read_checkpoint_meta,
@@ -235,6 +236,20 @@ def read_group_header(path: str) -> dict[str, dict]:
     return runs
 
 
+def finished(run_dir: str) -> bool:
+    """Whether the run in ``run_dir`` finished training, as its checkpoint's header says (a batched run's: every
+    seed's); False where it has no checkpoint. The one answer that ``--resume`` (which refuses a finished run),
+    ``--resume-if-exists`` (which loads its agent instead), ``eval`` (whose message for a run without its agent
+    says how to finish it) and a sweep's or search's trials give. The agent is saved before the checkpoint
+    that says so, so a finished run has its agent unless the files were changed since."""
+    path = os.path.join(run_dir, CHECKPOINT)
+    if not os.path.exists(path):
+        return False
+    if os.path.exists(os.path.join(run_dir, SEEDS_JSON)):
+        return all(meta["finished"] for meta in read_group_header(path).values())
+    return read_header(path)["finished"]
+
+
 def load(run: Run, path: str, meta: dict, states: dict) -> None:
     """Restore every component of ``run`` and its callbacks from ``read``'s output."""
     for key, saved in meta["spaces"].items():
@@ -263,5 +278,7 @@ def last_checkpoint_note(run_dir: str, resumable: bool = True, how: str = "conti
         meta = read_header(path)
     except UserError:
         return "no checkpoint had been written yet" + (", so it cannot be resumed" if resumable else "")
+    if meta["finished"]:  # the end's own work failed after it: --resume would refuse the run, rightly
+        return f"the run had finished: its agent and its final checkpoint, {path}, are saved"
     note = f"the last good checkpoint, from update {meta['update']}, is {path}"
     return note + (f"; {how}: proxima train --resume {run_dir}" if resumable else "")

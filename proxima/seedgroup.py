@@ -34,7 +34,14 @@ from proxima.envs.interface import agent_spec, obs_layout
 from proxima.envs.registry import resolve_backend
 from proxima.envs.selfplay import is_selfplay_id
 from proxima.envs.user import env_note, env_source
-from proxima.errors import EnvError, NonFiniteError, TrainingInterrupted, UserError
+from proxima.errors import (
+    DiskFullError,
+    EnvError,
+    FileAccessError,
+    NonFiniteError,
+    TrainingInterrupted,
+    UserError,
+)
 from proxima.files import (
     CHECKPOINT,
     CONFIG_JSON,
@@ -415,7 +422,7 @@ def resume_seeds(
             "or not this run's"
         )
     metas = [saved[name] for name in names]
-    if all(meta["finished"] for meta, _ in metas):
+    if checkpoint.finished(parent):
         raise UserError(f"every seed of the batched run in {parent} already finished")
     for seed_args, (meta, _) in zip(_seed_args(args, parent), metas, strict=True):
         checkpoint.check_counters(meta, seed_args, checkpoint_path)
@@ -546,6 +553,17 @@ def _train_group(
         if saved and isinstance(e, EnvError):  # a crash may not recur; a NaN would, from the same state
             where += f"; continue with: proxima train --resume {parent}"
         raise type(e)(f"{e}; {where}") from e
+    except (DiskFullError, FileAccessError) as e:  # as steps says them: what survives, and how to go on
+        how = "free space" if isinstance(e, DiskFullError) else f"make {parent} writable"
+        where = "no checkpoint was written, so it cannot be resumed"
+        if checkpoint.finished(parent):  # the end's own files failed: the seeds' agents are saved
+            where = f"every seed had finished: their agents and the final checkpoint, {parent}/{CHECKPOINT}, are saved"
+        elif os.path.exists(os.path.join(parent, CHECKPOINT)):
+            where = (
+                f"the last checkpoint of every seed is {parent}/{CHECKPOINT}; {how}, then continue with: proxima "
+                f"train --resume {parent}"
+            )
+        raise type(e)(f"{e}; {where}") from None
     finally:
         console.close()
         evaluations.close()

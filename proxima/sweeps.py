@@ -322,7 +322,7 @@ def run_trial(
     callbacks += [StopWhenAsked(stop)] if stop is not None else []
     ckpt = os.path.join(run_dir, CHECKPOINT)
     try:
-        if os.path.exists(ckpt) and not _finished(ckpt, batched):
+        if os.path.exists(ckpt) and not checkpoint.finished(run_dir):
             resume(run_dir, quiet=True, callbacks=callbacks)
         elif not os.path.exists(ckpt):
             shutil.rmtree(run_dir, ignore_errors=True)  # stopped before its first checkpoint: start again
@@ -340,13 +340,6 @@ def run_trial(
         write_json(os.path.join(run_dir, TRIAL_JSON),
                    _finite({**row, "wall_s": _elapsed(seed_dirs[0]), "node": node}))  # fmt: skip
     return _status(run_dir)
-
-
-def _finished(ckpt: str, batched: bool) -> bool:
-    """Whether the checkpoint ``ckpt`` is of a run that finished (of a batched run: every seed finished)."""
-    if batched:
-        return all(meta["finished"] for meta, _ in checkpoint.read_group(ckpt).values())
-    return checkpoint.read(ckpt)[0]["finished"]
 
 
 def _seed_dirs(config: dict) -> list[str]:

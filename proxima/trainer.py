@@ -237,7 +237,7 @@ def resuming(
                 f"has done; give at least {meta['global_step']}"
             )
         saved = saved.replace(total_timesteps=total_timesteps)
-    elif meta["finished"]:
+    elif checkpoint.finished(run_dir):
         raise UserError(
             f"the run in {run_dir} already finished (update {meta['update']}); to train it further, give the new "
             "total: --resume RUN_DIR --total-timesteps N"
@@ -306,13 +306,16 @@ def requeue(args: PPOArgs, callbacks: list[Callback] | None = None, env=None) ->
     if os.path.exists(path):
         config_path = os.path.join(run_dir, config_name)
         saved = PPOArgs.from_json(read_json(config_path), config_path)
-        runs = checkpoint.read_group_header(path).values() if group else [checkpoint.read_header(path)]
-        if all(m["finished"] for m in runs):
+        if checkpoint.finished(run_dir):
+            runs = checkpoint.read_group_header(path).values() if group else [checkpoint.read_header(path)]
             steps = "+".join(str(m["global_step"]) for m in runs)
-            say(
-                f"{run_dir}: the run already finished ({steps} steps); nothing to train (train it further with: "
-                f"proxima train --resume {run_dir} --total-timesteps N)"
+            # a batched run trains to the steps it started for: it has no further to go
+            further = (
+                ""
+                if group
+                else f" (train it further with: proxima train --resume {run_dir} --total-timesteps N)"
             )
+            say(f"{run_dir}: the run already finished ({steps} steps); nothing to train{further}")
             return [Agent.load(d) for d in seed_run_dirs(run_dir)] if group else Agent.load(run_dir)
         ignored = _differences(args, saved)
         if ignored:

@@ -553,9 +553,7 @@ def run_sample(out: str, plan: dict, name: str, settings: dict, report=None, nod
             adjustable = {k: v for k, v in typed.items() if k in ADJUSTABLE}
             callbacks.append(Perturb(adjustable, origin if origin != name else None))
             gen = resuming(run_dir, quiet=True, callbacks=callbacks)
-        elif (
-            os.path.exists(ckpt) and checkpoint.read(ckpt)[0]["finished"]
-        ):  # ended before its row was written
+        elif checkpoint.finished(run_dir):  # ended before its row was written
             score.from_logs(run_dir)
             gen = _ended()
         elif os.path.exists(ckpt):

@@ -376,3 +376,69 @@ def test_a_resume_of_the_untouched_stopped_run_works(stopped):
     """The known answer the cases above are refused beside."""
     assert main(["train", "--resume", stopped]) == 0
     assert read_checkpoint(os.path.join(stopped, CHECKPOINT))[1]["update"] == 4
+
+
+# --- e. the commands agree on whether a run has finished, and the command a message gives works --------------------
+
+
+def test_a_finished_run_that_lost_its_agent_says_the_same_to_eval_resume_and_requeue(run_copy, capsys):
+    os.remove(os.path.join(run_copy, AGENT_JSON))
+    assert main(["eval", run_copy]) == 2
+    line = _one_line(capsys, "eval")
+    command = f"proxima train --resume {run_copy} --total-timesteps 1024"
+    assert line == (
+        f"the run in {run_copy} finished, but its agent ({AGENT_JSON}) is missing: its files were changed since; "
+        f"save it again from the final checkpoint with: {command}"
+    )
+    assert (
+        main(["train", "--run-dir", run_copy, "--resume-if-exists", *RUN]) == 2
+    )  # finished: it loads the agent
+    assert _one_line(capsys, "train") == line
+    assert main(["train", "--resume", run_copy]) == 2
+    assert _one_line(capsys, "train").startswith(f"the run in {run_copy} already finished (update 4)")
+    metrics = open(os.path.join(run_copy, METRICS)).read()
+    assert main(command.split()[1:]) == 0  # the command eval gave: no update, the agent saved again
+    assert open(os.path.join(run_copy, METRICS)).read() == metrics
+    assert main(["eval", run_copy, "--episodes", "1"]) == 0
+
+
+def test_a_seed_of_an_unfinished_batched_run_is_continued_by_its_group(tmp_path, monkeypatch, capsys):
+    parent = str(tmp_path / "group")
+    argv = ["train", "--run-dir", parent, "--num-seeds", "2", *RUN]
+    with monkeypatch.context() as m:
+        _refused_at(
+            m, CHECKPOINT, 4, errno.EACCES
+        )  # update 2: each seed's, then the group's; update 4: seed 3's
+        assert main(argv) == 2
+    checkpoint = os.path.join(parent, CHECKPOINT)
+    assert _one_line(capsys, "train") == (
+        f"cannot write {parent}/seed3/{CHECKPOINT}: permission denied; the last checkpoint of every seed is "
+        f"{checkpoint}; make {parent} writable, then continue with: proxima train --resume {parent}"
+    )
+    seed = os.path.join(parent, "seed3")
+    assert main(["eval", seed]) == 2
+    assert _one_line(capsys, "eval") == (
+        f"the batched run in {parent} has not finished, so {seed} has no agent yet; continue it to its end first: "
+        f"proxima train --resume {parent}"
+    )
+    assert main(["train", "--resume", parent]) == 0  # the command both lines gave
+    assert main(["eval", seed, "--episodes", "1"]) == 0
+    capsys.readouterr()
+    assert main([*(a for a in argv if a != "--quiet"), "--resume-if-exists"]) == 0
+    said = (
+        capsys.readouterr().out
+    )  # a batched run trains no further than it started for: no --total-timesteps
+    assert said == f"{parent}: the run already finished (1024+1024 steps); nothing to train\n"
+
+
+def test_a_batched_run_whose_last_page_is_refused_says_it_finished(tmp_path, monkeypatch, capsys):
+    parent = str(tmp_path / "group")
+    with monkeypatch.context() as m:
+        _refused_at(m, os.path.join("group", "report.html"), 1, errno.EROFS)  # the group's, after its end
+        report = [a.replace("--no-report", "--report") for a in RUN]
+        assert main(["train", "--run-dir", parent, "--num-seeds", "2", *report]) == 2
+    assert _one_line(capsys, "train") == (
+        f"cannot write {parent}/report.html: read-only file system; every seed had finished: their agents and the "
+        f"final checkpoint, {parent}/{CHECKPOINT}, are saved"
+    )
+    assert main(["eval", os.path.join(parent, "seed4"), "--episodes", "1"]) == 0
