@@ -1101,7 +1101,7 @@ def main(argv: list[str] | None = None) -> int:
         if _debug():
             traceback.print_exc()
         print(
-            f"proxima {command}: error: {cannot or f'{e.strerror.lower()} writing {e.filename}'}",
+            f"proxima {command}: error: {cannot or f'{os.strerror(e.errno).lower()} writing {e.filename}'}",
             file=sys.stderr,
         )
         return 2 if cannot is not None else DiskFullError.exit_status

@@ -193,6 +193,26 @@ def test_a_write_refused_during_training_keeps_the_checkpoint_and_the_command_it
     assert read_checkpoint(checkpoint)[1]["finished"]
 
 
+@pytest.mark.parametrize(
+    ("code", "status", "said"),
+    [(errno.EACCES, 2, "cannot access /elsewhere/page.html: permission denied"),
+     (errno.EROFS, 2, "cannot write /elsewhere/page.html: read-only file system"),
+     (errno.ENOSPC, 75, "no space left on device writing /elsewhere/page.html")],
+    ids=["EACCES", "EROFS", "ENOSPC"],
+)  # fmt: skip
+def test_a_library_s_own_refused_write_is_one_line_too(code, status, said, finished, monkeypatch, capsys):
+    """A write that no proxima code wraps (a library's: TensorBoard's, a video encoder's) reaches the CLI as an
+    OSError, which it says in one line too."""
+    import proxima.report
+
+    def refused(*args, **kwargs):
+        raise OSError(code, os.strerror(code), "/elsewhere/page.html")
+
+    monkeypatch.setattr(proxima.report, "write_report", refused)
+    assert main(["report", finished]) == status
+    assert _one_line(capsys, "report") == said
+
+
 # --- f. a multi-agent agent's predict takes what its exported actor takes -----------------------------------------
 
 
