@@ -43,7 +43,7 @@ from proxima.envs.registry import resolve_backend
 from proxima.envs.selfplay import is_selfplay_id
 from proxima.errors import DiskFullError, NonFiniteError, TrainingInterrupted, UserError, raised
 from proxima.evaluate import run_episodes
-from proxima.files import BEST, CANDIDATES, EPISODES, LEARNING_CURVE, METRICS, REPORT, VIDEOS
+from proxima.files import BEST, CANDIDATES, EPISODES, LEARNING_CURVE, METRICS, REPORT, VIDEOS, make_dirs
 from proxima.health import HealthMonitor, HealthWarning
 from proxima.logger import RunLogger, info_number, log_session
 from proxima.report import REWRITE_S, write_report
@@ -207,7 +207,7 @@ class Evaluation(Callback):
         if self.save_best and (self.best_return is None or value > self.best_return):
             self.best_return = value
             best_dir = os.path.join(run.run_dir, BEST)
-            os.makedirs(best_dir, exist_ok=True)
+            make_dirs(best_dir)
             run.agent.save(best_dir, global_step=run.global_step, eval_return=value)
         if self.rescore and (len(self.candidates) < self.rescore or value > self.candidates[-1][0]):
             self.keep_candidate(run, value)
@@ -219,7 +219,7 @@ class Evaluation(Callback):
     def keep_candidate(self, run: Run, value: float) -> None:
         """Save the agent among the candidates for rescoring, dropping the one it pushes out of the K best."""
         directory = self._candidate_dir(run, run.global_step)
-        os.makedirs(directory, exist_ok=True)
+        make_dirs(directory)
         run.agent.save(directory, global_step=run.global_step, eval_return=value)
         self.candidates.append([value, run.global_step])
         self.candidates.sort(key=lambda c: -c[0])  # stable: among equal evaluations the earlier agent stays

@@ -29,6 +29,7 @@ from proxima.envs.selfplay import (
 )
 from proxima.errors import UserError
 from proxima.evaluate import run_episodes
+from proxima.files import make_dirs
 
 SNAPSHOTS = "snapshots"
 RANDOM = "random"
@@ -78,7 +79,7 @@ class OpponentPool:
     def add(self, agent: Agent, update: int, run_dir: str, global_step: int, device) -> None:
         """Save ``agent`` as the snapshot of ``update``, load it back into the pool, and give the envs the pool."""
         directory = snapshot_dir(run_dir, update)
-        os.makedirs(directory, exist_ok=True)
+        make_dirs(directory)
         agent.save(directory, global_step=global_step, update=update)
         self.members.append(update)
         self.policies[update] = self._policy(update, self.envs, run_dir, device)
