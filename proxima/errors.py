@@ -36,8 +36,8 @@ class DiskFullError(RuntimeError):
 
 class FileAccessError(UserError):
     """The file system refused to write (or read) a file (a permission, a read-only disk, a name too long): the
-    message names the file and why. Unlike a full disk, waiting does not help: the user must give another place or make this one
-    writable, so the CLI exits with status 2, as for any bad input."""
+    message names the file and why. Unlike a full disk, waiting does not help: the user must give another place
+    or make this one writable, so the CLI exits with status 2, as for any bad input."""
 
 
 class EnvError(RuntimeError):

@@ -179,8 +179,13 @@ def temporary_beside(path: str) -> tuple[int, str]:
     by O_EXCL, as mkstemp does."""
     directory = os.path.dirname(os.path.abspath(path))
     for _ in range(100):
-        # cut to NAME_MAX, so that a name the file system takes has a temporary name it takes too
-        name = f".tmp-{secrets.token_hex(6)}{os.path.basename(path)}"[:NAME_MAX]
+        # cut to NAME_MAX bytes, so that a name the file system takes has a temporary name it takes too
+        name = f".tmp-{secrets.token_hex(6)}{os.path.basename(path)}"
+        name = (
+            os.fsencode(name)[:NAME_MAX].decode(errors="ignore")
+            if len(os.fsencode(name)) > NAME_MAX
+            else name
+        )
         tmp = os.path.join(directory, name)
         try:
             return os.open(tmp, _NEW_FILE_FLAGS, 0o666), tmp
