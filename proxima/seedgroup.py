@@ -15,7 +15,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from proxima import checkpoint, seeding
+from proxima import checkpoint, seeding, trust
 from proxima.agent import Agent
 from proxima.batched import deterministic_returns
 from proxima.callbacks import (
@@ -392,12 +392,15 @@ def resume_seeds(
     callbacks: list[Callback] | None = None,
     env=None,
     torch_threads: int | None = None,
+    trust_code: bool = False,
+    named: dict | None = None,
 ) -> list[Agent]:
     """Continue a batched run from its seeds' checkpoints: exactly, on native envs. ``env``: the env object the
     run was trained on, given again. ``torch_threads``: another thread count than the run's (written to its
-    seeds.json; the continuation then rounds differently)."""
+    seeds.json; the continuation then rounds differently). ``trust_code``, ``named``: as ``resuming``'s."""
     path = os.path.join(parent, SEEDS_JSON)
     stored = PPOArgs.from_json(read_json(path), path)
+    trust.check_settings(path, stored, env=env, trusted=trust_code, named=named)
     if torch_threads is not None:
         stored = stored.replace(torch_threads=torch_threads).validate()
     args = stored.replace(run_dir=parent, quiet=quiet)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from proxima import checkpoint, executors
+from proxima import checkpoint, executors, trust
 from proxima.callbacks import Callback, Checkpointing
 from proxima.config import PPOArgs, resolve_args, show_value
 from proxima.errors import EnvError, NonFiniteError, UserError
@@ -40,11 +40,12 @@ from proxima.files import (
     read_jsonl,
     write_json,
 )
+from proxima.loop import run_to_end
 from proxima.plotting import final_return, plot_runs
 from proxima.report import write_report
 from proxima.rollout_workers import TRIAL_ACTOR_CPUS
 from proxima.seedgroup import check_seeds
-from proxima.trainer import resume, train
+from proxima.trainer import resuming, train
 
 # each trial's "config" is its config.json, but with its run_dir relative to the sweep directory, so that a
 # sweep moved elsewhere resumes where it lies; a batched sweep's "groups" are its trials, one per setting
@@ -228,9 +229,11 @@ def resume_sweep(
     executor: str | None = None,
     address: str | None = None,
     max_concurrent: int | None = None,
+    trust_code: bool = False,
 ) -> SweepResults:
     """Finish the sweep in ``output_dir``: trials that finished or failed are not run again, interrupted
-    ones resume from their checkpoints, the others start."""
+    ones resume from their checkpoints, the others start. sweep.json's settings name no code that is imported
+    unless ``trust_code`` (docs/SECURITY.md): registered env ids and proxima's own encoders need no switch."""
     path = os.path.join(output_dir, SWEEP_JSON)
     if not os.path.isdir(output_dir):
         raise UserError(
@@ -244,6 +247,8 @@ def resume_sweep(
             f"{path} has sweep plan version {plan.get('version')}; this proxima reads version {VERSION} only (run "
             "the sweep again, or finish it with the proxima that started it)"
         )
+    for trial in plan.get("trials", []) + plan.get("groups", []):
+        trust.check_settings(path, PPOArgs.from_json(trial.get("config") or {}, path), trusted=trust_code)
     executor = executor or plan["executor"]
     executors.check_executor(executor, "this sweep")
     out = os.path.abspath(output_dir)
@@ -322,7 +327,9 @@ def run_trial(
     ckpt = os.path.join(run_dir, CHECKPOINT)
     try:
         if os.path.exists(ckpt) and not _finished(ckpt, batched):
-            resume(run_dir, quiet=True, callbacks=callbacks)
+            # config.json names only what the plan does, which the user gave or --resume checked (docs/SECURITY.md)
+            named = trust.names_of(PPOArgs.from_json(config))
+            run_to_end(resuming(run_dir, quiet=True, callbacks=callbacks, named=named))
         elif not os.path.exists(ckpt):
             shutil.rmtree(run_dir, ignore_errors=True)  # stopped before its first checkpoint: start again
             train(PPOArgs.from_json(config), callbacks=callbacks)

@@ -10,7 +10,7 @@ import shutil
 
 import gymnasium as gym
 
-from proxima import checkpoint
+from proxima import checkpoint, trust
 from proxima.agent import Agent
 from proxima.callbacks import (
     Callback,
@@ -109,16 +109,18 @@ def training(
                 "give resume=RUN_DIR (continue that run) or run_dir=RUN_DIR with resume_if_exists=True (start it or "
                 "continue it), not both"
             )
-        others = sorted(set(overrides) - {"quiet", "total_timesteps", "torch_threads"})
+        others = sorted(set(overrides) - {"quiet", "total_timesteps", "torch_threads", "trust_code"})
         if others or args is not None or config is not None:
             given = others[0] if others else "args" if args is not None else "config"
             raise UserError(
-                f"train(resume=...) takes only quiet, total_timesteps and torch_threads besides callbacks (the "
+                f"train(resume=...) takes only quiet, total_timesteps, torch_threads and trust_code besides callbacks (the "
                 f"run's config.json holds its settings), not {given}"
             )
         return (yield from resuming(resume, callbacks=callbacks, env=env, **overrides))
     env, args, overrides = take_env(env, args, overrides)
     args = resolve_args(args, config=config, **overrides).validate()
+    for setting, name in trust.names_of(args).items():  # the user's own: a run's files may name them later
+        trust.remember(setting, name)
     env = env_of(args, env)
     if env is not None and not args.env.env_id.startswith("object:"):  # --env-factory given, not env=
         args = args.replace(env_id=describe_env(env)[0])
@@ -181,6 +183,7 @@ def resume(
     total_timesteps: int | None = None,
     env=None,
     torch_threads: int | None = None,
+    trust_code: bool = False,
 ) -> Agent:
     """Continue the run in ``run_dir`` from its last checkpoint, with the settings in its ``config.json``.
 
@@ -197,8 +200,11 @@ def resume(
 
     ``torch_threads``: train on with this many torch threads (written to its config.json), where the run kept
     its own count; another count rounds the updates differently, so the continuation is no longer exact.
+
+    ``trust_code``: import what config.json names (an env factory, a ``module:`` env id, an encoder class)
+    without its being given again (docs/SECURITY.md); only for a run whose files you trust.
     """
-    return run_to_end(resuming(run_dir, quiet, callbacks, total_timesteps, env, torch_threads))
+    return run_to_end(resuming(run_dir, quiet, callbacks, total_timesteps, env, torch_threads, trust_code))
 
 
 def resuming(
@@ -208,8 +214,11 @@ def resuming(
     total_timesteps: int | None = None,
     env=None,
     torch_threads: int | None = None,
+    trust_code: bool = False,
+    named: dict | None = None,
 ) -> Updates:
-    """``resume`` one update at a time, as ``training`` is ``train``."""
+    """``resume`` one update at a time, as ``training`` is ``train``; ``named``: the settings that name code
+    (``trust.SETTINGS``) as the user gave them again, which config.json may then name."""
     callbacks = user_callbacks(callbacks)
     if not os.path.isdir(run_dir):
         what = "is a file" if os.path.isfile(run_dir) else "does not exist"
@@ -219,9 +228,10 @@ def resuming(
             raise UserError(
                 "a batched run (--num-seeds) resumes to the steps it was started for: drop total_timesteps"
             )
-        return resume_seeds(run_dir, quiet, callbacks, env, torch_threads)
+        return resume_seeds(run_dir, quiet, callbacks, env, torch_threads, trust_code, named)
     config_path = os.path.join(run_dir, CONFIG_JSON)
     saved = PPOArgs.from_json(read_json(config_path), config_path)
+    trust.check_settings(config_path, saved, env=env, trusted=trust_code, named=named)
     path = os.path.join(run_dir, CHECKPOINT)
     if not os.path.exists(path):
         raise UserError(
@@ -311,6 +321,8 @@ def requeue(args: PPOArgs, callbacks: list[Callback] | None = None, env=None) ->
                 f"{run_dir}: the run already finished ({steps} steps); nothing to train (train it further with: "
                 f"proxima train --resume {run_dir} --total-timesteps N)"
             )
+            named = trust.names_of(args)  # the job names its env and encoder again on every start
+            trust.check_settings(config_path, saved, env=env, named=named)
             return [Agent.load(d) for d in seed_run_dirs(run_dir)] if group else Agent.load(run_dir)
         ignored = _differences(args, saved)
         if ignored:
@@ -318,9 +330,10 @@ def requeue(args: PPOArgs, callbacks: list[Callback] | None = None, env=None) ->
                 f"{run_dir} holds a run: it resumes with the settings of its {config_name}, and these given ones, "
                 f"which differ, are ignored: {ignored}"
             )
+        named = trust.names_of(args)  # the job's command line names its env and encoder again
         if group:
-            return resume_seeds(run_dir, quiet=args.run.quiet, callbacks=callbacks, env=env)
-        return resume(run_dir, quiet=args.run.quiet, callbacks=callbacks, env=env)
+            return resume_seeds(run_dir, quiet=args.run.quiet, callbacks=callbacks, env=env, named=named)
+        return run_to_end(resuming(run_dir, quiet=args.run.quiet, callbacks=callbacks, env=env, named=named))
     if os.path.isdir(run_dir):
         written = sorted(name for name in os.listdir(run_dir) if written_by_a_run(name, group))
         if written and config_name not in written:

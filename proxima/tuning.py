@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from proxima import checkpoint, executors
+from proxima import checkpoint, executors, trust
 from proxima.callbacks import Callback
 from proxima.config import GROUP_OF, PPOArgs, resolve_args, show_value
 from proxima.errors import EnvError, NonFiniteError, TrainingInterrupted, UserError
@@ -304,10 +304,11 @@ def _need_optuna() -> None:
         ) from None
 
 
-def resume_tune(output_dir: str, address: str | None = None) -> TuneResults:
+def resume_tune(output_dir: str, address: str | None = None, *, trust_code: bool = False) -> TuneResults:
     """Finish the search in ``output_dir``: samples that ended are kept, interrupted ones resume from their
     runs' checkpoints (to their end: the new scheduler knows nothing of them), and the samples not yet drawn
-    are drawn anew."""
+    are drawn anew. tune.json's settings name no code that is imported unless ``trust_code``
+    (docs/SECURITY.md): registered env ids and proxima's own encoders need no switch."""
     path = os.path.join(output_dir, TUNE_JSON)
     if not os.path.isdir(output_dir) or not os.path.exists(path):
         raise UserError(
@@ -319,6 +320,10 @@ def resume_tune(output_dir: str, address: str | None = None) -> TuneResults:
     if plan.get("version") != VERSION:  # before 1.0 a plan of another version is refused, not converted
         raise UserError(f"{path} has tune plan version {plan.get('version')}; this proxima reads version {VERSION} "
                         "only (run the search again)")  # fmt: skip
+    base = PPOArgs.from_json(plan.get("base"), path)
+    for sample in [{"settings": {}}, *plan.get("samples", [])]:
+        settings = {k: _typed(k, v) for k, v in sample.get("settings", {}).items()}
+        trust.check_settings(path, base.replace(_source=path, **settings), trusted=trust_code)
     executors.check_executor("ray", "proxima tune")
     return _run(os.path.abspath(output_dir), plan, address)
 
@@ -536,6 +541,8 @@ def run_sample(out: str, plan: dict, name: str, settings: dict, report=None, nod
     raises ``TrainingInterrupted``, and no ``trial.json`` is written, so that ``--resume`` goes on from there."""
     base = PPOArgs.from_json(plan["base"])
     typed = {k: _typed(k, v) for k, v in settings.items()}
+    # the runs' config.json name only what the plan does, which the user gave or --resume checked
+    named = trust.names_of(base.replace(**typed))
     exploit = _exploited(out, plan, name) if plan["scheduler"] == "pbt" and report is not None else None
     runs, gens, scores, rngs = [], [], [], []
     for seed in plan["seeds"]:
@@ -551,14 +558,14 @@ def run_sample(out: str, plan: dict, name: str, settings: dict, report=None, nod
                 os.remove(os.path.join(run_dir, TRIAL_JSON))  # written as PBT paused it
             adjustable = {k: v for k, v in typed.items() if k in ADJUSTABLE}
             callbacks.append(Perturb(adjustable, origin if origin != name else None))
-            gen = resuming(run_dir, quiet=True, callbacks=callbacks)
+            gen = resuming(run_dir, quiet=True, callbacks=callbacks, named=named)
         elif (
             os.path.exists(ckpt) and checkpoint.read(ckpt)[0]["finished"]
         ):  # ended before its row was written
             score.from_logs(run_dir)
             gen = _ended()
         elif os.path.exists(ckpt):
-            gen = resuming(run_dir, quiet=True, callbacks=callbacks)
+            gen = resuming(run_dir, quiet=True, callbacks=callbacks, named=named)
         else:
             shutil.rmtree(run_dir, ignore_errors=True)  # stopped before its first checkpoint: start again
             gen = training(base.replace(**typed, seed=seed, run_dir=run_dir), callbacks=callbacks)
