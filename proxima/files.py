@@ -54,8 +54,9 @@ STOP_JSON = "stop.json"  # while a Ray sweep stops on SIGTERM: tells its trials 
 
 # What `proxima train` writes into RUN_DIR, and the other commands beside it; besides, TensorBoard's event files,
 # W&B's folder and the atomic writes' temporary files (_atomic)
+WANDB = "wandb"  # --track's: W&B's own folder
 RUN_FILES = (CONFIG_JSON, METRICS, EPISODES, MACHINE_JSON, CHECKPOINT, VIDEOS, LEARNING_CURVE, REPORT, EVAL_JSON,
-             EVAL_VIDEOS, PROBES_JSON, BEST, CANDIDATES, WEIGHTS, AGENT_JSON, TRIAL_JSON, "wandb")  # fmt: skip
+             EVAL_VIDEOS, PROBES_JSON, BEST, CANDIDATES, WEIGHTS, AGENT_JSON, TRIAL_JSON, WANDB)  # fmt: skip
 _RUN_FILE_PREFIXES = ("events.out.tfevents.", ".tmp-")
 
 
@@ -102,6 +103,62 @@ def written_by_a_run(name: str, group: bool = False) -> bool:
         or name.startswith(_RUN_FILE_PREFIXES)
         or (group and (name in GROUP_FILES or _seed_dir(name)))
     )
+
+
+def _within(base: str, path: str) -> bool:
+    """Whether ``path`` lies below ``base`` (both resolved), and is not ``base`` itself."""
+    return path != base and os.path.commonpath([base, path]) == base
+
+
+def inside(directory: str, relative, what: str) -> str:
+    """``directory/relative``, a path that the file ``what`` names (a trial's run directory in sweep.json): a
+    ``UserError`` unless it lies inside ``directory``, and is not ``directory`` itself, once every symbolic link
+    on the way is resolved. A run's, a sweep's or a search's files may come from a stranger, and the commands
+    that read them remove, write and embed what they name (docs/SECURITY.md)."""
+    if isinstance(relative, str) and relative and "\0" not in relative:
+        base = os.path.realpath(directory)
+        if _within(base, os.path.realpath(os.path.join(base, relative))):
+            return os.path.join(directory, relative)
+    raise UserError(
+        f"{what} names the path {relative!r}, which does not lie inside {directory}: the paths in it must lie "
+        "inside its directory (the file was changed, or is not proxima's)"
+    )
+
+
+def links_inside(directory: str) -> None:
+    """A ``UserError`` where a symbolic link anywhere in ``directory`` (a run's, before a resume writes to it)
+    leads out of it: through one, the resume would cut, append to or overwrite a file elsewhere. W&B's folder
+    is W&B's own (it links its logs to ~/.cache/wandb); proxima writes nothing through it."""
+    base = os.path.realpath(directory)
+    for root, dirs, names in os.walk(directory):  # links to directories are listed, not followed
+        for name in dirs + names:
+            path = os.path.join(root, name)
+            if os.path.islink(path) and not _within(base, os.path.realpath(path)):
+                raise UserError(
+                    f"{path} is a symbolic link to {os.path.realpath(path)}, outside {directory}: a run's files "
+                    "must lie inside its directory (it was changed, or is not proxima's)"
+                )
+        dirs[:] = [d for d in dirs if d != WANDB]  # (a batched run's seeds have one each)
+
+
+def remove_stopped_run(run_dir: str, group: bool = False, hint: str = "give another run directory") -> bool:
+    """Remove what a run that stopped before its first checkpoint wrote in ``run_dir``, so that it can start
+    again; return whether there was any. Only the entries that proxima writes go (``written_by_a_run``; a
+    symbolic link is removed, never what it points to); the directory and anything else in it stay. Such files
+    without the run's config.json (``group``: a batched run's seeds.json) are a ``UserError``: not a run that
+    proxima started, so nothing in it is removed (the message ends with ``hint``)."""
+    if not os.path.isdir(run_dir):
+        return False
+    config = SEEDS_JSON if group else CONFIG_JSON
+    written = sorted(name for name in os.listdir(run_dir) if written_by_a_run(name, group))
+    if written and config not in written:
+        raise UserError(
+            f"{run_dir} holds {written[0]} but no {config}: not a run that proxima started, so it is left alone; {hint}"
+        )
+    for name in written:
+        path = os.path.join(run_dir, name)
+        shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)
+    return bool(written)
 
 
 FULL_DISK = (errno.ENOSPC, errno.EDQUOT)  # the errnos of a full disk and of a full quota

@@ -42,6 +42,7 @@ from proxima.files import (
     TRIAL_JSON,
     VIDEOS,
     distinct_dirs,
+    inside,
     output_directory,
     read_checkpoint_meta,
     read_jsonl,
@@ -201,7 +202,7 @@ def find_runs(paths: list[str]) -> tuple[list[RunData], str, list[dict]]:
         elif sweep is not None and sweep.get("format") == "proxima-sweep":
             titles.append(sweep.get("title", ""))
             for trial in sweep["trials"]:  # by name under the sweep directory: it may have been moved
-                run_dir = os.path.join(path, trial["name"])
+                run_dir = inside(path, trial["name"], os.path.join(path, SWEEP_JSON))
                 if is_run(run_dir):
                     run = read_run(run_dir)
                     run.group = trial["setting"]

@@ -44,6 +44,7 @@ from proxima.files import (
     RESULTS_MD,
     SEEDS_JSON,
     VIDEOS,
+    links_inside,
     read_json,
     write_json,
 )
@@ -398,6 +399,7 @@ def resume_seeds(
     """Continue a batched run from its seeds' checkpoints: exactly, on native envs. ``env``: the env object the
     run was trained on, given again. ``torch_threads``: another thread count than the run's (written to its
     seeds.json; the continuation then rounds differently). ``trust_code``, ``named``: as ``resuming``'s."""
+    links_inside(parent)  # as for one run (trainer.resuming)
     path = os.path.join(parent, SEEDS_JSON)
     stored = PPOArgs.from_json(read_json(path), path)
     trust.check_settings(path, stored, env=env, trusted=trust_code, named=named)

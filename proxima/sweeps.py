@@ -16,7 +16,6 @@ import contextlib
 import copy
 import itertools
 import os
-import shutil
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -36,8 +35,11 @@ from proxima.files import (
     RESULTS_MD,
     SWEEP_JSON,
     TRIAL_JSON,
+    inside,
+    links_inside,
     read_json,
     read_jsonl,
+    remove_stopped_run,
     write_json,
 )
 from proxima.loop import run_to_end
@@ -256,11 +258,17 @@ def resume_sweep(
 
 
 def _located(plan: dict, out: str) -> dict:
-    """``plan`` with each trial's run directory under ``out``, where the sweep lies now."""
+    """``plan`` with each trial's run directory under ``out``, where the sweep lies now. A resume removes and
+    writes what the plan names, and the report reads it: each name and run directory must lie inside ``out``,
+    and no symbolic link in a run directory may lead out of it."""
     located = copy.deepcopy(plan)
+    what = os.path.join(out, SWEEP_JSON)
     for trial in located["trials"] + located.get("groups", []):
+        inside(out, trial["name"], what)  # the report's and Tune's folder names
         run = trial["config"]["run"]
-        run["run_dir"] = os.path.join(out, run["run_dir"])
+        run["run_dir"] = inside(out, run["run_dir"], what)
+        if os.path.isdir(run["run_dir"]):
+            links_inside(run["run_dir"])
     return located
 
 
@@ -330,8 +338,8 @@ def run_trial(
             # config.json names only what the plan does, which the user gave or --resume checked (docs/SECURITY.md)
             named = trust.names_of(PPOArgs.from_json(config))
             run_to_end(resuming(run_dir, quiet=True, callbacks=callbacks, named=named))
-        elif not os.path.exists(ckpt):
-            shutil.rmtree(run_dir, ignore_errors=True)  # stopped before its first checkpoint: start again
+        elif not os.path.exists(ckpt):  # stopped before its first checkpoint: start again
+            remove_stopped_run(run_dir, batched)
             train(PPOArgs.from_json(config), callbacks=callbacks)
         row = {"status": "finished"}
     except (NonFiniteError, EnvError, UserError) as e:

@@ -27,11 +27,12 @@ from proxima.files import (
     CONFIG_JSON,
     SEEDS_JSON,
     VIDEOS,
+    links_inside,
     read_checkpoint_meta,
     read_json,
+    remove_stopped_run,
     seed_run_dirs,
     write_json,
-    written_by_a_run,
 )
 from proxima.loop import (
     Run,
@@ -229,6 +230,7 @@ def resuming(
                 "a batched run (--num-seeds) resumes to the steps it was started for: drop total_timesteps"
             )
         return resume_seeds(run_dir, quiet, callbacks, env, torch_threads, trust_code, named)
+    links_inside(run_dir)  # a resume appends to and cuts back its logs: none of them may be a file elsewhere
     config_path = os.path.join(run_dir, CONFIG_JSON)
     saved = PPOArgs.from_json(read_json(config_path), config_path)
     trust.check_settings(config_path, saved, env=env, trusted=trust_code, named=named)
@@ -334,18 +336,8 @@ def requeue(args: PPOArgs, callbacks: list[Callback] | None = None, env=None) ->
         if group:
             return resume_seeds(run_dir, quiet=args.run.quiet, callbacks=callbacks, env=env, named=named)
         return run_to_end(resuming(run_dir, quiet=args.run.quiet, callbacks=callbacks, env=env, named=named))
-    if os.path.isdir(run_dir):
-        written = sorted(name for name in os.listdir(run_dir) if written_by_a_run(name, group))
-        if written and config_name not in written:
-            raise UserError(
-                f"{run_dir} holds {written[0]} but no {config_name}: not a run that proxima started, so "
-                "--resume-if-exists leaves it alone; give another --run-dir"
-            )
-        if written:
-            say(f"{run_dir}: the run stopped before its first checkpoint; starting it again")
-            for name in written:
-                target = os.path.join(run_dir, name)
-                shutil.rmtree(target) if os.path.isdir(target) else os.remove(target)
+    if remove_stopped_run(run_dir, group, hint="give another --run-dir"):
+        say(f"{run_dir}: the run stopped before its first checkpoint; starting it again")
     return None
 
 

@@ -50,8 +50,11 @@ from proxima.files import (
     RESULTS_MD,
     TRIAL_JSON,
     TUNE_JSON,
+    inside,
+    links_inside,
     read_json,
     read_jsonl,
+    remove_stopped_run,
     write_json,
 )
 from proxima.rollout_workers import TRIAL_ACTOR_CPUS
@@ -320,12 +323,19 @@ def resume_tune(output_dir: str, address: str | None = None, *, trust_code: bool
     if plan.get("version") != VERSION:  # before 1.0 a plan of another version is refused, not converted
         raise UserError(f"{path} has tune plan version {plan.get('version')}; this proxima reads version {VERSION} "
                         "only (run the search again)")  # fmt: skip
+    out = os.path.abspath(output_dir)
+    for sample in plan["samples"]:  # before anything runs: a resume removes and writes what tune.json names
+        inside(out, sample["name"], path)  # Tune's folder name
+        for seed in plan["seeds"]:
+            run_dir = _run_dir(out, sample["name"], seed)
+            if os.path.isdir(run_dir):
+                links_inside(run_dir)
     base = PPOArgs.from_json(plan.get("base"), path)
     for sample in [{"settings": {}}, *plan.get("samples", [])]:
         settings = {k: _typed(k, v) for k, v in sample.get("settings", {}).items()}
         trust.check_settings(path, base.replace(_source=path, **settings), trusted=trust_code)
     executors.check_executor("ray", "proxima tune")
-    return _run(os.path.abspath(output_dir), plan, address)
+    return _run(out, plan, address)
 
 
 def _run(out: str, plan: dict, address: str | None) -> TuneResults:
@@ -343,7 +353,7 @@ def _run(out: str, plan: dict, address: str | None) -> TuneResults:
     def on_done(name: str, error: str | None) -> None:
         if error is not None:  # a crash that wrote nothing: the runs of the sample say so
             for seed in plan["seeds"]:
-                run_dir = os.path.join(out, run_name(name, seed))
+                run_dir = _run_dir(out, name, seed)
                 if os.path.isdir(run_dir) and _trial_row(run_dir) is None:
                     write_json(os.path.join(run_dir, TRIAL_JSON), {"status": "failed", "error": error})
         rows = _rows_soon(out, plan, name)
@@ -372,7 +382,7 @@ def _rows_of_stopped(out: str, plan: dict) -> None:
     ended before the row was written: write it, with the score its logs give."""
     for sample in plan["samples"]:
         for seed in plan["seeds"]:
-            run_dir = os.path.join(out, run_name(sample["name"], seed))
+            run_dir = _run_dir(out, sample["name"], seed)
             if os.path.exists(os.path.join(run_dir, METRICS)) and _trial_row(run_dir) is None:
                 score = Score(plan["metric"])
                 score.from_logs(run_dir)
@@ -453,6 +463,11 @@ def _scheduler(plan: dict, space: dict):
 
 def run_name(sample: str, seed: int) -> str:
     return f"{sample}__seed{seed}"
+
+
+def _run_dir(out: str, sample: str, seed: int) -> str:
+    """The run directory of a sample's seed: inside ``out``, whatever tune.json says (``files.inside``)."""
+    return inside(out, run_name(sample, seed), os.path.join(out, TUNE_JSON))
 
 
 class Score(Callback):
@@ -546,7 +561,7 @@ def run_sample(out: str, plan: dict, name: str, settings: dict, report=None, nod
     exploit = _exploited(out, plan, name) if plan["scheduler"] == "pbt" and report is not None else None
     runs, gens, scores, rngs = [], [], [], []
     for seed in plan["seeds"]:
-        run_dir = os.path.join(out, run_name(name, seed))
+        run_dir = _run_dir(out, name, seed)
         score = Score(plan["metric"])
         callbacks: list[Callback] = [score, *([StopWhenAsked(stop)] if stop is not None else [])]
         ckpt = os.path.join(run_dir, CHECKPOINT)
@@ -566,8 +581,8 @@ def run_sample(out: str, plan: dict, name: str, settings: dict, report=None, nod
             gen = _ended()
         elif os.path.exists(ckpt):
             gen = resuming(run_dir, quiet=True, callbacks=callbacks, named=named)
-        else:
-            shutil.rmtree(run_dir, ignore_errors=True)  # stopped before its first checkpoint: start again
+        else:  # stopped before its first checkpoint: start again
+            remove_stopped_run(run_dir)
             gen = training(base.replace(**typed, seed=seed, run_dir=run_dir), callbacks=callbacks)
         runs.append(run_dir)
         gens.append(gen)
@@ -686,7 +701,7 @@ def _rows_soon(out: str, plan: dict, name: str, wait_s: float = 10.0) -> list[di
     them as it unwinds, after Tune has told this process."""
     deadline = time.monotonic() + wait_s
     while True:
-        rows = [_trial_row(os.path.join(out, run_name(name, s))) for s in plan["seeds"]]
+        rows = [_trial_row(_run_dir(out, name, s)) for s in plan["seeds"]]
         if all(rows) or time.monotonic() > deadline:
             return [r or {} for r in rows]
         time.sleep(0.2)
@@ -699,7 +714,7 @@ def _trial_row(run_dir: str) -> dict | None:
 
 def _sample_status(out: str, plan: dict, name: str) -> str | None:
     """``finished``, ``stopped`` or ``failed`` once every seed's run has ended; None if one has not."""
-    rows = [_trial_row(os.path.join(out, run_name(name, seed))) for seed in plan["seeds"]]
+    rows = [_trial_row(_run_dir(out, name, seed)) for seed in plan["seeds"]]
     if any(r is None for r in rows):
         return None
     statuses = {r["status"] for r in rows}
@@ -707,7 +722,7 @@ def _sample_status(out: str, plan: dict, name: str) -> str | None:
 
 
 def _sample_score(out: str, plan: dict, name: str) -> float | None:
-    rows = [_trial_row(os.path.join(out, run_name(name, seed))) or {} for seed in plan["seeds"]]
+    rows = [_trial_row(_run_dir(out, name, seed)) or {} for seed in plan["seeds"]]
     values = [r["score"] for r in rows if r.get("score") is not None]
     return float(np.mean(values)) if values and len(values) == len(rows) else None
 
@@ -717,7 +732,7 @@ def summarize(out: str, plan: dict) -> TuneResults:
     ``results.md``, the best finished sample as ``best.json`` (a preset) and ``report.html``."""
     rows = []
     for sample in plan["samples"]:
-        runs = [os.path.join(out, run_name(sample["name"], seed)) for seed in plan["seeds"]]
+        runs = [_run_dir(out, sample["name"], seed) for seed in plan["seeds"]]
         trials = [_trial_row(r) or {"status": "not run"} for r in runs]
         scores = [t.get("score") for t in trials]
         known = [s for s in scores if s is not None]
