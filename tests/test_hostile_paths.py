@@ -3,6 +3,7 @@ inside it, no symbolic link in it leads out, nothing is removed that is not prox
 only the videos proxima wrote there. Each test tampers with a copy of a real (tiny) run, sweep or search and
 checks that a directory beside it, made with tmp_path, is exactly as it was."""
 
+import base64
 import json
 import os
 import shutil
@@ -249,3 +250,34 @@ def test_a_requeued_run_stopped_before_its_checkpoint_unlinks_a_link_and_keeps_w
     assert main(argv) == 0
     assert read_checkpoint(str(run_dir / CHECKPOINT))[1]["finished"]
     assert _tree(victim) == held
+
+
+def test_the_report_embeds_only_the_videos_proxima_wrote_in_the_run(finished_run, tmp_path, capsys):
+    secret = tmp_path / "secret.mp4"
+    secret.write_bytes(b"the user's secret, which must never reach a page meant to be shared")
+    own = os.path.join(finished_run, "eval-videos", "rl-video-episode-0.mp4")
+    os.makedirs(os.path.dirname(own))
+    with open(own, "wb") as f:
+        f.write(b"an episode that proxima eval recorded")
+    os.makedirs(os.path.join(finished_run, "videos"))
+    os.symlink(secret, os.path.join(finished_run, "videos", "rl-video-episode-1.mp4"))
+    listed = ["eval-videos/rl-video-episode-0.mp4", "/etc/passwd", "../secret.mp4", "eval-videos/../../secret.mp4",
+              str(secret), "config.json"]  # fmt: skip
+    with open(os.path.join(finished_run, "eval.json"), "w") as f:
+        json.dump({"mean": 1.0, "std": 0.0, "episodes": 1, "videos": listed}, f)
+    capsys.readouterr()
+    assert main(["report", finished_run]) == 0
+    err = capsys.readouterr().err
+    page = open(os.path.join(finished_run, "report.html")).read()
+    assert base64.b64encode(b"an episode that proxima eval recorded").decode() in page
+    assert base64.b64encode(secret.read_bytes()).decode() not in page
+    with open(os.path.join(finished_run, "config.json"), "rb") as f:
+        assert base64.b64encode(f.read()).decode() not in page
+    if os.access("/etc/passwd", os.R_OK):
+        with open("/etc/passwd", "rb") as f:
+            assert base64.b64encode(f.read()).decode() not in page
+    assert page.count("data:video/mp4;base64,") == 1
+    assert err == (
+        f"note: {finished_run}/eval.json lists '/etc/passwd' and 4 more, not a video that proxima wrote in "
+        f"{finished_run}/eval-videos: not embedded\n"
+    )
