@@ -27,7 +27,9 @@ from proxima.files import (
     CONFIG_JSON,
     SEEDS_JSON,
     VIDEOS,
+    WRITER_WAIT_S,
     links_inside,
+    lock_directory,
     read_checkpoint_meta,
     read_json,
     remove_stopped_run,
@@ -127,17 +129,33 @@ def training(
         args = args.replace(env_id=describe_env(env)[0])
     if args.run.num_seeds > 1:
         check_seeds(args, env)
+    run_dir = args.run.run_dir
+    if run_dir is None:
+        if resume_if_exists:
+            raise UserError(
+                "--resume-if-exists needs the run's directory: give --run-dir RUN_DIR (run_dir=RUN_DIR), the same "
+                "on every start of the job"
+            )
+        run_dir = default_run_dir(args)
+    # One writer: a requeued job may start while the old one, in its grace period, finishes its last update.
+    waiting = None if args.run.quiet else (lambda text: print(text, flush=True))
+    with lock_directory(run_dir, instead=None if resume_if_exists else "--run-dir",
+                        wait_s=WRITER_WAIT_S if resume_if_exists else 0.0, waiting=waiting):  # fmt: skip
+        return (yield from _training(args, run_dir, callbacks, env, resume_if_exists))
+
+
+def _training(args: PPOArgs, run_dir: str, callbacks, env, resume_if_exists: bool) -> Updates:
+    """``training`` in ``run_dir``, which this process holds."""
     if resume_if_exists:
         agent = requeue(args, callbacks, env)
         if agent is not None:
             return agent
     if args.run.num_seeds > 1:
-        return train_seeds(args, callbacks, env, requeued=resume_if_exists)
-    run_dir = args.run.run_dir or default_run_dir(args)
-    if not resume_if_exists:  # else the files in it are not a run's (requeue said so)
-        check_run_dir_free(run_dir)
+        return train_seeds(args, callbacks, env, requeued=resume_if_exists, parent=run_dir)
+    if not resume_if_exists:  # else the files in it are not a run's (requeue said so); held, as another run
+        check_run_dir_free(run_dir)  # would find a run that it writes now stopped before its first checkpoint
     device, notes = setup(args)
-    existed, written, envs = os.path.isdir(run_dir), False, None
+    written, envs = False, None
     try:
         # Built before the run directory, so a bad env id or unsupported space leaves nothing behind (but
         # --capture-video's recorder makes RUN_DIR/videos as it is built: removed below if the run never starts).
@@ -171,10 +189,8 @@ def training(
     finally:
         if envs is not None:
             envs.close()
-        if not written:
+        if not written:  # and the lock removes RUN_DIR where it made it and nothing else is left there
             shutil.rmtree(os.path.join(run_dir, VIDEOS), ignore_errors=True)
-            if not existed and os.path.isdir(run_dir) and not os.listdir(run_dir):
-                os.rmdir(run_dir)
 
 
 def resume(
@@ -224,6 +240,14 @@ def resuming(
     if not os.path.isdir(run_dir):
         what = "is a file" if os.path.isfile(run_dir) else "does not exist"
         raise UserError(f"run directory {run_dir!r} {what}; give a directory written by `proxima train`")
+    with lock_directory(run_dir, instead=None):  # before the checkpoint is read: another may be writing it
+        return (yield from _resuming(run_dir, quiet, callbacks, total_timesteps, env, torch_threads))
+
+
+def _resuming(
+    run_dir: str, quiet: bool, callbacks, total_timesteps: int | None, env, torch_threads
+) -> Updates:
+    """``resuming`` in ``run_dir``, which this process holds."""
     if os.path.exists(os.path.join(run_dir, SEEDS_JSON)):
         if total_timesteps is not None:
             raise UserError(
@@ -296,12 +320,7 @@ def requeue(args: PPOArgs, callbacks: list[Callback] | None = None, env=None) ->
     A batched run's directory (its seeds.json) is handled as a batched run, another run's as one seed's,
     whatever ``num_seeds`` is given.
     """
-    run_dir = args.run.run_dir
-    if run_dir is None:
-        raise UserError(
-            "--resume-if-exists needs the run's directory: give --run-dir RUN_DIR (run_dir=RUN_DIR), the same on "
-            "every start of the job"
-        )
+    run_dir = args.run.run_dir  # given (training checks), and held by this process
     say = (lambda text: None) if args.run.quiet else (lambda text: print(text, flush=True))
     # A batched run keeps its settings in seeds.json, its seeds' runs in seedS/. The run in the directory says
     # which kind it is: a --num-seeds of the other kind is one more setting that differs.
