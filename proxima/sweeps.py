@@ -12,7 +12,6 @@ the setting's directory, whose seeds' run directories (``seedS``) are the plan's
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import itertools
 import os
@@ -29,6 +28,7 @@ from proxima.errors import EnvError, NonFiniteError, UserError
 from proxima.files import (
     CHECKPOINT,
     LEARNING_CURVES,
+    LOCK,
     METRICS,
     REPORT,
     RESULTS_JSON,
@@ -37,6 +37,8 @@ from proxima.files import (
     TRIAL_JSON,
     inside,
     links_inside,
+    WRITER_WAIT_S,
+    lock_directory,
     read_json,
     read_jsonl,
     remove_stopped_run,
@@ -186,8 +188,7 @@ def sweep(
             "--gpus-per-trial gives each run a GPU to train on; drop --no-cuda or --gpus-per-trial"
         )
     out = os.path.abspath(output_dir or default_output_dir(settings[0][1].env.env_id))
-    if os.path.exists(out) and os.listdir(out):
-        raise UserError(f"output directory {out!r} already exists and is not empty; give a new --output-dir")
+    check_output_dir_free(out)
     threads = {"torch_threads": cpus_per_trial} if executor == "ray" else {}
     trials, groups = [], []
     # Every configuration is checked before the first run, so that bad input fails in a second, not after
@@ -209,21 +210,24 @@ def sweep(
             groups.append({"name": name, "setting": label, "config": config})
     if len({t["name"] for t in trials}) < len(trials):
         raise UserError("two settings give the same run directory name; give each setting its own values")
-    existed = os.path.isdir(out)
-    os.makedirs(out, exist_ok=True)
     plan = {"format": FORMAT, "version": VERSION, "title": _title(settings[0][1]),
             "cpus_per_trial": cpus_per_trial, "gpus_per_trial": gpus_per_trial, "max_concurrent": max_concurrent,
             "executor": executor, "batched": batched,
             "trials": trials, **({"groups": groups} if batched else {})}  # fmt: skip
-    write_json(os.path.join(out, SWEEP_JSON), plan)
-    try:
-        return _run(out, _located(plan, out), executor, address, max_concurrent)
-    except UserError:  # Ray was out of reach or has no node for a trial: refused before any trial ran
-        os.remove(os.path.join(out, SWEEP_JSON))
-        if not existed:
-            with contextlib.suppress(OSError):
-                os.rmdir(out)
-        raise
+    with lock_directory(out, "sweep directory", "--output-dir"):  # removed again where made and left empty
+        check_output_dir_free(out)  # again, held: of two sweeps started into it, the second finds it taken
+        write_json(os.path.join(out, SWEEP_JSON), plan)
+        try:
+            return _run(out, _located(plan, out), executor, address, max_concurrent)
+        except UserError:  # Ray was out of reach or has no node for a trial: refused before any trial ran
+            os.remove(os.path.join(out, SWEEP_JSON))
+            raise
+
+
+def check_output_dir_free(out: str) -> None:
+    """Refuse a sweep's or a search's ``out`` that holds anything but its lock."""
+    if os.path.exists(out) and (not os.path.isdir(out) or set(os.listdir(out)) - {LOCK}):
+        raise UserError(f"output directory {out!r} already exists and is not empty; give a new --output-dir")
 
 
 def resume_sweep(
@@ -241,20 +245,21 @@ def resume_sweep(
         raise UserError(
             f"sweep directory {output_dir!r} does not exist; give a directory written by proxima sweep"
         )
-    plan = read_json(path)
-    if plan.get("format") != FORMAT:
-        raise UserError(f"{path} is not a proxima sweep plan")
-    if plan.get("version") != VERSION:  # before 1.0 a plan of another version is refused, not converted
-        raise UserError(
-            f"{path} has sweep plan version {plan.get('version')}; this proxima reads version {VERSION} only (run "
-            "the sweep again, or finish it with the proxima that started it)"
-        )
-    for trial in plan.get("trials", []) + plan.get("groups", []):
-        trust.check_settings(path, PPOArgs.from_json(trial.get("config") or {}, path), trusted=trust_code)
-    executor = executor or plan["executor"]
-    executors.check_executor(executor, "this sweep")
-    out = os.path.abspath(output_dir)
-    return _run(out, _located(plan, out), executor, address, max_concurrent or plan["max_concurrent"])
+    with lock_directory(output_dir, "sweep directory", None):  # before the plan is read
+        plan = read_json(path)
+        if plan.get("format") != FORMAT:
+            raise UserError(f"{path} is not a proxima sweep plan")
+        if plan.get("version") != VERSION:  # before 1.0 a plan of another version is refused, not converted
+            raise UserError(
+                f"{path} has sweep plan version {plan.get('version')}; this proxima reads version {VERSION} only (run "
+                "the sweep again, or finish it with the proxima that started it)"
+            )
+        for trial in plan.get("trials", []) + plan.get("groups", []):
+            trust.check_settings(path, PPOArgs.from_json(trial.get("config") or {}, path), trusted=trust_code)
+        executor = executor or plan["executor"]
+        executors.check_executor(executor, "this sweep")
+        out = os.path.abspath(output_dir)
+        return _run(out, _located(plan, out), executor, address, max_concurrent or plan["max_concurrent"])
 
 
 def _located(plan: dict, out: str) -> dict:
@@ -324,8 +329,17 @@ def run_trial(
     its ``trial.json``. proxima's own errors (a NaN, a crashed env) fail the trial with their one line.
     ``stop``: polled after each update; a signal number stops the run as that signal would (a checkpoint,
     then ``TrainingInterrupted``, and no ``trial.json``). A batched run's trial (``num_seeds`` > 1) writes
-    each seed's row to the seed's ``trial.json`` too, and returns its own."""
+    each seed's row to the seed's ``trial.json`` too, and returns its own.
+
+    The trial holds its run's directory from start to end; it waits a while for another holder to let go (a
+    trial of the sweep killed before, whose Ray worker is not yet stopped) and, refused, writes no row: the
+    sweep's ``--resume`` runs it again."""
     run_dir = config["run"]["run_dir"]
+    with lock_directory(run_dir, instead=None, wait_s=WRITER_WAIT_S):
+        return _run_trial(config, run_dir, report, node, stop)
+
+
+def _run_trial(config: dict, run_dir: str, report, node, stop) -> dict:
     row = _status(run_dir)
     if row is not None:
         return row

@@ -24,6 +24,7 @@ the samples not yet drawn are drawn by a new searcher (Optuna's told the scores 
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import random
 import shutil
@@ -52,6 +53,8 @@ from proxima.files import (
     TUNE_JSON,
     inside,
     links_inside,
+    WRITER_WAIT_S,
+    lock_directory,
     read_json,
     read_jsonl,
     remove_stopped_run,
@@ -59,7 +62,7 @@ from proxima.files import (
 )
 from proxima.rollout_workers import TRIAL_ACTOR_CPUS
 from proxima.schedules import ADJUSTABLE
-from proxima.sweeps import StopWhenAsked, _finite, default_output_dir, refuse_objects
+from proxima.sweeps import StopWhenAsked, _finite, check_output_dir_free, default_output_dir, refuse_objects
 from proxima.trainer import resuming, training
 
 FORMAT, VERSION = "proxima-tune", 1
@@ -241,11 +244,11 @@ def tune(
     if search == "optuna":
         _need_optuna()
     out = os.path.abspath(output_dir or default_output_dir(base.env.env_id, "tune"))
-    if os.path.exists(out) and os.listdir(out):
-        raise UserError(f"output directory {out!r} already exists and is not empty; give a new --output-dir")
-    os.makedirs(out, exist_ok=True)
-    write_json(os.path.join(out, TUNE_JSON), plan)
-    return _run(out, plan, address)
+    check_output_dir_free(out)
+    with lock_directory(out, "tune directory", "--output-dir"):
+        check_output_dir_free(out)  # again, held: of two searches started into it, the second finds it taken
+        write_json(os.path.join(out, TUNE_JSON), plan)
+        return _run(out, plan, address)
 
 
 def _plan(base: PPOArgs, spec: dict, search: str, num_samples: int, metric: str, mode: str, seeds: int,
@@ -317,25 +320,28 @@ def resume_tune(output_dir: str, address: str | None = None, *, trust_code: bool
         raise UserError(
             f"{output_dir!r} is not a tune directory (no {TUNE_JSON}); give one written by proxima tune"
         )
-    plan = read_json(path)
-    if plan.get("format") != FORMAT:
-        raise UserError(f"{path} is not a proxima tune plan")
-    if plan.get("version") != VERSION:  # before 1.0 a plan of another version is refused, not converted
-        raise UserError(f"{path} has tune plan version {plan.get('version')}; this proxima reads version {VERSION} "
-                        "only (run the search again)")  # fmt: skip
-    out = os.path.abspath(output_dir)
-    for sample in plan["samples"]:  # before anything runs: a resume removes and writes what tune.json names
-        inside(out, sample["name"], path)  # Tune's folder name
-        for seed in plan["seeds"]:
-            run_dir = _run_dir(out, sample["name"], seed)
-            if os.path.isdir(run_dir):
-                links_inside(run_dir)
-    base = PPOArgs.from_json(plan.get("base"), path)
-    for sample in [{"settings": {}}, *plan.get("samples", [])]:
-        settings = {k: _typed(k, v) for k, v in sample.get("settings", {}).items()}
-        trust.check_settings(path, base.replace(_source=path, **settings), trusted=trust_code)
-    executors.check_executor("ray", "proxima tune")
-    return _run(out, plan, address)
+    with lock_directory(output_dir, "tune directory", None):  # before the plan is read
+        plan = read_json(path)
+        if plan.get("format") != FORMAT:
+            raise UserError(f"{path} is not a proxima tune plan")
+        if plan.get("version") != VERSION:  # before 1.0 a plan of another version is refused, not converted
+            raise UserError(f"{path} has tune plan version {plan.get('version')}; this proxima reads version {VERSION} "
+                            "only (run the search again)")  # fmt: skip
+        out = os.path.abspath(output_dir)
+        for sample in plan[
+            "samples"
+        ]:  # before anything runs: a resume removes and writes what tune.json names
+            inside(out, sample["name"], path)  # Tune's folder name
+            for seed in plan["seeds"]:
+                run_dir = _run_dir(out, sample["name"], seed)
+                if os.path.isdir(run_dir):
+                    links_inside(run_dir)
+        base = PPOArgs.from_json(plan.get("base"), path)
+        for sample in [{"settings": {}}, *plan.get("samples", [])]:
+            settings = {k: _typed(k, v) for k, v in sample.get("settings", {}).items()}
+            trust.check_settings(path, base.replace(_source=path, **settings), trusted=trust_code)
+        executors.check_executor("ray", "proxima tune")
+        return _run(out, plan, address)
 
 
 def _run(out: str, plan: dict, address: str | None) -> TuneResults:
@@ -553,7 +559,19 @@ def run_sample(out: str, plan: dict, name: str, settings: dict, report=None, nod
     """Train the sample's seeds in lockstep, reporting their mean score (``report``: Tune's) after each round;
     write each run's ``trial.json``; return the sample's row. ``stop``: as for a sweep's trial
     (``proxima.sweeps.run_trial``): once it gives a signal, each seed checkpoints after its update, the sample
-    raises ``TrainingInterrupted``, and no ``trial.json`` is written, so that ``--resume`` goes on from there."""
+    raises ``TrainingInterrupted``, and no ``trial.json`` is written, so that ``--resume`` goes on from there.
+
+    The sample holds its runs' directories from start to end, as a sweep's trial does (``run_trial``): it waits
+    a while for another holder to let go (the trial's last process, which PBT or ASHA stopped); refused, the
+    sample fails with the line that names the holder."""
+    with contextlib.ExitStack() as stack:
+        for seed in plan["seeds"]:
+            run_dir = os.path.join(out, run_name(name, seed))
+            stack.enter_context(lock_directory(run_dir, instead=None, wait_s=WRITER_WAIT_S))
+        return _run_sample(out, plan, name, settings, report, node, stop)
+
+
+def _run_sample(out: str, plan: dict, name: str, settings: dict, report, node, stop) -> dict:
     base = PPOArgs.from_json(plan["base"])
     typed = {k: _typed(k, v) for k, v in settings.items()}
     # the runs' config.json name only what the plan does, which the user gave or --resume checked

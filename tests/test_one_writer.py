@@ -16,7 +16,9 @@ import textwrap
 import pytest
 
 import proxima
+import proxima.sweeps
 import proxima.trainer
+import proxima.tuning
 from proxima.callbacks import Callback
 from proxima.cli import main
 from proxima.files import CHECKPOINT, LOCK, read_checkpoint
@@ -255,6 +257,55 @@ def test_a_batched_run_holds_its_directory_and_each_seeds(tmp_path, capsys):
     finally:
         proc.kill()
         proc.wait()
+
+
+# A sweep (or a search) whose first trial hangs: its process holds the sweep's directory
+SWEEP_HOLDER = textwrap.dedent("""
+    import sys, time
+    import proxima, proxima.sweeps, proxima.tuning
+
+    def hang(*args, **kwargs):
+        print("hanging", flush=True)
+        time.sleep(600)
+
+    out, kind = sys.argv[1], sys.argv[2]
+    settings = dict(env_id="CartPole-v1", total_timesteps=512, num_envs=4, num_steps=128, cuda=False,
+                    torch_threads=1, plot=False, report=False, output_dir=out)
+    if kind == "sweep":
+        proxima.sweeps.train = hang
+        proxima.sweep(executor="local", seeds=1, **settings)
+    else:
+        proxima.tuning._run = hang
+        proxima.tune(space={"learning_rate": [1e-3, 3e-4]}, num_samples=1, **settings)
+""")
+
+
+@pytest.mark.parametrize("kind", ["sweep", "tune"])
+def test_a_sweep_or_search_directory_has_one_writer(kind, tmp_path, monkeypatch, capsys):
+    out = tmp_path / kind
+    proc = subprocess.Popen([sys.executable, "-c", SWEEP_HOLDER, str(out), kind], stdout=subprocess.PIPE,
+                            text=True, cwd=os.getcwd())  # fmt: skip
+    module = proxima.sweeps if kind == "sweep" else proxima.tuning
+    real = module._run
+
+    def refused_first(*args, **kwargs):
+        raise AssertionError(f"{kind} --resume went on into a directory that another process writes")
+
+    try:
+        assert proc.stdout.readline() == "hanging\n"
+        _holds(out, proc.pid)
+        monkeypatch.setattr(module, "_run", refused_first)
+        assert main([kind, "--resume", str(out)]) == 2
+        what = "sweep directory" if kind == "sweep" else "tune directory"
+        assert _one_line(capsys, kind) == _in_use(out, proc.pid, what, then="")
+    finally:
+        proc.kill()
+        proc.wait()
+    if kind == "sweep":  # killed, it blocks nothing: its resume runs the trial
+        monkeypatch.setattr(module, "_run", real)
+        assert main(["sweep", "--resume", str(out), "--executor", "local"]) == 0
+        assert json.load(open(out / "results.json"))["trials"][0]["status"] == "finished"
+        assert not (out / LOCK).exists()
 
 
 # A process that holds a directory's lock and sleeps; with "fork", after forking a worker that sleeps too, as
