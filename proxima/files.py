@@ -365,6 +365,12 @@ def load_module_state(module: torch.nn.Module, state: dict[str, torch.Tensor], p
 WRITER_WAIT_S = 120.0  # how long a requeued job, or a sweep's or search's trial, waits for the last holder
 LOCK_POLL_S = 0.1
 
+# The files that only a directory's writer replaces (atomically): a temporary file of one of them that is there
+# when the lock is taken was left by a writer killed mid-write. eval.json, probes.json and report.html are not
+# among them: `proxima eval`, `probe` and `report` write them without the lock, maybe at this very moment.
+_WRITER_FILES = frozenset((CONFIG_JSON, CHECKPOINT, WEIGHTS, AGENT_JSON, MACHINE_JSON, SEEDS_JSON, TRIAL_JSON,
+                           RESULTS_JSON, SWEEP_JSON, TUNE_JSON, BEST_PRESET, STOP_JSON))  # fmt: skip
+_TEMPORARY = re.compile(r"\.tmp-[0-9a-f]{12}(.+)\Z", re.DOTALL)  # temporary_beside's names
 _NO_LOCKS = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS}  # a file system without flock
 
 
@@ -405,7 +411,8 @@ def lock_directory(
     as its one writer; ``directory`` is made where it does not exist, and removed again if it is left empty.
     Where another process holds it, a ``UserError`` names that process's PID (``what`` names the directory,
     ``instead`` the flag that gives another one), after ``wait_s`` seconds of waiting for it to let go
-    (``waiting`` is told so once).
+    (``waiting`` is told so once). Once taken, the temporary files that a killed writer left are removed
+    (``remove_stale_temporaries``).
 
     Taken again by the thread that holds it (a sweep's trial, then its run), it is held once; a thread of the
     same process is refused as another process is. A file system without locks (flock fails with ENOLCK) and
@@ -430,6 +437,7 @@ def lock_directory(
     with _held_guard:
         _held[key] = held
     try:
+        remove_stale_temporaries(directory)
         yield
     finally:
         with _held_guard:
@@ -567,3 +575,30 @@ def _holder(path: str) -> str:
         if pid == os.getpid()
         else f"another proxima process (PID {pid})"
     )
+
+
+def remove_stale_temporaries(directory: str) -> None:
+    """Remove from ``directory`` and its agent directories (``best``, each of ``candidates``) the temporary
+    files (``temporary_beside``'s) of the files that only its writer replaces: left by a writer killed
+    mid-write. Only regular files of such a name go, never a link; called with the directory's lock held, so
+    that no writer of those files is writing one now."""
+    folders, candidates = [directory, os.path.join(directory, BEST)], os.path.join(directory, CANDIDATES)
+    if not os.path.islink(candidates):
+        with contextlib.suppress(OSError), os.scandir(candidates) as entries:
+            folders += [entry.path for entry in entries if entry.is_dir(follow_symlinks=False)]
+    for folder in folders:
+        if folder != directory and os.path.islink(folder):  # leads out of the directory
+            continue
+        try:
+            with os.scandir(folder) as entries:
+                stale = [entry.path for entry in entries if _left_by_a_writer(entry)]
+        except OSError:
+            continue
+        for path in stale:
+            with contextlib.suppress(OSError):
+                os.remove(path)
+
+
+def _left_by_a_writer(entry: os.DirEntry) -> bool:
+    name = _TEMPORARY.match(entry.name)
+    return name is not None and name[1] in _WRITER_FILES and entry.is_file(follow_symlinks=False)

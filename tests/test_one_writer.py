@@ -259,6 +259,28 @@ def test_a_batched_run_holds_its_directory_and_each_seeds(tmp_path, capsys):
         proc.wait()
 
 
+def test_a_temporary_file_left_by_a_kill_mid_write_is_removed_by_the_next_run(tmp_path, monkeypatch):
+    run_dir = tmp_path / "run"
+    _stopped_run(str(run_dir), monkeypatch)
+    outside = tmp_path / "outside.json"
+    outside.write_text("not the run's\n")
+    stale = run_dir / ".tmp-0123456789abcheckpoint.safetensors"  # a checkpoint write cut by SIGKILL
+    stale.write_bytes(b"\0" * 1000)
+    (run_dir / "best").mkdir()
+    stale_best = run_dir / "best" / ".tmp-00000000000fmodel.safetensors"
+    stale_best.write_bytes(b"\0" * 10)
+    mine = run_dir / ".tmp-notes.txt"  # not a name proxima makes
+    mine.write_text("the user's\n")
+    link = run_dir / ".tmp-aaaaaaaaaaaaconfig.json"  # a symbolic link is not proxima's temporary file
+    link.symlink_to(outside)
+    assert main(["train", "--resume", str(run_dir)]) == 0
+    assert not stale.exists() and not stale_best.exists()
+    assert (
+        mine.read_text() == "the user's\n" and link.is_symlink() and outside.read_text() == "not the run's\n"
+    )
+    assert [m["global_step"] for m in _lines(run_dir)] == [BATCH * (u + 1) for u in range(UPDATES)]
+
+
 # A sweep (or a search) whose first trial hangs: its process holds the sweep's directory
 SWEEP_HOLDER = textwrap.dedent("""
     import sys, time
