@@ -458,7 +458,7 @@ def _make_dirs(directory: str, what: str) -> list[str]:
         path = os.path.dirname(path)
     try:
         os.makedirs(directory, exist_ok=True)
-    except (FileExistsError, NotADirectoryError):
+    except FileExistsError:
         raise UserError(f"{what} {directory!r} is a file, not a directory; give a directory") from None
     except OSError as e:
         raise UserError(f"cannot make the {what} {directory}: {e.strerror}") from None
