@@ -304,6 +304,8 @@ SWEEP_HOLDER = textwrap.dedent("""
 
 @pytest.mark.parametrize("kind", ["sweep", "tune"])
 def test_a_sweep_or_search_directory_has_one_writer(kind, tmp_path, monkeypatch, capsys):
+    if kind == "tune":
+        pytest.importorskip("ray")  # proxima tune searches on Ray Tune
     out = tmp_path / kind
     proc = subprocess.Popen([sys.executable, "-c", SWEEP_HOLDER, str(out), kind], stdout=subprocess.PIPE,
                             text=True, cwd=os.getcwd())  # fmt: skip
