@@ -262,7 +262,7 @@ def test_a_batched_run_holds_its_directory_and_each_seeds(tmp_path, capsys):
 def test_a_temporary_file_left_by_a_kill_mid_write_is_removed_by_the_next_run(tmp_path, monkeypatch):
     run_dir = tmp_path / "run"
     _stopped_run(str(run_dir), monkeypatch)
-    outside = tmp_path / "outside.json"
+    outside = run_dir / "notes.json"  # the user's file (a link that leads out of the run is refused outright)
     outside.write_text("not the run's\n")
     stale = run_dir / ".tmp-0123456789abcheckpoint.safetensors"  # a checkpoint write cut by SIGKILL
     stale.write_bytes(b"\0" * 1000)
