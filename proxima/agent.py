@@ -9,7 +9,9 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from proxima import trust
 from proxima.distributions import make_head
+from proxima.encoders import class_path
 from proxima.envs.interface import env_actions
 from proxima.errors import UserError
 from proxima.files import (
@@ -47,6 +49,7 @@ class Agent:
         # How to make the env again besides its id, where there is more to it (docs/ENVS.md): "env_kwargs",
         # "env_factory" (PPOArgs' fields), "module" (the module whose code registered a plain id).
         self.env_source: dict = {}
+        self.source = "the agent's agent.json"  # the file it was loaded from, which errors name
         self.observation_space = observation_space
         self.action_space = action_space
         self.layout = model.spec.layout()
@@ -168,8 +171,14 @@ class Agent:
         write_json(os.path.join(directory, AGENT_JSON), meta)
 
     @classmethod
-    def load(cls, run_dir: str, device: str | torch.device = "cpu") -> Agent:
-        """Rebuild the agent saved in ``run_dir``; a ``UserError`` says what is wrong with a bad directory."""
+    def load(
+        cls, run_dir: str, device: str | torch.device = "cpu", *, encoder=None, trust_code: bool = False
+    ) -> Agent:
+        """Rebuild the agent saved in ``run_dir``; a ``UserError`` says what is wrong with a bad directory.
+
+        agent.json may name code: an encoder class (``module:Class``) and the env's factory or module. None of
+        it is imported unless you name it again or pass ``trust_code`` (docs/SECURITY.md): ``encoder``, the
+        class (or its ``module:Class``) to build the network with; the env is named to ``evaluate``."""
         if os.path.isfile(run_dir):
             raise UserError(
                 f"{run_dir!r} is a file; give the directory that holds it, as written by `proxima train`"
@@ -195,6 +204,23 @@ class Agent:
             action_space = space_from_json(meta["action_space"])
             if not isinstance(meta["env_id"], str) or not isinstance(meta.get("env_source", {}), dict):
                 raise TypeError("env_id must be a string and env_source an object")
+        except UserError:
+            raise
+        except (KeyError, TypeError, ValueError) as e:
+            raise UserError(
+                f"{source} is missing or has a bad field ({e}); the checkpoint is corrupt"
+            ) from None
+        if encoder is not None:  # named again: the weights must still fit it (load_module_state checks)
+            given = class_path(encoder) if isinstance(encoder, type) else encoder
+            trust.remember("encoder", given)
+            spec = dataclasses.replace(spec, network=dataclasses.replace(spec.network, encoder=given))
+        env_source = meta.get("env_source", {})
+        names = {"encoder": spec.network.encoder}
+        if trust_code:  # the env's names too, so that evaluate(agent) may make them later in this process
+            names |= {"env_id": meta.get("env_id"), "env_factory": env_source.get("env_factory")}
+        # before the network is built, even on the meta device: building it imports its encoder
+        trust.check(f"{run_dir}/{AGENT_JSON}", names, trusted=trust_code)
+        try:
             check_spec(spec, observation_space, action_space, source)
             # the network on the meta device: what the weights must be, with nothing allocated yet
             expected = network_shapes(spec, action_space)
@@ -213,7 +239,8 @@ class Agent:
             check_shapes(shapes_of(tensors), shapes_of(model.state_dict()), path, source)
         load_module_state(model, tensors, path)
         agent = cls(model.to(device).eval(), meta["env_id"], observation_space, action_space)
-        agent.env_source = meta.get("env_source", {})
+        agent.env_source = env_source
+        agent.source = f"{run_dir}/{AGENT_JSON}"
         return agent
 
 
@@ -299,6 +326,9 @@ def _no_agent_yet(run_dir: str) -> None:
     )
 
 
-def load(run_dir: str, device: str | torch.device = "cpu") -> Agent:
-    """Load the agent that ``proxima train`` saved in ``run_dir``."""
-    return Agent.load(run_dir, device)
+def load(
+    run_dir: str, device: str | torch.device = "cpu", *, encoder=None, trust_code: bool = False
+) -> Agent:
+    """Load the agent that ``proxima train`` saved in ``run_dir``; ``encoder`` and ``trust_code`` as
+    ``Agent.load``'s (docs/SECURITY.md)."""
+    return Agent.load(run_dir, device, encoder=encoder, trust_code=trust_code)

@@ -296,6 +296,10 @@ class Evaluation(Callback):
 
     def load_state_dict(self, state: dict) -> None:
         self.best_return = state["best_return"]
+        # each step names the directory candidates/step-N that a later evaluation removes: a whole number only
+        for candidate in state["candidates"]:
+            if not (isinstance(candidate, list) and len(candidate) == 2 and type(candidate[1]) is int):
+                raise ValueError(f"a candidate for rescoring is [eval_return, step], got {candidate!r}")
         self.candidates = state["candidates"]
 
 

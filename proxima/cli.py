@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import tyro
 
-from proxima import files
+from proxima import files, trust
 from proxima.argv import check, field_docs, fields, in_flags
 from proxima.errors import (
     DiskFullError,
@@ -170,6 +170,13 @@ class EvalArgs:
     opponent: Annotated[str | None, tyro.conf.arg(metavar="random|lookahead")] = None
     """a self-play agent (selfplay: ids): play the episodes against this fixed player, half of them in each
     seat, and print the win, draw and loss rates (docs/MULTIAGENT.md)"""
+    env_factory: Annotated[str | None, tyro.conf.arg(metavar="MODULE:NAME")] = None
+    """evaluate on the env this class or function makes (the run's env kwargs still apply): the run's own
+    factory named again, which proxima does not import because agent.json names it (docs/SECURITY.md)"""
+    encoder: Annotated[str | None, tyro.conf.arg(metavar="MODULE:CLASS")] = None
+    """build the network with this encoder class: the run's own named again, which proxima does not import because agent.json names it (docs/SECURITY.md)"""
+    trust_code: bool = False
+    """import the code that the run's files name (an env factory, a module:ID env id, an encoder class) without its being named again; only for files you trust (docs/SECURITY.md)"""
 
 
 # The flags that say what a run starts from rather than set anything (not PPOArgs' fields): (metavar, help).
@@ -286,7 +293,8 @@ def parse_command(
         check(plain, _bool_flags_as_tyro(plain, argv), prog)
     algo = _flag_value(argv, "--algo")
     config = given.get("config") or preset
-    defaults = resolve_args(config=config, **({"algo": algo} if algo is not None else {}))
+    named = {name: _flag_value(argv, "--" + name.replace("_", "-")) for name in trust.SETTINGS}  # typed again
+    defaults = resolve_args(config=config, named=named, **({"algo": algo} if algo is not None else {}))
     parsed = _parse(_command_flags(defaults, given, own, hidden), argv, prog, description)
     args = PPOArgs(**{g: cls(**vars(getattr(parsed, g))) for g, cls in GROUPS.items()})
     return (getattr(parsed, dataclasses.fields(parsed)[0].name) if own is not None else None), args
@@ -309,6 +317,14 @@ class ResumeArgs:
     """continue the run, finished or not, to this many steps"""
     torch_threads: int | None = None
     """train on with this many torch threads (default: the run's own count; another count rounds differently)"""
+    trust_code: bool = False
+    """import the code that the run's files name (an env factory, a module:ID env id, an encoder class) without its being named again; only for files you trust (docs/SECURITY.md)"""
+    env_id: str | None = None
+    """the run's env id named again (the same as its config.json's), where it names a module to import"""
+    env_factory: Annotated[str | None, tyro.conf.arg(metavar="MODULE:NAME")] = None
+    """the run's env factory named again (the same as its config.json's)"""
+    encoder: Annotated[str | None, tyro.conf.arg(metavar="MODULE:CLASS")] = None
+    """the run's encoder class named again (the same as its config.json's)"""
 
 
 @dataclass(frozen=True)
@@ -319,8 +335,13 @@ class TrainFlags:
     """start the run in --run-dir, or continue it from its checkpoint there if it has one (with its config.json's settings; given settings that differ are named and ignored), or do nothing if it finished; the same command line for every start of a SLURM or Kubernetes job"""
 
 
+# the flags that name code again, or trust it, which a resume takes beside its own (docs/SECURITY.md)
+_NAMING_FLAGS = (trust.TRUST_FLAG, "--no-trust-code", "--env-id", "--env-factory", "--encoder")
+
+
 def cmd_train(argv: list[str]) -> int:
-    from proxima.trainer import resume, train
+    from proxima.loop import run_to_end
+    from proxima.trainer import resuming, train
 
     if _flag_value(argv, "--resume") is not None and not _helping(argv):  # train's help lists --resume too
         others = [
@@ -328,20 +349,27 @@ def cmd_train(argv: list[str]) -> int:
             for a in argv
             if a.startswith("-")
             and a.split("=")[0]
-            not in ("--resume", "--quiet", "--no-quiet", "--total-timesteps", "--torch-threads")
+            not in (
+                "--resume",
+                "--quiet",
+                "--no-quiet",
+                "--total-timesteps",
+                "--torch-threads",
+                *_NAMING_FLAGS,
+            )
         ]
         if others:
             raise UserError(
-                f"with --resume, only --quiet, --total-timesteps and --torch-threads may be given (the run's "
-                f"config.json holds its settings), not {others[0]} (see proxima train --help)"
+                f"with --resume, only --quiet, --total-timesteps, --torch-threads, {trust.TRUST_FLAG} and the "
+                f"run's own --env-id, --env-factory and --encoder may be given (the run's config.json holds its "
+                f"settings), not {others[0]} (see proxima train --help)"
             )
         args = _parse(ResumeArgs, argv, "proxima train")
-        resume(
-            args.resume,
-            quiet=args.quiet,
-            total_timesteps=args.total_timesteps,
-            torch_threads=args.torch_threads,
-        )
+        named = {name: getattr(args, name) for name in trust.SETTINGS if getattr(args, name) is not None}
+        run_to_end(resuming(
+            args.resume, quiet=args.quiet, total_timesteps=args.total_timesteps, torch_threads=args.torch_threads,
+            trust_code=args.trust_code, named=named,
+        ))  # fmt: skip
     else:
         flags, args = parse_command(argv, "proxima train", TrainFlags, instructions=("config", "resume"))
         train(args, resume_if_exists=flags.resume_if_exists)
@@ -513,7 +541,17 @@ def cmd_eval(argv: list[str]) -> int:
 
     args = _parse(EvalArgs, argv, "proxima eval")
     env_kwargs = parse_env_kwargs(args.env_kwargs)
-    agent = load(args.run_dir)
+    if args.env_factory is not None and args.env_id is not None:
+        raise UserError("give the env once: --env-id or --env-factory, not both")
+    trust.remember("env_id", args.env_id)  # typed: the user's own
+    trust.remember("env_factory", args.env_factory)
+    agent = load(args.run_dir, encoder=args.encoder, trust_code=args.trust_code)
+    if args.env_factory is not None and args.env_factory != agent.env_source.get("env_factory"):
+        from proxima.envs.user import load_env_factory
+
+        env = load_env_factory(args.env_factory, "--env-factory")  # another env: its own kwargs only
+    else:
+        env = None
     if args.opponent is not None:
         return _eval_against(agent, args)
     if is_selfplay_id(agent.env_id) and args.env_id is None:
@@ -531,7 +569,7 @@ def cmd_eval(argv: list[str]) -> int:
     try:
         returns = evaluate(
             agent, args.episodes, deterministic=args.deterministic, seed=args.seed, video_dir=video_dir,
-            video_episodes=args.video_episodes, env_id=args.env_id, env_kwargs=env_kwargs,
+            video_episodes=args.video_episodes, env_id=args.env_id, env_kwargs=env_kwargs, env=env,
         )  # fmt: skip
     except BaseException as e:
         if staging is not None:
@@ -598,13 +636,17 @@ class ExportArgs:
     """onnx (run by onnxruntime, from any language; needs the export extra) or torchscript (torch.jit.load)"""
     output: Annotated[str | None, tyro.conf.arg(metavar="FILE")] = None
     """the file to write, and FILE.json beside it (default: RUN_DIR/policy.onnx or RUN_DIR/policy.pt)"""
+    encoder: Annotated[str | None, tyro.conf.arg(metavar="MODULE:CLASS")] = None
+    """build the network with this encoder class: the run's own named again, which proxima does not import because agent.json names it (docs/SECURITY.md)"""
+    trust_code: bool = False
+    """import the code that the run's files name (an env factory, a module:ID env id, an encoder class) without its being named again; only for files you trust (docs/SECURITY.md)"""
 
 
 def cmd_export(argv: list[str]) -> int:
     from proxima.export import export
 
     args = _parse(ExportArgs, argv, "proxima export")
-    path = export(args.run_dir, args.format, args.output)
+    path = export(args.run_dir, args.format, args.output, encoder=args.encoder, trust_code=args.trust_code)
     print(f"wrote {path} and {path}.json")
     return 0
 
@@ -788,7 +830,9 @@ class SweepFlags:
     output_dir: str | None = None
     """the sweep directory (default: runs/sweep__{env}__{unix time})"""
     resume: Annotated[str | None, tyro.conf.arg(metavar="SWEEP_DIR")] = None
-    """finish a sweep that was stopped: finished and failed runs are kept, interrupted ones resume from their checkpoints, the others start; only --executor, --address and --max-concurrent may be given with it"""
+    """finish a sweep that was stopped: finished and failed runs are kept, interrupted ones resume from their checkpoints, the others start; only --executor, --address, --max-concurrent and --trust-code may be given with it"""
+    trust_code: bool = False
+    """with --resume: import the code that sweep.json and its runs' files name (an env factory, a module:ID env id, an encoder class); only for files you trust (docs/SECURITY.md)"""
 
 
 SWEEP_ABOUT = """Trains every combination of the --grid values with every seed, each as an ordinary `proxima train` run
@@ -799,7 +843,7 @@ crashed env: its reason is in results.md, and the other runs go on; --resume kee
 that crashed on anything else (a bug) runs again on --resume."""
 
 # What `proxima sweep --resume SWEEP_DIR` accepts beside it: where the rest runs, not what it is
-_SWEEP_RESUME_FLAGS = ("--resume", "--executor", "--address", "--max-concurrent")
+_SWEEP_RESUME_FLAGS = ("--resume", "--executor", "--address", "--max-concurrent", trust.TRUST_FLAG)
 
 
 def cmd_sweep(argv: list[str]) -> int:
@@ -817,11 +861,13 @@ def cmd_sweep(argv: list[str]) -> int:
             a.split("=")[0] for a in argv if a.startswith("-") and a.split("=")[0] not in _SWEEP_RESUME_FLAGS
         ]
         if extra:
-            raise UserError(f"with --resume, only --executor, --address and --max-concurrent may be given, not "
+            raise UserError(f"with --resume, only --executor, --address, --max-concurrent and --trust-code may be given, not "
                             f"{extra[0]} (the sweep's sweep.json holds the rest)")  # fmt: skip
         executor = flags.executor if _flag_value(argv, "--executor") is not None else None
         try:
-            results = resume_sweep(flags.resume, executor, flags.address, flags.max_concurrent)
+            results = resume_sweep(
+                flags.resume, executor, flags.address, flags.max_concurrent, flags.trust_code
+            )
         except TrainingInterrupted as e:
             return _sweep_interrupted(e, flags.resume)
         return _print_results(results, "sweep")
@@ -950,7 +996,9 @@ class TuneFlags:
     output_dir: str | None = None
     """the tune directory (default: runs/tune__{env}__{unix time})"""
     resume: Annotated[str | None, tyro.conf.arg(metavar="TUNE_DIR")] = None
-    """finish a search that was stopped: ended samples are kept, interrupted ones resume from their checkpoints, the rest are drawn; only --address may be given with it"""
+    """finish a search that was stopped: ended samples are kept, interrupted ones resume from their checkpoints, the rest are drawn; only --address and --trust-code may be given with it"""
+    trust_code: bool = False
+    """with --resume: import the code that tune.json names (an env factory, a module:ID env id, an encoder class); only for files you trust (docs/SECURITY.md)"""
 
 
 TUNE_ABOUT = """Searches the --space for the settings that score best: each sample is one Ray Tune trial that trains
@@ -968,14 +1016,15 @@ def cmd_tune(argv: list[str]) -> int:
         extra = [
             a.split("=")[0]
             for a in argv
-            if a.startswith("-") and a.split("=")[0] not in ("--resume", "--address")
+            if a.startswith("-") and a.split("=")[0] not in ("--resume", "--address", trust.TRUST_FLAG)
         ]
         if extra:
             raise UserError(
-                f"with --resume, only --address may be given, not {extra[0]} (tune.json holds the rest)"
+                f"with --resume, only --address and --trust-code may be given, not {extra[0]} (tune.json holds "
+                "the rest)"
             )
         try:
-            return _tune_done(resume_tune(flags.resume, flags.address))
+            return _tune_done(resume_tune(flags.resume, flags.address, trust_code=flags.trust_code))
         except TrainingInterrupted as e:
             return _tune_interrupted(e, flags.resume)
     for flag in ("--run-dir",):
@@ -1039,6 +1088,21 @@ COMMANDS = {
 }
 
 
+def _working_directory_on_path(command: str, rest: list[str], own_process: bool) -> None:
+    """A command whose settings the user types (``train``, not ``--resume``; ``check-env``; a new sweep or
+    search) imports ``module:Env-v0``'s module from the working directory, as ``python -m`` would (and not under
+    ``-P``/PYTHONSAFEPATH). Every other command reads a run's files, and finds no module there: the working
+    directory is taken off the path where ``python -m proxima`` put it, in a process of the command's own
+    (``own_process``: a caller of ``main``, a test or a notebook, keeps its path as it is)."""
+    cwd = os.getcwd()
+    typed = command in ("train", "check-env", "sweep", "tune") and _flag_value(rest, "--resume") is None
+    if typed and not sys.flags.safe_path:
+        if "" not in sys.path and cwd not in sys.path:
+            sys.path.insert(0, cwd)
+    elif not typed and own_process and sys.path and sys.path[0] in ("", cwd):
+        del sys.path[0]  # Python's own entry for `python -m`; one that PYTHONPATH names comes after it
+
+
 def console() -> int:
     """The ``proxima`` command (the installed script and ``python -m proxima``): ``main`` in a process of its own.
 
@@ -1046,10 +1110,10 @@ def console() -> int:
     left out of the cyclic collector's later passes, which would walk them again and again during a run. A
     caller of ``main`` in its own process (a test, a notebook) keeps its collector as it is."""
     gc.freeze()
-    return main()
+    return main(own_process=True)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, own_process: bool = False) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE, end="")
@@ -1060,9 +1124,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"proxima {__version__}")
         return 0
     command, rest = argv[0], argv[1:]
-    # `module:Env-v0` imports module from the working directory, as under `python -m` (docs/ENVS.md)
-    if "" not in sys.path and os.getcwd() not in sys.path:
-        sys.path.insert(0, "")
+    _working_directory_on_path(command, rest, own_process)
     if command not in COMMANDS:
         close = difflib.get_close_matches(command, COMMANDS, n=1, cutoff=0.6)
         hint = f"; did you mean {close[0]}?" if close else ""
@@ -1123,4 +1185,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(own_process=True))

@@ -27,6 +27,7 @@ from typing import Literal
 
 import numpy as np
 
+from proxima import trust
 from proxima.algorithms import get_algorithm
 from proxima.encoders import class_path
 from proxima.errors import UserError, read_only
@@ -564,8 +565,13 @@ def solve_presets() -> dict[str, str]:
     return found
 
 
+def is_preset_file(name_or_path: str) -> bool:
+    """Whether ``--config``'s value is a file's path rather than a shipped preset's name."""
+    return name_or_path.endswith(".json") or os.sep in name_or_path
+
+
 def read_preset(name_or_path: str) -> dict:
-    if name_or_path.endswith(".json") or os.sep in name_or_path:
+    if is_preset_file(name_or_path):
         try:
             with open(name_or_path) as f:
                 data = json.load(f)
@@ -584,8 +590,12 @@ def read_preset(name_or_path: str) -> dict:
     return data
 
 
-def resolve_args(args: PPOArgs | None = None, config: str | None = None, **overrides) -> PPOArgs:
+def resolve_args(
+    args: PPOArgs | None = None, config: str | None = None, *, named: dict | None = None, **overrides
+) -> PPOArgs:
     """Layer the defaults: field defaults < the algorithm's defaults < preset (``config``) < ``overrides``.
+    A ``config`` file's env factory, ``module:`` env id or encoder class is used only where the user names it
+    again (``named``, setting -> value; default: ``overrides``), docs/SECURITY.md.
 
     With ``args`` given, it is the base instead and only ``overrides`` are applied on top.
     """
@@ -594,6 +604,11 @@ def resolve_args(args: PPOArgs | None = None, config: str | None = None, **overr
             raise UserError("give either a PPOArgs or a config preset to layer on the defaults, not both")
         return args.replace(**overrides)
     preset = load_preset(config) if config else {}
+    if config and is_preset_file(config):  # a file may come from anyone: it names no code the user did not
+        named = overrides if named is None else named
+        trust.check(
+            f"config {config!r}", {k: preset.get(k) for k in trust.SETTINGS}, named=named, switch=False
+        )
     algo = get_algorithm(overrides.get("algo", preset.get("algo", "ppo")))
     return PPOArgs.of(**{**algo.defaults, **preset, **overrides})
 

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from proxima import trust
 from proxima.distributions import make_head
 from proxima.errors import UserError, raised
 from proxima.spaces import ACCEPTED, ObsLayout, channels_last, is_image
@@ -380,6 +381,7 @@ def class_path(cls: type) -> str:
     if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
         raise UserError(f"encoder must be an nn.Module class or an encoder's name, got {cls!r}")
     path = f"{cls.__module__}:{cls.__qualname__}"
+    trust.remember("encoder", path)  # given by the user: a run's files may name it in this process
     try:
         found = _import_class(path)
     except UserError:

@@ -9,6 +9,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from proxima import trust
 from proxima.agent import Agent
 from proxima.envs import VecEnv, make_envs
 from proxima.envs.interface import Seeds, env_call, obs_layout
@@ -122,7 +123,8 @@ def evaluate(
         raise UserError("give the env once: as env= or as env_id=, not both")
     env = env if env is not None else env_id
     source, own = agent.env_source, env is None
-    if own:  # the agent's own env
+    if own:  # the agent's own env, which agent.json may name code to make (docs/SECURITY.md)
+        trust.check(agent.source, {"env_id": agent.env_id, "env_factory": source.get("env_factory")})
         env = agent.env_id
         if "env_factory" in source:
             env = load_env_factory(source["env_factory"], "the agent")

@@ -192,18 +192,30 @@ def _check_format(format: str) -> None:
         raise UserError("ONNX export needs the onnx package: pip install 'proxima[export]'")
 
 
-def export(agent_or_run_dir: Agent | str, format: str = "onnx", output: str | None = None) -> str:
+def export(
+    agent_or_run_dir: Agent | str,
+    format: str = "onnx",
+    output: str | None = None,
+    *,
+    encoder=None,
+    trust_code: bool = False,
+) -> str:
     """Write the deterministic policy of an agent (or of the run directory ``proxima train`` wrote) as one file
     in ``format`` (``"onnx"`` or ``"torchscript"``), and ``OUTPUT.json`` beside it; returns the file's path.
 
     ``output`` defaults to ``RUN_DIR/policy.onnx`` (``policy.pt`` for TorchScript), or ``policy.onnx`` here
     for an ``Agent``. Both files are written whole or not at all. docs/EXPORT.md shows how to run them.
+    ``encoder``, ``trust_code``: as ``proxima.load``'s, for a run directory whose agent.json names an encoder
+    class (docs/SECURITY.md).
     """
     _check_format(format)
     if isinstance(agent_or_run_dir, Agent):
         agent, default_dir = agent_or_run_dir, "."
     else:
-        agent, default_dir = Agent.load(os.fspath(agent_or_run_dir)), os.fspath(agent_or_run_dir)
+        agent, default_dir = (
+            Agent.load(os.fspath(agent_or_run_dir), encoder=encoder, trust_code=trust_code),
+            os.fspath(agent_or_run_dir),
+        )
     path = output if output is not None else os.path.join(default_dir, "policy" + FORMATS[format])
     other = next((f for f, ext in FORMATS.items() if f != format and path.endswith(ext)), None)
     if other is not None:  # an ONNX file named .pt would not load where the name says it should

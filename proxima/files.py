@@ -10,14 +10,25 @@ import contextlib
 import errno
 import json
 import os
+import re
 import secrets
 import shutil
+import socket
+import stat
+import threading
+import time
+from collections.abc import Callable
 
 import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save
 
 from proxima.errors import DiskFullError, FileAccessError, UserError
+
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks, and no lock is taken (lock_directory)
+    fcntl = None
 
 # The names of the files and folders a run directory (RUN_DIR), an agent's directory and a sweep's directory
 # hold: every module that writes or reads one takes its name from here.
@@ -51,11 +62,14 @@ PERTURBATIONS = (
     "perturbations.jsonl"  # in a PBT run's directory: each time it continued from another's checkpoint
 )
 STOP_JSON = "stop.json"  # while a Ray sweep stops on SIGTERM: tells its trials to checkpoint and stop
+# in RUN_DIR and in a sweep's or search's directory, while a process writes it: that process's PID and host
+LOCK = ".lock"
 
 # What `proxima train` writes into RUN_DIR, and the other commands beside it; besides, TensorBoard's event files,
 # W&B's folder and the atomic writes' temporary files (_atomic)
+WANDB = "wandb"  # --track's: W&B's own folder
 RUN_FILES = (CONFIG_JSON, METRICS, EPISODES, MACHINE_JSON, CHECKPOINT, VIDEOS, LEARNING_CURVE, REPORT, EVAL_JSON,
-             EVAL_VIDEOS, PROBES_JSON, BEST, CANDIDATES, WEIGHTS, AGENT_JSON, TRIAL_JSON, "wandb")  # fmt: skip
+             EVAL_VIDEOS, PROBES_JSON, BEST, CANDIDATES, WEIGHTS, AGENT_JSON, TRIAL_JSON, LOCK, WANDB)  # fmt: skip
 _RUN_FILE_PREFIXES = ("events.out.tfevents.", ".tmp-")
 
 
@@ -102,6 +116,63 @@ def written_by_a_run(name: str, group: bool = False) -> bool:
         or name.startswith(_RUN_FILE_PREFIXES)
         or (group and (name in GROUP_FILES or _seed_dir(name)))
     )
+
+
+def _within(base: str, path: str) -> bool:
+    """Whether ``path`` lies below ``base`` (both resolved), and is not ``base`` itself."""
+    return path != base and os.path.commonpath([base, path]) == base
+
+
+def inside(directory: str, relative, what: str) -> str:
+    """``directory/relative``, a path that the file ``what`` names (a trial's run directory in sweep.json): a
+    ``UserError`` unless it lies inside ``directory``, and is not ``directory`` itself, once every symbolic link
+    on the way is resolved. A run's, a sweep's or a search's files may come from a stranger, and the commands
+    that read them remove, write and embed what they name (docs/SECURITY.md)."""
+    if isinstance(relative, str) and relative and "\0" not in relative:
+        base = os.path.realpath(directory)
+        if _within(base, os.path.realpath(os.path.join(base, relative))):
+            return os.path.join(directory, relative)
+    raise UserError(
+        f"{what} names the path {relative!r}, which does not lie inside {directory}: the paths in it must lie "
+        "inside its directory (the file was changed, or is not proxima's)"
+    )
+
+
+def links_inside(directory: str) -> None:
+    """A ``UserError`` where a symbolic link anywhere in ``directory`` (a run's, before a resume writes to it)
+    leads out of it: through one, the resume would cut, append to or overwrite a file elsewhere. W&B's folder
+    is W&B's own (it links its logs to ~/.cache/wandb); proxima writes nothing through it."""
+    base = os.path.realpath(directory)
+    for root, dirs, names in os.walk(directory):  # links to directories are listed, not followed
+        for name in dirs + names:
+            path = os.path.join(root, name)
+            if os.path.islink(path) and not _within(base, os.path.realpath(path)):
+                raise UserError(
+                    f"{path} is a symbolic link to {os.path.realpath(path)}, outside {directory}: a run's files "
+                    "must lie inside its directory (it was changed, or is not proxima's)"
+                )
+        dirs[:] = [d for d in dirs if d != WANDB]  # (a batched run's seeds have one each)
+
+
+def remove_stopped_run(run_dir: str, group: bool = False, hint: str = "give another run directory") -> bool:
+    """Remove what a run that stopped before its first checkpoint wrote in ``run_dir``, so that it can start
+    again; return whether there was any. Only the entries that proxima writes go (``written_by_a_run``; a
+    symbolic link is removed, never what it points to); the directory and anything else in it stay. Such files
+    without the run's config.json (``group``: a batched run's seeds.json) are a ``UserError``: not a run that
+    proxima started, so nothing in it is removed (the message ends with ``hint``)."""
+    if not os.path.isdir(run_dir):
+        return False
+    config = SEEDS_JSON if group else CONFIG_JSON
+    # the lock stays: the process that removes the rest holds it, and a new .lock would let a second writer in
+    written = sorted(name for name in os.listdir(run_dir) if written_by_a_run(name, group) and name != LOCK)
+    if written and config not in written:
+        raise UserError(
+            f"{run_dir} holds {written[0]} but no {config}: not a run that proxima started, so it is left alone; {hint}"
+        )
+    for name in written:
+        path = os.path.join(run_dir, name)
+        shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)
+    return bool(written)
 
 
 FULL_DISK = (errno.ENOSPC, errno.EDQUOT)  # the errnos of a full disk and of a full quota
@@ -395,3 +466,254 @@ def load_module_state(module: torch.nn.Module, state: dict[str, torch.Tensor], p
         lines = [line.strip() for line in str(e).splitlines() if line.strip()]
         detail = lines[1] if len(lines) > 1 else lines[0]
         raise UserError(f"{path} does not match the network it should hold: {detail}") from None
+
+
+# ---- one writer per directory ------------------------------------------------------------------------------
+# A run, a batched run, a sweep and a search write their directory from one process at a time: it holds the
+# directory's LOCK with fcntl.flock from before its first write to its end. The kernel lets go of a flock when
+# its process ends, however it ends, so a lock left by a killed process never blocks the next run.
+
+WRITER_WAIT_S = 120.0  # how long a requeued job, or a sweep's or search's trial, waits for the last holder
+LOCK_POLL_S = 0.1
+
+# The files that only a directory's writer replaces (atomically): a temporary file of one of them that is there
+# when the lock is taken was left by a writer killed mid-write. eval.json, probes.json and report.html are not
+# among them: `proxima eval`, `probe` and `report` write them without the lock, maybe at this very moment.
+_WRITER_FILES = frozenset((CONFIG_JSON, CHECKPOINT, WEIGHTS, AGENT_JSON, MACHINE_JSON, SEEDS_JSON, TRIAL_JSON,
+                           RESULTS_JSON, SWEEP_JSON, TUNE_JSON, BEST_PRESET, STOP_JSON))  # fmt: skip
+_TEMPORARY = re.compile(r"\.tmp-[0-9a-f]{12}(.+)\Z", re.DOTALL)  # temporary_beside's names
+_NO_LOCKS = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS}  # a file system without flock
+
+
+class _Held:
+    def __init__(self, fd: int | None, path: str):
+        self.fd, self.path, self.thread = fd, path, threading.get_ident()
+
+
+_held: dict[str, _Held] = {}  # the directories this process holds, by real path
+_held_guard = threading.Lock()
+
+
+def _forget_held() -> None:
+    """In a process forked from a holder (an async env's worker): the lock stays the holder's alone, so that it
+    ends with the holder, however the holder ends, and not with the last of its workers."""
+    global _held_guard
+    _held_guard = threading.Lock()  # another thread of the parent may have held it as it forked
+    for held in _held.values():
+        if held.fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(held.fd)  # the parent's descriptor, which shares the lock, keeps it
+    _held.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_held)
+
+
+@contextlib.contextmanager
+def lock_directory(
+    directory: str,
+    what: str = "run directory",
+    instead: str | None = "--run-dir",
+    wait_s: float = 0.0,
+    waiting: Callable[[str], None] | None = None,
+):
+    """Hold ``directory``'s lock (``DIRECTORY/.lock``, holding the holder's PID and host) while the block runs,
+    as its one writer; ``directory`` is made where it does not exist, and removed again if it is left empty.
+    Where another process holds it, a ``UserError`` names that process's PID (``what`` names the directory,
+    ``instead`` the flag that gives another one), after ``wait_s`` seconds of waiting for it to let go
+    (``waiting`` is told so once). Once taken, the temporary files that a killed writer left are removed
+    (``remove_stale_temporaries``).
+
+    Taken again by the thread that holds it (a sweep's trial, then its run), it is held once; a thread of the
+    same process is refused as another process is. A file system without locks (flock fails with ENOLCK) and
+    Windows take none."""
+    made = _make_dirs(directory, what)
+    key = os.path.realpath(directory)
+    with _held_guard:
+        held = _held.get(key)
+    if held is not None and held.thread == threading.get_ident():
+        if not _still_ours(held):  # the lock file went with the directory's contents (a trial clearing them)
+            fd = _take(directory, what, instead, wait_s, waiting)
+            if held.fd is not None:
+                os.close(held.fd)
+            held.fd = fd
+        yield
+        return
+    try:
+        held = _Held(_take(directory, what, instead, wait_s, waiting), os.path.join(directory, LOCK))
+    except BaseException:
+        _remove_made(made)
+        raise
+    with _held_guard:
+        _held[key] = held
+    try:
+        remove_stale_temporaries(directory)
+        yield
+    finally:
+        with _held_guard:
+            del _held[key]
+        if held.fd is not None:
+            with contextlib.suppress(OSError):
+                if _still_ours(held):  # a waiting process that opened it then finds it gone, and opens anew
+                    os.unlink(held.path)
+            os.close(held.fd)
+        _remove_made(made)
+
+
+def _make_dirs(directory: str, what: str) -> list[str]:
+    """Make ``directory`` and its missing parents; return those made, the deepest first."""
+    made, path = [], os.path.abspath(directory)
+    while not os.path.lexists(path) and os.path.dirname(path) != path:
+        made.append(path)
+        path = os.path.dirname(path)
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except FileExistsError:
+        raise UserError(f"{what} {directory!r} is a file, not a directory; give a directory") from None
+    except OSError as e:  # a read-only disk, a permission, a name too long: said as every refused write is
+        raise refused(e, directory) or UserError(
+            f"cannot make the {what} {directory}: {e.strerror}"
+        ) from None
+    return made
+
+
+def _remove_made(made: list[str]) -> None:
+    for path in made:  # only what is empty: a run that wrote its files keeps them
+        try:
+            os.rmdir(path)
+        except OSError:
+            return
+
+
+def _still_ours(held: _Held) -> bool:
+    if held.fd is None:
+        return True
+    try:
+        return os.path.samestat(os.fstat(held.fd), os.lstat(held.path))
+    except OSError:
+        return False
+
+
+def _take(directory: str, what: str, instead: str | None, wait_s: float, waiting) -> int | None:
+    """Lock ``DIRECTORY/.lock`` and write this process's PID and host there; its descriptor, which holds the
+    lock (None where none can be taken)."""
+    path = os.path.join(directory, LOCK)
+    deadline, told = time.monotonic() + wait_s, False
+    while True:
+        with contextlib.suppress(FileNotFoundError):
+            if not stat.S_ISREG(os.lstat(path).st_mode):  # a link or a device, in a directory from elsewhere
+                raise UserError(
+                    f"{path} is not a regular file: remove it (proxima locks {directory} with it)"
+                )
+        if fcntl is None:
+            return None
+        try:
+            fd = os.open(path, _LOCK_FLAGS, 0o666)
+        except FileNotFoundError:  # the directory, made empty, was removed by its last holder: make it again
+            _make_dirs(directory, what)
+            continue
+        except OSError as e:
+            raise refused(e, directory) or UserError(
+                f"cannot write in the {what} {directory}: {e.strerror}"
+            ) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            holder = _holder(path)
+            if time.monotonic() >= deadline:
+                then = f" or give another {instead}" if instead else ""
+                raise UserError(
+                    f"{what} {directory} is in use by {holder}; wait for it to finish{then}"
+                ) from None
+            if waiting is not None and not told:
+                waiting(f"{directory} is in use by {holder}; waiting for it to end")
+                told = True
+            time.sleep(LOCK_POLL_S)
+            continue
+        except OSError as e:
+            os.close(fd)
+            if e.errno in _NO_LOCKS:
+                return None
+            raise UserError(f"cannot lock {path}: {e.strerror}") from None
+        held = _Held(fd, path)
+        if not _still_ours(held):  # its last holder removed it between our open and our lock: open anew
+            os.close(fd)
+            continue
+        if os.fstat(fd).st_nlink != 1:  # a hard link to a file elsewhere, whose contents would be replaced
+            os.close(fd)
+            raise UserError(
+                f"{path} is a hard link to another file: remove it (proxima locks {directory} with it)"
+            )
+        try:
+            with writing(path, None):
+                os.ftruncate(fd, 0)
+                os.write(fd, f"{os.getpid()} {socket.gethostname()}\n".encode())
+        except OSError as e:
+            os.close(fd)
+            raise UserError(f"cannot write {path}: {e.strerror}") from None
+        except BaseException:  # a full disk, said as any write's (DiskFullError)
+            os.close(fd)
+            raise
+        return fd
+
+
+_LOCK_FLAGS = (
+    os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    | getattr(os, "O_NONBLOCK", 0)
+)  # fmt: skip
+
+
+def _holder(path: str) -> str:
+    """Who holds the lock file ``path``, from the PID and host it holds (written just after it was locked)."""
+    for _ in range(20):
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+            try:
+                text = os.read(fd, 300).decode(errors="replace")
+            finally:
+                os.close(fd)
+        except OSError:
+            text = ""
+        found = re.fullmatch(r"(\d{1,10}) ([\w.-]{1,255})\n", text)
+        if found:
+            break
+        time.sleep(0.01)
+    else:
+        return "another proxima process"
+    pid, host = int(found[1]), found[2]
+    if host != socket.gethostname():
+        return f"another proxima process (PID {pid} on {host})"
+    return (
+        f"another run of this process (PID {pid})"
+        if pid == os.getpid()
+        else f"another proxima process (PID {pid})"
+    )
+
+
+def remove_stale_temporaries(directory: str) -> None:
+    """Remove from ``directory`` and its agent directories (``best``, each of ``candidates``) the temporary
+    files (``temporary_beside``'s) of the files that only its writer replaces: left by a writer killed
+    mid-write. Only regular files of such a name go, never a link; called with the directory's lock held, so
+    that no writer of those files is writing one now."""
+    folders, candidates = [directory, os.path.join(directory, BEST)], os.path.join(directory, CANDIDATES)
+    if not os.path.islink(candidates):
+        with contextlib.suppress(OSError), os.scandir(candidates) as entries:
+            folders += [entry.path for entry in entries if entry.is_dir(follow_symlinks=False)]
+    for folder in folders:
+        if folder != directory and os.path.islink(folder):  # leads out of the directory
+            continue
+        try:
+            with os.scandir(folder) as entries:
+                stale = [entry.path for entry in entries if _left_by_a_writer(entry)]
+        except OSError:
+            continue
+        for path in stale:
+            with contextlib.suppress(OSError):
+                os.remove(path)
+
+
+def _left_by_a_writer(entry: os.DirEntry) -> bool:
+    name = _TEMPORARY.match(entry.name)
+    return name is not None and name[1] in _WRITER_FILES and entry.is_file(follow_symlinks=False)

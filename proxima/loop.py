@@ -40,6 +40,7 @@ from proxima.files import (
     AGENT_JSON,
     CHECKPOINT,
     CONFIG_JSON,
+    LOCK,
     SEEDS_JSON,
     VIDEOS,
     WEIGHTS,
@@ -480,9 +481,12 @@ def default_run_dir(args: PPOArgs) -> str:
 
 
 def check_run_dir_free(run_dir: str) -> None:
-    if os.path.exists(run_dir) and (not os.path.isdir(run_dir) or os.listdir(run_dir)):
-        stopped = os.path.isdir(run_dir) and {CONFIG_JSON, SEEDS_JSON} & set(os.listdir(run_dir))
-        if stopped and not {CHECKPOINT, AGENT_JSON} & set(os.listdir(run_dir)):
+    """Refuse a ``run_dir`` that holds anything but its lock: taken before, so that of two runs started into
+    one new directory only the first finds it free."""
+    names = set(os.listdir(run_dir)) - {LOCK} if os.path.isdir(run_dir) else set()
+    if os.path.exists(run_dir) and (not os.path.isdir(run_dir) or names):
+        stopped = {CONFIG_JSON, SEEDS_JSON} & names
+        if stopped and not {CHECKPOINT, AGENT_JSON} & names:
             raise UserError(
                 f"run directory {run_dir!r} holds a run that stopped before its first checkpoint; remove it, or "
                 "give --resume-if-exists, which starts such a run again"

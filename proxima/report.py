@@ -20,6 +20,7 @@ import json
 import os
 import platform
 import re
+import sys
 import time
 from dataclasses import dataclass, field
 from importlib import resources
@@ -42,6 +43,7 @@ from proxima.files import (
     TRIAL_JSON,
     VIDEOS,
     distinct_dirs,
+    inside,
     output_directory,
     read_checkpoint_meta,
     read_jsonl,
@@ -146,9 +148,18 @@ def read_run(run_dir: str, label: str | None = None) -> RunData:
     machine = (_read_json(os.path.join(run_dir, MACHINE_JSON)) or {}).get("sessions", [])
     evaluation = _read_json(os.path.join(run_dir, EVAL_JSON))
     # the last evaluation's own videos (an earlier `proxima eval --video` may have left others)
-    videos = [os.path.join(run_dir, v) for v in (evaluation or {}).get("videos", [])]
+    listed = (evaluation or {}).get("videos", [])
+    listed = listed if isinstance(listed, list) else [listed]
+    videos = [_own_video(run_dir, v) for v in listed]
+    foreign = [v for v, path in zip(listed, videos, strict=True) if path is None]
+    if foreign:
+        print(f"note: {os.path.join(run_dir, EVAL_JSON)} lists {foreign[0]!r}"
+              + (f" and {len(foreign) - 1} more" if len(foreign) > 1 else "")
+              + f", not a video that proxima wrote in {os.path.join(run_dir, EVAL_VIDEOS)}: not embedded",
+              file=sys.stderr)  # fmt: skip
     for root, _, files in os.walk(os.path.join(run_dir, VIDEOS)):
-        videos += [os.path.join(root, f) for f in files if f.endswith(".mp4")]
+        videos += [_own_video(run_dir, os.path.relpath(os.path.join(root, f), run_dir)) for f in files]
+    videos = [v for v in videos if v is not None]
     return RunData(
         run_dir=run_dir,
         label=label or os.path.basename(os.path.normpath(run_dir)),
@@ -162,6 +173,19 @@ def read_run(run_dir: str, label: str | None = None) -> RunData:
         videos=sorted((v for v in videos if os.path.isfile(v)), key=_episode_number),
         perturbations=_perturbations(run_dir),
     )
+
+
+def _own_video(run_dir: str, relative) -> str | None:
+    """``run_dir/relative`` where it is a video that proxima writes: an .mp4 under ``RUN_DIR/eval-videos`` or
+    ``RUN_DIR/videos``, reached through no symbolic link (proxima makes none); else None. The page is meant to
+    be shared, and a run's files may come from a stranger: nothing else they name is embedded in it."""
+    if not isinstance(relative, str) or not relative.endswith(".mp4") or "\0" in relative:
+        return None
+    parts = os.path.normpath(relative).split(os.sep)
+    if os.path.isabs(relative) or len(parts) < 2 or parts[0] not in (VIDEOS, EVAL_VIDEOS):
+        return None
+    path = os.path.join(run_dir, *parts)
+    return path if os.path.realpath(path) == os.path.join(os.path.realpath(run_dir), *parts) else None
 
 
 def _perturbations(run_dir: str) -> list[dict]:
@@ -201,7 +225,7 @@ def find_runs(paths: list[str]) -> tuple[list[RunData], str, list[dict]]:
         elif sweep is not None and sweep.get("format") == "proxima-sweep":
             titles.append(sweep.get("title", ""))
             for trial in sweep["trials"]:  # by name under the sweep directory: it may have been moved
-                run_dir = os.path.join(path, trial["name"])
+                run_dir = inside(path, trial["name"], os.path.join(path, SWEEP_JSON))
                 if is_run(run_dir):
                     run = read_run(run_dir)
                     run.group = trial["setting"]

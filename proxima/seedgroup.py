@@ -6,6 +6,7 @@ report and results.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import shutil
@@ -15,7 +16,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from proxima import checkpoint, seeding
+from proxima import checkpoint, seeding, trust
 from proxima.agent import Agent
 from proxima.batched import deterministic_returns
 from proxima.callbacks import (
@@ -51,8 +52,11 @@ from proxima.files import (
     RESULTS_MD,
     SEEDS_JSON,
     VIDEOS,
+    links_inside,
+    lock_directory,
     make_dirs,
     read_json,
+    seed_run_dirs,
     write_json,
 )
 from proxima.loop import (
@@ -360,14 +364,35 @@ def _seed_videos(
 
 
 def train_seeds(
-    args: PPOArgs, callbacks: list[Callback] | None = None, env=None, requeued: bool = False
+    args: PPOArgs,
+    callbacks: list[Callback] | None = None,
+    env=None,
+    requeued: bool = False,
+    parent: str | None = None,
 ) -> list[Agent]:
     """``train`` with ``num_seeds`` > 1: seeds ``seed`` … ``seed + num_seeds - 1`` as one batched computation.
     Returns each seed's agent; each seed's run directory is ``RUN_DIR/seedS``, an ordinary run's.
-    ``requeued``: ``requeue`` has cleared RUN_DIR of a run's files (others, a scheduler's log, may stay)."""
-    parent = args.run.run_dir or default_run_dir(args)
-    if not requeued:
-        check_run_dir_free(parent)
+    ``requeued``: ``requeue`` has cleared RUN_DIR of a run's files (others, a scheduler's log, may stay).
+    ``parent``: RUN_DIR, where ``args`` leave it to the default. This process holds RUN_DIR and each seed's
+    directory, which may be resumed alone, from its own checkpoint."""
+    parent = parent or args.run.run_dir or default_run_dir(args)
+    with lock_directory(parent):
+        if not requeued:
+            check_run_dir_free(parent)
+        with _holding([seed.run.run_dir for seed in _seed_args(args, parent)]):
+            return _train_seeds(args, parent, callbacks, env)
+
+
+@contextlib.contextmanager
+def _holding(run_dirs: list[str]):
+    """The lock of each of ``run_dirs`` (``proxima.files.lock_directory``), in order."""
+    with contextlib.ExitStack() as stack:
+        for run_dir in run_dirs:
+            stack.enter_context(lock_directory(run_dir, instead=None))
+        yield
+
+
+def _train_seeds(args: PPOArgs, parent: str, callbacks: list[Callback] | None, env) -> list[Agent]:
     device, notes = setup(args)
     group, written = None, False
     try:
@@ -385,13 +410,9 @@ def train_seeds(
     finally:
         if group is not None:
             group.envs.close()
-        if not written:
+        if not written:  # and the locks remove the directories they made where nothing else is left there
             for seed in _seed_args(args, parent):
                 shutil.rmtree(os.path.join(seed.run.run_dir, VIDEOS), ignore_errors=True)
-                if os.path.isdir(seed.run.run_dir) and not os.listdir(seed.run.run_dir):
-                    os.rmdir(seed.run.run_dir)
-            if os.path.isdir(parent) and not os.listdir(parent):
-                os.rmdir(parent)
 
 
 def resume_seeds(
@@ -400,12 +421,24 @@ def resume_seeds(
     callbacks: list[Callback] | None = None,
     env=None,
     torch_threads: int | None = None,
+    trust_code: bool = False,
+    named: dict | None = None,
 ) -> list[Agent]:
     """Continue a batched run from its seeds' checkpoints: exactly, on native envs. ``env``: the env object the
     run was trained on, given again. ``torch_threads``: another thread count than the run's (written to its
-    seeds.json; the continuation then rounds differently)."""
+    seeds.json; the continuation then rounds differently). ``trust_code``, ``named``: as ``resuming``'s. This
+    process holds RUN_DIR and its seeds'."""
+    with lock_directory(parent, instead=None), _holding(seed_run_dirs(parent)):
+        return _resume_seeds(parent, quiet, callbacks, env, torch_threads, trust_code, named)
+
+
+def _resume_seeds(
+    parent: str, quiet: bool, callbacks: list[Callback] | None, env, torch_threads, trust_code: bool, named
+) -> list[Agent]:
+    links_inside(parent)  # as for one run (trainer.resuming)
     path = os.path.join(parent, SEEDS_JSON)
     stored = PPOArgs.from_json(read_json(path), path)
+    trust.check_settings(path, stored, env=env, trusted=trust_code, named=named)
     if torch_threads is not None:
         stored = stored.replace(torch_threads=torch_threads).validate()
     args = stored.replace(run_dir=parent, quiet=quiet)

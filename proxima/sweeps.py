@@ -12,40 +12,44 @@ the setting's directory, whose seeds' run directories (``seedS``) are the plan's
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import itertools
 import os
-import shutil
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
-from proxima import checkpoint, executors
+from proxima import checkpoint, executors, trust
 from proxima.callbacks import Callback, Checkpointing
 from proxima.config import PPOArgs, resolve_args, show_value
 from proxima.errors import EnvError, NonFiniteError, UserError
 from proxima.files import (
     CHECKPOINT,
     LEARNING_CURVES,
+    LOCK,
     METRICS,
     REPORT,
     RESULTS_JSON,
     RESULTS_MD,
     SWEEP_JSON,
     TRIAL_JSON,
-    make_dirs,
+    WRITER_WAIT_S,
+    inside,
+    links_inside,
+    lock_directory,
     read_json,
     read_jsonl,
+    remove_stopped_run,
     write_json,
 )
+from proxima.loop import run_to_end
 from proxima.plotting import final_return, plot_runs
 from proxima.report import write_report
 from proxima.rollout_workers import TRIAL_ACTOR_CPUS
 from proxima.seedgroup import check_seeds
-from proxima.trainer import resume, train
+from proxima.trainer import resuming, train
 
 # each trial's "config" is its config.json, but with its run_dir relative to the sweep directory, so that a
 # sweep moved elsewhere resumes where it lies; a batched sweep's "groups" are its trials, one per setting
@@ -184,8 +188,7 @@ def sweep(
             "--gpus-per-trial gives each run a GPU to train on; drop --no-cuda or --gpus-per-trial"
         )
     out = os.path.abspath(output_dir or default_output_dir(settings[0][1].env.env_id))
-    if os.path.exists(out) and os.listdir(out):
-        raise UserError(f"output directory {out!r} already exists and is not empty; give a new --output-dir")
+    check_output_dir_free(out)
     threads = {"torch_threads": cpus_per_trial} if executor == "ray" else {}
     trials, groups = [], []
     # Every configuration is checked before the first run, so that bad input fails in a second, not after
@@ -207,21 +210,24 @@ def sweep(
             groups.append({"name": name, "setting": label, "config": config})
     if len({t["name"] for t in trials}) < len(trials):
         raise UserError("two settings give the same run directory name; give each setting its own values")
-    existed = os.path.isdir(out)
-    make_dirs(out)
     plan = {"format": FORMAT, "version": VERSION, "title": _title(settings[0][1]),
             "cpus_per_trial": cpus_per_trial, "gpus_per_trial": gpus_per_trial, "max_concurrent": max_concurrent,
             "executor": executor, "batched": batched,
             "trials": trials, **({"groups": groups} if batched else {})}  # fmt: skip
-    write_json(os.path.join(out, SWEEP_JSON), plan)
-    try:
-        return _run(out, _located(plan, out), executor, address, max_concurrent)
-    except UserError:  # Ray was out of reach or has no node for a trial: refused before any trial ran
-        os.remove(os.path.join(out, SWEEP_JSON))
-        if not existed:
-            with contextlib.suppress(OSError):
-                os.rmdir(out)
-        raise
+    with lock_directory(out, "sweep directory", "--output-dir"):  # removed again where made and left empty
+        check_output_dir_free(out)  # again, held: of two sweeps started into it, the second finds it taken
+        write_json(os.path.join(out, SWEEP_JSON), plan)
+        try:
+            return _run(out, _located(plan, out), executor, address, max_concurrent)
+        except UserError:  # Ray was out of reach or has no node for a trial: refused before any trial ran
+            os.remove(os.path.join(out, SWEEP_JSON))
+            raise
+
+
+def check_output_dir_free(out: str) -> None:
+    """Refuse a sweep's or a search's ``out`` that holds anything but its lock."""
+    if os.path.exists(out) and (not os.path.isdir(out) or set(os.listdir(out)) - {LOCK}):
+        raise UserError(f"output directory {out!r} already exists and is not empty; give a new --output-dir")
 
 
 def resume_sweep(
@@ -229,34 +235,45 @@ def resume_sweep(
     executor: str | None = None,
     address: str | None = None,
     max_concurrent: int | None = None,
+    trust_code: bool = False,
 ) -> SweepResults:
     """Finish the sweep in ``output_dir``: trials that finished or failed are not run again, interrupted
-    ones resume from their checkpoints, the others start."""
+    ones resume from their checkpoints, the others start. sweep.json's settings name no code that is imported
+    unless ``trust_code`` (docs/SECURITY.md): registered env ids and proxima's own encoders need no switch."""
     path = os.path.join(output_dir, SWEEP_JSON)
     if not os.path.isdir(output_dir):
         raise UserError(
             f"sweep directory {output_dir!r} does not exist; give a directory written by proxima sweep"
         )
-    plan = read_json(path)
-    if plan.get("format") != FORMAT:
-        raise UserError(f"{path} is not a proxima sweep plan")
-    if plan.get("version") != VERSION:  # before 1.0 a plan of another version is refused, not converted
-        raise UserError(
-            f"{path} has sweep plan version {plan.get('version')}; this proxima reads version {VERSION} only (run "
-            "the sweep again, or finish it with the proxima that started it)"
-        )
-    executor = executor or plan["executor"]
-    executors.check_executor(executor, "this sweep")
-    out = os.path.abspath(output_dir)
-    return _run(out, _located(plan, out), executor, address, max_concurrent or plan["max_concurrent"])
+    with lock_directory(output_dir, "sweep directory", None):  # before the plan is read
+        plan = read_json(path)
+        if plan.get("format") != FORMAT:
+            raise UserError(f"{path} is not a proxima sweep plan")
+        if plan.get("version") != VERSION:  # before 1.0 a plan of another version is refused, not converted
+            raise UserError(
+                f"{path} has sweep plan version {plan.get('version')}; this proxima reads version {VERSION} only (run "
+                "the sweep again, or finish it with the proxima that started it)"
+            )
+        for trial in plan.get("trials", []) + plan.get("groups", []):
+            trust.check_settings(path, PPOArgs.from_json(trial.get("config") or {}, path), trusted=trust_code)
+        executor = executor or plan["executor"]
+        executors.check_executor(executor, "this sweep")
+        out = os.path.abspath(output_dir)
+        return _run(out, _located(plan, out), executor, address, max_concurrent or plan["max_concurrent"])
 
 
 def _located(plan: dict, out: str) -> dict:
-    """``plan`` with each trial's run directory under ``out``, where the sweep lies now."""
+    """``plan`` with each trial's run directory under ``out``, where the sweep lies now. A resume removes and
+    writes what the plan names, and the report reads it: each name and run directory must lie inside ``out``,
+    and no symbolic link in a run directory may lead out of it."""
     located = copy.deepcopy(plan)
+    what = os.path.join(out, SWEEP_JSON)
     for trial in located["trials"] + located.get("groups", []):
+        inside(out, trial["name"], what)  # the report's and Tune's folder names
         run = trial["config"]["run"]
-        run["run_dir"] = os.path.join(out, run["run_dir"])
+        run["run_dir"] = inside(out, run["run_dir"], what)
+        if os.path.isdir(run["run_dir"]):
+            links_inside(run["run_dir"])
     return located
 
 
@@ -312,8 +329,17 @@ def run_trial(
     its ``trial.json``. proxima's own errors (a NaN, a crashed env) fail the trial with their one line.
     ``stop``: polled after each update; a signal number stops the run as that signal would (a checkpoint,
     then ``TrainingInterrupted``, and no ``trial.json``). A batched run's trial (``num_seeds`` > 1) writes
-    each seed's row to the seed's ``trial.json`` too, and returns its own."""
+    each seed's row to the seed's ``trial.json`` too, and returns its own.
+
+    The trial holds its run's directory from start to end; it waits a while for another holder to let go (a
+    trial of the sweep killed before, whose Ray worker is not yet stopped) and, refused, writes no row: the
+    sweep's ``--resume`` runs it again."""
     run_dir = config["run"]["run_dir"]
+    with lock_directory(run_dir, instead=None, wait_s=WRITER_WAIT_S):
+        return _run_trial(config, run_dir, report, node, stop)
+
+
+def _run_trial(config: dict, run_dir: str, report, node, stop) -> dict:
     row = _status(run_dir)
     if row is not None:
         return row
@@ -323,9 +349,11 @@ def run_trial(
     ckpt = os.path.join(run_dir, CHECKPOINT)
     try:
         if os.path.exists(ckpt) and not checkpoint.finished(run_dir):
-            resume(run_dir, quiet=True, callbacks=callbacks)
-        elif not os.path.exists(ckpt):
-            shutil.rmtree(run_dir, ignore_errors=True)  # stopped before its first checkpoint: start again
+            # config.json names only what the plan does, which the user gave or --resume checked (docs/SECURITY.md)
+            named = trust.names_of(PPOArgs.from_json(config))
+            run_to_end(resuming(run_dir, quiet=True, callbacks=callbacks, named=named))
+        elif not os.path.exists(ckpt):  # stopped before its first checkpoint: start again
+            remove_stopped_run(run_dir, batched)
             train(PPOArgs.from_json(config), callbacks=callbacks)
         row = {"status": "finished"}
     except (NonFiniteError, EnvError, UserError) as e:

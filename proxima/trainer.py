@@ -10,7 +10,7 @@ import shutil
 
 import gymnasium as gym
 
-from proxima import checkpoint
+from proxima import checkpoint, trust
 from proxima.agent import Agent
 from proxima.callbacks import (
     Callback,
@@ -27,11 +27,14 @@ from proxima.files import (
     CONFIG_JSON,
     SEEDS_JSON,
     VIDEOS,
+    WRITER_WAIT_S,
+    links_inside,
+    lock_directory,
     make_dirs,
     read_json,
+    remove_stopped_run,
     seed_run_dirs,
     write_json,
-    written_by_a_run,
 )
 from proxima.loop import (
     Run,
@@ -110,32 +113,50 @@ def training(
                 "give resume=RUN_DIR (continue that run) or run_dir=RUN_DIR with resume_if_exists=True (start it or "
                 "continue it), not both"
             )
-        others = sorted(set(overrides) - {"quiet", "total_timesteps", "torch_threads"})
+        others = sorted(set(overrides) - {"quiet", "total_timesteps", "torch_threads", "trust_code"})
         if others or args is not None or config is not None:
             given = others[0] if others else "args" if args is not None else "config"
             raise UserError(
-                f"train(resume=...) takes only quiet, total_timesteps and torch_threads besides callbacks (the "
+                f"train(resume=...) takes only quiet, total_timesteps, torch_threads and trust_code besides callbacks (the "
                 f"run's config.json holds its settings), not {given}"
             )
         return (yield from resuming(resume, callbacks=callbacks, env=env, **overrides))
     env, args, overrides = take_env(env, args, overrides)
     args = resolve_args(args, config=config, **overrides).validate()
+    for setting, name in trust.names_of(args).items():  # the user's own: a run's files may name them later
+        trust.remember(setting, name)
     env = env_of(args, env)
     if env is not None and not args.env.env_id.startswith("object:"):  # --env-factory given, not env=
         args = args.replace(env_id=describe_env(env)[0])
     if args.run.num_seeds > 1:
         check_seeds(args, env)
+    run_dir = args.run.run_dir
+    if run_dir is None:
+        if resume_if_exists:
+            raise UserError(
+                "--resume-if-exists needs the run's directory: give --run-dir RUN_DIR (run_dir=RUN_DIR), the same "
+                "on every start of the job"
+            )
+        run_dir = default_run_dir(args)
+    # One writer: a requeued job may start while the old one, in its grace period, finishes its last update.
+    waiting = None if args.run.quiet else (lambda text: print(text, flush=True))
+    with lock_directory(run_dir, instead=None if resume_if_exists else "--run-dir",
+                        wait_s=WRITER_WAIT_S if resume_if_exists else 0.0, waiting=waiting):  # fmt: skip
+        return (yield from _training(args, run_dir, callbacks, env, resume_if_exists))
+
+
+def _training(args: PPOArgs, run_dir: str, callbacks, env, resume_if_exists: bool) -> Updates:
+    """``training`` in ``run_dir``, which this process holds."""
     if resume_if_exists:
         agent = requeue(args, callbacks, env)
         if agent is not None:
             return agent
     if args.run.num_seeds > 1:
-        return train_seeds(args, callbacks, env, requeued=resume_if_exists)
-    run_dir = args.run.run_dir or default_run_dir(args)
-    if not resume_if_exists:  # else the files in it are not a run's (requeue said so)
-        check_run_dir_free(run_dir)
+        return train_seeds(args, callbacks, env, requeued=resume_if_exists, parent=run_dir)
+    if not resume_if_exists:  # else the files in it are not a run's (requeue said so); held, as another run
+        check_run_dir_free(run_dir)  # would find a run that it writes now stopped before its first checkpoint
     device, notes = setup(args)
-    existed, written, envs = os.path.isdir(run_dir), False, None
+    written, envs = False, None
     try:
         # Built before the run directory, so a bad env id or unsupported space leaves nothing behind (but
         # --capture-video's recorder makes RUN_DIR/videos as it is built: removed below if the run never starts).
@@ -169,10 +190,8 @@ def training(
     finally:
         if envs is not None:
             envs.close()
-        if not written:
+        if not written:  # and the lock removes RUN_DIR where it made it and nothing else is left there
             shutil.rmtree(os.path.join(run_dir, VIDEOS), ignore_errors=True)
-            if not existed and os.path.isdir(run_dir) and not os.listdir(run_dir):
-                os.rmdir(run_dir)
 
 
 def resume(
@@ -182,6 +201,7 @@ def resume(
     total_timesteps: int | None = None,
     env=None,
     torch_threads: int | None = None,
+    trust_code: bool = False,
 ) -> Agent:
     """Continue the run in ``run_dir`` from its last checkpoint, with the settings in its ``config.json``.
 
@@ -198,8 +218,11 @@ def resume(
 
     ``torch_threads``: train on with this many torch threads (written to its config.json), where the run kept
     its own count; another count rounds the updates differently, so the continuation is no longer exact.
+
+    ``trust_code``: import what config.json names (an env factory, a ``module:`` env id, an encoder class)
+    without its being given again (docs/SECURITY.md); only for a run whose files you trust.
     """
-    return run_to_end(resuming(run_dir, quiet, callbacks, total_timesteps, env, torch_threads))
+    return run_to_end(resuming(run_dir, quiet, callbacks, total_timesteps, env, torch_threads, trust_code))
 
 
 def resuming(
@@ -209,20 +232,44 @@ def resuming(
     total_timesteps: int | None = None,
     env=None,
     torch_threads: int | None = None,
+    trust_code: bool = False,
+    named: dict | None = None,
 ) -> Updates:
-    """``resume`` one update at a time, as ``training`` is ``train``."""
+    """``resume`` one update at a time, as ``training`` is ``train``; ``named``: the settings that name code
+    (``trust.SETTINGS``) as the user gave them again, which config.json may then name."""
     callbacks = user_callbacks(callbacks)
     if not os.path.isdir(run_dir):
         what = "is a file" if os.path.isfile(run_dir) else "does not exist"
         raise UserError(f"run directory {run_dir!r} {what}; give a directory written by `proxima train`")
+    with lock_directory(run_dir, instead=None):  # before the checkpoint is read: another may be writing it
+        return (
+            yield from _resuming(
+                run_dir, quiet, callbacks, total_timesteps, env, torch_threads, trust_code, named
+            )
+        )
+
+
+def _resuming(
+    run_dir: str,
+    quiet: bool,
+    callbacks,
+    total_timesteps: int | None,
+    env,
+    torch_threads,
+    trust_code: bool,
+    named,
+) -> Updates:
+    """``resuming`` in ``run_dir``, which this process holds."""
     if os.path.exists(os.path.join(run_dir, SEEDS_JSON)):
         if total_timesteps is not None:
             raise UserError(
                 "a batched run (--num-seeds) resumes to the steps it was started for: drop total_timesteps"
             )
-        return resume_seeds(run_dir, quiet, callbacks, env, torch_threads)
+        return resume_seeds(run_dir, quiet, callbacks, env, torch_threads, trust_code, named)
+    links_inside(run_dir)  # a resume appends to and cuts back its logs: none of them may be a file elsewhere
     config_path = os.path.join(run_dir, CONFIG_JSON)
     saved = PPOArgs.from_json(read_json(config_path), config_path)
+    trust.check_settings(config_path, saved, env=env, trusted=trust_code, named=named)
     path = os.path.join(run_dir, CHECKPOINT)
     if not os.path.exists(path):
         raise UserError(
@@ -287,12 +334,7 @@ def requeue(args: PPOArgs, callbacks: list[Callback] | None = None, env=None) ->
     A batched run's directory (its seeds.json) is handled as a batched run, another run's as one seed's,
     whatever ``num_seeds`` is given.
     """
-    run_dir = args.run.run_dir
-    if run_dir is None:
-        raise UserError(
-            "--resume-if-exists needs the run's directory: give --run-dir RUN_DIR (run_dir=RUN_DIR), the same on "
-            "every start of the job"
-        )
+    run_dir = args.run.run_dir  # given (training checks), and held by this process
     say = (lambda text: None) if args.run.quiet else (lambda text: print(text, flush=True))
     # A batched run keeps its settings in seeds.json, its seeds' runs in seedS/. The run in the directory says
     # which kind it is: a --num-seeds of the other kind is one more setting that differs.
@@ -316,6 +358,8 @@ def requeue(args: PPOArgs, callbacks: list[Callback] | None = None, env=None) ->
                 else f" (train it further with: proxima train --resume {run_dir} --total-timesteps N)"
             )
             say(f"{run_dir}: the run already finished ({steps} steps); nothing to train{further}")
+            named = trust.names_of(args)  # the job names its env and encoder again on every start
+            trust.check_settings(config_path, saved, env=env, named=named)
             return [Agent.load(d) for d in seed_run_dirs(run_dir)] if group else Agent.load(run_dir)
         ignored = _differences(args, saved)
         if ignored:
@@ -323,21 +367,12 @@ def requeue(args: PPOArgs, callbacks: list[Callback] | None = None, env=None) ->
                 f"{run_dir} holds a run: it resumes with the settings of its {config_name}, and these given ones, "
                 f"which differ, are ignored: {ignored}"
             )
+        named = trust.names_of(args)  # the job's command line names its env and encoder again
         if group:
-            return resume_seeds(run_dir, quiet=args.run.quiet, callbacks=callbacks, env=env)
-        return resume(run_dir, quiet=args.run.quiet, callbacks=callbacks, env=env)
-    if os.path.isdir(run_dir):
-        written = sorted(name for name in os.listdir(run_dir) if written_by_a_run(name, group))
-        if written and config_name not in written:
-            raise UserError(
-                f"{run_dir} holds {written[0]} but no {config_name}: not a run that proxima started, so "
-                "--resume-if-exists leaves it alone; give another --run-dir"
-            )
-        if written:
-            say(f"{run_dir}: the run stopped before its first checkpoint; starting it again")
-            for name in written:
-                target = os.path.join(run_dir, name)
-                shutil.rmtree(target) if os.path.isdir(target) else os.remove(target)
+            return resume_seeds(run_dir, quiet=args.run.quiet, callbacks=callbacks, env=env, named=named)
+        return run_to_end(resuming(run_dir, quiet=args.run.quiet, callbacks=callbacks, env=env, named=named))
+    if remove_stopped_run(run_dir, group, hint="give another --run-dir"):
+        say(f"{run_dir}: the run stopped before its first checkpoint; starting it again")
     return None
 
 

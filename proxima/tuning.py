@@ -24,6 +24,7 @@ the samples not yet drawn are drawn by a new searcher (Optuna's told the scores 
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import random
 import shutil
@@ -35,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from proxima import checkpoint, executors
+from proxima import checkpoint, executors, trust
 from proxima.callbacks import Callback
 from proxima.config import GROUP_OF, PPOArgs, resolve_args, show_value
 from proxima.errors import EnvError, NonFiniteError, TrainingInterrupted, UserError
@@ -50,14 +51,18 @@ from proxima.files import (
     RESULTS_MD,
     TRIAL_JSON,
     TUNE_JSON,
-    make_dirs,
+    WRITER_WAIT_S,
+    inside,
+    links_inside,
+    lock_directory,
     read_json,
     read_jsonl,
+    remove_stopped_run,
     write_json,
 )
 from proxima.rollout_workers import TRIAL_ACTOR_CPUS
 from proxima.schedules import ADJUSTABLE
-from proxima.sweeps import StopWhenAsked, _finite, default_output_dir, refuse_objects
+from proxima.sweeps import StopWhenAsked, _finite, check_output_dir_free, default_output_dir, refuse_objects
 from proxima.trainer import resuming, training
 
 FORMAT, VERSION = "proxima-tune", 1
@@ -239,11 +244,11 @@ def tune(
     if search == "optuna":
         _need_optuna()
     out = os.path.abspath(output_dir or default_output_dir(base.env.env_id, "tune"))
-    if os.path.exists(out) and os.listdir(out):
-        raise UserError(f"output directory {out!r} already exists and is not empty; give a new --output-dir")
-    make_dirs(out)
-    write_json(os.path.join(out, TUNE_JSON), plan)
-    return _run(out, plan, address)
+    check_output_dir_free(out)
+    with lock_directory(out, "tune directory", "--output-dir"):
+        check_output_dir_free(out)  # again, held: of two searches started into it, the second finds it taken
+        write_json(os.path.join(out, TUNE_JSON), plan)
+        return _run(out, plan, address)
 
 
 def _plan(base: PPOArgs, spec: dict, search: str, num_samples: int, metric: str, mode: str, seeds: int,
@@ -305,23 +310,38 @@ def _need_optuna() -> None:
         ) from None
 
 
-def resume_tune(output_dir: str, address: str | None = None) -> TuneResults:
+def resume_tune(output_dir: str, address: str | None = None, *, trust_code: bool = False) -> TuneResults:
     """Finish the search in ``output_dir``: samples that ended are kept, interrupted ones resume from their
     runs' checkpoints (to their end: the new scheduler knows nothing of them), and the samples not yet drawn
-    are drawn anew."""
+    are drawn anew. tune.json's settings name no code that is imported unless ``trust_code``
+    (docs/SECURITY.md): registered env ids and proxima's own encoders need no switch."""
     path = os.path.join(output_dir, TUNE_JSON)
     if not os.path.isdir(output_dir) or not os.path.exists(path):
         raise UserError(
             f"{output_dir!r} is not a tune directory (no {TUNE_JSON}); give one written by proxima tune"
         )
-    plan = read_json(path)
-    if plan.get("format") != FORMAT:
-        raise UserError(f"{path} is not a proxima tune plan")
-    if plan.get("version") != VERSION:  # before 1.0 a plan of another version is refused, not converted
-        raise UserError(f"{path} has tune plan version {plan.get('version')}; this proxima reads version {VERSION} "
-                        "only (run the search again)")  # fmt: skip
-    executors.check_executor("ray", "proxima tune")
-    return _run(os.path.abspath(output_dir), plan, address)
+    with lock_directory(output_dir, "tune directory", None):  # before the plan is read
+        plan = read_json(path)
+        if plan.get("format") != FORMAT:
+            raise UserError(f"{path} is not a proxima tune plan")
+        if plan.get("version") != VERSION:  # before 1.0 a plan of another version is refused, not converted
+            raise UserError(f"{path} has tune plan version {plan.get('version')}; this proxima reads version {VERSION} "
+                            "only (run the search again)")  # fmt: skip
+        out = os.path.abspath(output_dir)
+        for sample in plan[
+            "samples"
+        ]:  # before anything runs: a resume removes and writes what tune.json names
+            inside(out, sample["name"], path)  # Tune's folder name
+            for seed in plan["seeds"]:
+                run_dir = _run_dir(out, sample["name"], seed)
+                if os.path.isdir(run_dir):
+                    links_inside(run_dir)
+        base = PPOArgs.from_json(plan.get("base"), path)
+        for sample in [{"settings": {}}, *plan.get("samples", [])]:
+            settings = {k: _typed(k, v) for k, v in sample.get("settings", {}).items()}
+            trust.check_settings(path, base.replace(_source=path, **settings), trusted=trust_code)
+        executors.check_executor("ray", "proxima tune")
+        return _run(out, plan, address)
 
 
 def _run(out: str, plan: dict, address: str | None) -> TuneResults:
@@ -339,7 +359,7 @@ def _run(out: str, plan: dict, address: str | None) -> TuneResults:
     def on_done(name: str, error: str | None) -> None:
         if error is not None:  # a crash that wrote nothing: the runs of the sample say so
             for seed in plan["seeds"]:
-                run_dir = os.path.join(out, run_name(name, seed))
+                run_dir = _run_dir(out, name, seed)
                 if os.path.isdir(run_dir) and _trial_row(run_dir) is None:
                     write_json(os.path.join(run_dir, TRIAL_JSON), {"status": "failed", "error": error})
         rows = _rows_soon(out, plan, name)
@@ -368,7 +388,7 @@ def _rows_of_stopped(out: str, plan: dict) -> None:
     ended before the row was written: write it, with the score its logs give."""
     for sample in plan["samples"]:
         for seed in plan["seeds"]:
-            run_dir = os.path.join(out, run_name(sample["name"], seed))
+            run_dir = _run_dir(out, sample["name"], seed)
             if os.path.exists(os.path.join(run_dir, METRICS)) and _trial_row(run_dir) is None:
                 score = Score(plan["metric"])
                 score.from_logs(run_dir)
@@ -449,6 +469,11 @@ def _scheduler(plan: dict, space: dict):
 
 def run_name(sample: str, seed: int) -> str:
     return f"{sample}__seed{seed}"
+
+
+def _run_dir(out: str, sample: str, seed: int) -> str:
+    """The run directory of a sample's seed: inside ``out``, whatever tune.json says (``files.inside``)."""
+    return inside(out, run_name(sample, seed), os.path.join(out, TUNE_JSON))
 
 
 class Score(Callback):
@@ -534,13 +559,27 @@ def run_sample(out: str, plan: dict, name: str, settings: dict, report=None, nod
     """Train the sample's seeds in lockstep, reporting their mean score (``report``: Tune's) after each round;
     write each run's ``trial.json``; return the sample's row. ``stop``: as for a sweep's trial
     (``proxima.sweeps.run_trial``): once it gives a signal, each seed checkpoints after its update, the sample
-    raises ``TrainingInterrupted``, and no ``trial.json`` is written, so that ``--resume`` goes on from there."""
+    raises ``TrainingInterrupted``, and no ``trial.json`` is written, so that ``--resume`` goes on from there.
+
+    The sample holds its runs' directories from start to end, as a sweep's trial does (``run_trial``): it waits
+    a while for another holder to let go (the trial's last process, which PBT or ASHA stopped); refused, the
+    sample fails with the line that names the holder."""
+    with contextlib.ExitStack() as stack:
+        for seed in plan["seeds"]:
+            run_dir = os.path.join(out, run_name(name, seed))
+            stack.enter_context(lock_directory(run_dir, instead=None, wait_s=WRITER_WAIT_S))
+        return _run_sample(out, plan, name, settings, report, node, stop)
+
+
+def _run_sample(out: str, plan: dict, name: str, settings: dict, report, node, stop) -> dict:
     base = PPOArgs.from_json(plan["base"])
     typed = {k: _typed(k, v) for k, v in settings.items()}
+    # the runs' config.json name only what the plan does, which the user gave or --resume checked
+    named = trust.names_of(base.replace(**typed))
     exploit = _exploited(out, plan, name) if plan["scheduler"] == "pbt" and report is not None else None
     runs, gens, scores, rngs = [], [], [], []
     for seed in plan["seeds"]:
-        run_dir = os.path.join(out, run_name(name, seed))
+        run_dir = _run_dir(out, name, seed)
         score = Score(plan["metric"])
         callbacks: list[Callback] = [score, *([StopWhenAsked(stop)] if stop is not None else [])]
         ckpt = os.path.join(run_dir, CHECKPOINT)
@@ -552,14 +591,14 @@ def run_sample(out: str, plan: dict, name: str, settings: dict, report=None, nod
                 os.remove(os.path.join(run_dir, TRIAL_JSON))  # written as PBT paused it
             adjustable = {k: v for k, v in typed.items() if k in ADJUSTABLE}
             callbacks.append(Perturb(adjustable, origin if origin != name else None))
-            gen = resuming(run_dir, quiet=True, callbacks=callbacks)
+            gen = resuming(run_dir, quiet=True, callbacks=callbacks, named=named)
         elif checkpoint.finished(run_dir):  # ended before its row was written
             score.from_logs(run_dir)
             gen = _ended()
         elif os.path.exists(ckpt):
-            gen = resuming(run_dir, quiet=True, callbacks=callbacks)
-        else:
-            shutil.rmtree(run_dir, ignore_errors=True)  # stopped before its first checkpoint: start again
+            gen = resuming(run_dir, quiet=True, callbacks=callbacks, named=named)
+        else:  # stopped before its first checkpoint: start again
+            remove_stopped_run(run_dir)
             gen = training(base.replace(**typed, seed=seed, run_dir=run_dir), callbacks=callbacks)
         runs.append(run_dir)
         gens.append(gen)
@@ -678,7 +717,7 @@ def _rows_soon(out: str, plan: dict, name: str, wait_s: float = 10.0) -> list[di
     them as it unwinds, after Tune has told this process."""
     deadline = time.monotonic() + wait_s
     while True:
-        rows = [_trial_row(os.path.join(out, run_name(name, s))) for s in plan["seeds"]]
+        rows = [_trial_row(_run_dir(out, name, s)) for s in plan["seeds"]]
         if all(rows) or time.monotonic() > deadline:
             return [r or {} for r in rows]
         time.sleep(0.2)
@@ -691,7 +730,7 @@ def _trial_row(run_dir: str) -> dict | None:
 
 def _sample_status(out: str, plan: dict, name: str) -> str | None:
     """``finished``, ``stopped`` or ``failed`` once every seed's run has ended; None if one has not."""
-    rows = [_trial_row(os.path.join(out, run_name(name, seed))) for seed in plan["seeds"]]
+    rows = [_trial_row(_run_dir(out, name, seed)) for seed in plan["seeds"]]
     if any(r is None for r in rows):
         return None
     statuses = {r["status"] for r in rows}
@@ -699,7 +738,7 @@ def _sample_status(out: str, plan: dict, name: str) -> str | None:
 
 
 def _sample_score(out: str, plan: dict, name: str) -> float | None:
-    rows = [_trial_row(os.path.join(out, run_name(name, seed))) or {} for seed in plan["seeds"]]
+    rows = [_trial_row(_run_dir(out, name, seed)) or {} for seed in plan["seeds"]]
     values = [r["score"] for r in rows if r.get("score") is not None]
     return float(np.mean(values)) if values and len(values) == len(rows) else None
 
@@ -709,7 +748,7 @@ def summarize(out: str, plan: dict) -> TuneResults:
     ``results.md``, the best finished sample as ``best.json`` (a preset) and ``report.html``."""
     rows = []
     for sample in plan["samples"]:
-        runs = [os.path.join(out, run_name(sample["name"], seed)) for seed in plan["seeds"]]
+        runs = [_run_dir(out, sample["name"], seed) for seed in plan["seeds"]]
         trials = [_trial_row(r) or {"status": "not run"} for r in runs]
         scores = [t.get("score") for t in trials]
         known = [s for s in scores if s is not None]

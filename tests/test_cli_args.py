@@ -31,7 +31,7 @@ from proxima.errors import EnvError, NonFiniteError, UserError
         (["train", "--seeds", "3"], "unrecognized flag '--seeds'; did you mean --seed?"),
         (["train", "--config"], "--config needs a value: NAME|FILE"),
         (["train", "--resume"], "--resume needs a value: RUN_DIR"),
-        (["train", "--resume", "r", "--seed", "3"], "with --resume, only --quiet, --total-timesteps and --torch-threads may be"),
+        (["train", "--resume", "r", "--seed", "3"], "with --resume, only --quiet, --total-timesteps, --torch-threads, --trust-code and the run's own --env-id"),
         (["probe", "--resume", "r"], "unrecognized flag '--resume'"),
         (["eval"], "missing RUN_DIR: the run directory written by `proxima train`"),
         (["eval", "a", "b"], "unexpected argument 'b'"),

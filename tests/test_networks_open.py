@@ -140,8 +140,12 @@ def test_an_agent_whose_encoder_module_is_missing_says_which_and_how_to_fix_it(t
     meta = json.loads((run_dir / "agent.json").read_text())
     meta["network"]["network"]["encoder"] = "my_lab.encoders:VectorEncoder"
     (run_dir / "agent.json").write_text(json.dumps(meta))
+    with pytest.raises(
+        UserError, match="names the encoder 'my_lab.encoders:VectorEncoder', which would import"
+    ):
+        proxima.load(str(run_dir))  # a run's files name no code that is imported (docs/SECURITY.md)
     with pytest.raises(UserError) as e:
-        proxima.load(str(run_dir))
+        proxima.load(str(run_dir), trust_code=True)
     assert str(e.value) == (
         "encoder my_lab.encoders:VectorEncoder: module 'my_lab.encoders' cannot be imported; put the directory "
         "that holds it on PYTHONPATH (PYTHONPATH=DIR proxima ...) or install the package that has it"

@@ -213,12 +213,15 @@ def test_resume_with_total_timesteps_continues_a_finished_run_and_stretches_the_
 
 def test_only_quiet_total_timesteps_and_torch_threads_go_with_resume(tmp_path):
     with pytest.raises(
-        UserError, match="only --quiet, --total-timesteps and --torch-threads may be given.*not --seed"
+        UserError,
+        match="only --quiet, --total-timesteps, --torch-threads, --trust-code and the run.s own --env-id, --env-factory and --encoder may be given.*not --seed",
     ):
         from proxima.cli import cmd_train
 
         cmd_train(["--resume", str(tmp_path), "--seed", "2"])
-    with pytest.raises(UserError, match="takes only quiet, total_timesteps and torch_threads.*not seed"):
+    with pytest.raises(
+        UserError, match="takes only quiet, total_timesteps, torch_threads and trust_code.*not seed"
+    ):
         train(resume=str(tmp_path), seed=2)
 
 

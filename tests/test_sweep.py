@@ -93,7 +93,7 @@ RESUME = "resume"
         ([RESUME, "--resume", "nowhere"], "sweep directory 'nowhere' does not exist"),
         (
             [RESUME, "--resume", "x", "--seeds", "1"],
-            "with --resume, only --executor, --address and --max-concurrent",
+            "with --resume, only --executor, --address, --max-concurrent and --trust-code",
         ),
         ([RESUME, "--resume", "x", "--env-id", "Acrobot-v1"], "may be given, not --env-id"),
     ],

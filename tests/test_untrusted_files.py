@@ -90,7 +90,7 @@ READ_ONLY_COMMANDS = {
     "eval-video": (["eval", "{ro}/run", "--episodes", "2", "--video"], "{ro}/run/eval-videos"),
     "export": (["export", "{ro}/run", "--format", "torchscript"], "{ro}/run/policy.pt"),
     "report": (["report", "{ro}/run"], "{ro}/run/report.html"),
-    "resume": (["train", "--resume", "{ro}/run", "--total-timesteps", "2048"], "{ro}/run/config.json"),
+    "resume": (["train", "--resume", "{ro}/run", "--total-timesteps", "2048"], "{ro}/run"),  # its lock
     "train": (["train", "--run-dir", "{ro}/new", *RUN], "{ro}/new"),
     "sweep": (
         ["sweep", "--executor", "local", "--output-dir", "{ro}/sweep", "--seeds", "1", *RUN[:6]],

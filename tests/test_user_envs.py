@@ -243,7 +243,10 @@ def test_eval_names_the_module_that_registered_a_plain_id_and_takes_env_id(tmp_p
     assert failed.stderr.count("\n") == 1
     assert "give --env-id tests.fixtures.wild_envs:WildFloat64Obs-v0" in failed.stderr
     fixed = proxima_cmd + ["--env-id", "tests.fixtures.wild_envs:WildFloat64Obs-v0"]
-    ok = subprocess.run(fixed, capture_output=True, text=True, cwd=root, env=env)
+    # eval reads a run's files, so the working directory is not on its path (docs/SECURITY.md): PYTHONPATH is
+    not_found = subprocess.run(fixed, capture_output=True, text=True, cwd=root, env=env)
+    assert not_found.returncode == 2 and "tests.fixtures" in not_found.stderr, not_found.stderr
+    ok = subprocess.run(fixed, capture_output=True, text=True, cwd=root, env={**env, "PYTHONPATH": root})
     assert ok.returncode == 0, ok.stderr
     assert "episodes=2" in ok.stdout
 

@@ -27,6 +27,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 from torch import Tensor
 
+from proxima import trust
 from proxima.envs.gymnasium_backend import GymnasiumVecEnv, call_envs, construct, set_env_attr
 from proxima.envs.interface import InfoKeys, Seeds, Step, VideoDirs, env_actions, env_call, row_seeds
 from proxima.envs.pettingzoo_backend import PettingZooVecEnv, is_pettingzoo_env
@@ -73,6 +74,9 @@ def describe_env(env) -> tuple[str, str]:
     if qualname and qualname.endswith("<lambda>"):
         return label, "<lambda>"
     if module and qualname and "<locals>" not in qualname and module != "__main__":
+        trust.remember(
+            "env_factory", f"{module}:{qualname}"
+        )  # given by the user: the run's files may name it
         return label, f"{module}:{qualname}"
     return label, "<callable>"  # defined in a function or a script: nothing to import it from
 
