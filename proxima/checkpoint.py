@@ -172,8 +172,9 @@ def check_counters(meta: dict, args, path: str) -> None:
 
 def check_model(states: dict, spec: NetworkSpec, action_space, path: str, source: str) -> None:
     """A one-line ``UserError`` unless the model component of ``states`` (``read``'s) holds the network that
-    ``spec`` (made from ``source``, the run's config.json) describes, finite, checked before that network is
-    built: a config.json edited to ask for 40 GB costs nothing."""
+    ``spec`` (made from ``source``, the run's config.json) describes, checked before that network is built (a
+    config.json edited to ask for 40 GB costs nothing), and it and the optimizer's moments are finite (a NaN
+    in either is a NaN loss at the next update)."""
     model = states.get("model")
     if not isinstance(model, dict) or not all(isinstance(t, Tensor) for t in model.values()):
         raise UserError(f"{path}'s model component is not a network's weights; the checkpoint is corrupt")
@@ -181,6 +182,16 @@ def check_model(states: dict, spec: NetworkSpec, action_space, path: str, source
     if expected is not None:  # else the run's network is built, and load_state_dict's strict check judges it
         check_shapes(shapes_of(model), expected, path, source)
     check_finite(model, path)
+    check_finite(dict(_leaves(states.get("optimizer"), "optimizer")), path)
+
+
+def _leaves(tree, path: str):
+    """The tensor leaves of a component's state, as ``(path/to/leaf, tensor)``: ``_split``'s names."""
+    if isinstance(tree, Tensor):
+        yield path, tree
+    elif isinstance(tree, dict):
+        for key, value in tree.items():
+            yield from _leaves(value, f"{path}/{key}")
 
 
 def read_group(path: str) -> dict[str, tuple[dict, dict]]:
@@ -264,7 +275,7 @@ def load(run: Run, path: str, meta: dict, states: dict) -> None:
             key = getattr(callback, "state_key", None)
             if key is not None and key in states:
                 callback.load_state_dict(states[key])
-    except (KeyError, ValueError, TypeError) as e:
+    except (KeyError, ValueError, TypeError, IndexError, AttributeError, OverflowError, RuntimeError) as e:
         raise UserError(
             f"{path} has state that does not fit this run ({raised(e)}); the checkpoint is corrupt"
         ) from None

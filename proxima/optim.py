@@ -13,6 +13,7 @@ name, before a run does.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 import torch
@@ -148,18 +149,63 @@ class Adam:
             ],
         }
 
+    step_shape: tuple[int, ...] = ()  # of each parameter's step count
+
     def load_state_dict(self, state_dict: dict) -> None:
+        """``state_dict``'s state, checked first (a ``ValueError`` names what does not fit): it may come from a
+        file, and a moment of another shape, or a rate that is not a number, would fail only at the next step."""
         groups = state_dict["param_groups"]
         if [len(g["params"]) for g in groups] != [len(g["params"]) for g in self.param_groups]:
             raise ValueError("the saved parameter groups do not match this optimizer's")
         params = self._params()
         for group, saved in zip(self.param_groups, groups, strict=True):
+            _check_group(saved, group)
+        state = {}
+        for i, s in state_dict["state"].items():
+            p = params[int(i)] if 0 <= int(i) < len(params) else None
+            if p is None or not isinstance(s, dict) or set(s) != {"step", "exp_avg", "exp_avg_sq"}:
+                raise ValueError(f"the saved state {i} is of no parameter of this optimizer's")
+            if not _fits(s, p, self.step_shape):
+                raise ValueError(
+                    f"the saved state {i} is not of its parameter's shape {tuple(p.shape)} and dtype"
+                )
+            state[p] = {k: v.to(p.device) for k, v in s.items()}
+        for group, saved in zip(self.param_groups, groups, strict=True):
             group.update({k: tuple(v) if k == "betas" else v for k, v in saved.items() if k != "params"})
-        self.state = {
-            params[int(i)]: {k: v.to(params[int(i)].device) for k, v in s.items()}
-            for i, s in state_dict["state"].items()
-        }
+        self.state = state
         self._counts = {}  # made again from the loaded counts at the next step (``_count``)
+
+
+def _fits(state: dict, p: Tensor, step_shape: tuple[int, ...]) -> bool:
+    """Whether ``state`` is one parameter's: moments of ``p``'s shape and dtype, a count of ``step_shape``."""
+    step = state["step"]
+    moments = (state["exp_avg"], state["exp_avg_sq"])
+    return (
+        all(isinstance(m, Tensor) and m.shape == p.shape and m.dtype == p.dtype for m in moments)
+        and isinstance(step, Tensor)
+        and step.is_floating_point()
+        and tuple(step.shape) == step_shape
+        and bool((step >= 0).all())
+    )
+
+
+def _check_group(saved: dict, group: dict) -> None:
+    """A ``ValueError`` unless ``saved`` holds ``group``'s settings, each a number Adam takes."""
+    number = lambda v: isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)  # noqa: E731
+    betas = saved.get("betas")
+    if (
+        set(saved) != set(group)
+        or not (number(saved["lr"]) and saved["lr"] >= 0)
+        or not (number(saved["eps"]) and saved["eps"] > 0)
+        or not (
+            isinstance(betas, list | tuple)
+            and len(betas) == 2
+            and all(number(b) and 0 <= b < 1 for b in betas)
+        )
+    ):
+        raise ValueError(
+            f"the saved parameter group { ({k: v for k, v in saved.items() if k != 'params'}) } is not Adam's"
+        )
 
 
 class SeedAdam(Adam):
@@ -172,6 +218,7 @@ class SeedAdam(Adam):
     def __init__(self, params: Iterable, lr: float, seeds: int, eps: float):
         super().__init__(params, lr=lr, eps=eps)
         self.seeds = seeds
+        self.step_shape = (seeds,)
         self._zeroed: set[int] = (
             set()
         )  # finished seeds whose moments are zero (again after a load: not saved)
