@@ -305,6 +305,9 @@ def test_an_agent_whose_files_do_not_go_together_is_refused_before_its_network_i
 # --- d. a resume checks config.json and the checkpoint's header before it trusts them -----------------------------
 
 
+TENSORS = "checkpoint's tensors"  # the cases below that edit them, not its header
+
+
 def _edit_header(path: str, edit) -> None:
     tensors, meta = read_checkpoint(path)
     edit(meta)
@@ -334,9 +337,18 @@ RESUME_EDITS = {
     "negative-log-end": (CHECKPOINT, lambda m: m["components"]["logging"]["offsets"].update({METRICS: -5}),
                          r"checkpoint\.safetensors has state that does not fit this run \(ValueError: the logs' ends "
                          r"are .*, not byte counts\)"),
-    "nan-weights": (CHECKPOINT, "nan", r"checkpoint\.safetensors holds 1 non-finite value \(NaN or infinity\) in "
-                    r"actor\.0\.weight"),
+    "nan-weights": (TENSORS, lambda t: t["model/actor.0.weight"].view(-1)[:1].fill_(float("nan")),
+                    r"checkpoint\.safetensors holds 1 non-finite value \(NaN or infinity\) in actor\.0\.weight"),
+    "nan-moment": (TENSORS, lambda t: t["optimizer/state/3/exp_avg_sq"].fill_(float("inf")),
+                   r"holds 64 non-finite values \(NaN or infinity\) in optimizer/state/3/exp_avg_sq"),
+    # checked as the run is restored, after it is built
+    "moment-shape": (TENSORS, lambda t: t.update({"optimizer/state/0/exp_avg": torch.zeros(3)}),
+                     r"has state that does not fit this run \(ValueError: the saved state 0 is not of its "
+                     r"parameter's shape \(64, 4\) and dtype\)"),
+    "rate-not-a-number": (CHECKPOINT, lambda m: m["components"]["optimizer"]["param_groups"][0].update(lr="fast"),
+                          r"the saved parameter group \{.*'lr': 'fast'.*\} is not Adam's"),
 }  # fmt: skip
+RESTORED = ("negative-log-end", "moment-shape", "rate-not-a-number")  # refused as the run built is restored
 
 
 class _StopAt(Callback):
@@ -375,16 +387,17 @@ def test_a_resume_refuses_what_config_json_or_the_checkpoint_lacks_before_it_bui
     capsys.readouterr()
     name, edit, said = RESUME_EDITS[case]
     path = os.path.join(stopped, name)
-    if edit == "nan":
+    if name == TENSORS:
+        path = os.path.join(stopped, CHECKPOINT)
         tensors, meta = read_checkpoint(path)
-        tensors["model/actor.0.weight"][0, 0] = float("nan")
+        edit(tensors)
         write_checkpoint(path, tensors, meta)
     else:
         (_edit_json if name == CONFIG_JSON else _edit_header)(path, edit)
     before = {
         n: open(os.path.join(stopped, n), "rb").read() for n in os.listdir(stopped) if n != "report.html"
     }
-    if case != "negative-log-end":  # a callback's state is checked as the run is restored
+    if case not in RESTORED:
         _never_built(monkeypatch, proxima.trainer, "Run")
     for argv in (["train", "--resume", stopped], ["train", "--run-dir", stopped, "--resume-if-exists", *RUN]):
         assert main(argv) == 2
