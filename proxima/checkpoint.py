@@ -19,6 +19,7 @@ import math
 import os
 from typing import TYPE_CHECKING
 
+import torch
 from torch import Tensor
 
 from proxima.errors import UserError, raised
@@ -211,7 +212,12 @@ def read(path: str) -> tuple[dict, dict]:
     a file that is not a checkpoint this proxima can read."""
     meta = read_header(path)
     tensors = read_tensors(path)
-    states = {name: _join(part, tensors, name) for name, part in meta["components"].items()}
+    try:
+        states = {name: _join(part, tensors, name) for name, part in meta["components"].items()}
+    except (TypeError, AttributeError) as e:  # a header whose parts are not where the tensors go
+        raise UserError(
+            f"{path}'s header does not fit its tensors ({raised(e)}); the checkpoint is corrupt"
+        ) from None
     return meta, states
 
 
@@ -269,6 +275,8 @@ def load(run: Run, path: str, meta: dict, states: dict) -> None:
             raise UserError(
                 f"{path} was written for another env: its {key} is {saved}, {run.args.env.env_id}'s is {current}"
             )
+    # each tensor where the run holds one of its own: of its shape and dtype, before any is put in its place
+    _check_like(states, run.state_dict(), path, "")
     try:
         run.load_state_dict(meta, states)
         for callback in run.callbacks:
@@ -279,6 +287,26 @@ def load(run: Run, path: str, meta: dict, states: dict) -> None:
         raise UserError(
             f"{path} has state that does not fit this run ({raised(e)}); the checkpoint is corrupt"
         ) from None
+
+
+def _check_like(saved, own, path: str, where: str) -> None:
+    """A ``UserError`` where a tensor in ``saved`` differs in shape or dtype from the one at the same place in
+    ``own`` (a fresh run's state), or holds a NaN or an infinity; parts that only one of them has are the
+    components' own to check."""
+    if isinstance(saved, torch.Tensor) and isinstance(own, torch.Tensor):
+        if saved.shape != own.shape or saved.dtype != own.dtype:
+            raise UserError(
+                f"{path} holds {where} of shape {tuple(saved.shape)} and dtype {saved.dtype}, where this run holds "
+                f"{tuple(own.shape)} {own.dtype}; the checkpoint is corrupt"
+            )
+        if saved.is_floating_point() and not bool(torch.isfinite(saved).all()):  # a run never saves one
+            raise UserError(f"{path} holds a NaN or an infinity in {where}; the checkpoint is corrupt")
+    elif isinstance(saved, dict) and isinstance(own, dict):
+        for key in saved.keys() & own.keys():
+            _check_like(saved[key], own[key], path, f"{where}/{key}" if where else str(key))
+    elif isinstance(saved, (list, tuple)) and isinstance(own, (list, tuple)) and len(saved) == len(own):
+        for i, (a, b) in enumerate(zip(saved, own, strict=True)):
+            _check_like(a, b, path, f"{where}/{i}")
 
 
 def last_checkpoint_note(run_dir: str, resumable: bool = True, how: str = "continue with") -> str:

@@ -34,6 +34,9 @@ from proxima.errors import UserError, read_only
 from proxima.networks import NetworkSettings
 from proxima.schedules import ADJUSTABLE
 
+# The most torch threads a run may ask for: more than any machine's cores, fewer than crash OpenMP.
+MAX_THREADS = 1024
+
 # config.json: the settings of a run, by group. Before 1.0 a file of another version is refused, not converted.
 CONFIG_FORMAT, CONFIG_VERSION = "proxima-config", 2
 
@@ -279,9 +282,10 @@ class RunSettings:
 
     def validate(self) -> None:
         """Raise a ``UserError`` naming the first bad value and what is accepted."""
-        if self.torch_threads < 0:
+        if not 0 <= self.torch_threads <= MAX_THREADS:  # OpenMP crashes the process given a million
             raise UserError(
-                f"torch_threads must be 0 (automatic) or a positive integer, got {self.torch_threads}"
+                f"torch_threads must be 0 (automatic) or a number of threads up to {MAX_THREADS}, got "
+                f"{self.torch_threads}"
             )
         if self.num_seeds < 1:
             raise UserError(f"num_seeds must be a positive number of seeds, got {self.num_seeds}")
@@ -312,7 +316,7 @@ class RunSettings:
         if self.rescore_best and not self.save_best:
             raise UserError("rescore_best chooses the agent in RUN_DIR/best: give --save-best as well")
         keys = self.log_info
-        if isinstance(keys, str) or any(not isinstance(k, str) or not k.strip() for k in keys):
+        if not isinstance(keys, tuple) or any(not isinstance(k, str) or not k.strip() for k in keys):
             raise UserError(f"log_info must be a tuple of info keys such as ('success',), got {keys!r}")
 
 

@@ -18,7 +18,10 @@ from proxima.cli import main
 from proxima.errors import UserError
 from proxima.files import read_checkpoint, write_checkpoint, write_tensors
 
-CASES = 36  # bounded: each case runs five commands on a copy of the run
+# bounded: each case runs five commands on a copy of the run. A deeper search: PROXIMA_FUZZ_CASES=1000
+# PROXIMA_FUZZ_SEED=64 (1000 cases of seeds 63 and 64 passed)
+CASES = int(os.environ.get("PROXIMA_FUZZ_CASES", 60))
+SEED = int(os.environ.get("PROXIMA_FUZZ_SEED", 63))
 TINY = ["--env-id", "CartPole-v1", "--total-timesteps", "256", "--num-envs", "2", "--num-steps", "64",
         "--checkpoint-every", "1", "--quiet", "--no-plot", "--no-report", "--torch-threads", "1"]  # fmt: skip
 PROBE = (
@@ -129,7 +132,7 @@ def test_mutated_run_files_are_used_or_refused_in_one_line(run, tmp_path, capsys
     probe.mkdir()
     (probe / "mark_on_import.py").write_text(PROBE)
     monkeypatch.syspath_prepend(str(probe))  # importable: any import of it would leave MARKER
-    rng = random.Random(63)
+    rng = random.Random(SEED)
     outcomes = {}
     for case in range(CASES):
         copy = tmp_path / f"case{case}"

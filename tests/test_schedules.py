@@ -239,7 +239,7 @@ def test_resume_goes_on_with_another_thread_count_when_given_one_and_says_so(tmp
     assert read_checkpoint(os.path.join(run_dir, "checkpoint.safetensors"))[1]["torch_threads"] == 2
     assert [r["global_step"] for r in _metrics(run_dir)] == [512 * (u + 1) for u in range(6)]
     with pytest.raises(
-        UserError, match=r"torch_threads must be 0 \(automatic\) or a positive integer, got -1"
+        UserError, match=r"torch_threads must be 0 \(automatic\) or a number of threads up to 1024, got -1"
     ):
         resume(run_dir, total_timesteps=4096, torch_threads=-1)
     with open(os.path.join(run_dir, "config.json")) as f:
