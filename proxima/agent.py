@@ -13,7 +13,7 @@ from proxima import trust
 from proxima.distributions import make_head
 from proxima.encoders import class_path
 from proxima.envs.interface import env_actions
-from proxima.errors import UserError, raised
+from proxima.errors import UserError
 from proxima.files import (
     AGENT_JSON,
     CHECKPOINT,
@@ -208,7 +208,7 @@ class Agent:
             raise
         except (KeyError, TypeError, ValueError, OverflowError, AttributeError, IndexError) as e:
             raise UserError(
-                f"{source} is missing or has a bad field ({raised(e)}); the checkpoint is corrupt"
+                f"{source} is missing or has a bad field ({e}); the checkpoint is corrupt"
             ) from None
         if encoder is not None:  # named again: the weights must still fit it (load_module_state checks)
             given = class_path(encoder) if isinstance(encoder, type) else encoder

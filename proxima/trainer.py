@@ -358,7 +358,7 @@ def requeue(args: PPOArgs, callbacks: list[Callback] | None = None, env=None) ->
                 else f" (train it further with: proxima train --resume {run_dir} --total-timesteps N)"
             )
             say(f"{run_dir}: the run already finished ({steps} steps); nothing to train{further}")
-            named = trust.names_of(args)  # the job names its env and encoder again on every start
+            named = _named_alike(args, saved)  # the job names its env and encoder again on every start
             trust.check_settings(config_path, saved, env=env, named=named)
             return [Agent.load(d) for d in seed_run_dirs(run_dir)] if group else Agent.load(run_dir)
         ignored = _differences(args, saved)
@@ -367,13 +367,20 @@ def requeue(args: PPOArgs, callbacks: list[Callback] | None = None, env=None) ->
                 f"{run_dir} holds a run: it resumes with the settings of its {config_name}, and these given ones, "
                 f"which differ, are ignored: {ignored}"
             )
-        named = trust.names_of(args)  # the job's command line names its env and encoder again
+        named = _named_alike(args, saved)  # the job's command line names its env and encoder again
         if group:
             return resume_seeds(run_dir, quiet=args.run.quiet, callbacks=callbacks, env=env, named=named)
         return run_to_end(resuming(run_dir, quiet=args.run.quiet, callbacks=callbacks, env=env, named=named))
     if remove_stopped_run(run_dir, group, hint="give another --run-dir"):
         say(f"{run_dir}: the run stopped before its first checkpoint; starting it again")
     return None
+
+
+def _named_alike(given: PPOArgs, saved: PPOArgs) -> dict:
+    """The settings that name code which the job's command line gives as the run's own: those that differ are
+    ignored (``_differences`` names them), so they name nothing again."""
+    theirs = trust.names_of(saved)
+    return {k: v for k, v in trust.names_of(given).items() if v == theirs[k]}
 
 
 def _differences(given: PPOArgs, saved: PPOArgs) -> str:

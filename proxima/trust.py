@@ -89,11 +89,17 @@ def check(
 ) -> None:
     """Refuse, in one line, a name in ``names`` (setting -> value, read from the file ``source``) that would
     import or call code the user has not named: ``named`` holds what this command was given (setting ->
-    value); ``trusted`` is the user's switch (``--trust-code``) for this one command, where it has one
+    value), which must be the file's own; ``trusted`` is the user's switch (``--trust-code``) for this one command, where it has one
     (``switch``). A name that passes is remembered, so that the same process may make it again."""
+    named = {k: v for k, v in (named or {}).items() if v is not None}
     for setting, name in names.items():
+        if setting in named and named[setting] != name:  # given again, but not the run's own
+            raise UserError(
+                f"{source} has the {SETTINGS[setting][0]} {name!r}, and {named[setting]!r} was given: a resumed "
+                f"run keeps its settings; give its own, or none"
+            )
         module = module_of(setting, name)
-        if module is None or name in _GIVEN[setting] or (named or {}).get(setting) == name:
+        if module is None or name in _GIVEN[setting] or named.get(setting) == name:
             continue
         if not (trusted or _passes_unnamed(setting, name, module)):
             raise UserError(

@@ -164,9 +164,13 @@ def test_a_factory_named_again_is_made_and_a_registered_id_needs_nothing(tmp_pat
     assert refused.returncode == 2 and "names the env factory" in refused.stderr, refused.stderr
     ok = subprocess.run([*resume, "512", "--env-factory", FACTORY], capture_output=True, text=True, env=env)
     assert ok.returncode == 0, ok.stderr
-    other = "tests.fixtures.wild_envs:IntReward"  # not the run's: config.json's own is still not named
+    other = "tests.fixtures.wild_envs:IntReward"  # not the run's: a resume keeps its settings
     done = subprocess.run([*resume, "1024", "--env-factory", other], capture_output=True, text=True, env=env)
-    assert done.returncode == 2 and f"names the env factory {FACTORY!r}" in done.stderr, done.stderr
+    assert done.returncode == 2 and f"has the env factory {FACTORY!r}, and {other!r} was given" in done.stderr
+    done = subprocess.run(
+        [*resume, "1024", "--env-id", "Acrobot-v1"], capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 2 and "a resumed run keeps its settings" in done.stderr, done.stderr
 
 
 def test_what_this_process_was_given_needs_no_switch(tmp_path):
