@@ -202,31 +202,32 @@ class Agent:
             spec = NetworkSpec.from_json(meta["network"])
             observation_space = space_from_json(meta["observation_space"])
             action_space = space_from_json(meta["action_space"])
-            if not isinstance(meta["env_id"], str) or not isinstance(meta.get("env_source", {}), dict):
+            env_source = meta.get("env_source", {})
+            if not isinstance(meta["env_id"], str) or not isinstance(env_source, dict):
                 raise TypeError("env_id must be a string and env_source an object")
-        except UserError:
-            raise
-        except (KeyError, TypeError, ValueError, OverflowError, AttributeError, IndexError) as e:
-            raise UserError(
-                f"{source} is missing or has a bad field ({e}); the checkpoint is corrupt"
-            ) from None
-        if encoder is not None:  # named again: the weights must still fit it (load_module_state checks)
-            given = class_path(encoder) if isinstance(encoder, type) else encoder
-            trust.remember("encoder", given)
-            spec = dataclasses.replace(spec, network=dataclasses.replace(spec.network, encoder=given))
-        env_source = meta.get("env_source", {})
-        names = {"encoder": spec.network.encoder}
-        if trust_code:  # the env's names too, so that evaluate(agent) may make them later in this process
-            names |= {"env_id": meta.get("env_id"), "env_factory": env_source.get("env_factory")}
-        # before the network is built, even on the meta device: building it imports its encoder
-        trust.check(f"{run_dir}/{AGENT_JSON}", names, trusted=trust_code)
-        try:
+            if encoder is not None:  # named again: the weights must still fit it (check_shapes says)
+                given = class_path(encoder) if isinstance(encoder, type) else encoder
+                trust.remember("encoder", given)
+                spec = dataclasses.replace(spec, network=dataclasses.replace(spec.network, encoder=given))
+            names = {"encoder": spec.network.encoder}
+            if trust_code:  # the env's names too, so that evaluate(agent) may make them later in this process
+                names |= {"env_id": meta["env_id"], "env_factory": env_source.get("env_factory")}
+            # before the network is built, even on the meta device: building it imports its encoder
+            trust.check(source, names, trusted=trust_code)
             check_spec(spec, observation_space, action_space, source)
             # the network on the meta device: what the weights must be, with nothing allocated yet
             expected = network_shapes(spec, action_space)
         except UserError:
             raise
-        except (KeyError, TypeError, ValueError, IndexError, AttributeError, RuntimeError) as e:
+        except (
+            KeyError,
+            TypeError,
+            ValueError,
+            OverflowError,
+            AttributeError,
+            IndexError,
+            RuntimeError,
+        ) as e:
             raise UserError(
                 f"{source} is missing or has a bad field ({e}); the checkpoint is corrupt"
             ) from None
@@ -240,7 +241,7 @@ class Agent:
         load_module_state(model, tensors, path)
         agent = cls(model.to(device).eval(), meta["env_id"], observation_space, action_space)
         agent.env_source = env_source
-        agent.source = f"{run_dir}/{AGENT_JSON}"
+        agent.source = source
         return agent
 
 
