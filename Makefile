@@ -30,7 +30,7 @@ demo: $(STAMP)
 # in /tmp/ray/ray_current_cluster and SIGTERMs its nodes when it stops, so any Ray client on the machine that
 # gives no address joins it and dies with it. proxima starts Ray with address "local" and never joins it, so the
 # sweep killed with SIGKILL and resumed runs with the others (docs/journal/benchmarks.md, the Ray flake under load).
-test: $(STAMP) browser
+test: $(STAMP) browser $(MERMAID)
 	$(PY) -m pytest -q -n auto --dist loadgroup -m "not serial"
 	$(PY) -m pytest -q -m serial
 
@@ -44,6 +44,20 @@ browser:
 	      || echo "note: apt-get could not install chromium: the browser test will be skipped"; \
 	  else echo "note: no Chromium and no root: the browser test will be skipped (apt-get install chromium)"; fi; }
 
+# Mermaid's script for the docs' diagrams (docs/ARCHITECTURE.md), served by the site itself: mkdocs-material would
+# otherwise fetch it from unpkg.com, and the site must work offline (tests/test_docs_site.py). It comes from the npm
+# registry, pinned by version and checksum, and is not committed (3.5 MB). Without npm the diagram shows as text.
+MERMAID := docs/javascripts/mermaid.min.js
+MERMAID_VERSION := 11.17.2
+MERMAID_SHA256 := 581ed7d74bd9048d0e3a91363927d72ef22942d7722546b27f7cc29e35390eb8
+$(MERMAID):
+	@command -v npm >/dev/null 2>&1 || { echo "note: no npm: the docs' diagrams will show as text (apt-get install npm)"; exit 0; }; \
+	tmp=$$(mktemp -d) && (cd $$tmp && npm pack --silent mermaid@$(MERMAID_VERSION) >/dev/null \
+	  && tar xzf mermaid-$(MERMAID_VERSION).tgz package/dist/mermaid.min.js) \
+	  && echo "$(MERMAID_SHA256)  $$tmp/package/dist/mermaid.min.js" | sha256sum -c --quiet \
+	  && mkdir -p $(dir $(MERMAID)) && mv $$tmp/package/dist/mermaid.min.js $(MERMAID); \
+	status=$$?; rm -rf $$tmp; exit $$status
+
 # Everything except the learning tests that train agents for several seconds.
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -n auto --dist loadgroup -m "not slow and not serial"
@@ -56,7 +70,7 @@ lint: $(STAMP)
 
 # The docs site into site/ (mkdocs.yml). --strict: a broken link, a missing page or an API reference that does not
 # resolve fails the build. `.venv/bin/python -m mkdocs serve` shows it while you write.
-docs: $(STAMP)
+docs: $(STAMP) $(MERMAID)
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet
 
 format: $(STAMP)
