@@ -104,9 +104,8 @@ class SequenceBatch(Batch):
 class RolloutBuffer:
     """Everything one rollout records, written in place step by step, with no per-step allocation."""
 
-    memory: tuple[
-        Tensor, ...
-    ]  # a recurrent agent's (h, c) before the rollout's first step, set by its collector
+    # a recurrent agent's (h, c) before the rollout's first step, set by its collector
+    memory: tuple[Tensor, ...]
 
     def __init__(
         self,
