@@ -62,10 +62,12 @@ $(MERMAID):
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -n auto --dist loadgroup -m "not slow and not serial"
 
-# ruff, then the import layers (import-linter): no cycles, envs never import the policy, the CLI on top
+# ruff (with C901's complexity limit), mypy, then the import layers (import-linter): no cycles, envs never
+# import the policy, the CLI on top. .pre-commit-config.yaml runs the same four (docs/CONTRIBUTING.md).
 lint: $(STAMP)
 	$(VENV)/bin/ruff check proxima tests benchmarks
 	$(VENV)/bin/ruff format --check proxima tests benchmarks
+	$(VENV)/bin/mypy  # the whole package at the strictness in pyproject.toml [tool.mypy]: zero errors
 	$(VENV)/bin/lint-imports  # the layers in pyproject.toml and docs/ARCHITECTURE.md
 
 # The docs site into site/ (mkdocs.yml). --strict: a broken link, a missing page or an API reference that does not

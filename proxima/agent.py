@@ -94,17 +94,18 @@ class Agent:
                     f"{sorted(given) if isinstance(given, dict) else ''}".rstrip()
                 ) from None
             if action_mask is not None and layout.mask != "info":  # it overrides the dict's own mask
-                mask = np.asarray(action_mask, dtype=bool)
-                packed[..., layout.mask_part.span] = mask.reshape(packed[..., layout.mask_part.span].shape)
+                mask, part = np.asarray(action_mask, dtype=bool), layout.mask_part
+                assert part is not None  # the layout has a mask (refused above otherwise)
+                packed[..., part.span] = mask.reshape(packed[..., part.span].shape)
             obs_t = torch.as_tensor(packed, device=self.device)
         obs_t = obs_t.unsqueeze(0) if single else obs_t
         if self.model.lstm is None:
             actions = self.model.predict(obs_t, deterministic)
         else:
             actions, state = self._predict_recurrent(obs_t, state, episode_start, deterministic)
-        actions = env_actions(actions.cpu().numpy(), self.action_space)  # ready for env.step
-        actions = actions[0] if single else actions
-        return actions if self.model.lstm is None else (actions, state)
+        chosen = env_actions(actions.cpu().numpy(), self.action_space)  # ready for env.step
+        chosen = chosen[0] if single else chosen
+        return chosen if self.model.lstm is None else (chosen, state)
 
     def _with_state(self, obs):
         """A multi-agent observation as predict takes it: what the exported actor takes (``{"obs": ...,
@@ -128,6 +129,7 @@ class Agent:
         it from an env (a bare float for a space of shape (1,), a column for a vector); any other shape is
         refused (a transposed image would be scrambled by a reshape)."""
         shape = self.observation_space.shape
+        assert shape is not None  # a Box's: the layout is not packed
         array = np.asarray(obs, dtype=self.observation_space.dtype)
         if array.shape == shape or (array.ndim == len(shape) + 1 and array.shape[1:] == shape):
             return array, array.ndim == len(shape)
@@ -140,6 +142,7 @@ class Agent:
 
     def _predict_recurrent(self, obs: torch.Tensor, state, episode_start, deterministic: bool):
         n = obs.shape[0]
+        memory: tuple[torch.Tensor, ...]
         if state is None:
             memory, starts = self.model.initial_memory(n, self.device), torch.ones(n, device=self.device)
         else:
@@ -209,7 +212,7 @@ class Agent:
                 given = class_path(encoder) if isinstance(encoder, type) else encoder
                 trust.remember("encoder", given)
                 spec = dataclasses.replace(spec, network=dataclasses.replace(spec.network, encoder=given))
-            names = {"encoder": spec.network.encoder}
+            names: dict[str, str | None] = {"encoder": spec.network.encoder}
             if trust_code:  # the env's names too, so that evaluate(agent) may make them later in this process
                 names |= {"env_id": meta["env_id"], "env_factory": env_source.get("env_factory")}
             # before the network is built, even on the meta device: building it imports its encoder
@@ -268,11 +271,14 @@ def check_spec(spec: NetworkSpec, observation_space: gym.Space, action_space: gy
         takes = ObsLayout(observation_space, layout.mask, layout.mask_size)
         same = [(p.path, p.kind, p.size) for p in takes.parts] == [
             (p.path, p.kind, p.size) for p in layout.parts
-        ]
+        ] and tuple(takes.shape) == spec.obs_shape
     else:
-        takes = observation_space if isinstance(observation_space, gym.spaces.Box) else None
-        same = takes is not None and isinstance(layout.space, gym.spaces.Box)
-    if not same or tuple(takes.shape) != spec.obs_shape or tuple(layout.shape) != spec.obs_shape:
+        same = (
+            isinstance(observation_space, gym.spaces.Box)
+            and isinstance(layout.space, gym.spaces.Box)
+            and tuple(observation_space.shape) == spec.obs_shape
+        )
+    if not same or tuple(layout.shape) != spec.obs_shape:
         raise UserError(
             f"{source}'s observation_space, {observation_space}, is not what its network takes (observations "
             f"{'packed ' if layout.packed else ''}of shape {spec.obs_shape}); the checkpoint is corrupt"

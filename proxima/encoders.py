@@ -93,6 +93,7 @@ def hardware_notes(precision: str, device: torch.device, images: bool) -> list[s
 def _conv_init(layer: nn.Conv2d | nn.Linear) -> nn.Module:
     """Orthogonal weights with gain sqrt(2) and zero biases (detail 2 in docs/SEEDS.md, as in the MLPs)."""
     nn.init.orthogonal_(layer.weight, np.sqrt(2))
+    assert layer.bias is not None  # every layer here is made with a bias
     nn.init.constant_(layer.bias, 0.0)
     return layer
 
@@ -128,7 +129,8 @@ class NatureCNN(nn.Module):
         )
         # Channels-last memory (NHWC) for the convolutions: the same numbers, in the layout oneDNN's CPU kernels
         # are fastest in (benchmarks/atari_throughput.py minibatch times a minibatch's forward and backward).
-        self.convs.to(memory_format=torch.channels_last)
+        # torch's stubs for Module.to leave out memory_format, which it takes (torch.nn.Module.to's docstring)
+        self.convs.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
         self.memory_format = (
             torch.channels_last
         )  # of the images; vmap (--num-seeds) takes contiguous ones only
@@ -213,7 +215,7 @@ class BoardConvs(nn.Module):
 
     channels = 32
 
-    def __init__(self, shape: tuple[int, int, int]):
+    def __init__(self, shape: tuple[int, ...]):
         super().__init__()
         height, width, planes = shape  # planes last, as PettingZoo's classic games give them
         k = self.channels
@@ -241,7 +243,7 @@ class DropColumnConvs(nn.Module):
 
     channels = 32
 
-    def __init__(self, shape: tuple[int, int, int]):
+    def __init__(self, shape: tuple[int, ...]):
         super().__init__()
         height, width, planes = shape
         k = self.channels
@@ -265,7 +267,7 @@ class BoardCNN(MultiInputEncoder):
     (Connect Four's ``(6, 7, 2)``, Chess's ``(8, 8, 111)``): each board through ``BoardConvs``, the other parts
     as ``multi-input`` takes them. The Nature CNN's strides of 4 and 2 would not fit a board of a few cells."""
 
-    board = BoardConvs
+    board: type[BoardConvs] | type[DropColumnConvs] = BoardConvs
 
     def __init__(self, layout: ObsLayout, precision: str = "float32"):
         super().__init__(layout, precision)
@@ -367,7 +369,7 @@ def encoder_for(layout: ObsLayout) -> str:
 
 # Encoder classes given as objects whose import path does not lead back to them (defined in __main__ or in a
 # function): this process can still build them; another one cannot (encoder_note says so at the start).
-_UNIMPORTABLE: dict[str, type] = {}
+_UNIMPORTABLE: dict[str, type[nn.Module]] = {}
 
 
 def is_class_path(name: str) -> bool:
@@ -402,7 +404,7 @@ def encoder_note(name: str) -> list[str]:
     ]
 
 
-def _import_class(path: str) -> type:
+def _import_class(path: str) -> type[nn.Module]:
     """The class at ``module:Qual.Name``, or a one-line ``UserError`` saying how to make it importable."""
     module_name, _, qualname = path.partition(":")
     if module_name == "__main__" or "<locals>" in qualname:
@@ -420,7 +422,7 @@ def _import_class(path: str) -> type:
                 f"PYTHONPATH (PYTHONPATH=DIR proxima ...) or install the package that has it"
             ) from None
         raise UserError(f"encoder {path}: importing module {module_name!r} failed: {e}") from None
-    found = module
+    found: object = module
     for part in qualname.split("."):
         found = getattr(found, part, None)
     if not (isinstance(found, type) and issubclass(found, nn.Module)):
@@ -428,7 +430,7 @@ def _import_class(path: str) -> type:
     return found
 
 
-def _encoder_class(path: str) -> type:
+def _encoder_class(path: str) -> type[nn.Module]:
     return _UNIMPORTABLE.get(path) or _import_class(path)
 
 
@@ -467,7 +469,7 @@ def make_encoder(name: str, layout: ObsLayout, precision: str = "float32") -> nn
     ``cls(layout)`` (``cls(layout, precision)`` if its ``__init__`` takes a ``precision``)."""
     if is_class_path(name):
         cls = _encoder_class(name)
-        takes_precision = "precision" in inspect.signature(cls.__init__).parameters
+        takes_precision = "precision" in inspect.signature(cls).parameters
         encoder = cls(layout, precision) if takes_precision else cls(layout)
         features = getattr(encoder, "features_dim", None)
         if not isinstance(features, int | np.integer) or isinstance(features, bool) or features < 1:
@@ -479,8 +481,8 @@ def make_encoder(name: str, layout: ObsLayout, precision: str = "float32") -> nn
         return encoder
     if name not in ENCODERS:
         raise UserError(f"unknown encoder {name!r}; accepted: {', '.join(ENCODERS)}")
-    encoder = ENCODERS[name]
-    return encoder.make(layout, precision) if encoder.takes_precision else encoder.make(layout)
+    registered = ENCODERS[name]
+    return registered.make(layout, precision) if registered.takes_precision else registered.make(layout)
 
 
 def _try_forward(encoder: nn.Module, name: str, layout: ObsLayout, features: int) -> None:

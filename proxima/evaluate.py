@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import os
+from typing import Any, Protocol
 
 import gymnasium as gym
 import numpy as np
@@ -16,8 +17,24 @@ from proxima.envs.interface import Seeds, env_call, obs_layout
 from proxima.envs.user import describe_env, load_env_factory, unknown_id_hint
 from proxima.errors import UserError
 from proxima.files import EVAL_JSON, write_json
-from proxima.networks import ActorCritic
 from proxima.spaces import space_to_json
+
+
+class Policy(Protocol):
+    """What ``run_episodes`` plays with: an ``ActorCritic``, or what acts as one (``proxima.selfplay.Tactics``
+    counting its moves, ``proxima.batched``'s stacked seeds)."""
+
+    @property
+    def lstm(self) -> object: ...  # None: not recurrent
+
+    def initial_memory(self, n: int, device: torch.device) -> tuple[torch.Tensor, ...]: ...
+
+    def predict(self, obs: torch.Tensor, deterministic: bool) -> torch.Tensor: ...
+
+    def predict_recurrent(
+        self, obs: torch.Tensor, starts: torch.Tensor, memory: Any, deterministic: bool
+    ) -> tuple[torch.Tensor, Any]: ...
+
 
 # An evaluation episode longer than this is taken for one that never ends (an env without a time limit).
 EPISODE_STEP_LIMIT = 100_000
@@ -25,7 +42,7 @@ EPISODE_STEP_LIMIT = 100_000
 
 @torch.no_grad()
 def run_episodes(
-    model: ActorCritic,
+    model: Policy,
     envs: VecEnv,
     episodes: int,
     *,

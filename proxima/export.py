@@ -15,6 +15,7 @@ import dataclasses
 import importlib.util
 import os
 import warnings
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -47,7 +48,7 @@ class Port:
     batch_axis: int = 0
 
     def to_json(self) -> dict:
-        shape = list(self.shape)
+        shape: list[int | str] = list(self.shape)
         shape.insert(self.batch_axis, BATCH)
         return {"name": self.name, "dtype": self.dtype, "shape": shape}
 
@@ -55,6 +56,11 @@ class Port:
 class EnvActions(nn.Module):
     """The heads' actions as the env receives them: ``proxima.envs.env_actions`` in torch, so that it goes into
     the exported graph (tests/test_export.py holds the two equal for every action space)."""
+
+    # buffers of the spaces that have them, declared for the type checker
+    low: Tensor
+    high: Tensor
+    start: Tensor | None
 
     def __init__(self, action_space: gym.Space):
         super().__init__()
@@ -100,6 +106,7 @@ class ExportedPolicy(nn.Module):
         inputs: list[Port] = []
         self.sources: list[int | None] = []  # for each part of the packed vector, which input holds it
         if not self.layout.packed:
+            assert isinstance(observation_space, gym.spaces.Box)  # what an unpacked layout is
             inputs.append(Port("obs", np.dtype(observation_space.dtype).name, tuple(observation_space.shape)))
         for part in self.layout.parts:
             if model.spec.agents is not None and part.path == ("state",):
@@ -109,7 +116,7 @@ class ExportedPolicy(nn.Module):
             if part.kind == "mask":
                 port = Port(MASK_KEY, "bool", (part.size,))
             else:
-                leaf = observation_space
+                leaf: Any = observation_space  # a Dict's or Tuple's, indexed by the part's path
                 for key in part.path:
                     leaf = leaf[key]
                 port = Port("/".join(["obs", *map(str, part.path)]), np.dtype(leaf.dtype).name, part.shape)

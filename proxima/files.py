@@ -28,7 +28,7 @@ from proxima.errors import DiskFullError, FileAccessError, UserError
 try:
     import fcntl
 except ImportError:  # Windows: no advisory locks, and no lock is taken (lock_directory)
-    fcntl = None
+    fcntl = None  # type: ignore[assignment]  # an import is typed as its module; None stands for its absence
 
 # The names of the files and folders a run directory (RUN_DIR), an agent's directory and a sweep's directory
 # hold: every module that writes or reads one takes its name from here.

@@ -15,6 +15,7 @@ import math
 import os
 import platform
 import threading
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -78,9 +79,9 @@ class RunLogger:
         TensorBoard itself (a batched run's seed: ``callbacks._init_wandb``)."""
         self.run_dir = run_dir
         self._wandb = wandb_run
-        for name in (METRICS, EPISODES) if resume_from is not None else ():
+        for name, size in () if resume_from is None else ((n, resume_from[n]) for n in (METRICS, EPISODES)):
             path = os.path.join(run_dir, name)  # both checked before either is cut back
-            if not os.path.exists(path) or os.path.getsize(path) < resume_from[name]:
+            if not os.path.exists(path) or os.path.getsize(path) < size:
                 raise UserError(
                     f"{path} is shorter than its checkpoint says; the run directory was changed after it"
                 )
@@ -141,7 +142,7 @@ class RunLogger:
             with writing(self._events, None):
                 self._writer.add_text(tag, text, global_step)
 
-    def log_update(self, record: dict, warnings: list[dict] = ()) -> None:
+    def log_update(self, record: dict, warnings: Sequence[dict] = ()) -> None:
         """Write one update's record (which must hold ``global_step``) to every sink; ``warnings`` (the health
         warnings that fired, as ``{"kind", "text"}``) go into its ``metrics.jsonl`` line, so that a report
         can mark them where they fired and a resumed run's log keeps exactly the ones before its checkpoint."""

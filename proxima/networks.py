@@ -5,14 +5,14 @@ from __future__ import annotations
 import inspect
 import math
 from dataclasses import asdict, dataclass, field, fields
-from typing import Literal
+from typing import Literal, cast
 
 import gymnasium as gym
 import numpy as np
 import torch
 from torch import Tensor, nn
 
-from proxima.distributions import Head, make_head
+from proxima.distributions import DiagGaussianHead, Head, make_head
 from proxima.encoders import PRECISIONS, choose_encoder, make_encoder
 from proxima.errors import UserError, read_only
 from proxima.files import Shapes, shapes_of
@@ -26,7 +26,7 @@ _SNAKE = {"LeakyReLU": "leaky_relu", "LogSigmoid": "log_sigmoid"}  # the rest ar
 
 
 def _no_args_needed(cls: type) -> bool:
-    params = list(inspect.signature(cls.__init__).parameters.values())[1:]
+    params = inspect.signature(cls).parameters.values()
     return all(p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params)
 
 
@@ -43,11 +43,14 @@ def activation_name(name: str) -> str | None:
     return next((k for k in ACTIVATIONS if k.replace("_", "") == key), None)
 
 
-def check_activation(name: str, field: str = "activation") -> None:
-    if not isinstance(name, str) or activation_name(name) is None:
+def check_activation(name: str, field: str = "activation") -> str:
+    """The ``ACTIVATIONS`` key ``name`` means, or a ``UserError`` listing them."""
+    key = activation_name(name) if isinstance(name, str) else None
+    if key is None:
         raise UserError(
             f"{field} {name!r} is not a torch.nn activation; accepted: {', '.join(sorted(ACTIVATIONS))}"
         )
+    return key
 
 
 def hidden_gain(activation: str) -> float:
@@ -60,7 +63,7 @@ def hidden_gain(activation: str) -> float:
     """
     name = activation_name(activation)
     if name in ("sigmoid", "selu", "leaky_relu"):
-        return nn.init.calculate_gain(name)
+        return nn.init.calculate_gain(cast(Literal["sigmoid", "selu", "leaky_relu"], name))
     return math.sqrt(2)
 
 
@@ -88,6 +91,7 @@ def layer_init(layer: nn.Linear, row_norm: float = math.sqrt(2), bias_const: flo
     policy is close to uniform and its value estimates do not depend on the actor's random start.
     """
     nn.init.orthogonal_(layer.weight, row_norm)
+    assert layer.bias is not None  # every Linear here is made with a bias
     nn.init.constant_(layer.bias, bias_const)
     return layer
 
@@ -124,14 +128,13 @@ def mlp(
     summed inputs, before the nonlinearity). It draws no random numbers, so the Linear layers' weights are
     those of the network without it. ``precision`` ``"bfloat16"``: the hidden layers are ``Bf16Linear``s (an
     output layer given ``out_norm`` stays float32: it is small, and a value rounded to 8 bits would be noisy)."""
-    check_activation(activation)
-    act, gain = ACTIVATIONS[activation_name(activation)], hidden_gain(activation)
+    act, gain = ACTIVATIONS[check_activation(activation)], hidden_gain(activation)
     layers: list[nn.Module] = []
     for i, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:], strict=False)):
-        last = out_norm is not None and i == len(sizes) - 2
-        linear = Bf16Linear if precision == "bfloat16" and not last else nn.Linear
-        layers.append(initialized(linear(fan_in, fan_out), out_norm if last else gain, init))
-        if not last:
+        out = out_norm if i == len(sizes) - 2 else None  # the output layer's row norm; None: a hidden layer
+        linear = Bf16Linear if precision == "bfloat16" and out is None else nn.Linear
+        layers.append(initialized(linear(fan_in, fan_out), gain if out is None else out, init))
+        if out is None:
             if layer_norm:
                 layers.append(nn.LayerNorm(fan_out))
             layers.append(act())
@@ -145,7 +148,8 @@ def lstm_by_steps(
     for each env where ``starts[t]`` is 1, as ``ActorCritic.forward_sequence`` runs it: nn.LSTM's equations written
     out one step at a time. ``torch.func.vmap`` has no batching rule for nn.LSTM's fused kernel, but batches
     these ops over the stacked LSTMs of ``--num-seeds``; they round differently from the kernel."""
-    outputs, size = [], lstm.hidden_size
+    outputs: list[Tensor] = []
+    size = lstm.hidden_size
     weights = [[getattr(lstm, f"{name}_l{k}") for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
                for k in range(lstm.num_layers)]  # fmt: skip
     # the first layer's input products (and both biases) for every step at once; the others depend on the step
@@ -155,9 +159,9 @@ def lstm_by_steps(
     first = torch.addmm(b_ih + b_hh, x.flatten(0, 1), w_ih.t()).view(*x.shape[:2], -1).unbind(0)
     hs, cs, keeps = list(h.unbind(0)), list(c.unbind(0)), (1.0 - starts).unsqueeze(-1).unbind(0)
     for t, keep in enumerate(keeps):
-        inputs = None
+        inputs = first[t]  # the first layer's, already projected; each later layer's is the output below it
         for k, (w_ih, w_hh, b_ih, b_hh) in enumerate(weights):
-            projected = first[t] if k == 0 else torch.addmm(b_ih + b_hh, inputs, w_ih.t())
+            projected = inputs if k == 0 else torch.addmm(b_ih + b_hh, inputs, w_ih.t())
             gates = torch.addmm(projected, hs[k] * keep, w_hh.t())
             i, f, _, o = torch.sigmoid(gates).chunk(4, dim=-1)
             cs[k] = torch.addcmul(f * (cs[k] * keep), i, torch.tanh(gates[..., 2 * size : 3 * size]))
@@ -395,6 +399,18 @@ class ActorCritic(nn.Module):
     # --num-seeds: the LSTM's recurrence in plain torch ops (``lstm_by_steps``), which vmap batches over seeds
     lstm_by_steps = False
 
+    # set in __init__, declared for the type checker (nn.Module's attributes read as Tensor | Module); a
+    # multi-agent run's terms are None for one agent
+    actor_index: Tensor | None
+    critic_index: Tensor | None
+    critic_encoder: nn.Module | None
+    action_dims_mask: Tensor | None
+    group_of_agent: Tensor | None
+    lstm: nn.LSTM | None
+    trunk: nn.Module
+    actor: nn.Module
+    critic: nn.Module | None  # None without a value function (REINFORCE)
+
     def __init__(self, spec: NetworkSpec, head: Head):
         super().__init__()
         self.spec = spec
@@ -416,6 +432,7 @@ class ActorCritic(nn.Module):
         groups = None
         if spec.agents is not None:  # rows are agents: the actor sees all but the global state
             unseen = ("state",) if net.actor_agent_index else ("state", "agent")
+            assert isinstance(full.space, gym.spaces.Dict)  # a multi-agent env's observations are a Dict
             layout, self.actor_index = full.select(tuple(k for k in full.space.spaces if k not in unseen))
             kinds = spec.agents["kinds"]
             # on the CPU, as its values are read here (network_shapes builds the rest on the meta device)
@@ -436,7 +453,7 @@ class ActorCritic(nn.Module):
         shared_value = net.centralized_critic and not net.critic_agent_index and self.group_of_agent is None
         self.agents_per_game = len(spec.agents["kinds"]) if spec.agents is not None and shared_value else None
         self.encoder = make_encoder(choose_encoder(net.encoder, layout), layout, net.precision)
-        features = self.encoder.features_dim
+        features = cast(int, self.encoder.features_dim)  # make_encoder checked it is a positive int
         self.lstm = None
         if net.recurrent:  # orthogonal weights and zero biases, as CleanRL's ppo_atari_lstm.py
             self.lstm = nn.LSTM(features, net.lstm_hidden_size, net.lstm_layers)
@@ -447,7 +464,9 @@ class ActorCritic(nn.Module):
         mask = full.mask_part
         self.mask_span = mask.span if mask is not None else None
         sizes = [features, *net.hidden_sizes]
-        critic_features = features if self.critic_encoder is None else self.critic_encoder.features_dim
+        critic_features = (
+            features if self.critic_encoder is None else cast(int, self.critic_encoder.features_dim)
+        )
         critic_sizes = [critic_features, *(net.critic_hidden_sizes or net.hidden_sizes)]
         critic_activation = net.critic_activation or net.activation
         # --precision bfloat16 is the convolutions' where there are images, else the MLPs'
@@ -463,9 +482,10 @@ class ActorCritic(nn.Module):
             count = 1 if self.group_of_agent is None else int(self.group_of_agent.max()) + 1
             self.actor = grouped([mlp([*sizes, spec.logits_dim], net.activation, 0.01, net.layer_norm, precision, net.init)
                                   for _ in range(count)])  # fmt: skip
-            self.log_std_per_group = count > 1 and hasattr(head, "per_group")
-            if self.log_std_per_group:
-                head.per_group(count)  # a group's actor gives its mean; its own log-std goes with it
+            per_group = getattr(head, "per_group", None) if count > 1 else None
+            self.log_std_per_group = per_group is not None
+            if per_group is not None:
+                per_group(count)  # a group's actor gives its mean; its own log-std goes with it
             self.critic = (
                 grouped(
                     [
@@ -511,6 +531,7 @@ class ActorCritic(nn.Module):
         if not isinstance(layers, Grouped):
             return forward_skipping_hooks(layers, features)
         agent = obs[..., self.agent_column].long()
+        assert self.group_of_agent is not None  # there are groups where there is a Grouped
         return layers(features, self.group_of_agent.to(obs.device)[agent])
 
     def _value(self, features: Tensor, obs: Tensor, whole_games: bool = False) -> Tensor:
@@ -521,6 +542,7 @@ class ActorCritic(nn.Module):
         if self.critic is None:
             return features.new_zeros(features.shape[:-1])
         if whole_games and self.agents_per_game is not None:
+            assert self.critic_encoder is not None and self.critic_index is not None  # a centralized critic
             games = obs.view(-1, self.agents_per_game, obs.shape[-1])[:, 0]
             state = games[:, self.critic_index.to(obs.device)]
             value = self.normalization.value(
@@ -528,6 +550,7 @@ class ActorCritic(nn.Module):
             )
             return value.repeat_interleave(self.agents_per_game)
         if self.critic_encoder is not None:
+            assert self.critic_index is not None  # made with the critic's encoder
             state = obs[..., self.critic_index.to(obs.device)]
             features = self.critic_encoder.forward(state.flatten(0, -2)).view(*obs.shape[:-1], -1)
         return self.normalization.value(self._through(self.critic, features, obs).squeeze(-1))
@@ -552,9 +575,11 @@ class ActorCritic(nn.Module):
         norm.update_value(targets, horizon)
         if first:  # the initial critic's outputs are random: nothing learned to preserve, and keeping them
             return  # would leave it as far from targets of about 100 as an unnormalized critic
+        assert self.critic is not None  # norm_value is on only with a critic
         nets = self.critic.nets if isinstance(self.critic, Grouped) else [self.critic]
         for net in nets:
-            last = net if isinstance(net, nn.Linear) else net[-1]
+            # an MLP's output layer, or the output layer on the shared trunk
+            last = cast(nn.Linear, net[-1] if isinstance(net, nn.Sequential) else net)
             # (W h + b) * old_std + old_mean == (W' h + b') * std + mean
             last.weight.mul_(old_std / norm.value_std)
             last.bias.mul_(old_std).add_(old_mean - norm.value_mean).div_(norm.value_std)
@@ -568,6 +593,7 @@ class ActorCritic(nn.Module):
         """
         if value_learning_rate is None:
             return [{"params": list(self.parameters()), "lr": learning_rate}]
+        assert self.critic is not None  # config.py refuses a value learning rate without one
         critic = [*self.critic.parameters(), *(self.critic_encoder or nn.Identity()).parameters()]
         critic_ids = {id(p) for p in critic}
         policy = [p for p in self.parameters() if id(p) not in critic_ids]
@@ -591,7 +617,10 @@ class ActorCritic(nn.Module):
         agent = obs[..., self.agent_column].long()
         rows = {} if self.action_dims_mask is None else {"dims": self.action_dims_mask[agent]}
         if self.log_std_per_group:
-            rows["log_std"] = self.head.log_std[self.group_of_agent.to(obs.device)[agent]]
+            assert self.group_of_agent is not None  # log-stds per group: there are groups
+            # per_group (the only head that has it is the Gaussian's) made a log-std row for each group
+            log_std = cast(DiagGaussianHead, self.head).log_std
+            rows["log_std"] = log_std[self.group_of_agent.to(obs.device)[agent]]
         return rows
 
     def evaluate(
@@ -627,6 +656,7 @@ class ActorCritic(nn.Module):
         """Logits ``(T, E, logits_dim)`` and values ``(T, E)`` of ``T`` steps of ``E`` envs, from the memory
         before the first step; ``starts[t]`` = 1 where ``obs[t]`` begins an episode, whose memory is zeroed first.
         Returns the memory after the last step too."""
+        assert self.lstm is not None  # the memory is the LSTM's
         steps, envs = starts.shape
         x = self.encoder.forward(self._actor_input(obs).flatten(0, 1)).view(steps, envs, -1)
         h, c = memory

@@ -22,6 +22,11 @@ class RunningMeanStd(nn.Module):
     wrappers, at mean 0, variance 1 and a tiny count, so the first batch dominates.
     """
 
+    # buffers (register_buffer), declared for the type checker: nn.Module's __getattr__ says Tensor | Module
+    mean: Tensor
+    var: Tensor
+    count: Tensor
+
     def __init__(self, shape: tuple[int, ...] = (), epsilon: float = 1e-4):
         super().__init__()
         self.register_buffer("mean", torch.zeros(shape, dtype=torch.float64))
@@ -50,7 +55,7 @@ class RunningMeanStd(nn.Module):
         batch_var = ((x - batch_mean).square() * weight).sum(0) / n.clamp_min(1)
         self._merge(batch_mean, batch_var, n)
 
-    def _merge(self, batch_mean: Tensor, batch_var: Tensor, n) -> None:
+    def _merge(self, batch_mean: Tensor, batch_var: Tensor, n: int | Tensor) -> None:
         delta = batch_mean - self.mean
         total = self.count + n
         self.mean += delta * n / total
@@ -75,6 +80,12 @@ class Normalization(nn.Module):
     learning rate per step; the units saturate, and the critic ends up predicting nearly the same value
     everywhere, which leaves the policy without a baseline.
     """
+
+    # buffers (register_buffer), declared for the type checker; value_mean and value_std exist with norm_value
+    elements: Tensor | None
+    value_mean: Tensor
+    value_std: Tensor
+    value_rms: RunningMeanStd
 
     def __init__(
         self,

@@ -159,7 +159,7 @@ def read_run(run_dir: str, label: str | None = None) -> RunData:
               file=sys.stderr)  # fmt: skip
     for root, _, files in os.walk(os.path.join(run_dir, VIDEOS)):
         videos += [_own_video(run_dir, os.path.relpath(os.path.join(root, f), run_dir)) for f in files]
-    videos = [v for v in videos if v is not None]
+    own = [v for v in videos if v is not None]
     return RunData(
         run_dir=run_dir,
         label=label or os.path.basename(os.path.normpath(run_dir)),
@@ -170,7 +170,7 @@ def read_run(run_dir: str, label: str | None = None) -> RunData:
         machine=machine,
         evaluation=evaluation,
         status=_status(run_dir, machine),
-        videos=sorted((v for v in videos if os.path.isfile(v)), key=_episode_number),
+        videos=sorted((v for v in own if os.path.isfile(v)), key=_episode_number),
         perturbations=_perturbations(run_dir),
     )
 
@@ -210,7 +210,8 @@ def find_runs(paths: list[str]) -> tuple[list[RunData], str, list[dict]]:
     directories (``proxima probe --run-dir``'s); and the page's title and the probe tables found. Each run is
     read once, in the order first named, however many of ``paths`` name it."""
     runs: list[RunData] = []
-    titles, probes = [], []
+    titles: list[str] = []
+    probes: list[dict] = []
     paths = distinct_dirs(paths)
     for path in paths:
         if not os.path.isdir(path):
@@ -495,7 +496,8 @@ def write_report(paths: list[str], output: str, status: str | None = None, live:
         raise UserError(f"--output must be an .html file, got {output!r}")
     runs, title, probes = find_runs(paths)  # first: a missing run's directory is the one to name
     output_directory(output)
-    for run in runs if status else ():
-        run.status = status
+    if status:
+        for run in runs:
+            run.status = status
     write_text(output, render(report_data(runs, title, probes, live)))
     return output

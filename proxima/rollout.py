@@ -7,7 +7,7 @@ shared by every algorithm: PPO, VPG and REINFORCE differ only in what they do wi
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, cast
 
 import torch
 from torch import Tensor
@@ -73,12 +73,14 @@ class RolloutCollector:
         self._episode_return = torch.zeros(n, dtype=torch.float64, device=device)
         self._episode_length = torch.zeros(n, dtype=torch.int64, device=device)
         self._discounted_return = torch.zeros(n, device=device)  # for reward scaling only
-        self._infos = None  # keep_infos' keys: None until the run asks for infos
+        self._infos: InfoKeys | None = None  # keep_infos' keys: None until the run asks for infos
         # multi-agent envs: which rows' agents are present in next_obs (Step.alive); None: one agent per env
         agents = agent_spec(envs)
-        self.alive = alive_after_reset(envs) if agents is not None else None
-        self.team = agents.num_agents if team_reward else None
-        if self.alive is not None:
+        self.alive: Tensor | None = None
+        self.team: int | None = None  # team_reward's agents per game (check_agents refuses it for one agent)
+        if agents is not None:
+            self.alive = alive_after_reset(envs)
+            self.team = agents.num_agents if team_reward else None
             self.buffer.valid = torch.ones((num_steps, n), dtype=torch.bool, device=device)
             self.buffer.turns = agents.turns
             self.buffer.agents = agents.num_agents
@@ -104,6 +106,7 @@ class RolloutCollector:
         buf, norm = self.buffer, model.normalization
         if self._infos is not None:
             buf.episode_infos = {}
+        valid = cast(Tensor, buf.valid)  # multi-agent envs' (made with self.alive); not read for one agent
         for t in range(buf.obs.shape[0]):
             if self.raw_obs is not None:
                 self.raw_obs[t] = self.next_obs
@@ -112,7 +115,7 @@ class RolloutCollector:
             buf.obs[t] = obs
             buf.dones[t] = self.next_done
             if self.alive is not None:
-                buf.valid[t] = self.alive
+                valid[t] = self.alive
             # One forward pass over the whole batch gives the actions, their log-probs and the values.
             actions, buf.logprobs[t], buf.values[t] = self._act(model, obs)
             buf.actions[t] = actions  # as sampled: a Box action is clipped only on its way into the env
@@ -120,11 +123,12 @@ class RolloutCollector:
             done = step.done
             self._record_episodes(t, *step.stats())
             if step.infos:
+                assert buf.episode_infos is not None  # envs report infos only once keep_infos asked for them
                 buf.episode_infos.update(((t, i), info) for i, info in step.infos.items())
             reward = (
                 step.reward
                 if self.team is None
-                else team_reward_of(step.reward, self._in_game if buf.turns else buf.valid[t], self.team)
+                else team_reward_of(step.reward, self._in_game if buf.turns else valid[t], self.team)
             )
             if norm.norm_reward:
                 self._discounted_return.mul_(self.gamma).add_(step.reward)
@@ -134,7 +138,7 @@ class RolloutCollector:
                     reward,
                     self._discounted_return,
                     update=not self.frozen_stats,
-                    rows=buf.valid[t] if self.alive is not None else None,
+                    rows=valid[t] if self.alive is not None else None,
                 )
                 self._discounted_return.masked_fill_(done, 0.0)
             # A time-limit truncation is not the end of the task: the return goes on past the cut, so the
@@ -226,7 +230,7 @@ class RecurrentCollector(RolloutCollector):
 
     def __init__(self, envs: VecEnv, num_steps: int, gamma: float, model: ActorCritic, **options):
         super().__init__(envs, num_steps, gamma, model, **options)
-        self.memory = model.initial_memory(envs.num_envs, envs.device)
+        self.memory: tuple[Tensor, ...] = model.initial_memory(envs.num_envs, envs.device)
 
     @torch.no_grad()
     def collect(self, model: ActorCritic) -> tuple[Tensor, Tensor]:

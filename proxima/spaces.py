@@ -106,8 +106,9 @@ class ObsLayout:
     def __init__(self, space: gym.Space, mask: str | None = None, mask_size: int | None = None):
         self.space, self.mask, self.mask_size = space, mask, mask_size
         # a scalar Box (shape ()) is packed too: one number, as a vector of one
-        self.packed = not (isinstance(space, gym.spaces.Box) and space.shape != () and mask is None)
-        if not self.packed:  # a Box: its own array
+        self.packed = True
+        if isinstance(space, gym.spaces.Box) and space.shape != () and mask is None:  # a Box: its own array
+            self.packed = False
             self.parts: tuple[Part, ...] = ()
             self.shape = tuple(space.shape)
             self.dtype = torch.from_numpy(np.zeros((), dtype=space.dtype)).dtype
@@ -119,6 +120,7 @@ class ObsLayout:
             parts.append(part)
             offset += part.size
         if mask == "info":
+            assert mask_size is not None  # an info mask comes with its size (find_obs_layout)
             parts.append(Part(("info", MASK_KEY), "mask", (mask_size,), offset, mask_size))
             offset += mask_size
         self.parts = tuple(parts)
@@ -154,7 +156,7 @@ class ObsLayout:
     def pack(self, obs, info_mask=None, batch: bool = False) -> np.ndarray:
         """One observation of the space (``batch``: a batch of them, each leaf with a leading batch axis) as
         its packed vector(s). ``info_mask``: the mask from the info, for ``mask="info"`` (None: all valid)."""
-        chunks = []
+        chunks: list[np.ndarray] = []
         for part in self.parts:
             if part.path == ("info", MASK_KEY):
                 shape = (len(chunks[0]), part.size) if batch else (part.size,)
@@ -187,6 +189,7 @@ class ObsLayout:
         """The layout of a packed Dict observation's top-level ``keys`` alone (in the space's order), and the
         indices that cut such observations out of this layout's vectors (``obs[..., index]``): what a
         network that may see only some parts takes (a multi-agent actor never sees the global state)."""
+        assert isinstance(self.space, gym.spaces.Dict)  # only a Dict observation has top-level keys
         kept = [(k, sub) for k, sub in self.space.spaces.items() if k in keys]
         layout = ObsLayout(gym.spaces.Dict(kept), self.mask if self.mask in keys else None)
         index = [i for p in self.parts if p.path[0] in keys for i in range(p.offset, p.offset + p.size)]

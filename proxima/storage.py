@@ -52,11 +52,17 @@ class Batch:
     def __getitem__(self, index: Tensor) -> Batch:
         return Batch(*(getattr(self, f.name)[index] for f in fields(self)))
 
-    sequences = None  # what a recurrent agent's update replays (SequenceBatch); a flat batch has none
-    valid = None  # a SequenceBatch's steps that are samples (SequenceBatch); a flat batch holds samples only
+    # Not fields of the dataclass (no annotation, so that Batch(*tensors) and fields() stay the six tensors):
+    # their types are given as type comments, which dataclasses and mypy's dataclass plugin both pass over.
+    valid = None  # type: Tensor | None  # a SequenceBatch's steps that are samples; a flat batch's are all
     # a multi-agent rollout's flat batch where no agent had left: its rows are whole games of this many agents,
     # each game's rows consecutive (RolloutBuffer.flatten); None: rows are not grouped so
-    games = None
+    games = None  # type: int | None
+
+    @property
+    def sequences(self) -> tuple[Tensor, tuple[Tensor, ...]] | None:
+        """What a recurrent agent's update replays (``SequenceBatch``); a flat batch has none."""
+        return None
 
     def present(self, x: Tensor) -> Tensor:
         """``x`` (one of the batch's tensors) at the steps that are samples: all of a flat batch's."""
@@ -69,8 +75,8 @@ class SequenceBatch(Batch):
     sequence starts from. Indexing takes envs, so a minibatch is a set of whole sequences (as in CleanRL's
     ``ppo_atari_lstm.py`` and sb3-contrib's RecurrentPPO); ``len`` is the number of envs."""
 
-    starts: Tensor = None  # (T, N): 1 where obs[t] begins an episode
-    memory: tuple[Tensor, Tensor] = None  # (h, c), each (layers, N, hidden), before the rollout's first step
+    starts: Tensor  # (T, N): 1 where obs[t] begins an episode
+    memory: tuple[Tensor, ...]  # (h, c), each (layers, N, hidden), before the rollout's first step
     # (T, N): the steps that are samples; the steps of an agent that had left are replayed through the LSTM
     # (its memory runs on) but are no samples. None: every step is one.
     valid: Tensor | None = None
@@ -91,12 +97,15 @@ class SequenceBatch(Batch):
         return Batch(*(getattr(self, f.name)[keep] for f in fields(Batch)))
 
     @property
-    def sequences(self) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+    def sequences(self) -> tuple[Tensor, tuple[Tensor, ...]]:
         return self.starts, self.memory
 
 
 class RolloutBuffer:
     """Everything one rollout records, written in place step by step, with no per-step allocation."""
+
+    # a recurrent agent's (h, c) before the rollout's first step, set by its collector
+    memory: tuple[Tensor, ...]
 
     def __init__(
         self,

@@ -58,10 +58,12 @@ def busy_cores(sample_s: float = SAMPLE_S) -> float | None:
         return None
     if not MIN_WINDOW_S <= now[2] - wall_before <= MAX_WINDOW_S:
         time.sleep(sample_s)
-        before, own_before, wall_before = now
-        now = _mark()
+        (before, own_before, wall_before), now = now, _mark()
     _since = now
-    (busy, total), own, wall = now
+    cpu, own, wall = now
+    if before is None or cpu is None:  # /proc/stat became unreadable since the last look
+        return None
+    busy, total = cpu
     if total <= before[1]:
         return None
     cores = os.cpu_count() or 1

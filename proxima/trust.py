@@ -99,7 +99,7 @@ def check(
                 f"run keeps its settings; give its own, or none"
             )
         module = module_of(setting, name)
-        if module is None or name in _GIVEN[setting] or named.get(setting) == name:
+        if name is None or module is None or name in _GIVEN[setting] or named.get(setting) == name:
             continue
         if not (trusted or _passes_unnamed(setting, name, module)):
             raise UserError(

@@ -23,7 +23,7 @@ from proxima.losses import (
 )
 from proxima.networks import ActorCritic
 from proxima.optim import Adam, clip_grad_norm
-from proxima.storage import Batch, game_minibatches, minibatches
+from proxima.storage import Batch, SequenceBatch, game_minibatches, minibatches
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ def update(model: ActorCritic, optimizer: Adam, batch: Batch, settings: UpdateSe
     mean over all minibatches.
     """
     clipfracs, losses, grad_norms = [], [], []
-    params = list(model.parameters())
+    params: list[Tensor] = list(model.parameters())
     # A value that a game's agents share (--no-critic-agent-index) is computed once per game: minibatches of
     # whole games then. Otherwise (and where an agent had left, so rows are not whole games) of samples.
     games = batch.games if model.agents_per_game is not None else None
@@ -82,7 +82,8 @@ def update(model: ActorCritic, optimizer: Adam, batch: Batch, settings: UpdateSe
         ):
             mb = batch[index]
             logprobs, entropy, values = model.evaluate(mb.obs, mb.actions, mb.sequences, games is not None)
-            if mb.valid is not None:  # sequences with steps of agents that had left: the samples alone
+            # sequences with steps of agents that had left: the samples alone
+            if isinstance(mb, SequenceBatch) and mb.valid is not None:
                 logprobs, entropy, values, mb = (
                     logprobs[mb.valid],
                     entropy[mb.valid],
@@ -146,15 +147,15 @@ def group_diagnostics(model: ActorCritic, batch: Batch, kinds: list[int], names:
     over the whole batch: ``NAME/entropy``, ``NAME/approx_kl`` (from the rollout's policy), and the critic's
     ``NAME/value_loss`` (in the update's units) and ``NAME/explained_variance``. One forward pass."""
     logprobs, entropy, values = model.evaluate(batch.obs, batch.actions, batch.sequences)
-    if batch.valid is not None:
+    if isinstance(batch, SequenceBatch) and batch.valid is not None:
         logprobs, entropy, values, batch = (
             logprobs[batch.valid],
             entropy[batch.valid],
             values[batch.valid],
             batch.samples(),
         )
-    scale = model.normalization.value_scale()
-    scale = 1.0 if scale is None else scale
+    value_scale = model.normalization.value_scale()
+    scale = 1.0 if value_scale is None else value_scale
     kind = torch.tensor(kinds, device=batch.obs.device)[batch.obs[..., model.agent_column].long()]
     stats = {}
     for k, name in enumerate(names):
@@ -174,7 +175,9 @@ def grad_stats(losses: list[Tensor], grad_norms: list[Tensor]) -> dict:
     in a minibatch's loss, or in its gradients while the loss was still finite (checked once per update)."""
     loss_ok = torch.isfinite(torch.stack(losses))
     grad_ok = torch.isfinite(torch.stack(grad_norms)) if grad_norms else torch.ones_like(loss_ok)
-    stats = {"grad_norm": torch.stack(grad_norms).max().item() if grad_norms else None}
+    stats: dict[str, float | str | None] = {
+        "grad_norm": torch.stack(grad_norms).max().item() if grad_norms else None
+    }
     if not bool(loss_ok.all() & grad_ok.all()):
         first = int((~(loss_ok & grad_ok)).nonzero()[0])
         stats["non_finite"] = "loss" if not loss_ok[first] else "gradients"
