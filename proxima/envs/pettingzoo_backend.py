@@ -32,6 +32,7 @@ from proxima.envs.gymnasium_backend import _shape_of, construct
 from proxima.envs.interface import (
     AgentSpec,
     InfoKeys,
+    Seeds,
     Step,
     VideoDirs,
     env_actions,
@@ -454,7 +455,7 @@ class PettingZooVecEnv:
 
     # -- the VecEnv -----------------------------------------------------------------------------------------
 
-    def reset(self, seed: int | None = None) -> Tensor:
+    def reset(self, seed: Seeds = None) -> Tensor:
         """Reset every game; game e is seeded with seed + e (the seed given at construction, if none here)."""
         seed, self._seed = one_seed(self._seed if seed is None else seed, "pettingzoo"), None
         out = np.zeros((self.num_envs, self.obs_layout.shape[0]), dtype=np.float32)
