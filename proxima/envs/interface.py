@@ -18,7 +18,7 @@ from __future__ import annotations
 import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, NamedTuple, Protocol, cast
+from typing import Any, Literal, NamedTuple, Protocol, cast, runtime_checkable
 
 import gymnasium as gym
 import numpy as np
@@ -115,6 +115,18 @@ class VecEnv(Protocol):
     #   ``VectorEnv.call`` and ``set_attr``, on every sub-env, results in env order. Backends with no per-env
     #   objects raise a one-line ``UserError`` from them;
     # - ``end_video(env: int) -> None``: env ``env`` (one that ``video_dir`` names) records no more.
+
+
+@runtime_checkable
+class EnvCalls(Protocol):
+    """A VecEnv's optional ``call`` and ``set_attr`` (every backend here has them), and Gymnasium's
+    SyncVectorEnv's and AsyncVectorEnv's (its ``VectorEnv`` base has neither)."""
+
+    num_envs: int
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]: ...
+
+    def set_attr(self, name: str, values: Any) -> None: ...
 
 
 class NoEnvObjects:
