@@ -320,9 +320,8 @@ class UserVectorEnv:
         set_env_attr(self._calls(), name, values)
 
     def _calls(self) -> EnvCalls:
-        if not isinstance(
-            self.envs, EnvCalls
-        ):  # VectorEnv declares neither, a VectorWrapper passes neither on
+        # VectorEnv declares neither, and a VectorWrapper passes neither on
+        if not isinstance(self.envs, EnvCalls):
             raise UserError(
                 f"{self.label}'s {type(self.envs).__name__} has no call and set_attr, which Gymnasium's "
                 "SyncVectorEnv and AsyncVectorEnv have"
@@ -357,9 +356,8 @@ def _layout(space: gym.Space, actions: gym.Space, label: str) -> ObsLayout:
     in the info cannot be read from a vector env's batched info reliably: refused."""
     if isinstance(space, gym.spaces.Dict) and MASK_KEY in space.spaces:
         count = action_count(actions)
-        if (
-            count is None or int(np.prod(cast(tuple[int, ...], space[MASK_KEY].shape))) != count
-        ):  # a mask has one
+        mask_shape = cast(tuple[int, ...], space[MASK_KEY].shape)  # a mask's space has a shape
+        if count is None or int(np.prod(mask_shape)) != count:
             raise UserError(f"{label}'s {MASK_KEY} does not fit its action space {actions}")
         return ObsLayout(space, MASK_KEY, count)
     return ObsLayout(space)
@@ -369,10 +367,9 @@ def _stack(observations, space: gym.Space):
     """Single observations (SAME_STEP's ``final_obs``) as one batch, in the form ``ObsLayout.pack`` reads."""
     if isinstance(space, gym.spaces.Box):
         return np.stack(list(observations))
-    empty = gym.vector.utils.create_empty_array(space, len(observations))
-    return gym.vector.utils.concatenate(
-        space, list(observations), cast(np.ndarray | tuple | dict, empty)
-    )  # never None for a packable space
+    # the batch to fill: never None for a space that ObsLayout packs
+    empty = cast(np.ndarray | tuple | dict, gym.vector.utils.create_empty_array(space, len(observations)))
+    return gym.vector.utils.concatenate(space, list(observations), empty)
 
 
 def _end_infos(info: dict, done: np.ndarray, keys: InfoKeys) -> dict[int, dict]:
