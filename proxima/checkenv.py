@@ -57,7 +57,9 @@ def check_env(
         backend = factory_backend(source, env_kwargs)
     if backend not in ("gymnasium", "native"):  # a backend of its own: what its vector env says
         return _own_backend(source, env_id, env_kwargs, backend, num_envs)
-    report, found, problems = [], [], []
+    report: list[str] = []
+    found: list[str] = []  # what Gymnasium's checker said
+    problems: list[str] = []
     env = EnvMaker(env_id, env_kwargs or {}, factory)(checked=True)  # a bad id or constructor: one line
     try:
         report += [f"observation space: {env.observation_space}", f"action space: {env.action_space}"]
@@ -143,18 +145,18 @@ def _random_steps(
         envs = make_envs(env, num_envs, backend=backend, seed=0, env_kwargs=env_kwargs)
     except (UserError, EnvError) as e:
         return [str(e)], None
-    ended, keys = 0, set()
+    ended, keys = 0, set[str]()
     try:
         if hasattr(envs, "keep_infos"):
             envs.keep_infos("all")
         obs = envs.reset(seed=0)
         space, mask = envs.single_action_space, obs_layout(envs).mask_part
         # an env with an action mask may refuse a masked action (a board game's illegal move): draw valid ones
-        masked = mask is not None and isinstance(space, gym.spaces.Discrete)
+        masked = mask if isinstance(space, gym.spaces.Discrete) else None
         for t in range(RANDOM_STEPS):
-            if masked:
+            if masked is not None:
                 # a row with no legal move draws among all, as the policy's masked logits would
-                legal = obs[:, mask.span] > 0
+                legal = obs[:, masked.span] > 0
                 legal |= ~legal.any(1, keepdim=True)
                 actions = torch.multinomial(legal.float(), 1).squeeze(1)
             else:  # a row each: an agent of many; as indices, to which the envs add a Discrete's start

@@ -8,11 +8,12 @@ about training, and nothing here schedules: Tune places trials on the CPUs it se
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from proxima.errors import TrainingInterrupted, UserError, raised
 from proxima.files import STOP_JSON, read_json, write_json
@@ -42,7 +43,8 @@ class TrialsStopped(TrainingInterrupted):
             f"stopped by {signal.Signals(signum).name}; each run that was training saved a checkpoint after its "
             "update",
         )
-        self.run_dir, self.exit_status = None, 128 + signum
+        self.run_dir = ""  # no one run to resume: the CLI says how to resume the sweep
+        self.exit_status = 128 + signum
 
 
 def ray_available() -> bool:
@@ -128,82 +130,48 @@ def run_ray(
     import ray
     from ray import tune
 
-    started = not ray.is_initialized()
-    if started:
-        ray_worker_priority()
-        try:
-            # "local", not None: with None, Ray joins the cluster that its file /tmp/ray/ray_current_cluster names,
-            # left by the last `ray start` or by a test's ray.cluster_utils.Cluster, alive or dying
-            target = address or os.environ.get("RAY_ADDRESS") or "local"
-            ray.init(address=target, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
-        except (ConnectionError, ValueError, RuntimeError) as e:
-            given = f"--address {address!r}" if address else f"RAY_ADDRESS {target!r}"
-            raise UserError(f"cannot reach Ray at {given}: {str(e).splitlines()[0]}") from None
-
     workers = {0} if worker_cpus is None else {worker_cpus(config) for config in configs or ()} or {0}
-    try:
-        _check_resources(ray, cpus_per_trial, gpus_per_trial, max(workers))
-    except UserError:
-        if started:
-            ray.shutdown()
-        raise
-
-    # SIGTERM (a scheduler ending the job) reaches this process only: the trials, in Ray's processes, learn it
-    # from the stop file, which every node sees as it sees `storage`
-    stop_file = os.path.join(storage, STOP_JSON)
-    if os.path.exists(stop_file):  # left by a stopped sweep that this one resumes
-        os.remove(stop_file)
-    signals: list[int] = []
-    running: set[str] = set()
-
-    class Notify(tune.Callback):  # runs in this process as Tune learns that a trial started or ended
-        def on_trial_start(self, iteration, trials, trial, **info):
-            running.add(trial.trial_id)
-
-        def on_trial_complete(self, iteration, trials, trial, **info):
-            running.discard(trial.trial_id)
-            on_done(config_of(trial), None)
-
-        def on_trial_error(self, iteration, trials, trial, **info):
-            running.discard(trial.trial_id)
-            # the reason a failed trial wrote to its trial.json comes first; this is for any other crash
-            on_done(config_of(trial), error_line(trial.get_error()))
-
+    started = _ray_for_trials(ray, address, cpus_per_trial, gpus_per_trial, max(workers))
+    stopping = _Stopping(storage)
     name_of = name_of or _name
     grid = configs is not None
 
     def config_of(trial) -> dict:
         return trial.config["config"] if grid else {**trial.config, "__name": name_of(trial)}
 
-    class StopTheRest(tune.Stopper):
-        """Once signalled and every running trial has stopped on its own (with its checkpoint), Tune stops the
-        rest: trials that had not started yet. Tune's own stop would kill a running trial mid-update."""
+    class Notify(tune.Callback):  # runs in this process as Tune learns that a trial started or ended
+        def on_trial_start(self, iteration, trials, trial, **info):
+            stopping.running.add(trial.trial_id)
 
+        def on_trial_complete(self, iteration, trials, trial, **info):
+            stopping.running.discard(trial.trial_id)
+            on_done(config_of(trial), None)
+
+        def on_trial_error(self, iteration, trials, trial, **info):
+            stopping.running.discard(trial.trial_id)
+            # the reason a failed trial wrote to its trial.json comes first; this is for any other crash
+            on_done(config_of(trial), error_line(trial.get_error()))
+
+    class StopTheRest(tune.Stopper):  # _Stopping says when
         def __call__(self, trial_id, result) -> bool:
             return False
 
         def stop_all(self) -> bool:
-            return bool(signals) and not running
-
-    def stop(signum, frame) -> None:
-        if signals:  # a second signal: now, as for a plain run
-            raise KeyboardInterrupt
-        signals.append(signum)
-        write_json(stop_file, {"signal": signum})
+            return stopping.stop_all()
 
     # A new Tune experiment each time: the run directories, not Tune's state, say what is done (a resumed
     # sweep schedules only the unfinished trials).
     attempt = 1 + sum(name.startswith("tune-") for name in os.listdir(storage))
     tuner = tune.Tuner(
         tune.with_resources(
-            _trainable(trial_fn, grid, stop_file),
+            _trainable(trial_fn, grid, stopping.file),
             lambda params: trial_resources(
                 cpus_per_trial,
                 gpus_per_trial,
                 0 if worker_cpus is None else worker_cpus(params["config"] if grid else params),
             ),
         ),
-        param_space={"config": tune.grid_search(configs)} if grid else param_space,
+        param_space={"config": tune.grid_search(configs)} if configs is not None else param_space,
         tune_config=tune.TuneConfig(
             max_concurrent_trials=max_concurrent,
             trial_name_creator=name_of,  # Tune's names and folders (RUN_DIR/../tune-N/) are the runs' own
@@ -227,20 +195,79 @@ def run_ray(
     level = logger.level
     if quiet:
         logger.setLevel(logging.CRITICAL)  # a failed trial's traceback; on_trial_error says it in one line
-    handled = (signal.SIGTERM,) if threading.current_thread() is threading.main_thread() else ()
-    previous = {signum: signal.signal(signum, stop) for signum in handled}
     try:
-        tuner.fit()
+        with stopping.handling_sigterm():
+            tuner.fit()
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
         logger.setLevel(level)
         if started:
             ray.shutdown()
-        if os.path.exists(stop_file):
-            os.remove(stop_file)
-    if signals:
-        raise TrialsStopped(signals[0])
+        stopping.clear()
+    if stopping.signals:
+        raise TrialsStopped(stopping.signals[0])
+
+
+def _ray_for_trials(
+    ray, address: str | None, cpus_per_trial: int, gpus_per_trial: float, worker_cpus: int
+) -> bool:
+    """Join or start Ray (``run_ray``'s ``address``) and check that a trial fits in it; whether it was started
+    here (then this process shuts it down)."""
+    started = not ray.is_initialized()
+    if started:
+        ray_worker_priority()
+        try:
+            # "local", not None: with None, Ray joins the cluster that its file /tmp/ray/ray_current_cluster names,
+            # left by the last `ray start` or by a test's ray.cluster_utils.Cluster, alive or dying
+            target = address or os.environ.get("RAY_ADDRESS") or "local"
+            ray.init(
+                address=target, include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False
+            )
+        except (ConnectionError, ValueError, RuntimeError) as e:
+            given = f"--address {address!r}" if address else f"RAY_ADDRESS {target!r}"
+            raise UserError(f"cannot reach Ray at {given}: {str(e).splitlines()[0]}") from None
+    try:
+        _check_resources(ray, cpus_per_trial, gpus_per_trial, worker_cpus)
+    except UserError:
+        if started:
+            ray.shutdown()
+        raise
+    return started
+
+
+class _Stopping:
+    """SIGTERM (a scheduler ending the job) reaches this process only: the trials, in Ray's processes, learn it
+    from the stop file, which every node sees as it sees ``storage``. Once signalled and every running trial
+    has stopped on its own (with its checkpoint), Tune stops the rest (``stop_all``): trials that had not
+    started yet. Tune's own stop would kill a running trial mid-update."""
+
+    def __init__(self, storage: str):
+        self.file = os.path.join(storage, STOP_JSON)
+        self.clear()  # one left by a stopped sweep that this one resumes
+        self.signals: list[int] = []
+        self.running: set[str] = set()  # the trials that Tune started and that have not ended
+
+    def stop_all(self) -> bool:
+        return bool(self.signals) and not self.running
+
+    def clear(self) -> None:
+        if os.path.exists(self.file):
+            os.remove(self.file)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self.signals:  # a second signal: now, as for a plain run
+            raise KeyboardInterrupt
+        self.signals.append(signum)
+        write_json(self.file, {"signal": signum})
+
+    @contextlib.contextmanager
+    def handling_sigterm(self) -> Iterator[None]:
+        handled = (signal.SIGTERM,) if threading.current_thread() is threading.main_thread() else ()
+        previous = {signum: signal.signal(signum, self._handle) for signum in handled}
+        try:
+            yield
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
 
 
 def _check_resources(ray, cpus_per_trial: int, gpus_per_trial: float, worker_cpus: int) -> None:

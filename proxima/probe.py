@@ -13,10 +13,13 @@ import os
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol, cast
 
 import torch
+from torch import Tensor
 
 from proxima.config import PPOArgs
+from proxima.distributions import CategoricalHead
 from proxima.files import PROBES_JSON, write_json
 from proxima.networks import ActorCritic
 
@@ -100,10 +103,18 @@ def _values(obs: list[float], targets: Callable[[PPOArgs], list[float]], atol: f
     return check
 
 
+def _probs(model: ActorCritic, logits: Tensor) -> Tensor:
+    return cast(CategoricalHead, model.head).probs(logits)  # the probes that call it have Discrete actions
+
+
+class _MeanStd(Protocol):  # the continuous heads (DiagGaussianHead, BetaHead, TanhGaussianHead)
+    def mean_std(self, params: Tensor) -> tuple[Tensor, Tensor]: ...
+
+
 def _policy(obs: list[float], best_actions: list[int], value: float, atol: float):
     def check(model: ActorCritic, args: PPOArgs):
         values, logits = _query(model, obs)
-        probs = model.head.probs(logits)
+        probs = _probs(model, logits)
         p_best = probs[torch.arange(len(obs)), torch.tensor(best_actions)]
         expected = f"π(best | {_obs(obs)}) = 1 ± {atol:g}"
         learned = f"π(best) = {_fmt(p_best)}"
@@ -119,7 +130,7 @@ def _policy(obs: list[float], best_actions: list[int], value: float, atol: float
 
 def _continuous(model: ActorCritic, args: PPOArgs):
     values, params = _query(model, [0.0])
-    mean, std = (x.item() for x in model.head.mean_std(params))
+    mean, std = (x.item() for x in cast(_MeanStd, model.head).mean_std(params))
     implied = -(std**2) - (mean - 0.5) ** 2  # E[-(a - 0.5)^2] for any policy of that mean and std
     expected = "mean = 0.5 ± 0.1, std < 1, V(0) = -std² - (mean - 0.5)² ± 0.1"
     learned = f"mean = {mean:.4f}, std = {std:.4f}"
@@ -165,7 +176,7 @@ def _image_values(model: ActorCritic, args: PPOArgs):
 def _image_policy(model: ActorCritic, args: PPOArgs):
     """pi(the bright side | image) = 1: the policy reads the pixels through the CNN."""
     values, logits = _fresh(model, _images())
-    p_best = model.head.probs(logits)[[0, 1], [0, 1]]
+    p_best = _probs(model, logits)[[0, 1], [0, 1]]
     expected, learned = "π(bright side | image) = 1 ± 0.01", f"π(best) = {_fmt(p_best)}"
     value_ok = None
     if model.critic is not None and not args.network.norm_reward:
@@ -187,12 +198,13 @@ IMAGE_PROBES = [
 
 def _memory(model: ActorCritic, args: PPOArgs):
     """pi(the cue's action | cue, 0, 0, 0) = 1 and V = 1 there: the LSTM remembers the first observation."""
-    p_best, values = [], []
+    picks: list[Tensor] = []
+    last_values: list[Tensor] = []
     for cue, best in ((-1.0, 0), (1.0, 1)):
         value, logits = _query(model, [cue, 0.0, 0.0, 0.0], episode=True)
-        p_best.append(model.head.probs(logits[-1:])[0, best])
-        values.append(value[-1])
-    p_best, values = torch.stack(p_best), torch.stack(values)
+        picks.append(_probs(model, logits[-1:])[0, best])
+        last_values.append(value[-1])
+    p_best, values = torch.stack(picks), torch.stack(last_values)
     expected, learned = "π(cue's action | cue, 0, 0, 0) = 1 ± 0.02", f"π(best) = {_fmt(p_best)}"
     value_ok = None
     if model.critic is not None and not args.network.norm_reward:
@@ -223,15 +235,15 @@ def _centralized_critic(args: PPOArgs) -> bool:
 def _games(env_id: str, own: list[list[float]]):
     """The packed rows, as the probe env ``env_id`` gives them, of one game per entry of ``own`` (each agent's
     own observation): game-major, agent by agent."""
-    from proxima.envs.native import NATIVE_ENVS
+    from proxima.envs.native import MULTIAGENT_PROBE_ENVS
 
-    return NATIVE_ENVS[env_id](len(own)).observe(torch.tensor(own, dtype=torch.float32))
+    return MULTIAGENT_PROBE_ENVS[env_id](len(own)).observe(torch.tensor(own, dtype=torch.float32))
 
 
 def _coordination(model: ActorCritic, args: PPOArgs):
     """P(both agents choose the same action) = 1, and V = 1 for both: the agents agreed on one action."""
     values, logits = _fresh(model, _games("proxima/ProbeCoordination-v0", [[0.0, 0.0]]))
-    probs = model.head.probs(logits)
+    probs = _probs(model, logits)
     p_same = float((probs[0] * probs[1]).sum())
     expected, learned = "P(same action) = 1 ± 0.02", f"P(same) = {p_same:.4f}, π(0) = {_fmt(probs[:, 0])}"
     value_ok = None

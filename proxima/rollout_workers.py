@@ -31,10 +31,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import math
 import os
 import time
 from collections.abc import Callable
+from typing import cast
 
 import torch
 from torch import Tensor
@@ -43,7 +45,15 @@ from proxima import seeding
 from proxima.config import PPOArgs
 from proxima.distributions import make_head
 from proxima.envs import make_envs
-from proxima.envs.interface import AgentSpec, agent_spec, obs_layout, per_env_values
+from proxima.envs.interface import (
+    AgentSpec,
+    EnvCalls,
+    InfoKeys,
+    VecEnv,
+    agent_spec,
+    obs_layout,
+    per_env_values,
+)
 from proxima.envs.native import CounterRNG
 from proxima.envs.registry import resolve_backend
 from proxima.envs.user import factory_backend
@@ -130,8 +140,10 @@ class RolloutWorker:
         torch.set_num_threads(1)  # one CPU per actor: Ray's default reservation
         self.args, self.offset, self.count = PPOArgs.from_json(args), offset, count
         self.env = env  # the run's env factory (train(env=...)), sent by Ray; None: the env id in args
-        self.envs = self.model = self.collector = None
-        self.infos = None  # keep_infos' keys, for every collector this actor builds
+        self.envs: VecEnv | None = None  # made by open()
+        self.model: ActorCritic | None = None  # built by start(), with the collector
+        self.collector: SliceCollector | None = None
+        self.infos: InfoKeys | None = None  # keep_infos' keys, for every collector this actor builds
 
     def open(self) -> tuple:
         """Make the envs; return their spaces, observation layout and ``AgentSpec`` (None: one agent). Not in
@@ -139,7 +151,7 @@ class RolloutWorker:
         it raised."""
         env = self.args.env
         # seeded again by the collector's first reset
-        self.envs = make_envs(
+        self.envs = envs = make_envs(
             env.env_id if self.env is None else self.env,
             self.count,
             env_kwargs=env.env_kwargs,
@@ -147,16 +159,17 @@ class RolloutWorker:
             seed=seeding.training_envs(self.args.run.seed, self.offset),
             asynchronous=env.async_envs,
         )
-        envs = self.envs
         return envs.single_observation_space, envs.single_action_space, obs_layout(envs), agent_spec(envs)
 
     def start(self, spec: dict, seed: int, state: dict | None = None) -> None:
         """Build the policy and the collector (whose first reset seeds env i with ``seed + i``); continue
         from ``state`` where one is given."""
-        algo = self.args.algorithm
-        spec = NetworkSpec.from_json(spec)
-        self.model = ActorCritic(spec, make_head(self.envs.single_action_space, spec.network.action_dist))
-        env = self.args.env
+        assert self.envs is not None  # open() came first
+        algo, env = self.args.algorithm, self.args.env
+        net_spec = NetworkSpec.from_json(spec)
+        self.model = ActorCritic(
+            net_spec, make_head(self.envs.single_action_space, net_spec.network.action_dist)
+        )
         self.collector = SliceCollector(
             self.envs, algo.num_steps, algo.gamma, self.model, seed, self.offset, env.num_envs,
             team_reward=env.team_reward,
@@ -166,17 +179,22 @@ class RolloutWorker:
         if self.infos is not None:
             self.collector.keep_infos(self.infos)
 
-    def keep_infos(self, keys) -> bool:
+    def keep_infos(self, keys: InfoKeys) -> bool:
+        assert self.collector is not None  # start() came first
         self.infos = keys
         return self.collector.keep_infos(keys)
 
+    def _calls(self) -> EnvCalls:
+        return cast(EnvCalls, self.envs)  # every backend that rollout workers run has call and set_attr
+
     def call(self, name: str, args: tuple, kwargs: dict) -> tuple:
-        return self.envs.call(name, *args, **kwargs)
+        return self._calls().call(name, *args, **kwargs)
 
     def set_attr(self, name: str, values: list) -> None:
-        self.envs.set_attr(name, values)
+        self._calls().set_attr(name, values)
 
     def collect(self, weights: dict[str, Tensor]) -> dict:
+        assert self.model is not None and self.collector is not None  # start() came first
         start = time.perf_counter()
         self.model.load_state_dict(weights)
         next_value, next_done = self.collector.collect(self.model)
@@ -231,7 +249,7 @@ class WorkerPool:
             # (proxima.executors.run_ray says why)
             ray_worker_priority()
             ray.init(address=os.environ.get("RAY_ADDRESS") or "local", include_dashboard=False,
-                     logging_level="ERROR", log_to_driver=False)  # fmt: skip
+                     logging_level=logging.ERROR, log_to_driver=False)  # fmt: skip
         self.num_envs, self.device = args.env.num_envs, torch.device("cpu")
         self.count = args.env.num_envs // args.env.rollout_workers
         self.agents: AgentSpec | None = None

@@ -18,6 +18,7 @@ import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -75,7 +76,7 @@ def parse_seeds(text: str) -> list[int]:
     parts = [part.strip() for part in text.split(",")]
     count = len(parts) == 1 and "-" not in parts[0]
     try:
-        seeds = []
+        seeds: list[int] = []
         for part in parts:
             first, dash, last = part.partition("-")
             seeds += range(int(first), int(last) + 1) if dash else [int(first)]
@@ -150,26 +151,8 @@ def sweep(
     """
     executors.check_executor(executor, "a sweep")
     refuse_objects(overrides, "proxima.sweep")
-    if cpus_per_trial < 1:
-        raise UserError(f"cpus_per_trial must be a positive integer, got {cpus_per_trial}")
-    if not gpus_per_trial >= 0:
-        raise UserError(f"gpus_per_trial must be a non-negative number, got {gpus_per_trial}")
-    if gpus_per_trial and executor != "ray":
-        raise UserError("--gpus-per-trial reserves GPUs for Ray trials; a local sweep's runs use a GPU where --cuda "
-                        "says so: drop --gpus-per-trial or give --executor ray")  # fmt: skip
-    if max_concurrent is not None and max_concurrent < 1:
-        raise UserError(f"max_concurrent must be a positive integer or None (no limit), got {max_concurrent}")
-    if isinstance(seeds, int) and seeds < 1:
-        raise UserError(
-            f"seeds must be a positive count, or the seeds themselves (range(1, 11)), got {seeds}"
-        )
-    seeds = (list(range(1, seeds + 1)) if isinstance(seeds, int) else parse_seeds(seeds) if isinstance(seeds, str)
-             else list(seeds))  # fmt: skip
-    if not seeds:
-        raise UserError("give at least one seed")
-    if batched and seeds != list(range(seeds[0], seeds[0] + len(seeds))):
-        raise UserError(f"--batched trains each setting's seeds S to S+N-1 as one run: give consecutive seeds in "
-                        f"order, such as {seeds[0]}-{seeds[0] + len(seeds) - 1}, not {','.join(map(str, seeds))}")  # fmt: skip
+    _check_trial_resources(executor, cpus_per_trial, gpus_per_trial, max_concurrent)
+    seed_list = _seed_list(seeds, batched)
     if settings is None:
         if args is not None and "algo" in (grid or {}):
             raise UserError(
@@ -190,9 +173,60 @@ def sweep(
     out = os.path.abspath(output_dir or default_output_dir(settings[0][1].env.env_id))
     check_output_dir_free(out)
     threads = {"torch_threads": cpus_per_trial} if executor == "ray" else {}
-    trials, groups = [], []
-    # Every configuration is checked before the first run, so that bad input fails in a second, not after
-    # an hour, and leaves nothing behind.
+    trials, groups = _plan_trials(settings, seed_list, out, threads, batched)
+    plan = {"format": FORMAT, "version": VERSION, "title": _title(settings[0][1]),
+            "cpus_per_trial": cpus_per_trial, "gpus_per_trial": gpus_per_trial, "max_concurrent": max_concurrent,
+            "executor": executor, "batched": batched,
+            "trials": trials, **({"groups": groups} if batched else {})}  # fmt: skip
+    with lock_directory(out, "sweep directory", "--output-dir"):  # removed again where made and left empty
+        check_output_dir_free(out)  # again, held: of two sweeps started into it, the second finds it taken
+        write_json(os.path.join(out, SWEEP_JSON), plan)
+        try:
+            return _run(out, _located(plan, out), executor, address, max_concurrent)
+        except UserError:  # Ray was out of reach or has no node for a trial: refused before any trial ran
+            os.remove(os.path.join(out, SWEEP_JSON))
+            raise
+
+
+def _check_trial_resources(
+    executor: str, cpus_per_trial: int, gpus_per_trial: float, max_concurrent: int | None
+) -> None:
+    """``sweep``'s CPUs, GPUs and concurrency per trial, refused in one line where they cannot be."""
+    if cpus_per_trial < 1:
+        raise UserError(f"cpus_per_trial must be a positive integer, got {cpus_per_trial}")
+    if not gpus_per_trial >= 0:
+        raise UserError(f"gpus_per_trial must be a non-negative number, got {gpus_per_trial}")
+    if gpus_per_trial and executor != "ray":
+        raise UserError("--gpus-per-trial reserves GPUs for Ray trials; a local sweep's runs use a GPU where --cuda "
+                        "says so: drop --gpus-per-trial or give --executor ray")  # fmt: skip
+    if max_concurrent is not None and max_concurrent < 1:
+        raise UserError(f"max_concurrent must be a positive integer or None (no limit), got {max_concurrent}")
+
+
+def _seed_list(seeds: int | str | Iterable[int], batched: bool) -> list[int]:
+    """``sweep``'s ``seeds`` as the seeds themselves: at least one, and consecutive where ``batched``."""
+    if isinstance(seeds, int) and seeds < 1:
+        raise UserError(
+            f"seeds must be a positive count, or the seeds themselves (range(1, 11)), got {seeds}"
+        )
+    listed = (list(range(1, seeds + 1)) if isinstance(seeds, int) else parse_seeds(seeds) if isinstance(seeds, str)
+              else list(seeds))  # fmt: skip
+    if not listed:
+        raise UserError("give at least one seed")
+    if batched and listed != list(range(listed[0], listed[0] + len(listed))):
+        raise UserError(f"--batched trains each setting's seeds S to S+N-1 as one run: give consecutive seeds in "
+                        f"order, such as {listed[0]}-{listed[0] + len(listed) - 1}, not {','.join(map(str, listed))}")  # fmt: skip
+    return listed
+
+
+def _plan_trials(
+    settings: list[tuple[str, PPOArgs]], seeds: list[int], out: str, threads: dict[str, Any], batched: bool
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``sweep.json``'s trials (one per setting and seed) and, where ``batched``, its groups (one batched run per
+    setting), each with its checked config. Every configuration is checked before the first run, so that bad
+    input fails in a second, not after an hour, and leaves nothing behind."""
+    trials: list[dict[str, Any]] = []
+    groups: list[dict[str, Any]] = []
     for label, base in settings:
         for seed in seeds:
             name = f"{_dir_name(label)}/seed{seed}" if batched else f"{_dir_name(label)}__seed{seed}"
@@ -210,18 +244,7 @@ def sweep(
             groups.append({"name": name, "setting": label, "config": config})
     if len({t["name"] for t in trials}) < len(trials):
         raise UserError("two settings give the same run directory name; give each setting its own values")
-    plan = {"format": FORMAT, "version": VERSION, "title": _title(settings[0][1]),
-            "cpus_per_trial": cpus_per_trial, "gpus_per_trial": gpus_per_trial, "max_concurrent": max_concurrent,
-            "executor": executor, "batched": batched,
-            "trials": trials, **({"groups": groups} if batched else {})}  # fmt: skip
-    with lock_directory(out, "sweep directory", "--output-dir"):  # removed again where made and left empty
-        check_output_dir_free(out)  # again, held: of two sweeps started into it, the second finds it taken
-        write_json(os.path.join(out, SWEEP_JSON), plan)
-        try:
-            return _run(out, _located(plan, out), executor, address, max_concurrent)
-        except UserError:  # Ray was out of reach or has no node for a trial: refused before any trial ran
-            os.remove(os.path.join(out, SWEEP_JSON))
-            raise
+    return trials, groups
 
 
 def check_output_dir_free(out: str) -> None:
@@ -344,7 +367,7 @@ def _run_trial(config: dict, run_dir: str, report, node, stop) -> dict:
     if row is not None:
         return row
     batched = config["run"]["num_seeds"] > 1
-    callbacks = [MetricsToTune(report, batched)] if report is not None else []
+    callbacks: list[Callback] = [MetricsToTune(report, batched)] if report is not None else []
     callbacks += [StopWhenAsked(stop)] if stop is not None else []
     ckpt = os.path.join(run_dir, CHECKPOINT)
     try:
@@ -367,7 +390,9 @@ def _run_trial(config: dict, run_dir: str, report, node, stop) -> dict:
     if batched:
         write_json(os.path.join(run_dir, TRIAL_JSON),
                    _finite({**row, "wall_s": _elapsed(seed_dirs[0]), "node": node}))  # fmt: skip
-    return _status(run_dir)
+    written = _status(run_dir)
+    assert written is not None  # the row written just now
+    return written
 
 
 def _seed_dirs(config: dict) -> list[str]:

@@ -23,6 +23,7 @@ from proxima.envs import gymnasium_backend  # noqa: F401
 from proxima.envs.atari import FRAME_SKIP, NOOP_MAX, SIZE, STACK, atari_game
 from proxima.envs.interface import NoEnvObjects, Seeds, Step, row_seeds
 from proxima.envs.registry import register_backend
+from proxima.errors import UserError
 from proxima.spaces import ObsLayout
 
 
@@ -57,6 +58,8 @@ class AleVecEnv(NoEnvObjects):
         from ale_py.vector_env import AtariVectorEnv
 
         game = atari_game(env_id)
+        if game is None:  # --env-backend ale named for an id of another backend
+            raise UserError(f"the ale backend runs ALE game ids only, not {env_id!r}")
         self.envs = AtariVectorEnv(
             game["game"],
             num_envs,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -79,7 +80,8 @@ class FireOnReset(gym.Wrapper):
 
     def __init__(self, env: gym.Env):
         super().__init__(env)
-        meanings = env.unwrapped.get_action_meanings()
+        game: Any = env.unwrapped  # ale-py's AtariEnv, which has the action meanings
+        meanings = game.get_action_meanings()
         self._fire = meanings.index("FIRE") if "FIRE" in meanings else None
 
     def reset(self, **kwargs):
@@ -147,7 +149,7 @@ def make_atari_env(
     game = atari_game(env_id)
     if game is None:
         raise UserError(f"{env_id} is not an ALE game id")
-    kwargs = {"frameskip": 1}  # AtariPreprocessing repeats the action itself
+    kwargs: dict[str, Any] = {"frameskip": 1}  # AtariPreprocessing repeats the action itself
     if render_mode is not None:
         kwargs["render_mode"] = render_mode
     env = gym.make(env_id, disable_env_checker=True, **kwargs)

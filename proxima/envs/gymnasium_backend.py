@@ -14,6 +14,7 @@ import os
 import re
 import signal
 import warnings
+from typing import cast
 
 import gymnasium as gym
 import numpy as np
@@ -24,6 +25,7 @@ from torch import Tensor
 
 from proxima.envs.atari import atari_game, make_atari_env
 from proxima.envs.interface import (
+    EnvCalls,
     InfoKeys,
     Seeds,
     Step,
@@ -84,7 +86,7 @@ def make_single_env(
         except TypeError:
             # gym.make takes any keyword: the registered constructor's own signature, for construct's check of
             # the arguments given (a required one missing is the user's mistake, not the env's)
-            make.__signature__ = _registered_signature(env_id)
+            make.__signature__ = _registered_signature(env_id)  # type: ignore[attr-defined]  # functions take any attribute
             raise
         except (gym.error.Error, ModuleNotFoundError, ImportError) as e:
             message = str(e).splitlines()[0] if str(e) else type(e).__name__
@@ -100,6 +102,8 @@ def _registered_signature(env_id: str) -> inspect.Signature | None:
     bound, or None where it cannot be read."""
     try:
         spec = gym.spec(env_id.partition(":")[2] or env_id)
+        if spec.entry_point is None:
+            return None
         creator = spec.entry_point if callable(spec.entry_point) else load_env_creator(spec.entry_point)
         return inspect.signature(functools.partial(creator, **spec.kwargs))
     except Exception:  # no such registration, or a creator without a signature to read: no check
@@ -137,7 +141,7 @@ OLD_API = (
 )
 
 
-def check_step_api(env: gym.Env, env_id: str) -> dict:
+def check_step_api(env: gym.Env, env_id: str) -> tuple[dict, dict]:
     """One reset and one step of ``env``; a ``UserError`` if they do not follow the Gymnasium 1.x API: the old
     gym API (a bare observation from reset, 4-tuple steps), which Gymnasium's vector envs would fail on with
     an unpacking error; a reset that cannot be given a seed; an observation whose size is not its space's; a
@@ -193,7 +197,8 @@ def _valid_action(space: gym.Space, obs, info: dict):
     mask = np.asarray(mask).astype(np.int8).reshape(-1)
     if isinstance(space, gym.spaces.Discrete):
         return space.sample(mask=mask) if mask.any() else space.sample()
-    return space.sample(mask=tuple(np.split(mask, np.cumsum(space.nvec)[:-1])))
+    nvec = cast(gym.spaces.MultiDiscrete, space).nvec  # the other space that action_count counts
+    return space.sample(mask=tuple(np.split(mask, np.cumsum(nvec)[:-1])))
 
 
 def find_obs_layout(env_id: str, env: gym.Env, reset_info: dict, step_info: dict) -> ObsLayout:
@@ -201,7 +206,7 @@ def find_obs_layout(env_id: str, env: gym.Env, reset_info: dict, step_info: dict
     ``action_mask`` key of a Dict observation, or in the info of every reset and step."""
     space, actions = env.observation_space, env.action_space
     if isinstance(space, gym.spaces.Dict) and MASK_KEY in space.spaces:
-        mask, size = MASK_KEY, int(np.prod(space[MASK_KEY].shape))
+        mask, size = MASK_KEY, int(np.prod(cast(tuple[int, ...], space[MASK_KEY].shape)))  # a mask has one
     elif MASK_KEY in reset_info:
         mask, size = "info", int(np.size(reset_info[MASK_KEY]))
     elif MASK_KEY in step_info:  # masks it would never get at an episode's first step
@@ -450,7 +455,7 @@ class GymnasiumVecEnv:
         self.single_action_space = self.envs.single_action_space
         self.device = torch.device(device)
         self._obs_dtype = self.obs_layout.dtype
-        self._infos = None  # keep_infos' keys: None until a run asks
+        self._infos: InfoKeys | None = None  # keep_infos' keys: None until a run asks
         self._videos = videos
 
     def _obs(self, array) -> Tensor:
@@ -461,7 +466,8 @@ class GymnasiumVecEnv:
         given at construction, if none here)."""
         seed, self._seed = row_seeds(self._seed if seed is None else seed, self.num_envs), None
         with self._worker_errors_quiet():
-            obs, _ = self.envs.reset(seed=seed)
+            # a list[int] where Gymnasium's annotation asks for list[int | None], which it only reads
+            obs, _ = self.envs.reset(seed=cast("int | list[int | None] | None", seed))
         return self._obs(obs)
 
     def step(self, actions: Tensor) -> Step:
@@ -559,7 +565,7 @@ def _end_infos(info: dict) -> dict[int, dict]:
     return {int(i): kept[i].info for i in np.flatnonzero(final[f"_{END_INFO}"])}
 
 
-def call_envs(envs: gym.vector.VectorEnv, name: str, *args, **kwargs) -> tuple:
+def call_envs(envs: EnvCalls, name: str, *args, **kwargs) -> tuple:
     """``envs.call`` (``GymnasiumVecEnv.call``), for any Gymnasium vector env: a name no sub-env has is a
     one-line ``UserError``, an exception raised in the env an ``EnvError``."""
     _check_attr(envs, name)
@@ -568,7 +574,7 @@ def call_envs(envs: gym.vector.VectorEnv, name: str, *args, **kwargs) -> tuple:
         return env_call(envs.call, name, *args, **kwargs)
 
 
-def set_env_attr(envs: gym.vector.VectorEnv, name: str, values) -> None:
+def set_env_attr(envs: EnvCalls, name: str, values) -> None:
     """``envs.set_attr`` (``GymnasiumVecEnv.set_attr``), for any Gymnasium vector env."""
     values = per_env_values(values, envs.num_envs)
     _check_attr(envs, name)
@@ -577,7 +583,7 @@ def set_env_attr(envs: gym.vector.VectorEnv, name: str, values) -> None:
         env_call(envs.set_attr, name, values)
 
 
-def _check_attr(envs: gym.vector.VectorEnv, name: str) -> None:
+def _check_attr(envs: EnvCalls, name: str) -> None:
     if not isinstance(name, str) or not all(env_call(envs.call, "has_wrapper_attr", name)):
         raise UserError(
             f"the env has no attribute {name!r}; call and set_attr reach a method or attribute that the env "

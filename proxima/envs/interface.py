@@ -18,7 +18,7 @@ from __future__ import annotations
 import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, NamedTuple, Protocol
+from typing import Any, Literal, NamedTuple, Protocol, cast, runtime_checkable
 
 import gymnasium as gym
 import numpy as np
@@ -81,9 +81,14 @@ class VecEnv(Protocol):
     to (docs/ARCHITECTURE.md)."""
 
     num_envs: int
-    single_observation_space: gym.Space
-    single_action_space: gym.Space
     device: torch.device
+
+    # read-only here, so that a backend may hold a narrower space (a Box, a Dict) in the attribute
+    @property
+    def single_observation_space(self) -> gym.Space: ...
+
+    @property
+    def single_action_space(self) -> gym.Space: ...
 
     def reset(self, seed: Seeds = None) -> Tensor:
         """Start a new episode in every env; return the observations, ``(N, *obs_shape)``. ``seed``: an int
@@ -110,6 +115,18 @@ class VecEnv(Protocol):
     #   ``VectorEnv.call`` and ``set_attr``, on every sub-env, results in env order. Backends with no per-env
     #   objects raise a one-line ``UserError`` from them;
     # - ``end_video(env: int) -> None``: env ``env`` (one that ``video_dir`` names) records no more.
+
+
+@runtime_checkable
+class EnvCalls(Protocol):
+    """A VecEnv's optional ``call`` and ``set_attr`` (every backend here has them), and Gymnasium's
+    SyncVectorEnv's and AsyncVectorEnv's (its ``VectorEnv`` base has neither)."""
+
+    num_envs: int
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]: ...
+
+    def set_attr(self, name: str, values: Any) -> None: ...
 
 
 class NoEnvObjects:
@@ -214,7 +231,7 @@ def row_seeds(seed: Seeds, num_envs: int) -> int | list[int] | None:
     """``seed`` as a backend's reset takes it: None or an int as it is (env i gets ``seed + i``), a sequence
     as a list of ``num_envs`` ints (env i gets ``seed[i]``), which must have one per env."""
     if seed is None or isinstance(seed, numbers.Integral):
-        return seed
+        return cast("int | None", seed)  # an Integral (numpy's too), passed on as it came
     if isinstance(seed, np.ndarray) and seed.ndim == 1:
         seed = seed.tolist()
     if isinstance(seed, str | bytes) or not isinstance(seed, Sequence):
@@ -245,7 +262,7 @@ def one_seed(seed: Seeds, backend: str) -> int | None:
     """``seed`` for a backend that seeds its envs from one int only (its games are not batched by seed): a
     sequence is refused."""
     if seed is None or isinstance(seed, numbers.Integral):
-        return seed
+        return cast("int | None", seed)  # an Integral (numpy's too), passed on as it came
     raise UserError(
         f"the {backend} backend takes one int seed for all its envs, not one seed per env (as --num-seeds "
         "gives them): train each seed as a run of its own"

@@ -226,7 +226,7 @@ class Pendulum(NativeVecEnv):
     single_observation_space = gym.spaces.Box(
         np.array([-1.0, -1.0, -8.0], dtype=np.float32), np.array([1.0, 1.0, 8.0], dtype=np.float32)
     )
-    single_action_space = gym.spaces.Box(-2.0, 2.0, shape=(1,), dtype=np.float32)
+    single_action_space: gym.Space = gym.spaces.Box(-2.0, 2.0, shape=(1,), dtype=np.float32)
 
     def _initial_state(self, reset: Tensor) -> Tensor:
         u = self.rng.uniform(2, 0.0, 1.0, advance=reset)
@@ -280,7 +280,7 @@ class MountainCar(NativeVecEnv):
     single_observation_space = gym.spaces.Box(
         np.array([-1.2, -0.07], dtype=np.float32), np.array([0.6, 0.07], dtype=np.float32)
     )
-    single_action_space = gym.spaces.Discrete(3)
+    single_action_space: gym.Space = gym.spaces.Discrete(3)
 
     def _initial_state(self, reset: Tensor) -> Tensor:
         position = self.rng.uniform(1, -0.6, -0.4, advance=reset)
@@ -390,8 +390,8 @@ class _NativeProbe(NativeVecEnv):
 
     max_episode_steps = 2**62  # probes end themselves; no time limit
     state_dim = 2
-    single_observation_space = gym.spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
-    single_action_space = gym.spaces.Discrete(1)
+    single_observation_space: gym.spaces.Box = gym.spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
+    single_action_space: gym.Space = gym.spaces.Discrete(1)
 
     def _first_obs(self, reset: Tensor) -> Tensor:
         return torch.zeros(self.num_envs, dtype=torch.float64, device=self.device)
@@ -556,7 +556,7 @@ class _MultiAgentProbe(_Batched):
         )
         self.obs_layout = ObsLayout(self.single_observation_space)
 
-    def reset(self, seed: int | None = None) -> Tensor:
+    def reset(self, seed: Seeds = None) -> Tensor:
         seed, self._seed = one_seed(self._seed if seed is None else seed, "native multi-agent"), None
         self.rng.seed(0 if seed is None else seed)
         self.own = self._draw()
@@ -641,7 +641,7 @@ IMAGE_PROBE_ENVS = {
 # Gymnasium's backend only (proxima.envs.probes), as their probe budgets were set there.
 NATIVE_PROBES = [env_id for env_id in PROBE_ENVS if env_id != "proxima/ProbeMemory-v0"]
 
-NATIVE_ENVS = {
+NATIVE_ENVS: dict[str, type[NativeVecEnv] | type[_MultiAgentProbe]] = {
     **{env_id: PROBE_ENVS[env_id] for env_id in NATIVE_PROBES},
     **MULTIAGENT_PROBE_ENVS,
     "CartPole-v1": CartPole,
@@ -654,7 +654,9 @@ NATIVE_ENVS = {
 }
 
 
-def _make(env_id: str, num_envs: int, *, seed=None, device="cpu", **unused) -> NativeVecEnv:
+def _make(
+    env_id: str, num_envs: int, *, seed=None, device="cpu", **unused
+) -> NativeVecEnv | _MultiAgentProbe:
     return NATIVE_ENVS[env_id](num_envs, seed=seed, device=device)
 
 

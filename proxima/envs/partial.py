@@ -8,6 +8,8 @@ The native backend has the same env (``proxima.envs.native.CartPoleNoVelocity``)
 
 from __future__ import annotations
 
+from typing import cast
+
 import gymnasium as gym
 import numpy as np
 
@@ -20,7 +22,7 @@ class ObserveComponents(gym.ObservationWrapper):
     def __init__(self, env: gym.Env, indices: list[int]):
         super().__init__(env)
         self.indices = np.asarray(indices)
-        space = env.observation_space
+        space = cast(gym.spaces.Box, env.observation_space)  # the 1-D Box of the docstring
         self.observation_space = gym.spaces.Box(
             space.low[self.indices], space.high[self.indices], dtype=space.dtype
         )

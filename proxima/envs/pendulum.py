@@ -7,6 +7,7 @@ stacks them on Gymnasium's Pendulum-v1 (with its 200-step time limit) in the wal
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import gymnasium as gym
 import numpy as np
@@ -33,9 +34,9 @@ class ScaleAngularVelocity(gym.ObservationWrapper):
 
     def __init__(self, env: gym.Env, scale: float = 1 / 8, index: int = 2):
         super().__init__(env)
-        self.factor = np.ones(env.observation_space.shape, dtype=np.float32)
+        space = cast(Box, env.observation_space)  # Pendulum's
+        self.factor = np.ones(space.shape, dtype=np.float32)
         self.factor[index] = scale
-        space = env.observation_space
         bounds = sorted([space.low * self.factor, space.high * self.factor], key=lambda b: b[index])
         self.observation_space = Box(bounds[0], bounds[1], dtype=space.dtype)
 

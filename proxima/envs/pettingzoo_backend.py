@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib
 import sys
 import warnings
+from typing import cast
 
 import gymnasium as gym
 import numpy as np
@@ -32,6 +33,7 @@ from proxima.envs.gymnasium_backend import _shape_of, construct
 from proxima.envs.interface import (
     AgentSpec,
     InfoKeys,
+    Seeds,
     Step,
     VideoDirs,
     env_actions,
@@ -177,10 +179,13 @@ class _Kind:
         # the observation without its mask: what "obs" holds
         own = obs_space
         if mask == "obs":
-            rest = [(k, s) for k, s in obs_space.spaces.items() if k != MASK_KEY]
+            rest = [(k, s) for k, s in cast(gym.spaces.Dict, obs_space).spaces.items() if k != MASK_KEY]
             own = rest[0][1] if len(rest) == 1 else gym.spaces.Dict(rest)
         self.own = own
-        self.flat = own if isinstance(own, gym.spaces.Box) else gym.spaces.flatten_space(own)
+        # what ObsLayout packs (Box, Discrete, MultiDiscrete, MultiBinary, Dict, Tuple) flattens to a Box
+        self.flat = (
+            own if isinstance(own, gym.spaces.Box) else cast(gym.spaces.Box, gym.spaces.flatten_space(own))
+        )
         self.size = int(np.prod(self.flat.shape))
         self.count = action_count(action_space)
         # gym.spaces.flatten one-hots a discrete value without checking its range (an index below the start
@@ -206,7 +211,7 @@ class _Kind:
             for key in part.path:
                 leaf = leaf[key]
             part.check_indices(np.asarray(leaf))
-        return gym.spaces.flatten(self.own, obs)
+        return cast(np.ndarray, gym.spaces.flatten(self.own, obs))  # a Box's values, as self.flat
 
 
 def _row_action_space(spaces: list[gym.Space], label: str) -> gym.Space:
@@ -215,12 +220,14 @@ def _row_action_space(spaces: list[gym.Space], label: str) -> gym.Space:
     first = spaces[0]
     if all(s == first for s in spaces):
         return first
-    if all(isinstance(s, gym.spaces.Discrete) for s in spaces):
-        return gym.spaces.Discrete(max(int(s.n) for s in spaces))
-    if all(isinstance(s, gym.spaces.Box) for s in spaces):
-        size = max(int(np.prod(s.shape)) for s in spaces)
+    discrete = [s for s in spaces if isinstance(s, gym.spaces.Discrete)]
+    boxes = [s for s in spaces if isinstance(s, gym.spaces.Box)]
+    if len(discrete) == len(spaces):
+        return gym.spaces.Discrete(max(int(s.n) for s in discrete))
+    if len(boxes) == len(spaces):
+        size = max(int(np.prod(s.shape)) for s in boxes)
         low, high = np.full(size, np.inf), np.full(size, -np.inf)
-        for s in spaces:
+        for s in boxes:
             n = int(np.prod(s.shape))
             low[:n] = np.minimum(low[:n], s.low.reshape(-1))
             high[:n] = np.maximum(high[:n], s.high.reshape(-1))
@@ -233,9 +240,10 @@ def _row_action_space(spaces: list[gym.Space], label: str) -> gym.Space:
 
 def _box_sizes(spaces: list[gym.Space]) -> tuple[int, ...] | None:
     """Each agent's number of Box action components where they differ (``AgentSpec.action_dims``)."""
-    if not all(isinstance(s, gym.spaces.Box) for s in spaces):
+    boxes = [s for s in spaces if isinstance(s, gym.spaces.Box)]
+    if len(boxes) != len(spaces):
         return None
-    sizes = tuple(int(np.prod(s.shape)) for s in spaces)
+    sizes = tuple(int(np.prod(s.shape)) for s in boxes)
     return sizes if len(set(sizes)) > 1 else None
 
 
@@ -259,7 +267,7 @@ class PettingZooVecEnv:
         make,
         *,
         env_kwargs: dict | None = None,
-        seed: int | None = None,
+        seed: Seeds = None,
         device: torch.device | str = "cpu",
         video_dir: VideoDirs = None,
         video_episodes: int | None = None,
@@ -333,16 +341,17 @@ class PettingZooVecEnv:
             default[: k.count or 0] = 1
             self._default_mask.append(default)
         own = self._kinds[0].own  # kept as it is (an image stays an image) where every agent has it
-        same = isinstance(own, gym.spaces.Box) and all(k.own == own for k in self._kinds)
-        obs_box = own if same else _padded_box(self._kinds)
+        shared = all(k.own == own for k in self._kinds)
+        obs_box = own if isinstance(own, gym.spaces.Box) and shared else _padded_box(self._kinds)
         self._obs_size = int(np.prod(obs_box.shape))
         self._state_fn, state_size = self._find_state()
-        parts = [
+        parts: list[tuple[str, gym.Space]] = [
             ("obs", obs_box),
             ("agent", gym.spaces.Discrete(len(names))),
             ("state", gym.spaces.Box(-np.inf, np.inf, (state_size,), dtype=np.float32)),
         ]
         if self._masked:
+            assert count is not None  # a mask on actions that cannot be masked is refused above
             parts.append((MASK_KEY, gym.spaces.MultiBinary(count)))
         self.single_observation_space = gym.spaces.Dict(parts)
         self.obs_layout = ObsLayout(self.single_observation_space, MASK_KEY if self._masked else None)
@@ -454,7 +463,7 @@ class PettingZooVecEnv:
 
     # -- the VecEnv -----------------------------------------------------------------------------------------
 
-    def reset(self, seed: int | None = None) -> Tensor:
+    def reset(self, seed: Seeds = None) -> Tensor:
         """Reset every game; game e is seeded with seed + e (the seed given at construction, if none here)."""
         seed, self._seed = one_seed(self._seed if seed is None else seed, "pettingzoo"), None
         out = np.zeros((self.num_envs, self.obs_layout.shape[0]), dtype=np.float32)
@@ -529,8 +538,8 @@ class PettingZooVecEnv:
 
     def step(self, actions: Tensor) -> Step:
         A, E, index = len(self._names), len(self.games), self._index
-        actions = actions.cpu().numpy()
-        per_agent = self._agent_actions(actions.reshape(E, A, *actions.shape[1:]))
+        chosen = actions.cpu().numpy()
+        per_agent = self._agent_actions(chosen.reshape(E, A, *chosen.shape[1:]))
         n = self.num_envs
         out = np.zeros((n, self.obs_layout.shape[0]), dtype=np.float32)
         reward = np.zeros(n, dtype=np.float32)

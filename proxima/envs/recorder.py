@@ -43,7 +43,8 @@ class GameRecorder:
 
         quiet_display()
         self.dir, self.render, self.fps, self.label = video_dir, render, fps, label
-        self.episode, self.frames = -1, None
+        self.episode = -1
+        self.frames: list[np.ndarray] | None = None
         self.trigger = capped_cubic_video_schedule if episodes is None else (lambda n: n < episodes)
 
     def start(self) -> None:

@@ -20,14 +20,15 @@ own ids, makes every part of proxima that builds envs from a run's id (evaluatio
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import cast
 
 import gymnasium as gym
 import numpy as np
 import torch
 from torch import Tensor
 
-from proxima.envs.interface import Step, one_seed
+from proxima.envs.interface import Seeds, Step, one_seed
 from proxima.envs.registry import register_backend
 from proxima.errors import UserError
 from proxima.spaces import ObsLayout
@@ -104,7 +105,7 @@ class SelfPlayVecEnv:
 
     # the VecEnv interface
 
-    def reset(self, seed: int | None = None) -> Tensor:
+    def reset(self, seed: Seeds = None) -> Tensor:
         seed = one_seed(self._seed if seed is None else seed, "selfplay")
         if seed is not None:
             self._rng = np.random.default_rng(seed)
@@ -119,13 +120,13 @@ class SelfPlayVecEnv:
 
     @torch.no_grad()
     def step(self, actions: Tensor) -> Step:
-        actions = actions.reshape(self.num_envs).cpu().numpy()
+        moves = actions.reshape(self.num_envs).cpu().numpy()
         reward = np.zeros(self.num_envs, dtype=np.float32)
         ended = np.zeros(self.num_envs, dtype=bool)
         truncated = np.zeros(self.num_envs, dtype=bool)
         final: dict[int, np.ndarray] = {}
         for i in range(self.num_envs):
-            self._move(i, int(actions[i]), reward, ended, truncated, final)
+            self._move(i, int(moves[i]), reward, ended, truncated, final)
         self._opponents_move(self._waiting(range(self.num_envs)), reward, ended, (truncated, final))
         obs = self._observe()
         final_obs = obs.clone()
@@ -206,6 +207,7 @@ class SelfPlayVecEnv:
 
 
 def _mask(layout: ObsLayout, obs: Tensor) -> Tensor:
+    assert layout.mask_part is not None  # self-play's games observe their legal moves
     return obs[:, layout.mask_part.span] > 0
 
 
@@ -275,12 +277,16 @@ def _four(x: Tensor) -> Tensor:
     """``(M,)``: whether each ``(rows, cols)`` board of 0/1 has four in a row in any direction."""
     r, c = x.shape[1:]
     lines = (
-        sum(x[:, :, k : c - 3 + k] for k in range(4)),
-        sum(x[:, k : r - 3 + k, :] for k in range(4)),
-        sum(x[:, k : r - 3 + k, k : c - 3 + k] for k in range(4)),
-        sum(x[:, k : r - 3 + k, 3 - k : c - k] for k in range(4)),
+        _total(x[:, :, k : c - 3 + k] for k in range(4)),
+        _total(x[:, k : r - 3 + k, :] for k in range(4)),
+        _total(x[:, k : r - 3 + k, k : c - 3 + k] for k in range(4)),
+        _total(x[:, k : r - 3 + k, 3 - k : c - k] for k in range(4)),
     )
     return torch.stack([(line >= 4).flatten(1).any(1) for line in lines]).any(0)
+
+
+def _total(windows: Iterable[Tensor]) -> Tensor:
+    return cast(Tensor, sum(windows))  # 0 + the first window: a tensor
 
 
 PLAYERS = {"random": random_player, "lookahead": lookahead_player}

@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import importlib
 import sys
+from typing import cast
 
 import gymnasium as gym
 import numpy as np
@@ -29,7 +30,16 @@ from torch import Tensor
 
 from proxima import trust
 from proxima.envs.gymnasium_backend import GymnasiumVecEnv, call_envs, construct, set_env_attr
-from proxima.envs.interface import InfoKeys, Seeds, Step, VideoDirs, env_actions, env_call, row_seeds
+from proxima.envs.interface import (
+    EnvCalls,
+    InfoKeys,
+    Seeds,
+    Step,
+    VideoDirs,
+    env_actions,
+    env_call,
+    row_seeds,
+)
 from proxima.envs.pettingzoo_backend import PettingZooVecEnv, is_pettingzoo_env
 from proxima.envs.registry import make_vec_env
 from proxima.errors import EnvError, UserError, raised
@@ -304,10 +314,19 @@ class UserVectorEnv:
         self._infos = keys
 
     def call(self, name: str, *args, **kwargs) -> tuple:
-        return call_envs(self.envs, name, *args, **kwargs)
+        return call_envs(self._calls(), name, *args, **kwargs)
 
     def set_attr(self, name: str, values) -> None:
-        set_env_attr(self.envs, name, values)
+        set_env_attr(self._calls(), name, values)
+
+    def _calls(self) -> EnvCalls:
+        # VectorEnv declares neither, and a VectorWrapper passes neither on
+        if not isinstance(self.envs, EnvCalls):
+            raise UserError(
+                f"{self.label}'s {type(self.envs).__name__} has no call and set_attr, which Gymnasium's "
+                "SyncVectorEnv and AsyncVectorEnv have"
+            )
+        return self.envs
 
     def close(self) -> None:
         pass  # the user's VectorEnv: they close it, and may give it to another run (proxima.resume(env=...))
@@ -337,7 +356,8 @@ def _layout(space: gym.Space, actions: gym.Space, label: str) -> ObsLayout:
     in the info cannot be read from a vector env's batched info reliably: refused."""
     if isinstance(space, gym.spaces.Dict) and MASK_KEY in space.spaces:
         count = action_count(actions)
-        if count is None or int(np.prod(space[MASK_KEY].shape)) != count:
+        mask_shape = cast(tuple[int, ...], space[MASK_KEY].shape)  # a mask's space has a shape
+        if count is None or int(np.prod(mask_shape)) != count:
             raise UserError(f"{label}'s {MASK_KEY} does not fit its action space {actions}")
         return ObsLayout(space, MASK_KEY, count)
     return ObsLayout(space)
@@ -347,9 +367,9 @@ def _stack(observations, space: gym.Space):
     """Single observations (SAME_STEP's ``final_obs``) as one batch, in the form ``ObsLayout.pack`` reads."""
     if isinstance(space, gym.spaces.Box):
         return np.stack(list(observations))
-    return gym.vector.utils.concatenate(
-        space, list(observations), gym.vector.utils.create_empty_array(space, len(observations))
-    )
+    # the batch to fill: never None for a space that ObsLayout packs
+    empty = cast(np.ndarray | tuple | dict, gym.vector.utils.create_empty_array(space, len(observations)))
+    return gym.vector.utils.concatenate(space, list(observations), empty)
 
 
 def _end_infos(info: dict, done: np.ndarray, keys: InfoKeys) -> dict[int, dict]:

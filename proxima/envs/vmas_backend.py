@@ -24,13 +24,14 @@ import contextlib
 import random
 import warnings
 from collections import deque
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
 from torch import Tensor
 
-from proxima.envs.interface import AgentSpec, NoEnvObjects, Step, VideoDirs, one_seed
+from proxima.envs.interface import AgentSpec, NoEnvObjects, Seeds, Step, VideoDirs, one_seed
 from proxima.envs.recorder import GameRecorder, game_zero_dir
 from proxima.envs.registry import GAMES_ON_WORKERS, register_backend
 from proxima.errors import EnvError, UserError, raised
@@ -40,7 +41,7 @@ PREFIX = "vmas:"
 
 # BenchMARL's task configs (benchmarl/conf/task/vmas/<task>.yaml), so that runs compare with its published
 # results; they differ from the scenarios' own defaults in n_agents and shared_rew. --env-kwargs override them.
-TASK_DEFAULTS = {
+TASK_DEFAULTS: dict[str, dict[str, Any]] = {
     "navigation": {
         "max_steps": 100,
         "n_agents": 3,
@@ -206,7 +207,7 @@ class VmasVecEnv(NoEnvObjects):
             # the space covers every agent's range; each agent's actions are clipped to its own in step()
             lows = [np.pad(s.low, (0, dim - len(s.low)), constant_values=np.inf) for s in action_spaces]
             highs = [np.pad(s.high, (0, dim - len(s.high)), constant_values=-np.inf) for s in action_spaces]
-            self.single_action_space = gym.spaces.Box(
+            self.single_action_space: gym.Space = gym.spaces.Box(
                 np.min(lows, axis=0), np.max(highs, axis=0), (dim,), np.float32
             )
             self._low, self._high = low.to(self.device), high.to(self.device)
@@ -255,7 +256,7 @@ class VmasVecEnv(NoEnvObjects):
     def _per_row(self, flags: Tensor) -> Tensor:
         return flags.unsqueeze(1).expand(-1, self.num_agents).reshape(-1)
 
-    def reset(self, seed: int | None = None) -> Tensor:
+    def reset(self, seed: Seeds = None) -> Tensor:
         """Reset every game; the batch is seeded as one with ``seed`` (the seed given at construction, if none)."""
         seed, self._seed = one_seed(self._seed if seed is None else seed, "vmas"), None
         with self._own_rng():
@@ -280,7 +281,7 @@ class VmasVecEnv(NoEnvObjects):
                 obs = torch.where(
                     self._per_row(done).unsqueeze(1), self._rows(self._reset_ended(done)), final_obs
                 )
-            if restart:
+            if restart and self._video is not None:
                 self._video.start()
         return Step(
             obs,
@@ -339,7 +340,8 @@ class VmasVecEnv(NoEnvObjects):
         ``object.PATH``: a reference to the object at home elsewhere, both as that path in UTF-8 bytes."""
         leaves, homes = _world_tree(self.env)
         home_of = {id(node): path for path, node in homes.items()}
-        state, first = {}, {}
+        state: dict[str, Tensor] = {}
+        first: dict[int, str] = {}  # id of a tensor -> the first path it was found at
         for path, (_, _, value) in leaves.items():
             if value is None:
                 state[f"none.{path}"] = torch.zeros(0)
@@ -419,7 +421,7 @@ def _colormaps_for_vmas() -> None:
             cmap = matplotlib.colormaps[name or matplotlib.rcParams["image.cmap"]]
             return cmap if lut is None else cmap.resampled(lut)
 
-        matplotlib.cm.get_cmap = get_cmap
+        matplotlib.cm.get_cmap = get_cmap  # type: ignore[attr-defined]  # restored: newer matplotlib removed it
 
 
 def _action_key(space) -> tuple:
@@ -536,8 +538,8 @@ def _rng_tensors(states: list) -> dict[str, Tensor]:
 
 def _rng_from_tensors(state: dict[str, Tensor], device: torch.device) -> list:
     pos, has_gauss = state["rng.numpy.pos"].tolist()
-    numpy_state = ("MT19937", state["rng.numpy.keys"].numpy().astype(np.uint32), pos, has_gauss)
-    numpy_state = (*numpy_state, float(state["rng.numpy.gauss"]))
+    keys = state["rng.numpy.keys"].numpy().astype(np.uint32)
+    numpy_state = ("MT19937", keys, pos, has_gauss, float(state["rng.numpy.gauss"]))
     version, *internal = state["rng.python"].tolist()
     gauss_next = float(state["rng.python.gauss"])
     python_state = (version, tuple(internal), None if np.isnan(gauss_next) else gauss_next)
