@@ -48,6 +48,7 @@ from proxima.files import (
     seed_run_dirs,
 )
 from proxima.health import check_rollout, spreads
+from proxima.logger import RunLogger
 from proxima.losses import explained_variance
 from proxima.networks import ActorCritic, NetworkSpec
 from proxima.optim import make_adam
@@ -85,7 +86,6 @@ def steps(run: Run, callbacks: list[Callback]) -> Updates:
     infos = wanted_infos(callbacks)
     if infos is not None:  # else the envs never carry an info, and a step costs what it did without them
         run.collector.keep_infos(infos)
-    run.console = ProgressReport(args.num_updates * args.batch_size, args.num_updates, quiet=args.run.quiet)
     for note in run.notes:
         run.console.message(note)
     try:
@@ -126,13 +126,25 @@ def steps(run: Run, callbacks: list[Callback]) -> Updates:
 
 class Run:
     """One training run: its parts (envs, model, optimizer, schedules, collector), its counters, and one
-    iteration of the loop. ``state_dict`` is what a checkpoint needs of them; callbacks hold the rest.
+    iteration of the loop; to its callbacks, a ``proxima.callbacks.RunView``. ``checkpoint_state`` is what
+    a checkpoint holds of it and of its callbacks.
 
     ``args`` is read-only (it is the run's config.json); ``set`` changes the settings that may change between
-    updates, and ``in_force`` gives their values now."""
+    updates, and ``in_force`` gives their values now. ``console`` and ``logger``: where the run reports (by
+    default a progress report as ``args`` ask, and logs in ``run_dir``, which ``Logging`` opens); ``env``:
+    the env object of ``train(env=...)`` (None: ``args.env.env_id``), for the callbacks' own envs."""
 
-    def __init__(self, args: PPOArgs, envs, run_dir: str, device: torch.device):
-        self.args, self.envs, self.run_dir, self.device = args, envs, run_dir, device
+    def __init__(
+        self,
+        args: PPOArgs,
+        envs,
+        run_dir: str,
+        device: torch.device,
+        console: ProgressReport | None = None,
+        logger: RunLogger | None = None,
+        env: object = None,
+    ):
+        self.args, self.envs, self.run_dir, self.device, self.env = args, envs, run_dir, device, env
         head = make_head(envs.single_action_space, args.network.action_dist)
         self.model = ActorCritic(network_spec(args, envs), head).to(device)
         self.optimizer = make_adam(
@@ -152,15 +164,15 @@ class Run:
         self.agent = Agent(
             self.model, args.env.env_id, envs.single_observation_space, envs.single_action_space
         )
-        self.console: ProgressReport | None = None  # the loop's
         self.updates_done = self.global_step = 0
         self.elapsed = 0.0
         self._apply()
         self.notes: list[str] = []  # shown when training starts
         self.callbacks: list[Callback] = []
-        self.logger = None  # set by the Logging callback
-        self.env = (
-            None  # the env object of train(env=...) (None: args.env.env_id), for the callbacks' own envs
+        self.logger = RunLogger(run_dir, args.flat()) if logger is None else logger
+        # last: a progress bar starts as it is made
+        self.console = console or ProgressReport(
+            args.num_updates * args.batch_size, args.num_updates, quiet=args.run.quiet
         )
 
     def _make_collector(self) -> Collector:
@@ -180,8 +192,7 @@ class Run:
         )
 
     def _say(self, text: str) -> None:
-        if self.console is not None:
-            self.console.message(text)
+        self.console.message(text)
 
     def set(self, **values) -> None:
         """Change settings from the next update on, between updates (a callback's ``on_update_end``):
@@ -289,6 +300,34 @@ class Run:
         }
 
     # --- the checkpoint's share of the run (proxima.checkpoint owns the file) ---------------------------
+    def checkpoint_state(self, finished: bool = False) -> tuple[dict, dict]:
+        """What a checkpoint holds of the run: its header (counters, ``finished``, spaces) and every component's
+        state by name, the run's own (``state_dict``) and then each stateful callback's."""
+        states = self.state_dict()
+        for callback in self.callbacks:
+            key = callback.state_key
+            if key is not None:
+                if key in states:
+                    raise ValueError(f"two checkpoint components are named {key!r}")
+                states[key] = callback.state_dict()
+        return {**self.counters(), "finished": finished, **self.spaces()}, states
+
+    def save_checkpoint(self, finished: bool = False) -> None:
+        """Write ``RUN_DIR/checkpoint.safetensors`` (atomically) as the run stands."""
+        checkpoint.save(os.path.join(self.run_dir, CHECKPOINT), *self.checkpoint_state(finished))
+
+    def restore(self, path: str, meta: dict, states: dict) -> None:
+        """Put the run and its callbacks in the state of ``path``'s checkpoint (``checkpoint.read``'s output),
+        each tensor checked against the run's own first."""
+        checkpoint.check_fits(
+            path, meta, states, self.spaces()["spaces"], self.state_dict(), self.args.env.env_id
+        )
+        with checkpoint.fitting(path):
+            self.load_state_dict(meta, states)
+            for callback in self.callbacks:
+                if callback.state_key is not None and callback.state_key in states:
+                    callback.load_state_dict(states[callback.state_key])
+
     def counters(self) -> dict:
         return {
             "update": self.updates_done,

@@ -124,9 +124,13 @@ class SeedRun(Run):
     """One seed of a batched run (``--num-seeds``): an ordinary run to its callbacks and in its directory, whose
     rollouts and updates its ``SeedGroup`` makes for every seed at once."""
 
-    def __init__(self, args: PPOArgs, envs, run_dir: str, device: torch.device, rows: slice):
+    def __init__(
+        self, args: PPOArgs, envs, run_dir: str, device: torch.device, rows: slice, env: object = None
+    ):
         self._rows = rows
-        super().__init__(args, envs, run_dir, device)
+        # the group's console shows every seed
+        console = ProgressReport(args.num_updates * args.batch_size, args.num_updates, quiet=True)
+        super().__init__(args, envs, run_dir, device, console=console, env=env)
         self.stream = torch.get_rng_state()  # after the initialization: what its first actions draw from
         self.cuda_stream = _cuda_rng_state(device)  # on a GPU, where its draws come from
         self.group: SeedGroup | None = None
@@ -324,8 +328,7 @@ def _seed_group(
         runs = []
         for j, a in enumerate(seed_args):
             seeding.seed_globals(a.run.seed, a.run.torch_deterministic)
-            run = SeedRun(a, envs, a.run.run_dir, device, slice(j * rows, (j + 1) * rows))
-            run.env = env
+            run = SeedRun(a, envs, a.run.run_dir, device, slice(j * rows, (j + 1) * rows), env)
             run.agent.env_source = env_source(a.env.env_id, a.env.env_kwargs, a.env.env_factory)
             if start and a.run.init_from is not None:
                 init_from_agent(run, a.run.init_from)
@@ -485,15 +488,16 @@ def _train_group(
         for callback in callbacks:
             if isinstance(callback, Logging):  # --track: each seed's W&B run, in the batch's group
                 callback.wandb_group = os.path.basename(os.path.normpath(parent))
-        run.console = ProgressReport(args.num_updates * args.batch_size, args.num_updates, quiet=True)
         if state is not None:
-            checkpoint.load(run, os.path.join(parent, CHECKPOINT), *state)
+            run.restore(os.path.join(parent, CHECKPOINT), *state)
             if state[0]["finished"]:
                 group.stacked.freeze(run.index)
                 finished[os.path.basename(run.run_dir)] = checkpoint.kept(*state)
 
     def save_group() -> None:
-        snapshots = {os.path.basename(run.run_dir): checkpoint.snapshot(run) for run in live}
+        snapshots = {
+            os.path.basename(run.run_dir): checkpoint.snapshot(*run.checkpoint_state()) for run in live
+        }
         checkpoint.save_group(os.path.join(parent, CHECKPOINT), {**finished, **snapshots})
 
     if pending is not None:
@@ -550,7 +554,7 @@ def _train_group(
                 for run in live:
                     for callback in run.callbacks:
                         if isinstance(callback, Checkpointing) and not callback.hits:
-                            checkpoint.save(run)
+                            run.save_checkpoint()
                 raise TrainingInterrupted(
                     parent, live[0].updates_done, args.num_updates, interrupted[0].exit_status - 128
                 )
@@ -661,7 +665,7 @@ def _said(record: dict) -> str:
 def _finished_snapshot(run: SeedRun) -> tuple[dict, dict]:
     """A finished seed's ``checkpoint.snapshot`` as of now, for every later group checkpoint: its tensors are
     copied, since they are views of the group's (its envs' rows, its Adam moments), which go on changing."""
-    tensors, meta = checkpoint.snapshot(run, finished=True)
+    tensors, meta = checkpoint.snapshot(*run.checkpoint_state(finished=True))
     return {key: t.clone() for key, t in tensors.items()}, meta
 
 

@@ -156,7 +156,7 @@ def _training(args: PPOArgs, run_dir: str, callbacks, env, resume_if_exists: boo
     if not resume_if_exists:  # else the files in it are not a run's (requeue said so); held, as another run
         check_run_dir_free(run_dir)  # would find a run that it writes now stopped before its first checkpoint
     device, notes = setup(args)
-    written, envs = False, None
+    written, envs, run = False, None, None
     try:
         # Built before the run directory, so a bad env id or unsupported space leaves nothing behind (but
         # --capture-video's recorder makes RUN_DIR/videos as it is built: removed below if the run never starts).
@@ -177,8 +177,7 @@ def _training(args: PPOArgs, run_dir: str, callbacks, env, resume_if_exists: boo
             + encoder_note(args.network.encoder)
             + env_note(args.env.env_factory)
         )
-        run = Run(args, envs, run_dir, device)
-        run.env = env
+        run = Run(args, envs, run_dir, device, env=env)
         run.agent.env_source = env_source(args.env.env_id, args.env.env_kwargs, args.env.env_factory)
         if args.run.init_from is not None:
             init_from_agent(run, args.run.init_from)
@@ -188,6 +187,8 @@ def _training(args: PPOArgs, run_dir: str, callbacks, env, resume_if_exists: boo
         run.notes += notes
         return (yield from steps(run, default_callbacks(run, callbacks or [])))
     finally:
+        if run is not None:  # a progress bar started as the run was made
+            run.console.close()
         if envs is not None:
             envs.close()
         if not written:  # and the lock removes RUN_DIR where it made it and nothing else is left there
@@ -295,22 +296,23 @@ def _resuming(
     env = env_of(args, env, what=run_dir)
     device, notes = setup(args)
     envs = make_run_envs(args, run_dir, device, env, resumed=meta)
+    run = None
     try:
         args = resolve_args_precision(args, envs, device)  # a config.json written by hand may say auto
         notes += hardware_notes(args.network.precision, device, obs_layout(envs).has_images)
         notes += thread_notes(args, envs, saved=meta["torch_threads"])
         checkpoint.check_model(states, network_spec(args, envs), envs.single_action_space, path, config_path)
-        run = Run(args, envs, run_dir, device)
-        run.env = env
+        run = Run(args, envs, run_dir, device, env=env)
         run.agent.env_source = env_source(args.env.env_id, args.env.env_kwargs, args.env.env_factory)
         run.notes += notes
-        run_callbacks = default_callbacks(run, callbacks or [])
-        run.callbacks = run_callbacks
-        checkpoint.load(run, path, meta, states)
+        run.callbacks = default_callbacks(run, callbacks or [])
+        run.restore(path, meta, states)
         if total_timesteps is not None or torch_threads is not None:
             write_json(config_path, saved.to_json())
-        return (yield from steps(run, run_callbacks))
+        return (yield from steps(run, run.callbacks))
     finally:
+        if run is not None:  # a progress bar started as the run was made
+            run.console.close()
         envs.close()
 
 
