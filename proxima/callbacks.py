@@ -39,6 +39,7 @@ from proxima import seeding
 from proxima.agent import Agent
 from proxima.batched import deterministic_returns, plain_mlps
 from proxima.config import PPOArgs
+from proxima.distributions import DiagGaussianHead
 from proxima.envs import make_envs
 from proxima.envs.interface import InfoKeys, VecEnv, merge_info_keys
 from proxima.envs.registry import resolve_backend
@@ -261,10 +262,11 @@ class Evaluation(Callback):
         self.best_return: float | None = None  # the eval_return of RUN_DIR/best
         # [eval_return, global_step] of the agents kept for rescoring, best first
         self.candidates: list[list] = []
-        self.envs = self.rescore_envs = None
+        self.envs: VecEnv | None = None
+        self.rescore_envs: VecEnv | None = None
         # A batched run (--num-seeds) plays its seeds' evaluations at once and leaves each seed's returns here
         # (at the end: its candidates and their rescoring returns)
-        self.given = None
+        self.given: Any = None
 
     def on_train_start(self, run: RunView) -> None:
         self.open(run.args, run.device, run.env)
@@ -289,6 +291,7 @@ class Evaluation(Callback):
         if self.given is not None:
             returns, self.given = self.given, None
             return returns
+        assert self.envs is not None, "opened in on_train_start"
         return run_episodes(
             model, self.envs, self.episodes, deterministic=True, seed=self.seed, name=self.env_id
         )
@@ -357,6 +360,7 @@ class Evaluation(Callback):
         costs: its stacked forward pass is a few batched matmuls); any other agent's one after another (stacked
         through vmap, a CNN's or a critic-less agent's took longer than apart), as a self-play env's (one seed
         for all its games, whose opponents draw from one generator)."""
+        assert self.envs is not None, "opened in on_train_start"
         rows = self.envs.num_envs
         seeds = [self.rescore_seed] * len(models)
         if len(models) > 1 and plain_mlps(models[0]) and not is_selfplay_id(self.env_id):
@@ -430,7 +434,7 @@ class Logging(Callback):
         self._info_said: set[str] = set()  # the keys whose problem was said once already
         self.resume_from: dict | None = None
         self.wandb_id: str | None = None
-        self.wandb_run = None
+        self.wandb_run: Any = None  # wandb.Run, of an optional package
         # A batched run (--num-seeds) names its group here: each seed's W&B run joins it, and is logged to by the
         # seed's logger itself, since W&B mirrors TensorBoard into the process's one global run only.
         self.wandb_group: str | None = None
@@ -715,11 +719,13 @@ class StdCap(Callback):
 
     def on_update_end(self, run: RunView, result: UpdateResult) -> None:
         cap = self.end ** (run.updates_done / run.args.num_updates)
-        run.model.head.cap_std(cap)
+        head = run.model.head
+        assert isinstance(head, DiagGaussianHead), "--action-std-end is refused for any other head"
+        head.cap_std(cap)
         result.record["action_std_cap"] = cap
 
 
-def default_callbacks(run: RunView, user: list[Callback] = ()) -> list[Callback]:
+def default_callbacks(run: RunView, user: Sequence[Callback] = ()) -> list[Callback]:
     """The built-in callbacks a run's settings ask for, in the order they must run, with ``user``'s after
     evaluation (so they see ``eval_return``) and before logging (so what they add to the record is logged)."""
     args = run.args
@@ -787,7 +793,7 @@ def _init_wandb(args, run_dir: str, run_id: str | None = None, group: str | None
         import wandb
     except ImportError:
         raise UserError("--track needs Weights & Biases: pip install 'proxima[track]'") from None
-    batched = {} if group is None else {"group": group, "reinit": "create_new"}
+    batched: dict[str, Any] = {} if group is None else {"group": group, "reinit": "create_new"}
     try:
         run = wandb.init(
             project=args.run.wandb_project_name,

@@ -129,7 +129,8 @@ def check_header(meta: dict, path: str) -> None:
     spaces, parts = meta.get("spaces"), meta.get("components")
     if not (isinstance(spaces, dict) and {"observation_space", "action_space"} == set(spaces)):
         raise UserError(f"{path}'s header lacks its spaces; the checkpoint is corrupt")
-    missing = [c for c in RUN_COMPONENTS if not isinstance(parts, dict) or c not in parts]
+    parts = parts if isinstance(parts, dict) else {}  # then every component is missing
+    missing = [c for c in RUN_COMPONENTS if c not in parts]
     if missing or any(part is not None and not isinstance(part, dict) for part in parts.values()):
         what = f"its {missing[0]} component" if missing else "components of the form a checkpoint has"
         raise UserError(f"{path}'s header lacks {what}; the checkpoint is corrupt")

@@ -15,6 +15,7 @@ import random
 import re
 import time
 from collections.abc import Generator
+from typing import Any, TypeVar
 
 import gymnasium as gym
 import numpy as np
@@ -60,8 +61,10 @@ from proxima.spaces import space_to_json
 from proxima.threads import choose_threads
 from proxima.update import UpdateSettings, group_diagnostics, update
 
-# what training, resuming and steps are: (run, result) after each update, then the agent
-Updates = Generator["tuple[Run, UpdateResult]", None, Agent]
+# what training, resuming and steps are: (run, result) after each update, then the agent (a batched run's
+# training and resuming: each seed's agent)
+Updates = Generator["tuple[Run, UpdateResult]", None, "Agent | list[Agent]"]
+T = TypeVar("T")
 
 
 def loop(run: Run, callbacks: list[Callback]) -> Agent:
@@ -70,7 +73,7 @@ def loop(run: Run, callbacks: list[Callback]) -> Agent:
     return run_to_end(steps(run, callbacks))
 
 
-def run_to_end(updates: Updates) -> Agent:
+def run_to_end(updates: Generator[Any, None, T]) -> T:
     """Step a generator of ``steps`` (or ``training``, ``resuming``) to its end; return its agent."""
     while True:
         try:
@@ -79,7 +82,7 @@ def run_to_end(updates: Updates) -> Agent:
             return end.value
 
 
-def steps(run: Run, callbacks: list[Callback]) -> Updates:
+def steps(run: Run, callbacks: list[Callback]) -> Generator[tuple[Run, UpdateResult], None, Agent]:
     """``loop`` one update at a time: yields ``(run, result)`` after each update's callbacks, returns the agent."""
     run.callbacks = callbacks
     args = run.args
@@ -154,9 +157,10 @@ class Run:
         )
         self.settings = UpdateSettings.from_args(args)
         self.schedules = Schedules.from_args(args)
+        value_lr = args.algorithm.value_learning_rate
         self._value_lr_ratio = (
-            args.algorithm.value_learning_rate / args.algorithm.learning_rate
-            if len(self.optimizer.param_groups) > 1
+            value_lr / args.algorithm.learning_rate
+            if value_lr is not None and len(self.optimizer.param_groups) > 1
             else None
         )
         self._lrs: list[float] | None = None  # the rates _apply put into the optimizer
@@ -409,6 +413,7 @@ def rollout(collector: Collector, model, args: PPOArgs, update: int) -> tuple:
         next_acting=buf.next_valid if buf.turns else None,
     )
     if buf.turns:  # the moves whose transitions run past the rollout are no samples (gae_by_turns)
+        assert buf.valid is not None and buf.next_valid is not None, "a turn-based rollout marks its moves"
         buf.valid &= ~open_moves(buf.valid, buf.dones, next_done, buf.next_valid)
     return buf, advantages, advantages + buf.values
 
@@ -440,13 +445,13 @@ def init_from_agent(run: Run, source: str) -> None:
     def described(spec: NetworkSpec) -> dict:
         return {**dataclasses.asdict(spec), **dataclasses.asdict(spec.network), "network": None}
 
-    theirs, ours = described(agent.model.spec), described(run.model.spec)
+    their_net, our_net = described(agent.model.spec), described(run.model.spec)
     # the precision a CNN computes in is not part of what it is, nor the statistics' horizon
-    for name in ours:
-        if name not in ("precision", "value_norm_horizon") and theirs.get(name) != ours[name]:
+    for name in our_net:
+        if name not in ("precision", "value_norm_horizon") and their_net.get(name) != our_net[name]:
             raise UserError(
-                f"--init-from {source}: its agent's network has {name} {show_value(theirs.get(name))}, this run's "
-                f"{show_value(ours[name])}; give the network settings of that run (its config.json)"
+                f"--init-from {source}: its agent's network has {name} {show_value(their_net.get(name))}, this "
+                f"run's {show_value(our_net[name])}; give the network settings of that run (its config.json)"
             )
     load_module_state(run.model, agent.model.state_dict(), os.path.join(source, WEIGHTS))
 

@@ -64,8 +64,8 @@ def train(
     callbacks: list[Callback] | None = None,
     env=None,
     **overrides,
-) -> Agent:
-    """Train as ``proxima train`` does and return the trained agent.
+) -> Agent | list[Agent]:
+    """Train as ``proxima train`` does and return the trained agent (``num_seeds`` > 1: each seed's).
 
     Takes a ``PPOArgs``, keyword overrides of its fields, or both: ``train(env_id="Acrobot-v1", seed=2)``,
     ``train(algo="vpg")``, ``train(config="pendulum-discrete-single-env", seed=2)``. Without ``args``, the
@@ -156,7 +156,8 @@ def _training(args: PPOArgs, run_dir: str, callbacks, env, resume_if_exists: boo
     if not resume_if_exists:  # else the files in it are not a run's (requeue said so); held, as another run
         check_run_dir_free(run_dir)  # would find a run that it writes now stopped before its first checkpoint
     device, notes = setup(args)
-    written, envs, run = False, None, None
+    written, envs = False, None
+    run: Run | None = None
     try:
         # Built before the run directory, so a bad env id or unsupported space leaves nothing behind (but
         # --capture-video's recorder makes RUN_DIR/videos as it is built: removed below if the run never starts).
@@ -203,7 +204,7 @@ def resume(
     env=None,
     torch_threads: int | None = None,
     trust_code: bool = False,
-) -> Agent:
+) -> Agent | list[Agent]:
     """Continue the run in ``run_dir`` from its last checkpoint, with the settings in its ``config.json``.
 
     On native envs the continuation is exact: the final weights and every ``metrics.jsonl`` value except the
@@ -296,7 +297,7 @@ def _resuming(
     env = env_of(args, env, what=run_dir)
     device, notes = setup(args)
     envs = make_run_envs(args, run_dir, device, env, resumed=meta)
-    run = None
+    run: Run | None = None
     try:
         args = resolve_args_precision(args, envs, device)  # a config.json written by hand may say auto
         notes += hardware_notes(args.network.precision, device, obs_layout(envs).has_images)
@@ -336,7 +337,8 @@ def requeue(args: PPOArgs, callbacks: list[Callback] | None = None, env=None) ->
     A batched run's directory (its seeds.json) is handled as a batched run, another run's as one seed's,
     whatever ``num_seeds`` is given.
     """
-    run_dir = args.run.run_dir  # given (training checks), and held by this process
+    run_dir = args.run.run_dir
+    assert run_dir is not None, "training checks that it is given; this process holds it"
     say = (lambda text: None) if args.run.quiet else (lambda text: print(text, flush=True))
     # A batched run keeps its settings in seeds.json, its seeds' runs in seedS/. The run in the directory says
     # which kind it is: a --num-seeds of the other kind is one more setting that differs.
