@@ -13,7 +13,6 @@ import os
 import tempfile
 import time
 
-from proxima import checkpoint
 from proxima.callbacks import default_callbacks
 from proxima.config import resolve_args
 from proxima.loop import Run, make_run_envs, setup, thread_notes
@@ -33,7 +32,7 @@ def measure(config: str | None, writes: int) -> dict:
         run.iterate()
         start = time.perf_counter()
         for _ in range(writes):
-            checkpoint.save(run)
+            run.save_checkpoint()
         write_s = (time.perf_counter() - start) / writes
         start = time.perf_counter()
         run.iterate()

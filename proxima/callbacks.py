@@ -11,10 +11,9 @@ The loop (``proxima.loop.steps``) calls, for each callback in order:
 
 A callback that has state to carry through ``--resume`` sets ``state_key`` and implements
 ``state_dict()``/``load_state_dict()``; the checkpoint stores it as one component (``proxima.checkpoint``).
-``run`` gives the parts: ``args``, ``model``, ``agent``, ``optimizer``, ``envs``, ``run_dir``, ``update``,
-``global_step``, ``console`` (``console.message(text)`` prints above the progress bar) and ``logger``
-(set by ``Logging``). ``run.args`` is read-only; ``run.set(ent_coef=..., learning_rate=...)`` changes the
-settings that can change, from the next update on, and ``run.in_force`` holds their values (docs/TRAINING.md).
+``run`` is what a callback sees of the run, a ``RunView``: its parts, counters, console and logger, and
+``run.set(ent_coef=..., learning_rate=...)``, which changes the settings that can change from the next update
+on (docs/TRAINING.md).
 
 Users pass their own to ``proxima.train(..., callbacks=[...])``; they run after ``Evaluation`` and before
 the built-in ones that log and checkpoint. A callback that reads what the env reports sets ``info_keys``
@@ -29,16 +28,20 @@ import shutil
 import signal
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
 import torch
 
-from proxima import checkpoint, seeding
+from proxima import seeding
+from proxima.agent import Agent
 from proxima.batched import deterministic_returns, plain_mlps
+from proxima.config import PPOArgs
+from proxima.distributions import DiagGaussianHead
 from proxima.envs import make_envs
-from proxima.envs.interface import InfoKeys, merge_info_keys
+from proxima.envs.interface import InfoKeys, VecEnv, merge_info_keys
 from proxima.envs.registry import resolve_backend
 from proxima.envs.selfplay import is_selfplay_id
 from proxima.errors import DiskFullError, NonFiniteError, TrainingInterrupted, UserError, raised
@@ -46,11 +49,11 @@ from proxima.evaluate import run_episodes
 from proxima.files import BEST, CANDIDATES, EPISODES, LEARNING_CURVE, METRICS, REPORT, VIDEOS, make_dirs
 from proxima.health import HealthMonitor, HealthWarning
 from proxima.logger import RunLogger, info_number, log_session
+from proxima.networks import ActorCritic
+from proxima.progress import ProgressReport
 from proxima.report import REWRITE_S, write_report
+from proxima.rollout import Collector
 from proxima.selfplay import OpponentPool
-
-if TYPE_CHECKING:
-    from proxima.loop import Run
 
 
 @dataclass
@@ -74,6 +77,97 @@ class UpdateResult:
     [] when nobody asks, for then the rollout collects none."""
 
 
+class RunView(Protocol):
+    """What a callback sees of its run (``proxima.loop.Run`` is one; each seed of a ``--num-seeds`` run is
+    another). Everything but ``set`` is read-only: a callback changes the run through ``set``, its own state,
+    the envs (``envs.call``, ``envs.set_attr``: docs/CALLBACKS.md) or the model's own methods."""
+
+    @property
+    def args(self) -> PPOArgs:
+        """The run's settings, as its config.json holds them (``in_force`` has those that ``set`` changed)."""
+        ...
+
+    @property
+    def run_dir(self) -> str:
+        """The run's directory: its logs, checkpoint, agent and ``best/``."""
+        ...
+
+    @property
+    def device(self) -> Any:
+        """The ``torch.device`` the model is on."""
+        ...
+
+    @property
+    def env(self) -> Any:
+        """The env object of ``train(env=...)``, to make envs of one's own from; None: ``args.env.env_id``."""
+        ...
+
+    @property
+    def envs(self) -> VecEnv:
+        """The training envs, one vector env."""
+        ...
+
+    @property
+    def model(self) -> ActorCritic:
+        """The network being trained."""
+        ...
+
+    @property
+    def agent(self) -> Agent:
+        """The model with its spaces, as ``proxima.load`` gives it; ``agent.save(dir)`` saves it."""
+        ...
+
+    @property
+    def optimizer(self) -> Any:
+        """The run's ``torch.optim`` optimizer (its rates are ``set``'s to change)."""
+        ...
+
+    @property
+    def collector(self) -> Collector:
+        """What makes the rollouts; ``collector.buffer`` holds the last one (time-major tensors)."""
+        ...
+
+    @property
+    def console(self) -> ProgressReport:
+        """``console.message(text)`` prints a line above the progress bar (nothing with ``--quiet``)."""
+        ...
+
+    @property
+    def logger(self) -> RunLogger:
+        """The run's logs (metrics.jsonl, episodes.jsonl, TensorBoard), open from ``Logging.on_train_start``."""
+        ...
+
+    @property
+    def callbacks(self) -> Sequence[Callback]:
+        """Every callback of the run, in the order they are called."""
+        ...
+
+    @property
+    def updates_done(self) -> int:
+        """The updates done so far, this one included in ``on_update_end``."""
+        ...
+
+    @property
+    def global_step(self) -> int:
+        """The env steps done so far (``updates_done * args.batch_size``)."""
+        ...
+
+    @property
+    def in_force(self) -> dict:
+        """The values of ``set``'s settings that the next update will use."""
+        ...
+
+    def set(self, **values: float) -> None:
+        """Change settings from the next update on: learning_rate, ent_coef, clip_coef, vf_coef,
+        max_grad_norm and target_kl (docs/TRAINING.md)."""
+        ...
+
+    def save_checkpoint(self, finished: bool = False) -> None:
+        """Write the run's checkpoint (``RUN_DIR/checkpoint.safetensors``, ``proxima.checkpoint``) as it stands;
+        ``finished``: the run has nothing left to train."""
+        ...
+
+
 class Callback:
     """Base class: every hook does nothing. Override the ones you need."""
 
@@ -83,19 +177,19 @@ class Callback:
     """The info keys this callback reads in result.episode_infos: a tuple of keys, or "all" for the whole info
     dicts; () asks for none (docs/CALLBACKS.md)."""
 
-    def on_train_start(self, run: Run) -> None:
+    def on_train_start(self, run: RunView) -> None:
         """Before the first update of this session: at the start, and again when a run resumes."""
         pass
 
-    def on_update_end(self, run: Run, result: UpdateResult) -> bool | None:
+    def on_update_end(self, run: RunView, result: UpdateResult) -> bool | None:
         """After each update; keys added to ``result.record`` are logged. Return True to stop training."""
         return None
 
-    def on_train_end(self, run: Run) -> None:
+    def on_train_end(self, run: RunView) -> None:
         """After the last update, once the agent is saved (not when training failed)."""
         pass
 
-    def close(self, run: Run) -> None:
+    def close(self, run: RunView) -> None:
         """Always, last, in reverse order of the callbacks: release what the callback holds."""
         pass
 
@@ -168,12 +262,13 @@ class Evaluation(Callback):
         self.best_return: float | None = None  # the eval_return of RUN_DIR/best
         # [eval_return, global_step] of the agents kept for rescoring, best first
         self.candidates: list[list] = []
-        self.envs = self.rescore_envs = None
+        self.envs: VecEnv | None = None
+        self.rescore_envs: VecEnv | None = None
         # A batched run (--num-seeds) plays its seeds' evaluations at once and leaves each seed's returns here
         # (at the end: its candidates and their rescoring returns)
-        self.given = None
+        self.given: Any = None
 
-    def on_train_start(self, run: Run) -> None:
+    def on_train_start(self, run: RunView) -> None:
         self.open(run.args, run.device, run.env)
 
     def open(self, args, device, env=None) -> None:
@@ -196,11 +291,12 @@ class Evaluation(Callback):
         if self.given is not None:
             returns, self.given = self.given, None
             return returns
+        assert self.envs is not None, "opened in on_train_start"
         return run_episodes(
             model, self.envs, self.episodes, deterministic=True, seed=self.seed, name=self.env_id
         )
 
-    def on_update_end(self, run: Run, result: UpdateResult) -> bool:
+    def on_update_end(self, run: RunView, result: UpdateResult) -> bool:
         if run.updates_done % self.every:
             return False
         result.record["eval_return"] = value = float(self.evaluate(run.model).mean())
@@ -216,7 +312,7 @@ class Evaluation(Callback):
             return True
         return False
 
-    def keep_candidate(self, run: Run, value: float) -> None:
+    def keep_candidate(self, run: RunView, value: float) -> None:
         """Save the agent among the candidates for rescoring, dropping the one it pushes out of the K best."""
         directory = self._candidate_dir(run, run.global_step)
         make_dirs(directory)
@@ -227,15 +323,13 @@ class Evaluation(Callback):
             shutil.rmtree(self._candidate_dir(run, step), ignore_errors=True)
         del self.candidates[self.rescore :]
 
-    def candidate_agents(self, run: Run) -> dict:
+    def candidate_agents(self, run: RunView) -> dict:
         """The agents kept for rescoring, by the step they were saved at (best evaluation first)."""
-        from proxima.agent import Agent
-
         return {
             step: Agent.load(self._candidate_dir(run, step), device=run.device) for _, step in self.candidates
         }
 
-    def on_train_end(self, run: Run) -> None:
+    def on_train_end(self, run: RunView) -> None:
         if not self.rescore or not self.candidates:
             return
         # other episodes than the evaluations' (seed) and proxima eval's (args.run.seed)
@@ -266,6 +360,7 @@ class Evaluation(Callback):
         costs: its stacked forward pass is a few batched matmuls); any other agent's one after another (stacked
         through vmap, a CNN's or a critic-less agent's took longer than apart), as a self-play env's (one seed
         for all its games, whose opponents draw from one generator)."""
+        assert self.envs is not None, "opened in on_train_start"
         rows = self.envs.num_envs
         seeds = [self.rescore_seed] * len(models)
         if len(models) > 1 and plain_mlps(models[0]) and not is_selfplay_id(self.env_id):
@@ -283,10 +378,10 @@ class Evaluation(Callback):
         return self.rescore_envs
 
     @staticmethod
-    def _candidate_dir(run: Run, step: int) -> str:
+    def _candidate_dir(run: RunView, step: int) -> str:
         return os.path.join(run.run_dir, CANDIDATES, f"step-{step}")
 
-    def close(self, run: Run) -> None:
+    def close(self, run: RunView) -> None:
         for envs in (self.envs, self.rescore_envs):
             if envs is not None:
                 envs.close()
@@ -311,12 +406,12 @@ class Health(Callback):
     def __init__(self, monitor: HealthMonitor):
         self.monitor = monitor
 
-    def on_update_end(self, run: Run, result: UpdateResult) -> None:
+    def on_update_end(self, run: RunView, result: UpdateResult) -> None:
         result.warnings += self.monitor.check(
             run.updates_done, result.record, result.return_spread, result.value_spread
         )
 
-    def on_train_end(self, run: Run) -> None:
+    def on_train_end(self, run: RunView) -> None:
         for line in self.monitor.summary(run.updates_done):
             run.console.message(f"health: {line}")
 
@@ -328,8 +423,9 @@ class Health(Callback):
 
 
 class Logging(Callback):
-    """``metrics.jsonl``, ``episodes.jsonl``, TensorBoard and, with ``--track``, Weights & Biases. Sets
-    ``run.logger``. A resumed run continues the logs from where its checkpoint says they ended."""
+    """``metrics.jsonl``, ``episodes.jsonl``, TensorBoard and, with ``--track``, Weights & Biases: opens
+    ``run.logger`` and writes each update to it. A resumed run continues the logs from where its checkpoint
+    says they ended."""
 
     state_key = "logging"
 
@@ -338,36 +434,34 @@ class Logging(Callback):
         self._info_said: set[str] = set()  # the keys whose problem was said once already
         self.resume_from: dict | None = None
         self.wandb_id: str | None = None
-        self.wandb_run = None
+        self.wandb_run: Any = None  # wandb.Run, of an optional package
         # A batched run (--num-seeds) names its group here: each seed's W&B run joins it, and is logged to by the
         # seed's logger itself, since W&B mirrors TensorBoard into the process's one global run only.
         self.wandb_group: str | None = None
         self.logger: RunLogger | None = None
         self.global_step = 0  # of the last update logged: where the logs' offsets stand
 
-    def on_train_start(self, run: Run) -> None:
+    def on_train_start(self, run: RunView) -> None:
         if (
             run.args.run.track
         ):  # before TensorBoard, which it mirrors; a resumed run continues the same W&B run
             self.wandb_run = _init_wandb(run.args, run.run_dir, self.wandb_id, self.wandb_group)
             self.wandb_id = self.wandb_run.id
         wandb_run = self.wandb_run if self.wandb_group is not None else None
-        self.logger = run.logger = RunLogger(
-            run.run_dir, run.args.flat(), resume_from=self.resume_from, wandb_run=wandb_run
-        )
+        self.logger = run.logger.open(resume_from=self.resume_from, wandb_run=wandb_run)
         self.global_step = run.global_step
         log_session(run.run_dir, run.global_step, str(run.device), torch.get_num_threads())
 
-    def on_update_end(self, run: Run, result: UpdateResult) -> None:
+    def on_update_end(self, run: RunView, result: UpdateResult) -> None:
         self.global_step = run.global_step
         if self.info_keys:
             self._log_infos(run, result)
-        self.logger.log_update(result.record, [w._asdict() for w in result.warnings])
-        self.logger.log_episodes(run.global_step, result.episode_returns, result.episode_lengths)
+        run.logger.log_update(result.record, [w._asdict() for w in result.warnings])
+        run.logger.log_episodes(run.global_step, result.episode_returns, result.episode_lengths)
         for warning in result.warnings:
-            self.logger.text(f"health/{warning.kind}", warning.text, run.global_step)
+            run.logger.text(f"health/{warning.kind}", warning.text, run.global_step)
 
-    def _log_infos(self, run: Run, result: UpdateResult) -> None:
+    def _log_infos(self, run: RunView, result: UpdateResult) -> None:
         """``info/KEY``: the mean of ``info[KEY]`` over the episodes that ended (None where none did, or none
         gave a number). A key no ended episode had, or one that is not a number, is said once."""
         infos = result.episode_infos
@@ -404,13 +498,14 @@ class Logging(Callback):
                     f"number; info/{key} averages only the numbers (a bool counts as 0 or 1)"
                 )
 
-    def close(self, run: Run) -> None:
+    def close(self, run: RunView) -> None:
         if self.logger is not None:
             self.logger.close()
         if self.wandb_run is not None:
             self.wandb_run.finish()
 
     def state_dict(self) -> dict:
+        assert self.logger is not None, "a run checkpoints once its logs are open"
         return {"offsets": self.logger.offsets(self.global_step), "wandb_id": self.wandb_id}
 
     def load_state_dict(self, state: dict) -> None:
@@ -424,7 +519,7 @@ class NonFiniteStop(Callback):
     """Stops the run when an update's loss or gradients held a NaN or infinity (after it was logged, for the
     post-mortem); the rollout's own check happens before the update."""
 
-    def on_update_end(self, run: Run, result: UpdateResult) -> None:
+    def on_update_end(self, run: RunView, result: UpdateResult) -> None:
         where = result.record.get("non_finite")
         if where is not None:
             raise NonFiniteError(
@@ -439,14 +534,14 @@ class Progress(Callback):
         self.shown = 0  # the last update whose line was printed
         self.last: UpdateResult | None = None
 
-    def on_update_end(self, run: Run, result: UpdateResult) -> None:
+    def on_update_end(self, run: RunView, result: UpdateResult) -> None:
         for warning in result.warnings:
             run.console.message(f"warning: {warning.text} (see docs/HEALTH.md, {warning.kind})")
         if run.console.update(run.updates_done, result.record, result.episode_returns):
             self.shown = run.updates_done
         self.last = result
 
-    def on_train_end(self, run: Run) -> None:
+    def on_train_end(self, run: RunView) -> None:
         if self.shown != run.updates_done and self.last is not None:  # stopped early: show where
             run.console.update(run.updates_done, self.last.record, [], force=True)
         run.console.close()
@@ -466,7 +561,7 @@ class Checkpointing(Callback):
         self.hits: list[int] = []
         self.previous: dict = {}
 
-    def on_train_start(self, run: Run) -> None:
+    def on_train_start(self, run: RunView) -> None:
         if threading.current_thread() is threading.main_thread():  # signals can only be caught there
             self.previous = {signum: signal.signal(signum, self._handler) for signum in self.SIGNALS}
 
@@ -481,16 +576,16 @@ class Checkpointing(Callback):
         if not self.hits:
             self.hits.append(signum)
 
-    def on_update_end(self, run: Run, result: UpdateResult) -> None:
+    def on_update_end(self, run: RunView, result: UpdateResult) -> None:
         if self.hits or (self.every and run.updates_done % self.every == 0):
-            checkpoint.save(run)
+            run.save_checkpoint()
         if self.hits:
             raise TrainingInterrupted(run.run_dir, run.updates_done, run.args.num_updates, self.hits[0])
 
-    def on_train_end(self, run: Run) -> None:
-        checkpoint.save(run, finished=True)  # there is nothing left to resume
+    def on_train_end(self, run: RunView) -> None:
+        run.save_checkpoint(finished=True)  # there is nothing left to resume
 
-    def close(self, run: Run) -> None:
+    def close(self, run: RunView) -> None:
         for signum, previous in self.previous.items():
             if previous is not None:  # None: not installed from Python, and not restorable from it
                 signal.signal(signum, previous)
@@ -500,7 +595,7 @@ class Checkpointing(Callback):
 class LearningCurve(Callback):
     """``RUN_DIR/learning_curve.png`` at the end (episodic return against env steps; the plot extra)."""
 
-    def on_train_end(self, run: Run) -> None:
+    def on_train_end(self, run: RunView) -> None:
         from proxima.plotting import plot_runs
 
         try:
@@ -522,22 +617,22 @@ class TensorBoardVideos(Callback):
         self.done: set[str] = set()
         self.sizes: dict[str, int] = {}
 
-    def _videos(self, run: Run) -> list[str]:
+    def _videos(self, run: RunView) -> list[str]:
         found = []
         for root, _, files in os.walk(os.path.join(run.run_dir, VIDEOS)):
             found += [os.path.join(root, f) for f in files if f.endswith(".mp4")]
         return sorted(set(found) - self.done, key=os.path.getmtime)
 
-    def on_train_start(self, run: Run) -> None:
+    def on_train_start(self, run: RunView) -> None:
         self.done.update(self._videos(run))
 
-    def on_update_end(self, run: Run, result: UpdateResult) -> None:
+    def on_update_end(self, run: RunView, result: UpdateResult) -> None:
         self._log(run, final=False)
 
-    def on_train_end(self, run: Run) -> None:
+    def on_train_end(self, run: RunView) -> None:
         self._log(run, final=True)
 
-    def _log(self, run: Run, final: bool) -> None:
+    def _log(self, run: RunView, final: bool) -> None:
         for path in self._videos(run):
             size = os.path.getsize(path)
             if final or self.sizes.get(path) == size:
@@ -563,22 +658,22 @@ class ReportPageWriter(Callback):
         self.cost = 0.0
         self.ended = False
 
-    def on_train_start(self, run: Run) -> None:
+    def on_train_start(self, run: RunView) -> None:
         self.written = time.monotonic()  # the first page after every_s: a short run gets only its final one
 
-    def on_update_end(self, run: Run, result: UpdateResult) -> None:
+    def on_update_end(self, run: RunView, result: UpdateResult) -> None:
         if time.monotonic() - self.written >= max(self.every_s, self.COST_RATIO * self.cost):
             self._write(run)
 
-    def on_train_end(self, run: Run) -> None:
+    def on_train_end(self, run: RunView) -> None:
         self._write(run)
         self.ended = True
 
-    def close(self, run: Run) -> None:
+    def close(self, run: RunView) -> None:
         if not self.ended and os.path.exists(os.path.join(run.run_dir, METRICS)):
             self._write(run, "stopped")  # an env crashed, a NaN, Ctrl-C: the page says so and stops reloading
 
-    def _write(self, run: Run, status: str | None = None) -> None:
+    def _write(self, run: RunView, status: str | None = None) -> None:
         start = time.monotonic()
         try:
             write_report([run.run_dir], os.path.join(run.run_dir, REPORT), status, live=True)
@@ -599,10 +694,10 @@ class SelfPlay(Callback):
     def __init__(self, every: int, size: int, latest: float, random_moves: float = 0.0):
         self.pool = OpponentPool(every, size, latest, random_moves)
 
-    def on_train_start(self, run: Run) -> None:
+    def on_train_start(self, run: RunView) -> None:
         self.pool.open(run.envs, run.run_dir, run.device)
 
-    def on_update_end(self, run: Run, result: UpdateResult) -> None:
+    def on_update_end(self, run: RunView, result: UpdateResult) -> None:
         if run.updates_done % self.pool.every == 0:
             self.pool.add(run.agent, run.updates_done, run.run_dir, run.global_step, run.device)
         result.record["self_play_opponents"] = len(self.pool.members)
@@ -622,13 +717,15 @@ class StdCap(Callback):
     def __init__(self, end: float):
         self.end = end
 
-    def on_update_end(self, run: Run, result: UpdateResult) -> None:
+    def on_update_end(self, run: RunView, result: UpdateResult) -> None:
         cap = self.end ** (run.updates_done / run.args.num_updates)
-        run.model.head.cap_std(cap)
+        head = run.model.head
+        assert isinstance(head, DiagGaussianHead), "--action-std-end is refused for any other head"
+        head.cap_std(cap)
         result.record["action_std_cap"] = cap
 
 
-def default_callbacks(run: Run, user: list[Callback] = ()) -> list[Callback]:
+def default_callbacks(run: RunView, user: Sequence[Callback] = ()) -> list[Callback]:
     """The built-in callbacks a run's settings ask for, in the order they must run, with ``user``'s after
     evaluation (so they see ``eval_return``) and before logging (so what they add to the record is logged)."""
     args = run.args
@@ -696,7 +793,7 @@ def _init_wandb(args, run_dir: str, run_id: str | None = None, group: str | None
         import wandb
     except ImportError:
         raise UserError("--track needs Weights & Biases: pip install 'proxima[track]'") from None
-    batched = {} if group is None else {"group": group, "reinit": "create_new"}
+    batched: dict[str, Any] = {} if group is None else {"group": group, "reinit": "create_new"}
     try:
         run = wandb.init(
             project=args.run.wandb_project_name,

@@ -15,9 +15,10 @@ the spaces and the schema version. A file of any other version is refused in one
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
 
 import torch
 from torch import Tensor
@@ -34,9 +35,6 @@ from proxima.files import (
     write_checkpoint,
 )
 from proxima.networks import NetworkSpec, network_shapes
-
-if TYPE_CHECKING:
-    from proxima.loop import Run
 
 FORMAT, VERSION = "proxima-checkpoint", 3
 GROUP_FORMAT = "proxima-seeds-checkpoint"  # save_group's
@@ -75,36 +73,18 @@ def _join(tree, tensors: dict[str, Tensor], component: str):
     return tree
 
 
-def components(run: Run) -> dict:
-    """Every component's state, by name: the run's own, then each stateful callback's."""
-    states = run.state_dict()
-    for callback in run.callbacks:
-        key = getattr(callback, "state_key", None)
-        if key is not None:
-            if key in states:
-                raise ValueError(f"two checkpoint components are named {key!r}")
-            states[key] = callback.state_dict()
-    return states
+def save(path: str, header: dict, states: dict) -> None:
+    """Write a run's ``snapshot`` to ``path`` (atomically)."""
+    write_checkpoint(path, *snapshot(header, states))
 
 
-def save(run: Run, finished: bool = False) -> None:
-    """Write the run's state to ``RUN_DIR/checkpoint.safetensors`` (atomically)."""
-    write_checkpoint(os.path.join(run.run_dir, CHECKPOINT), *snapshot(run, finished))
-
-
-def snapshot(run: Run, finished: bool = False) -> tuple[dict[str, Tensor], dict]:
-    """The run's state as a checkpoint file holds it: ``(tensors, header)``."""
+def snapshot(header: dict, states: dict) -> tuple[dict[str, Tensor], dict]:
+    """A run's state as a checkpoint file holds it, ``(tensors, meta)``, of what the run assembles
+    (``Run.checkpoint_state``): its ``header`` (the counters of ``COUNTERS`` and the spaces) and its
+    components' ``states`` by name."""
     tensors: dict[str, Tensor] = {}
-    parts = {name: _split(state, name, tensors) for name, state in components(run).items()}
-    meta = {
-        "format": FORMAT,
-        "version": VERSION,
-        **run.counters(),
-        "finished": finished,
-        **run.spaces(),
-        "components": parts,
-    }
-    return tensors, meta
+    parts = {name: _split(state, name, tensors) for name, state in states.items()}
+    return tensors, {"format": FORMAT, "version": VERSION, **header, "components": parts}
 
 
 def kept(meta: dict, states: dict) -> tuple[dict[str, Tensor], dict]:
@@ -127,8 +107,8 @@ def save_group(path: str, snapshots: dict[str, tuple[dict[str, Tensor], dict]]) 
     write_checkpoint(path, tensors, meta)
 
 
-# What every run's header holds beside its format: the counters (``Run.counters``) and their types, and the
-# components of ``Run.state_dict`` (each stateful callback's is one more, under its state_key, checked by it)
+# What every run's header holds beside its format: the counters and their types, and the components of a
+# run's own state (each stateful callback's is one more, under its state_key, checked by it)
 COUNTERS = {"update": int, "global_step": int, "elapsed_s": float, "torch_threads": int, "finished": bool}
 RUN_COMPONENTS = ("model", "optimizer", "settings", "collector", "rng")
 
@@ -149,7 +129,8 @@ def check_header(meta: dict, path: str) -> None:
     spaces, parts = meta.get("spaces"), meta.get("components")
     if not (isinstance(spaces, dict) and {"observation_space", "action_space"} == set(spaces)):
         raise UserError(f"{path}'s header lacks its spaces; the checkpoint is corrupt")
-    missing = [c for c in RUN_COMPONENTS if not isinstance(parts, dict) or c not in parts]
+    parts = parts if isinstance(parts, dict) else {}  # then every component is missing
+    missing = [c for c in RUN_COMPONENTS if c not in parts]
     if missing or any(part is not None and not isinstance(part, dict) for part in parts.values()):
         what = f"its {missing[0]} component" if missing else "components of the form a checkpoint has"
         raise UserError(f"{path}'s header lacks {what}; the checkpoint is corrupt")
@@ -267,22 +248,24 @@ def finished(run_dir: str) -> bool:
     return read_header(path)["finished"]
 
 
-def load(run: Run, path: str, meta: dict, states: dict) -> None:
-    """Restore every component of ``run`` and its callbacks from ``read``'s output."""
+def check_fits(path: str, meta: dict, states: dict, spaces: dict, own: dict, env_id: str) -> None:
+    """A one-line ``UserError`` unless ``read``'s ``(meta, states)`` of ``path`` fit a run of ``spaces`` on
+    ``env_id`` whose state now is ``own``: each tensor where the run holds one of its own is of its shape and
+    dtype, checked before any is put in its place."""
     for key, saved in meta["spaces"].items():
-        current = run.spaces()["spaces"][key]
-        if current != saved:
+        if spaces[key] != saved:
             raise UserError(
-                f"{path} was written for another env: its {key} is {saved}, {run.args.env.env_id}'s is {current}"
+                f"{path} was written for another env: its {key} is {saved}, {env_id}'s is {spaces[key]}"
             )
-    # each tensor where the run holds one of its own: of its shape and dtype, before any is put in its place
-    _check_like(states, run.state_dict(), path, "")
+    _check_like(states, own, path, "")
+
+
+@contextlib.contextmanager
+def fitting(path: str) -> Iterator[None]:
+    """Loading ``path``'s states into a run and its callbacks: what a state that does not fit raises there
+    becomes one line."""
     try:
-        run.load_state_dict(meta, states)
-        for callback in run.callbacks:
-            key = getattr(callback, "state_key", None)
-            if key is not None and key in states:
-                callback.load_state_dict(states[key])
+        yield
     except (KeyError, ValueError, TypeError, IndexError, AttributeError, OverflowError, RuntimeError) as e:
         raise UserError(
             f"{path} has state that does not fit this run ({raised(e)}); the checkpoint is corrupt"

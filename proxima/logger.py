@@ -65,19 +65,17 @@ def _json_number(x):
 
 
 class RunLogger:
-    """Writes a run's logs; ``resume_from`` (from ``offsets()`` at a checkpoint) continues them from there."""
+    """Writes a run's logs, from ``open`` on (a run is given its logger when it is made, before its directory
+    is written; the ``Logging`` callback opens it when training starts)."""
 
-    def __init__(
-        self,
-        run_dir: str,
-        config: dict,
-        tensorboard: bool = True,
-        resume_from: dict | None = None,
-        wandb_run=None,
-    ):
-        """``wandb_run``: a W&B run to log the TensorBoard scalars and videos to, where W&B does not mirror
+    def __init__(self, run_dir: str, config: dict, tensorboard: bool = True):
+        self.run_dir, self._config, self._tensorboard = run_dir, config, tensorboard
+
+    def open(self, resume_from: dict | None = None, wandb_run=None) -> RunLogger:
+        """Start writing; ``resume_from`` (from ``offsets()`` at a checkpoint) continues the logs from there.
+        ``wandb_run``: a W&B run to log the TensorBoard scalars and videos to, where W&B does not mirror
         TensorBoard itself (a batched run's seed: ``callbacks._init_wandb``)."""
-        self.run_dir = run_dir
+        run_dir, config = self.run_dir, self._config
         self._wandb = wandb_run
         for name, size in () if resume_from is None else ((n, resume_from[n]) for n in (METRICS, EPISODES)):
             path = os.path.join(run_dir, name)  # both checked before either is cut back
@@ -88,7 +86,7 @@ class RunLogger:
         self._metrics = self._open(METRICS, resume_from)
         self._episodes = self._open(EPISODES, resume_from)
         self._writer = None
-        if tensorboard:
+        if self._tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
             if resume_from is None:
@@ -103,6 +101,7 @@ class RunLogger:
             )
             self._hook = threading.excepthook
             threading.excepthook = self._tensorboard_thread_hook
+        return self
 
     def _tensorboard_thread_hook(self, args) -> None:
         """TensorBoard writes its events in a thread of its own, and raises that thread's error again in this one

@@ -15,6 +15,7 @@ import random
 import re
 import time
 from collections.abc import Generator
+from typing import Any, TypeVar
 
 import gymnasium as gym
 import numpy as np
@@ -48,6 +49,7 @@ from proxima.files import (
     seed_run_dirs,
 )
 from proxima.health import check_rollout, spreads
+from proxima.logger import RunLogger
 from proxima.losses import explained_variance
 from proxima.networks import ActorCritic, NetworkSpec
 from proxima.optim import make_adam
@@ -59,8 +61,10 @@ from proxima.spaces import space_to_json
 from proxima.threads import choose_threads
 from proxima.update import UpdateSettings, group_diagnostics, update
 
-# what training, resuming and steps are: (run, result) after each update, then the agent
-Updates = Generator["tuple[Run, UpdateResult]", None, Agent]
+# what training, resuming and steps are: (run, result) after each update, then the agent (a batched run's
+# training and resuming: each seed's agent)
+Updates = Generator["tuple[Run, UpdateResult]", None, "Agent | list[Agent]"]
+T = TypeVar("T")
 
 
 def loop(run: Run, callbacks: list[Callback]) -> Agent:
@@ -69,7 +73,7 @@ def loop(run: Run, callbacks: list[Callback]) -> Agent:
     return run_to_end(steps(run, callbacks))
 
 
-def run_to_end(updates: Updates) -> Agent:
+def run_to_end(updates: Generator[Any, None, T]) -> T:
     """Step a generator of ``steps`` (or ``training``, ``resuming``) to its end; return its agent."""
     while True:
         try:
@@ -78,14 +82,13 @@ def run_to_end(updates: Updates) -> Agent:
             return end.value
 
 
-def steps(run: Run, callbacks: list[Callback]) -> Updates:
+def steps(run: Run, callbacks: list[Callback]) -> Generator[tuple[Run, UpdateResult], None, Agent]:
     """``loop`` one update at a time: yields ``(run, result)`` after each update's callbacks, returns the agent."""
     run.callbacks = callbacks
     args = run.args
     infos = wanted_infos(callbacks)
     if infos is not None:  # else the envs never carry an info, and a step costs what it did without them
         run.collector.keep_infos(infos)
-    run.console = ProgressReport(args.num_updates * args.batch_size, args.num_updates, quiet=args.run.quiet)
     for note in run.notes:
         run.console.message(note)
     try:
@@ -126,13 +129,25 @@ def steps(run: Run, callbacks: list[Callback]) -> Updates:
 
 class Run:
     """One training run: its parts (envs, model, optimizer, schedules, collector), its counters, and one
-    iteration of the loop. ``state_dict`` is what a checkpoint needs of them; callbacks hold the rest.
+    iteration of the loop; to its callbacks, a ``proxima.callbacks.RunView``. ``checkpoint_state`` is what
+    a checkpoint holds of it and of its callbacks.
 
     ``args`` is read-only (it is the run's config.json); ``set`` changes the settings that may change between
-    updates, and ``in_force`` gives their values now."""
+    updates, and ``in_force`` gives their values now. ``console`` and ``logger``: where the run reports (by
+    default a progress report as ``args`` ask, and logs in ``run_dir``, which ``Logging`` opens); ``env``:
+    the env object of ``train(env=...)`` (None: ``args.env.env_id``), for the callbacks' own envs."""
 
-    def __init__(self, args: PPOArgs, envs, run_dir: str, device: torch.device):
-        self.args, self.envs, self.run_dir, self.device = args, envs, run_dir, device
+    def __init__(
+        self,
+        args: PPOArgs,
+        envs,
+        run_dir: str,
+        device: torch.device,
+        console: ProgressReport | None = None,
+        logger: RunLogger | None = None,
+        env: object = None,
+    ):
+        self.args, self.envs, self.run_dir, self.device, self.env = args, envs, run_dir, device, env
         head = make_head(envs.single_action_space, args.network.action_dist)
         self.model = ActorCritic(network_spec(args, envs), head).to(device)
         self.optimizer = make_adam(
@@ -142,9 +157,10 @@ class Run:
         )
         self.settings = UpdateSettings.from_args(args)
         self.schedules = Schedules.from_args(args)
+        value_lr = args.algorithm.value_learning_rate
         self._value_lr_ratio = (
-            args.algorithm.value_learning_rate / args.algorithm.learning_rate
-            if len(self.optimizer.param_groups) > 1
+            value_lr / args.algorithm.learning_rate
+            if value_lr is not None and len(self.optimizer.param_groups) > 1
             else None
         )
         self._lrs: list[float] | None = None  # the rates _apply put into the optimizer
@@ -152,15 +168,15 @@ class Run:
         self.agent = Agent(
             self.model, args.env.env_id, envs.single_observation_space, envs.single_action_space
         )
-        self.console: ProgressReport | None = None  # the loop's
         self.updates_done = self.global_step = 0
         self.elapsed = 0.0
         self._apply()
         self.notes: list[str] = []  # shown when training starts
         self.callbacks: list[Callback] = []
-        self.logger = None  # set by the Logging callback
-        self.env = (
-            None  # the env object of train(env=...) (None: args.env.env_id), for the callbacks' own envs
+        self.logger = RunLogger(run_dir, args.flat()) if logger is None else logger
+        # last: a progress bar starts as it is made
+        self.console = console or ProgressReport(
+            args.num_updates * args.batch_size, args.num_updates, quiet=args.run.quiet
         )
 
     def _make_collector(self) -> Collector:
@@ -180,8 +196,7 @@ class Run:
         )
 
     def _say(self, text: str) -> None:
-        if self.console is not None:
-            self.console.message(text)
+        self.console.message(text)
 
     def set(self, **values) -> None:
         """Change settings from the next update on, between updates (a callback's ``on_update_end``):
@@ -289,6 +304,34 @@ class Run:
         }
 
     # --- the checkpoint's share of the run (proxima.checkpoint owns the file) ---------------------------
+    def checkpoint_state(self, finished: bool = False) -> tuple[dict, dict]:
+        """What a checkpoint holds of the run: its header (counters, ``finished``, spaces) and every component's
+        state by name, the run's own (``state_dict``) and then each stateful callback's."""
+        states = self.state_dict()
+        for callback in self.callbacks:
+            key = callback.state_key
+            if key is not None:
+                if key in states:
+                    raise ValueError(f"two checkpoint components are named {key!r}")
+                states[key] = callback.state_dict()
+        return {**self.counters(), "finished": finished, **self.spaces()}, states
+
+    def save_checkpoint(self, finished: bool = False) -> None:
+        """Write ``RUN_DIR/checkpoint.safetensors`` (atomically) as the run stands."""
+        checkpoint.save(os.path.join(self.run_dir, CHECKPOINT), *self.checkpoint_state(finished))
+
+    def restore(self, path: str, meta: dict, states: dict) -> None:
+        """Put the run and its callbacks in the state of ``path``'s checkpoint (``checkpoint.read``'s output),
+        each tensor checked against the run's own first."""
+        checkpoint.check_fits(
+            path, meta, states, self.spaces()["spaces"], self.state_dict(), self.args.env.env_id
+        )
+        with checkpoint.fitting(path):
+            self.load_state_dict(meta, states)
+            for callback in self.callbacks:
+                if callback.state_key is not None and callback.state_key in states:
+                    callback.load_state_dict(states[callback.state_key])
+
     def counters(self) -> dict:
         return {
             "update": self.updates_done,
@@ -370,6 +413,7 @@ def rollout(collector: Collector, model, args: PPOArgs, update: int) -> tuple:
         next_acting=buf.next_valid if buf.turns else None,
     )
     if buf.turns:  # the moves whose transitions run past the rollout are no samples (gae_by_turns)
+        assert buf.valid is not None and buf.next_valid is not None, "a turn-based rollout marks its moves"
         buf.valid &= ~open_moves(buf.valid, buf.dones, next_done, buf.next_valid)
     return buf, advantages, advantages + buf.values
 
@@ -401,13 +445,13 @@ def init_from_agent(run: Run, source: str) -> None:
     def described(spec: NetworkSpec) -> dict:
         return {**dataclasses.asdict(spec), **dataclasses.asdict(spec.network), "network": None}
 
-    theirs, ours = described(agent.model.spec), described(run.model.spec)
+    their_net, our_net = described(agent.model.spec), described(run.model.spec)
     # the precision a CNN computes in is not part of what it is, nor the statistics' horizon
-    for name in ours:
-        if name not in ("precision", "value_norm_horizon") and theirs.get(name) != ours[name]:
+    for name in our_net:
+        if name not in ("precision", "value_norm_horizon") and their_net.get(name) != our_net[name]:
             raise UserError(
-                f"--init-from {source}: its agent's network has {name} {show_value(theirs.get(name))}, this run's "
-                f"{show_value(ours[name])}; give the network settings of that run (its config.json)"
+                f"--init-from {source}: its agent's network has {name} {show_value(their_net.get(name))}, this "
+                f"run's {show_value(our_net[name])}; give the network settings of that run (its config.json)"
             )
     load_module_state(run.model, agent.model.state_dict(), os.path.join(source, WEIGHTS))
 

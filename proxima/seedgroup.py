@@ -18,7 +18,7 @@ import torch
 
 from proxima import checkpoint, seeding, trust
 from proxima.agent import Agent
-from proxima.batched import deterministic_returns
+from proxima.batched import SeedCollector, deterministic_returns
 from proxima.callbacks import (
     Callback,
     Checkpointing,
@@ -31,7 +31,7 @@ from proxima.callbacks import (
 from proxima.config import PPOArgs
 from proxima.encoders import check_spaces, encoder_note, hardware_notes
 from proxima.envs import make_envs
-from proxima.envs.interface import agent_spec, obs_layout
+from proxima.envs.interface import InfoKeys, VecEnv, agent_spec, obs_layout
 from proxima.envs.registry import resolve_backend
 from proxima.envs.selfplay import is_selfplay_id
 from proxima.envs.user import env_note, env_source
@@ -71,23 +71,37 @@ from proxima.loop import (
     run_video_dir,
     setup,
 )
+from proxima.networks import ActorCritic
 from proxima.optim import make_adam
 from proxima.plotting import plot_runs
 from proxima.progress import ProgressReport
 from proxima.report import write_report
+from proxima.storage import RolloutBuffer
 from proxima.threads import choose_threads
 
 
 class _SeedRows:
-    """A seed's share of its group's collector: the rows of its envs in the group's checkpointable state, so that
-    the seed's own checkpoint continues its episodes (alone, or in the group again)."""
+    """A seed's share of its group's collector: the rows of its envs in the group's last rollout (``buffer``) and
+    in its checkpointable state, so that the seed's own checkpoint continues its episodes (alone, or in the group
+    again)."""
 
     reports_infos = False  # set by the group, which collects for all seeds
 
     def __init__(self, rows: slice):
-        self.rows, self.group_collector, self.loaded = rows, None, None
+        self.rows = rows
+        # set by the group: its collector, and this seed's columns of each rollout
+        self.group_collector: SeedCollector | None = None
+        self.buffer: RolloutBuffer
+        self.loaded: dict | None = None
+
+    def collect(self, model: ActorCritic) -> tuple[torch.Tensor, torch.Tensor]:
+        raise RuntimeError("a seed of a batched run is collected for by its SeedGroup")
+
+    def keep_infos(self, keys: InfoKeys) -> bool:
+        return self.reports_infos  # the group keeps them for all seeds
 
     def state_dict(self) -> dict | None:
+        assert self.group_collector is not None, "a seed's rollouts are its group's"
         return _rows_of(self.group_collector.state_dict(), self.rows)
 
     def load_state_dict(self, state: dict) -> None:
@@ -124,9 +138,15 @@ class SeedRun(Run):
     """One seed of a batched run (``--num-seeds``): an ordinary run to its callbacks and in its directory, whose
     rollouts and updates its ``SeedGroup`` makes for every seed at once."""
 
-    def __init__(self, args: PPOArgs, envs, run_dir: str, device: torch.device, rows: slice):
+    collector: _SeedRows
+
+    def __init__(
+        self, args: PPOArgs, envs, run_dir: str, device: torch.device, rows: slice, env: object = None
+    ):
         self._rows = rows
-        super().__init__(args, envs, run_dir, device)
+        # the group's console shows every seed
+        console = ProgressReport(args.num_updates * args.batch_size, args.num_updates, quiet=True)
+        super().__init__(args, envs, run_dir, device, console=console, env=env)
         self.stream = torch.get_rng_state()  # after the initialization: what its first actions draw from
         self.cuda_stream = _cuda_rng_state(device)  # on a GPU, where its draws come from
         self.group: SeedGroup | None = None
@@ -141,6 +161,7 @@ class SeedRun(Run):
     def state_dict(self) -> dict:
         state = super().state_dict()
         group = self.group
+        assert group is not None, "a seed checkpoints in its group"
         state["optimizer"] = group.optimizer_share(self.index, self.optimizer)
         state["rng"]["torch"] = group.streams.states[self.index]
         if group.streams.cuda is not None:
@@ -192,6 +213,7 @@ class SeedGroup:
         for j, run in enumerate(runs):
             run.group, run.index = self, j
             run.collector.group_collector = self.collector
+            run.collector.buffer = self.collector.buffer.columns(j * self.rows, (j + 1) * self.rows)
 
     def optimizer_share(self, j: int, own) -> dict:
         """Seed ``j``'s Adam state in the layout of its own optimizer's ``state_dict``."""
@@ -240,16 +262,18 @@ class SeedGroup:
         for group, own in zip(self.optimizer.param_groups, lead.optimizer.param_groups, strict=True):
             group["lr"] = own["lr"]
         buf, advantages, returns = rollout(self.collector, self.model, lead.args, lead.updates_done + 1)
-        batch = seed_batches(buf, advantages, returns, len(self.runs), sequences=lead.args.network.recurrent)
+        batch = seed_batches(
+            buf, advantages, returns, len(self.runs), sequences=lead.args.network.recurrent is not None
+        )
         stats = update_seeds(self.stacked, self.optimizer, batch, lead.settings, self.streams)
         results: list[UpdateResult | None] = [None] * len(self.runs)
         for run in live:
             j, rows = run.index, slice(run.index * self.rows, (run.index + 1) * self.rows)
-            own = Batch(*(getattr(batch, f.name)[j] for f in dataclasses.fields(Batch)))
-            learning_rate = run.optimizer.param_groups[0]["lr"]
-            results[j] = run.result(
-                buf.columns(rows.start, rows.stop), own, stats[j], learning_rate, in_force[j]
-            )
+            run.collector.buffer = buf.columns(rows.start, rows.stop)
+            seed_batch = Batch(*(getattr(batch, f.name)[j] for f in dataclasses.fields(Batch)))
+            learning_rate, seed_stats = run.optimizer.param_groups[0]["lr"], stats[j]
+            assert seed_stats is not None, "a seed still training was updated"
+            results[j] = run.result(run.collector.buffer, seed_batch, seed_stats, learning_rate, in_force[j])
         return results
 
 
@@ -269,6 +293,12 @@ def check_seeds(args: PPOArgs, env) -> None:
                 f"--num-seeds {args.run.num_seeds} trains the seeds as one batched computation, which does not "
                 f"take {what} yet; drop it, or train each seed as a run of its own"
             )
+
+
+def _dir(args: PPOArgs) -> str:
+    """A seed's run directory, which ``_seed_args`` gives every seed."""
+    assert args.run.run_dir is not None, "each seed's run directory is its group's seedS"
+    return args.run.run_dir
 
 
 def _seed_args(args: PPOArgs, parent: str) -> list[PPOArgs]:
@@ -324,8 +354,7 @@ def _seed_group(
         runs = []
         for j, a in enumerate(seed_args):
             seeding.seed_globals(a.run.seed, a.run.torch_deterministic)
-            run = SeedRun(a, envs, a.run.run_dir, device, slice(j * rows, (j + 1) * rows))
-            run.env = env
+            run = SeedRun(a, envs, _dir(a), device, slice(j * rows, (j + 1) * rows), env)
             run.agent.env_source = env_source(a.env.env_id, a.env.env_kwargs, a.env.env_factory)
             if start and a.run.init_from is not None:
                 init_from_agent(run, a.run.init_from)
@@ -356,7 +385,7 @@ def _seed_videos(
         return None
     rows, resumed = args.env.num_envs, resumed or [None] * len(seed_args)
     dirs = {
-        j * rows: run_video_dir(a.run.run_dir, meta)
+        j * rows: run_video_dir(_dir(a), meta)
         for j, (a, meta) in enumerate(zip(seed_args, resumed, strict=True))
         if meta is None or not meta["finished"]
     }
@@ -379,7 +408,7 @@ def train_seeds(
     with lock_directory(parent):
         if not requeued:
             check_run_dir_free(parent)
-        with _holding([seed.run.run_dir for seed in _seed_args(args, parent)]):
+        with _holding([_dir(seed) for seed in _seed_args(args, parent)]):
             return _train_seeds(args, parent, callbacks, env)
 
 
@@ -412,7 +441,7 @@ def _train_seeds(args: PPOArgs, parent: str, callbacks: list[Callback] | None, e
             group.envs.close()
         if not written:  # and the locks remove the directories they made where nothing else is left there
             for seed in _seed_args(args, parent):
-                shutil.rmtree(os.path.join(seed.run.run_dir, VIDEOS), ignore_errors=True)
+                shutil.rmtree(os.path.join(_dir(seed), VIDEOS), ignore_errors=True)
 
 
 def resume_seeds(
@@ -448,7 +477,7 @@ def _resume_seeds(
             f"{checkpoint_path} is missing: the run stopped before its first checkpoint; start it again"
         )
     saved = checkpoint.read_group(checkpoint_path)
-    names = [os.path.basename(a.run.run_dir) for a in _seed_args(args, parent)]
+    names = [os.path.basename(_dir(a)) for a in _seed_args(args, parent)]
     if sorted(names) != sorted(saved):
         raise UserError(
             f"{checkpoint_path} holds the seeds {sorted(saved)}; {path} trains {names}: the checkpoint is corrupt, "
@@ -465,106 +494,161 @@ def _resume_seeds(
     env = env_of(args, env, what=parent)
     group, more = _seed_group(args, parent, device, env, start=False, resumed=[meta for meta, _ in metas])
     try:
-        group.pending = metas
-        return _train_group(group, args, parent, callbacks or [], notes + more)
+        return _train_group(group, args, parent, callbacks or [], notes + more, pending=metas)
     finally:
         group.envs.close()
 
 
 def _train_group(
-    group: SeedGroup, args: PPOArgs, parent: str, user: list[Callback], notes: list[str]
+    group: SeedGroup,
+    args: PPOArgs,
+    parent: str,
+    user: list[Callback],
+    notes: list[str],
+    pending: list[tuple[dict, dict]] | None = None,
 ) -> list[Agent]:
     """The loop of ``steps`` for every seed of ``group``: each seed's callbacks after each update, and a seed
-    that a callback stops (``--stop-return``) leaves the group, its weights frozen, while the others go on."""
-    runs = group.runs
-    seed_callbacks = [default_callbacks(run, user) for run in runs]
-    pending = getattr(group, "pending", None)
-    finished: dict[str, tuple] = {}  # the snapshots of the seeds that stopped, for the group's checkpoints
-    for run, callbacks, state in zip(runs, seed_callbacks, pending or [None] * len(runs), strict=True):
-        run.callbacks = callbacks
-        for callback in callbacks:
-            if isinstance(callback, Logging):  # --track: each seed's W&B run, in the batch's group
-                callback.wandb_group = os.path.basename(os.path.normpath(parent))
-        run.console = ProgressReport(args.num_updates * args.batch_size, args.num_updates, quiet=True)
-        if state is not None:
-            checkpoint.load(run, os.path.join(parent, CHECKPOINT), *state)
-            if state[0]["finished"]:
-                group.stacked.freeze(run.index)
-                finished[os.path.basename(run.run_dir)] = checkpoint.kept(*state)
+    that a callback stops (``--stop-return``) leaves the group, its weights frozen, while the others go on.
+    ``pending``: each seed's ``(meta, states)`` in the group's checkpoint, where the group resumes."""
+    return _GroupTraining(group, args, parent, user, pending).train(notes)
 
-    def save_group() -> None:
-        snapshots = {os.path.basename(run.run_dir): checkpoint.snapshot(run) for run in live}
-        checkpoint.save_group(os.path.join(parent, CHECKPOINT), {**finished, **snapshots})
 
-    if pending is not None:
-        group.load()
-    infos = wanted_infos(seed_callbacks[0])  # every seed has the same callbacks
-    if infos is not None:
-        reports = group.collector.keep_infos(infos)
-        for run in runs:
-            run.collector.reports_infos = reports
-    console = ProgressReport(
-        args.num_updates * args.batch_size, args.num_updates, quiet=args.run.quiet, seeds=len(runs)
-    )
-    for note in notes:
-        console.message(note)
-    live = [run for run in runs if run.index not in group.stacked.frozen]
-    evaluations = _SeedEvaluations(live)  # a seed finished before a resume never opens its Evaluation
-    started: list[SeedRun] = []
-    interrupted: list[TrainingInterrupted] = []
-    try:
-        for run in live:
-            started.append(run)
+class _GroupTraining:
+    """One training session of a ``SeedGroup``: its seeds' callbacks and checkpoints, its console, and the seeds
+    still training (``live``) and those that ended (``finished``: their snapshots, for the group's checkpoints)."""
+
+    def __init__(
+        self, group: SeedGroup, args: PPOArgs, parent: str, user: list[Callback], pending: list | None
+    ):
+        self.group, self.args, self.parent = group, args, parent
+        self.finished: dict[str, tuple] = {}
+        for run, state in zip(group.runs, pending or [None] * len(group.runs), strict=True):
+            run.callbacks = default_callbacks(run, user)
             for callback in run.callbacks:
-                callback.on_train_start(run)
-        start = time.perf_counter() - live[0].elapsed
-        while live and live[0].updates_done < args.num_updates and not interrupted:
-            results = group.iterate()
-            evaluations.play(live)
-            elapsed = time.perf_counter() - start
-            stopping: list[SeedRun] = []
-            for run in list(live):
-                result = results[run.index]
-                run.elapsed = elapsed
-                result.record = {"global_step": run.global_step, "time_s": elapsed,
-                                 "sps": run.global_step / elapsed, **result.record}  # fmt: skip
-                try:
-                    stops = [callback.on_update_end(run, result) for callback in run.callbacks]
-                except TrainingInterrupted as e:
-                    interrupted.append(e)
-                    continue
-                if any(stops):
-                    console.message(f"seed {run.args.run.seed} stopped after update {run.updates_done}: "
-                                    f"{run.global_step:,} steps, {_said(result.record)}")  # fmt: skip
-                    stopping.append(run)
-            evaluations.rescore(stopping)
-            for run in stopping:
-                _finish_seed(run)
-                group.stacked.freeze(run.index)
-                live.remove(run)
-                finished[os.path.basename(run.run_dir)] = _finished_snapshot(run)
-            every = args.run.checkpoint_every
-            if live and (interrupted or (every and live[0].updates_done % every == 0)):
-                save_group()
-            if interrupted:  # one seed's Checkpointing got the signal: every other seed checkpoints too
-                for run in live:
-                    for callback in run.callbacks:
-                        if isinstance(callback, Checkpointing) and not callback.hits:
-                            checkpoint.save(run)
-                raise TrainingInterrupted(
-                    parent, live[0].updates_done, args.num_updates, interrupted[0].exit_status - 128
-                )
-            steps_done = sum(run.global_step for run in runs)
-            returns = [r for res in results if res is not None for r in res.episode_returns]
-            record = {"global_step": max(run.global_step for run in runs), "sps": steps_done / elapsed,
-                      "episodic_return": float(np.mean(returns)) if returns else None}  # fmt: skip
-            console.update(max(run.updates_done for run in runs), record, returns)
-        evaluations.rescore(live)
-        for run in live:
+                if isinstance(callback, Logging):  # --track: each seed's W&B run, in the batch's group
+                    callback.wandb_group = os.path.basename(os.path.normpath(parent))
+            if state is not None:
+                run.restore(os.path.join(parent, CHECKPOINT), *state)
+                if state[0]["finished"]:
+                    group.stacked.freeze(run.index)
+                    self.finished[os.path.basename(run.run_dir)] = checkpoint.kept(*state)
+        if pending is not None:
+            group.load()
+        infos = wanted_infos(group.runs[0].callbacks)  # every seed has the same callbacks
+        if infos is not None:
+            reports = group.collector.keep_infos(infos)
+            for run in group.runs:
+                run.collector.reports_infos = reports
+        self.live = [run for run in group.runs if run.index not in group.stacked.frozen]
+        self.started: list[SeedRun] = []
+
+    def train(self, notes: list[str]) -> list[Agent]:
+        args, runs = self.args, self.group.runs
+        self.console = ProgressReport(
+            args.num_updates * args.batch_size, args.num_updates, quiet=args.run.quiet, seeds=len(runs)
+        )
+        for note in notes:
+            self.console.message(note)
+        # a seed finished before a resume never opens its Evaluation
+        self.evaluations = _SeedEvaluations(self.live)
+        try:
+            for run in self.live:
+                self.started.append(run)
+                for callback in run.callbacks:
+                    callback.on_train_start(run)
+            start = time.perf_counter() - self.live[0].elapsed
+            while self.live and self.live[0].updates_done < args.num_updates:
+                self.update(start)
+            self.end()
+        except (EnvError, NonFiniteError) as e:
+            raise self._failed(e) from e
+        except (DiskFullError, FileAccessError) as e:
+            raise self._stopped(e) from None
+        finally:
+            self.console.close()
+            self.evaluations.close()
+            for run in reversed(self.started):  # each Checkpointing puts back the signal handlers it found
+                for callback in reversed(run.callbacks):
+                    callback.close(run)
+        return [run.agent for run in runs]
+
+    def update(self, start: float) -> None:
+        """One update of every seed still training, each seed's callbacks after it; a seed they stop leaves."""
+        results = self.group.iterate()
+        self.evaluations.play(self.live)
+        elapsed = time.perf_counter() - start
+        stopping, interrupted = self._callbacks(results, elapsed)
+        self.evaluations.rescore(stopping)
+        for run in stopping:
             _finish_seed(run)
-            finished[os.path.basename(run.run_dir)] = _finished_snapshot(run)
-        live = []
-        save_group()
+            self.group.stacked.freeze(run.index)
+            self.live.remove(run)
+            self.finished[os.path.basename(run.run_dir)] = _finished_snapshot(run)
+        every = self.args.run.checkpoint_every
+        if self.live and (interrupted or (every and self.live[0].updates_done % every == 0)):
+            self.save()
+        if interrupted:
+            self._interrupt(interrupted[0])
+        self._show(results, elapsed)
+
+    def _callbacks(
+        self, results: list[UpdateResult | None], elapsed: float
+    ) -> tuple[list[SeedRun], list[TrainingInterrupted]]:
+        """Each live seed's callbacks on its result: the seeds they stop, and the interruptions they raised."""
+        stopping: list[SeedRun] = []
+        interrupted: list[TrainingInterrupted] = []
+        for run in self.live:
+            result = results[run.index]
+            assert result is not None, "a seed still training has a result"
+            run.elapsed = elapsed
+            result.record = {"global_step": run.global_step, "time_s": elapsed,
+                             "sps": run.global_step / elapsed, **result.record}  # fmt: skip
+            try:
+                stops = [callback.on_update_end(run, result) for callback in run.callbacks]
+            except TrainingInterrupted as e:
+                interrupted.append(e)
+                continue
+            if any(stops):
+                self.console.message(f"seed {run.args.run.seed} stopped after update {run.updates_done}: "
+                                     f"{run.global_step:,} steps, {_said(result.record)}")  # fmt: skip
+                stopping.append(run)
+        return stopping, interrupted
+
+    def _interrupt(self, first: TrainingInterrupted) -> None:
+        """One seed's Checkpointing got the signal: every other seed checkpoints too, and the group stops."""
+        for run in self.live:
+            for callback in run.callbacks:
+                if isinstance(callback, Checkpointing) and not callback.hits:
+                    run.save_checkpoint()
+        raise TrainingInterrupted(
+            self.parent, self.live[0].updates_done, self.args.num_updates, first.exit_status - 128
+        )
+
+    def _show(self, results: list[UpdateResult | None], elapsed: float) -> None:
+        """The group's line on the console: one seed's steps, every seed's steps per second and episodes."""
+        runs = self.group.runs
+        steps_done = sum(run.global_step for run in runs)
+        returns = [r for res in results if res is not None for r in res.episode_returns]
+        record = {"global_step": max(run.global_step for run in runs), "sps": steps_done / elapsed,
+                  "episodic_return": float(np.mean(returns)) if returns else None}  # fmt: skip
+        self.console.update(max(run.updates_done for run in runs), record, returns)
+
+    def save(self) -> None:
+        """The group's checkpoint: every seed's snapshot in one file."""
+        snapshots = {
+            os.path.basename(run.run_dir): checkpoint.snapshot(*run.checkpoint_state()) for run in self.live
+        }
+        checkpoint.save_group(os.path.join(self.parent, CHECKPOINT), {**self.finished, **snapshots})
+
+    def end(self) -> None:
+        """The seeds that trained to the end finish; the group's checkpoint, results, report and plot."""
+        args, parent, runs = self.args, self.parent, self.group.runs
+        self.evaluations.rescore(self.live)
+        for run in self.live:
+            _finish_seed(run)
+            self.finished[os.path.basename(run.run_dir)] = _finished_snapshot(run)
+        self.live = []
+        self.save()
         _summarize_seeds(parent, runs)
         if args.run.report:  # every seed's curve on one page, as a sweep's
             write_report([parent], os.path.join(parent, REPORT))
@@ -574,19 +658,24 @@ def _train_group(
                     {args.env.env_id: [run.run_dir for run in runs]}, os.path.join(parent, LEARNING_CURVES)
                 )
             except UserError as e:  # no matplotlib: each seed's own files are what matter
-                console.message(f"no {LEARNING_CURVES}: {e}")
-        console.message(f"saved {len(runs)} agents to {parent}/seed*")
-    except (EnvError, NonFiniteError) as e:
-        saved = os.path.exists(os.path.join(parent, CHECKPOINT))
+                self.console.message(f"no {LEARNING_CURVES}: {e}")
+        self.console.message(f"saved {len(runs)} agents to {parent}/seed*")
+
+    def _failed(self, e: EnvError | NonFiniteError) -> Exception:
+        """``e`` with what survives of the group, and how to go on where a resume may."""
+        saved = os.path.exists(os.path.join(self.parent, CHECKPOINT))
         where = (
-            f"the last checkpoint of every seed is {parent}/{CHECKPOINT}"
+            f"the last checkpoint of every seed is {self.parent}/{CHECKPOINT}"
             if saved
             else "no checkpoint was written"
         )
         if saved and isinstance(e, EnvError):  # a crash may not recur; a NaN would, from the same state
-            where += f"; continue with: proxima train --resume {parent}"
-        raise type(e)(f"{e}; {where}") from e
-    except (DiskFullError, FileAccessError) as e:  # as steps says them: what survives, and how to go on
+            where += f"; continue with: proxima train --resume {self.parent}"
+        return type(e)(f"{e}; {where}")
+
+    def _stopped(self, e: DiskFullError | FileAccessError) -> Exception:
+        """As ``steps`` says them: what survives, and how to go on."""
+        parent = self.parent
         how = "free space" if isinstance(e, DiskFullError) else f"make {parent} writable"
         where = "no checkpoint was written, so it cannot be resumed"
         if checkpoint.finished(parent):  # the end's own files failed: the seeds' agents are saved
@@ -596,14 +685,7 @@ def _train_group(
                 f"the last checkpoint of every seed is {parent}/{CHECKPOINT}; {how}, then continue with: proxima "
                 f"train --resume {parent}"
             )
-        raise type(e)(f"{e}; {where}") from None
-    finally:
-        console.close()
-        evaluations.close()
-        for run in reversed(started):  # each Checkpointing puts back the signal handlers it found
-            for callback in reversed(run.callbacks):
-                callback.close(run)
-    return [run.agent for run in runs]
+        return type(e)(f"{e}; {where}")
 
 
 class _SeedEvaluations:
@@ -613,7 +695,7 @@ class _SeedEvaluations:
 
     def __init__(self, runs: list[SeedRun]):
         self.of = {run.index: c for run in runs for c in run.callbacks if isinstance(c, Evaluation)}
-        self.envs = {}
+        self.envs: dict[int, VecEnv] = {}
 
     def make(self, n: int):
         if n not in self.envs:  # kept: the same numbers of envs come back at every evaluation
@@ -642,6 +724,7 @@ class _SeedEvaluations:
         models = [a[step].model for a, (_, c) in zip(agents, due, strict=True) for _, step in c.candidates]
         seeds = [c.rescore_seed for _, c in due for _ in c.candidates]
         first = due[0][1]
+        assert first.envs is not None, "each seed's Evaluation opened at on_train_start"
         returns = deterministic_returns(
             models, self.make, first.rescore_episodes, first.envs.num_envs, seeds, first.env_id
         )
@@ -661,7 +744,7 @@ def _said(record: dict) -> str:
 def _finished_snapshot(run: SeedRun) -> tuple[dict, dict]:
     """A finished seed's ``checkpoint.snapshot`` as of now, for every later group checkpoint: its tensors are
     copied, since they are views of the group's (its envs' rows, its Adam moments), which go on changing."""
-    tensors, meta = checkpoint.snapshot(run, finished=True)
+    tensors, meta = checkpoint.snapshot(*run.checkpoint_state(finished=True))
     return {key: t.clone() for key, t in tensors.items()}, meta
 
 
@@ -689,9 +772,9 @@ def _summarize_seeds(parent: str, runs: list[SeedRun]) -> None:
     write_json(os.path.join(parent, RESULTS_JSON), {"seeds": rows})
     lines = ["| seed | steps | stopped early | final return (last 20 episodes) |", "|---|---|---|---|"]
     for r in rows:
-        final = "–" if r["final_return"] is None else f"{r['final_return']:.1f}"
+        shown = "–" if r["final_return"] is None else f"{r['final_return']:.1f}"
         lines.append(
-            f"| {r['seed']} | {r['global_step']:,} | {'yes' if r['stopped_early'] else 'no'} | {final} |"
+            f"| {r['seed']} | {r['global_step']:,} | {'yes' if r['stopped_early'] else 'no'} | {shown} |"
         )
     with open(os.path.join(parent, RESULTS_MD), "w") as f:
         f.write("\n".join(lines) + "\n")

@@ -64,8 +64,8 @@ def train(
     callbacks: list[Callback] | None = None,
     env=None,
     **overrides,
-) -> Agent:
-    """Train as ``proxima train`` does and return the trained agent.
+) -> Agent | list[Agent]:
+    """Train as ``proxima train`` does and return the trained agent (``num_seeds`` > 1: each seed's).
 
     Takes a ``PPOArgs``, keyword overrides of its fields, or both: ``train(env_id="Acrobot-v1", seed=2)``,
     ``train(algo="vpg")``, ``train(config="pendulum-discrete-single-env", seed=2)``. Without ``args``, the
@@ -157,6 +157,7 @@ def _training(args: PPOArgs, run_dir: str, callbacks, env, resume_if_exists: boo
         check_run_dir_free(run_dir)  # would find a run that it writes now stopped before its first checkpoint
     device, notes = setup(args)
     written, envs = False, None
+    run: Run | None = None
     try:
         # Built before the run directory, so a bad env id or unsupported space leaves nothing behind (but
         # --capture-video's recorder makes RUN_DIR/videos as it is built: removed below if the run never starts).
@@ -177,8 +178,7 @@ def _training(args: PPOArgs, run_dir: str, callbacks, env, resume_if_exists: boo
             + encoder_note(args.network.encoder)
             + env_note(args.env.env_factory)
         )
-        run = Run(args, envs, run_dir, device)
-        run.env = env
+        run = Run(args, envs, run_dir, device, env=env)
         run.agent.env_source = env_source(args.env.env_id, args.env.env_kwargs, args.env.env_factory)
         if args.run.init_from is not None:
             init_from_agent(run, args.run.init_from)
@@ -188,6 +188,8 @@ def _training(args: PPOArgs, run_dir: str, callbacks, env, resume_if_exists: boo
         run.notes += notes
         return (yield from steps(run, default_callbacks(run, callbacks or [])))
     finally:
+        if run is not None:  # a progress bar started as the run was made
+            run.console.close()
         if envs is not None:
             envs.close()
         if not written:  # and the lock removes RUN_DIR where it made it and nothing else is left there
@@ -202,7 +204,7 @@ def resume(
     env=None,
     torch_threads: int | None = None,
     trust_code: bool = False,
-) -> Agent:
+) -> Agent | list[Agent]:
     """Continue the run in ``run_dir`` from its last checkpoint, with the settings in its ``config.json``.
 
     On native envs the continuation is exact: the final weights and every ``metrics.jsonl`` value except the
@@ -295,22 +297,23 @@ def _resuming(
     env = env_of(args, env, what=run_dir)
     device, notes = setup(args)
     envs = make_run_envs(args, run_dir, device, env, resumed=meta)
+    run: Run | None = None
     try:
         args = resolve_args_precision(args, envs, device)  # a config.json written by hand may say auto
         notes += hardware_notes(args.network.precision, device, obs_layout(envs).has_images)
         notes += thread_notes(args, envs, saved=meta["torch_threads"])
         checkpoint.check_model(states, network_spec(args, envs), envs.single_action_space, path, config_path)
-        run = Run(args, envs, run_dir, device)
-        run.env = env
+        run = Run(args, envs, run_dir, device, env=env)
         run.agent.env_source = env_source(args.env.env_id, args.env.env_kwargs, args.env.env_factory)
         run.notes += notes
-        run_callbacks = default_callbacks(run, callbacks or [])
-        run.callbacks = run_callbacks
-        checkpoint.load(run, path, meta, states)
+        run.callbacks = default_callbacks(run, callbacks or [])
+        run.restore(path, meta, states)
         if total_timesteps is not None or torch_threads is not None:
             write_json(config_path, saved.to_json())
-        return (yield from steps(run, run_callbacks))
+        return (yield from steps(run, run.callbacks))
     finally:
+        if run is not None:  # a progress bar started as the run was made
+            run.console.close()
         envs.close()
 
 
@@ -334,7 +337,8 @@ def requeue(args: PPOArgs, callbacks: list[Callback] | None = None, env=None) ->
     A batched run's directory (its seeds.json) is handled as a batched run, another run's as one seed's,
     whatever ``num_seeds`` is given.
     """
-    run_dir = args.run.run_dir  # given (training checks), and held by this process
+    run_dir = args.run.run_dir
+    assert run_dir is not None, "training checks that it is given; this process holds it"
     say = (lambda text: None) if args.run.quiet else (lambda text: print(text, flush=True))
     # A batched run keeps its settings in seeds.json, its seeds' runs in seedS/. The run in the directory says
     # which kind it is: a --num-seeds of the other kind is one more setting that differs.

@@ -686,7 +686,7 @@ def _tune_checkpoint(name: str, runs: dict, plan: dict) -> str:
     directory = tempfile.mkdtemp(prefix="proxima-pbt-")
     write_json(os.path.join(directory, "origin.json"), {"sample": name})
     for k, run in runs.items():
-        checkpoint.save(run)
+        run.save_checkpoint()
         seed_dir = os.path.join(directory, f"seed{plan['seeds'][k]}")
         os.makedirs(seed_dir)
         for f in (CHECKPOINT, METRICS, EPISODES):

@@ -265,7 +265,7 @@ def test_a_long_runs_pages_are_spaced_by_their_cost(tmp_path, monkeypatch):
 
 
 def test_metrics_lines_carry_the_warnings_that_fired(tmp_path):
-    logger = RunLogger(str(tmp_path), {}, tensorboard=False)
+    logger = RunLogger(str(tmp_path), {}, tensorboard=False).open()
     logger.log_update({"global_step": 512, "approx_kl": 0.2}, [{"kind": "approx_kl", "text": "too far"}])
     logger.log_update({"global_step": 1024, "approx_kl": 0.01})
     logger.close()
