@@ -1,6 +1,6 @@
 """The ``proxima`` command and its subcommands (``USAGE``).
 
-Every command's flags are a dataclass parsed by ``_parse`` (tyro, after ``proxima.argv.check``): ``EvalArgs``,
+Every command's flags are a dataclass parsed by ``proxima.argv.parse`` (tyro): ``EvalArgs``,
 ``ExportArgs``, ... and, for the commands that train (train, probe, solve, sweep), the command's own flags
 composed with ``PPOArgs``' groups by ``parse_command``. So ``--help`` is their field docs, and every user error
 becomes one line on stderr and exit status 2 (``PROXIMA_DEBUG=1`` adds the traceback).
@@ -8,13 +8,10 @@ becomes one line on stderr and exit status 2 (``PROXIMA_DEBUG=1`` adds the trace
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import difflib
 import errno
 import gc
-import io
-import json
 import os
 import shlex
 import shutil
@@ -29,7 +26,7 @@ from typing import TYPE_CHECKING, Annotated
 import tyro
 
 from proxima import files, trust
-from proxima.argv import check, field_docs, fields, in_flags
+from proxima.argv import debug, field_docs, helping, in_flags, parse
 from proxima.errors import (
     DiskFullError,
     EnvError,
@@ -76,73 +73,16 @@ commands:
 proxima --version prints the version.
 """
 
-_TRUE, _FALSE = {"true", "1", "yes", "y", "on"}, {"false", "0", "no", "n", "off"}
-
-
-def _debug() -> bool:
-    return os.environ.get("PROXIMA_DEBUG", "") not in ("", "0")
-
-
-def _bool_flags_as_tyro(cls, argv: list[str]) -> list[str]:
-    """Accept the seed's ``--cuda False`` / ``--cuda=true`` spelling beside tyro's ``--cuda`` / ``--no-cuda``."""
-    flags = {f.flag for f in fields(cls) if f.hint is bool and not f.positional}
-    out, i = [], 0
-    while i < len(argv):
-        arg = argv[i]
-        name, _, inline = arg.partition("=")
-        value = inline if inline else (argv[i + 1] if i + 1 < len(argv) else "")
-        if name in flags and value.lower() in _TRUE | _FALSE:
-            out.append(name if value.lower() in _TRUE else "--no-" + name[2:])
-            i += 1 if inline else 2
-            continue
-        out.append(arg)
-        i += 1
-    return out
-
 
 def _flag_value(argv: list[str], flag: str) -> str | None:
     """The value of ``--flag VALUE`` or ``--flag=VALUE`` in ``argv`` (the last one wins), else None."""
     value = None
     for i, arg in enumerate(argv):
-        if arg == flag and i + 1 < len(argv):
+        if arg == flag and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
             value = argv[i + 1]
         elif arg.startswith(flag + "="):
             value = arg.partition("=")[2]
     return value
-
-
-def _helping(argv: list[str]) -> bool:
-    return "-h" in argv or "--help" in argv
-
-
-def _parse(cls, argv: list[str], prog: str, description: str | None = None):
-    """Every command's flags, the one way: ``tyro.cli`` on the dataclass ``cls`` (its flags flat), after
-    ``proxima.argv.check`` has turned any mistake into one line; help prints in full and exits 0."""
-    argv = _bool_flags_as_tyro(cls, argv)
-    flat = tyro.conf.OmitArgPrefixes[cls]
-    if _helping(argv):
-        # straight to the terminal, so it keeps its formatting; without the other flags, which tyro would
-        # parse first, so that a mistake in them does not hide the help
-        with _REGISTRY:
-            return tyro.cli(flat, args=["--help"], prog=prog, description=description)
-    argv = check(cls, argv, prog)
-    _constructor_errors.clear()
-    try:
-        with contextlib.ExitStack() as stack:
-            if not _debug():
-                stack.enter_context(contextlib.redirect_stdout(io.StringIO()))
-                stack.enter_context(contextlib.redirect_stderr(io.StringIO()))
-            with _REGISTRY:
-                return tyro.cli(flat, args=argv, prog=prog, description=description)
-    except SystemExit:
-        if _constructor_errors:  # a value tyro could not make, with our own line for it
-            raise _constructor_errors.pop() from None
-        # A mistake the check does not know of. tyro's wording and layout change between its releases, so
-        # its text is not read here; PROXIMA_DEBUG=1 lets it through.
-        raise UserError(
-            f"cannot parse the arguments {' '.join(argv)!r} (see {prog} --help for the accepted flags, or set "
-            "PROXIMA_DEBUG=1 for the parser's own message)"
-        ) from None
 
 
 @dataclass
@@ -205,7 +145,7 @@ def _command_flags(
     """A dataclass of a command's own flags (``own``, a dataclass named after the command), of ``PPOArgs``'
     groups and of the ``instructions``: one ``--help`` section each, titled by its docstring, with
     ``defaults`` as the settings' defaults, so that ``--help`` shows the values a run would get. The flags are
-    flat (``--env-id``): ``_parse`` puts the dataclass under ``OmitArgPrefixes``. ``hidden``: settings that the
+    flat (``--env-id``): ``parse`` puts the dataclass under ``OmitArgPrefixes``. ``hidden``: settings that the
     command sets itself, left out of its flags and its help."""
     from proxima.config import GROUPS
 
@@ -241,36 +181,6 @@ def _with_help(cls, defaults, hidden: tuple[str, ...] = ()):
     return made
 
 
-def _json_object(values: list[str]) -> dict | None:
-    """``--env-kwargs``' JSON text as a dict; a ``UserError`` kept for ``_parse``, which tyro would turn into
-    a box of text."""
-    from proxima.config import parse_env_kwargs
-
-    try:
-        return parse_env_kwargs(values[0])
-    except UserError as e:
-        _constructor_errors.append(e)
-        raise
-
-
-_constructor_errors: list[UserError] = []
-# PPOArgs' dict settings (env_kwargs) are one JSON object on the command line
-_REGISTRY = tyro.constructors.ConstructorRegistry()
-
-
-@_REGISTRY.primitive_rule
-def _dict_as_json(info: tyro.constructors.PrimitiveTypeInfo):
-    if info.type is not dict:
-        return None
-    return tyro.constructors.PrimitiveConstructorSpec(
-        nargs=1,
-        metavar="JSON",
-        instance_from_str=_json_object,
-        is_instance=lambda value: isinstance(value, dict),
-        str_from_instance=lambda value: [json.dumps(value)],
-    )
-
-
 def parse_command(
     argv: list[str],
     prog: str,
@@ -281,21 +191,18 @@ def parse_command(
     hidden: tuple[str, ...] = (),
 ):
     """``(own flags, PPOArgs)`` of a command that takes the train flags beside its own (``own``: a dataclass,
-    or None), through ``_parse``. The settings are layered on the ``--algo`` defaults and the ``--config``
+    or None), through ``parse``. The settings are layered on the ``--algo`` defaults and the ``--config``
     preset (else ``preset``), read first, so that the preset's values become the defaults ``--help`` shows
     and explicit flags override them. ``instructions`` are the instruction flags accepted beside the settings;
     ``hidden``, the settings the command sets itself (``_command_flags``)."""
     from proxima.config import GROUPS, PPOArgs, resolve_args
 
     given = {name: _flag_value(argv, "--" + name) for name in instructions}
-    plain = _command_flags(PPOArgs(), given, own)
-    if not _helping(argv):  # --config's and --algo's values are read below: check them first
-        check(plain, _bool_flags_as_tyro(plain, argv), prog)
     algo = _flag_value(argv, "--algo")
     config = given.get("config") or preset
     named = {name: _flag_value(argv, "--" + name.replace("_", "-")) for name in trust.SETTINGS}  # typed again
     defaults = resolve_args(config=config, named=named, **({"algo": algo} if algo is not None else {}))
-    parsed = _parse(_command_flags(defaults, given, own, hidden), argv, prog, description)
+    parsed = parse(_command_flags(defaults, given, own, hidden), argv, prog, description)
     args = PPOArgs(**{g: cls(**vars(getattr(parsed, g))) for g, cls in GROUPS.items()})
     return (getattr(parsed, dataclasses.fields(parsed)[0].name) if own is not None else None), args
 
@@ -343,7 +250,7 @@ def cmd_train(argv: list[str]) -> int:
     from proxima.loop import run_to_end
     from proxima.trainer import resuming, train
 
-    if _flag_value(argv, "--resume") is not None and not _helping(argv):  # train's help lists --resume too
+    if _flag_value(argv, "--resume") is not None and not helping(argv):  # train's help lists --resume too
         others = [
             a
             for a in argv
@@ -364,7 +271,7 @@ def cmd_train(argv: list[str]) -> int:
                 f"run's own --env-id, --env-factory and --encoder may be given (the run's config.json holds its "
                 f"settings), not {others[0]} (see proxima train --help)"
             )
-        args = _parse(ResumeArgs, argv, "proxima train")
+        args = parse(ResumeArgs, argv, "proxima train")
         named = {name: getattr(args, name) for name in trust.SETTINGS if getattr(args, name) is not None}
         run_to_end(resuming(
             args.resume, quiet=args.quiet, total_timesteps=args.total_timesteps, torch_threads=args.torch_threads,
@@ -424,7 +331,7 @@ def _asked_norm_value(args: PPOArgs, argv: list[str]) -> bool | None:
 def cmd_presets(argv: list[str]) -> int:
     from proxima.config import load_preset, preset_names, read_preset
 
-    if _helping(argv):
+    if helping(argv):
         print(
             "usage: proxima presets [NAME]\n\nWithout NAME: every preset, with what it is for. With NAME: that "
             "preset's settings, as the train flags it stands for (proxima train --config NAME takes them; any "
@@ -539,7 +446,7 @@ def cmd_eval(argv: list[str]) -> int:
     from proxima.envs.selfplay import is_selfplay_id
     from proxima.evaluate import evaluate, save_evaluation
 
-    args = _parse(EvalArgs, argv, "proxima eval")
+    args = parse(EvalArgs, argv, "proxima eval")
     env_kwargs = parse_env_kwargs(args.env_kwargs)
     if args.env_factory is not None and args.env_id is not None:
         raise UserError("give the env once: --env-id or --env-factory, not both")
@@ -645,7 +552,7 @@ class ExportArgs:
 def cmd_export(argv: list[str]) -> int:
     from proxima.export import export
 
-    args = _parse(ExportArgs, argv, "proxima export")
+    args = parse(ExportArgs, argv, "proxima export")
     path = export(args.run_dir, args.format, args.output, encoder=args.encoder, trust_code=args.trust_code)
     print(f"wrote {path} and {path}.json")
     return 0
@@ -675,7 +582,7 @@ def cmd_check_env(argv: list[str]) -> int:
     if env_id is not None:
         at = next(i for i, a in enumerate(argv) if a.split("=")[0] == "--env-id")
         argv = [*argv[:at], env_id, *argv[at + (1 if "=" in argv[at] else 2) :]]
-    args = _parse(CheckEnvArgs, argv, "proxima check-env")
+    args = parse(CheckEnvArgs, argv, "proxima check-env")
     if args.num_envs < 1:
         raise UserError(f"--num-envs expects a positive integer, got '{args.num_envs}'")
     if (args.env_id is None) == (args.env_factory is None):
@@ -715,7 +622,7 @@ def cmd_plot(argv: list[str]) -> int:
     from proxima.files import distinct_dirs, seed_run_dirs
     from proxima.plotting import plot_runs
 
-    args = _parse(PlotArgs, argv, "proxima plot")
+    args = parse(PlotArgs, argv, "proxima plot")
     if not args.run_dirs:
         raise UserError("give at least one run directory")
     if not args.output.endswith(".png"):
@@ -747,7 +654,7 @@ class ReportArgs:
 def cmd_report(argv: list[str]) -> int:
     from proxima.report import write_report
 
-    args = _parse(ReportArgs, argv, "proxima report")
+    args = parse(ReportArgs, argv, "proxima report")
     if not args.paths:
         raise UserError("give at least one run, sweep or compare directory")
     output = args.output or (
@@ -1143,7 +1050,7 @@ def main(argv: list[str] | None = None, own_process: bool = False) -> int:
         )  # Python's advice: no second error at exit
         return 0
     except (UserError, EnvError, NonFiniteError, DiskFullError) as e:
-        if _debug():  # where it was raised, and what raised the env's exception (its cause)
+        if debug():  # where it was raised, and what raised the env's exception (its cause)
             traceback.print_exc()
         # one line, whatever the message holds: numpy writes a 2-D space's bounds over several lines
         line = " ".join(part.strip() for part in str(e).splitlines())
@@ -1160,7 +1067,7 @@ def main(argv: list[str] | None = None, own_process: bool = False) -> int:
         cannot = files.refused(e, verb="write" if e.errno == errno.EROFS else "access")
         if cannot is None and e.errno not in files.FULL_DISK:
             raise
-        if _debug():
+        if debug():
             traceback.print_exc()
         print(
             f"proxima {command}: error: {cannot or f'{os.strerror(e.errno).lower()} writing {e.filename}'}",
@@ -1174,7 +1081,7 @@ def main(argv: list[str] | None = None, own_process: bool = False) -> int:
         return e.exit_status
     except KeyboardInterrupt:  # a second Ctrl-C, which stops at once, even while the first one's checkpoint
         # is being written (written whole or not at all)
-        if _debug():
+        if debug():
             traceback.print_exc()
         print(
             f"proxima {command}: stopped at once by a second interrupt; a run keeps its last checkpoint "

@@ -53,11 +53,16 @@ def test_bad_arguments_are_one_line_naming_the_flag_and_what_is_accepted(argv, m
 
 def test_values_tyro_accepts_pass_the_check():
     args = parse_train_args(
-        ["--learning-rate", "-1e-3", "--seed=-3", "--target-kl", "None", "--critic-hidden-sizes", "16",
+        ["--learning-rate", "1e-3", "--stop-return", "-3", "--target-kl", "None", "--critic-hidden-sizes", "16",
          "--critic-activation", "relu", "--hidden-sizes=8", "--run-dir", "None", "--torch-deterministic=false"]
-    )  # fmt: skip
-    assert (args.algorithm.learning_rate, args.run.seed, args.algorithm.target_kl, args.run.run_dir) == (
-        -1e-3,
+    )  # fmt: skip  # a negative number is a value, not a flag
+    assert (
+        args.algorithm.learning_rate,
+        args.run.stop_return,
+        args.algorithm.target_kl,
+        args.run.run_dir,
+    ) == (
+        1e-3,
         -3,
         None,
         None,
