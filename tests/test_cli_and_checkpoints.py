@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import proxima
-from proxima.cli import main
+from proxima.commands import main
 from proxima.config import PPOArgs
 
 TINY = [

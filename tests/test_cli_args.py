@@ -7,10 +7,11 @@ import sys
 import pytest
 
 import proxima
-import proxima.cli
+import proxima.commands
 import proxima.config
 import proxima.trainer
-from proxima.cli import main, parse_train_args
+from proxima.commands import main
+from proxima.commands.common import parse_train_args
 from proxima.config import GROUPS, PPOArgs, resolve_args
 from proxima.errors import EnvError, NonFiniteError, UserError
 
@@ -81,7 +82,7 @@ def test_a_parser_failure_the_check_misses_is_one_generic_line(monkeypatch, caps
         print("╰───────╯", file=sys.stderr)
         raise SystemExit(2)
 
-    monkeypatch.setattr(proxima.cli.tyro, "cli", boxed)
+    monkeypatch.setattr(proxima.argv.tyro, "cli", boxed)
     assert main(["eval", "run"]) == 2
     out, err = capsys.readouterr()
     assert out == "" and len(err.strip().splitlines()) == 1, err
@@ -163,7 +164,7 @@ def test_output_piped_into_a_reader_that_stops_early_gives_no_traceback():
     import sys
 
     proc = subprocess.run(
-        f"{sys.executable} -m proxima.cli presets | head -1", shell=True, capture_output=True, text=True
+        f"{sys.executable} -m proxima.commands presets | head -1", shell=True, capture_output=True, text=True
     )
     assert proc.stdout.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
 
@@ -187,7 +188,7 @@ def test_the_commands_that_train_show_their_own_flags_and_every_train_flag(comma
 
 
 def test_a_sweep_grid_is_expanded_once_and_parsed_as_train_flags():
-    settings = proxima.cli._grid_settings(
+    settings = proxima.commands.sweep._grid_settings(
         ["--num-envs", "2", "--grid", "learning_rate=1e-3,1e-4"],
         ["learning_rate=1e-3,1e-4", "hidden_sizes=64 64,16"],
     )
