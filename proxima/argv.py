@@ -28,15 +28,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal, NoReturn
 
 import tyro
-from tyro._errors import (
-    BadValue,
-    InstantiationFailure,
-    InvalidChoice,
-    MissingArgs,
-    ParseErrorEvent,
-    UnrecognizedArgs,
-    on_parse_error,
-)
+from tyro import _errors as events
 
 from proxima.errors import UserError
 
@@ -123,7 +115,8 @@ def _class_body(cls) -> list[ast.stmt]:
     except (OSError, TypeError, SyntaxError, StopIteration):  # made at run time, or defined in a function
         pass
     try:
-        return ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0].body
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0]
+        return tree.body if isinstance(tree, ast.ClassDef) else []
     except (OSError, TypeError):  # a class made at run time has no source
         return []
 
@@ -132,7 +125,7 @@ def fields(cls) -> list[Field]:
     """The fields of ``cls`` as flags, with the fields of nested dataclasses in place (their flags are flat)."""
     hints, docs, out = typing.get_type_hints(cls, include_extras=True), field_docs(cls), []
     for f in dataclasses.fields(cls):
-        hint, markers = hints[f.name], ()
+        hint, markers = hints[f.name], list[Any]()
         if typing.get_origin(hint) is Annotated:
             hint, *markers = typing.get_args(hint)
         if dataclasses.is_dataclass(hint):
@@ -144,7 +137,7 @@ def fields(cls) -> list[Field]:
             hint = next(a for a in args if a is not type(None))
         required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
         positional = tyro.conf.Positional in markers
-        metavar = next((m.metavar for m in markers if getattr(m, "metavar", None)), None)
+        metavar = next((str(m.metavar) for m in markers if getattr(m, "metavar", None)), None)
         out.append(Field(f.name, hint, optional, positional, required, docs.get(f.name, ""), metavar))
     return out
 
@@ -249,14 +242,28 @@ def parse(cls, argv: list[str], prog: str, description: str | None = None):
             if not debug():
                 stack.enter_context(contextlib.redirect_stdout(io.StringIO()))
                 stack.enter_context(contextlib.redirect_stderr(io.StringIO()))
-            with _REGISTRY, on_parse_error(mistake.said):
+            with _REGISTRY, events.on_parse_error(mistake.said):
                 parsed = tyro.cli(flat, args=argv, prog=prog, description=description)
     except SystemExit:
         # A mistake the hook does not know of. tyro's wording and layout change between its releases, so
         # its text is not read here; PROXIMA_DEBUG=1 lets it through.
         mistake.fail(f"cannot parse the arguments {' '.join(argv)!r}", generic=True)
     mistake.check_positionals(parsed)
+    _check_declared(parsed)
     return parsed
+
+
+def _check_declared(parsed) -> None:
+    """The constraints declared in a command's own flags (``proxima.config.Must``), in the flags' words; the
+    settings' own are checked when their ``PPOArgs`` is made."""
+    from proxima.config import check_fields, declared
+
+    for value in (parsed, *(getattr(parsed, f.name) for f in dataclasses.fields(parsed))):
+        if dataclasses.is_dataclass(value) and any(musts for _, musts in declared(type(value)).values()):
+            try:
+                check_fields(value)
+            except UserError as e:
+                raise UserError(in_flags(str(e), type(value))) from None
 
 
 class _Mistakes:
@@ -272,24 +279,24 @@ class _Mistakes:
         more = ", or set PROXIMA_DEBUG=1 for the parser's own message" if generic else ""
         raise UserError(f"{message} (see {self.prog} --help for the accepted flags{more})") from None
 
-    def said(self, event: ParseErrorEvent) -> None:
+    def said(self, event: events.ParseErrorEvent) -> None:
         """tyro's hook: raise the event's line (the events this does not know fall through to ``parse``)."""
         argument = getattr(event, "argument", None)
         field = self.by_name.get(argument.field.intern_name) if argument is not None else None
-        if isinstance(event, MissingArgs):
+        if isinstance(event, events.MissingArgs):
             field = self.by_name.get(event.missing_arguments[0].arg.field.intern_name)
             if field is not None:
                 self.missing(field)
-        elif isinstance(event, UnrecognizedArgs):
+        elif isinstance(event, events.UnrecognizedArgs):
             self.unrecognized(event.tokens[0])
-        elif field is None:
+        if field is None:
             return
         name = field.flag if not field.positional else field.name.upper()
-        if isinstance(event, BadValue) and event.reason == "too_few_values":
+        if isinstance(event, events.BadValue) and event.reason == "too_few_values":
             self.fail(f"{name} needs a value: {field.accepts()}")
-        if isinstance(event, InvalidChoice):
+        if isinstance(event, events.InvalidChoice):
             self.fail(f"{name} expects {field.accepts()}, got {event.value!r}")
-        if isinstance(event, InstantiationFailure) and _rejected:
+        if isinstance(event, events.InstantiationFailure) and _rejected:
             bad = _rejected.pop()
             if isinstance(bad, UserError):  # a constructor's own line (--env-kwargs' JSON)
                 raise bad

@@ -209,7 +209,7 @@ def test_a_sweep_grid_is_expanded_once_and_parsed_as_train_flags():
         (["train", "--n_epochs", "4"], "unrecognized flag '--n_epochs'; in proxima: --update-epochs"),
         (["train", "--seed=-1"], "--seed must be an integer from 0 to 2**32 - 1 (4294967295), got -1"),
         (["train", "--seed", "4294967295", "--num-seeds", "2"], "--seed must be an integer from 0 to 2**32 - 1 (4294967295), got seeds 4294967295 to 4294967296"),
-        (["check-env", "CartPole-v1", "--num-envs", "0"], "--num-envs expects a positive integer, got '0'"),
+        (["check-env", "CartPole-v1", "--num-envs", "0"], "--num-envs must be a positive integer, got 0"),
         (["check-env", "CartPole-v1", "--env-kwargs", '{"render_mode": "rgb_array"}'],
          "CartPole-v1: --env-kwargs cannot set render_mode; proxima asks the env for rgb_array frames"),
         (["train", "--env-id", "Acrobot-v1", "--env-kwargs", '{"render_mode": "human"}'],
@@ -356,3 +356,32 @@ def test_a_runs_config_json_is_a_config_for_another_run(tmp_path):
     again = proxima.config.PPOArgs.from_json(json.loads((first / "config.json").read_text()))
     assert args.run.seed == 7 and args.run.run_dir is None  # a run directory of its own
     assert args.replace(seed=again.run.seed, run_dir=str(first)) == again
+
+
+@pytest.mark.parametrize(
+    "name, value, said",
+    [("num_envs", 0, "num_envs must be a positive integer, got 0"),
+     ("gamma", 2.0, "gamma must be in (0, 1], got 2.0"),
+     ("target_kl", -1.0, "target_kl must be positive when given, got -1.0"),
+     ("seed", -1, "seed must be an integer from 0 to 2**32 - 1 (4294967295), got -1")],
+)  # fmt: skip
+def test_a_bad_value_is_said_alike_from_flags_a_config_file_keywords_and_the_settings_class(
+    name, value, said, tmp_path, capsys
+):
+    """One check, declared beside the setting (config.Must): the CLI only writes the setting as its flag."""
+    flag = "--" + name.replace("_", "-")
+    config = tmp_path / "bad.json"
+    config.write_text(json.dumps({name: value}))
+    for argv in (["train", flag, str(value)], ["train", "--config", str(config)]):
+        assert main(argv) == 2
+        assert capsys.readouterr().err == f"proxima train: error: {said.replace(name, flag, 1)}\n"
+    group = proxima.config.GROUP_OF[name]
+    made = {group: dataclasses.replace(getattr(PPOArgs(), group), **{name: value})}
+    for make in (
+        lambda: PPOArgs.of(**{name: value}),
+        lambda: PPOArgs(**made),
+        lambda: proxima.train(**{name: value}),
+    ):
+        with pytest.raises(UserError) as e:
+            make()
+        assert str(e.value) == said

@@ -78,8 +78,8 @@ RESUME = "resume"
         (["--grid", "learning_rate=fast"], "--learning-rate expects a number, got 'fast'"),
         (["--grid", "ent_coef=0", "--grid", "ent_coef=1"], "--grid names a setting twice"),
         (["--seed", "3"], "proxima sweep sets --seed of each run; give --seeds and --output-dir instead"),
-        (["--cpus-per-trial", "0"], "--cpus-per-trial expects a positive integer, got '0'"),
-        (["--gpus-per-trial=-1"], "--gpus-per-trial expects a non-negative number, got '-1'"),
+        (["--cpus-per-trial", "0"], "--cpus-per-trial must be a positive integer, got 0"),
+        (["--gpus-per-trial=-1"], "--gpus-per-trial must be non-negative, got -1.0"),
         (
             ["--gpus-per-trial", "1"],
             "--gpus-per-trial reserves GPUs for Ray trials; a local sweep's runs use a GPU",

@@ -17,6 +17,7 @@ import os
 import sys
 import time
 import traceback
+import typing
 
 from proxima import files
 from proxima.argv import debug, in_flags
@@ -150,7 +151,7 @@ def main(argv: list[str] | None = None, own_process: bool = False) -> int:
         if debug():
             traceback.print_exc()
         print(
-            f"proxima {command}: error: {cannot or f'{os.strerror(e.errno).lower()} writing {e.filename}'}",
+            f"proxima {command}: error: {cannot or f'{os.strerror(typing.cast(int, e.errno)).lower()} writing {e.filename}'}",
             file=sys.stderr,
         )
         return 2 if cannot is not None else DiskFullError.exit_status

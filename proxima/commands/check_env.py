@@ -11,6 +11,7 @@ import tyro
 
 from proxima.argv import parse
 from proxima.commands.common import flag_value
+from proxima.config import POSITIVE_INT
 from proxima.errors import UserError
 
 
@@ -24,7 +25,7 @@ class CheckEnvArgs:
     (a gymnasium.Env, or a PettingZoo ParallelEnv)"""
     env_kwargs: Annotated[str | None, tyro.conf.arg(metavar="JSON")] = None
     """keyword arguments of the env's constructor, as JSON: --env-kwargs '{"size": 8}'"""
-    num_envs: int = 4
+    num_envs: Annotated[int, POSITIVE_INT] = 4
     """the env count at which to choose the backend and take the random steps"""
 
 
@@ -39,8 +40,6 @@ def run(argv: list[str]) -> int:
         at = next(i for i, a in enumerate(argv) if a.split("=")[0] == "--env-id")
         argv = [*argv[:at], env_id, *argv[at + (1 if "=" in argv[at] else 2) :]]
     args = parse(CheckEnvArgs, argv, "proxima check-env")
-    if args.num_envs < 1:
-        raise UserError(f"--num-envs expects a positive integer, got '{args.num_envs}'")
     if (args.env_id is None) == (args.env_factory is None):
         raise UserError("give the env to check: an ENV_ID, or --env-factory MODULE:NAME (not both)")
     source = args.env_id or load_env_factory(args.env_factory, "--env-factory")

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import sys
 import typing
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import tyro
 
@@ -82,9 +83,9 @@ def _with_help(cls, defaults, hidden: tuple[str, ...] = ()):
     fields_ = []
     for f in dataclasses.fields(cls):
         value = getattr(defaults, f.name)
-        default = dataclasses.field(default_factory=lambda v=value: v) if isinstance(value, dict) else (
+        default = dataclasses.field(default_factory=functools.partial(dict, value)) if isinstance(value, dict) else (
             dataclasses.field(default=value))  # fmt: skip
-        hint = Annotated[hints[f.name], tyro.conf.arg(help=docs.get(f.name))]
+        hint: Any = Annotated[hints[f.name], tyro.conf.arg(help=docs.get(f.name))]
         fields_.append((f.name, Annotated[hint, tyro.conf.Suppress] if f.name in hidden else hint, default))
     made = dataclasses.make_dataclass(cls.__name__, fields_, frozen=True)
     made.__doc__ = cls.__doc__
@@ -111,7 +112,8 @@ def parse_command(
     algo = flag_value(argv, "--algo")
     config = given.get("config") or preset
     named = {name: flag_value(argv, "--" + name.replace("_", "-")) for name in trust.SETTINGS}  # typed again
-    defaults = resolve_args(config=config, named=named, **({"algo": algo} if algo is not None else {}))
+    chosen: dict[str, Any] = {"algo": algo} if algo is not None else {}
+    defaults = resolve_args(config=config, named=named, **chosen)
     parsed = parse(command_flags(defaults, given, own, hidden), argv, prog, description)
     args = PPOArgs(**{g: cls(**vars(getattr(parsed, g))) for g, cls in GROUPS.items()})
     return (getattr(parsed, dataclasses.fields(parsed)[0].name) if own is not None else None), args

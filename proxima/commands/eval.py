@@ -96,12 +96,16 @@ def run(argv: list[str]) -> int:
             raise UserError(str(e).replace(FEATURES["video"], "--video")) from None
         raise
     if staging is not None:
-        recorded, video_dir = video_dir, os.path.join(args.run_dir, files.EVAL_VIDEOS)
+        recorded, video_dir = (
+            os.path.join(staging, files.EVAL_VIDEOS),
+            os.path.join(args.run_dir, files.EVAL_VIDEOS),
+        )
         shutil.rmtree(video_dir, ignore_errors=True)
         os.makedirs(recorded, exist_ok=True)  # a recorder that makes its folder with its first video only
         os.rename(recorded, video_dir)
         os.rmdir(staging)
     videos = sorted(f for f in os.listdir(video_dir) if f.endswith(".mp4")) if video_dir else []
+    shown = [os.path.join(video_dir, f) for f in videos] if video_dir else []
     # the score first: a run directory that takes no eval.json (read-only, full) loses nothing of it
     print(
         f"{args.env_id or agent.env_id}: mean_return={returns.mean():.2f} std_return={returns.std():.2f} "
@@ -109,7 +113,7 @@ def run(argv: list[str]) -> int:
         flush=True,
     )
     if videos:
-        print(f"videos: {', '.join(os.path.join(video_dir, f) for f in videos)}", flush=True)
+        print(f"videos: {', '.join(shown)}", flush=True)
     # on another env than the run's, eval.json says which, and the report shows it beside the score
     other = {"env_id": args.env_id} if args.env_id not in (None, agent.env_id) else {}
     other |= {"env_kwargs": env_kwargs} if env_kwargs else {}
@@ -124,6 +128,7 @@ def _eval_against(agent, args: EvalArgs) -> int:
 
     if args.video or args.env_id or args.env_kwargs:
         raise UserError("--opponent plays the agent's own game: drop --video, --env-id and --env-kwargs")
+    assert args.opponent is not None  # run() calls this with --opponent only
     returns, summary = play_against(
         agent, args.opponent, args.episodes, seed=args.seed, deterministic=args.deterministic
     )

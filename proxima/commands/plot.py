@@ -30,8 +30,6 @@ def run(argv: list[str]) -> int:
     from proxima.plotting import plot_runs
 
     args = parse(PlotArgs, argv, "proxima plot")
-    if not args.run_dirs:
-        raise UserError("give at least one run directory")
     if not args.output.endswith(".png"):
         raise UserError(f"--output must be a .png file, got {args.output!r}")
     run_dirs = distinct_dirs(list(args.run_dirs))

@@ -10,7 +10,6 @@ import tyro
 
 from proxima import files
 from proxima.argv import parse
-from proxima.errors import UserError
 
 
 @dataclass
@@ -30,8 +29,6 @@ def run(argv: list[str]) -> int:
     from proxima.report import write_report
 
     args = parse(ReportArgs, argv, "proxima report")
-    if not args.paths:
-        raise UserError("give at least one run, sweep or compare directory")
     output = args.output or (
         os.path.join(args.paths[0], files.REPORT) if len(args.paths) == 1 else files.REPORT
     )

@@ -61,7 +61,7 @@ def run(argv: list[str]) -> int:
     )
     if flags.task != env_id:  # the preset is read before the flags: the task comes first
         raise UserError(f"give ENV_ID first: proxima solve {flags.task} [TRAIN FLAGS]")
-    task = tasks[env_id]
+    task = tasks[flags.task]
     if args.run.num_seeds > 1:
         raise UserError(
             "proxima solve trains and scores one seed; for many, proxima train --config PRESET --num-seeds N"

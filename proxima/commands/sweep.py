@@ -16,6 +16,7 @@ from proxima.commands.common import (
     sweep_interrupted,
     without_own_flags,
 )
+from proxima.config import NON_NEGATIVE, POSITIVE_INT
 from proxima.errors import TrainingInterrupted, UserError
 
 
@@ -31,11 +32,11 @@ class SweepFlags:
     """one setting and its values, repeatable: --grid learning_rate=3e-4,1e-3 --grid ent_coef=0,0.01 (a train flag's name; a value of several numbers, as for hidden_sizes, has them apart by spaces: --grid "hidden_sizes=64 64,256 256")"""
     executor: Annotated[str, tyro.conf.arg(metavar="ray|local")] = "ray"
     """ray: each run a Ray Tune trial (needs the ray extra); local: one after another in this process"""
-    cpus_per_trial: int = 1
+    cpus_per_trial: Annotated[int, POSITIVE_INT] = 1
     """CPUs Ray gives each run; a run's torch threads equal them"""
-    gpus_per_trial: float = 0
+    gpus_per_trial: Annotated[float, NON_NEGATIVE] = 0
     """GPUs Ray gives each run, which then trains on CUDA (0.5: two runs share a GPU)"""
-    max_concurrent: int | None = None
+    max_concurrent: Annotated[int | None, POSITIVE_INT] = None
     """at most N runs at once (default: as many as the CPUs allow)"""
     address: str | None = None
     """join a running Ray cluster: auto, or ray://HOST:10001 (default: the one RAY_ADDRESS names, else a new local Ray instance); every node must see the sweep directory"""
@@ -63,12 +64,6 @@ def run(argv: list[str]) -> int:
     from proxima.sweeps import default_output_dir, parse_seeds, resume_sweep, sweep
 
     flags, _ = parse_command(argv, "proxima sweep", SweepFlags, description=SWEEP_ABOUT)
-    for name in ("cpus_per_trial", "max_concurrent"):
-        value = getattr(flags, name)
-        if value is not None and value < 1:
-            raise UserError(f"--{name.replace('_', '-')} expects a positive integer, got '{value}'")
-    if not flags.gpus_per_trial >= 0:
-        raise UserError(f"--gpus-per-trial expects a non-negative number, got '{flags.gpus_per_trial:g}'")
     if flags.resume is not None:
         extra = [
             a.split("=")[0] for a in argv if a.startswith("-") and a.split("=")[0] not in _SWEEP_RESUME_FLAGS
