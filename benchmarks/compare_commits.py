@@ -74,7 +74,7 @@ def run_all(tree: str, out: str, extra: list[str], names: list[str]) -> None:
         cmd = [
             PYTHON,
             "-m",
-            "proxima.cli",
+            "proxima",  # the command at every commit
             "train",
             *flags,
             *extra,

@@ -28,7 +28,7 @@ fi
 # its imports again (seconds). The first process to import a module writes it.
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 PYTHONPYCACHEPREFIX=/tmp/pycache
 unset PYTHONDONTWRITEBYTECODE
-proxima() { python3 -c 'import sys; from proxima.cli import main; sys.exit(main())' "$@"; }
+proxima() { python3 -c 'import sys; from proxima.commands import main; sys.exit(main())' "$@"; }
 progress() {
     python3 - "$1" <<'EOF'
 import json, sys
@@ -88,8 +88,8 @@ resume)
     sleep 20; cat "$run.log"
     ;;
 stop)
-    # the runs' own command lines (python3 -c '...proxima.cli import main...' train ... --run-dir /tmp/breakout10m-*)
-    pkill -INT -f "proxima.cli import main.*breakout10m" && while pgrep -f "proxima.cli import main.*breakout10m" >/dev/null; do sleep 1; done
+    # the runs' own command lines (python3 -c '...proxima.commands import main...' train ... --run-dir /tmp/breakout10m-*)
+    pkill -INT -f "proxima.commands import main.*breakout10m" && while pgrep -f "proxima.commands import main.*breakout10m" >/dev/null; do sleep 1; done
     tail -2 /tmp/breakout10m-*.log
     ;;
 wait)

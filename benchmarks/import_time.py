@@ -1,6 +1,6 @@
-"""What a `proxima` process pays before and around its work: the time to `import proxima.cli` in a fresh
+"""What a `proxima` process pays before and around its work: the time to `import proxima.commands` in a fresh
 process, and the cyclic garbage collector's passes during a short training run, with and without the objects
-of the imports frozen (`gc.freeze()`, which the `proxima` command does in `cli.console`).
+of the imports frozen (`gc.freeze()`, which the `proxima` command does in `commands.console`).
 
     .venv/bin/python benchmarks/import_time.py [--base REV] [--repeats 12]
 
@@ -24,7 +24,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IMPORT = (
-    "import gc, json, time; t = time.perf_counter(); import proxima.cli; "
+    "import gc, json, time, importlib, pkgutil; t = time.perf_counter(); import proxima; "  # a --base before
+    "importlib.import_module('proxima.commands' if pkgutil.get_loader('proxima.commands') else 'proxima.cli'); "  # commands/
     "print(json.dumps([time.perf_counter() - t, [s['collections'] for s in gc.get_stats()]]))"
 )
 
@@ -49,7 +50,7 @@ def import_once(tree: str) -> tuple[float, list[int]]:
 def run_with_collector_timed(freeze: bool) -> tuple[float, dict[int, list[float]]]:
     """The run in this process (a fresh one per call: see ``main``): its wall time and, per generation, the
     collector's passes and seconds."""
-    import proxima.cli
+    import proxima.commands
 
     spent: dict[int, list[float]] = {0: [0, 0.0], 1: [0, 0.0], 2: [0, 0.0]}
     started = [0.0]
@@ -67,7 +68,7 @@ def run_with_collector_timed(freeze: bool) -> tuple[float, dict[int, list[float]
     run_dir = os.path.join(tempfile.mkdtemp(prefix="proxima-gc-"), "run")
     start = time.perf_counter()
     flags = ["--config", "cartpole-fast", "--seed", "1", "--torch-threads", "1", "--run-dir", run_dir]
-    proxima.cli.main(["train", *flags, "--quiet", "--no-report", "--no-plot"])
+    proxima.commands.main(["train", *flags, "--quiet", "--no-report", "--no-plot"])
     return time.perf_counter() - start, spent
 
 
@@ -88,7 +89,7 @@ def main() -> None:
             seconds, passes[name] = import_once(tree)
             times[name].append(seconds)
     for name in trees:
-        print(f"import proxima.cli, {name}: median {statistics.median(times[name]):.3f} s over {args.repeats} "
+        print(f"import proxima.commands, {name}: median {statistics.median(times[name]):.3f} s over {args.repeats} "
               f"processes (min {min(times[name]):.3f}); collector passes by generation {passes[name]}")  # fmt: skip
     for child in ("plain", "frozen", "plain", "frozen"):
         out = subprocess.run(

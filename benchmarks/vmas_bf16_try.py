@@ -16,7 +16,7 @@ import time
 
 import torch
 
-from proxima.cli import main as proxima
+from proxima.commands import main as proxima
 
 # benchmarks/peers/benchmarl_vmas.py's settings, as proxima's flags express them (the journal lists what differs)
 SETTINGS = (

@@ -2,6 +2,6 @@
 
 import sys
 
-from proxima.cli import console
+from proxima.commands import console
 
 sys.exit(console())

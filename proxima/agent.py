@@ -252,7 +252,7 @@ def check_spec(spec: NetworkSpec, observation_space: gym.Space, action_space: gy
     """A one-line ``UserError`` unless ``spec`` (read from ``source``) is of the types a saved one has, holds
     settings that ``proxima train`` accepts, takes the observations of ``observation_space`` as its input and
     gives the logits of ``action_space``: the file's parts must be of one agent."""
-    from proxima.config import check_type
+    from proxima.config import check
 
     ints = lambda v: isinstance(v, tuple) and all(isinstance(n, int) and n > 0 for n in v)  # noqa: E731
     kinds = {"logits_dim": lambda v: isinstance(v, int) and v > 0, "obs_shape": ints,
@@ -264,7 +264,7 @@ def check_spec(spec: NetworkSpec, observation_space: gym.Space, action_space: gy
                 f"{source}'s network has {name}={getattr(spec, name)!r}; the checkpoint is corrupt"
             )
     for name, value in dataclasses.asdict(spec.network).items():
-        check_type(name, tuple(value) if isinstance(value, list) else value)
+        check(type(spec.network), name, tuple(value) if isinstance(value, list) else value)
     spec.network.validate()
     layout = spec.layout()
     if layout.packed:

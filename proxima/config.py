@@ -21,9 +21,10 @@ import json
 import os
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 
@@ -41,6 +42,45 @@ MAX_THREADS = 1024
 CONFIG_FORMAT, CONFIG_VERSION = "proxima-config", 2
 
 
+@dataclass(frozen=True)
+class Must:
+    """A setting's own constraint, declared in its type beside it: ``num_envs: Annotated[int, POSITIVE_INT]``.
+    ``check`` reads it, for every way a value comes (flags, a preset or config.json, keyword arguments,
+    ``PPOArgs(...)``), so a bad value is said in the same words whichever way it came: ``{name} must be
+    {words}, got {value!r}`` (``when given`` for an optional one, whose None is not checked). ``typed``: ``holds``
+    checks the value's type too, and its words replace the type's."""
+
+    holds: Callable[[Any], bool]
+    words: str
+    typed: bool = False
+
+
+# The constraints, by name: an annotation is evaluated in the class's namespace, where a lambda of its own finds
+# no module constant (MAX_THREADS).
+POSITIVE_INT = Must(lambda v: v >= 1, "a positive integer")
+POSITIVE = Must(lambda v: v > 0, "positive")  # a NaN fails every one of these: no comparison holds for it
+NON_NEGATIVE = Must(lambda v: v >= 0, "non-negative")
+UNIT = Must(lambda v: 0 < v <= 1, "in (0, 1]")
+PROBABILITY = Must(lambda v: 0 <= v <= 1, "a probability in [0, 1]")
+UPDATES = Must(lambda v: v >= 0, "0 or a positive number of updates")
+SEED = Must(
+    lambda v: 0 <= v <= 2**32 - 1, "an integer from 0 to 2**32 - 1 (4294967295)"
+)  # numpy's seeds: 32 bits
+KWARGS = Must(
+    lambda v: all(isinstance(k, str) for k in v), "a dict of the env constructor's keyword arguments"
+)
+SEEDS = Must(lambda v: v >= 1, "a positive number of seeds")
+THREADS = Must(lambda v: 0 <= v <= MAX_THREADS, f"0 (automatic) or a number of threads up to {MAX_THREADS}")
+CHECKPOINTS = Must(lambda v: v >= 0, "0 (only at the end) or a positive number of updates")
+AGENTS = Must(lambda v: v >= 0, "0 (off) or a number of agents")
+STD_END = Must(lambda v: 0 < v <= 1, "a standard deviation in (0, 1], under the initial 1")
+INFO_KEYS = Must(
+    lambda keys: isinstance(keys, tuple) and all(isinstance(k, str) and k.strip() for k in keys),
+    "a tuple of info keys such as ('success',)",
+    typed=True,
+)
+
+
 @read_only
 @dataclass(frozen=True)
 class EnvSettings:
@@ -50,14 +90,14 @@ class EnvSettings:
     """the id of the environment: any registered Gymnasium id, or module:EnvName-v0 to import module first (from
     the working directory too); many agents: pettingzoo:module.env_v0, vmas:scenario, selfplay:module.game_v0
     (docs/MULTIAGENT.md); for an env given to train(env=...) as an object, a label that names it"""
-    env_kwargs: dict | None = None
+    env_kwargs: Annotated[dict | None, KWARGS] = None
     """keyword arguments of the env's constructor, as JSON: --env-kwargs '{"size": 8}' (passed to gymnasium.make,
     or to the function given as env=; the native backend takes none)"""
     env_factory: str | None = None
     """module:name of a class or function that returns the env, called with --env-kwargs once per env (instead of
     --env-id); train(env=...) records it for an env object, or <lambda>, <functools.partial>, <VectorEnv>,
     <callable> for one that config.json cannot name (give it again: proxima.resume(RUN_DIR, env=...)); docs/ENVS.md"""
-    num_envs: int = 4
+    num_envs: Annotated[int, POSITIVE_INT] = 4
     """the number of parallel game environments"""
     env_backend: str = "auto"
     """native: proxima's batched torch envs (classic control, PendulumDiscrete, probes); gymnasium: Gymnasium's
@@ -74,16 +114,16 @@ class EnvSettings:
     team_reward: bool = False
     """multi-agent envs: every agent present is rewarded with the mean reward of its game's agents present, not
     its own (a cooperative team's shared reward; the episode statistics stay the env's own rewards)"""
-    self_play_every: int = 10
+    self_play_every: Annotated[int, POSITIVE_INT] = 10
     """selfplay: envs (two-player games, docs/MULTIAGENT.md): every this many updates, save the agent to
     RUN_DIR/snapshots/UPDATE and add it to the pool of opponents"""
-    self_play_pool: int = 10
+    self_play_pool: Annotated[int, POSITIVE_INT] = 10
     """selfplay: envs: the number of opponents the pool keeps, the most recent snapshots (at first the random
     player)"""
-    self_play_latest: float = 0.5
+    self_play_latest: Annotated[float, PROBABILITY] = 0.5
     """selfplay: envs: the probability that a game's opponent is the latest snapshot; the rest of the pool
     shares the remainder evenly"""
-    self_play_random_moves: float = 0.0
+    self_play_random_moves: Annotated[float, PROBABILITY] = 0.0
     """selfplay: envs: the probability that a snapshot opponent's move is a random legal one instead, which
     shows the learner positions its own play never reaches"""
 
@@ -91,8 +131,6 @@ class EnvSettings:
         """Raise a ``UserError`` naming the first bad value and what is accepted."""
         from proxima.envs.registry import backend_names
 
-        if self.num_envs < 1:
-            raise UserError(f"num_envs must be a positive integer, got {self.num_envs}")
         if self.env_backend not in backend_names():
             raise UserError(
                 f"unknown env backend {self.env_backend!r}; accepted: {', '.join(backend_names())}"
@@ -102,22 +140,8 @@ class EnvSettings:
                 f"rollout_workers must be 0 (envs in this process) or a positive divisor of num_envs={self.num_envs}, "
                 f"got {self.rollout_workers}"
             )
-        if self.self_play_every < 1 or self.self_play_pool < 1:
-            raise UserError(
-                f"self_play_every and self_play_pool must be positive integers, got {self.self_play_every} and "
-                f"{self.self_play_pool}"
-            )
-        for name in ("self_play_latest", "self_play_random_moves"):
-            if not 0 <= getattr(self, name) <= 1:
-                raise UserError(f"{name} must be a probability in [0, 1], got {getattr(self, name)}")
         if self.rollout_workers and self.capture_video:
             raise UserError("capture_video records envs of this process; drop it or --rollout-workers")
-        if self.env_kwargs is not None and not (
-            isinstance(self.env_kwargs, dict) and all(isinstance(k, str) for k in self.env_kwargs)
-        ):
-            raise UserError(
-                f"env_kwargs must be a dict of the env constructor's keyword arguments, got {self.env_kwargs!r}"
-            )
 
 
 @read_only
@@ -129,53 +153,53 @@ class AlgoSettings:
     """the algorithm: ppo (clipped surrogate), vpg (policy gradient with a learned value baseline) or
     reinforce (policy gradient on rewards-to-go, no critic); for many agents ippo (each agent's critic sees its
     own observation) or mappo (the critic sees the global state); any name in proxima.algorithms.ALGORITHMS"""
-    total_timesteps: int = 500000
+    total_timesteps: Annotated[int, POSITIVE_INT] = 500000
     """total timesteps of the experiments"""
-    learning_rate: float = 2.5e-4
+    learning_rate: Annotated[float, POSITIVE] = 2.5e-4
     """the learning rate of the optimizer"""
-    value_learning_rate: float | None = None
+    value_learning_rate: Annotated[float | None, POSITIVE] = None
     """give the value network its own optimizer with this learning rate (default: one optimizer for both)"""
-    adam_eps: float = 1e-5
+    adam_eps: Annotated[float, POSITIVE] = 1e-5
     """Adam's epsilon, added to the root of each weight's mean squared gradient: 1e-5 as the PPO reference code
     (PyTorch's default is 1e-8, BenchMARL's 1e-6). A weight whose gradients are much smaller than it steps at a
     fraction of the learning rate: with --no-norm-adv and rewards of a few hundredths, the hidden layers behind
     the actor's 0.01-scaled output layer (docs/MULTIAGENT.md, VMAS)"""
     anneal_lr: bool = True
     """toggles linear learning-rate annealing to 0 over the run"""
-    learning_rate_end: float | None = None
+    learning_rate_end: Annotated[float | None, NON_NEGATIVE] = None
     """anneal the learning rate linearly to this instead of 0 over the run (--anneal-lr is this with 0; given,
     it schedules the rate with or without --anneal-lr); docs/TRAINING.md"""
-    num_steps: int = 128
+    num_steps: Annotated[int, POSITIVE_INT] = 128
     """the number of steps to run in each environment per policy rollout"""
-    gamma: float = 0.99
+    gamma: Annotated[float, UNIT] = 0.99
     """the discount factor gamma"""
-    gae_lambda: float = 0.95
+    gae_lambda: Annotated[float, UNIT] = 0.95
     """the lambda for the general advantage estimation"""
     advantage: Literal["gae", "returns"] = "gae"
     """the advantage estimator: gae (GAE(lambda)) or returns (discounted rewards-to-go minus V(s))"""
-    num_minibatches: int = 4
+    num_minibatches: Annotated[int, POSITIVE_INT] = 4
     """the number of mini-batches"""
-    update_epochs: int = 4
+    update_epochs: Annotated[int, POSITIVE_INT] = 4
     """the K epochs to update the policy"""
     norm_adv: bool = True
     """toggles per-minibatch advantage normalization"""
-    clip_coef: float = 0.2
+    clip_coef: Annotated[float, POSITIVE] = 0.2
     """the surrogate clipping coefficient"""
-    clip_coef_end: float | None = None
+    clip_coef_end: Annotated[float | None, NON_NEGATIVE] = None
     """change the clipping coefficient linearly from --clip-coef to this over the run (None: constant)"""
     clip_vloss: bool = False
     """toggles the clipped value loss of the reference implementation (OpenAI baselines' ppo2; detail 9)"""
-    ent_coef: float = 0.01
+    ent_coef: Annotated[float, NON_NEGATIVE] = 0.01
     """coefficient of the entropy"""
-    ent_coef_end: float | None = None
+    ent_coef_end: Annotated[float | None, NON_NEGATIVE] = None
     """change the entropy coefficient linearly from --ent-coef to this over the run (None: constant)"""
-    vf_coef: float = 0.5
+    vf_coef: Annotated[float, NON_NEGATIVE] = 0.5
     """coefficient of the value function"""
-    max_grad_norm: float = 0.5
+    max_grad_norm: Annotated[float, NON_NEGATIVE] = 0.5
     """the maximum norm for the gradient clipping (0 turns clipping off)"""
-    target_kl: float | None = None
+    target_kl: Annotated[float | None, POSITIVE] = None
     """stop an update's epochs early once the approximate KL exceeds this (off by default)"""
-    action_std_end: float | None = None
+    action_std_end: Annotated[float | None, STD_END] = None
     """Box actions: cap the Gaussian policy's standard deviation under a ceiling that falls from 1 (its initial
     value) to this over the run, evenly in log std; the learned std may sit lower, never higher. The env clips
     actions to their bounds, so a wider Gaussian costs the policy nothing there and its std tends to grow; the
@@ -184,34 +208,9 @@ class AlgoSettings:
 
     def validate(self) -> None:
         """Raise a ``UserError`` naming the first bad value and what is accepted."""
-        get_algorithm(self.algo)  # a UserError naming the accepted ones
-        for name in ("total_timesteps", "num_steps", "num_minibatches", "update_epochs"):
-            if getattr(self, name) < 1:
-                raise UserError(f"{name} must be a positive integer, got {getattr(self, name)}")
-        for name in ("learning_rate", "clip_coef", "adam_eps"):
-            if not getattr(self, name) > 0:
-                raise UserError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.value_learning_rate is not None and not self.value_learning_rate > 0:
-            raise UserError(
-                f"value_learning_rate must be positive when given, got {self.value_learning_rate}"
-            )
-        if self.value_learning_rate is not None and not get_algorithm(self.algo).has_critic:
+        algo = get_algorithm(self.algo)  # a UserError naming the accepted ones
+        if self.value_learning_rate is not None and not algo.has_critic:
             raise UserError(f"{self.algo} has no value network, so value_learning_rate does not apply")
-        for name in ("gamma", "gae_lambda"):
-            if not 0 < getattr(self, name) <= 1:
-                raise UserError(f"{name} must be in (0, 1], got {getattr(self, name)}")
-        for name in ("ent_coef", "vf_coef", "max_grad_norm"):
-            if getattr(self, name) < 0:
-                raise UserError(f"{name} must be non-negative, got {getattr(self, name)}")
-        for name in ("learning_rate_end", "ent_coef_end", "clip_coef_end"):
-            if getattr(self, name) is not None and not getattr(self, name) >= 0:
-                raise UserError(f"{name} must be non-negative when given, got {getattr(self, name)}")
-        if self.target_kl is not None and not self.target_kl > 0:
-            raise UserError(f"target_kl must be positive when given, got {self.target_kl}")
-        if self.action_std_end is not None and not 0 < self.action_std_end <= 1:
-            raise UserError(
-                f"action_std_end must be a standard deviation in (0, 1], under the initial 1, got {self.action_std_end}"
-            )
 
     def how_to_change(self, name: str) -> str:
         if name in ADJUSTABLE:
@@ -226,16 +225,16 @@ class RunSettings:
 
     exp_name: str = "ppo"
     """the name of this experiment"""
-    seed: int = 1
+    seed: Annotated[int, SEED] = 1
     """seed of the experiment"""
-    num_seeds: int = 1
+    num_seeds: Annotated[int, SEEDS] = 1
     """train seeds seed ... seed+N-1 as N independent agents in one process, as one batched computation; each
     writes its own run directory, RUN_DIR/seedS (docs/TRAINING.md)"""
     torch_deterministic: bool = True
     """if toggled, `torch.backends.cudnn.deterministic=True` and torch picks deterministic algorithms"""
     cuda: bool = True
     """if toggled, cuda will be used when a GPU is present (the CPU otherwise)"""
-    torch_threads: int = 0
+    torch_threads: Annotated[int, THREADS] = 0
     """torch's CPU threads; 0 picks 1 for minibatches under 512 samples (where threads cost more than they
     save) and torch's default otherwise"""
     run_dir: str | None = None
@@ -249,23 +248,23 @@ class RunSettings:
     """the wandb's project name"""
     wandb_entity: str | None = None
     """the entity (team) of wandb's project"""
-    eval_every: int = 0
+    eval_every: Annotated[int, UPDATES] = 0
     """every this many updates, evaluate the deterministic policy on --eval-episodes fresh episodes of the
     training backend and log eval_return (0: never)"""
-    eval_episodes: int = 32
+    eval_episodes: Annotated[int, POSITIVE_INT] = 32
     """episodes per evaluation during training, one env each"""
     stop_return: float | None = None
     """stop training as soon as an evaluation's mean return reaches this (needs --eval-every)"""
     save_best: bool = False
     """also keep the agent with the best eval_return so far in RUN_DIR/best (needs --eval-every); the run
     directory itself always holds the final agent"""
-    rescore_best: int = 0
+    rescore_best: Annotated[int, AGENTS] = 0
     """with --save-best: also keep the agents of the K best evaluations, score each of them at the end of
     training on --rescore-episodes more fresh episodes, and keep the highest in RUN_DIR/best (a few evaluation
     episodes cannot see a policy that fails now and then; 0: off)"""
-    rescore_episodes: int = 100
+    rescore_episodes: Annotated[int, POSITIVE_INT] = 100
     """episodes per agent for --rescore-best, seeded apart from the evaluations' and `proxima eval`'s"""
-    checkpoint_every: int = 10
+    checkpoint_every: Annotated[int, CHECKPOINTS] = 10
     """save the whole training state to RUN_DIR/checkpoint.safetensors every this many updates (0: only at the
     end and on Ctrl-C), so that `--resume` can continue the run after a crash"""
     plot: bool = True
@@ -273,7 +272,7 @@ class RunSettings:
     report: bool = True
     """write RUN_DIR/report.html (proxima report: one self-contained page of the run) every 30 s while training
     and at the end; an open page reloads itself until the run ends"""
-    log_info: tuple[str, ...] = ()
+    log_info: Annotated[tuple[str, ...], INFO_KEYS] = ()
     """info keys whose mean at the episodes' ends (bools as 0/1) is logged each update as info/KEY, to
     metrics.jsonl, TensorBoard (charts/info/KEY) and the report; Gymnasium-backend envs report infos, native
     envs none (docs/CALLBACKS.md)"""
@@ -282,42 +281,15 @@ class RunSettings:
 
     def validate(self) -> None:
         """Raise a ``UserError`` naming the first bad value and what is accepted."""
-        if not 0 <= self.torch_threads <= MAX_THREADS:  # OpenMP crashes the process given a million
-            raise UserError(
-                f"torch_threads must be 0 (automatic) or a number of threads up to {MAX_THREADS}, got "
-                f"{self.torch_threads}"
-            )
-        if self.num_seeds < 1:
-            raise UserError(f"num_seeds must be a positive number of seeds, got {self.num_seeds}")
-        last = self.seed + self.num_seeds - 1  # numpy's global generator takes seeds of 32 bits
-        if self.seed < 0 or last > 2**32 - 1:
-            raise UserError(
-                f"seed must be an integer from 0 to 2**32 - 1 ({2**32 - 1}), got "
-                + (f"{self.seed}" if self.num_seeds == 1 else f"seeds {self.seed} to {last}")
-            )
-        if self.checkpoint_every < 0:
-            raise UserError(
-                f"checkpoint_every must be 0 (only at the end) or a positive number of updates, got {self.checkpoint_every}"
-            )
-        if self.eval_every < 0 or self.eval_episodes < 1:
-            raise UserError(
-                f"eval_every must be 0 or a positive number of updates and eval_episodes positive, got "
-                f"{self.eval_every} and {self.eval_episodes}"
-            )
+        last = self.seed + self.num_seeds - 1  # each seed's own is checked where it is declared
+        if last > 2**32 - 1:
+            raise UserError(f"seed must be {SEED.words}, got seeds {self.seed} to {last}")
         if self.stop_return is not None and not self.eval_every:
             raise UserError("stop_return needs evaluations during training: give --eval-every N as well")
         if self.save_best and not self.eval_every:
             raise UserError("save_best needs evaluations during training: give --eval-every N as well")
-        if self.rescore_best < 0 or self.rescore_episodes < 1:
-            raise UserError(
-                f"rescore_best must be 0 (off) or a number of agents and rescore_episodes positive, got "
-                f"{self.rescore_best} and {self.rescore_episodes}"
-            )
         if self.rescore_best and not self.save_best:
             raise UserError("rescore_best chooses the agent in RUN_DIR/best: give --save-best as well")
-        keys = self.log_info
-        if not isinstance(keys, tuple) or any(not isinstance(k, str) or not k.strip() for k in keys):
-            raise UserError(f"log_info must be a tuple of info keys such as ('success',), got {keys!r}")
 
 
 # Each group by its attribute in PPOArgs, in the order of --help's sections.
@@ -331,12 +303,20 @@ GROUPS: dict[str, type] = {
 GROUP_OF: dict[str, str] = {f.name: group for group, cls in GROUPS.items() for f in dataclasses.fields(cls)}
 TUPLES = ("hidden_sizes", "critic_hidden_sizes", "log_info")  # JSON has lists
 PATHS = ("run_dir", "init_from")  # a pathlib.Path is written down as its string
-OWN_CHECKS = ("encoder", "log_info")  # their groups' validate() say more than their types can
+TYPED_BY_GROUP = ("encoder",)  # its group's validate() says more than its type can (it may be a class)
 
 
 @functools.cache
-def _hints() -> dict[str, object]:
-    return {name: hint for cls in GROUPS.values() for name, hint in typing.get_type_hints(cls).items()}
+def declared(cls: type) -> dict[str, tuple[Any, tuple[Must, ...]]]:
+    """Each field of the dataclass ``cls``: its type (without ``Annotated``) and the constraints declared in it."""
+    out = {}
+    for name, hint in typing.get_type_hints(cls, include_extras=True).items():
+        musts: tuple[Must, ...] = ()
+        if typing.get_origin(hint) is Annotated:
+            hint, *extras = typing.get_args(hint)
+            musts = tuple(m for m in extras if isinstance(m, Must))
+        out[name] = (hint, musts)
+    return out
 
 
 def _fits(value, hint) -> bool:
@@ -381,24 +361,35 @@ def _choices(hint) -> tuple:
     return (*typing.get_args(literal[0]), *([None] if type(None) in args else []))
 
 
-def check_type(name: str, value) -> None:
-    """A ``UserError`` where the setting ``name`` is given a value of another type (from Python: the CLI's
-    parser and the JSON readers already type them), before it fails deep inside a run or, for a bool given
-    as the string "False", silently counts as true."""
-    if name in OWN_CHECKS:
+def check(cls: type, name: str, value) -> None:
+    """The one check of a setting's value, for every way it comes: a ``UserError`` where the field ``name`` of
+    the dataclass ``cls`` is given a value of another type (before it fails deep inside a run or, for a bool
+    given as the string "False", silently counts as true) or one that its declared constraint (``Must``)
+    refuses. Checks across settings are the groups' ``validate()``."""
+    hint, musts = declared(cls)[name]
+    optional = type(None) in typing.get_args(hint)
+    if optional and value is None:
         return
-    hint = _hints()[name]
-    choices = _choices(hint)
-    if choices and not _fits(value, hint):  # the words of the groups' own checks: "init must be ..., got ..."
-        words = [str(c) for c in choices]
-        raise UserError(f"{name} must be {', '.join(words[:-1])} or {words[-1]}, got {value!r}")
-    if not _fits(value, hint):
+    if name not in TYPED_BY_GROUP and not any(m.typed for m in musts) and not _fits(value, hint):
+        choices = _choices(hint)
+        if choices:  # the words of the groups' own checks: "init must be ..., got ..."
+            words = [str(c) for c in choices]
+            raise UserError(f"{name} must be {', '.join(words[:-1])} or {words[-1]}, got {value!r}")
         extra = ""
         if callable(value) and name in ADJUSTABLE:  # SB3 takes a function of the progress here
             extra = "; for a schedule give learning_rate_end (and the like) or a callback calling run.set (docs/TRAINING.md)"
         raise UserError(
             f"{name}={value!r} is of type {type(value).__name__}; {name} takes {_described(hint)}{extra}"
         )
+    for must in musts:
+        if not must.holds(value):
+            raise UserError(f"{name} must be {must.words}{' when given' if optional else ''}, got {value!r}")
+
+
+def check_fields(settings) -> None:
+    """``check`` each field of the dataclass instance ``settings``."""
+    for f in dataclasses.fields(settings):
+        check(type(settings), f.name, getattr(settings, f.name))
 
 
 @read_only
@@ -411,6 +402,12 @@ class PPOArgs:
     network: NetworkSettings = field(default_factory=NetworkSettings)
     algorithm: AlgoSettings = field(default_factory=AlgoSettings)
     run: RunSettings = field(default_factory=RunSettings)
+
+    def __post_init__(self) -> None:
+        for (
+            group
+        ) in GROUPS:  # every setting, however the PPOArgs was made; the checks across them: validate()
+            check_fields(getattr(self, group))
 
     @property
     def batch_size(self) -> int:
@@ -450,7 +447,6 @@ class PPOArgs:
                 value = os.fspath(value)
             if isinstance(value, np.generic):  # as config.json writes it
                 value = value.item()
-            check_type(name, value)
             by_group.setdefault(GROUP_OF[name], {})[name] = value
         return dataclasses.replace(
             self, **{g: dataclasses.replace(getattr(self, g), **v) for g, v in by_group.items()}

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import proxima
-from proxima.cli import main
+from proxima.commands import main
 from proxima.config import resolve_args
 from proxima.encoders import NatureCNN
 from proxima.envs import make_vec_env
@@ -113,7 +113,7 @@ def _wait_for_updates(run_dir, n: int, proc) -> None:
 def test_atari_trains_evaluates_records_the_rgb_game_predicts_and_resumes(tmp_path, capsys):
     run_dir = str(tmp_path / "breakout")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "proxima.cli", "train", "--env-id", "ALE/Breakout-v5", "--run-dir", run_dir,
+        [sys.executable, "-m", "proxima.commands", "train", "--env-id", "ALE/Breakout-v5", "--run-dir", run_dir,
          *SHORT, "--checkpoint-every", "1"],
         stderr=subprocess.PIPE, text=True,
     )  # fmt: skip

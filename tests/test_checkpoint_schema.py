@@ -7,7 +7,7 @@ import pytest
 
 from proxima import agent, checkpoint
 from proxima.callbacks import Callback
-from proxima.cli import main
+from proxima.commands import main
 from proxima.files import read_checkpoint, write_checkpoint
 from proxima.trainer import resume, train
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import proxima
-from proxima.cli import main
+from proxima.commands import main
 from proxima.config import PPOArgs
 
 TINY = [
@@ -192,7 +192,7 @@ def test_help_documents_every_flag(capsys):
 
 
 def test_seed_style_boolean_values_are_accepted():
-    from proxima.cli import _bool_flags_as_tyro
+    from proxima.argv import bool_flags_as_tyro
 
     argv = [
         "--cuda",
@@ -204,7 +204,7 @@ def test_seed_style_boolean_values_are_accepted():
         "--capture-video",
         "no",
     ]
-    assert _bool_flags_as_tyro(PPOArgs, argv) == ["--no-cuda", "--torch-deterministic", "--track", "--seed", "0",
+    assert bool_flags_as_tyro(PPOArgs, argv) == ["--no-cuda", "--torch-deterministic", "--track", "--seed", "0",
                                                   "--no-capture-video"]  # fmt: skip
 
 

@@ -7,10 +7,11 @@ import sys
 import pytest
 
 import proxima
-import proxima.cli
+import proxima.commands
 import proxima.config
 import proxima.trainer
-from proxima.cli import main, parse_train_args
+from proxima.commands import main
+from proxima.commands.common import parse_train_args
 from proxima.config import GROUPS, PPOArgs, resolve_args
 from proxima.errors import EnvError, NonFiniteError, UserError
 
@@ -53,11 +54,16 @@ def test_bad_arguments_are_one_line_naming_the_flag_and_what_is_accepted(argv, m
 
 def test_values_tyro_accepts_pass_the_check():
     args = parse_train_args(
-        ["--learning-rate", "-1e-3", "--seed=-3", "--target-kl", "None", "--critic-hidden-sizes", "16",
+        ["--learning-rate", "1e-3", "--stop-return", "-3", "--target-kl", "None", "--critic-hidden-sizes", "16",
          "--critic-activation", "relu", "--hidden-sizes=8", "--run-dir", "None", "--torch-deterministic=false"]
-    )  # fmt: skip
-    assert (args.algorithm.learning_rate, args.run.seed, args.algorithm.target_kl, args.run.run_dir) == (
-        -1e-3,
+    )  # fmt: skip  # a negative number is a value, not a flag
+    assert (
+        args.algorithm.learning_rate,
+        args.run.stop_return,
+        args.algorithm.target_kl,
+        args.run.run_dir,
+    ) == (
+        1e-3,
         -3,
         None,
         None,
@@ -76,7 +82,7 @@ def test_a_parser_failure_the_check_misses_is_one_generic_line(monkeypatch, caps
         print("╰───────╯", file=sys.stderr)
         raise SystemExit(2)
 
-    monkeypatch.setattr(proxima.cli.tyro, "cli", boxed)
+    monkeypatch.setattr(proxima.argv.tyro, "cli", boxed)
     assert main(["eval", "run"]) == 2
     out, err = capsys.readouterr()
     assert out == "" and len(err.strip().splitlines()) == 1, err
@@ -158,7 +164,7 @@ def test_output_piped_into_a_reader_that_stops_early_gives_no_traceback():
     import sys
 
     proc = subprocess.run(
-        f"{sys.executable} -m proxima.cli presets | head -1", shell=True, capture_output=True, text=True
+        f"{sys.executable} -m proxima.commands presets | head -1", shell=True, capture_output=True, text=True
     )
     assert proc.stdout.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
 
@@ -182,7 +188,7 @@ def test_the_commands_that_train_show_their_own_flags_and_every_train_flag(comma
 
 
 def test_a_sweep_grid_is_expanded_once_and_parsed_as_train_flags():
-    settings = proxima.cli._grid_settings(
+    settings = proxima.commands.sweep._grid_settings(
         ["--num-envs", "2", "--grid", "learning_rate=1e-3,1e-4"],
         ["learning_rate=1e-3,1e-4", "hidden_sizes=64 64,16"],
     )
@@ -203,7 +209,7 @@ def test_a_sweep_grid_is_expanded_once_and_parsed_as_train_flags():
         (["train", "--n_epochs", "4"], "unrecognized flag '--n_epochs'; in proxima: --update-epochs"),
         (["train", "--seed=-1"], "--seed must be an integer from 0 to 2**32 - 1 (4294967295), got -1"),
         (["train", "--seed", "4294967295", "--num-seeds", "2"], "--seed must be an integer from 0 to 2**32 - 1 (4294967295), got seeds 4294967295 to 4294967296"),
-        (["check-env", "CartPole-v1", "--num-envs", "0"], "--num-envs expects a positive integer, got '0'"),
+        (["check-env", "CartPole-v1", "--num-envs", "0"], "--num-envs must be a positive integer, got 0"),
         (["check-env", "CartPole-v1", "--env-kwargs", '{"render_mode": "rgb_array"}'],
          "CartPole-v1: --env-kwargs cannot set render_mode; proxima asks the env for rgb_array frames"),
         (["train", "--env-id", "Acrobot-v1", "--env-kwargs", '{"render_mode": "human"}'],
@@ -350,3 +356,32 @@ def test_a_runs_config_json_is_a_config_for_another_run(tmp_path):
     again = proxima.config.PPOArgs.from_json(json.loads((first / "config.json").read_text()))
     assert args.run.seed == 7 and args.run.run_dir is None  # a run directory of its own
     assert args.replace(seed=again.run.seed, run_dir=str(first)) == again
+
+
+@pytest.mark.parametrize(
+    "name, value, said",
+    [("num_envs", 0, "num_envs must be a positive integer, got 0"),
+     ("gamma", 2.0, "gamma must be in (0, 1], got 2.0"),
+     ("target_kl", -1.0, "target_kl must be positive when given, got -1.0"),
+     ("seed", -1, "seed must be an integer from 0 to 2**32 - 1 (4294967295), got -1")],
+)  # fmt: skip
+def test_a_bad_value_is_said_alike_from_flags_a_config_file_keywords_and_the_settings_class(
+    name, value, said, tmp_path, capsys
+):
+    """One check, declared beside the setting (config.Must): the CLI only writes the setting as its flag."""
+    flag = "--" + name.replace("_", "-")
+    config = tmp_path / "bad.json"
+    config.write_text(json.dumps({name: value}))
+    for argv in (["train", flag, str(value)], ["train", "--config", str(config)]):
+        assert main(argv) == 2
+        assert capsys.readouterr().err == f"proxima train: error: {said.replace(name, flag, 1)}\n"
+    group = proxima.config.GROUP_OF[name]
+    made = {group: dataclasses.replace(getattr(PPOArgs(), group), **{name: value})}
+    for make in (
+        lambda: PPOArgs.of(**{name: value}),
+        lambda: PPOArgs(**made),
+        lambda: proxima.train(**{name: value}),
+    ):
+        with pytest.raises(UserError) as e:
+            make()
+        assert str(e.value) == said

@@ -279,7 +279,7 @@ def test_a_run_with_action_std_end_resumes_exactly(tmp_path):
 
 
 def test_action_std_end_refuses_discrete_actions_and_bad_values_in_one_line(tmp_path, capsys):
-    from proxima.cli import main
+    from proxima.commands import main
 
     run_dir = tmp_path / "run"
     assert (
@@ -378,7 +378,7 @@ def test_beta_samples_from_uniforms_follow_the_same_law_as_torch_samples():
 def test_bounded_heads_refuse_unbounded_or_non_box_spaces_and_the_options_they_cannot_take(
     dist, tmp_path, capsys
 ):
-    from proxima.cli import main
+    from proxima.commands import main
 
     with pytest.raises(UserError, match=f"--action-dist {dist} needs a Box action space with finite bounds"):
         make_head(gym.spaces.Box(np.array([-1.0, -np.inf]), np.array([1.0, np.inf])), dist)

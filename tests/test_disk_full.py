@@ -16,7 +16,7 @@ from safetensors.torch import load_file
 import proxima.files
 import proxima.trainer
 from proxima.callbacks import Callback
-from proxima.cli import main
+from proxima.commands import main
 from proxima.config import resolve_args
 from proxima.errors import DiskFullError
 from proxima.files import CHECKPOINT, read_checkpoint

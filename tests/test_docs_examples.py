@@ -3,7 +3,7 @@
 Each page's blocks run in the page's order, in a fresh temporary working directory:
 - a ```python block runs in the page's one namespace, as a script (``__name__ == "__main__"``);
 - in a ```bash (or ```sh, ```console) block, each line that starts with ``proxima`` (or ``python -m proxima``,
-  after optional ``VAR=value`` assignments) runs as ``proxima.cli.main(argv)`` in this process and must exit 0;
+  after optional ``VAR=value`` assignments) runs as ``proxima.commands.main(argv)`` in this process and must exit 0;
   other lines (``make``, ``pip install``) are not run;
 - an untagged block that holds a ``proxima`` command fails the test: tag it ``bash``, or ``text`` for output.
 
@@ -36,7 +36,7 @@ import pytest
 
 import proxima.seedgroup
 import proxima.trainer
-from proxima.cli import main
+from proxima.commands import main
 from proxima.encoders import ENCODERS
 from proxima.envs.registry import _BACKENDS
 

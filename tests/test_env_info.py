@@ -15,7 +15,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 import proxima
 from proxima.callbacks import Callback, wanted_infos
-from proxima.cli import main
+from proxima.commands import main
 from proxima.envs import make_vec_env
 from proxima.envs.gymnasium_backend import _InfoTap
 from proxima.envs.interface import merge_info_keys, per_env_values

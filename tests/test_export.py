@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import proxima
-from proxima.cli import main
+from proxima.commands import main
 from proxima.envs import env_actions
 from proxima.errors import UserError
 from proxima.export import EnvActions

@@ -15,7 +15,8 @@ import proxima
 from proxima.advantages import discounted_returns, estimate_advantages, gae
 from proxima.algorithms import ALGORITHMS
 from proxima.callbacks import Callback
-from proxima.cli import main, parse_train_args
+from proxima.commands import main
+from proxima.commands.common import parse_train_args
 from proxima.config import PPOArgs, load_preset, preset_names, resolve_args
 from proxima.distributions import CategoricalHead
 from proxima.envs.pendulum import DiscreteTorques, ScaleAngularVelocity, ScaleReward

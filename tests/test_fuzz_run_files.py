@@ -14,7 +14,7 @@ import torch
 from safetensors import safe_open
 
 import proxima
-from proxima.cli import main
+from proxima.commands import main
 from proxima.errors import UserError
 from proxima.files import read_checkpoint, write_checkpoint, write_tensors
 

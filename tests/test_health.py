@@ -8,7 +8,7 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from proxima.cli import main
+from proxima.commands import main
 from proxima.files import CHECKPOINT, read_checkpoint
 from proxima.health import HealthMonitor, first_non_finite_in_rollout
 from proxima.storage import RolloutBuffer

@@ -11,7 +11,7 @@ import shutil
 import pytest
 
 import proxima
-from proxima.cli import main
+from proxima.commands import main
 from proxima.config import resolve_args
 from proxima.files import CHECKPOINT, read_checkpoint, write_checkpoint
 from proxima.tuning import _plan, run_sample

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import proxima
-import proxima.cli
+import proxima.commands
 import proxima.loop
 import proxima.update
 from proxima.algorithms import get_algorithm
@@ -238,7 +238,7 @@ def test_a_flag_a_many_agent_backend_cannot_do_is_refused_by_name_not_as_an_unkn
     backend = env_id.split(":")[0] if ":" in env_id else "native"
     argv = ["train", "--env-id", env_id, flag, "--num-envs", "2", "--num-steps", "100", "--total-timesteps",
             "1000", "--no-plot", "--no-report", "--quiet", "--run-dir", str(tmp_path / "run")]  # fmt: skip
-    assert proxima.cli.main(argv) == 2
+    assert proxima.commands.main(argv) == 2
     out, err = capsys.readouterr()
     assert err.splitlines() == [
         f"proxima train: error: the {backend} backend cannot do {flag}, and it is the only one that runs "
@@ -251,7 +251,7 @@ def test_a_refusal_names_the_flag_of_its_command_and_suggests_only_what_the_run_
     # with --rollout-workers the games already run in Ray processes: the refusal of --async-envs says drop it
     argv = ["train", "--env-id", "vmas:navigation", "--async-envs", "--rollout-workers", "2", "--num-envs", "4",
             "--num-steps", "10", "--total-timesteps", "1000", "--quiet", "--run-dir", str(tmp_path / "w")]  # fmt: skip
-    assert proxima.cli.main(argv) == 2
+    assert proxima.commands.main(argv) == 2
     assert capsys.readouterr().err.splitlines() == [
         "proxima train: error: the vmas backend cannot do --async-envs, and it is the only one that runs "
         "'vmas:navigation'; drop --async-envs"
@@ -260,7 +260,7 @@ def test_a_refusal_names_the_flag_of_its_command_and_suggests_only_what_the_run_
     run_dir = tmp_path / "run"
     proxima.train(env_id="proxima/ProbeCoordination-v0", algo="ippo", num_envs=2, num_steps=10, total_timesteps=20,
                   run_dir=str(run_dir), quiet=True, report=False, plot=False)  # fmt: skip
-    assert proxima.cli.main(["eval", str(run_dir), "--video", "--episodes", "2"]) == 2
+    assert proxima.commands.main(["eval", str(run_dir), "--video", "--episodes", "2"]) == 2
     assert capsys.readouterr().err.splitlines() == [
         "proxima eval: error: the native backend cannot do --video, and it is the only one that runs "
         "'proxima/ProbeCoordination-v0'; drop --video"
@@ -274,11 +274,11 @@ def test_vmas_games_record_video_in_training_and_in_proxima_eval(tmp_path, capsy
     argv = ["train", "--env-id", "vmas:navigation", "--env-kwargs", '{"max_steps": 5}', "--num-envs", "2",
             "--num-steps", "10", "--total-timesteps", "20", "--capture-video", "--no-plot", "--no-report",
             "--quiet", "--run-dir", str(run_dir)]  # fmt: skip
-    assert proxima.cli.main(argv) == 0
+    assert proxima.commands.main(argv) == 0
     # game 0's episodes 0 and 1 (Gymnasium's schedule: 0, 1, 8, ...), each from its reset to its end
     assert sorted(os.listdir(run_dir / "videos")) == ["rl-video-episode-0.mp4", "rl-video-episode-1.mp4"]
     # 4 episodes of 3 agents' rows: 2 games, each one episode, recorded whole and nothing after it
-    assert proxima.cli.main(["eval", str(run_dir), "--video", "--episodes", "4"]) == 0
+    assert proxima.commands.main(["eval", str(run_dir), "--video", "--episodes", "4"]) == 0
     assert os.listdir(run_dir / "eval-videos") == ["rl-video-episode-0.mp4"]
     assert f"videos: {run_dir / 'eval-videos' / 'rl-video-episode-0.mp4'}" in capsys.readouterr().out
 
@@ -418,7 +418,7 @@ def test_health_warnings_watch_a_game_of_many_agents(tmp_path, capsys):
     run_dir = tmp_path / "run"
     argv = ["train", "--env-id", "proxima/ProbeCoordination-v0", "--algo", "mappo", "--learning-rate", "0.05",
             "--total-timesteps", "16384", "--run-dir", str(run_dir)]  # fmt: skip
-    assert proxima.cli.main(argv) == 0
+    assert proxima.commands.main(argv) == 0
     out = capsys.readouterr().out
     assert "warning: entropy fell from" in out and "health: entropy: unhealthy in" in out
     warned = [json.loads(line).get("warnings") for line in open(run_dir / "metrics.jsonl")]
@@ -538,7 +538,7 @@ def test_the_vmas_presets_train_any_task_with_either_algorithm(preset, algo, tmp
     small = ["--num-envs", "6", "--num-steps", "10", "--update-epochs", "2", "--total-timesteps", "120"]
     argv = ["train", "--config", preset, "--env-id", "vmas:balance", "--algo", algo, *small,
             "--no-plot", "--no-report", "--quiet", "--run-dir", str(tmp_path / "run")]  # fmt: skip
-    assert proxima.cli.main(argv) == 0
+    assert proxima.commands.main(argv) == 0
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["algorithm"]["algo"] == algo and config["env"]["env_id"] == "vmas:balance"
     assert config["network"]["init"] == "torch" and config["network"]["actor_agent_index"] is False
@@ -574,13 +574,13 @@ def test_mappo_on_vmas_killed_with_sigkill_resumes_exactly(device, tmp_path):
            "--total-timesteps", "1024", "--checkpoint-every", "2", "--seed", "3", "--quiet", "--no-plot", "--no-report",
            "--torch-threads", "1", "--cuda" if device == "cuda" else "--no-cuda"]  # fmt: skip
     whole, killed = str(tmp_path / "whole"), str(tmp_path / "killed")
-    assert proxima.cli.main(["train", "--run-dir", whole, *run]) == 0
+    assert proxima.commands.main(["train", "--run-dir", whole, *run]) == 0
     proc = _cli("train", "--run-dir", killed, *run)
     _wait_for_updates(killed, 5, proc)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert len(open(os.path.join(killed, "metrics.jsonl")).readlines()) < 16
-    assert proxima.cli.main(["train", "--resume", killed, "--quiet"]) == 0
+    assert proxima.commands.main(["train", "--resume", killed, "--quiet"]) == 0
     _assert_same_run(
         whole, killed
     )  # the same weights, metrics and episodes: VMAS's state is in the checkpoint

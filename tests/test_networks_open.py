@@ -12,7 +12,7 @@ from torch import nn
 import proxima
 from proxima import encoders
 from proxima.callbacks import Callback
-from proxima.cli import parse_train_args
+from proxima.commands.common import parse_train_args
 from proxima.distributions import make_head
 from proxima.encoders import ENCODERS, EncoderType, class_path, encoder_note, register_encoder
 from proxima.errors import UserError
@@ -150,7 +150,7 @@ def test_an_agent_whose_encoder_module_is_missing_says_which_and_how_to_fix_it(t
         "encoder my_lab.encoders:VectorEncoder: module 'my_lab.encoders' cannot be imported; put the directory "
         "that holds it on PYTHONPATH (PYTHONPATH=DIR proxima ...) or install the package that has it"
     )
-    assert proxima.cli.main(["eval", str(run_dir), "--episodes", "1"]) == 2
+    assert proxima.commands.main(["eval", str(run_dir), "--episodes", "1"]) == 2
 
 
 def test_a_class_no_other_process_can_import_trains_warns_and_is_refused_there(monkeypatch, tmp_path):
@@ -271,7 +271,7 @@ def test_the_hidden_gains_keep_tanh_and_relu_and_follow_torch_elsewhere():
 
 def test_an_unknown_activation_is_refused_in_one_line_naming_the_accepted(tmp_path, capsys):
     for flag in ("--activation", "--critic-activation"):
-        assert proxima.cli.main(["train", flag, "swish", "--run-dir", str(tmp_path / "cli")]) == 2
+        assert proxima.commands.main(["train", flag, "swish", "--run-dir", str(tmp_path / "cli")]) == 2
         out, err = capsys.readouterr()
         assert out == "" and len(err.strip().splitlines()) == 1, err
         assert err.startswith(

@@ -19,7 +19,7 @@ import proxima
 from proxima import checkpoint
 from proxima.batched import SeedModel, SeedStreams, StackedModels, _Normalizations
 from proxima.callbacks import Callback
-from proxima.cli import main
+from proxima.commands import main
 from proxima.distributions import BernoulliHead, CategoricalHead, DiagGaussianHead, MultiCategoricalHead
 from proxima.errors import UserError
 from proxima.files import CHECKPOINT
@@ -544,7 +544,7 @@ def test_a_batched_run_killed_with_sigkill_resumes_exactly(tmp_path):
              "--torch-threads", "1", "--quiet", "--no-plot", "--no-report"]  # fmt: skip
     whole, cut = tmp_path / "whole", tmp_path / "cut"
     assert main(["train", *flags, "--run-dir", str(whole)]) == 0
-    proc = subprocess.Popen([sys.executable, "-m", "proxima.cli", "train", *flags, "--run-dir", str(cut)],
+    proc = subprocess.Popen([sys.executable, "-m", "proxima.commands", "train", *flags, "--run-dir", str(cut)],
                             stderr=subprocess.DEVNULL)  # fmt: skip
     metrics = cut / "seed4" / "metrics.jsonl"
     while proc.poll() is None and (not metrics.exists() or len(metrics.read_text().splitlines()) < 5):

@@ -20,7 +20,7 @@ import proxima.sweeps
 import proxima.trainer
 import proxima.tuning
 from proxima.callbacks import Callback
-from proxima.cli import main
+from proxima.commands import main
 from proxima.files import CHECKPOINT, LOCK, read_checkpoint
 
 # 8 updates of 4 native CartPole envs x 128 steps, a checkpoint after each
@@ -34,7 +34,7 @@ UPDATES, BATCH = 8, 512
 # command line; it writes its PID and each round's exit status and stderr as JSON.
 RACER = textwrap.dedent("""
     import contextlib, io, json, os, sys, time
-    from proxima.cli import main
+    from proxima.commands import main
     spec = json.load(open(sys.argv[1]))
     me, barrier, results = spec["me"], spec["barrier"], []
     for i, argv in enumerate(spec["rounds"]):

@@ -420,7 +420,7 @@ def test_resume_starts_new_games_and_eval_films_the_games(tmp_path, capsys):
     pytest.importorskip("mpe2")
     import json
 
-    from proxima.cli import main
+    from proxima.commands import main
 
     run = tmp_path / "run"
     assert main(["train", "--env-id", "pettingzoo:mpe2.simple_spread_v3", "--env-kwargs", '{"max_cycles": 25}',
@@ -506,7 +506,7 @@ def test_a_turn_based_game_trains_each_player_on_its_own_moves(tmp_path, capsys,
     waits. Trained with one shared policy, the caller learns to call card 1 and the answerer to answer it, and
     the value of the caller's move is the 1 it is paid, undiscounted (gamma 0.5 here): the answerer's turn is not
     a step of the caller's."""
-    from proxima import cli
+    from proxima import commands as cli
     from proxima.agent import Agent
     from tests.fixtures.wild_aec_envs import env
 
@@ -534,7 +534,7 @@ def test_an_env_written_as_pettingzoos_tutorial_writes_one_is_checked_and_trains
     zero-sum returns (the prisoner's return is minus the guard's in every update's episodes)."""
     import json
 
-    from proxima import cli
+    from proxima import commands as cli
 
     factory = "tests.fixtures.wild_parallel_envs:PrisonerGuard"
     assert cli.main(["check-env", "--env-factory", factory]) == 0
@@ -556,7 +556,7 @@ def test_an_env_written_as_pettingzoos_tutorial_writes_one_is_checked_and_trains
 
 def test_a_discrete_observation_outside_its_space_is_refused_in_one_line(tmp_path, capsys):
     """CellsFromOne declares cells 1 to 49 and gives 0 to 48: flattening would one-hot cell 0 as cell 49."""
-    from proxima import cli
+    from proxima import commands as cli
 
     run_dir = tmp_path / "run"
     argv = ["train", "--env-factory", "tests.fixtures.wild_parallel_envs:CellsFromOne", "--algo", "ippo",
@@ -568,7 +568,7 @@ def test_a_discrete_observation_outside_its_space_is_refused_in_one_line(tmp_pat
 
 
 def test_check_env_takes_a_gymnasium_env_factory_and_wants_one_env(capsys):
-    from proxima import cli
+    from proxima import commands as cli
 
     assert cli.main(["check-env", "--env-factory", "tests.fixtures.wild_envs:NoRenderMode"]) == 0
     out = capsys.readouterr().out
@@ -648,7 +648,7 @@ def test_pettingzoos_own_tutorial_game_trains_though_it_keeps_its_observations_i
     global state is then every agent's observation side by side, as for an env without ``state()``."""
     import json
 
-    from proxima import cli
+    from proxima import commands as cli
 
     assert cli.main(["check-env", "pettingzoo:pettingzoo.classic.rps_v2"]) == 0
     run_dir = tmp_path / "run"
@@ -683,7 +683,7 @@ WILD_PARALLEL = "tests.fixtures.wild_parallel_envs:"
 )  # fmt: skip
 def test_a_parallel_env_that_breaks_the_api_is_one_line(env, code, message, written, tmp_path, capsys):
     """Before the run (its reset: exit 2, nothing written) or in it (its step: exit 1, as a crash)."""
-    from proxima import cli
+    from proxima import commands as cli
 
     run_dir = tmp_path / "run"
     argv = ["train", "--env-factory", WILD_PARALLEL + env, "--algo", "ippo", "--num-envs", "2", "--num-steps", "64",
@@ -697,7 +697,7 @@ def test_a_parallel_env_that_breaks_the_api_is_one_line(env, code, message, writ
 def test_rewards_as_arrays_of_one_value_train_and_a_missing_observation_is_warned_of_once(tmp_path):
     import json
 
-    from proxima import cli
+    from proxima import commands as cli
 
     run_dir = tmp_path / "run"
     argv = ["train", "--env-factory", WILD_PARALLEL + "ArrayRewards", "--algo", "ippo", "--num-envs", "2",

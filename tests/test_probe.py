@@ -10,7 +10,7 @@ import proxima.loop
 import proxima.trainer
 import proxima.update
 from proxima.algorithms import ALGORITHMS
-from proxima.cli import main
+from proxima.commands import main
 from proxima.config import PPOArgs
 from proxima.files import PROBES_JSON
 from proxima.losses import value_loss

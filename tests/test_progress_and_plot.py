@@ -7,7 +7,7 @@ import os
 import numpy as np
 
 import proxima
-from proxima.cli import main
+from proxima.commands import main
 from proxima.progress import ProgressReport
 
 

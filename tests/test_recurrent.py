@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import proxima
-from proxima.cli import main
+from proxima.commands import main
 from proxima.config import PPOArgs
 from proxima.distributions import make_head
 from proxima.envs import make_vec_env
@@ -150,7 +150,7 @@ def test_a_recurrent_run_resumes_exactly_after_sigkill(tmp_path):
              "--checkpoint-every", "1", "--seed", "2", "--torch-threads", "1", "--quiet", "--no-plot"]  # fmt: skip
     whole, cut = tmp_path / "whole", tmp_path / "cut"
     assert main(["train", *flags, "--run-dir", str(whole)]) == 0
-    proc = subprocess.Popen([sys.executable, "-m", "proxima.cli", "train", *flags, "--run-dir", str(cut)],
+    proc = subprocess.Popen([sys.executable, "-m", "proxima.commands", "train", *flags, "--run-dir", str(cut)],
                             stderr=subprocess.DEVNULL)  # fmt: skip
     metrics = cut / "metrics.jsonl"
     while proc.poll() is None and (not metrics.exists() or len(metrics.read_text().splitlines()) < 5):

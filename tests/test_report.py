@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import proxima
-from proxima.cli import main
+from proxima.commands import main
 from proxima.config import resolve_args
 from proxima.health import HEALTHY
 from proxima.logger import RunLogger

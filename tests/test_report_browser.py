@@ -11,7 +11,7 @@ import os
 import pytest
 
 import proxima
-from proxima.cli import main
+from proxima.commands import main
 from tests.test_report import fake_run
 
 sync_api = pytest.importorskip(

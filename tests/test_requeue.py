@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 import proxima
 import proxima.trainer
 from proxima.callbacks import Callback
-from proxima.cli import main
+from proxima.commands import main
 from proxima.files import CHECKPOINT, read_checkpoint, write_checkpoint
 
 # 8 updates of 4 native CartPole envs x 128 steps; one thread, as in test_resume.py, so that runs started at

@@ -13,7 +13,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from proxima.cli import main
+from proxima.commands import main
 from proxima.files import CHECKPOINT, read_checkpoint
 
 # 12 updates of 16 envs x 128 steps on native CartPole (long enough to interrupt), a checkpoint every 2.
@@ -28,7 +28,7 @@ TIMES = {"time_s", "sps"}
 
 def _cli(*argv: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "proxima.cli", *argv], stderr=subprocess.PIPE, text=True, cwd=os.getcwd()
+        [sys.executable, "-m", "proxima.commands", *argv], stderr=subprocess.PIPE, text=True, cwd=os.getcwd()
     )
 
 

@@ -18,7 +18,7 @@ from safetensors.torch import load_file
 import proxima
 import proxima.loop
 from proxima.callbacks import Callback
-from proxima.cli import main
+from proxima.commands import main
 from proxima.executors import ray_available
 from proxima.files import read_checkpoint
 
@@ -251,7 +251,7 @@ def test_sigterm_to_a_run_with_workers_checkpoints_says_how_to_resume_and_exits_
     flags = ["--env-id", "CartPole-v1", "--total-timesteps", "8192", "--num-envs", "2", "--num-steps", "64",
              "--rollout-workers", "1", "--checkpoint-every", "0", "--torch-threads", "1", "--quiet", "--no-plot",
              "--no-report"]  # fmt: skip
-    proc = subprocess.Popen([sys.executable, "-m", "proxima.cli", "train", "--run-dir", run_dir, *flags],
+    proc = subprocess.Popen([sys.executable, "-m", "proxima.commands", "train", "--run-dir", run_dir, *flags],
                             stderr=subprocess.PIPE, text=True, start_new_session=True)  # fmt: skip
     metrics, deadline = os.path.join(run_dir, "metrics.jsonl"), time.monotonic() + 180
     try:

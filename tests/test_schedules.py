@@ -14,7 +14,7 @@ from safetensors.torch import load_file
 
 from proxima import checkpoint, resume, train
 from proxima.callbacks import Callback
-from proxima.cli import main
+from proxima.commands import main
 from proxima.errors import UserError
 from proxima.files import read_checkpoint
 from proxima.schedules import Schedules
@@ -216,7 +216,7 @@ def test_only_quiet_total_timesteps_and_torch_threads_go_with_resume(tmp_path):
         UserError,
         match="only --quiet, --total-timesteps, --torch-threads, --trust-code and the run.s own --env-id, --env-factory and --encoder may be given.*not --seed",
     ):
-        from proxima.cli import cmd_train
+        from proxima.commands.train import run as cmd_train
 
         cmd_train(["--resume", str(tmp_path), "--seed", "2"])
     with pytest.raises(
@@ -295,7 +295,7 @@ def test_sigterm_saves_a_checkpoint_says_how_to_resume_and_exits_143(tmp_path):
     flags = ["--total-timesteps", "8192", "--num-envs", "4", "--num-steps", "128", "--checkpoint-every", "0",
              "--torch-threads", "1", "--quiet", "--no-plot", "--no-report", "--no-cuda"]  # fmt: skip
     proc = subprocess.Popen(
-        [sys.executable, "-m", "proxima.cli", "train", "--run-dir", run_dir, *flags], stderr=subprocess.PIPE,
+        [sys.executable, "-m", "proxima.commands", "train", "--run-dir", run_dir, *flags], stderr=subprocess.PIPE,
         text=True,
     )  # fmt: skip
     metrics, deadline = os.path.join(run_dir, "metrics.jsonl"), time.monotonic() + 120

@@ -13,7 +13,7 @@ import torch
 pytest.importorskip("pettingzoo")
 
 import proxima  # noqa: E402
-import proxima.cli  # noqa: E402
+import proxima.commands  # noqa: E402
 from proxima.envs import make_envs  # noqa: E402
 from proxima.envs.selfplay import lookahead_player  # noqa: E402
 from proxima.errors import UserError  # noqa: E402
@@ -203,7 +203,7 @@ def test_tactics_count_the_immediate_wins_taken_and_the_threats_blocked():
 def test_eval_against_the_lookahead_says_how_often_the_agent_takes_its_wins_and_blocks(tmp_path, capsys):
     run_dir = str(tmp_path / "run")
     proxima.train(**TINY, run_dir=run_dir)
-    assert proxima.cli.main(["eval", run_dir, "--opponent", "lookahead", "--episodes", "20"]) == 0
+    assert proxima.commands.main(["eval", run_dir, "--opponent", "lookahead", "--episodes", "20"]) == 0
     out = capsys.readouterr().out.strip().splitlines()
     assert re.fullmatch(
         r"immediate wins taken: \d+\.\d% of \d+; the opponent's immediate wins blocked \(where it had none\): "
@@ -256,7 +256,7 @@ def test_a_short_self_play_run_beats_the_random_player(tmp_path):
 def test_check_env_says_what_a_self_play_game_becomes_and_steps_it_with_legal_moves(capsys):
     """check-env reads a self-play game from its own backend (no Gymnasium id), and its random steps draw
     among the mask's legal moves: the env refuses an illegal one."""
-    assert proxima.cli.main(["check-env", "selfplay:pettingzoo.classic.connect_four_v3"]) == 0
+    assert proxima.commands.main(["check-env", "selfplay:pettingzoo.classic.connect_four_v3"]) == 0
     out = capsys.readouterr().out
     assert "action mask from action_mask" in out and "backend: selfplay (the only one that runs" in out
     assert "proxima will train on selfplay:pettingzoo.classic.connect_four_v3" in out

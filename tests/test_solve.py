@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import proxima
-from proxima.cli import main
+from proxima.commands import main
 from proxima.config import load_preset, read_preset, solve_presets
 from proxima.envs.registry import resolve_backend
 from proxima.evaluate import evaluate
@@ -62,7 +62,7 @@ def test_solve_help_lists_the_tasks(capsys):
 def test_proxima_solve_cartpole_end_to_end(tmp_path):
     run_dir = tmp_path / "run"
     result = subprocess.run(
-        [sys.executable, "-m", "proxima.cli", "solve", "CartPole-v1", "--seed", "1", "--run-dir", str(run_dir),
+        [sys.executable, "-m", "proxima.commands", "solve", "CartPole-v1", "--seed", "1", "--run-dir", str(run_dir),
          "--quiet", "--torch-threads", "1"],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
@@ -139,7 +139,7 @@ def test_auto_backend_takes_gymnasium_where_native_is_slower_at_few_envs():
 def test_solve_times_count_from_the_process_start():
     import time
 
-    from proxima.cli import STARTED, _process_seconds
+    from proxima.commands import STARTED, process_seconds
 
-    # the process started before this module imported proxima.cli: interpreter and torch start-up count
-    assert _process_seconds() >= time.perf_counter() - STARTED > 0
+    # the process started before this module imported proxima.commands: interpreter and torch start-up count
+    assert process_seconds() >= time.perf_counter() - STARTED > 0

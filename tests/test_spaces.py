@@ -16,7 +16,7 @@ import torch
 from torch.distributions import Bernoulli, Categorical
 
 import proxima
-from proxima.cli import main
+from proxima.commands import main
 from proxima.distributions import BernoulliHead, CategoricalHead, MultiCategoricalHead, make_head
 from proxima.encoders import MultiInputEncoder, NatureCNN, encoder_for
 from proxima.envs import env_actions, make_vec_env

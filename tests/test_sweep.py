@@ -16,7 +16,7 @@ import torch
 import proxima
 from proxima import executors
 from proxima.callbacks import Callback
-from proxima.cli import main
+from proxima.commands import main
 from proxima.config import PPOArgs
 from proxima.files import read_checkpoint
 from proxima.sweeps import grid_settings, parse_seeds
@@ -78,8 +78,8 @@ RESUME = "resume"
         (["--grid", "learning_rate=fast"], "--learning-rate expects a number, got 'fast'"),
         (["--grid", "ent_coef=0", "--grid", "ent_coef=1"], "--grid names a setting twice"),
         (["--seed", "3"], "proxima sweep sets --seed of each run; give --seeds and --output-dir instead"),
-        (["--cpus-per-trial", "0"], "--cpus-per-trial expects a positive integer, got '0'"),
-        (["--gpus-per-trial=-1"], "--gpus-per-trial expects a non-negative number, got '-1'"),
+        (["--cpus-per-trial", "0"], "--cpus-per-trial must be a positive integer, got 0"),
+        (["--gpus-per-trial=-1"], "--gpus-per-trial must be non-negative, got -1.0"),
         (
             ["--gpus-per-trial", "1"],
             "--gpus-per-trial reserves GPUs for Ray trials; a local sweep's runs use a GPU",
@@ -275,7 +275,7 @@ def _on_ray_with_two_cpus(argvs: list[list[str]], timeout: float = 300) -> list[
     here, until ``timeout`` kills it. Returns each call's exit status and stderr."""
     script = (
         "import contextlib, io, json, sys, ray\n"
-        "from proxima.cli import main\n"
+        "from proxima.commands import main\n"
         "ray.init(address='local', num_cpus=2, include_dashboard=False, logging_level='ERROR', log_to_driver=False)\n"
         "said = []\n"
         "for argv in json.loads(sys.argv[1]):\n"
@@ -387,7 +387,7 @@ def test_a_sweep_killed_with_sigkill_finishes_on_resume_and_reruns_nothing_finis
     # 24 updates per run and a checkpoint after each: the kill lands in seed 2 after seed 1 finished
     argv = ["--env-id", "CartPole-v1", "--total-timesteps", "49152", "--num-envs", "16", "--checkpoint-every", "1",
             "--no-plot", "--seeds", "1-2", "--max-concurrent", "1", "--output-dir", str(out)]  # fmt: skip
-    proc = subprocess.Popen([sys.executable, "-m", "proxima.cli", "sweep", *argv], start_new_session=True,
+    proc = subprocess.Popen([sys.executable, "-m", "proxima.commands", "sweep", *argv], start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     first, second = out / "base__seed1", out / "base__seed2"
     deadline = time.monotonic() + 240
@@ -419,7 +419,7 @@ def test_sigterm_stops_every_trial_of_a_ray_sweep_after_its_update_with_a_checkp
     argv = ["--env-id", "CartPole-v1", "--total-timesteps", "16384", "--num-envs", "2", "--num-steps", "64",
             "--checkpoint-every", "0", "--no-plot", "--no-report", "--seeds", "1-3", "--max-concurrent", "2",
             "--output-dir", str(out)]  # fmt: skip
-    proc = subprocess.Popen([sys.executable, "-m", "proxima.cli", "sweep", *argv], start_new_session=True,
+    proc = subprocess.Popen([sys.executable, "-m", "proxima.commands", "sweep", *argv], start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
     started = [out / f"base__seed{k}" for k in (1, 2)]
     deadline = time.monotonic() + 240

@@ -9,7 +9,7 @@ import pytest
 import proxima
 from proxima import executors
 from proxima.callbacks import Callback
-from proxima.cli import main
+from proxima.commands import main
 from proxima.config import PPOArgs
 from tests.test_sweep import StopAt, _json, _metrics
 

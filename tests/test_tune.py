@@ -15,7 +15,7 @@ from safetensors.numpy import load_file
 
 import proxima
 from proxima import executors
-from proxima.cli import main
+from proxima.commands import main
 from proxima.config import resolve_args
 from proxima.tuning import _plan, domain, make_searcher, parse_space_item, run_sample, spec_of
 from tests.test_sweep import _json, _kill_session, _metrics
@@ -64,7 +64,7 @@ def test_space_items_are_read_as_the_train_flag_reads_them():
         (["--space", "learning_rate=lognormal:1:2"], "--space expects NAME=uniform:LOW:HIGH"),
         (["--space", "num_minibatches=uniform:2:8"], "num_minibatches is a whole number; use randint"),
         (["--space", "learning_rate=loguniform:1e-2:1e-4"], "LOW must be below HIGH"),
-        (["--space", "learning_rate=loguniform:0:1e-4"], "loguniform needs LOW > 0"),
+        (["--space", "ent_coef=loguniform:0:1e-2"], "loguniform needs LOW > 0"),
         (["--space", "seed=choice:1,2"], "'seed' is not a setting a search can vary"),
         (["--space", "clip_coef=choice:0.1,-2"], "clip_coef must be positive"),
         (["--space", "num_minibatches=choice:4,8", "--scheduler", "pbt"], "pbt perturbs learning_rate"),
@@ -240,7 +240,7 @@ def test_sigterm_stops_a_search_with_every_seed_checkpointed_and_resume_finishes
     # one sample of 2 seeds, 64 updates each, checkpoints only at the end or on a signal
     argv = ["tune", *SMALL, "--total-timesteps", "16384", "--checkpoint-every", "0", "--space",
             "learning_rate=choice:1e-3", "--num-samples", "1", "--seeds", "2", "--output-dir", str(out)]  # fmt: skip
-    proc = subprocess.Popen([sys.executable, "-m", "proxima.cli", *argv], start_new_session=True,
+    proc = subprocess.Popen([sys.executable, "-m", "proxima.commands", *argv], start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
     runs = [out / "s001__seed1", out / "s001__seed2"]
     deadline = time.monotonic() + 240

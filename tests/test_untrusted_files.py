@@ -21,7 +21,7 @@ import proxima.agent
 import proxima.files
 import proxima.trainer
 from proxima.callbacks import Callback, Checkpointing
-from proxima.cli import main
+from proxima.commands import main
 from proxima.errors import FileAccessError
 from proxima.files import (
     AGENT_JSON,

@@ -15,7 +15,8 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 import proxima
-from proxima import cli
+from proxima import commands as cli
+from proxima.commands.common import parse_train_args
 from proxima.envs import make_envs, make_vec_env
 from proxima.errors import UserError
 from tests.fixtures import wild_envs
@@ -161,7 +162,7 @@ def test_env_kwargs_reach_the_env_its_evaluations_and_proxima_eval(tmp_path, cap
 
 
 def test_env_kwargs_on_the_cli_are_json_and_the_native_backend_refuses_them(capsys):
-    args = cli.parse_train_args(["--env-kwargs", '{"max_episode_steps": 8}'])
+    args = parse_train_args(["--env-kwargs", '{"max_episode_steps": 8}'])
     assert args.env.env_kwargs == {"max_episode_steps": 8}
     assert cli.main(["train", "--env-kwargs", "{size: 8}"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

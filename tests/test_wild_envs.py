@@ -22,7 +22,7 @@ import torch
 
 import proxima
 from proxima import checkpoint
-from proxima.cli import main
+from proxima.commands import main
 from proxima.envs import make_vec_env
 from proxima.errors import EnvError, UserError
 from tests.fixtures import wild_envs

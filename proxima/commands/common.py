@@ -1,0 +1,183 @@
+"""Helpers the commands share: a flag's value, the train flags composed with a command's own, the results of a sweep."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import sys
+import typing
+from typing import TYPE_CHECKING, Annotated, Any
+
+import tyro
+
+from proxima import files, trust
+from proxima.argv import field_docs, parse
+from proxima.errors import TrainingInterrupted
+
+if TYPE_CHECKING:  # imported lazily at run time: the CLI starts fast
+    from proxima.config import PPOArgs
+
+
+def flag_value(argv: list[str], flag: str) -> str | None:
+    """The value of ``--flag VALUE`` or ``--flag=VALUE`` in ``argv`` (the last one wins), else None."""
+    value = None
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+            value = argv[i + 1]
+        elif arg.startswith(flag + "="):
+            value = arg.partition("=")[2]
+    return value
+
+
+# The flags that say what a run starts from rather than set anything (not PPOArgs' fields): (metavar, help).
+INSTRUCTION_FLAGS = {
+    "config": (
+        "NAME|FILE",
+        "a preset (`proxima presets` lists them), a JSON file of settings, or a run's config.json (all its "
+        "settings but its run directory): its values replace the defaults shown here, and the other flags "
+        "override them",
+    ),
+    "resume": (
+        "RUN_DIR",
+        "continue the interrupted run in RUN_DIR from its last checkpoint, with its saved settings; only "
+        "--quiet, --total-timesteps N (continue it, finished or not, to N steps) and --torch-threads N (another "
+        "thread count, which rounds differently) may be given with it",
+    ),
+}
+
+
+def command_flags(
+    defaults: PPOArgs,
+    instructions: dict[str, str | None],
+    own: type | None = None,
+    hidden: tuple[str, ...] = (),
+):
+    """A dataclass of a command's own flags (``own``, a dataclass named after the command), of ``PPOArgs``'
+    groups and of the ``instructions``: one ``--help`` section each, titled by its docstring, with
+    ``defaults`` as the settings' defaults, so that ``--help`` shows the values a run would get. The flags are
+    flat (``--env-id``): ``parse`` puts the dataclass under ``OmitArgPrefixes``. ``hidden``: settings that the
+    command sets itself, left out of its flags and its help."""
+    from proxima.config import GROUPS
+
+    instruction_fields = [
+        (n, Annotated[str | None, tyro.conf.arg(metavar=INSTRUCTION_FLAGS[n][0], help=INSTRUCTION_FLAGS[n][1])],
+         dataclasses.field(default=value))
+        for n, value in instructions.items()
+    ]  # fmt: skip
+    made = dataclasses.make_dataclass("instructions", instruction_fields, frozen=True)
+    made.__doc__ = "what to start from, rather than settings"
+    sections = {group: _with_help(cls, getattr(defaults, group), hidden) for group, cls in GROUPS.items()}
+    groups = [(group, cls, dataclasses.field(default_factory=cls)) for group, cls in sections.items()]
+    mine = [(own.__name__.lower().removesuffix("flags"), own)] if own is not None else []
+    return dataclasses.make_dataclass(
+        "flags", [*mine, *groups, ("instructions", made, dataclasses.field(default_factory=made))]
+    )
+
+
+def _with_help(cls, defaults, hidden: tuple[str, ...] = ()):
+    """``cls`` again with ``defaults`` as its defaults and each field's docstring on one line as its help
+    (tyro keeps a docstring's line breaks, which the help's columns then break again); ``hidden`` fields are
+    kept out of the flags."""
+    hints, docs = typing.get_type_hints(cls), field_docs(cls)
+    fields_ = []
+    for f in dataclasses.fields(cls):
+        value = getattr(defaults, f.name)
+        default = dataclasses.field(default_factory=functools.partial(dict, value)) if isinstance(value, dict) else (
+            dataclasses.field(default=value))  # fmt: skip
+        hint: Any = Annotated[hints[f.name], tyro.conf.arg(help=docs.get(f.name))]
+        fields_.append((f.name, Annotated[hint, tyro.conf.Suppress] if f.name in hidden else hint, default))
+    made = dataclasses.make_dataclass(cls.__name__, fields_, frozen=True)
+    made.__doc__ = cls.__doc__
+    return made
+
+
+def parse_command(
+    argv: list[str],
+    prog: str,
+    own: type | None = None,
+    instructions: tuple[str, ...] = ("config",),
+    preset: str | None = None,
+    description: str | None = None,
+    hidden: tuple[str, ...] = (),
+):
+    """``(own flags, PPOArgs)`` of a command that takes the train flags beside its own (``own``: a dataclass,
+    or None), through ``parse``. The settings are layered on the ``--algo`` defaults and the ``--config``
+    preset (else ``preset``), read first, so that the preset's values become the defaults ``--help`` shows
+    and explicit flags override them. ``instructions`` are the instruction flags accepted beside the settings;
+    ``hidden``, the settings the command sets itself (``command_flags``)."""
+    from proxima.config import GROUPS, PPOArgs, resolve_args
+
+    given = {name: flag_value(argv, "--" + name) for name in instructions}
+    algo = flag_value(argv, "--algo")
+    config = given.get("config") or preset
+    named = {name: flag_value(argv, "--" + name.replace("_", "-")) for name in trust.SETTINGS}  # typed again
+    chosen: dict[str, Any] = {"algo": algo} if algo is not None else {}
+    defaults = resolve_args(config=config, named=named, **chosen)
+    parsed = parse(command_flags(defaults, given, own, hidden), argv, prog, description)
+    args = PPOArgs(**{g: cls(**vars(getattr(parsed, g))) for g, cls in GROUPS.items()})
+    return (getattr(parsed, dataclasses.fields(parsed)[0].name) if own is not None else None), args
+
+
+def parse_train_args(
+    argv: list[str], prog: str = "proxima train", instructions: tuple[str, ...] = ("config", "resume")
+) -> PPOArgs:
+    """``PPOArgs`` from ``proxima train``'s flags (``parse_command`` without flags of its own)."""
+    return parse_command(argv, prog, instructions=instructions)[1]
+
+
+def without_own_flags(argv: list[str], own: type) -> list[str]:
+    """``argv`` without the flags of ``own`` (a dataclass of a command's own flags, each taking one value, but
+    its booleans (``--name`` or ``--no-name``) and its tuples that are not given once per value, which take
+    the values up to the next flag)."""
+    hints = typing.get_type_hints(own, include_extras=True)
+    fields = dataclasses.fields(own)
+    flag = {f.name: "--" + f.name.replace("_", "-") for f in fields}
+    switches = {f"--{no}{flag[f.name][2:]}" for f in fields if hints[f.name] is bool for no in ("", "no-")}
+    many = {
+        flag[f.name] for f in fields
+        if typing.get_origin(typing.get_args(hints[f.name])[0] if typing.get_origin(hints[f.name]) is Annotated
+                             else hints[f.name]) is tuple
+        and tyro.conf.UseAppendAction not in getattr(hints[f.name], "__metadata__", ())
+    }  # fmt: skip
+    names = set(flag.values()) - switches
+    out, i = [], 0
+    while i < len(argv):
+        name = argv[i].split("=")[0]
+        if name in switches or (name in names and "=" in argv[i]):
+            i += 1
+        elif name in many:
+            i += 1
+            while i < len(argv) and not argv[i].startswith("--"):
+                i += 1
+        elif name in names:
+            i += 2
+        else:
+            out.append(argv[i])
+            i += 1
+    return out
+
+
+def print_results(results, command: str) -> int:
+    """The table and where it is; exit status 1 if a run failed (each failure was said as it happened)."""
+    out = results.output_dir
+    print(f"\n{results}", end="")
+    written = [f"{out}/{f}" for f in (files.RESULTS_MD, files.RESULTS_JSON, files.LEARNING_CURVES, files.REPORT)
+               if os.path.exists(f"{out}/{f}")]  # fmt: skip
+    print(f"wrote {', '.join(written)}")
+    failed = sum(t["status"] == "failed" for t in results.trials)
+    missing = sum(t["status"] == "not run" for t in results.trials)
+    if failed or missing:
+        said = ", ".join(f"{n} {what}" for n, what in ((failed, "failed"), (missing, "did not run")) if n)
+        print(
+            f"proxima {command}: of {len(results.trials)} runs, {said} (see {out}/results.md)",
+            file=sys.stderr,
+        )
+    return 1 if failed or missing else 0
+
+
+def sweep_interrupted(e: TrainingInterrupted, out: str, command: str = "sweep") -> int:
+    """Ctrl-C or SIGTERM in a local sweep's run, or SIGTERM to a Ray sweep (each running trial checkpointed):
+    how to finish the sweep (not a run alone), and exit status 130 or 143."""
+    print(f"proxima {command}: {e}; finish the {command} with: proxima sweep --resume {out}", file=sys.stderr)
+    return e.exit_status

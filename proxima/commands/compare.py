@@ -1,0 +1,44 @@
+"""``proxima compare``: train several algorithms over several seeds and plot their learning curves."""
+
+from __future__ import annotations
+
+from proxima.commands.common import (
+    flag_value,
+    parse_command,
+    parse_train_args,
+    print_results,
+    sweep_interrupted,
+    without_own_flags,
+)
+from proxima.errors import TrainingInterrupted, UserError
+
+COMPARE_ABOUT = """Trains every algorithm of --algos with every seed on one env, each as an ordinary `proxima train`
+run in its own directory under the output directory (a sweep over the algorithms: Ray Tune trials where Ray is
+installed), then writes a table of the final returns over seeds per algorithm (results.md), the learning curves
+with bands (learning_curves.png) and results.json. Exit status 1 if a run failed or did not run."""
+
+
+def run(argv: list[str]) -> int:
+    from proxima.compare import TOTAL_TIMESTEPS, CompareFlags, check_algos, compare
+    from proxima.sweeps import default_output_dir
+
+    flags, _ = parse_command(argv, "proxima compare", CompareFlags, description=COMPARE_ABOUT)
+    for flag, instead in (("--algo", "--algos"), ("--seed", "--seeds"), ("--run-dir", "--output-dir")):
+        if flag_value(argv, flag) is not None:
+            raise UserError(f"proxima compare sets {flag} of each run; give {instead} instead")
+    check_algos(flags.algos)
+    train_argv = without_own_flags(argv, CompareFlags)
+    if flag_value(argv, "--total-timesteps") is None and flag_value(argv, "--config") is None:
+        train_argv = ["--total-timesteps", str(TOTAL_TIMESTEPS), *train_argv]
+    settings = [
+        (
+            algo,
+            parse_train_args([*train_argv, "--algo", algo], prog="proxima compare", instructions=("config",)),
+        )
+        for algo in flags.algos
+    ]
+    out = flags.output_dir or default_output_dir(settings[0][1].env.env_id, "compare")
+    try:
+        return print_results(compare(flags, settings, out), "compare")
+    except TrainingInterrupted as e:  # a comparison is a sweep: it finishes as one
+        return sweep_interrupted(e, out, "compare")

@@ -1,0 +1,82 @@
+"""``proxima train``: train an agent, or continue one (``--resume``, ``--resume-if-exists``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+import tyro
+
+from proxima import trust
+from proxima.argv import helping, parse
+from proxima.commands.common import flag_value, parse_command
+from proxima.errors import UserError
+
+
+@dataclass
+class ResumeArgs:
+    resume: str
+    """the run directory to continue from its last checkpoint"""
+    quiet: bool = False
+    """no console output"""
+    total_timesteps: int | None = None
+    """continue the run, finished or not, to this many steps"""
+    torch_threads: int | None = None
+    """train on with this many torch threads (default: the run's own count; another count rounds differently)"""
+    trust_code: bool = False
+    """import the code that the run's files name (an env factory, a module:ID env id, an encoder class) without its being named again; only for files you trust (docs/SECURITY.md)"""
+    env_id: str | None = None
+    """the run's env id named again (the same as its config.json's), where it names a module to import"""
+    env_factory: Annotated[str | None, tyro.conf.arg(metavar="MODULE:NAME")] = None
+    """the run's env factory named again (the same as its config.json's)"""
+    encoder: Annotated[str | None, tyro.conf.arg(metavar="MODULE:CLASS")] = None
+    """the run's encoder class named again (the same as its config.json's)"""
+
+
+@dataclass(frozen=True)
+class TrainFlags:
+    """for jobs that a scheduler may start again (docs/SCALING.md)"""
+
+    resume_if_exists: bool = False
+    """start the run in --run-dir, or continue it from its checkpoint there if it has one (with its config.json's settings; given settings that differ are named and ignored), or do nothing if it finished; the same command line for every start of a SLURM or Kubernetes job"""
+
+
+# the flags that name code again, or trust it, which a resume takes beside its own (docs/SECURITY.md)
+_NAMING_FLAGS = (trust.TRUST_FLAG, "--no-trust-code", "--env-id", "--env-factory", "--encoder")
+
+
+def run(argv: list[str]) -> int:
+    from proxima.loop import run_to_end
+    from proxima.trainer import resuming, train
+
+    if flag_value(argv, "--resume") is not None and not helping(argv):  # train's help lists --resume too
+        others = [
+            a
+            for a in argv
+            if a.startswith("-")
+            and a.split("=")[0]
+            not in (
+                "--resume",
+                "--quiet",
+                "--no-quiet",
+                "--total-timesteps",
+                "--torch-threads",
+                *_NAMING_FLAGS,
+            )
+        ]
+        if others:
+            raise UserError(
+                f"with --resume, only --quiet, --total-timesteps, --torch-threads, {trust.TRUST_FLAG} and the "
+                f"run's own --env-id, --env-factory and --encoder may be given (the run's config.json holds its "
+                f"settings), not {others[0]} (see proxima train --help)"
+            )
+        args = parse(ResumeArgs, argv, "proxima train")
+        named = {name: getattr(args, name) for name in trust.SETTINGS if getattr(args, name) is not None}
+        run_to_end(resuming(
+            args.resume, quiet=args.quiet, total_timesteps=args.total_timesteps, torch_threads=args.torch_threads,
+            trust_code=args.trust_code, named=named,
+        ))  # fmt: skip
+    else:
+        flags, args = parse_command(argv, "proxima train", TrainFlags, instructions=("config", "resume"))
+        train(args, resume_if_exists=flags.resume_if_exists)
+    return 0
