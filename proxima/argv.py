@@ -259,7 +259,11 @@ def _check_declared(parsed) -> None:
     from proxima.config import check_fields, declared
 
     for value in (parsed, *(getattr(parsed, f.name) for f in dataclasses.fields(parsed))):
-        if dataclasses.is_dataclass(value) and any(musts for _, musts in declared(type(value)).values()):
+        if (
+            dataclasses.is_dataclass(value)
+            and not isinstance(value, type)
+            and any(musts for _, musts in declared(type(value)).values())
+        ):
             try:
                 check_fields(value)
             except UserError as e:

@@ -400,7 +400,9 @@ def run_probes(
                     f"probe {probe.name}: {probe.tests}, {probe_args.algorithm.total_timesteps} steps",
                     flush=True,
                 )
-            model = train(probe_args).model.cpu()
+            agent = train(probe_args)
+            assert not isinstance(agent, list), "a probe trains one seed"
+            model = agent.model.cpu()
             expected, learned, passed, blame = probe.check(model, probe_args)
             results.append(ProbeResult(probe, expected, learned, passed, blame or probe.blame))
     if run_dir is not None:  # the table, for `proxima report RUN_DIR`

@@ -68,6 +68,7 @@ def run(argv: list[str]) -> int:
         )
     args = args.replace(run_dir=args.run.run_dir or default_run_dir(args))
     agent = train(args)
+    assert not isinstance(agent, list), "one seed: refused above"
     trained = process_seconds()
     steps = read_json(os.path.join(args.run.run_dir, files.AGENT_JSON))["global_step"]
     scored = ""
