@@ -126,41 +126,10 @@ def test_adam_steps_bit_for_bit_like_torch_adam_and_saves_the_same_state(groups)
     )
 
 
-def test_the_private_adam_call_fits_this_torch():
-    """proxima's Adam calls torch's private fused Adam kernel (proxima/optim.py says why), whose schema is no
-    public API: a torch that renames, adds or drops an argument it needs fails here, naming the version."""
-    from proxima.optim import FUSED_ADAM_OPTIONS
-
-    schema = torch.ops.aten._fused_adam_.default._schema
-    arguments = [a for a in schema.arguments if not a.kwarg_only]
-    options = {a.name: a for a in schema.arguments if a.kwarg_only}
-    positional = ["self", "grads", "exp_avgs", "exp_avg_sqs", "max_exp_avg_sqs", "state_steps"]
-    given = {*FUSED_ADAM_OPTIONS, "beta1", "beta2", "lr", "eps"}
-    problems = [
-        *(
-            [f"takes {[a.name for a in arguments]} first"]
-            if [a.name for a in arguments] != positional
-            else []
-        ),
-        *(f"no longer takes {name}" for name in sorted(given - set(options))),
-        *(
-            f"now requires {n}"
-            for n, a in sorted(options.items())
-            if n not in given and not a.has_default_value()
-        ),
-    ]
-    assert not problems, (
-        f"torch {torch.__version__} changed torch._fused_adam_, which proxima.optim.fused_adam calls directly: "
-        f"it {'; '.join(problems)}. Update the call and FUSED_ADAM_OPTIONS, or switch to torch.optim.Adam(fused=True) "
-        "(benchmarks/adam_variants.py measures the difference)"
-    )
-
-
 def test_adam_counts_the_steps_of_each_parameter_as_torch_does_when_some_have_no_gradient():
     """A parameter without a gradient (a layer a minibatch did not use) neither steps nor counts the step, in
     torch's Adam; a group none of whose parameters has one (or an empty group) is left as it is. proxima's Adam
-    counts each group's steps in one vector, and must keep all that through loads of its state, into the same
-    optimizer mid-run and into a fresh one."""
+    must keep all that through loads of its state, into the same optimizer mid-run and into a fresh one."""
     torch.manual_seed(0)
     nets = [torch.nn.ModuleList([torch.nn.Linear(3, 2) for _ in range(3)]) for _ in range(2)]
     nets[1].load_state_dict(nets[0].state_dict())
