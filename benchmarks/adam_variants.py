@@ -84,10 +84,10 @@ def run(variant, args, model, batch, settings, updates: int) -> tuple[float, lis
         model.param_groups(args.algorithm.learning_rate, args.algorithm.value_learning_rate),
         args.algorithm.learning_rate,
     )
-    torch.manual_seed(0)  # the same minibatch order for every variant
+    generator = torch.Generator().manual_seed(0)  # the same minibatch order for every variant
     start = time.perf_counter()
     for _ in range(updates):
-        update(model, optimizer, batch, settings)
+        update(model, optimizer, batch, settings, generator)
     return (time.perf_counter() - start) / updates, [p.detach().clone() for p in model.parameters()]
 
 

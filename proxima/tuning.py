@@ -4,8 +4,8 @@ or population-based training (PBT).
 A *sample* is one draw of the search space. It is one Tune trial, which trains the sample's ``seeds`` seeds
 (``seed`` … ``seed + seeds - 1``) in lockstep, one update of each in turn (``proxima.trainer.training``), and
 reports their mean score after each round, so that the searcher and the scheduler judge a setting and not a
-lucky seed. Each seed's run is an ordinary run directory (``OUT/s003__seed2``), with the global random
-generators swapped in and out around its updates, so it computes exactly what ``proxima train --seed 2`` with
+lucky seed. Each seed's run is an ordinary run directory (``OUT/s003__seed2``) that draws from random
+generators of its own (``seeding.RunStreams``), so it computes exactly what ``proxima train --seed 2`` with
 the sample's settings computes alone.
 
 The score of a seed is its last deterministic evaluation (``metric="eval_return"``, which needs
@@ -26,7 +26,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
-import random
 import shutil
 import tempfile
 import time
@@ -34,7 +33,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from proxima import checkpoint, executors, trust
 from proxima.callbacks import Callback
@@ -537,16 +535,6 @@ def _ended():
     yield
 
 
-def _rng_states():
-    return torch.get_rng_state(), np.random.get_state(), random.getstate()
-
-
-def _set_rng_states(states) -> None:
-    torch.set_rng_state(states[0])
-    np.random.set_state(states[1])
-    random.setstate(states[2])
-
-
 def _trial_function(out: str, plan: dict):
     def trial(params: dict, report=None, node: str | None = None, stop=None) -> dict:
         settings = {k: v for k, v in params.items() if k != "__name"}
@@ -571,13 +559,14 @@ def run_sample(out: str, plan: dict, name: str, settings: dict, report=None, nod
         return _run_sample(out, plan, name, settings, report, node, stop)
 
 
-def _run_sample(out: str, plan: dict, name: str, settings: dict, report, node, stop) -> dict:
+def _seed_runs(out: str, plan: dict, name: str, settings: dict, exploiting: bool, stop):
+    """The sample's runs: each seed's directory, its updates (a generator of them) and its ``Score``."""
     base = PPOArgs.from_json(plan["base"])
     typed = {k: _typed(k, v) for k, v in settings.items()}
     # the runs' config.json name only what the plan does, which the user gave or --resume checked
     named = trust.names_of(base.replace(**typed))
-    exploit = _exploited(out, plan, name) if plan["scheduler"] == "pbt" and report is not None else None
-    runs, gens, scores, rngs = [], [], [], []
+    exploit = _exploited(out, plan, name) if exploiting else None
+    runs, gens, scores = [], [], []
     for seed in plan["seeds"]:
         run_dir = _run_dir(out, name, seed)
         score = Score(plan["metric"])
@@ -603,20 +592,22 @@ def _run_sample(out: str, plan: dict, name: str, settings: dict, report, node, s
         runs.append(run_dir)
         gens.append(gen)
         scores.append(score)
-        rngs.append(None)
+    return runs, gens, scores
+
+
+def _run_sample(out: str, plan: dict, name: str, settings: dict, report, node, stop) -> dict:
+    exploiting = plan["scheduler"] == "pbt" and report is not None
+    runs, gens, scores = _seed_runs(out, plan, name, settings, exploiting, stop)
     cpu_start = time.process_time()
     marks = None  # the last checkpoint's multiple of perturbation_steps, from where the runs start
     interrupted: list[TrainingInterrupted] = []
     live = list(range(len(gens)))
     last: dict[int, object] = {}
     status, error = "finished", None
-    outer = _rng_states()
     try:
         while live:
             moved = False
             for k in list(live):
-                if rngs[k] is not None:
-                    _set_rng_states(rngs[k])
                 try:
                     last[k] = next(gens[k])[0]
                     moved = True
@@ -625,7 +616,6 @@ def _run_sample(out: str, plan: dict, name: str, settings: dict, report, node, s
                 except TrainingInterrupted as e:  # checkpointed; the other seeds stop after their update too
                     interrupted.append(e)
                     live.remove(k)
-                rngs[k] = _rng_states()
             if report is not None and moved and not interrupted:
                 if marks is None:
                     marks = [max(r.global_step for r in last.values()) // plan["perturbation_steps"]]
@@ -641,7 +631,6 @@ def _run_sample(out: str, plan: dict, name: str, settings: dict, report, node, s
     finally:
         for gen in gens:
             gen.close()  # a run that did not end stops where it stands
-        _set_rng_states(outer)
         for k, run_dir in enumerate(runs):
             if status is not None and os.path.isdir(run_dir):
                 row = {"status": status, "score": scores[k].value, "settings": settings, "node": node,

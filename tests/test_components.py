@@ -30,7 +30,8 @@ def test_categorical_head_samples_with_the_right_frequencies():
     torch.manual_seed(0)
     probs = torch.tensor([0.1, 0.2, 0.7])
     logits = probs.log().expand(200_000, 3)
-    actions, logprobs = CategoricalHead(3).sample(logits)
+    head = CategoricalHead(3)
+    actions, logprobs = head.sample(logits, head.noise(logits))
     freq = torch.bincount(actions, minlength=3).float() / len(actions)
     torch.testing.assert_close(freq, probs, atol=5e-3, rtol=0)
     torch.testing.assert_close(logprobs, probs.log()[actions])
@@ -174,8 +175,8 @@ def test_building_the_optimizer_does_not_import_dynamo():
 
 def test_minibatch_indices_use_every_sample_once():
     torch.manual_seed(0)
-    parts = minibatch_indices(512, 128)
+    parts = minibatch_indices(512, 128, torch.Generator())
     assert len(parts) == 4 and all(len(p) == 128 for p in parts)
     assert sorted(torch.cat(parts).tolist()) == list(range(512))
     with pytest.raises(ValueError):
-        minibatch_indices(10, 3)
+        minibatch_indices(10, 3, torch.Generator())
