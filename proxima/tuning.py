@@ -31,6 +31,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -62,6 +63,9 @@ from proxima.rollout_workers import TRIAL_ACTOR_CPUS
 from proxima.schedules import ADJUSTABLE
 from proxima.sweeps import StopWhenAsked, _finite, check_output_dir_free, default_output_dir, refuse_objects
 from proxima.trainer import resuming, training
+
+if TYPE_CHECKING:
+    from proxima.loop import Run
 
 FORMAT, VERSION = "proxima-tune", 1
 SEARCHES = ("random", "optuna")
@@ -256,9 +260,9 @@ def _plan(base: PPOArgs, spec: dict, search: str, num_samples: int, metric: str,
                                   (metric, METRICS_, "metric"), (mode, MODES, "mode")):  # fmt: skip
         if value not in accepted:
             raise UserError(f"unknown {what} {value!r}; accepted: {', '.join(accepted)}")
-    for value, what in ((num_samples, "num_samples"), (seeds, "seeds"), (cpus_per_trial, "cpus_per_trial")):
-        if not isinstance(value, int) or value < 1:
-            raise UserError(f"{what} must be a positive integer, got {value!r}")
+    for count, what in ((num_samples, "num_samples"), (seeds, "seeds"), (cpus_per_trial, "cpus_per_trial")):
+        if not isinstance(count, int) or count < 1:
+            raise UserError(f"{what} must be a positive integer, got {count!r}")
     if max_concurrent is not None and max_concurrent < 1:
         raise UserError(f"max_concurrent must be a positive integer or None (no limit), got {max_concurrent}")
     if not gpus_per_trial >= 0:
@@ -334,7 +338,9 @@ def resume_tune(output_dir: str, address: str | None = None, *, trust_code: bool
                 run_dir = _run_dir(out, sample["name"], seed)
                 if os.path.isdir(run_dir):
                     links_inside(run_dir)
-        base = PPOArgs.from_json(plan.get("base"), path)
+        if not isinstance(plan.get("base"), dict):
+            raise UserError(f"{path} holds no base settings (a dict under 'base'); the plan is corrupt")
+        base = PPOArgs.from_json(plan["base"], path)
         for sample in [{"settings": {}}, *plan.get("samples", [])]:
             settings = {k: _typed(k, v) for k, v in sample.get("settings", {}).items()}
             trust.check_settings(path, base.replace(_source=path, **settings), trusted=trust_code)
@@ -361,7 +367,7 @@ def _run(out: str, plan: dict, address: str | None) -> TuneResults:
                 if os.path.isdir(run_dir) and _trial_row(run_dir) is None:
                     write_json(os.path.join(run_dir, TRIAL_JSON), {"status": "failed", "error": error})
         rows = _rows_soon(out, plan, name)
-        scores = [r.get("score") for r in rows if r.get("score") is not None]
+        scores = [float(r["score"]) for r in rows if r.get("score") is not None]
         ended = "ended" if plan["scheduler"] == "fifo" else f"stopped by {plan['scheduler'].upper()}"
         status = {r.get("status", ended) for r in rows}  # a stopped trial may write its rows after this
         said = ", ".join(sorted(status))
@@ -398,9 +404,8 @@ def _search(out, plan, trial, count, address, on_start, on_done) -> None:
     metric, mode = "score", plan["mode"]
     space = {name: domain(spec) for name, spec in plan["space"].items()}
     scores = {s["name"]: _sample_score(out, plan, s["name"]) for s in plan["samples"]}
-    searcher = make_searcher(
-        plan, [(s["settings"], scores[s["name"]]) for s in plan["samples"] if scores[s["name"]] is not None]
-    )
+    scored = [(s["settings"], scores[s["name"]]) for s in plan["samples"]]
+    searcher = make_searcher(plan, [(given, score) for given, score in scored if score is not None])
     first = 1 + max((int(s["name"][1:]) for s in plan["samples"]), default=0)
     names: dict[str, str] = {}
 
@@ -478,7 +483,8 @@ class Score(Callback):
     """A run's score after each update: its last evaluation, or the mean return of its last 20 episodes."""
 
     def __init__(self, metric: str):
-        self.metric, self.value = metric, None
+        self.metric = metric
+        self.value: float | None = None
         self.returns: collections.deque = collections.deque(maxlen=WINDOW)
 
     def on_train_start(self, run) -> None:
@@ -602,8 +608,9 @@ def _run_sample(out: str, plan: dict, name: str, settings: dict, report, node, s
     marks = None  # the last checkpoint's multiple of perturbation_steps, from where the runs start
     interrupted: list[TrainingInterrupted] = []
     live = list(range(len(gens)))
-    last: dict[int, object] = {}
-    status, error = "finished", None
+    last: dict[int, Run] = {}
+    status: str | None = "finished"
+    error: str | None = None
     try:
         while live:
             moved = False
@@ -722,7 +729,7 @@ def _sample_status(out: str, plan: dict, name: str) -> str | None:
     rows = [_trial_row(_run_dir(out, name, seed)) for seed in plan["seeds"]]
     if any(r is None for r in rows):
         return None
-    statuses = {r["status"] for r in rows}
+    statuses = {r["status"] for r in rows if r is not None}
     return "failed" if "failed" in statuses else "stopped" if "stopped" in statuses else "finished"
 
 
@@ -779,7 +786,7 @@ def best_preset(plan: dict, row: dict) -> dict:
     base = PPOArgs.from_json(plan["base"])
     algo_defaults = resolve_args(algo=base.algorithm.algo).flat()
     values = {**base.flat(), **{k: _typed(k, v) for k, v in row["settings"].items()}}
-    preset = {
+    preset: dict[str, object] = {
         "description": f"found by proxima tune ({plan['search']} search, {plan['scheduler']}, {plan['num_samples']} "
         f"samples of {len(plan['seeds'])} seed(s), metric {plan['metric']}): sample {row['name']} scored "
         f"{row['score_mean']:.1f} ± {row['score_std']:.1f}",
