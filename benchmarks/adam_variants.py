@@ -1,7 +1,7 @@
-"""proxima's ``Adam`` (torch's fused Adam kernel, called directly) against ``torch.optim.Adam`` (default,
+"""proxima's ``Adam`` (the function ``torch.optim.adam.adam(fused=True)``) against ``torch.optim.Adam`` (default,
 ``foreach=True``, ``fused=True``) on proxima's own update, in one process, interleaved; and the last of these with
-``torch.nn.utils.clip_grad_norm_(foreach=True)`` in place of ``proxima.optim.clip_grad_norm`` (the same ops less
-its grouping by device), so that row is torch's optimizer step whole.
+``torch.nn.utils.clip_grad_norm_(foreach=True)`` called directly rather than through ``proxima.optim.clip_grad_norm``
+(the same call), so that row is torch's optimizer step whole.
 
 Each repeat times ``--updates`` updates of each variant from the same model and the same rollout (native
 CartPole-v1 at the default settings: 4 envs x 128 steps, 4 epochs of 4 minibatches, so 16 optimizer steps per
@@ -84,10 +84,10 @@ def run(variant, args, model, batch, settings, updates: int) -> tuple[float, lis
         model.param_groups(args.algorithm.learning_rate, args.algorithm.value_learning_rate),
         args.algorithm.learning_rate,
     )
-    torch.manual_seed(0)  # the same minibatch order for every variant
+    generator = torch.Generator().manual_seed(0)  # the same minibatch order for every variant
     start = time.perf_counter()
     for _ in range(updates):
-        update(model, optimizer, batch, settings)
+        update(model, optimizer, batch, settings, generator)
     return (time.perf_counter() - start) / updates, [p.detach().clone() for p in model.parameters()]
 
 

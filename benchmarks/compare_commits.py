@@ -23,7 +23,7 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PYTHON = os.path.join(ROOT, ".venv", "bin", "python")
+PYTHON = sys.executable  # the interpreter this script runs with (the docs: .venv/bin/python)
 # A preset passed by its file in this checkout, so that a commit from before its name reads the same settings.
 PRESETS = os.path.join(ROOT, "proxima", "presets", "")
 

@@ -55,12 +55,12 @@ def time_updates(m: ActorCritic, repeats: int) -> tuple[float, float]:
     optimizer = make_adam(m.param_groups(2.5e-4, None), 2.5e-4)
     b = batch()
     start = time.perf_counter()
-    update(m, optimizer, b, settings)
+    update(m, optimizer, b, settings, torch.Generator())
     first = time.perf_counter() - start
     best = float("inf")
     for _ in range(repeats):
         start = time.perf_counter()
-        update(m, optimizer, b, settings)
+        update(m, optimizer, b, settings, torch.Generator())
         best = min(best, time.perf_counter() - start)
     return first, best
 

@@ -4,8 +4,8 @@ leading axis, so that each forward and backward pass is one batched call (``torc
 
 Each seed keeps its own ``ActorCritic``, whose parameters and buffers are *views* of the stacked tensors: what the
 batched update writes, the seed's evaluation, checkpoint and saved agent see, and a normalization statistic that a
-seed's model updates in place is the stacked one. Nothing is shared across seeds: each has its own random stream
-(``SeedStreams``), statistics, advantage normalization per minibatch, and gradient-norm clipping
+seed's model updates in place is the stacked one. Nothing is shared across seeds: each has its own random
+generators (its run's ``seeding.RunStreams``, the solo run's), statistics, advantage normalization per minibatch, and gradient-norm clipping
 (``clip_grad_norms``), and Adam step count (``optim.SeedAdam``: Adam is elementwise, so one Adam over the stacked
 tensors steps each seed as its own would).
 A seed's run is thus the algorithm of a solo run with its seed, on the same env seeds and random draws; only
@@ -34,63 +34,6 @@ from proxima.optim import SeedAdam
 from proxima.rollout import RecurrentCollector, RolloutCollector
 from proxima.storage import Batch, RolloutBuffer, SequenceBatch, minibatches
 from proxima.update import UpdateSettings, grad_stats, minibatch_loss
-
-
-class SeedStreams:
-    """Each seed's own stream of torch's global generator, as a solo run with that seed would draw from it: the
-    generator's state is swapped in around each of the seed's draws (action samples, minibatch orders), so that
-    the seed's code is the solo run's own. ``cuda``: on a GPU, where those draws come from the CUDA generator,
-    each seed's state of that one too (on ``device``), swapped in with the other. ``states`` and ``cuda`` are
-    the seeds' states (what a checkpoint holds), kept in one ``torch.Generator`` per seed and device, which a
-    draw that takes a generator uses without a swap (``generators``)."""
-
-    def __init__(self, states: list[Tensor], cuda: list[Tensor] | None = None, device=None):
-        self.device = device
-        self._cpu = [torch.Generator() for _ in states]
-        self._cuda = None if cuda is None else [torch.Generator(device) for _ in cuda]
-        self.states, self.cuda = states, cuda
-
-    @property
-    def states(self) -> list[Tensor]:
-        return [g.get_state() for g in self._cpu]
-
-    @states.setter
-    def states(self, states: list[Tensor]) -> None:
-        for g, state in zip(self._cpu, states, strict=True):
-            g.set_state(state)
-
-    @property
-    def cuda(self) -> list[Tensor] | None:
-        return None if self._cuda is None else [g.get_state() for g in self._cuda]
-
-    @cuda.setter
-    def cuda(self, states: list[Tensor] | None) -> None:
-        for g, state in zip(self._cuda or (), states or (), strict=True):
-            g.set_state(state)
-
-    def generators(self, device: torch.device) -> list[torch.Generator]:
-        """Each seed's generator of draws on ``device`` (where torch's global one for it would draw)."""
-        return self._cpu if device.type == "cpu" else self._cuda
-
-    def each(self, draw: Callable[[int], object], seeds: list[int] | None = None) -> list:
-        """``[draw(j) for each seed j]`` (of ``seeds``, default all), each under seed ``j``'s stream."""
-        outer = torch.get_rng_state()
-        outer_cuda = None if self._cuda is None else torch.cuda.get_rng_state(self.device)
-        results = []
-        try:
-            for j in range(len(self._cpu)) if seeds is None else seeds:
-                torch.set_rng_state(self._cpu[j].get_state())
-                if self._cuda is not None:
-                    torch.cuda.set_rng_state(self._cuda[j].get_state(), self.device)
-                results.append(draw(j))
-                self._cpu[j].set_state(torch.get_rng_state())
-                if self._cuda is not None:
-                    self._cuda[j].set_state(torch.cuda.get_rng_state(self.device))
-        finally:
-            torch.set_rng_state(outer)
-            if outer_cuda is not None:
-                torch.cuda.set_rng_state(outer_cuda, self.device)
-        return results
 
 
 class _Calls(nn.Module):
@@ -322,11 +265,13 @@ class SeedModel:
     they share one vector env with the others', and are given the mode of uniform logits (an action that any
     env takes, its mask respected); its rows of the rollout hold what nothing reads."""
 
-    def __init__(self, stacked: StackedModels, streams: SeedStreams, rows: int):
-        self.stacked, self.streams, self.rows = stacked, streams, rows
+    def __init__(self, stacked: StackedModels, generators: list[torch.Generator], rows: int):
+        self.stacked, self.generators, self.rows = (
+            stacked,
+            generators,
+            rows,
+        )  # generators: each seed's actions'
         self.head = stacked.head
-        # a head that draws apart from its logits samples all seeds' rows at once
-        self._one_sample = hasattr(self.head, "noise")
         self.normalization = _Normalizations(
             [m.normalization for m in stacked.models], stacked.buffers, rows, lambda: stacked.frozen
         )
@@ -382,22 +327,19 @@ class SeedModel:
         """The live seeds' rows and the finished seeds' rows as the rows of all seeds."""
         return live if not len(self._done) else torch.cat([live, finished]).index_select(0, self._order)
 
-    def act(self, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def act(self, obs: Tensor, noise: None = None) -> tuple[Tensor, Tensor, Tensor]:
+        """``ActorCritic.act``; ``noise``: none (the collector's own generator is None), each seed draws from
+        its own generator."""
         return self._draw(*self._call("forward", obs), obs)
 
     def _draw(self, logits: Tensor, values: Tensor, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Actions, log-probs and values of all rows from the live seeds' logits and values."""
         models, place, head = self.stacked.models, self._place, self.head
-        if self._one_sample:
-            # Only the draws need each seed's stream; the arithmetic on them is row by row, so one call for all
-            # seeds gives each row what its seed's own call would, at a tenth of the calls per step. A head's
-            # parameters (a Gaussian's log-std) are each seed's own: one row per row.
-            own = self.streams.generators(logits.device)
-            noise = torch.cat([head.noise(logits[place[j]], own[j]) for j in self.live])
-            actions, logprobs = head.sample(logits.flatten(0, 1), noise=noise, **self._head_rows)
-        else:  # a head whose draws depend on its logits (the Beta's Gamma draws): seed by seed
-            drawn = self.streams.each(lambda j: models[j].head.sample(logits[place[j]]), self.live)
-            actions, logprobs = (torch.cat(parts) for parts in zip(*drawn, strict=True))
+        # Only the draws need each seed's generator; the arithmetic on them is row by row, so one call for all
+        # seeds gives each row what its seed's own call would, at a tenth of the calls per step. A head's
+        # parameters (a Gaussian's log-std) are each seed's own: one row per row.
+        noise = torch.cat([head.noise(logits[place[j]], self.generators[j]) for j in self.live])
+        actions, logprobs = head.sample(logits.flatten(0, 1), noise, **self._head_rows)
         values = values.flatten()
         if not len(self._done):
             return actions, logprobs, values
@@ -419,7 +361,9 @@ class SeedModel:
     def _live(self, x: Tensor) -> Tensor:
         return x if self._pick is None else x[self._pick]
 
-    def act_recurrent(self, obs: Tensor, starts: Tensor, memory) -> tuple[Tensor, Tensor, Tensor, tuple]:
+    def act_recurrent(
+        self, obs: Tensor, starts: Tensor, memory, noise: None = None
+    ) -> tuple[Tensor, Tensor, Tensor, tuple]:
         logits, values, memory = _one_step(self.stacked, obs, starts, memory, self.rows)
         return *self._draw(self._live(logits), self._live(values), obs), memory
 
@@ -542,10 +486,14 @@ def clip_grad_norms(params: list[Tensor], max_norm: float) -> Tensor:
 
 
 def update_seeds(
-    stacked: StackedModels, optimizer: SeedAdam, batch: Batch, settings: UpdateSettings, streams: SeedStreams
+    stacked: StackedModels,
+    optimizer: SeedAdam,
+    batch: Batch,
+    settings: UpdateSettings,
+    generators: list[torch.Generator],
 ) -> list[dict | None]:
     """``proxima.update.update`` for every seed at once: the same epochs of minibatches, each seed's in its own
-    order, one batched loss and backward pass per minibatch. With ``--target-kl`` a seed whose KL went past it
+    order (from its ``generators[j]``, its run's ``RunStreams.minibatches``), one batched loss and backward pass per minibatch. With ``--target-kl`` a seed whose KL went past it
     stops its epochs as its solo run would, and the others go on. Returns each seed's debug variables (None
     for a finished seed)."""
     sequences = isinstance(batch, SequenceBatch)
@@ -585,7 +533,7 @@ def update_seeds(
     steps = []  # each minibatch's seeds, and what it gave them: (seeds, loss, grad norms, outputs)
     for _ in range(settings.update_epochs):
         orders = torch.stack(
-            streams.each(lambda j: torch.stack(minibatches(size, settings.num_minibatches, device)), training)
+            [torch.stack(minibatches(size, settings.num_minibatches, generators[j])) for j in training]
         )  # (training seeds, minibatches, minibatch size)
         which = torch.tensor(training, device=device)
         offsets = which[:, None] * size

@@ -4,7 +4,7 @@ One safetensors file holds every tensor, and its header holds a JSON object with
 atomically, so the tensors and the counters that go with them can never come from two different moments.
 Nothing is pickled.
 
-The schema (version 3): each component of a run contributes its own ``state_dict()``, a tree of dicts
+The schema (version 4): each component of a run contributes its own ``state_dict()``, a tree of dicts
 whose leaves are tensors or JSON values. The run's components are the model (weights and normalization
 statistics), the optimizer, the settings that change during training (``proxima.schedules``: the learning
 rate's schedule, and any other), the collector (the envs mid-episode, when they can be captured), and the RNGs; each stateful callback (health, logging's offsets, evaluation's best return, a
@@ -36,7 +36,7 @@ from proxima.files import (
 )
 from proxima.networks import NetworkSpec, network_shapes
 
-FORMAT, VERSION = "proxima-checkpoint", 3
+FORMAT, VERSION = "proxima-checkpoint", 4
 GROUP_FORMAT = "proxima-seeds-checkpoint"  # save_group's
 
 

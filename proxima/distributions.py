@@ -30,36 +30,28 @@ class Head(Protocol):
     logits_dim: int  # the actor's outputs it needs
     discrete: bool  # whether its entropy is a discrete distribution's (the health checks read it so)
 
-    @property
-    def noise_draws(self) -> int:
-        """Uniforms one row's ``sample`` takes when given its own (``--rollout-workers``' per-env streams)."""
-        ...
-
-    def sample(
-        self, logits: Tensor, uniforms: Tensor | None = None, noise: Tensor | None = None, **rows: Tensor
-    ) -> tuple[Tensor, Tensor]:
-        """``(actions, log_probs)``, one per row; drawn from ``uniforms`` ``(B, noise_draws)`` where given, else
-        from ``noise`` (what ``noise(logits)`` drew), else from torch's global generator. ``rows``: a head with
-        parameters takes each by name with one row per row of ``logits``, in place of its own (a batched run's
-        seeds' parameters, each seed's for its rows; a multi-agent run's groups' log-std). A Box head also takes
-        ``dims``, each row's 1 for the components its agent acts with and 0 for those it lacks, which then
-        count in no log-probability or entropy (``per_component_total``)."""
-        ...
-
-    # Optional: only a head whose draws do not depend on the logits has it (not ``BetaHead``).
     def noise(self, like: Tensor, generator: torch.Generator | None = None) -> Tensor:
-        """What ``sample`` draws from torch's global generator (or ``generator``) for logits of ``like``'s
-        shape, drawn on its own: a batched run's seeds each draw theirs from their own stream, and one
-        ``sample`` serves them all."""
+        """The random draws that ``sample`` turns into actions for logits of ``like``'s shape, from ``generator``
+        (a run's own; None: torch's global one, for a user's ``predict``). They do not depend on the logits, so
+        rows may draw from generators of their own (a batched run's seeds, a rollout worker's envs) and one
+        ``sample`` serve them all."""
+        ...
+
+    def sample(self, logits: Tensor, noise: Tensor) -> tuple[Tensor, Tensor]:
+        """``(actions, log_probs)``, one per row, from ``noise`` (what ``noise(logits)`` drew): a pure function.
+        Keyword arguments by row: a head with parameters takes each by name with one row per row of ``logits``, in place of its
+        own (a batched run's seeds' parameters, each seed's for its rows; a multi-agent run's groups' log-std).
+        A Box head also takes ``dims``, each row's 1 for the components its agent acts with and 0 for those it
+        lacks, which then count in no log-probability or entropy (``per_component_total``)."""
         ...
 
     def mode(self, logits: Tensor) -> Tensor:
         """The most probable action per row, for deterministic evaluation."""
         ...
 
-    def log_prob_entropy(self, logits: Tensor, actions: Tensor, **rows: Tensor) -> tuple[Tensor, Tensor]:
-        """The log-probability of ``actions`` and the entropy of each row's distribution; ``rows`` as for
-        ``sample``."""
+    def log_prob_entropy(self, logits: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
+        """The log-probability of ``actions`` and the entropy of each row's distribution; keyword arguments by
+        row as for ``sample``."""
         ...
 
 
@@ -75,26 +67,13 @@ class CategoricalHead(nn.Module):
         self.logits_dim = n
         self.action_shape: tuple[int, ...] = ()
 
-    def sample(
-        self, logits: Tensor, uniforms: Tensor | None = None, noise: Tensor | None = None
-    ) -> tuple[Tensor, Tensor]:
-        """Draw one action per row; returns ``(actions, log_probs)``. ``uniforms``: ``(B, noise_draws)`` in
-        [0, 1) to draw with (each row's own stream) instead of torch's global generator; ``noise``: what
-        ``noise(logits)`` drew."""
+    def sample(self, logits: Tensor, noise: Tensor) -> tuple[Tensor, Tensor]:
+        """One action per row from ``noise``'s Exp(1) draws; returns ``(actions, log_probs)``."""
         log_p = logits.log_softmax(dim=-1)
         # Gumbel-max: argmax(logits + Gumbel noise) is a sample of softmax(logits); -log(Exp(1)) is Gumbel.
         # It is a third cheaper than torch.multinomial on the small batches of a rollout step.
-        if uniforms is None:
-            exponential = self.noise(log_p) if noise is None else noise
-        else:  # inverse CDF of Exp(1); a uniform of exactly 0 would give 0 and a score of +inf, masked or not
-            exponential = (-torch.log1p(-uniforms)).to(log_p.dtype).clamp_min(torch.finfo(log_p.dtype).tiny)
-        actions = (log_p - exponential.log()).argmax(dim=-1, keepdim=True)
+        actions = (log_p - noise.log()).argmax(dim=-1, keepdim=True)
         return actions.squeeze(-1), log_p.gather(-1, actions).squeeze(-1)
-
-    @property
-    def noise_draws(self) -> int:
-        """Uniforms one row's sample takes."""
-        return self.n
 
     def noise(self, like: Tensor, generator: torch.Generator | None = None) -> Tensor:
         """Exp(1) draws, one per logit (laid out contiguously, as ``sample`` draws them)."""
@@ -160,6 +139,8 @@ class BoxShaped(nn.Module):
     """What the Box heads share: they compute on the flat components, and give actions in the space's own shape
     (a Box of shape () or of several dims, as Stable-Baselines3 takes them; one dim: as computed)."""
 
+    action_shape: tuple[int, ...]
+
     def _shaped(self, flat: Tensor) -> Tensor:
         return flat if len(self.action_shape) == 1 else flat.reshape(*flat.shape[:-1], *self.action_shape)
 
@@ -189,17 +170,8 @@ class DiagGaussianHead(BoxShaped):
         self.log_std = nn.Parameter(torch.zeros(action_dim))
 
     def sample(
-        self,
-        mean: Tensor,
-        uniforms: Tensor | None = None,
-        noise: Tensor | None = None,
-        log_std: Tensor | None = None,
-        dims: Tensor | None = None,
+        self, mean: Tensor, noise: Tensor, log_std: Tensor | None = None, dims: Tensor | None = None
     ) -> tuple[Tensor, Tensor]:
-        if uniforms is None:
-            noise = self.noise(mean) if noise is None else noise
-        else:
-            noise = standard_normal(uniforms[:, 0::2], uniforms[:, 1::2]).to(mean.dtype)
         log_std = self.log_std if log_std is None else log_std  # or each row's (Head.sample's rows)
         actions = mean + noise * log_std.exp()
         # log N(a; mean, std) with (a - mean) / std = noise, summed over the components
@@ -211,10 +183,6 @@ class DiagGaussianHead(BoxShaped):
         with an actor of their own (a kind, or an agent with --no-share-params) explore at their own scale.
         Each row's is then given to the methods as ``log_std``."""
         self.log_std = nn.Parameter(torch.zeros(groups, self.logits_dim))
-
-    @property
-    def noise_draws(self) -> int:
-        return 2 * self.logits_dim
 
     def noise(self, like: Tensor, generator: torch.Generator | None = None) -> Tensor:
         return torch.empty_like(like).normal_(generator=generator)  # torch.randn_like's draws
@@ -247,6 +215,8 @@ class BoundedHead(BoxShaped):
 
     action_dtype = torch.float32
     discrete = False
+    low: Tensor  # buffers (nn.Module's attribute lookup types them loosely)
+    scale: Tensor
 
     def __init__(self, low, high):
         super().__init__()
@@ -267,8 +237,8 @@ class BetaHead(BoundedHead):
     tails beyond the bounds are clipped to the same action, which the policy gradient cannot see. The actor
     outputs two numbers per component, and alpha = 1 + softplus(.), beta = 1 + softplus(.) keep the density
     unimodal. The deterministic action is the mean. A sample is G_a / (G_a + G_b) for Gamma draws G_a and
-    G_b: from torch's generator in this process, or with ``--rollout-workers`` from each env's own uniforms
-    (``gamma_from_uniforms``).
+    G_b, each from a fixed number of uniforms (``gamma_from_uniforms``), so that the draws do not depend on the
+    concentrations (``Head.noise``).
     """
 
     EDGE = 1e-6  # a draw is kept this far inside (0, 1): float32 rounds steep draws onto the bounds, log 0
@@ -280,27 +250,18 @@ class BetaHead(BoundedHead):
     def _unit(self, actions: Tensor) -> Tensor:
         return ((actions - self.low) / self.scale).clamp(self.EDGE, 1.0 - self.EDGE)
 
-    def sample(
-        self,
-        params: Tensor,
-        uniforms: Tensor | None = None,
-        noise: Tensor | None = None,
-        dims: Tensor | None = None,
-    ) -> tuple[Tensor, Tensor]:
-        # no ``noise``: torch's Gamma draws depend on the concentrations (a batched run draws per seed)
+    def sample(self, params: Tensor, noise: Tensor, dims: Tensor | None = None) -> tuple[Tensor, Tensor]:
         alpha, beta = self._concentrations(params)
-        if uniforms is None:
-            x = torch.distributions.Beta(alpha, beta, validate_args=False).sample()
-        else:
-            gammas = gamma_from_uniforms(torch.cat([alpha, beta], dim=-1), uniforms)
-            g_alpha, g_beta = gammas.chunk(2, dim=-1)
-            x = (g_alpha / (g_alpha + g_beta)).to(alpha.dtype)
+        gammas = gamma_from_uniforms(torch.cat([alpha, beta], dim=-1), noise)
+        g_alpha, g_beta = gammas.chunk(2, dim=-1)
+        x = (g_alpha / (g_alpha + g_beta)).to(alpha.dtype)
         actions = self.low + x.clamp(self.EDGE, 1.0 - self.EDGE) * self.scale
         return self._shaped(actions), self._log_prob(alpha, beta, actions, dims)
 
-    @property
-    def noise_draws(self) -> int:
-        return 3 * GAMMA_TRIES * self.logits_dim  # two Gamma draws per component
+    def noise(self, like: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        """``3 * GAMMA_TRIES`` uniforms for each of the two Gamma draws per component (``like``'s last dim)."""
+        shape = (*like.shape[:-1], 3 * GAMMA_TRIES * like.shape[-1])
+        return torch.empty(shape, dtype=torch.float32, device=like.device).uniform_(generator=generator)
 
     def mode(self, params: Tensor) -> Tensor:
         alpha, beta = self._concentrations(params)
@@ -357,6 +318,9 @@ class TanhGaussianHead(BoundedHead):
     EDGE = 1e-6  # tanh is kept this far inside (-1, 1): float32 rounds steep draws onto the bounds, log 0
     STD_MIN = 0.01
     STD_SHIFT = math.log(math.expm1(1.0 - STD_MIN))  # softplus(STD_SHIFT) + STD_MIN = 1
+    half_scale: Tensor  # buffers, as BoundedHead's
+    nodes: Tensor
+    weights: Tensor
 
     def __init__(self, low, high):
         super().__init__(low, high)
@@ -378,24 +342,10 @@ class TanhGaussianHead(BoundedHead):
         """log(1 - tanh(u)^2), without the cancellation of 1 - tanh^2 at large |u|."""
         return 2.0 * (math.log(2.0) - u - nn.functional.softplus(-2.0 * u))
 
-    def sample(
-        self,
-        params: Tensor,
-        uniforms: Tensor | None = None,
-        noise: Tensor | None = None,
-        dims: Tensor | None = None,
-    ) -> tuple[Tensor, Tensor]:
+    def sample(self, params: Tensor, noise: Tensor, dims: Tensor | None = None) -> tuple[Tensor, Tensor]:
         mean, std = self._mean_std(params)
-        if uniforms is None:
-            noise = self.noise(params) if noise is None else noise
-        else:
-            noise = standard_normal(uniforms[:, 0::2], uniforms[:, 1::2]).to(mean.dtype)
         actions = self._squash(mean + noise * std)
         return self._shaped(actions), self._log_prob(mean, std, actions, dims)
-
-    @property
-    def noise_draws(self) -> int:
-        return self.logits_dim  # two uniforms per component's normal
 
     def noise(self, like: Tensor, generator: torch.Generator | None = None) -> Tensor:
         """One standard normal per component (half of ``like``'s last dim: a mean and a std input each)."""
@@ -453,21 +403,10 @@ class MultiCategoricalHead(nn.Module):
     def _split(self, x: Tensor) -> tuple[Tensor, ...]:
         return x.split(self.nvec, dim=-1)
 
-    def sample(
-        self, logits: Tensor, uniforms: Tensor | None = None, noise: Tensor | None = None
-    ) -> tuple[Tensor, Tensor]:
-        none = (None,) * len(self.dims)
-        given = self._split(uniforms) if uniforms is not None else none
-        drawn_noise = self._split(noise) if noise is not None else none
-        drawn = [
-            d.sample(x, u, e)
-            for d, x, u, e in zip(self.dims, self._split(logits), given, drawn_noise, strict=True)
-        ]
+    def sample(self, logits: Tensor, noise: Tensor) -> tuple[Tensor, Tensor]:
+        parts = zip(self.dims, self._split(logits), self._split(noise), strict=True)
+        drawn = [d.sample(x, e) for d, x, e in parts]
         return torch.stack([a for a, _ in drawn], -1), torch.stack([lp for _, lp in drawn], -1).sum(-1)
-
-    @property
-    def noise_draws(self) -> int:
-        return self.logits_dim
 
     def noise(self, like: Tensor, generator: torch.Generator | None = None) -> Tensor:
         """Each dimension's draws in turn, as ``sample`` takes them, side by side."""
@@ -500,24 +439,14 @@ class BernoulliHead(nn.Module):
         self.action_shape = tuple(int(s) for s in shape)
         self.logits_dim = math.prod(self.action_shape)
 
-    def sample(
-        self, logits: Tensor, uniforms: Tensor | None = None, noise: Tensor | None = None
-    ) -> tuple[Tensor, Tensor]:
-        if uniforms is not None:
-            u = uniforms.to(logits.dtype)
-        else:
-            u = self.noise(logits) if noise is None else noise
-        actions = (u < torch.sigmoid(logits)).to(logits.dtype)
+    def sample(self, logits: Tensor, noise: Tensor) -> tuple[Tensor, Tensor]:
+        actions = (noise < torch.sigmoid(logits)).to(logits.dtype)
         return actions.reshape(-1, *self.action_shape), self._log_prob(logits, actions)
 
     @staticmethod
     def _log_prob(logits: Tensor, flat_actions: Tensor) -> Tensor:
         # log p(1) = -softplus(-l) = l - softplus(l), log p(0) = -softplus(l)
         return (flat_actions * logits - nn.functional.softplus(logits)).sum(-1)
-
-    @property
-    def noise_draws(self) -> int:
-        return self.logits_dim
 
     def noise(self, like: Tensor, generator: torch.Generator | None = None) -> Tensor:
         return torch.empty_like(like).uniform_(generator=generator)  # torch.rand_like's draws
@@ -540,21 +469,21 @@ def make_head(action_space: gym.Space, action_dist: str = "gaussian") -> Head:
     distribution of a Box's actions (the other spaces have one each)."""
     if action_dist not in ACTION_DISTS:
         raise UserError(f"action_dist must be one of {', '.join(ACTION_DISTS)}, got {action_dist!r}")
-    box = isinstance(action_space, gym.spaces.Box)
+    box = action_space if isinstance(action_space, gym.spaces.Box) else None
     if action_dist != "gaussian":
-        if not box or not (np.isfinite(action_space.low).all() and np.isfinite(action_space.high).all()):
+        if box is None or not (np.isfinite(box.low).all() and np.isfinite(box.high).all()):
             raise UserError(
                 f"--action-dist {action_dist} needs a Box action space with finite bounds, got "
                 f"{action_space}; drop it (gaussian)"
             )
         bounded = BetaHead if action_dist == "beta" else TanhGaussianHead
-        return bounded(action_space.low, action_space.high)
+        return bounded(box.low, box.high)
     # A Discrete's or MultiDiscrete's start is added on the way into the env (proxima.envs.interface.env_actions):
     # the heads work with indices from 0.
     if isinstance(action_space, gym.spaces.Discrete):
         return CategoricalHead(int(action_space.n))
-    if box:
-        return DiagGaussianHead(math.prod(action_space.shape), action_space.shape)
+    if box is not None:
+        return DiagGaussianHead(math.prod(box.shape), box.shape)
     if isinstance(action_space, gym.spaces.MultiDiscrete) and action_space.nvec.ndim == 1:
         return MultiCategoricalHead(action_space.nvec.tolist())
     if isinstance(action_space, gym.spaces.MultiBinary):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import random
 import re
 import time
 from collections.abc import Generator
@@ -164,6 +163,7 @@ class Run:
             else None
         )
         self._lrs: list[float] | None = None  # the rates _apply put into the optimizer
+        self.streams = seeding.RunStreams(args.run.seed, device)  # after the initialization, which drew
         self.collector: Collector = self._make_collector()
         self.agent = Agent(
             self.model, args.env.env_id, envs.single_observation_space, envs.single_action_space
@@ -193,6 +193,7 @@ class Run:
             self.model,
             seed=args.run.seed,
             team_reward=args.env.team_reward,
+            generator=self.streams.actions,
         )
 
     def _say(self, text: str) -> None:
@@ -247,7 +248,7 @@ class Run:
         batch = (
             buf.sequences(advantages, returns) if args.network.recurrent else buf.flatten(advantages, returns)
         )
-        stats = update(self.model, self.optimizer, batch, self.settings)
+        stats = update(self.model, self.optimizer, batch, self.settings, self.streams.minibatches)
         agents = agent_spec(self.envs)
         if agents is not None:  # the debug variables of each network: one per kind, or one per agent
             groups, names = (
@@ -349,29 +350,19 @@ class Run:
         }
 
     def state_dict(self) -> dict:
-        rng = {"torch": torch.get_rng_state(), "numpy": _numpy_rng_state(), "python": random.getstate()}
-        if self.device.type == "cuda":
-            rng["cuda"] = torch.cuda.get_rng_state(self.device)
         return {
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "settings": self.schedules.state_dict(),
             "collector": self.collector.state_dict(),  # None: the envs cannot be captured
-            "rng": rng,
+            "rng": self.streams.state_dict(),
         }
 
     def load_state_dict(self, meta: dict, states: dict) -> None:
         load_module_state(self.model, states["model"], CHECKPOINT)
         self.optimizer.load_state_dict(states["optimizer"])
         self.schedules.load_state_dict(states["settings"])
-        rng = states["rng"]
-        torch.set_rng_state(rng["torch"])
-        if "cuda" in rng and self.device.type == "cuda":
-            torch.cuda.set_rng_state(rng["cuda"], self.device)
-        name, keys, *rest = rng["numpy"]
-        np.random.set_state((name, np.array(keys, dtype=np.uint32), *rest))
-        version, internal, gauss = rng["python"]
-        random.setstate((version, tuple(internal), gauss))
+        self.streams.load_state_dict(states["rng"])
         if states["collector"] is not None:
             self.collector.load_state_dict(states["collector"])
         else:  # new episodes, from a seed the run has not used yet
@@ -454,11 +445,6 @@ def init_from_agent(run: Run, source: str) -> None:
                 f"run's {show_value(our_net[name])}; give the network settings of that run (its config.json)"
             )
     load_module_state(run.model, agent.model.state_dict(), os.path.join(source, WEIGHTS))
-
-
-def _numpy_rng_state() -> list:
-    name, keys, *rest = np.random.get_state()
-    return [name, keys.tolist(), *rest]
 
 
 def network_spec(args: PPOArgs, envs) -> NetworkSpec:

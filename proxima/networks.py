@@ -602,11 +602,13 @@ class ActorCritic(nn.Module):
     def logits(self, obs: Tensor) -> Tensor:
         return self._masked(self._through(self.actor, self._features(obs), obs), obs)
 
-    def act(self, obs: Tensor, uniforms: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
-        """Sample actions for a batch of observations: ``(actions, log_probs, values)``; ``uniforms``: each
-        row's random draws (``head.noise_draws`` per row), where not torch's global generator."""
+    def act(
+        self, obs: Tensor, noise: Tensor | torch.Generator | None = None
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Sample actions for a batch of observations: ``(actions, log_probs, values)``; ``noise``: the head's
+        draws for these rows (``Head.noise``), or the generator to draw them from (the run's own)."""
         logits, values = self.forward(obs)
-        actions, logprobs = self.head.sample(logits, uniforms, **self._head_rows(obs))
+        actions, logprobs = self.head.sample(logits, _noise(self.head, logits, noise), **self._head_rows(obs))
         return actions, logprobs, values
 
     def _head_rows(self, obs: Tensor) -> dict[str, Tensor]:
@@ -643,7 +645,9 @@ class ActorCritic(nn.Module):
         obs = self.normalization.obs(obs)
         logits = self.logits(obs)
         return (
-            self.head.mode(logits) if deterministic else self.head.sample(logits, **self._head_rows(obs))[0]
+            self.head.mode(logits)
+            if deterministic
+            else self.head.sample(logits, self.head.noise(logits), **self._head_rows(obs))[0]
         )
 
     # --- recurrent agents (--recurrent lstm): the LSTM's state is the "memory", (h, c), each (layers, N, hidden)
@@ -677,10 +681,14 @@ class ActorCritic(nn.Module):
         logits = self._masked(self._through(self.actor, features, obs), obs)
         return logits, self._value(features, obs), (h, c)
 
-    def act_recurrent(self, obs: Tensor, starts: Tensor, memory, uniforms: Tensor | None = None):
-        """One step of ``N`` envs: ``(actions, log_probs, values, memory after the step)``."""
+    def act_recurrent(
+        self, obs: Tensor, starts: Tensor, memory, noise: Tensor | torch.Generator | None = None
+    ):
+        """One step of ``N`` envs: ``(actions, log_probs, values, memory after the step)``; ``noise`` as for
+        ``act``."""
         logits, values, memory = self.forward_sequence(obs.unsqueeze(0), starts.unsqueeze(0), memory)
-        actions, logprobs = self.head.sample(logits[0], uniforms, **self._head_rows(obs))
+        drawn = _noise(self.head, logits[0], noise)
+        actions, logprobs = self.head.sample(logits[0], drawn, **self._head_rows(obs))
         return actions, logprobs, values[0], memory
 
     def value_after(self, obs: Tensor, memory) -> Tensor:
@@ -695,4 +703,9 @@ class ActorCritic(nn.Module):
         logits, _, memory = self.forward_sequence(obs.unsqueeze(0), starts.float().unsqueeze(0), memory)
         if deterministic:
             return self.head.mode(logits[0]), memory
-        return self.head.sample(logits[0], **self._head_rows(obs))[0], memory
+        return self.head.sample(logits[0], self.head.noise(logits[0]), **self._head_rows(obs))[0], memory
+
+
+def _noise(head: Head, logits: Tensor, noise: Tensor | torch.Generator | None) -> Tensor:
+    """``noise`` where it is the draws already, else the head's draws from it (a generator; None: torch's)."""
+    return noise if isinstance(noise, Tensor) else head.noise(logits, noise)

@@ -1,33 +1,23 @@
 """The optimizer (details 3 and 11 of the 13 in docs/SEEDS.md); the learning rate's schedule (detail 4) is in
 ``proxima.schedules``.
 
-``Adam`` steps with PyTorch's own fused Adam kernel (``torch._fused_adam_``, which ``torch.optim.Adam(fused=True)``
-runs) and keeps its state in the same layout. It is not a ``torch.optim.Optimizer``, for speed: building one
-imports ``torch._dynamo``, seconds per process (a short run's whole budget), and its ``step`` wraps the same kernel
-in more Python. ``benchmarks/adam_variants.py`` measures both against ``torch.optim.Adam``'s variants on proxima's
-update. The price is a call into torch's private API, whose signature may change with torch:
-``tests/test_components.py`` pins the call (``FUSED_ADAM_OPTIONS``) to the installed torch's schema and shows that
-it steps bit for bit as ``torch.optim.Adam(fused=True)`` does, so a new torch that breaks either fails there, by
-name, before a run does.
+``Adam`` steps with ``torch.optim.adam.adam(..., fused=True)``, the public function that
+``torch.optim.Adam(fused=True)`` runs, and keeps its state in the same layout, so it steps bit for bit as that
+optimizer does (``tests/test_components.py``). It is not a ``torch.optim.Optimizer``: building one imports
+``torch._dynamo``, seconds per process (a short run's whole budget), and its ``step`` wraps the same function in
+more Python. ``benchmarks/adam_variants.py`` measures both against ``torch.optim.Adam``'s variants on proxima's
+update.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import Any
 
 import torch
 from torch import Tensor
-
-# What Adam passes torch._fused_adam_ besides the tensors and each group's betas, lr and eps: torch.optim.Adam's
-# defaults (no weight decay, no AMSGrad, no gradient scaler).
-FUSED_ADAM_OPTIONS = {
-    "weight_decay": 0.0,
-    "amsgrad": False,
-    "maximize": False,
-    "grad_scale": None,
-    "found_inf": None,
-}
+from torch.optim.adam import adam
 
 
 def fused_adam(
@@ -36,52 +26,43 @@ def fused_adam(
     exp_avgs: list[Tensor],
     exp_avg_sqs: list[Tensor],
     steps: list[Tensor],
-    group: dict,
+    group: dict[str, Any],
 ) -> None:
-    """One step of torch's fused Adam kernel with ``group``'s betas, lr and eps, on step counts that already count
-    this step: what ``torch.optim.Adam(fused=True)`` runs once it has counted it, one call for each device and
-    dtype (its kernel on a GPU takes one of each)."""
+    """One step of torch's fused Adam with ``group``'s betas, lr and eps and torch.optim.Adam's other defaults (no
+    weight decay, no AMSGrad, no gradient scaler); counts the step in ``steps``, as torch.optim.Adam does."""
     beta1, beta2 = group["betas"]
-    kinds: dict[tuple, list[int]] = {}
-    for i, p in enumerate(params):
-        kinds.setdefault((p.device, p.dtype), []).append(i)
-    parts = [params, grads, exp_avgs, exp_avg_sqs, steps]
-    for rows in kinds.values():
-        p, g, m, v, n = parts if len(kinds) == 1 else ([part[i] for i in rows] for part in parts)
-        torch._fused_adam_(
-            p,
-            g,
-            m,
-            v,
-            [],
-            n,
-            lr=group["lr"],
-            beta1=beta1,
-            beta2=beta2,
-            eps=group["eps"],
-            **FUSED_ADAM_OPTIONS,
-        )
+    adam(
+        params,
+        grads,
+        exp_avgs,
+        exp_avg_sqs,
+        [],
+        steps,
+        fused=True,
+        amsgrad=False,
+        beta1=beta1,
+        beta2=beta2,
+        lr=group["lr"],
+        weight_decay=0.0,
+        eps=group["eps"],
+        maximize=False,
+    )
 
 
 class Adam:
-    """Adam over one or more parameter groups, each a dict with ``params`` and optionally its own ``lr``.
-
-    Each parameter's step count is its own 0-d tensor, as in torch's layout; within a group they are the elements
-    of one vector, so that a step where every parameter has a gradient counts itself for all of them in one add,
-    where torch makes one small op per parameter (``benchmarks/adam_variants.py``)."""
+    """Adam over one or more parameter groups, each a dict with ``params`` and optionally its own ``lr``; each
+    parameter's step count is its own 0-d tensor, as in torch's layout."""
 
     def __init__(
-        self, params: Iterable, lr: float, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-5
+        self, params: Iterable[Any], lr: float, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-5
     ):
-        params = list(params)
-        groups = params if params and isinstance(params[0], dict) else [{"params": params}]
-        self.param_groups = [
+        listed = list(params)
+        groups = listed if listed and isinstance(listed[0], dict) else [{"params": listed}]
+        self.param_groups: list[dict[str, Any]] = [
             {**group, "params": list(group["params"]), "lr": group.get("lr", lr), "betas": betas, "eps": eps}
             for group in groups
         ]
         self.state: dict[Tensor, dict[str, Tensor]] = {}
-        # group index: the vector of its step counts, and its elements, which the parameters' "step" tensors are
-        self._counts: dict[int, tuple[Tensor, list[Tensor]]] = {}
 
     def _params(self) -> list[Tensor]:
         return [p for group in self.param_groups for p in group["params"]]
@@ -92,40 +73,15 @@ class Adam:
 
     @torch.no_grad()
     def step(self) -> None:
-        for g, group in enumerate(self.param_groups):
+        for group in self.param_groups:
+            # a parameter without a gradient neither steps nor counts
             params = [p for p in group["params"] if p.grad is not None]
             if not params:
                 continue
             states = [self._state(p) for p in params]
-            steps = [s["step"] for s in states]
-            if len(params) == len(group["params"]):
-                steps = self._count(g, steps)
-            else:  # a parameter without a gradient neither steps nor counts
-                torch._foreach_add_(steps, 1.0)
-            grads = [p.grad for p in params]
-            fused_adam(
-                params, grads, [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states], steps, group
-            )
-
-    def _count(self, g: int, steps: list[Tensor]) -> list[Tensor]:
-        """Count a step of every parameter of group ``g``, whose ``step`` tensors are ``steps``, with one add to
-        the vector they view; return them (the states' ``step`` tensors). The vector is made from their values
-        where they are not its elements (at the first step, or after their state was loaded or replaced);
-        parameters on several devices are counted one by one."""
-        counts, views = self._counts.get(g, (None, []))
-        if len(views) != len(steps) or any(
-            view is not step for view, step in zip(views, steps, strict=False)
-        ):
-            if len({step.device for step in steps}) > 1:
-                torch._foreach_add_(steps, 1.0)
-                return steps
-            counts = torch.stack(steps)
-            views = list(counts.unbind())
-            for p, view in zip(self.param_groups[g]["params"], views, strict=True):
-                self.state[p]["step"] = view
-            self._counts[g] = counts, views
-        counts.add_(1.0)
-        return views
+            grads = [p.grad for p in params if p.grad is not None]
+            exp_avgs, exp_avg_sqs = [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states]
+            fused_adam(params, grads, exp_avgs, exp_avg_sqs, [s["step"] for s in states], group)
 
     def _state(self, p: Tensor) -> dict[str, Tensor]:
         if p not in self.state:  # as torch.optim.Adam(fused=True) initializes it
@@ -138,8 +94,7 @@ class Adam:
 
     def state_dict(self) -> dict:
         """``torch.optim.Optimizer.state_dict``'s layout: state by parameter index, groups without tensors. The
-        moments are the optimizer's own tensors, as torch gives them; the step counts are copies, tensors apart
-        from their group's vector."""
+        moments are the optimizer's own tensors, as torch gives them; the step counts are copies."""
         index = {p: i for i, p in enumerate(self._params())}
         return {
             "state": {index[p]: {**s, "step": s["step"].clone()} for p, s in self.state.items()},
@@ -173,7 +128,6 @@ class Adam:
         for group, saved in zip(self.param_groups, groups, strict=True):
             group.update({k: tuple(v) if k == "betas" else v for k, v in saved.items() if k != "params"})
         self.state = state
-        self._counts = {}  # made again from the loaded counts at the next step (``_count``)
 
 
 def _fits(state: dict, p: Tensor, step_shape: tuple[int, ...]) -> bool:
@@ -252,14 +206,15 @@ class SeedAdam(Adam):
         else:
             for count, rows in by_count.items():
                 self._fused(count, torch.tensor(rows, device=device))
-        # one call for all the counts where every seed steps (a tenth of the time of indexing each count)
+        # where every seed steps, a whole add (a tenth of the time of indexing each count)
         step_counts = [self.state[p]["step"] for p in params]
         if len(seeds) == self.seeds:
-            torch._foreach_add_(step_counts, 1.0)
+            for n in step_counts:
+                n.add_(1.0)
         else:
             index, ones = torch.tensor(seeds, device=device), torch.ones(len(seeds), device=device)
-            for count in step_counts:
-                count.index_add_(0, index, ones)
+            for n in step_counts:
+                n.index_add_(0, index, ones)
 
     def load_state_dict(self, state_dict: dict) -> None:
         super().load_state_dict(state_dict)
@@ -270,12 +225,16 @@ class SeedAdam(Adam):
         for group in self.param_groups:
             params = [p for p in group["params"] if p.grad is not None]
             states = [self._state(p) for p in params]
-            parts = [params, [p.grad for p in params], [s["exp_avg"] for s in states]]
+            parts: list[list[Tensor]] = [
+                params,
+                [p.grad for p in params if p.grad is not None],
+                [s["exp_avg"] for s in states],
+            ]
             parts.append([s["exp_avg_sq"] for s in states])
             if rows is not None:
                 parts = [[x.index_select(0, rows) for x in part] for part in parts]
-            steps = [torch.tensor(count + 1.0, device=p.device) for p in params]  # counting this step
-            fused_adam(*parts, steps, group)
+            steps = [torch.tensor(count, device=p.device) for p in params]  # fused_adam counts this step
+            fused_adam(parts[0], parts[1], parts[2], parts[3], steps, group)
             if rows is not None:  # the stepped rows written back: weights and moments
                 written = [params, [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states]]
                 for targets, stepped in zip(written, (parts[0], parts[2], parts[3]), strict=True):
@@ -300,21 +259,8 @@ def make_adam(params, lr: float, seeds: int | None = None, eps: float = ADAM_EPS
 
 
 def clip_grad_norm(params: list[Tensor], max_norm: float) -> Tensor:
-    """Global gradient-norm clipping over all parameters together (detail 11, docs/SEEDS.md); ``params``: the
-    model's ``parameters()`` as a list, in their order (the order of the norms' sum), listed once by the caller
-    rather than walked through the modules at every minibatch. Returns the norm before clipping.
-
-    The ops of ``torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True)``, in its order and so with its
-    numbers (``tests/test_update.py``), for gradients on one device and of one dtype (a model's), without its
-    grouping by device and dtype and its copy of each parameter's norm to the first device. ``foreach``: one call
-    for all parameters' norms and one for their scaling, where a loop would make one per parameter.
-    ``benchmarks/adam_variants.py`` measures what that saves.
-    """
-    grads = [p.grad for p in params if p.grad is not None]
-    if not grads:
-        return torch.tensor(0.0)
-    if len({(g.device, g.dtype) for g in grads}) > 1:
-        return torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True)
-    norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
-    torch._foreach_mul_(grads, torch.clamp(float(max_norm) / (norm + 1e-6), max=1.0))
-    return norm
+    """Global gradient-norm clipping over all parameters together (detail 11, docs/SEEDS.md): torch's
+    ``clip_grad_norm_`` with ``foreach`` (one call for all parameters' norms and one for their scaling, where a
+    loop would make one per parameter); ``params``: the model's ``parameters()`` as a list, listed once by the
+    caller rather than walked through the modules at every minibatch. Returns the norm before clipping."""
+    return torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True)

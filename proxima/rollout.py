@@ -60,8 +60,10 @@ class RolloutCollector:
         seed: int | None = None,
         frozen_stats: bool = False,
         team_reward: bool = False,
+        generator: torch.Generator | None = None,
     ):
         self.envs = envs
+        self.generator = generator  # the actions' draws (the run's RunStreams.actions)
         self.gamma = gamma
         n, device, head, layout = envs.num_envs, envs.device, model.head, obs_layout(envs)
         obs_dtype = model.normalization.obs_dtype(layout.dtype)
@@ -160,7 +162,7 @@ class RolloutCollector:
     # The policy's share of a step, apart so that the recurrent collector can carry its memory through it, and a
     # rollout worker's (proxima.rollout_workers) can pad the batch to all envs and draw from each env's stream.
     def _act(self, model: ActorCritic, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        return model.act(obs)
+        return model.act(obs, self.generator)
 
     def _final_values(self, model: ActorCritic, final_obs: Tensor, rows: Tensor) -> Tensor:
         return model.value(model.normalization.obs(final_obs[rows]))
@@ -239,7 +241,9 @@ class RecurrentCollector(RolloutCollector):
 
     def _act(self, model: ActorCritic, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         # next_done is still this step's: 1 where obs begins an episode
-        actions, logprobs, values, self.memory = model.act_recurrent(obs, self.next_done, self.memory)
+        actions, logprobs, values, self.memory = model.act_recurrent(
+            obs, self.next_done, self.memory, self.generator
+        )
         return actions, logprobs, values
 
     def _final_values(self, model: ActorCritic, final_obs: Tensor, rows: Tensor) -> Tensor:

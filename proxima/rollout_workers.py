@@ -11,14 +11,14 @@ more collector; the loop does not know.
 
 **Partition invariance.** A run gives the same numbers with 1, 2 or 4 workers (byte for byte on native
 envs), because nothing an env sees depends on which worker holds it:
-- env ``i`` is seeded with ``seed + i`` and draws its actions from its own stream (``CounterRNG``, keyed by
-  the run seed and ``i``: ``proxima.seeding``), not from a generator shared by the envs of a process (in a
+- env ``i`` is seeded with ``seed + i`` and draws its actions from its own ``torch.Generator`` (keyed by
+  the run seed and ``i``: ``proxima.seeding.action_noise``), not from a generator shared by the envs of a process (in a
   multi-agent env, game ``i`` is seeded so, and each row, an agent of a game, has its own action stream);
 - every forward pass runs on a batch of all ``num_envs`` rows, the worker's own in their places and zeros
   elsewhere, because a matrix product's rounding can depend on the batch size;
 - observation and reward statistics stay frozen during a rollout; the learner merges the rollout's raw
   observations and discounted returns into them afterwards, step by step, in env order.
-The last two points are where this path differs from the local one (which samples from torch's generator and
+The last two points are where this path differs from the local one (which samples all envs from the run's one generator and
 merges the statistics at every step), so a run with workers does not repeat a run without them.
 
 **Faults.** An actor that dies (its node fails, ``ray.kill``) is replaced by a new one for the same envs,
@@ -54,7 +54,6 @@ from proxima.envs.interface import (
     obs_layout,
     per_env_values,
 )
-from proxima.envs.native import CounterRNG
 from proxima.envs.registry import resolve_backend
 from proxima.envs.user import factory_backend
 from proxima.errors import EnvError, NonFiniteError, UserError, raised
@@ -99,9 +98,11 @@ class SliceCollector(RolloutCollector):
         first = offset * per_env
         self.rows = slice(first, first + n)
         self.total = total * per_env
-        self.noise = CounterRNG(n, envs.device)
-        self.noise.seed(seeding.action_noise(seed, first))
-        self._all = torch.ones(n, dtype=torch.bool, device=envs.device)
+        # each row's own generator, keyed by its place among all rows: its actions whichever worker holds it
+        self.generators = [
+            torch.Generator(envs.device).manual_seed(seeding.action_noise(seed, first + i)) for i in range(n)
+        ]
+        self._row = torch.zeros((1, model.head.logits_dim), device=envs.device)  # one row's logits' shape
 
     def _pad(self, x: Tensor, fill: float = 0.0) -> Tensor:
         full = x.new_full((self.total, *x.shape[1:]), fill)
@@ -109,8 +110,9 @@ class SliceCollector(RolloutCollector):
         return full
 
     def _act(self, model: ActorCritic, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        uniforms = self.noise.uniform(model.head.noise_draws, 0.0, 1.0, advance=self._all)
-        actions, logprobs, values = model.act(self._pad(obs), self._pad(uniforms, 0.5))
+        noise = torch.cat([model.head.noise(self._row, g) for g in self.generators])
+        # the other workers' rows take draws that any head turns into some action: only these rows are kept
+        actions, logprobs, values = model.act(self._pad(obs), self._pad(noise, 0.5))
         return actions[self.rows], logprobs[self.rows], values[self.rows]
 
     def _final_values(self, model: ActorCritic, final_obs: Tensor, rows: Tensor) -> Tensor:
@@ -125,12 +127,13 @@ class SliceCollector(RolloutCollector):
         return (
             None
             if state is None
-            else {**state, "noise_key": self.noise.key, "noise_counter": self.noise.counter}
+            else {**state, "generators": torch.stack([g.get_state() for g in self.generators])}
         )
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
-        self.noise.key, self.noise.counter = state["noise_key"].clone(), state["noise_counter"].clone()
+        for g, saved in zip(self.generators, state["generators"], strict=True):
+            g.set_state(saved.clone())
 
 
 class RolloutWorker:

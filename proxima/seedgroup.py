@@ -147,8 +147,6 @@ class SeedRun(Run):
         # the group's console shows every seed
         console = ProgressReport(args.num_updates * args.batch_size, args.num_updates, quiet=True)
         super().__init__(args, envs, run_dir, device, console=console, env=env)
-        self.stream = torch.get_rng_state()  # after the initialization: what its first actions draw from
-        self.cuda_stream = _cuda_rng_state(device)  # on a GPU, where its draws come from
         self.group: SeedGroup | None = None
         self.index = 0
 
@@ -163,18 +161,7 @@ class SeedRun(Run):
         group = self.group
         assert group is not None, "a seed checkpoints in its group"
         state["optimizer"] = group.optimizer_share(self.index, self.optimizer)
-        state["rng"]["torch"] = group.streams.states[self.index]
-        if group.streams.cuda is not None:
-            state["rng"]["cuda"] = group.streams.cuda[self.index]
         return state
-
-    def load_state_dict(self, meta: dict, states: dict) -> None:
-        super().load_state_dict(meta, states)
-        self.stream, self.cuda_stream = torch.get_rng_state(), _cuda_rng_state(self.device)
-
-
-def _cuda_rng_state(device: torch.device) -> torch.Tensor | None:
-    return torch.cuda.get_rng_state(device) if device.type == "cuda" else None
 
 
 class SeedGroup:
@@ -187,7 +174,6 @@ class SeedGroup:
             SeedCollector,
             SeedModel,
             SeedRecurrentCollector,
-            SeedStreams,
             StackedModels,
         )
 
@@ -196,8 +182,6 @@ class SeedGroup:
         args = lead.args
         self.rows = args.env.num_envs
         self.stacked = StackedModels([r.model for r in runs])
-        cuda = [r.cuda_stream for r in runs] if lead.device.type == "cuda" else None
-        self.streams = SeedStreams([r.stream for r in runs], cuda, lead.device)
         groups = lead.model.param_groups(args.algorithm.learning_rate, args.algorithm.value_learning_rate)
         self.optimizer = make_adam(
             self.stacked.named_groups(groups),
@@ -205,7 +189,7 @@ class SeedGroup:
             seeds=len(runs),
             eps=args.algorithm.adam_eps,
         )
-        self.model = SeedModel(self.stacked, self.streams, self.rows)
+        self.model = SeedModel(self.stacked, [r.streams.actions for r in runs], self.rows)
         collector = SeedRecurrentCollector if args.network.recurrent else SeedCollector
         self.collector = collector(
             envs, args.algorithm.num_steps, args.algorithm.gamma, self.model, seed=env_seeds
@@ -227,16 +211,13 @@ class SeedGroup:
         return saved
 
     def load(self) -> None:
-        """After each seed's checkpoint was loaded into its run: the stacked Adam state, the random streams and
-        the envs of all seeds, from theirs."""
+        """After each seed's checkpoint was loaded into its run (its random generators too): the stacked Adam
+        state and the envs of all seeds, from theirs."""
         stacked = self.optimizer._params()
         for i, p in enumerate(stacked):
             states = [r.optimizer.state_dict()["state"].get(i) for r in self.runs]
             if all(s is not None for s in states):
                 self.optimizer.state[p] = {k: torch.stack([s[k] for s in states]) for k in states[0]}
-        self.streams.states = [r.stream for r in self.runs]
-        if self.streams.cuda is not None:
-            self.streams.cuda = [r.cuda_stream for r in self.runs]
         shares = [r.collector.loaded for r in self.runs]
         if all(s is not None for s in shares):
             self.collector.load_state_dict(_joined(shares))
@@ -265,7 +246,8 @@ class SeedGroup:
         batch = seed_batches(
             buf, advantages, returns, len(self.runs), sequences=lead.args.network.recurrent is not None
         )
-        stats = update_seeds(self.stacked, self.optimizer, batch, lead.settings, self.streams)
+        minibatch_streams = [r.streams.minibatches for r in self.runs]
+        stats = update_seeds(self.stacked, self.optimizer, batch, lead.settings, minibatch_streams)
         results: list[UpdateResult | None] = [None] * len(self.runs)
         for run in live:
             j, rows = run.index, slice(run.index * self.rows, (run.index + 1) * self.rows)
@@ -358,7 +340,6 @@ def _seed_group(
             run.agent.env_source = env_source(a.env.env_id, a.env.env_kwargs, a.env.env_factory)
             if start and a.run.init_from is not None:
                 init_from_agent(run, a.run.init_from)
-                run.stream = torch.get_rng_state()  # loading the agent drew from it, as in the solo run
             runs.append(run)
         # a resumed group keeps the count it trained with (each seed's header has it), unless given another
         saved = resumed[0].get("torch_threads") if resumed else None

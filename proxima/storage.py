@@ -8,30 +8,35 @@ import torch
 from torch import Tensor
 
 
-def minibatch_indices(batch_size: int, minibatch_size: int, device=None) -> list[Tensor]:
-    """A random permutation of ``range(batch_size)`` cut into ``batch_size // minibatch_size`` index tensors.
+def minibatch_indices(batch_size: int, minibatch_size: int, generator: torch.Generator) -> list[Tensor]:
+    """A random permutation of ``range(batch_size)`` from ``generator`` (on its device) cut into
+    ``batch_size // minibatch_size`` index tensors.
 
     Every sample appears in exactly one minibatch (detail 6 of the 13 in docs/SEEDS.md): on-policy data is
     thrown away after the update, so a sample that random sampling happened to skip would be wasted.
     """
     if batch_size % minibatch_size:
         raise ValueError(f"minibatch_size {minibatch_size} does not divide batch_size {batch_size}")
-    return list(torch.randperm(batch_size, device=device).split(minibatch_size))
+    return list(_permutation(batch_size, generator).split(minibatch_size))
 
 
-def minibatches(batch_size: int, count: int, device=None) -> list[Tensor]:
+def _permutation(batch_size: int, generator: torch.Generator) -> Tensor:
+    return torch.randperm(batch_size, generator=generator, device=generator.device)
+
+
+def minibatches(batch_size: int, count: int, generator: torch.Generator) -> list[Tensor]:
     """``count`` minibatches of a random permutation: ``minibatch_indices``' where ``count`` divides the batch;
     otherwise sizes that differ by at most one (a multi-agent batch, less the steps of agents that had left)."""
     if batch_size % count == 0:
-        return minibatch_indices(batch_size, batch_size // count, device)
-    return list(torch.randperm(batch_size, device=device).tensor_split(count))
+        return minibatch_indices(batch_size, batch_size // count, generator)
+    return list(_permutation(batch_size, generator).tensor_split(count))
 
 
-def game_minibatches(batch_size: int, agents: int, count: int, device=None) -> list[Tensor]:
+def game_minibatches(batch_size: int, agents: int, count: int, generator: torch.Generator) -> list[Tensor]:
     """``minibatches`` of whole games: the batch's rows are games of ``agents`` consecutive rows, and each
     minibatch holds the rows of ``len(batch) // agents // count`` random games, every game's agents in order."""
-    offsets = torch.arange(agents, device=device)
-    games = minibatches(batch_size // agents, count, device)
+    offsets = torch.arange(agents, device=generator.device)
+    games = minibatches(batch_size // agents, count, generator)
     return [(index.unsqueeze(-1) * agents + offsets).flatten() for index in games]
 
 

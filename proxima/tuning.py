@@ -4,8 +4,8 @@ or population-based training (PBT).
 A *sample* is one draw of the search space. It is one Tune trial, which trains the sample's ``seeds`` seeds
 (``seed`` … ``seed + seeds - 1``) in lockstep, one update of each in turn (``proxima.trainer.training``), and
 reports their mean score after each round, so that the searcher and the scheduler judge a setting and not a
-lucky seed. Each seed's run is an ordinary run directory (``OUT/s003__seed2``), with the global random
-generators swapped in and out around its updates, so it computes exactly what ``proxima train --seed 2`` with
+lucky seed. Each seed's run is an ordinary run directory (``OUT/s003__seed2``) that draws from random
+generators of its own (``seeding.RunStreams``), so it computes exactly what ``proxima train --seed 2`` with
 the sample's settings computes alone.
 
 The score of a seed is its last deterministic evaluation (``metric="eval_return"``, which needs
@@ -26,15 +26,14 @@ from __future__ import annotations
 import collections
 import contextlib
 import os
-import random
 import shutil
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from proxima import checkpoint, executors, trust
 from proxima.callbacks import Callback
@@ -64,6 +63,9 @@ from proxima.rollout_workers import TRIAL_ACTOR_CPUS
 from proxima.schedules import ADJUSTABLE
 from proxima.sweeps import StopWhenAsked, _finite, check_output_dir_free, default_output_dir, refuse_objects
 from proxima.trainer import resuming, training
+
+if TYPE_CHECKING:
+    from proxima.loop import Run
 
 FORMAT, VERSION = "proxima-tune", 1
 SEARCHES = ("random", "optuna")
@@ -258,9 +260,9 @@ def _plan(base: PPOArgs, spec: dict, search: str, num_samples: int, metric: str,
                                   (metric, METRICS_, "metric"), (mode, MODES, "mode")):  # fmt: skip
         if value not in accepted:
             raise UserError(f"unknown {what} {value!r}; accepted: {', '.join(accepted)}")
-    for value, what in ((num_samples, "num_samples"), (seeds, "seeds"), (cpus_per_trial, "cpus_per_trial")):
-        if not isinstance(value, int) or value < 1:
-            raise UserError(f"{what} must be a positive integer, got {value!r}")
+    for count, what in ((num_samples, "num_samples"), (seeds, "seeds"), (cpus_per_trial, "cpus_per_trial")):
+        if not isinstance(count, int) or count < 1:
+            raise UserError(f"{what} must be a positive integer, got {count!r}")
     if max_concurrent is not None and max_concurrent < 1:
         raise UserError(f"max_concurrent must be a positive integer or None (no limit), got {max_concurrent}")
     if not gpus_per_trial >= 0:
@@ -336,7 +338,9 @@ def resume_tune(output_dir: str, address: str | None = None, *, trust_code: bool
                 run_dir = _run_dir(out, sample["name"], seed)
                 if os.path.isdir(run_dir):
                     links_inside(run_dir)
-        base = PPOArgs.from_json(plan.get("base"), path)
+        if not isinstance(plan.get("base"), dict):
+            raise UserError(f"{path} holds no base settings (a dict under 'base'); the plan is corrupt")
+        base = PPOArgs.from_json(plan["base"], path)
         for sample in [{"settings": {}}, *plan.get("samples", [])]:
             settings = {k: _typed(k, v) for k, v in sample.get("settings", {}).items()}
             trust.check_settings(path, base.replace(_source=path, **settings), trusted=trust_code)
@@ -363,7 +367,7 @@ def _run(out: str, plan: dict, address: str | None) -> TuneResults:
                 if os.path.isdir(run_dir) and _trial_row(run_dir) is None:
                     write_json(os.path.join(run_dir, TRIAL_JSON), {"status": "failed", "error": error})
         rows = _rows_soon(out, plan, name)
-        scores = [r.get("score") for r in rows if r.get("score") is not None]
+        scores = [float(r["score"]) for r in rows if r.get("score") is not None]
         ended = "ended" if plan["scheduler"] == "fifo" else f"stopped by {plan['scheduler'].upper()}"
         status = {r.get("status", ended) for r in rows}  # a stopped trial may write its rows after this
         said = ", ".join(sorted(status))
@@ -400,9 +404,8 @@ def _search(out, plan, trial, count, address, on_start, on_done) -> None:
     metric, mode = "score", plan["mode"]
     space = {name: domain(spec) for name, spec in plan["space"].items()}
     scores = {s["name"]: _sample_score(out, plan, s["name"]) for s in plan["samples"]}
-    searcher = make_searcher(
-        plan, [(s["settings"], scores[s["name"]]) for s in plan["samples"] if scores[s["name"]] is not None]
-    )
+    scored = [(s["settings"], scores[s["name"]]) for s in plan["samples"]]
+    searcher = make_searcher(plan, [(given, score) for given, score in scored if score is not None])
     first = 1 + max((int(s["name"][1:]) for s in plan["samples"]), default=0)
     names: dict[str, str] = {}
 
@@ -480,7 +483,8 @@ class Score(Callback):
     """A run's score after each update: its last evaluation, or the mean return of its last 20 episodes."""
 
     def __init__(self, metric: str):
-        self.metric, self.value = metric, None
+        self.metric = metric
+        self.value: float | None = None
         self.returns: collections.deque = collections.deque(maxlen=WINDOW)
 
     def on_train_start(self, run) -> None:
@@ -537,16 +541,6 @@ def _ended():
     yield
 
 
-def _rng_states():
-    return torch.get_rng_state(), np.random.get_state(), random.getstate()
-
-
-def _set_rng_states(states) -> None:
-    torch.set_rng_state(states[0])
-    np.random.set_state(states[1])
-    random.setstate(states[2])
-
-
 def _trial_function(out: str, plan: dict):
     def trial(params: dict, report=None, node: str | None = None, stop=None) -> dict:
         settings = {k: v for k, v in params.items() if k != "__name"}
@@ -571,13 +565,14 @@ def run_sample(out: str, plan: dict, name: str, settings: dict, report=None, nod
         return _run_sample(out, plan, name, settings, report, node, stop)
 
 
-def _run_sample(out: str, plan: dict, name: str, settings: dict, report, node, stop) -> dict:
+def _seed_runs(out: str, plan: dict, name: str, settings: dict, exploiting: bool, stop):
+    """The sample's runs: each seed's directory, its updates (a generator of them) and its ``Score``."""
     base = PPOArgs.from_json(plan["base"])
     typed = {k: _typed(k, v) for k, v in settings.items()}
     # the runs' config.json name only what the plan does, which the user gave or --resume checked
     named = trust.names_of(base.replace(**typed))
-    exploit = _exploited(out, plan, name) if plan["scheduler"] == "pbt" and report is not None else None
-    runs, gens, scores, rngs = [], [], [], []
+    exploit = _exploited(out, plan, name) if exploiting else None
+    runs, gens, scores = [], [], []
     for seed in plan["seeds"]:
         run_dir = _run_dir(out, name, seed)
         score = Score(plan["metric"])
@@ -603,20 +598,23 @@ def _run_sample(out: str, plan: dict, name: str, settings: dict, report, node, s
         runs.append(run_dir)
         gens.append(gen)
         scores.append(score)
-        rngs.append(None)
+    return runs, gens, scores
+
+
+def _run_sample(out: str, plan: dict, name: str, settings: dict, report, node, stop) -> dict:
+    exploiting = plan["scheduler"] == "pbt" and report is not None
+    runs, gens, scores = _seed_runs(out, plan, name, settings, exploiting, stop)
     cpu_start = time.process_time()
     marks = None  # the last checkpoint's multiple of perturbation_steps, from where the runs start
     interrupted: list[TrainingInterrupted] = []
     live = list(range(len(gens)))
-    last: dict[int, object] = {}
-    status, error = "finished", None
-    outer = _rng_states()
+    last: dict[int, Run] = {}
+    status: str | None = "finished"
+    error: str | None = None
     try:
         while live:
             moved = False
             for k in list(live):
-                if rngs[k] is not None:
-                    _set_rng_states(rngs[k])
                 try:
                     last[k] = next(gens[k])[0]
                     moved = True
@@ -625,7 +623,6 @@ def _run_sample(out: str, plan: dict, name: str, settings: dict, report, node, s
                 except TrainingInterrupted as e:  # checkpointed; the other seeds stop after their update too
                     interrupted.append(e)
                     live.remove(k)
-                rngs[k] = _rng_states()
             if report is not None and moved and not interrupted:
                 if marks is None:
                     marks = [max(r.global_step for r in last.values()) // plan["perturbation_steps"]]
@@ -641,7 +638,6 @@ def _run_sample(out: str, plan: dict, name: str, settings: dict, report, node, s
     finally:
         for gen in gens:
             gen.close()  # a run that did not end stops where it stands
-        _set_rng_states(outer)
         for k, run_dir in enumerate(runs):
             if status is not None and os.path.isdir(run_dir):
                 row = {"status": status, "score": scores[k].value, "settings": settings, "node": node,
@@ -733,7 +729,7 @@ def _sample_status(out: str, plan: dict, name: str) -> str | None:
     rows = [_trial_row(_run_dir(out, name, seed)) for seed in plan["seeds"]]
     if any(r is None for r in rows):
         return None
-    statuses = {r["status"] for r in rows}
+    statuses = {r["status"] for r in rows if r is not None}
     return "failed" if "failed" in statuses else "stopped" if "stopped" in statuses else "finished"
 
 
@@ -790,7 +786,7 @@ def best_preset(plan: dict, row: dict) -> dict:
     base = PPOArgs.from_json(plan["base"])
     algo_defaults = resolve_args(algo=base.algorithm.algo).flat()
     values = {**base.flat(), **{k: _typed(k, v) for k, v in row["settings"].items()}}
-    preset = {
+    preset: dict[str, object] = {
         "description": f"found by proxima tune ({plan['search']} search, {plan['scheduler']}, {plan['num_samples']} "
         f"samples of {len(plan['seeds'])} seed(s), metric {plan['metric']}): sample {row['name']} scored "
         f"{row['score_mean']:.1f} ± {row['score_std']:.1f}",

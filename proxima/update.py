@@ -56,8 +56,11 @@ class UpdateSettings:
         )
 
 
-def update(model: ActorCritic, optimizer: Adam, batch: Batch, settings: UpdateSettings) -> dict:
-    """Train on ``batch`` for ``update_epochs`` epochs; return the update's debug variables (detail 12).
+def update(
+    model: ActorCritic, optimizer: Adam, batch: Batch, settings: UpdateSettings, generator: torch.Generator
+) -> dict:
+    """Train on ``batch`` for ``update_epochs`` epochs, in minibatches of ``generator``'s order (the run's
+    ``RunStreams.minibatches``, on the batch's device); return the update's debug variables (detail 12).
 
     As in CleanRL's ppo.py, the losses and KL estimates reported are those of the last minibatch; clipfrac is the
     mean over all minibatches.
@@ -76,9 +79,9 @@ def update(model: ActorCritic, optimizer: Adam, batch: Batch, settings: UpdateSe
         batch = dataclasses.replace(batch, values=batch.values / scale, returns=batch.returns / scale)
     for _ in range(settings.update_epochs):
         for index in (
-            minibatches(len(batch), settings.num_minibatches, batch.obs.device)  # detail 6
+            minibatches(len(batch), settings.num_minibatches, generator)  # detail 6
             if games is None
-            else game_minibatches(len(batch), games, settings.num_minibatches, batch.obs.device)
+            else game_minibatches(len(batch), games, settings.num_minibatches, generator)
         ):
             mb = batch[index]
             logprobs, entropy, values = model.evaluate(mb.obs, mb.actions, mb.sequences, games is not None)

@@ -36,7 +36,7 @@ def test_gaussian_log_prob_and_entropy_match_torch_distributions():
     reference = torch.distributions.Normal(mean, head.log_std.exp())
     torch.testing.assert_close(logprob, reference.log_prob(actions).sum(-1))
     torch.testing.assert_close(entropy, reference.entropy().sum(-1))
-    sampled, sampled_logprob = head.sample(mean)
+    sampled, sampled_logprob = head.sample(mean, head.noise(mean))
     torch.testing.assert_close(sampled_logprob, reference.log_prob(sampled).sum(-1))
 
 
@@ -45,7 +45,8 @@ def test_gaussian_samples_have_the_head_mean_and_std():
     head = DiagGaussianHead(2)
     with torch.no_grad():
         head.log_std.copy_(torch.tensor([np.log(0.5), np.log(2.0)]))
-    samples, _ = head.sample(torch.tensor([1.0, -3.0]).expand(200_000, 2))
+    means = torch.tensor([1.0, -3.0]).expand(200_000, 2)
+    samples, _ = head.sample(means, head.noise(means))
     torch.testing.assert_close(samples.mean(0), torch.tensor([1.0, -3.0]), atol=0.02, rtol=0)
     torch.testing.assert_close(samples.std(0), torch.tensor([0.5, 2.0]), atol=0.02, rtol=0)
     assert torch.equal(head.mode(torch.tensor([[0.3, 0.4]])), torch.tensor([[0.3, 0.4]]))
@@ -314,7 +315,7 @@ def test_beta_log_prob_and_entropy_match_torch_distributions_on_the_stretched_bo
     reference = torch.distributions.TransformedDistribution(
         torch.distributions.Beta(alpha, beta), torch.distributions.AffineTransform(low, scale)
     )
-    actions, sampled_logprob = head.sample(params)
+    actions, sampled_logprob = head.sample(params, head.noise(params))
     assert actions.dtype == torch.float32 and ((actions > low) & (actions < low + scale)).all()
     torch.testing.assert_close(sampled_logprob, reference.log_prob(actions).sum(-1))
     logprob, entropy = head.log_prob_entropy(params, actions)
@@ -331,7 +332,8 @@ def test_beta_samples_have_the_mean_and_spread_of_their_concentrations():
     head = make_head(gym.spaces.Box(-1.0, 1.0, (1,)), "beta")
     # softplus^-1(1) and softplus^-1(3): alpha = 2, beta = 4, so x has mean 1/3 and variance 8/252
     inverse = lambda y: math.log(math.expm1(y))  # noqa: E731
-    samples, _ = head.sample(torch.tensor([[inverse(1.0), inverse(3.0)]]).expand(200_000, 2))
+    params = torch.tensor([[inverse(1.0), inverse(3.0)]]).expand(200_000, 2)
+    samples, _ = head.sample(params, head.noise(params))
     x = (samples + 1) / 2
     assert x.mean().item() == pytest.approx(1 / 3, abs=0.003)
     assert x.var().item() == pytest.approx(8 / 252, abs=0.001)
@@ -359,10 +361,12 @@ def test_beta_samples_from_uniforms_follow_the_same_law_as_torch_samples():
     inverse = lambda y: math.log(math.expm1(y))  # noqa: E731  softplus^-1: alpha = 1 + y
     # component 0: Beta(1, 1) (uniform), component 1: Beta(6, 2.5)
     params = torch.tensor([[inverse(1e-6), inverse(5.0), inverse(1e-6), inverse(1.5)]]).expand(100_000, 4)
-    assert head.noise_draws == 3 * GAMMA_TRIES * 4
-    torch.manual_seed(3)
-    ours, logprob = head.sample(params, torch.rand(100_000, head.noise_draws, dtype=torch.float64))
-    theirs, _ = head.sample(params)
+    generator = torch.Generator().manual_seed(3)
+    noise = head.noise(params, generator)
+    assert noise.shape == (100_000, 3 * GAMMA_TRIES * 4)
+    ours, logprob = head.sample(params, noise)
+    alpha, beta = (1.0 + torch.nn.functional.softplus(params)).chunk(2, dim=-1)
+    theirs = -2.0 + 4.0 * torch.distributions.Beta(alpha, beta).sample()
     assert ours.dtype == torch.float32 and bool((ours.abs() < 2).all())
     torch.testing.assert_close(logprob, head.log_prob_entropy(params, ours)[0])
     quantiles = torch.tensor([0.05, 0.25, 0.5, 0.75, 0.95])
@@ -434,7 +438,7 @@ def test_tanh_gaussian_log_prob_matches_torch_distributions_on_the_bounds():
     assert isinstance(head, TanhGaussianHead) and head.logits_dim == 4 and head.action_shape == (2,)
     params = torch.randn(64, 4) * 1.5
     reference = _tanh_reference(head, params)
-    actions, sampled_logprob = head.sample(params)
+    actions, sampled_logprob = head.sample(params, head.noise(params))
     low, high = torch.tensor([-2.0, 0.0]), torch.tensor([2.0, 0.5])
     assert actions.dtype == torch.float32 and bool(((actions > low) & (actions < high)).all())
     torch.testing.assert_close(sampled_logprob, reference.log_prob(actions).sum(-1), rtol=1e-4, atol=1e-4)
@@ -449,7 +453,7 @@ def test_tanh_gaussian_log_prob_matches_torch_distributions_on_the_bounds():
 def test_tanh_gaussian_keeps_draws_that_float32_rounds_onto_the_bounds_inside_them():
     head = make_head(gym.spaces.Box(-1.0, 1.0, (1,)), "tanh-gaussian")
     params = torch.tensor([[30.0, -20.0], [-30.0, -20.0]])  # tanh(+-30) is +-1 in float32
-    actions, logprob = head.sample(params)
+    actions, logprob = head.sample(params, head.noise(params))
     assert bool((actions.abs() < 1).all()) and bool(torch.isfinite(logprob).all())
     torch.testing.assert_close(head.log_prob_entropy(params, actions)[0], logprob, rtol=0, atol=0)
 
@@ -462,7 +466,8 @@ def test_tanh_gaussian_entropy_and_moments_match_monte_carlo_and_the_entropy_has
     # exact to 0.01 for a std up to 2; at a std of 10, two spikes at the bounds, off by 0.4 in about -14)
     for mean, std in (((0.2, -0.3), (0.1, 0.3)), ((0.0, 1.0), (1.5, 1.0)), ((2.5, -3.0), (0.5, 0.2))):
         params = torch.tensor([[*mean, inverse(std[0]), inverse(std[1])]], requires_grad=True)
-        draws, _ = head.sample(params.detach().expand(400_000, 4))
+        many = params.detach().expand(400_000, 4)
+        draws, _ = head.sample(many, head.noise(many))
         monte_carlo = -head.log_prob_entropy(params.detach().expand(400_000, 4), draws)[0].mean()
         _, entropy = head.log_prob_entropy(params, draws[:1])
         assert entropy.item() == pytest.approx(monte_carlo.item(), abs=0.01)
@@ -471,7 +476,7 @@ def test_tanh_gaussian_entropy_and_moments_match_monte_carlo_and_the_entropy_has
         # the entropy bonus's gradient: the quadrature's against the reparameterized Monte Carlo estimate's
         (quadrature,) = torch.autograd.grad(entropy.sum(), params)
         wide = params.expand(400_000, 4)
-        reparameterized = -head.sample(wide, noise=head.noise(wide))[1].mean()
+        reparameterized = -head.sample(wide, head.noise(wide))[1].mean()
         (sampled,) = torch.autograd.grad(reparameterized, params)
         torch.testing.assert_close(quadrature, sampled, rtol=0, atol=0.02)
 
@@ -479,10 +484,11 @@ def test_tanh_gaussian_entropy_and_moments_match_monte_carlo_and_the_entropy_has
 def test_tanh_gaussian_samples_from_uniforms_follow_the_same_law_as_torch_samples():
     head = make_head(gym.spaces.Box(-2.0, 2.0, (2,)), "tanh-gaussian")
     params = torch.tensor([[0.3, -1.0, 0.0, -0.5]]).expand(100_000, 4)
-    assert head.noise_draws == 4
     torch.manual_seed(3)
-    ours, logprob = head.sample(params, torch.rand(100_000, head.noise_draws, dtype=torch.float64))
-    theirs, _ = head.sample(params)
+    ours, logprob = head.sample(params, head.noise(params))
+    mean, x = params.chunk(2, dim=-1)
+    std = torch.nn.functional.softplus(x + head.STD_SHIFT) + head.STD_MIN
+    theirs = 2.0 * torch.tanh(torch.distributions.Normal(mean, std).sample())
     torch.testing.assert_close(logprob, head.log_prob_entropy(params, ours)[0])
     quantiles = torch.tensor([0.05, 0.25, 0.5, 0.75, 0.95])
     for k in range(2):
@@ -492,6 +498,4 @@ def test_tanh_gaussian_samples_from_uniforms_follow_the_same_law_as_torch_sample
     # given its noise, a draw is a function of its own row alone (a batched run's seeds each draw their own)
     noise = head.noise(params[:5])
     assert noise.shape == (5, 2)
-    torch.testing.assert_close(
-        head.sample(params[:5], noise=noise)[0][3:], head.sample(params[3:5], noise=noise[3:])[0]
-    )
+    torch.testing.assert_close(head.sample(params[:5], noise)[0][3:], head.sample(params[3:5], noise[3:])[0])

@@ -150,12 +150,12 @@ def test_the_update_runs_a_shared_critic_once_per_game_unless_an_agent_left():
         batch = buf.flatten(returns, returns)
         assert batch.games == (None if left else AGENTS)
         critic_rows.clear()
-        update(model, optimizer, batch, settings)
+        update(model, optimizer, batch, settings, torch.Generator())
         assert critic_rows == ([12, 11] if left else [4, 4])  # 24 rows: 8 games in 2 minibatches
 
 
 def test_game_minibatches_hold_whole_games_each_once():
-    parts = game_minibatches(5 * AGENTS * 4, AGENTS, 4)
+    parts = game_minibatches(5 * AGENTS * 4, AGENTS, 4, torch.Generator())
     assert [len(p) for p in parts] == [5 * AGENTS] * 4
     rows = torch.cat(parts)
     assert sorted(rows.tolist()) == list(range(5 * AGENTS * 4))
@@ -185,13 +185,12 @@ def test_the_steps_of_an_agent_that_left_are_not_samples():
     sequences = buf.sequences(advantages, advantages)
     assert len(sequences) == 3 and torch.equal(sequences.samples().advantages, batch.advantages)
     assert sequences[torch.tensor([2])].valid[:, 0].tolist() == [True, False, False, True]
-    parts = minibatches(len(batch), 4)  # 10 samples in 4 minibatches: sizes 3, 3, 2, 2, each once
+    parts = minibatches(len(batch), 4, torch.Generator())  # 10 samples in 4 minibatches: sizes 3, 3, 2, 2
     assert sorted(torch.cat(parts).tolist()) == list(range(10)) and sorted(map(len, parts)) == [2, 2, 3, 3]
     # where the count divides the batch, the minibatches are those of a single-agent run, draw for draw
-    torch.manual_seed(3)
-    even = minibatches(12, 4)
-    torch.manual_seed(3)
-    assert all(torch.equal(a, b) for a, b in zip(even, torch.randperm(12).split(3), strict=True))
+    even = minibatches(12, 4, torch.Generator().manual_seed(3))
+    alone = torch.randperm(12, generator=torch.Generator().manual_seed(3)).split(3)
+    assert all(torch.equal(a, b) for a, b in zip(even, alone, strict=True))
 
 
 def test_multi_agent_settings_are_refused_on_a_single_agent_env(tmp_path):
@@ -338,7 +337,7 @@ def test_mappo_trains_on_a_pettingzoo_env_whose_agents_leave_and_are_of_two_kind
     monkeypatch.setattr(
         proxima.loop,
         "update",
-        lambda model, opt, batch, s: sizes.append(len(batch)) or update(model, opt, batch, s),
+        lambda model, opt, batch, s, g: sizes.append(len(batch)) or update(model, opt, batch, s, g),
     )
     seen = _Valid()
     agent = proxima.train(env=functools.partial(Chase, max_cycles=8, scout_steps=2), algo="mappo", num_envs=2,
@@ -496,8 +495,8 @@ def test_a_recurrent_mappo_agent_replays_whole_sequences_but_learns_from_the_age
     monkeypatch.setattr(
         proxima.loop,
         "update",
-        lambda model, opt, batch, s: (
-            seen.append(batch) or present.append(int(batch.valid.sum())) or update(model, opt, batch, s)
+        lambda model, opt, batch, s, g: (
+            seen.append(batch) or present.append(int(batch.valid.sum())) or update(model, opt, batch, s, g)
         ),
     )
     monkeypatch.setattr(  # what each minibatch's loss is taken over

@@ -17,10 +17,18 @@ from torch.func import stack_module_state
 
 import proxima
 from proxima import checkpoint
-from proxima.batched import SeedModel, SeedStreams, StackedModels, _Normalizations
+from proxima.batched import SeedModel, StackedModels, _Normalizations
 from proxima.callbacks import Callback
 from proxima.commands import main
-from proxima.distributions import BernoulliHead, CategoricalHead, DiagGaussianHead, MultiCategoricalHead
+from proxima.distributions import (
+    BernoulliHead,
+    BetaHead,
+    BoundedHead,
+    CategoricalHead,
+    DiagGaussianHead,
+    MultiCategoricalHead,
+    TanhGaussianHead,
+)
 from proxima.errors import UserError
 from proxima.files import CHECKPOINT
 from proxima.normalization import Normalization
@@ -102,22 +110,6 @@ def test_each_seed_follows_its_solo_run(tmp_path, env, options, updates):
             assert best[0]["rescored"] == best[1]["rescored"]
 
 
-def test_on_a_gpu_each_seed_draws_from_its_own_state_of_the_cuda_generator(monkeypatch):
-    """There a seed's action samples and minibatch orders come from torch's CUDA generator: each seed's state of
-    it is swapped in around its draws, as its CPU one is. (Here a CPU generator stands in for the CUDA one, and
-    the seeds' states of it are kept in CPU generators.)"""
-    cuda = torch.Generator()
-    monkeypatch.setattr(torch.cuda, "get_rng_state", lambda device=None: cuda.get_state())
-    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda state, device=None: cuda.set_state(state))
-    states = [torch.Generator().manual_seed(s).get_state() for s in (1, 2)]
-    streams = SeedStreams([torch.get_rng_state()] * 2, list(states), torch.device("cpu"))
-    drawn = [streams.each(lambda j: torch.rand(2, generator=cuda)) for _ in range(2)]
-    for j, seed in enumerate((1, 2)):  # each seed's draws continue its own stream
-        alone = torch.Generator().manual_seed(seed)
-        assert torch.equal(torch.cat([d[j] for d in drawn]), torch.rand(4, generator=alone))
-    assert torch.equal(cuda.get_state(), torch.Generator().get_state())  # the outer state is put back
-
-
 def test_one_gaussian_sample_with_each_seeds_log_std_on_its_rows_gives_each_seed_its_solo_draws():
     """A Gaussian head's log-std is a seed's own parameter: given one row of it per row, one ``sample`` of all
     seeds' rows draws what each seed's own head draws, bit for bit (one action component: no sum to round)."""
@@ -125,16 +117,10 @@ def test_one_gaussian_sample_with_each_seeds_log_std_on_its_rows_gives_each_seed
     for j, head in enumerate(heads):
         torch.nn.init.constant_(head.log_std, -0.5 * j)
     mean = torch.randn(3, 5, 1)
-    states = [torch.Generator().manual_seed(s).get_state() for s in (1, 2, 3)]
-    with torch.random.fork_rng():
-        solo = []
-        for j, head in enumerate(heads):
-            torch.set_rng_state(states[j])
-            solo.append(head.sample(mean[j]))
-    own = SeedStreams(states).generators(torch.device("cpu"))
-    noise = torch.cat([heads[0].noise(mean[j], own[j]) for j in range(3)])
+    solo = [head.sample(mean[j], head.noise(mean[j], _generator(j + 1))) for j, head in enumerate(heads)]
+    noise = torch.cat([heads[0].noise(mean[j], _generator(j + 1)) for j in range(3)])
     log_std = torch.stack([h.log_std.detach() for h in heads]).repeat_interleave(5, 0)
-    actions, logprobs = heads[0].sample(mean.flatten(0, 1), noise=noise, log_std=log_std)
+    actions, logprobs = heads[0].sample(mean.flatten(0, 1), noise, log_std=log_std)
     assert torch.equal(actions, torch.cat([a for a, _ in solo]))
     assert torch.equal(logprobs, torch.cat([lp for _, lp in solo]))
 
@@ -185,24 +171,29 @@ class _Holder(torch.nn.Module):
         self.model.normalization = normalization
 
 
+def _generator(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
 @pytest.mark.parametrize(
-    "head", [CategoricalHead(3), MultiCategoricalHead([2, 3]), BernoulliHead((4,)), DiagGaussianHead(2)]
-)
+    "head",
+    [CategoricalHead(3), MultiCategoricalHead([2, 3]), BernoulliHead((4,)), DiagGaussianHead(2),
+     BetaHead([-1.0, 0.0], [1.0, 2.0]), TanhGaussianHead([-1.0, 0.0], [1.0, 2.0])],
+)  # fmt: skip
 def test_draws_from_each_seeds_generator_then_one_sample_give_each_seed_its_solo_draws(head):
-    """A head's ``noise`` is what its ``sample`` draws from torch's global generator: drawn from each seed's own
-    generator and handed to one ``sample`` of all seeds' rows, every row gets the action of its seed's solo
-    draw, and its log-prob up to rounding (a sum over components may round otherwise in a bigger batch)."""
+    """Drawn from each seed's own generator (``Head.noise``) and handed to one ``sample`` of all seeds' rows,
+    every row gets the action of its seed's solo draw (a bounded head's up to rounding: its float64 transcendentals
+    round by where a row falls in a vectorized kernel), and its log-prob up to rounding (a sum over components
+    may round otherwise in a bigger batch)."""
     logits = torch.randn(3, 5, head.logits_dim)
-    states = [torch.Generator().manual_seed(s).get_state() for s in (1, 2, 3)]
-    with torch.random.fork_rng():
-        solo = []
-        for j in range(3):
-            torch.set_rng_state(states[j])
-            solo.append(head.sample(logits[j]))
-    own = SeedStreams(states).generators(torch.device("cpu"))
-    noise = torch.cat([head.noise(logits[j], own[j]) for j in range(3)])
-    actions, logprobs = head.sample(logits.flatten(0, 1), noise=noise)
-    assert torch.equal(actions, torch.cat([a for a, _ in solo]))
+    solo = [head.sample(logits[j], head.noise(logits[j], _generator(j + 1))) for j in range(3)]
+    noise = torch.cat([head.noise(logits[j], _generator(j + 1)) for j in range(3)])
+    actions, logprobs = head.sample(logits.flatten(0, 1), noise)
+    expected = torch.cat([a for a, _ in solo])
+    if isinstance(head, BoundedHead):
+        torch.testing.assert_close(actions, expected)
+    else:
+        assert torch.equal(actions, expected)
     torch.testing.assert_close(logprobs, torch.cat([lp for _, lp in solo]))
 
 
@@ -392,7 +383,7 @@ def test_seeds_that_stop_leave_the_group_and_the_others_go_on(tmp_path, monkeypa
             forwards.append(obs.shape[0])
         return call(self, method, obs, *rest, **options)
 
-    def recorded_act(self, obs):
+    def recorded_act(self, obs, noise=None):
         out = act(self, obs)
         actions.append(out[0])
         return out

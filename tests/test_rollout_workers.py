@@ -161,7 +161,7 @@ def test_an_agent_that_leaves_on_workers_is_masked_and_its_team_reward_shared(
     monkeypatch.setattr(
         proxima.loop,
         "update",
-        lambda model, opt, batch, s: sizes.append(len(batch)) or update(model, opt, batch, s),
+        lambda model, opt, batch, s, g: sizes.append(len(batch)) or update(model, opt, batch, s, g),
     )
     run = dict(env=functools.partial(Chase, max_cycles=8, scout_steps=2), algo="mappo", team_reward=True,
                norm_obs=True, norm_reward=True, num_envs=2, num_steps=16, total_timesteps=96, seed=1, plot=False,

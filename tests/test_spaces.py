@@ -41,7 +41,7 @@ def test_multi_categorical_head_matches_independent_categoricals():
     logprob, entropy = head.log_prob_entropy(logits, actions)
     torch.testing.assert_close(logprob, sum(d.log_prob(actions[:, i]) for i, d in enumerate(dists)))
     torch.testing.assert_close(entropy, sum(d.entropy() for d in dists))
-    sampled, sampled_logprob = head.sample(logits)
+    sampled, sampled_logprob = head.sample(logits, head.noise(logits))
     assert sampled.shape == (5, 3) and sampled.dtype == torch.int64
     torch.testing.assert_close(sampled_logprob, head.log_prob_entropy(logits, sampled)[0])
     assert torch.equal(
@@ -52,7 +52,8 @@ def test_multi_categorical_head_matches_independent_categoricals():
 def test_multi_categorical_head_samples_each_dimension_with_its_probabilities():
     probs = (torch.tensor([0.1, 0.2, 0.7]), torch.tensor([0.6, 0.4]))
     logits = torch.cat([p.log() for p in probs]).expand(200_000, 5)
-    actions, _ = MultiCategoricalHead([3, 2]).sample(logits)
+    head = MultiCategoricalHead([3, 2])
+    actions, _ = head.sample(logits, head.noise(logits))
     for k, p in enumerate(probs):
         freq = torch.bincount(actions[:, k], minlength=len(p)).float() / len(actions)
         torch.testing.assert_close(freq, p, atol=5e-3, rtol=0)
@@ -67,18 +68,19 @@ def test_bernoulli_head_matches_torch_bernoulli():
     dist = Bernoulli(logits=logits)
     torch.testing.assert_close(logprob, dist.log_prob(actions).sum(-1))
     torch.testing.assert_close(entropy, dist.entropy().sum(-1))
-    freq = BernoulliHead((3,)).sample(torch.tensor([[-1.0, 0.0, 2.0]]).expand(200_000, 3))[0].mean(0)
+    logits, head = torch.tensor([[-1.0, 0.0, 2.0]]).expand(200_000, 3), BernoulliHead((3,))
+    freq = head.sample(logits, head.noise(logits))[0].mean(0)
     torch.testing.assert_close(freq, torch.sigmoid(torch.tensor([-1.0, 0.0, 2.0])), atol=5e-3, rtol=0)
     assert torch.equal(head.mode(logits), (logits > 0).float())
 
 
-def test_heads_draw_the_same_actions_from_the_same_uniforms():
+def test_heads_draw_the_same_actions_from_the_same_noise():
     u = torch.rand(3, 5)
     for head, logits in (
         (MultiCategoricalHead([3, 2]), torch.randn(3, 5)),
         (BernoulliHead((5,)), torch.randn(3, 5)),
     ):
-        assert head.noise_draws == 5
+        assert head.noise(logits).shape == (3, 5)
         assert torch.equal(head.sample(logits, u)[0], head.sample(logits, u.clone())[0])
 
 
