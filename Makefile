@@ -23,7 +23,7 @@ demo: $(STAMP)
 	$(VENV)/bin/proxima train --env-id CartPole-v1 --run-dir runs/demo
 	$(VENV)/bin/proxima eval runs/demo --episodes 100 --deterministic
 
-# pytest-xdist: one worker per core. The automatic torch thread count follows the load (proxima/threads.py), so
+# pytest-xdist: one worker per core. The automatic torch thread count follows the load (proxima/run/threads.py), so
 # every test that compares two runs fixes it or uses minibatches that take 1 thread anyway; the learning tests
 # pass with 1 thread or 2 (measured both ways: sequential and with -n 2).
 # `serial` tests (a two-node ray.cluster_utils.Cluster) run alone, after the others: such a cluster names itself

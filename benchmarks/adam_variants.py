@@ -1,6 +1,6 @@
 """proxima's ``Adam`` (the function ``torch.optim.adam.adam(fused=True)``) against ``torch.optim.Adam`` (default,
 ``foreach=True``, ``fused=True``) on proxima's own update, in one process, interleaved; and the last of these with
-``torch.nn.utils.clip_grad_norm_(foreach=True)`` called directly rather than through ``proxima.optim.clip_grad_norm``
+``torch.nn.utils.clip_grad_norm_(foreach=True)`` called directly rather than through ``proxima.algo.optim.clip_grad_norm``
 (the same call), so that row is torch's optimizer step whole.
 
 Each repeat times ``--updates`` updates of each variant from the same model and the same rollout (native
@@ -23,16 +23,16 @@ import time
 
 import torch
 
-from proxima import update as update_module
-from proxima.advantages import estimate_advantages
-from proxima.config import resolve_args
-from proxima.distributions import make_head
+from proxima.algo import update as update_module
+from proxima.algo.advantages import estimate_advantages
+from proxima.algo.optim import clip_grad_norm, make_adam
+from proxima.algo.update import UpdateSettings, update
 from proxima.envs import make_vec_env
-from proxima.loop import network_spec
-from proxima.networks import ActorCritic
-from proxima.optim import clip_grad_norm, make_adam
-from proxima.rollout import RolloutCollector
-from proxima.update import UpdateSettings, update
+from proxima.policy.distributions import make_head
+from proxima.policy.networks import ActorCritic
+from proxima.run.config import resolve_args
+from proxima.run.loop import network_spec
+from proxima.run.rollout import RolloutCollector
 
 
 def _torch_adam(**options):
@@ -53,7 +53,7 @@ VARIANTS = {  # name: (optimizer, gradient clipping)
 
 FIRST_BUILD = """
 import time, torch
-from proxima.optim import make_adam
+from proxima.algo.optim import make_adam
 p = [torch.nn.Parameter(torch.ones(2))]
 start = time.perf_counter()
 {build}

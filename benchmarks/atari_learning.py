@@ -18,8 +18,8 @@ import sys
 import numpy as np
 
 sys.path.insert(0, ".")
-from proxima.files import read_json  # noqa: E402
-from proxima.plotting import learning_curve, plot_runs, read_episodes  # noqa: E402
+from proxima.base.files import read_json  # noqa: E402
+from proxima.run.plotting import learning_curve, plot_runs, read_episodes  # noqa: E402
 
 
 def main() -> None:

@@ -60,9 +60,9 @@ def loop(steps: int, threads: int, flags: list[str], cuda: bool = False) -> dict
     """One `--config atari` run of ``steps`` env steps, timed by phase: env.step, the rest of the rollout
     (the policy's forward passes and the buffer writes), and the update (GAE included). On a GPU the phases
     end where the CPU waits for it, so each phase's time includes the GPU work it started."""
-    import proxima.loop
-    import proxima.rollout
-    import proxima.trainer
+    import proxima.run.loop
+    import proxima.run.rollout
+    import proxima.scale.trainer
     from proxima.envs.interface import env_call as original_env_call
 
     spent = {"env": 0.0, "rollout": 0.0, "update": 0.0}
@@ -84,11 +84,11 @@ def loop(steps: int, threads: int, flags: list[str], cuda: bool = False) -> dict
 
         return wrapper
 
-    proxima.rollout.env_call = timed_env_call
-    collect = proxima.rollout.RolloutCollector.collect
-    proxima.rollout.RolloutCollector.collect = timed("rollout", collect)
-    proxima.loop.update = timed("update", proxima.loop.update)
-    from proxima.trainer import train
+    proxima.run.rollout.env_call = timed_env_call
+    collect = proxima.run.rollout.RolloutCollector.collect
+    proxima.run.rollout.RolloutCollector.collect = timed("rollout", collect)
+    proxima.run.loop.update = timed("update", proxima.run.loop.update)
+    from proxima.scale.trainer import train
 
     start = time.perf_counter()
     train(config="atari", total_timesteps=steps, torch_threads=threads, cuda=cuda, quiet=True, plot=False,
@@ -102,20 +102,20 @@ def _overrides(flags: list[str]) -> dict:
     out = {}
     for flag, value in zip(flags[::2], flags[1::2], strict=True):
         key = flag.lstrip("-").replace("-", "_")
-        out[key] = type(__import__("proxima.config").config.PPOArgs().flat()[key])(value)
+        out[key] = type(__import__("proxima.run.config").config.PPOArgs().flat()[key])(value)
     return out
 
 
 def minibatch_variants(threads: int, repeats: int = 12) -> None:
     """Forward, backward and Adam on one 256-sample minibatch of 4x84x84 uint8 stacks through the Nature CNN
-    (proxima's own forward: channels-last, the input path of proxima.encoders) and linear heads, in each
+    (proxima's own forward: channels-last, the input path of proxima.policy.encoders) and linear heads, in each
     --precision. The variants take turns, step by step, so that a change in the machine's speed hits all of
     them; the median of ``repeats`` steps is printed."""
     import statistics
 
     from torch import nn
 
-    from proxima.encoders import PRECISIONS, NatureCNN
+    from proxima.policy.encoders import PRECISIONS, NatureCNN
 
     torch.set_num_threads(threads or 2)
     obs = torch.randint(

@@ -19,11 +19,11 @@ import argparse
 import numpy as np
 import torch
 
-from proxima.agent import Agent
 from proxima.envs import make_envs
 from proxima.envs.selfplay import make_player
-from proxima.evaluate import run_episodes
-from proxima.selfplay import Tactics
+from proxima.run.agent import Agent
+from proxima.run.evaluate import run_episodes
+from proxima.run.selfplay import Tactics
 
 TURNS = "pettingzoo:pettingzoo.classic.connect_four_v3"
 SELFPLAY = "selfplay:pettingzoo.classic.connect_four_v3"

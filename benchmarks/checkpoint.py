@@ -13,9 +13,9 @@ import os
 import tempfile
 import time
 
-from proxima.callbacks import default_callbacks
-from proxima.config import resolve_args
-from proxima.loop import Run, make_run_envs, setup, thread_notes
+from proxima.run.callbacks import default_callbacks
+from proxima.run.config import resolve_args
+from proxima.run.loop import Run, make_run_envs, setup, thread_notes
 
 
 def measure(config: str | None, writes: int) -> dict:

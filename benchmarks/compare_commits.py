@@ -9,7 +9,7 @@ checkout's ``.venv``. ``metrics.jsonl`` (without ``time_s`` and ``sps``), ``epis
 OTHER's runs only: where a change of default is meant, the flag that restores the old one shows that nothing
 else changed (``--other-flags "--value-norm-horizon 0"``). ``--flags "FLAGS"`` adds train flags to both sides'
 runs: on a machine where other processes run, ``--flags "--torch-threads 2"``, since the automatic thread count
-follows the load (``proxima.threads``) and two counts round differently.
+follows the load (``proxima.run.threads``) and two counts round differently.
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ import time
 import gymnasium as gym
 import torch
 
-import proxima.networks as networks
-from proxima.distributions import make_head
+import proxima.policy.networks as networks
+from proxima.policy.distributions import make_head
 
 
 def main() -> None:

@@ -19,8 +19,8 @@ import time
 from torch.func import vmap
 
 import proxima
-from proxima import batched
-from proxima.callbacks import Callback
+from proxima.run.callbacks import Callback
+from proxima.scale import batched
 
 
 class StopOthers(Callback):

@@ -51,7 +51,7 @@ def main() -> None:
         *(["--env-id", args.env_id] if args.env_id else []),
     ]
     if args.env_id is None:
-        from proxima.config import resolve_args
+        from proxima.run.config import resolve_args
 
         args.env_id = resolve_args(config=args.config).env.env_id
     print(

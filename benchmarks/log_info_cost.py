@@ -20,10 +20,10 @@ import time
 import torch
 
 import proxima
-from proxima.distributions import make_head
 from proxima.envs import make_vec_env
-from proxima.networks import ActorCritic, NetworkSettings, NetworkSpec
-from proxima.rollout import RolloutCollector
+from proxima.policy.distributions import make_head
+from proxima.policy.networks import ActorCritic, NetworkSettings, NetworkSpec
+from proxima.run.rollout import RolloutCollector
 
 NUM_ENVS, NUM_STEPS = 4, 128
 

@@ -24,7 +24,7 @@ from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from benchmarks.reference import raw_cartpole_sps  # noqa: E402
-from proxima.encoders import native_bfloat16  # noqa: E402
+from proxima.policy.encoders import native_bfloat16  # noqa: E402
 
 
 def mlp(inputs: int, outputs: int) -> nn.Module:

@@ -13,12 +13,12 @@ import time
 
 import torch
 
-from proxima.config import PPOArgs
-from proxima.distributions import CategoricalHead
-from proxima.networks import ActorCritic, NetworkSettings, NetworkSpec
-from proxima.optim import make_adam
-from proxima.storage import Batch
-from proxima.update import UpdateSettings, update
+from proxima.algo.optim import make_adam
+from proxima.algo.storage import Batch
+from proxima.algo.update import UpdateSettings, update
+from proxima.policy.distributions import CategoricalHead
+from proxima.policy.networks import ActorCritic, NetworkSettings, NetworkSpec
+from proxima.run.config import PPOArgs
 
 
 def main() -> None:

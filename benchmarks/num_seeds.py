@@ -34,8 +34,8 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from proxima.config import resolve_args
-from proxima.files import CONFIG_JSON, METRICS, read_json, read_jsonl
+from proxima.base.files import CONFIG_JSON, METRICS, read_json, read_jsonl
+from proxima.run.config import resolve_args
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from benchmarks import records  # noqa: E402

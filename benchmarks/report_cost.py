@@ -5,7 +5,7 @@
 The runs are written the way training writes them (``tests/test_report.py``'s ``fake_run``: the default 512
 steps per update, 12 episodes per update as CartPole's early episodes give), without training, so that a 10M-step
 run's logs take seconds to make. Training rewrites its page every 30 s, or 50 times the page's cost apart when
-that is longer (``proxima.callbacks.ReportPageWriter``): this table says what that costs a long run.
+that is longer (``proxima.run.callbacks.ReportPageWriter``): this table says what that costs a long run.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from proxima.report import write_report  # noqa: E402
+from proxima.run.report import write_report  # noqa: E402
 from tests.test_report import fake_run  # noqa: E402
 
 

@@ -34,12 +34,12 @@ MODES = {
 
 def measure(case: dict, mode: dict, updates: int) -> dict:
     import proxima
-    import proxima.loop
-    import proxima.trainer
+    import proxima.run.loop
+    import proxima.scale.trainer
 
     spent = {"collect": 0.0, "update": 0.0}
     collectors = []
-    original_update, original_run = proxima.loop.update, proxima.trainer.Run
+    original_update, original_run = proxima.run.loop.update, proxima.scale.trainer.Run
 
     def timed_update(*args, **kwargs):
         start = time.perf_counter()
@@ -53,7 +53,7 @@ def measure(case: dict, mode: dict, updates: int) -> dict:
             super().__init__(*args, **kwargs)
             collectors.append(self.collector)
 
-    proxima.loop.update, proxima.trainer.Run = timed_update, TimedRun
+    proxima.run.loop.update, proxima.scale.trainer.Run = timed_update, TimedRun
     run_dir = tempfile.mkdtemp(prefix="proxima-workers-bench-")
     batch = case.get("num_envs", 8) * case.get("num_steps", 128)
     start = time.perf_counter()
@@ -61,7 +61,7 @@ def measure(case: dict, mode: dict, updates: int) -> dict:
         proxima.train(**case, **mode, total_timesteps=updates * batch, cuda=False, quiet=True, plot=False,
                       checkpoint_every=0, run_dir=os.path.join(run_dir, "run"))  # fmt: skip
     finally:
-        proxima.loop.update, proxima.trainer.Run = original_update, original_run
+        proxima.run.loop.update, proxima.scale.trainer.Run = original_update, original_run
     wall = time.perf_counter() - start
     with open(os.path.join(run_dir, "run", "metrics.jsonl")) as f:
         times = [json.loads(line)["time_s"] for line in f]

@@ -3,7 +3,7 @@ against the random player and the one-step lookahead player, 1,000 deterministic
 
 For each seed: the `proxima train --config PRESET --seed S --torch-threads 1` process timed from its start to
 its exit (one thread; `--jobs 2` trains two seeds side by side, which on two cores slows each a little), then
-`proxima.selfplay.play_against` with each opponent, which also counts the agent's tactics against the
+`proxima.run.selfplay.play_against` with each opponent, which also counts the agent's tactics against the
 lookahead (the immediate wins it took and the threats it blocked). The raw Gymnasium CartPole rate is measured before and after. With `--record` the batch
 goes to docs/results/data and docs/RESULTS.md is rendered again (benchmarks/records.py).
 
@@ -23,7 +23,7 @@ import tempfile
 import time
 
 import proxima
-from proxima.selfplay import play_against
+from proxima.run.selfplay import play_against
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from benchmarks import records  # noqa: E402

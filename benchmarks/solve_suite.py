@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 
-from proxima.config import read_preset, solve_presets
+from proxima.run.config import read_preset, solve_presets
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from benchmarks import records  # noqa: E402

@@ -8,16 +8,17 @@ import gc
 _collecting = gc.isenabled()
 gc.disable()
 try:
-    from proxima import threads  # noqa: F401  (first: it starts measuring the load before torch's import)
-    from proxima.agent import Agent, load
-    from proxima.config import PPOArgs
+    from proxima.base.errors import UserError
     from proxima.envs import make_vec_env
-    from proxima.errors import UserError
-    from proxima.evaluate import evaluate
-    from proxima.export import export
-    from proxima.sweeps import resume_sweep, sweep
-    from proxima.trainer import resume, train
-    from proxima.tuning import resume_tune, tune
+    from proxima.run import threads  # noqa: F401  (first: it starts measuring the load before torch's import)
+    from proxima.run.agent import Agent, load
+    from proxima.run.callbacks import Callback
+    from proxima.run.config import PPOArgs
+    from proxima.run.evaluate import evaluate
+    from proxima.run.export import export
+    from proxima.scale.sweeps import resume_sweep, sweep
+    from proxima.scale.trainer import resume, train
+    from proxima.scale.tuning import resume_tune, tune
     from proxima.version import __version__
 finally:
     if _collecting:
@@ -26,6 +27,7 @@ finally:
 __all__ = [
     "__version__",
     "Agent",
+    "Callback",
     "PPOArgs",
     "UserError",
     "evaluate",

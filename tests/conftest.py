@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import torch
 
-from proxima.distributions import CategoricalHead
 from proxima.envs import Step
-from proxima.normalization import Normalization
+from proxima.policy.distributions import CategoricalHead
+from proxima.policy.normalization import Normalization
 
 
 class ScriptedVecEnv:

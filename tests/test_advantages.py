@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from proxima.advantages import discounted_returns, estimate_advantages, gae, gae_by_turns, gae_vectorized
+from proxima.algo.advantages import discounted_returns, estimate_advantages, gae, gae_by_turns, gae_vectorized
 
 
 def test_gae_hand_computed_single_env():
@@ -70,7 +70,7 @@ def test_terminated_vs_truncated_hand_computed(scripted_env, identity_critic):
     env 0 (terminated): deltas 1 + .5*2 - 1 = 1, 1 + 0 - 2 = -1, 1 + .5*8 - 7 = -2 -> A = [0.75, -1, -2].
     env 1 (truncated): the reward at step 1 becomes 1 + .5*V(4) = 3, so delta_1 = 3 - 2 = 1 -> A = [1.25, 1, -2].
     """
-    from proxima.rollout import RolloutCollector
+    from proxima.run.rollout import RolloutCollector
 
     env = scripted_env(
         [1.0, 1.0],
@@ -92,7 +92,7 @@ def test_terminated_vs_truncated_hand_computed(scripted_env, identity_critic):
 
 
 def test_terminated_and_truncated_together_does_not_bootstrap(scripted_env, identity_critic):
-    from proxima.rollout import RolloutCollector
+    from proxima.run.rollout import RolloutCollector
 
     env = scripted_env([1.0], [([5.0], [1.0], [True], [True], [9.0])])
     collector = RolloutCollector(env, num_steps=1, gamma=0.5, model=identity_critic)
@@ -142,7 +142,7 @@ def test_gae_by_turns_ends_a_row_at_a_move_whose_next_the_rollout_cut_off():
     """A row that waits at the observation after the rollout has its last move's reward and next move past it:
     that move is open (``open_moves``), its advantage 0, and the moves before it bootstrap from its value, as
     GAE's last step does from ``next_value``. The row that moves next is bootstrapped from ``next_value``."""
-    from proxima.advantages import open_moves
+    from proxima.algo.advantages import open_moves
 
     rewards, values, dones = _one_row([0.0, 1.0, 0.0], [0.25, 9.0, 0.5], [0, 0, 0])
     acting = torch.tensor([[True], [False], [True]])
@@ -166,11 +166,11 @@ def test_a_turn_based_rollout_leaves_out_the_moves_it_cut_off():
     its target what the answer paid it."""
     from types import SimpleNamespace
 
-    from proxima.distributions import make_head
     from proxima.envs import make_envs
-    from proxima.loop import rollout
-    from proxima.networks import ActorCritic, NetworkSettings, NetworkSpec
-    from proxima.rollout import RolloutCollector
+    from proxima.policy.distributions import make_head
+    from proxima.policy.networks import ActorCritic, NetworkSettings, NetworkSpec
+    from proxima.run.loop import rollout
+    from proxima.run.rollout import RolloutCollector
     from tests.fixtures.wild_aec_envs import env
 
     pytest.importorskip("pettingzoo")

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 import proxima
-from proxima.callbacks import Callback
+from proxima.base.errors import UserError
 from proxima.envs import make_vec_env
-from proxima.errors import UserError
+from proxima.run.callbacks import Callback
 
 TINY = dict(env_id="CartPole-v1", total_timesteps=256, num_envs=2, num_steps=64, quiet=True, report=False,
             plot=False, torch_threads=1)  # fmt: skip
@@ -54,7 +54,7 @@ def test_an_encoder_that_does_not_fit_is_refused_before_training(encoder, match,
 
 def test_runs_started_in_the_same_second_get_their_own_default_directories(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(proxima.loop.time, "time", lambda: 1_800_000_000.0)
+    monkeypatch.setattr(proxima.run.loop.time, "time", lambda: 1_800_000_000.0)
     for _ in range(2):
         proxima.train(**TINY)
     assert sorted(os.listdir(tmp_path / "runs")) == [
@@ -129,7 +129,7 @@ class SB3Style(Callback):
 @pytest.mark.parametrize(
     "callbacks, match",
     [
-        ([lambda run, result: None], r"callbacks\[0\] is function, not a proxima.callbacks.Callback"),
+        ([lambda run, result: None], r"callbacks\[0\] is function, not a proxima.run.callbacks.Callback"),
         ([Stateful()], "Stateful has a state_dict but no state_key"),
         ([SB3Style()], "SB3Style defines _on_step, which proxima never calls"),
         ("StopAt", "callbacks is str; give a list"),

@@ -14,13 +14,13 @@ import torch
 
 import proxima
 from proxima.commands import main
-from proxima.config import resolve_args
-from proxima.encoders import NatureCNN
 from proxima.envs import make_vec_env
 from proxima.envs.ale_backend import AleVecEnv
 from proxima.envs.atari import atari_game, make_atari_env
 from proxima.envs.registry import resolve_backend
-from proxima.probe import IMAGE_PROBES, PROBES, probes_for, run_probes
+from proxima.policy.encoders import NatureCNN
+from proxima.run.config import resolve_args
+from proxima.scale.probe import IMAGE_PROBES, PROBES, probes_for, run_probes
 
 # A short Atari run: the preset's network and optimization, 4 envs x 32 steps, 4 updates.
 SHORT = [

@@ -7,7 +7,7 @@ import numpy as np
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import proxima
-from proxima.callbacks import Callback
+from proxima.run.callbacks import Callback
 
 RUN = {"env_id": "CartPole-v1", "total_timesteps": 512 * 8, "plot": False, "quiet": True}
 
@@ -42,7 +42,7 @@ def test_a_callback_stops_training_at_the_update_it_chooses(tmp_path):
     # stopped, not failed: the final agent is saved and the checkpoint says there is nothing to resume
     assert proxima.load(run_dir).predict([0.0, 0.0, 0.0, 0.0]) in (0, 1)
     assert agent is not None
-    from proxima import checkpoint
+    from proxima.run import checkpoint
 
     meta, _ = checkpoint.read(os.path.join(run_dir, "checkpoint.safetensors"))
     assert meta["finished"] and meta["update"] == 3

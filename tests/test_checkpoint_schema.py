@@ -5,11 +5,11 @@ import os
 
 import pytest
 
-from proxima import agent, checkpoint
-from proxima.callbacks import Callback
+from proxima.base.files import read_checkpoint, write_checkpoint
 from proxima.commands import main
-from proxima.files import read_checkpoint, write_checkpoint
-from proxima.trainer import resume, train
+from proxima.run import agent, checkpoint
+from proxima.run.callbacks import Callback
+from proxima.scale.trainer import resume, train
 
 TIMES = {"time_s", "sps"}
 

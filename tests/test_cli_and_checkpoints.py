@@ -9,7 +9,7 @@ import torch
 
 import proxima
 from proxima.commands import main
-from proxima.config import PPOArgs
+from proxima.run.config import PPOArgs
 
 TINY = [
     "--total-timesteps",
@@ -179,7 +179,7 @@ def test_existing_run_dir_is_refused(trained_run, capsys):
 def test_help_documents_every_flag(capsys):
     assert main(["train", "--help"]) == 0
     out = capsys.readouterr().out
-    from proxima.config import GROUP_OF
+    from proxima.run.config import GROUP_OF
 
     for name in GROUP_OF:
         assert "--" + name.replace("_", "-") in out, name
@@ -192,7 +192,7 @@ def test_help_documents_every_flag(capsys):
 
 
 def test_seed_style_boolean_values_are_accepted():
-    from proxima.argv import bool_flags_as_tyro
+    from proxima.commands.argv import bool_flags_as_tyro
 
     argv = [
         "--cuda",
@@ -286,7 +286,7 @@ def test_capture_video_logs_the_episodes_to_tensorboard_as_its_reader_shows_them
     from PIL import Image
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from proxima.video_summary import read_mp4
+    from proxima.run.video_summary import read_mp4
 
     run_dir = tmp_path / "run"
     proxima.train(total_timesteps=2048, run_dir=str(run_dir), capture_video=True, quiet=True)

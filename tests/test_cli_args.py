@@ -8,12 +8,12 @@ import pytest
 
 import proxima
 import proxima.commands
-import proxima.config
-import proxima.trainer
+import proxima.run.config
+import proxima.scale.trainer
+from proxima.base.errors import EnvError, NonFiniteError, UserError
 from proxima.commands import main
 from proxima.commands.common import parse_train_args
-from proxima.config import GROUPS, PPOArgs, resolve_args
-from proxima.errors import EnvError, NonFiniteError, UserError
+from proxima.run.config import GROUPS, PPOArgs, resolve_args
 
 
 @pytest.mark.parametrize(
@@ -82,7 +82,7 @@ def test_a_parser_failure_the_check_misses_is_one_generic_line(monkeypatch, caps
         print("╰───────╯", file=sys.stderr)
         raise SystemExit(2)
 
-    monkeypatch.setattr(proxima.argv.tyro, "cli", boxed)
+    monkeypatch.setattr(proxima.commands.argv.tyro, "cli", boxed)
     assert main(["eval", "run"]) == 2
     out, err = capsys.readouterr()
     assert out == "" and len(err.strip().splitlines()) == 1, err
@@ -109,7 +109,7 @@ def test_train_help_shows_one_section_per_group_with_flat_flags_and_the_resolved
 
 def test_flags_on_a_preset_give_the_layered_settings(monkeypatch):
     seen = []
-    monkeypatch.setattr(proxima.trainer, "train", lambda args, **_: seen.append(args))
+    monkeypatch.setattr(proxima.scale.trainer, "train", lambda args, **_: seen.append(args))
     argv = [
         "--config",
         "pendulum",
@@ -147,7 +147,7 @@ def test_errors_are_one_line_and_proxima_debug_adds_the_traceback(error, code, m
         except ValueError as cause:
             raise error(message) from cause
 
-    monkeypatch.setattr(proxima.trainer, "train", train)
+    monkeypatch.setattr(proxima.scale.trainer, "train", train)
     monkeypatch.delenv("PROXIMA_DEBUG", raising=False)
     assert main(["train"]) == code
     out, err = capsys.readouterr()
@@ -233,7 +233,7 @@ def test_presets_help_says_what_the_command_does(capsys):
 
 
 def test_a_run_without_its_agent_says_why_and_what_to_do(tmp_path, capsys, monkeypatch):
-    from proxima.callbacks import Callback
+    from proxima.run.callbacks import Callback
 
     class Stop(Callback):
         def on_update_end(self, run, result):
@@ -273,7 +273,7 @@ def test_a_second_ctrl_c_stops_at_once_in_one_line(monkeypatch, capsys):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt  # what the checkpointing callback raises at a second Ctrl-C
 
-    monkeypatch.setattr(proxima.trainer, "train", interrupted)
+    monkeypatch.setattr(proxima.scale.trainer, "train", interrupted)
     assert main(["train", "--total-timesteps", "512"]) == 130
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [
@@ -307,8 +307,8 @@ def test_the_version_and_a_mistyped_command(capsys):
 
 
 def test_settings_errors_name_flags_on_the_command_line_and_fields_in_python():
-    from proxima.argv import in_flags
-    from proxima.config import PPOArgs
+    from proxima.commands.argv import in_flags
+    from proxima.run.config import PPOArgs
 
     said = in_flags(
         "num_minibatches=3 does not divide num_envs x num_steps; 'num_envs' in config.json", PPOArgs
@@ -353,7 +353,7 @@ def test_a_runs_config_json_is_a_config_for_another_run(tmp_path):
                  "--hidden-sizes", "8", "--ent-coef", "0.02", "--run-dir", str(first), "--quiet", "--no-plot",
                  "--no-report"]) == 0  # fmt: skip
     args = parse_train_args(["--config", str(first / "config.json"), "--seed", "7"])
-    again = proxima.config.PPOArgs.from_json(json.loads((first / "config.json").read_text()))
+    again = proxima.run.config.PPOArgs.from_json(json.loads((first / "config.json").read_text()))
     assert args.run.seed == 7 and args.run.run_dir is None  # a run directory of its own
     assert args.replace(seed=again.run.seed, run_dir=str(first)) == again
 
@@ -375,7 +375,7 @@ def test_a_bad_value_is_said_alike_from_flags_a_config_file_keywords_and_the_set
     for argv in (["train", flag, str(value)], ["train", "--config", str(config)]):
         assert main(argv) == 2
         assert capsys.readouterr().err == f"proxima train: error: {said.replace(name, flag, 1)}\n"
-    group = proxima.config.GROUP_OF[name]
+    group = proxima.run.config.GROUP_OF[name]
     made = {group: dataclasses.replace(getattr(PPOArgs(), group), **{name: value})}
     for make in (
         lambda: PPOArgs.of(**{name: value}),

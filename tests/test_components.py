@@ -8,12 +8,12 @@ import pytest
 import torch
 from torch.distributions import Categorical
 
-from proxima.distributions import CategoricalHead, make_head
-from proxima.errors import UserError
-from proxima.networks import ActorCritic, NetworkSettings, NetworkSpec, layer_init
-from proxima.optim import make_adam
-from proxima.schedules import Schedules
-from proxima.storage import minibatch_indices
+from proxima.algo.optim import make_adam
+from proxima.algo.schedules import Schedules
+from proxima.algo.storage import minibatch_indices
+from proxima.base.errors import UserError
+from proxima.policy.distributions import CategoricalHead, make_head
+from proxima.policy.networks import ActorCritic, NetworkSettings, NetworkSpec, layer_init
 
 
 def test_categorical_head_matches_torch_distributions():
@@ -165,7 +165,7 @@ def test_adam_counts_the_steps_of_each_parameter_as_torch_does_when_some_have_no
 def test_building_the_optimizer_does_not_import_dynamo():
     """torch.optim optimizers import torch._dynamo when built (a slow import); proxima's must not."""
     code = (
-        "import sys, torch; from proxima.optim import make_adam; "
+        "import sys, torch; from proxima.algo.optim import make_adam; "
         "p = [torch.nn.Parameter(torch.ones(2))]; o = make_adam(p, 1e-3); "
         "p[0].sum().backward(); o.step(); o.zero_grad(); o.state_dict(); "
         "assert 'torch._dynamo' not in sys.modules, 'imported'"

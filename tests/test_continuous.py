@@ -10,8 +10,9 @@ import pytest
 import torch
 
 import proxima
-from proxima.callbacks import Callback
-from proxima.distributions import (
+from proxima.base.errors import TrainingInterrupted, UserError
+from proxima.envs import env_actions, make_vec_env
+from proxima.policy.distributions import (
     GAMMA_TRIES,
     BetaHead,
     DiagGaussianHead,
@@ -19,11 +20,10 @@ from proxima.distributions import (
     gamma_from_uniforms,
     make_head,
 )
-from proxima.envs import env_actions, make_vec_env
-from proxima.errors import TrainingInterrupted, UserError
-from proxima.networks import ActorCritic, NetworkSettings, NetworkSpec
-from proxima.normalization import Normalization, RunningMeanStd
-from proxima.rollout import RolloutCollector
+from proxima.policy.networks import ActorCritic, NetworkSettings, NetworkSpec
+from proxima.policy.normalization import Normalization, RunningMeanStd
+from proxima.run.callbacks import Callback
+from proxima.run.rollout import RolloutCollector
 
 
 def test_gaussian_log_prob_and_entropy_match_torch_distributions():

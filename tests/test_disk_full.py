@@ -13,13 +13,13 @@ from types import SimpleNamespace
 import pytest
 from safetensors.torch import load_file
 
-import proxima.files
-import proxima.trainer
-from proxima.callbacks import Callback
+import proxima.base.files
+import proxima.scale.trainer
+from proxima.base.errors import DiskFullError
+from proxima.base.files import CHECKPOINT, read_checkpoint
 from proxima.commands import main
-from proxima.config import resolve_args
-from proxima.errors import DiskFullError
-from proxima.files import CHECKPOINT, read_checkpoint
+from proxima.run.callbacks import Callback
+from proxima.run.config import resolve_args
 
 # 8 updates of 4 native CartPole envs x 128 steps, a checkpoint every 2; one thread (see test_resume.py)
 RUN = [
@@ -43,9 +43,9 @@ def uninterrupted(tmp_path_factory):
 
 def _with_callback(monkeypatch, callback: Callback) -> None:
     """Every run made by the CLI gets ``callback`` (after the user's place, before logging and checkpoints)."""
-    made = proxima.trainer.default_callbacks
+    made = proxima.scale.trainer.default_callbacks
     monkeypatch.setattr(
-        proxima.trainer, "default_callbacks", lambda run, user=(): made(run, [*user, callback])
+        proxima.scale.trainer, "default_callbacks", lambda run, user=(): made(run, [*user, callback])
     )
 
 
@@ -80,7 +80,7 @@ def _resumes_exactly(run_dir: str, uninterrupted: str) -> None:
 def _full_at(monkeypatch, name: str, nth: int, code: int = errno.ENOSPC) -> None:
     """The ``nth`` write of ``name`` (``files._atomic``'s) finds the disk full: at its fsync, where a filesystem
     that allocates late (NFS, delayed allocation) says so, after the data went into the temporary file."""
-    fsync, seen = proxima.files._fsync, []
+    fsync, seen = proxima.base.files._fsync, []
 
     def full(path: str) -> None:
         if os.path.basename(path).startswith(".tmp-") and path.endswith(name):
@@ -89,7 +89,7 @@ def _full_at(monkeypatch, name: str, nth: int, code: int = errno.ENOSPC) -> None
                 raise OSError(code, os.strerror(code))
         fsync(path)
 
-    monkeypatch.setattr(proxima.files, "_fsync", full)
+    monkeypatch.setattr(proxima.base.files, "_fsync", full)
 
 
 def test_a_full_disk_at_a_checkpoint_keeps_the_previous_one(uninterrupted, tmp_path, monkeypatch, capsys):
@@ -140,7 +140,7 @@ def test_a_full_disk_at_a_log_line_keeps_the_checkpoint(uninterrupted, tmp_path,
 def test_a_full_disk_in_python_is_one_exception_that_names_the_sizes(code, said, tmp_path, monkeypatch):
     settings = {"run_dir": str(tmp_path / "run"), "total_timesteps": 512, "num_envs": 4, "quiet": True}
     size = len(json.dumps(resolve_args(**settings).to_json(), indent=2)) + 1  # config.json, its first write
-    monkeypatch.setattr(proxima.files.shutil, "disk_usage", lambda path: SimpleNamespace(free=1500))
+    monkeypatch.setattr(proxima.base.files.shutil, "disk_usage", lambda path: SimpleNamespace(free=1500))
     with monkeypatch.context() as m:
         _full_at(m, "config.json", 1, code)
         with pytest.raises(DiskFullError) as raised:

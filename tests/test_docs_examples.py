@@ -34,11 +34,11 @@ from pathlib import Path
 
 import pytest
 
-import proxima.seedgroup
-import proxima.trainer
+import proxima.scale.seedgroup
+import proxima.scale.trainer
 from proxima.commands import main
-from proxima.encoders import ENCODERS
 from proxima.envs.registry import _BACKENDS
+from proxima.policy.encoders import ENCODERS
 
 ROOT = Path(__file__).resolve().parent.parent
 BUDGET = 2048
@@ -234,14 +234,14 @@ def page_params():
 def one_run_dir_per_second(monkeypatch) -> None:
     """A default run directory is named to the second; shrunk budgets start several runs of one env in the same
     second, which the full budgets never would. Such a run waits for the next second instead."""
-    named = proxima.trainer.default_run_dir
+    named = proxima.scale.trainer.default_run_dir
 
     def waiting(args):
         while os.path.exists(run_dir := named(args)):
             time.sleep(0.05)
         return run_dir
 
-    for module in (proxima.trainer, proxima.seedgroup):  # each names its runs' directories
+    for module in (proxima.scale.trainer, proxima.scale.seedgroup):  # each names its runs' directories
         monkeypatch.setattr(module, "default_run_dir", waiting)
 
 

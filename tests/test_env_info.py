@@ -14,15 +14,15 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 import proxima
-from proxima.callbacks import Callback, wanted_infos
+from proxima.base.errors import UserError
 from proxima.commands import main
 from proxima.envs import make_vec_env
 from proxima.envs.gymnasium_backend import _InfoTap
 from proxima.envs.interface import merge_info_keys, per_env_values
-from proxima.errors import UserError
-from proxima.executors import ray_available
-from proxima.logger import info_number
-from proxima.report import find_runs, report_data
+from proxima.run.callbacks import Callback, wanted_infos
+from proxima.run.logger import info_number
+from proxima.run.report import find_runs, report_data
+from proxima.scale.executors import ray_available
 
 ENV = "tests.fixtures.info_envs:InfoEnv-v0"
 # 2 envs x 16 steps: each rollout holds exactly 4 whole episodes per env (8 per update), 4 updates

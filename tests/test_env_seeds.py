@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
+from proxima.base.errors import UserError
 from proxima.envs import make_envs, make_vec_env
-from proxima.errors import UserError
 
 E = 3  # envs per run
 SEEDS = (7, 1000)  # the runs' seeds

@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 import torch
 
+from proxima.base.errors import UserError
 from proxima.envs import make_vec_env
 from proxima.envs.probes import PROBES
-from proxima.errors import UserError
 
 SHORT = "proxima-test/CartPoleShort-v0"
 if SHORT not in gym.registry:

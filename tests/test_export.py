@@ -1,4 +1,4 @@
-"""proxima.export: the file must act as ``Agent.predict(obs, deterministic=True)`` does, after
+"""proxima.run.export: the file must act as ``Agent.predict(obs, deterministic=True)`` does, after
 ``env_actions``, for every kind of agent: exact for discrete actions, within 1e-5 for continuous ones."""
 
 import importlib
@@ -13,10 +13,10 @@ import pytest
 import torch
 
 import proxima
+from proxima.base.errors import UserError
 from proxima.commands import main
 from proxima.envs import env_actions
-from proxima.errors import UserError
-from proxima.export import EnvActions
+from proxima.run.export import EnvActions
 from tests.fixtures import space_envs  # noqa: F401  (registers the envs)
 
 export_module = importlib.import_module("proxima.export")  # proxima.export is also the function

@@ -12,18 +12,18 @@ import torch
 from torch import nn
 
 import proxima
-from proxima.advantages import discounted_returns, estimate_advantages, gae
-from proxima.algorithms import ALGORITHMS
-from proxima.callbacks import Callback
+from proxima.algo.advantages import discounted_returns, estimate_advantages, gae
+from proxima.algo.algorithms import ALGORITHMS
+from proxima.algo.losses import clipped_surrogate_loss, policy_gradient_loss, value_loss
+from proxima.algo.optim import make_adam
+from proxima.base.errors import UserError
 from proxima.commands import main
 from proxima.commands.common import parse_train_args
-from proxima.config import PPOArgs, load_preset, preset_names, resolve_args
-from proxima.distributions import CategoricalHead
 from proxima.envs.pendulum import DiscreteTorques, ScaleAngularVelocity, ScaleReward
-from proxima.errors import UserError
-from proxima.losses import clipped_surrogate_loss, policy_gradient_loss, value_loss
-from proxima.networks import ActorCritic, NetworkSettings, NetworkSpec
-from proxima.optim import make_adam
+from proxima.policy.distributions import CategoricalHead
+from proxima.policy.networks import ActorCritic, NetworkSettings, NetworkSpec
+from proxima.run.callbacks import Callback
+from proxima.run.config import PPOArgs, load_preset, preset_names, resolve_args
 
 
 def _homework_traj_data(ppo: bool = False):
@@ -494,12 +494,12 @@ class _Planned(Exception):
     [([], 100_000), (["--total-timesteps", "4096"], 4096), (["--config", "cartpole-fast"], None)],
 )
 def test_compare_runs_100k_steps_unless_a_flag_or_a_preset_says(flags, total, monkeypatch, tmp_path):
-    import proxima.compare
+    import proxima.scale.compare
 
     def planned(seeds, settings, **_):
         raise _Planned(seeds, settings)
 
-    monkeypatch.setattr(proxima.compare, "sweep", planned)
+    monkeypatch.setattr(proxima.scale.compare, "sweep", planned)
     with pytest.raises(_Planned) as e:
         main(["compare", "--algos", "vpg", "--output-dir", str(tmp_path / "x"), *flags])
     seeds, settings = e.value.args

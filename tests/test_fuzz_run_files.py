@@ -14,9 +14,9 @@ import torch
 from safetensors import safe_open
 
 import proxima
+from proxima.base.errors import UserError
+from proxima.base.files import read_checkpoint, write_checkpoint, write_tensors
 from proxima.commands import main
-from proxima.errors import UserError
-from proxima.files import read_checkpoint, write_checkpoint, write_tensors
 
 # bounded: each case runs five commands on a copy of the run. A deeper search: PROXIMA_FUZZ_CASES=1000
 # PROXIMA_FUZZ_SEED=64 (1000 cases of seeds 63 and 64 passed)

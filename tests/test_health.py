@@ -8,11 +8,11 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from proxima.algo.storage import RolloutBuffer
+from proxima.algo.update import grad_stats
+from proxima.base.files import CHECKPOINT, read_checkpoint
 from proxima.commands import main
-from proxima.files import CHECKPOINT, read_checkpoint
-from proxima.health import HealthMonitor, first_non_finite_in_rollout
-from proxima.storage import RolloutBuffer
-from proxima.update import grad_stats
+from proxima.run.health import HealthMonitor, first_non_finite_in_rollout
 
 HEALTHY = {"approx_kl": 0.01, "clipfrac": 0.1, "entropy": 0.69, "explained_variance": 0.5}
 

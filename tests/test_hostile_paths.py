@@ -11,10 +11,10 @@ import shutil
 import pytest
 
 import proxima
+from proxima.base.files import CHECKPOINT, read_checkpoint, write_checkpoint
 from proxima.commands import main
-from proxima.config import resolve_args
-from proxima.files import CHECKPOINT, read_checkpoint, write_checkpoint
-from proxima.tuning import _plan, run_sample
+from proxima.run.config import resolve_args
+from proxima.scale.tuning import _plan, run_sample
 
 # native CartPole, 4 updates of 2 envs x 64 steps
 TINY = dict(env_id="CartPole-v1", total_timesteps=512, num_envs=2, num_steps=64, torch_threads=1, cuda=False,

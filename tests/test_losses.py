@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from proxima.losses import (
+from proxima.algo.losses import (
     clipped_surrogate_loss,
     clipped_value_loss,
     entropy_bonus,

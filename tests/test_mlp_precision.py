@@ -10,9 +10,9 @@ import torch
 from torch import nn
 
 import proxima
-from proxima import encoders
-from proxima.batched import StackedModels, plain_mlps
-from proxima.networks import Bf16Linear
+from proxima.policy import encoders
+from proxima.policy.networks import Bf16Linear
+from proxima.policy.stacked import StackedModels, plain_mlps
 
 TINY = dict(env_id="CartPole-v1", num_envs=4, num_steps=32, total_timesteps=256, quiet=True, plot=False,
             report=False, torch_threads=1)  # fmt: skip

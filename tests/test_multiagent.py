@@ -12,17 +12,17 @@ import pytest
 import torch
 
 import proxima
+import proxima.algo.update
 import proxima.commands
-import proxima.loop
-import proxima.update
-from proxima.algorithms import get_algorithm
-from proxima.distributions import make_head
-from proxima.errors import UserError
-from proxima.networks import ActorCritic, Grouped, NetworkSettings, NetworkSpec
-from proxima.optim import Adam
-from proxima.spaces import ObsLayout
-from proxima.storage import RolloutBuffer, game_minibatches, minibatches
-from proxima.update import UpdateSettings, update
+import proxima.run.loop
+from proxima.algo.algorithms import get_algorithm
+from proxima.algo.optim import Adam
+from proxima.algo.storage import RolloutBuffer, game_minibatches, minibatches
+from proxima.algo.update import UpdateSettings, update
+from proxima.base.errors import UserError
+from proxima.base.spaces import ObsLayout
+from proxima.policy.distributions import make_head
+from proxima.policy.networks import ActorCritic, Grouped, NetworkSettings, NetworkSpec
 
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated:DeprecationWarning")
 AGENTS = 3
@@ -283,7 +283,7 @@ def test_vmas_games_record_video_in_training_and_in_proxima_eval(tmp_path, capsy
 
 
 def test_a_team_reward_is_the_mean_over_the_agents_present():
-    from proxima.rollout import team_reward_of
+    from proxima.run.rollout import team_reward_of
 
     reward = torch.tensor([1.0, 2.0, 0.0, 3.0, 5.0, 7.0])  # two games of three agents
     present = torch.tensor([True, True, False, True, True, True])  # game 0's third agent has left
@@ -291,9 +291,9 @@ def test_a_team_reward_is_the_mean_over_the_agents_present():
 
 
 def test_each_kind_of_agent_gets_its_own_debug_variables():
+    from proxima.algo.storage import Batch
+    from proxima.algo.update import group_diagnostics
     from proxima.envs.interface import AgentSpec
-    from proxima.storage import Batch
-    from proxima.update import group_diagnostics
 
     model, rows = _model(kinds=(0, 1, 1)), _rows(12)
     actions = torch.randint(0, 2, (12,))
@@ -320,7 +320,7 @@ def test_no_share_params_gives_each_agents_network_its_own_debug_variables(tmp_p
     assert all(each <= set(m) for m in metrics)
 
 
-class _Valid(proxima.callbacks.Callback):
+class _Valid(proxima.run.callbacks.Callback):
     """Keeps each rollout's valid steps."""
 
     def __init__(self):
@@ -333,9 +333,9 @@ class _Valid(proxima.callbacks.Callback):
 def test_mappo_trains_on_a_pettingzoo_env_whose_agents_leave_and_are_of_two_kinds(tmp_path, monkeypatch):
     from tests.test_pettingzoo_backend import Chase
 
-    sizes, update = [], proxima.loop.update
+    sizes, update = [], proxima.run.loop.update
     monkeypatch.setattr(
-        proxima.loop,
+        proxima.run.loop,
         "update",
         lambda model, opt, batch, s, g: sizes.append(len(batch)) or update(model, opt, batch, s, g),
     )
@@ -374,7 +374,7 @@ def test_mappo_trains_on_a_pettingzoo_env_whose_agents_leave_and_are_of_two_kind
 def test_normalization_statistics_take_in_only_the_agents_present(tmp_path, monkeypatch):
     """--norm-obs, --norm-reward and --norm-value: the rows of an agent that left (zeros, padded) are not
     observations, returns or value targets."""
-    from proxima.normalization import Normalization, RunningMeanStd
+    from proxima.policy.normalization import Normalization, RunningMeanStd
     from tests.test_pettingzoo_backend import Chase
 
     merged, real = {"obs": [], "return": []}, RunningMeanStd.update
@@ -474,7 +474,7 @@ def test_an_agent_of_two_kinds_exports_each_kinds_actor_to_onnx_and_torchscript(
 
 
 def test_check_env_says_what_a_game_of_many_agents_becomes():
-    from proxima.checkenv import check_env
+    from proxima.run.checkenv import check_env
 
     report, warnings, problems = check_env("pettingzoo:mpe2.simple_spread_v3", {"max_cycles": 5}, num_envs=2)
     assert problems == [] and warnings == []
@@ -490,17 +490,17 @@ def test_a_recurrent_mappo_agent_replays_whole_sequences_but_learns_from_the_age
 ):
     from tests.test_pettingzoo_backend import Chase
 
-    seen, update, samples, loss = [], proxima.loop.update, [], proxima.update.minibatch_loss
+    seen, update, samples, loss = [], proxima.run.loop.update, [], proxima.algo.update.minibatch_loss
     present = []  # each update's steps of agents present (the buffer's tensors are reused by the next rollout)
     monkeypatch.setattr(
-        proxima.loop,
+        proxima.run.loop,
         "update",
         lambda model, opt, batch, s, g: (
             seen.append(batch) or present.append(int(batch.valid.sum())) or update(model, opt, batch, s, g)
         ),
     )
     monkeypatch.setattr(  # what each minibatch's loss is taken over
-        proxima.update,
+        proxima.algo.update,
         "minibatch_loss",
         lambda logprobs, *rest: samples.append(len(logprobs)) or loss(logprobs, *rest),
     )
@@ -549,7 +549,7 @@ def test_the_vmas_presets_train_any_task_with_either_algorithm(preset, algo, tmp
 
 
 def test_vmas_fast_is_benchmarls_settings_with_a_third_of_the_epochs():
-    from proxima.config import load_preset
+    from proxima.run.config import load_preset
 
     same, fast = load_preset("vmas-benchmarl"), load_preset("vmas-fast")
     assert fast.pop("update_epochs") * 3 == same.pop("update_epochs")
@@ -591,7 +591,7 @@ def test_box_kinds_of_two_sizes_have_their_own_std_and_count_only_their_own_comp
     drawn but never sent, so it must weigh in no log-prob, entropy or gradient; each kind's Gaussian explores
     at its own scale."""
     pytest.importorskip("pettingzoo")
-    from proxima.distributions import DiagGaussianHead
+    from proxima.policy.distributions import DiagGaussianHead
     from tests.test_pettingzoo_backend import Reach
 
     agent = proxima.train(env=Reach, num_envs=2, num_steps=16, total_timesteps=128, update_epochs=2,

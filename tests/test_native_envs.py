@@ -6,10 +6,10 @@ import pytest
 import torch
 
 import proxima
+from proxima.base.errors import UserError
 from proxima.envs import make_vec_env
 from proxima.envs.native import CartPole, hash32
 from proxima.envs.probes import IMAGE_PROBES, PROBES
-from proxima.errors import UserError
 
 
 def _lowbias32(x: int) -> int:
@@ -164,7 +164,7 @@ def test_save_best_keeps_the_best_evaluated_agent(tmp_path):
     first_best = evals.index(max(evals))  # a later tie does not replace it
     assert saved["global_step"] == 8 * 64 * 2 * (first_best + 1)
     # RUN_DIR/best is a complete agent: evaluated as during training, it gives the logged number back
-    from proxima.callbacks import Evaluation
+    from proxima.run.callbacks import Evaluation
 
     best = proxima.load(str(run / "best"))
     evaluation = Evaluation(every=1, episodes=8)
@@ -180,8 +180,8 @@ RESCORED = dict(env_backend="native", num_envs=8, num_steps=64, total_timesteps=
 def test_rescore_best_keeps_the_highest_of_the_best_evaluations_rescored(tmp_path):
     import json
 
-    from proxima.callbacks import Evaluation
-    from proxima.evaluate import run_episodes
+    from proxima.run.callbacks import Evaluation
+    from proxima.run.evaluate import run_episodes
 
     run = tmp_path / "run"
     proxima.train(run_dir=str(run), **RESCORED)
@@ -214,7 +214,7 @@ def test_rescore_best_keeps_the_highest_of_the_best_evaluations_rescored(tmp_pat
 
 def _random_models(logits: int, obs: int, head) -> list:
     """Three freshly initialized agents of seeds 0-2 (``head()`` makes each one's head)."""
-    from proxima.networks import ActorCritic, NetworkSettings, NetworkSpec
+    from proxima.policy.networks import ActorCritic, NetworkSettings, NetworkSpec
 
     models = []
     for seed in range(3):
@@ -226,8 +226,8 @@ def _random_models(logits: int, obs: int, head) -> list:
 def _rescored(args, episodes: int, rescore_episodes: int, models: list) -> tuple:
     """``(evaluation, returns one at a time, returns of Evaluation's rescoring)`` of ``models`` on the
     rescoring episodes of a run with settings ``args`` and ``episodes`` evaluation envs."""
-    from proxima.callbacks import Evaluation
-    from proxima.evaluate import run_episodes
+    from proxima.run.callbacks import Evaluation
+    from proxima.run.evaluate import run_episodes
 
     evaluation = Evaluation(
         every=1, episodes=episodes, rescore=len(models), rescore_episodes=rescore_episodes
@@ -242,7 +242,7 @@ def _rescored(args, episodes: int, rescore_episodes: int, models: list) -> tuple
 
 @pytest.mark.parametrize("backend", ["native", "gymnasium"])
 def test_rescoring_plays_the_candidates_at_once_with_their_returns_one_at_a_time(backend):
-    from proxima.distributions import CategoricalHead
+    from proxima.policy.distributions import CategoricalHead
 
     models = _random_models(2, 4, lambda: CategoricalHead(2))
     evaluation, alone, together = _rescored(proxima.PPOArgs.of(env_backend=backend), 6, 10, models)
@@ -256,7 +256,7 @@ def test_rescoring_plays_the_candidates_at_once_with_their_returns_one_at_a_time
 def test_rescoring_a_continuous_policy_at_once_gives_its_returns_one_at_a_time_to_float_rounding():
     """A Gaussian's mean goes straight into the env: the batched matmuls' rounding moves the states, and the
     returns, in their last digits (the docs say so)."""
-    from proxima.distributions import DiagGaussianHead
+    from proxima.policy.distributions import DiagGaussianHead
 
     models = _random_models(1, 3, lambda: DiagGaussianHead(1))
     args = proxima.PPOArgs.of(env_id="Pendulum-v1", env_backend="native")
@@ -269,8 +269,8 @@ def test_rescoring_a_continuous_policy_at_once_gives_its_returns_one_at_a_time_t
 def test_rescoring_plays_on_the_backend_of_the_evaluations_whatever_its_env_count():
     """auto takes native Acrobot from 16 envs only: 3 candidates of 8 evaluation envs are 24 envs, which must
     stay Gymnasium's, the evaluations' (other episodes would score another way than one at a time)."""
-    from proxima.distributions import CategoricalHead
-    from proxima.networks import ActorCritic, NetworkSettings, NetworkSpec
+    from proxima.policy.distributions import CategoricalHead
+    from proxima.policy.networks import ActorCritic, NetworkSettings, NetworkSpec
 
     models = []
     for joint, gain in ((4, -1.0), (5, 1.0), (4, -0.5)):  # torque along a joint's velocity: swings up
@@ -293,8 +293,8 @@ def test_rescore_best_resumes_exactly_and_needs_save_best(tmp_path):
     import json
     import signal
 
-    from proxima.callbacks import Callback
-    from proxima.errors import TrainingInterrupted
+    from proxima.base.errors import TrainingInterrupted
+    from proxima.run.callbacks import Callback
 
     class CtrlCAt(Callback):
         def on_update_end(self, run, result) -> None:

@@ -10,13 +10,13 @@ import torch
 from torch import nn
 
 import proxima
-from proxima import encoders
-from proxima.callbacks import Callback
+from proxima.base.errors import UserError
 from proxima.commands.common import parse_train_args
-from proxima.distributions import make_head
-from proxima.encoders import ENCODERS, EncoderType, class_path, encoder_note, register_encoder
-from proxima.errors import UserError
-from proxima.networks import ACTIVATIONS, ActorCritic, NetworkSettings, NetworkSpec, hidden_gain
+from proxima.policy import encoders
+from proxima.policy.distributions import make_head
+from proxima.policy.encoders import ENCODERS, EncoderType, class_path, encoder_note, register_encoder
+from proxima.policy.networks import ACTIVATIONS, ActorCritic, NetworkSettings, NetworkSpec, hidden_gain
+from proxima.run.callbacks import Callback
 from tests.fixtures.user_encoders import NoFeatures, TinyCNN, VectorEncoder
 
 FAST = dict(num_envs=2, num_steps=64, plot=False, report=False, quiet=True)

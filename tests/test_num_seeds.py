@@ -1,4 +1,4 @@
-"""``--num-seeds N``: N seeds trained as one batched computation (``proxima.batched``), each as its solo run."""
+"""``--num-seeds N``: N seeds trained as one batched computation (``proxima.scale.batched``), each as its solo run."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ from safetensors.torch import load_file
 from torch.func import stack_module_state
 
 import proxima
-from proxima import checkpoint
-from proxima.batched import SeedModel, StackedModels, _Normalizations
-from proxima.callbacks import Callback
+from proxima.algo.optim import SeedAdam
+from proxima.base.errors import UserError
+from proxima.base.files import CHECKPOINT
 from proxima.commands import main
-from proxima.distributions import (
+from proxima.policy.distributions import (
     BernoulliHead,
     BetaHead,
     BoundedHead,
@@ -29,10 +29,11 @@ from proxima.distributions import (
     MultiCategoricalHead,
     TanhGaussianHead,
 )
-from proxima.errors import UserError
-from proxima.files import CHECKPOINT
-from proxima.normalization import Normalization
-from proxima.optim import SeedAdam
+from proxima.policy.normalization import Normalization
+from proxima.policy.stacked import StackedModels, StackedNormalizations
+from proxima.run import checkpoint
+from proxima.run.callbacks import Callback
+from proxima.scale.batched import SeedModel
 
 SMALL = dict(num_envs=8, num_steps=32, num_minibatches=4, update_epochs=2, torch_threads=1, quiet=True,
              plot=False, report=False, checkpoint_every=0)  # fmt: skip
@@ -140,7 +141,7 @@ def test_the_seeds_normalization_at_once_is_each_seeds_own_and_a_finished_seeds_
         for name, b in holder.named_buffers():
             b.data = buffers[name][j]
     frozen: set[int] = set()
-    together = _Normalizations(norms, buffers, 8, lambda: frozen)
+    together = StackedNormalizations(norms, buffers, 8, lambda: frozen)
     for step in range(60):
         frozen |= {2} if step == 5 else set()
         obs, reward, ret = torch.randn(32, width) * 3 + 1, torch.randn(32), torch.randn(32) * 5
@@ -455,7 +456,7 @@ def test_the_last_seed_alone_computes_what_vmap_computes(tmp_path, monkeypatch, 
     --norm-value and an LSTM's sequence memory included)."""
     from torch.func import vmap
 
-    from proxima import batched
+    from proxima.scale import batched
 
     direct, compared = batched._alone, []
 

@@ -16,12 +16,12 @@ import textwrap
 import pytest
 
 import proxima
-import proxima.sweeps
-import proxima.trainer
-import proxima.tuning
-from proxima.callbacks import Callback
+import proxima.scale.sweeps
+import proxima.scale.trainer
+import proxima.scale.tuning
+from proxima.base.files import CHECKPOINT, LOCK, read_checkpoint
 from proxima.commands import main
-from proxima.files import CHECKPOINT, LOCK, read_checkpoint
+from proxima.run.callbacks import Callback
 
 # 8 updates of 4 native CartPole envs x 128 steps, a checkpoint after each
 RUN = [
@@ -53,8 +53,8 @@ RACER = textwrap.dedent("""
 # it then ends update 2, checkpoints and exits 143 (its grace period).
 HOLDER = textwrap.dedent("""
     import os, signal, sys, time
-    import proxima, proxima.errors
-    from proxima.callbacks import Callback
+    import proxima, proxima.base.errors
+    from proxima.run.callbacks import Callback
     run_dir, how, seeds = sys.argv[1], sys.argv[2], int(sys.argv[3])
 
     class Hang(Callback):
@@ -68,7 +68,7 @@ HOLDER = textwrap.dedent("""
         proxima.train(env_id="CartPole-v1", run_dir=run_dir, total_timesteps=4096, num_envs=4, num_steps=128,
                       checkpoint_every=1, torch_threads=1, cuda=False, plot=False, report=False, quiet=True,
                       seed=1, num_seeds=seeds, callbacks=[Hang()])
-    except proxima.errors.TrainingInterrupted as e:
+    except proxima.base.errors.TrainingInterrupted as e:
         sys.exit(e.exit_status)
 """)
 
@@ -140,9 +140,11 @@ def _stopped_run(run_dir: str, monkeypatch, at: int = 3) -> None:
             if run.updates_done == at:
                 os.kill(os.getpid(), signal.SIGTERM)
 
-    made = proxima.trainer.default_callbacks
+    made = proxima.scale.trainer.default_callbacks
     with monkeypatch.context() as m:
-        m.setattr(proxima.trainer, "default_callbacks", lambda run, user=(): made(run, [*user, SigtermAt()]))
+        m.setattr(
+            proxima.scale.trainer, "default_callbacks", lambda run, user=(): made(run, [*user, SigtermAt()])
+        )
         assert main(["train", "--run-dir", run_dir, "--seed", "1", *RUN]) == 143
 
 
@@ -284,7 +286,7 @@ def test_a_temporary_file_left_by_a_kill_mid_write_is_removed_by_the_next_run(tm
 # A sweep (or a search) whose first trial hangs: its process holds the sweep's directory
 SWEEP_HOLDER = textwrap.dedent("""
     import sys, time
-    import proxima, proxima.sweeps, proxima.tuning
+    import proxima, proxima.scale.sweeps, proxima.scale.tuning
 
     def hang(*args, **kwargs):
         print("hanging", flush=True)
@@ -294,10 +296,10 @@ SWEEP_HOLDER = textwrap.dedent("""
     settings = dict(env_id="CartPole-v1", total_timesteps=512, num_envs=4, num_steps=128, cuda=False,
                     torch_threads=1, plot=False, report=False, output_dir=out)
     if kind == "sweep":
-        proxima.sweeps.train = hang
+        proxima.scale.sweeps.train = hang
         proxima.sweep(executor="local", seeds=1, **settings)
     else:
-        proxima.tuning._run = hang
+        proxima.scale.tuning._run = hang
         proxima.tune(space={"learning_rate": [1e-3, 3e-4]}, num_samples=1, **settings)
 """)
 
@@ -309,7 +311,7 @@ def test_a_sweep_or_search_directory_has_one_writer(kind, tmp_path, monkeypatch,
     out = tmp_path / kind
     proc = subprocess.Popen([sys.executable, "-c", SWEEP_HOLDER, str(out), kind], stdout=subprocess.PIPE,
                             text=True, cwd=os.getcwd())  # fmt: skip
-    module = proxima.sweeps if kind == "sweep" else proxima.tuning
+    module = proxima.scale.sweeps if kind == "sweep" else proxima.scale.tuning
     real = module._run
 
     def refused_first(*args, **kwargs):
@@ -336,7 +338,7 @@ def test_a_sweep_or_search_directory_has_one_writer(kind, tmp_path, monkeypatch,
 # --async-envs' workers are forked while a run holds its directory
 LOCKER = textwrap.dedent("""
     import multiprocessing, sys, time
-    from proxima.files import lock_directory
+    from proxima.base.files import lock_directory
     with lock_directory(sys.argv[1]):
         if sys.argv[2:] == ["fork"]:
             worker = multiprocessing.get_context("fork").Process(target=time.sleep, args=(600,))
@@ -348,7 +350,7 @@ LOCKER = textwrap.dedent("""
 
 
 def test_a_lock_ends_with_its_process_not_with_the_workers_it_forked(tmp_path):
-    from proxima.files import lock_directory
+    from proxima.base.files import lock_directory
 
     run_dir = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-c", LOCKER, str(run_dir), "fork"], stdout=subprocess.PIPE,
@@ -386,7 +388,7 @@ def test_eval_reads_a_run_that_another_process_holds(tmp_path, capsys):
 def test_the_lock_is_reentrant_in_its_thread_and_refused_to_another(tmp_path):
     import threading
 
-    from proxima.files import lock_directory
+    from proxima.base.files import lock_directory
 
     d = tmp_path / "d"
     with lock_directory(str(d)):

@@ -14,9 +14,9 @@ import torch
 pytest.importorskip("pettingzoo")
 from pettingzoo import ParallelEnv  # noqa: E402
 
+from proxima.base.errors import UserError  # noqa: E402
+from proxima.base.spaces import MASK_KEY  # noqa: E402
 from proxima.envs import make_envs, make_vec_env  # noqa: E402
-from proxima.errors import UserError  # noqa: E402
-from proxima.spaces import MASK_KEY  # noqa: E402
 
 RUNNERS = ("runner_0", "runner_1")
 
@@ -507,7 +507,7 @@ def test_a_turn_based_game_trains_each_player_on_its_own_moves(tmp_path, capsys,
     the value of the caller's move is the 1 it is paid, undiscounted (gamma 0.5 here): the answerer's turn is not
     a step of the caller's."""
     from proxima import commands as cli
-    from proxima.agent import Agent
+    from proxima.run.agent import Agent
     from tests.fixtures.wild_aec_envs import env
 
     assert cli.main(["check-env", "--env-factory", "tests.fixtures.wild_aec_envs:env"]) == 0
@@ -584,9 +584,9 @@ def test_a_turn_based_team_reward_is_shared_with_the_players_who_wait():
     """--team-reward in a turn-based game: every player of the game is in the team, the one waiting too (the
     team's reward is not the mover's alone). Call and answer: both players get the mean of what the answer
     paid the caller (1 for card 1) and the answerer (1 for the caller's card)."""
-    from proxima.distributions import make_head
-    from proxima.networks import ActorCritic, NetworkSettings, NetworkSpec
-    from proxima.rollout import RolloutCollector
+    from proxima.policy.distributions import make_head
+    from proxima.policy.networks import ActorCritic, NetworkSettings, NetworkSpec
+    from proxima.run.rollout import RolloutCollector
     from tests.fixtures.wild_aec_envs import env
 
     envs = make_envs(env, 3, seed=0)

@@ -8,10 +8,10 @@ import pytest
 import torch
 
 import proxima
-from proxima import encoders
-from proxima.encoders import NatureCNN, encoder_for, hardware_notes, resolve_precision
+from proxima.base.spaces import ObsLayout
 from proxima.envs.probes import probe_images
-from proxima.spaces import ObsLayout
+from proxima.policy import encoders
+from proxima.policy.encoders import NatureCNN, encoder_for, hardware_notes, resolve_precision
 
 
 def _images() -> torch.Tensor:
@@ -59,7 +59,7 @@ def test_the_observation_space_picks_the_encoder():
 def test_an_image_agent_keeps_bytes_in_the_buffer_and_round_trips(tmp_path):
     seen = []
 
-    class Spy(proxima.callbacks.Callback):
+    class Spy(proxima.run.callbacks.Callback):
         def on_update_end(self, run, result):
             seen.append(run.collector.buffer.obs.dtype)
 
@@ -175,7 +175,7 @@ def test_a_run_saves_the_precision_auto_chose_and_its_agent_computes_in_it(monke
 
 
 def test_a_dict_with_an_image_computes_its_cnn_in_bfloat16_and_the_rest_in_float32():
-    from proxima.encoders import MultiInputEncoder
+    from proxima.policy.encoders import MultiInputEncoder
 
     space = gym.spaces.Dict(
         {"image": gym.spaces.Box(0, 255, (1, 36, 36), dtype=np.uint8), "speed": gym.spaces.Box(-1, 1, (2,))}

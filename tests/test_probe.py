@@ -6,17 +6,17 @@ import json
 import pytest
 import torch
 
-import proxima.loop
-import proxima.trainer
-import proxima.update
-from proxima.algorithms import ALGORITHMS
+import proxima.algo.update
+import proxima.run.loop
+import proxima.scale.trainer
+from proxima.algo.algorithms import ALGORITHMS
+from proxima.algo.losses import value_loss
+from proxima.algo.storage import Batch
+from proxima.base.files import PROBES_JSON
 from proxima.commands import main
-from proxima.config import PPOArgs
-from proxima.files import PROBES_JSON
-from proxima.losses import value_loss
-from proxima.networks import ActorCritic
-from proxima.probe import VALUE_LAGS, _verdict, run_probes
-from proxima.storage import Batch
+from proxima.policy.networks import ActorCritic
+from proxima.run.config import PPOArgs
+from proxima.scale.probe import VALUE_LAGS, _verdict, run_probes
 
 NOTE = "probing the critic without value normalization (--no-norm-value)"
 
@@ -55,7 +55,7 @@ def _assert_blames(capsys, probes, failing, blame):
 @pytest.mark.slow
 def test_a_value_loss_without_gradient_is_blamed_on_the_value_loss(capsys, monkeypatch):
     monkeypatch.setattr(
-        proxima.update, "value_loss", lambda values, returns: value_loss(values.detach(), returns)
+        proxima.algo.update, "value_loss", lambda values, returns: value_loss(values.detach(), returns)
     )
     _assert_blames(capsys, ["1", "2"], "1", "value loss or optimizer")
 
@@ -64,7 +64,7 @@ def test_a_value_loss_without_gradient_is_blamed_on_the_value_loss(capsys, monke
 def test_probes_train_an_unnormalized_critic_unless_value_normalization_is_asked_for(capsys, monkeypatch):
     """A normalized critic gets probe 1's constant value from its statistics, so it would hide a broken loss."""
     monkeypatch.setattr(
-        proxima.update, "value_loss", lambda values, returns: value_loss(values.detach(), returns)
+        proxima.algo.update, "value_loss", lambda values, returns: value_loss(values.detach(), returns)
     )
     code, out, rows = _probe(capsys, "--probes", "1")
     assert code == 1 and "│ FAIL" in rows["1"] and NOTE in out, out
@@ -83,18 +83,18 @@ def test_a_critic_that_ignores_its_input_is_blamed_on_the_network(capsys, monkey
 
 @pytest.mark.slow
 def test_a_dropped_discount_is_blamed_on_discounting(capsys, monkeypatch):
-    original = proxima.loop.estimate_advantages
+    original = proxima.run.loop.estimate_advantages
 
     def undiscounted(estimator, rewards, values, dones, next_value, next_done, gamma, gae_lambda, **turns):
         return original(estimator, rewards, values, dones, next_value, next_done, 1.0, gae_lambda, **turns)
 
-    monkeypatch.setattr(proxima.loop, "estimate_advantages", undiscounted)
+    monkeypatch.setattr(proxima.run.loop, "estimate_advantages", undiscounted)
     _assert_blames(capsys, ["1", "2", "3"], "3", "discounting")
 
 
 @pytest.mark.slow
 def test_a_flipped_policy_loss_is_blamed_on_the_policy_loss(capsys, monkeypatch):
-    # The policy term is the algorithm's (proxima.algorithms), looked up by name when a run starts.
+    # The policy term is the algorithm's (proxima.algo.algorithms), looked up by name when a run starts.
     ppo = ALGORITHMS["ppo"]
     flipped = dataclasses.replace(ppo, policy_loss=lambda *args: -ppo.policy_loss(*args))
     monkeypatch.setitem(ALGORITHMS, "ppo", flipped)
@@ -227,7 +227,7 @@ def trained(monkeypatch):
         seen.append(args)
         raise _Trained
 
-    monkeypatch.setattr(proxima.trainer, "train", train)
+    monkeypatch.setattr(proxima.scale.trainer, "train", train)
     return seen
 
 

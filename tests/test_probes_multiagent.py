@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 import torch
 
-import proxima.probe
-from proxima.config import PPOArgs
-from proxima.distributions import CategoricalHead
+import proxima.scale.probe
+from proxima.base.errors import UserError
 from proxima.envs import make_vec_env, native
 from proxima.envs.interface import AgentSpec, agent_spec
 from proxima.envs.native import ProbeCentralCritic, ProbeCoordination
-from proxima.errors import UserError
-from proxima.normalization import Normalization
-from proxima.probe import MULTIAGENT_PROBES, PROBE_NAMES, VALUE_LAGS, probes_for, run_probes
+from proxima.policy.distributions import CategoricalHead
+from proxima.policy.normalization import Normalization
+from proxima.run.config import PPOArgs
+from proxima.scale.probe import MULTIAGENT_PROBES, PROBE_NAMES, VALUE_LAGS, probes_for, run_probes
 from tests.test_probe import _probe
 
 
@@ -144,7 +144,7 @@ def _args():
 
 
 def _check(name, model, centralized, monkeypatch):
-    monkeypatch.setattr(proxima.probe, "_centralized_critic", lambda args: centralized)
+    monkeypatch.setattr(proxima.scale.probe, "_centralized_critic", lambda args: centralized)
     probe = next(p for p in MULTIAGENT_PROBES if p.name == name)
     return probe.check(model, _args())
 
@@ -210,7 +210,7 @@ def test_the_multiagent_probes_run_on_the_native_backend_whatever_the_agents_bac
     def train(args):
         raise Trained(args.env.env_backend)
 
-    monkeypatch.setattr("proxima.trainer.train", train)
+    monkeypatch.setattr("proxima.scale.trainer.train", train)
     with pytest.raises(Trained, match="^native$"):
         run_probes(PPOArgs.of(env_backend="gymnasium", quiet=True).validate(), names=["coordination"])
 
@@ -236,11 +236,11 @@ class BlindCentralCritic(ProbeCentralCritic):
 @pytest.mark.slow
 def test_a_critic_blind_to_the_state_fails_the_mappo_check_and_passes_the_ippo_one(capsys, monkeypatch):
     monkeypatch.setitem(native.NATIVE_ENVS, CENTRAL, BlindCentralCritic)
-    monkeypatch.setattr(proxima.probe, "_centralized_critic", lambda args: True)
+    monkeypatch.setattr(proxima.scale.probe, "_centralized_critic", lambda args: True)
     code, out, rows = _probe(capsys, "--probes", "central-critic")
     assert code == 1 and "│ FAIL" in rows["central-critic"], out
     assert "first failure: probe central-critic, which points to the critic's input" in out.replace("\n", " ")
-    monkeypatch.setattr(proxima.probe, "_centralized_critic", lambda args: False)
+    monkeypatch.setattr(proxima.scale.probe, "_centralized_critic", lambda args: False)
     code, out, rows = _probe(capsys, "--probes", "central-critic")
     assert code == 0 and "│ pass" in rows["central-critic"], out
 
@@ -263,6 +263,6 @@ def test_ippo_and_mappo_pass_both_multiagent_probes(capsys, flags):
 @pytest.mark.parametrize(("trained", "checked_as"), [("ippo", True), ("mappo", False)])
 def test_the_central_critic_probe_tells_ippos_critic_from_mappos(capsys, monkeypatch, trained, checked_as):
     """IPPO's critic, checked as MAPPO's, lacks the state; MAPPO's, checked as IPPO's, has what IPPO's must not."""
-    monkeypatch.setattr(proxima.probe, "_centralized_critic", lambda args: checked_as)
+    monkeypatch.setattr(proxima.scale.probe, "_centralized_critic", lambda args: checked_as)
     code, out, rows = _probe(capsys, "--algo", trained, "--probes", "central-critic")
     assert code == 1 and "│ FAIL" in rows["central-critic"], out

@@ -8,7 +8,7 @@ import numpy as np
 
 import proxima
 from proxima.commands import main
-from proxima.progress import ProgressReport
+from proxima.run.progress import ProgressReport
 
 
 class _Terminal(io.StringIO):

@@ -12,16 +12,16 @@ import pytest
 import torch
 
 import proxima
+from proxima.algo.storage import SequenceBatch
+from proxima.algo.update import UpdateSettings
+from proxima.base.errors import UserError
 from proxima.commands import main
-from proxima.config import PPOArgs
-from proxima.distributions import make_head
 from proxima.envs import make_vec_env
 from proxima.envs.partial import make_cartpole_no_velocity
-from proxima.errors import UserError
-from proxima.networks import ActorCritic, NetworkSettings, NetworkSpec
-from proxima.rollout import RecurrentCollector
-from proxima.storage import SequenceBatch
-from proxima.update import UpdateSettings
+from proxima.policy.distributions import make_head
+from proxima.policy.networks import ActorCritic, NetworkSettings, NetworkSpec
+from proxima.run.config import PPOArgs
+from proxima.run.rollout import RecurrentCollector
 
 LSTM = dict(recurrent="lstm", lstm_hidden_size=16, plot=False, quiet=True, torch_threads=1)
 if "test/CartPoleNoVelocity5-v1" not in gym.registry:  # truncated after 5 steps: bootstraps in every rollout

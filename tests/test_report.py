@@ -10,10 +10,10 @@ import pytest
 
 import proxima
 from proxima.commands import main
-from proxima.config import resolve_args
-from proxima.health import HEALTHY
-from proxima.logger import RunLogger
-from proxima.report import CHARTS, decimate, find_runs, report_data
+from proxima.run.config import resolve_args
+from proxima.run.health import HEALTHY
+from proxima.run.logger import RunLogger
+from proxima.run.report import CHARTS, decimate, find_runs, report_data
 
 DOCS = os.path.join(os.path.dirname(__file__), "..", "docs")
 
@@ -218,7 +218,7 @@ def test_a_run_whose_process_is_gone_is_stopped_and_its_page_does_not_reload(tmp
 
 def test_a_run_that_crashes_leaves_a_page_that_says_it_stopped(tmp_path):
     run_dir = tmp_path / "run"
-    with pytest.raises(proxima.errors.EnvError):
+    with pytest.raises(proxima.base.errors.EnvError):
         proxima.train(env_id="tests.fixtures.wild_envs:WildCrashAfter1000-v0", total_timesteps=4096,
                       run_dir=str(run_dir), quiet=True)  # fmt: skip
     data = page_data(run_dir / "report.html")
@@ -228,11 +228,11 @@ def test_a_run_that_crashes_leaves_a_page_that_says_it_stopped(tmp_path):
 
 
 def test_training_rewrites_its_page_while_it_runs(tmp_path, monkeypatch):
-    monkeypatch.setattr("proxima.callbacks.REWRITE_S", 0)  # every update
-    monkeypatch.setattr("proxima.callbacks.ReportPageWriter.COST_RATIO", 0)
+    monkeypatch.setattr("proxima.run.callbacks.REWRITE_S", 0)  # every update
+    monkeypatch.setattr("proxima.run.callbacks.ReportPageWriter.COST_RATIO", 0)
     seen = []
 
-    class Look(proxima.callbacks.Callback):
+    class Look(proxima.run.callbacks.Callback):
         def on_update_end(self, run, result):
             path = os.path.join(run.run_dir, "report.html")
             seen.append(page_data(path)["runs"][0]["summary"]["steps"] if os.path.exists(path) else None)
@@ -248,12 +248,12 @@ def test_a_long_runs_pages_are_spaced_by_their_cost(tmp_path, monkeypatch):
     """A page costs more as the logs grow; a run never spends more than 1/COST_RATIO of its time on them."""
     # the clock at the start; then at each check, and at a page's start and end
     clock = iter([0.0, 31.0, 31.0, 33.0, 40.0, 120.0, 135.0, 135.0, 137.0])
-    monkeypatch.setattr("proxima.callbacks.time", type("Clock", (), {"monotonic": lambda: next(clock)}))
+    monkeypatch.setattr("proxima.run.callbacks.time", type("Clock", (), {"monotonic": lambda: next(clock)}))
     written = []
     monkeypatch.setattr(
-        "proxima.callbacks.write_report", lambda paths, out, status, live: written.append(out)
+        "proxima.run.callbacks.write_report", lambda paths, out, status, live: written.append(out)
     )
-    page = proxima.callbacks.ReportPageWriter(30)
+    page = proxima.run.callbacks.ReportPageWriter(30)
     run = type("R", (), {"run_dir": str(tmp_path)})()
     page.on_train_start(run)  # t=0
     page.on_update_end(run, None)  # t=31: a page, from 31 to 33: 2 s
@@ -350,13 +350,13 @@ def test_videos_embedded_are_the_evaluations_then_the_last_and_first_training_ep
     assert data["videos_left"] == 2
     first = data["videos"][0]["src"]
     assert first.startswith("data:video/mp4;base64,")  # inside the page, not a link
-    monkeypatch.setattr("proxima.report.VIDEO_BYTES", 700)  # room for two of them
+    monkeypatch.setattr("proxima.run.report.VIDEO_BYTES", 700)  # room for two of them
     data = report_data(*find_runs([run]))
     assert len(data["videos"]) == 2 and data["videos_left"] == 3
 
 
 def test_a_groups_band_holds_a_seed_that_stopped_early_as_proxima_plot_does():
-    from proxima.report import _band
+    from proxima.run.report import _band
 
     grid, mean, low, high = _band([(np.array([0.0, 100.0, 200.0]), np.array([1.0, 1.0, 1.0])),
                                    (np.array([0.0, 100.0]), np.array([3.0, 3.0]))])  # fmt: skip

@@ -10,10 +10,10 @@ import pytest
 from safetensors.torch import load_file
 
 import proxima
-import proxima.trainer
-from proxima.callbacks import Callback
+import proxima.scale.trainer
+from proxima.base.files import CHECKPOINT, read_checkpoint, write_checkpoint
 from proxima.commands import main
-from proxima.files import CHECKPOINT, read_checkpoint, write_checkpoint
+from proxima.run.callbacks import Callback
 
 # 8 updates of 4 native CartPole envs x 128 steps; one thread, as in test_resume.py, so that runs started at
 # different times compute alike
@@ -54,10 +54,10 @@ def test_the_same_command_starts_resumes_exactly_and_then_does_nothing(tmp_path,
     command = ["train", "--run-dir", run_dir, "--resume-if-exists", *RUN]
 
     # the first start: the scheduler stops it with SIGTERM after update 3 (exit 143, checkpoint saved)
-    made = proxima.trainer.default_callbacks
+    made = proxima.scale.trainer.default_callbacks
     with monkeypatch.context() as m:
         m.setattr(
-            proxima.trainer, "default_callbacks", lambda run, user=(): made(run, [*user, _SigtermAt(3)])
+            proxima.scale.trainer, "default_callbacks", lambda run, user=(): made(run, [*user, _SigtermAt(3)])
         )
         assert main(command) == 143
     _, meta = read_checkpoint(os.path.join(run_dir, CHECKPOINT))

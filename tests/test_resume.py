@@ -13,12 +13,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from proxima.base.files import CHECKPOINT, read_checkpoint
 from proxima.commands import main
-from proxima.files import CHECKPOINT, read_checkpoint
 
 # 12 updates of 16 envs x 128 steps on native CartPole (long enough to interrupt), a checkpoint every 2.
 # One thread given explicitly: the automatic count of these 512-sample minibatches depends on the load at
-# the start (proxima.threads), and the runs compared here start at different times.
+# the start (proxima.run.threads), and the runs compared here start at different times.
 RUN = [
     "--total-timesteps", "24576", "--num-envs", "16", "--num-steps", "128", "--checkpoint-every", "2",
     "--quiet", "--no-plot", "--seed", "4", "--torch-threads", "1",
@@ -149,7 +149,7 @@ def test_checkpoint_holds_every_part_of_the_training_state(uninterrupted):
 
 def test_checkpoints_are_written_atomically(tmp_path, monkeypatch):
     """A write that dies halfway leaves the previous checkpoint whole and no temporary file behind."""
-    import proxima.files as checkpoint
+    import proxima.base.files as checkpoint
 
     run_dir = str(tmp_path / "run")
     assert main(["train", "--run-dir", run_dir, *RUN, "--total-timesteps", "4096"]) == 0
@@ -184,7 +184,7 @@ def test_checkpoints_are_written_atomically(tmp_path, monkeypatch):
 def test_atomic_writes_get_the_mode_of_a_plain_file(umask, tmp_path):
     """A file written atomically (a temporary file, then a rename) gets the mode a file written plainly does,
     0666 less the umask: not tempfile.mkstemp's 0600, which no one else could read on a shared disk."""
-    from proxima.files import write_checkpoint, write_json, write_tensors, write_text
+    from proxima.base.files import write_checkpoint, write_json, write_tensors, write_text
 
     def mode(path) -> int:
         return os.stat(path).st_mode & 0o777
@@ -237,7 +237,7 @@ def interrupted_run(tmp_path):
     """A short run whose final checkpoint is marked unfinished, as if it had been killed just before the end."""
     run_dir = str(tmp_path / "run")
     assert main(["train", "--run-dir", run_dir, *RUN, "--total-timesteps", "2048"]) == 0
-    from proxima.files import write_checkpoint
+    from proxima.base.files import write_checkpoint
 
     tensors, meta = read_checkpoint(os.path.join(run_dir, CHECKPOINT))
     write_checkpoint(os.path.join(run_dir, CHECKPOINT), tensors, {**meta, "finished": False})
@@ -263,7 +263,7 @@ def test_resume_refuses_a_truncated_checkpoint(interrupted_run, capsys):
 def test_resume_refuses_a_checkpoint_of_other_env_spaces(interrupted_run, capsys):
     path = os.path.join(interrupted_run, CHECKPOINT)
     tensors, meta = read_checkpoint(path)
-    from proxima.files import write_checkpoint
+    from proxima.base.files import write_checkpoint
 
     spaces = {**meta["spaces"], "action_space": {"type": "Discrete", "n": 3}}
     write_checkpoint(path, tensors, {**meta, "spaces": spaces})
@@ -319,7 +319,7 @@ def test_track_logs_to_wandb_offline_and_a_resumed_run_continues_the_same_wandb_
     first = [r for r in os.listdir(os.path.join(run_dir, "wandb")) if r.startswith("offline-run-")]
     assert len(first) == 1
     assert any(f.endswith(".wandb") for f in os.listdir(os.path.join(run_dir, "wandb", first[0])))
-    from proxima.files import write_checkpoint
+    from proxima.base.files import write_checkpoint
 
     tensors, meta = read_checkpoint(os.path.join(run_dir, CHECKPOINT))
     wandb_id = meta["components"]["logging"]["wandb_id"]
@@ -357,9 +357,9 @@ def test_every_run_sets_its_thread_count_instead_of_inheriting_one(monkeypatch):
 
     import gymnasium as gym
 
-    from proxima import threads
-    from proxima.config import PPOArgs
-    from proxima.loop import thread_notes
+    from proxima.run import threads
+    from proxima.run.config import PPOArgs
+    from proxima.run.loop import thread_notes
 
     monkeypatch.setattr(threads, "busy_cores", lambda: 0.0)  # an idle machine
     big = PPOArgs.of(num_envs=16, num_steps=128)  # minibatches of 512: torch's default thread count

@@ -16,11 +16,11 @@ import torch
 from safetensors.torch import load_file
 
 import proxima
-import proxima.loop
-from proxima.callbacks import Callback
+import proxima.run.loop
+from proxima.base.files import read_checkpoint
 from proxima.commands import main
-from proxima.executors import ray_available
-from proxima.files import read_checkpoint
+from proxima.run.callbacks import Callback
+from proxima.scale.executors import ray_available
 
 # Ray tests share the machine's Ray processes (a cluster test stops its nodes, a killed sweep leaves a
 # dying instance): one xdist worker runs all of them, in turn (`--dist loadgroup` in the Makefile).
@@ -92,7 +92,7 @@ def test_one_two_or_four_workers_give_the_same_run(backend, ray_instance, tmp_pa
 @pytest.mark.slow
 @needs_ray
 def test_dict_observations_with_a_mask_on_workers_give_the_same_run_as_one_worker(ray_instance, tmp_path):
-    """Packed observations (proxima.spaces) travel from the actors like any tensor; masks hold on workers too
+    """Packed observations (proxima.base.spaces) travel from the actors like any tensor; masks hold on workers too
     (the masking probe raises on a masked action)."""
     run = dict(env_id="tests.fixtures.space_envs:MaskDict-v0", num_envs=4, num_steps=64, total_timesteps=1024,
                seed=1, plot=False, quiet=True, torch_threads=1)  # fmt: skip
@@ -107,7 +107,7 @@ def test_dict_observations_with_a_mask_on_workers_give_the_same_run_as_one_worke
 @pytest.mark.parametrize("dist", ["beta", "tanh-gaussian"])
 def test_a_bounded_policy_on_one_or_two_workers_gives_the_same_run(ray_instance, tmp_path, dist):
     """A bounded head's draws come from each env's own uniforms on workers (the Beta's through
-    proxima.distributions.gamma_from_uniforms)."""
+    proxima.policy.distributions.gamma_from_uniforms)."""
     run = dict(env_id="Pendulum-v1", env_backend="native", action_dist=dist, num_envs=4, num_steps=64,
                total_timesteps=1024, seed=1, plot=False, quiet=True, torch_threads=1)  # fmt: skip
     for n in (1, 2):
@@ -157,9 +157,9 @@ def test_an_agent_that_leaves_on_workers_is_masked_and_its_team_reward_shared(
     present agent of a game the same reward; and 1 or 2 workers (a game each) give the same run."""
     from tests.test_pettingzoo_backend import Chase
 
-    sizes, update = [], proxima.loop.update
+    sizes, update = [], proxima.run.loop.update
     monkeypatch.setattr(
-        proxima.loop,
+        proxima.run.loop,
         "update",
         lambda model, opt, batch, s, g: sizes.append(len(batch)) or update(model, opt, batch, s, g),
     )
@@ -235,7 +235,7 @@ def test_a_run_with_workers_resumes_exactly_after_ctrl_c(ray_instance, tmp_path)
                 os.kill(os.getpid(), signal.SIGINT)  # the checkpointing callback takes it after this update
 
     proxima.train(**RUN, rollout_workers=2, run_dir=str(tmp_path / "whole"))
-    with pytest.raises(proxima.errors.TrainingInterrupted):
+    with pytest.raises(proxima.base.errors.TrainingInterrupted):
         proxima.train(**RUN, rollout_workers=2, run_dir=str(tmp_path / "cut"), callbacks=[CtrlC()])
     assert len(_metrics(tmp_path / "cut")) == 3
     proxima.resume(str(tmp_path / "cut"), quiet=True)
@@ -328,8 +328,8 @@ def test_without_ray_rollout_workers_say_how_to_install_it(tmp_path, capsys, mon
 def test_workers_run_the_backend_auto_picks_for_the_whole_run(ray_instance):
     """auto's choice depends on the env count (Acrobot: native from 16 envs). Two workers of 8 envs each
     run what one process of 16 would, so that the run does not depend on how it is split."""
-    from proxima.config import PPOArgs
-    from proxima.rollout_workers import WorkerPool
+    from proxima.run.config import PPOArgs
+    from proxima.scale.rollout_workers import WorkerPool
 
     pool = WorkerPool(PPOArgs.of(env_id="Acrobot-v1", num_envs=16, rollout_workers=2))
     try:

@@ -12,12 +12,13 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from proxima import checkpoint, resume, train
-from proxima.callbacks import Callback
+from proxima import resume, train
+from proxima.algo.schedules import Schedules
+from proxima.base.errors import UserError
+from proxima.base.files import read_checkpoint
 from proxima.commands import main
-from proxima.errors import UserError
-from proxima.files import read_checkpoint
-from proxima.schedules import Schedules
+from proxima.run import checkpoint
+from proxima.run.callbacks import Callback
 
 # 8 updates of 4 native CartPole envs x 128 steps
 SMALL = dict(

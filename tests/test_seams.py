@@ -8,12 +8,12 @@ import pytest
 import torch
 
 import proxima
-from proxima.algorithms import ALGORITHMS
-from proxima.encoders import ENCODERS, FlattenEncoder, encoder_for
+from proxima.algo.algorithms import ALGORITHMS
+from proxima.base.errors import UserError
+from proxima.base.spaces import ObsLayout
 from proxima.envs import make_vec_env, register_backend
 from proxima.envs.native import CartPole
-from proxima.errors import UserError
-from proxima.spaces import ObsLayout
+from proxima.policy.encoders import ENCODERS, FlattenEncoder, encoder_for
 
 
 class CountingCartPole(CartPole):
@@ -109,7 +109,7 @@ if "Uint8Obs-v0" not in gym.registry:
 def test_the_buffer_keeps_the_observation_spaces_dtype_until_the_encoder(tmp_path):
     seen = []
 
-    class Spy(proxima.callbacks.Callback):
+    class Spy(proxima.run.callbacks.Callback):
         def on_update_end(self, run, result):
             seen.append(run.collector.buffer.obs.dtype)
 
@@ -164,7 +164,7 @@ class HalvedEncoder(torch.nn.Module):
 
 
 def test_an_encoder_registered_from_outside_the_package_trains(monkeypatch, tmp_path):
-    from proxima.encoders import EncoderType, register_encoder
+    from proxima.policy.encoders import EncoderType, register_encoder
 
     monkeypatch.setitem(ENCODERS, "halved", None)  # removed again after the test
     register_encoder(EncoderType("halved", HalvedEncoder, supports=lambda layout: True, accepts="anything"))
@@ -180,16 +180,16 @@ def test_an_encoder_registered_from_outside_the_package_trains(monkeypatch, tmp_
 def test_each_algorithm_is_one_row_of_the_table():
     assert set(ALGORITHMS) == {"ppo", "vpg", "reinforce", "ippo", "mappo"}
     assert [a.has_critic for a in ALGORITHMS.values()] == [True, True, False, True, True]
-    assert proxima.config.resolve_args(algo="mappo").network.centralized_critic
+    assert proxima.run.config.resolve_args(algo="mappo").network.centralized_critic
     assert (
-        proxima.config.resolve_args(algo="vpg").algorithm.update_epochs
+        proxima.run.config.resolve_args(algo="vpg").algorithm.update_epochs
         == ALGORITHMS["vpg"].defaults["update_epochs"]
         == 1
     )
 
 
 def test_every_setting_has_one_flat_name_and_reaches_its_group():
-    from proxima.config import GROUP_OF, GROUPS
+    from proxima.run.config import GROUP_OF, GROUPS
 
     grouped = [f.name for cls in GROUPS.values() for f in dataclasses.fields(cls)]
     assert len(grouped) == len(set(grouped)) == len(GROUP_OF)  # a flag, keyword or preset key names one field
@@ -204,7 +204,7 @@ def test_every_setting_has_one_flat_name_and_reaches_its_group():
 def test_a_network_option_reaches_the_network_without_copying():
     """NetworkSpec holds the run's NetworkSettings itself: a new option is one field of NetworkSettings."""
     from proxima.envs import make_vec_env
-    from proxima.loop import network_spec
+    from proxima.run.loop import network_spec
 
     args = proxima.PPOArgs.of(layer_norm=True, critic_activation="relu", lstm_layers=2)
     envs = make_vec_env("CartPole-v1", 2)

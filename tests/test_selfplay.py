@@ -14,10 +14,10 @@ pytest.importorskip("pettingzoo")
 
 import proxima  # noqa: E402
 import proxima.commands  # noqa: E402
+from proxima.base.errors import UserError  # noqa: E402
 from proxima.envs import make_envs  # noqa: E402
 from proxima.envs.selfplay import lookahead_player  # noqa: E402
-from proxima.errors import UserError  # noqa: E402
-from proxima.selfplay import RANDOM, OpponentPool, Tactics, play_against, snapshot_dir  # noqa: E402
+from proxima.run.selfplay import RANDOM, OpponentPool, Tactics, play_against, snapshot_dir  # noqa: E402
 
 C4 = "selfplay:pettingzoo.classic.connect_four_v3"
 
@@ -224,8 +224,8 @@ def test_eval_against_the_lookahead_says_how_often_the_agent_takes_its_wins_and_
 def test_rescore_best_of_a_self_play_run_plays_each_candidate_on_its_own_games(tmp_path):
     """The self-play env takes one seed for all its games, and its opponents draw from one generator: the
     candidates are not played on one env of all their games, and the best keeps its own games' score."""
-    from proxima.callbacks import Evaluation
-    from proxima.evaluate import run_episodes
+    from proxima.run.callbacks import Evaluation
+    from proxima.run.evaluate import run_episodes
 
     run = tmp_path / "run"
     rescored = dict(eval_every=1, eval_episodes=4, save_best=True, rescore_best=2, rescore_episodes=6)
@@ -266,8 +266,8 @@ def test_the_board_cnn_sees_connect_fours_board_as_a_board_and_learns(tmp_path):
     """``--encoder board-cnn``: the 6x7 board through 3x3 convolutions that keep its size (32 features a cell),
     the mask no feature; chosen by name only (auto stays multi-input), refused where there is no board, and
     a short self-play run with it beats the random player; its agent comes back with the encoder."""
-    from proxima.encoders import BoardCNN, choose_encoder, encoder_for, make_encoder
-    from proxima.spaces import ObsLayout
+    from proxima.base.spaces import ObsLayout
+    from proxima.policy.encoders import BoardCNN, choose_encoder, encoder_for, make_encoder
 
     envs = make_envs(C4, 2, seed=0)
     layout = envs.obs_layout
@@ -299,7 +299,7 @@ def test_drop_columns_reads_each_columns_landing_cell_and_learns(tmp_path):
     dropped into it lands (the lowest empty cell; a full column's top cell), checked against a loop over the
     boards of random games; then each channel's mean and max over the board. A short self-play run with it
     beats the random player, and its agent comes back with the encoder."""
-    from proxima.encoders import DropColumns, choose_encoder, make_encoder
+    from proxima.policy.encoders import DropColumns, choose_encoder, make_encoder
 
     envs = make_envs(C4, 8, seed=0)
     layout = envs.obs_layout

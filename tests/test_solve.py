@@ -13,9 +13,9 @@ import pytest
 
 import proxima
 from proxima.commands import main
-from proxima.config import load_preset, read_preset, solve_presets
 from proxima.envs.registry import resolve_backend
-from proxima.evaluate import evaluate
+from proxima.run.config import load_preset, read_preset, solve_presets
+from proxima.run.evaluate import evaluate
 
 TASKS = {
     "CartPole-v1": 475,

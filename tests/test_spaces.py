@@ -16,13 +16,13 @@ import torch
 from torch.distributions import Bernoulli, Categorical
 
 import proxima
+from proxima.base.errors import UserError
+from proxima.base.spaces import ObsLayout, space_from_json, space_to_json
 from proxima.commands import main
-from proxima.distributions import BernoulliHead, CategoricalHead, MultiCategoricalHead, make_head
-from proxima.encoders import MultiInputEncoder, NatureCNN, encoder_for
 from proxima.envs import env_actions, make_vec_env
-from proxima.errors import UserError
-from proxima.networks import ActorCritic, NetworkSettings, NetworkSpec
-from proxima.spaces import ObsLayout, space_from_json, space_to_json
+from proxima.policy.distributions import BernoulliHead, CategoricalHead, MultiCategoricalHead, make_head
+from proxima.policy.encoders import MultiInputEncoder, NatureCNN, encoder_for
+from proxima.policy.networks import ActorCritic, NetworkSettings, NetworkSpec
 from tests.fixtures import space_envs  # noqa: F401  (registers the envs)
 
 PREFIX = "tests.fixtures.space_envs:"

@@ -14,12 +14,12 @@ import pytest
 import torch
 
 import proxima
-from proxima import executors
-from proxima.callbacks import Callback
+from proxima.base.files import read_checkpoint
 from proxima.commands import main
-from proxima.config import PPOArgs
-from proxima.files import read_checkpoint
-from proxima.sweeps import grid_settings, parse_seeds
+from proxima.run.callbacks import Callback
+from proxima.run.config import PPOArgs
+from proxima.scale import executors
+from proxima.scale.sweeps import grid_settings, parse_seeds
 
 # Ray tests share the machine's Ray processes: one xdist worker runs all of them, in turn (`--dist loadgroup`
 # in the Makefile). The two-node cluster test runs after the others, alone (`serial`).
@@ -459,8 +459,8 @@ def test_without_an_address_ray_starts_here_and_never_joins_the_cluster_its_file
     a ray.cluster_utils.Cluster's, even a dying one: it SIGTERMed the nodes of sweeps beside such a test)."""
     import ray
 
-    from proxima.errors import UserError
-    from proxima.rollout_workers import WorkerPool
+    from proxima.base.errors import UserError
+    from proxima.scale.rollout_workers import WorkerPool
 
     asked = []
 
@@ -486,7 +486,7 @@ def test_without_an_address_ray_starts_here_and_never_joins_the_cluster_its_file
 
 
 def test_a_trial_killed_from_outside_says_so_in_its_row():
-    from proxima.executors import error_line
+    from proxima.scale.executors import error_line
 
     assert (
         error_line(RuntimeError("Traceback ...\n  File x\nValueError: bad value\n"))

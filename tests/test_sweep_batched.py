@@ -7,10 +7,10 @@ import shutil
 import pytest
 
 import proxima
-from proxima import executors
-from proxima.callbacks import Callback
 from proxima.commands import main
-from proxima.config import PPOArgs
+from proxima.run.callbacks import Callback
+from proxima.run.config import PPOArgs
+from proxima.scale import executors
 from tests.test_sweep import StopAt, _json, _metrics
 
 # native CartPole, 4 updates of 4 envs x 32 steps
@@ -110,7 +110,7 @@ class Signal(Callback):
 
     def on_update_end(self, run, result):
         if run.args.run.seed == self.seed and run.updates_done == self.at:
-            from proxima.callbacks import Checkpointing
+            from proxima.run.callbacks import Checkpointing
 
             next(c for c in run.callbacks if isinstance(c, Checkpointing)).interrupt(15)
 
@@ -118,8 +118,8 @@ class Signal(Callback):
 def test_a_stopped_batched_trial_leaves_no_verdict_and_resumes_from_its_checkpoint(tmp_path):
     """``run_trial``, as either executor calls it: stopped (SIGTERM), the batched run checkpoints and writes no
     trial.json; called again, it resumes and writes every seed's."""
-    from proxima.errors import TrainingInterrupted
-    from proxima.sweeps import run_trial
+    from proxima.base.errors import TrainingInterrupted
+    from proxima.scale.sweeps import run_trial
 
     out = tmp_path / "sweep"
     _sweep(out)

@@ -7,9 +7,10 @@ import gymnasium as gym
 import pytest
 import torch
 
-from proxima import executors, threads
-from proxima.config import PPOArgs
-from proxima.loop import setup, thread_notes
+from proxima.run import threads
+from proxima.run.config import PPOArgs
+from proxima.run.loop import setup, thread_notes
+from proxima.scale import executors
 
 VECTORS = SimpleNamespace(
     single_observation_space=gym.spaces.Box(-1, 1, (4,))

@@ -11,9 +11,9 @@ import sys
 import pytest
 
 import proxima
-from proxima import trust
-from proxima.config import PPOArgs
-from proxima.errors import UserError
+from proxima.base import trust
+from proxima.base.errors import UserError
+from proxima.run.config import PPOArgs
 
 TINY = dict(env_id="CartPole-v1", total_timesteps=256, num_envs=2, num_steps=64, quiet=True, plot=False,
             report=False)  # fmt: skip
@@ -108,7 +108,7 @@ def test_a_tampered_run_runs_no_code_and_changes_nothing(
     copy = _copy(finished, tmp_path)
     # an unfinished run for the resumes: the checkpoint says so, as one that was stopped
     if "--resume" in command:
-        from proxima.files import read_checkpoint, write_checkpoint
+        from proxima.base.files import read_checkpoint, write_checkpoint
 
         tensors, meta = read_checkpoint(str(copy / "checkpoint.safetensors"))
         write_checkpoint(str(copy / "checkpoint.safetensors"), tensors, meta | {"finished": False})
@@ -222,8 +222,8 @@ def test_a_tampered_sweep_plan_runs_no_code(tmp_path, probe, capsys):
 
 
 def test_a_tampered_search_plan_runs_no_code(tmp_path, probe):
-    from proxima import tuning
-    from proxima.files import write_json
+    from proxima.base.files import write_json
+    from proxima.scale import tuning
 
     folder, marker = probe
     out = tmp_path / "tune"

@@ -14,10 +14,10 @@ import pytest
 from safetensors.numpy import load_file
 
 import proxima
-from proxima import executors
 from proxima.commands import main
-from proxima.config import resolve_args
-from proxima.tuning import _plan, domain, make_searcher, parse_space_item, run_sample, spec_of
+from proxima.run.config import resolve_args
+from proxima.scale import executors
+from proxima.scale.tuning import _plan, domain, make_searcher, parse_space_item, run_sample, spec_of
 from tests.test_sweep import _json, _kill_session, _metrics
 
 pytestmark = pytest.mark.xdist_group("ray")  # Ray tests share the machine's Ray processes (see test_sweep.py)
@@ -234,7 +234,7 @@ def test_a_killed_search_finishes_on_resume_without_rerunning_what_ended(tmp_pat
 @pytest.mark.serial
 @needs_ray
 def test_sigterm_stops_a_search_with_every_seed_checkpointed_and_resume_finishes_it(tmp_path):
-    from proxima.files import read_checkpoint
+    from proxima.base.files import read_checkpoint
 
     out = tmp_path / "t"
     # one sample of 2 seeds, 64 updates each, checkpoints only at the end or on a signal

@@ -17,13 +17,11 @@ import torch
 from safetensors.torch import load_file, save_file
 
 import proxima
-import proxima.agent
-import proxima.files
-import proxima.trainer
-from proxima.callbacks import Callback, Checkpointing
-from proxima.commands import main
-from proxima.errors import FileAccessError
-from proxima.files import (
+import proxima.base.files
+import proxima.run.agent
+import proxima.scale.trainer
+from proxima.base.errors import FileAccessError
+from proxima.base.files import (
     AGENT_JSON,
     CHECKPOINT,
     CONFIG_JSON,
@@ -33,6 +31,8 @@ from proxima.files import (
     read_checkpoint,
     write_checkpoint,
 )
+from proxima.commands import main
+from proxima.run.callbacks import Callback, Checkpointing
 
 # 4 updates of 2 native CartPole envs x 128 steps, a checkpoint every 2; one thread (see test_resume.py)
 RUN = [
@@ -152,7 +152,7 @@ def test_a_name_the_file_system_takes_is_written_atomically_whatever_its_length(
 def _refused_at(monkeypatch, name: str, nth: int, code: int) -> None:
     """The ``nth`` atomic write of ``name`` (a file's name, or the end of its path) is refused with ``code``
     where its temporary file is made."""
-    made, seen = proxima.files.temporary_beside, []
+    made, seen = proxima.base.files.temporary_beside, []
 
     def refuse(path: str):
         if os.path.basename(path) == name or path.endswith(os.sep + name):
@@ -161,7 +161,7 @@ def _refused_at(monkeypatch, name: str, nth: int, code: int) -> None:
                 raise OSError(code, os.strerror(code), path)
         return made(path)
 
-    monkeypatch.setattr(proxima.files, "temporary_beside", refuse)
+    monkeypatch.setattr(proxima.base.files, "temporary_beside", refuse)
 
 
 @pytest.mark.parametrize(
@@ -203,12 +203,12 @@ def test_a_write_refused_during_training_keeps_the_checkpoint_and_the_command_it
 def test_a_library_s_own_refused_write_is_one_line_too(code, status, said, finished, monkeypatch, capsys):
     """A write that no proxima code wraps (a library's: TensorBoard's, a video encoder's) reaches the CLI as an
     OSError, which it says in one line too."""
-    import proxima.report
+    import proxima.run.report
 
     def refused(*args, **kwargs):
         raise OSError(code, os.strerror(code), "/elsewhere/page.html")
 
-    monkeypatch.setattr(proxima.report, "write_report", refused)
+    monkeypatch.setattr(proxima.run.report, "write_report", refused)
     assert main(["report", finished]) == status
     assert _one_line(capsys, "report") == said
 
@@ -293,7 +293,7 @@ def test_an_agent_whose_files_do_not_go_together_is_refused_before_its_network_i
     name, edit, said = AGENT_EDITS[case]
     path = os.path.join(run_copy, name)
     (_edit_json if name == AGENT_JSON else _edit_weights)(path, edit)
-    _never_built(monkeypatch, proxima.agent, "ActorCritic")
+    _never_built(monkeypatch, proxima.run.agent, "ActorCritic")
     for argv in (["eval", run_copy, "--episodes", "1"], ["export", run_copy, "--format", "torchscript"]):
         assert main(argv) == 2
         assert re.search(said, _one_line(capsys, argv[0])), said
@@ -366,9 +366,11 @@ class _StopAt(Callback):
 def stopped_once(tmp_path_factory) -> str:
     """A run stopped after update 2 of 4, as --resume finds it."""
     run_dir = str(tmp_path_factory.mktemp("stopped") / "run")
-    made = proxima.trainer.default_callbacks
+    made = proxima.scale.trainer.default_callbacks
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(proxima.trainer, "default_callbacks", lambda run, user=(): made(run, [*user, _StopAt(2)]))
+        m.setattr(
+            proxima.scale.trainer, "default_callbacks", lambda run, user=(): made(run, [*user, _StopAt(2)])
+        )
         assert main(["train", "--run-dir", run_dir, *RUN]) == 143
     return run_dir
 
@@ -398,7 +400,7 @@ def test_a_resume_refuses_what_config_json_or_the_checkpoint_lacks_before_it_bui
         n: open(os.path.join(stopped, n), "rb").read() for n in os.listdir(stopped) if n != "report.html"
     }
     if case not in RESTORED:
-        _never_built(monkeypatch, proxima.trainer, "Run")
+        _never_built(monkeypatch, proxima.scale.trainer, "Run")
     for argv in (["train", "--resume", stopped], ["train", "--run-dir", stopped, "--resume-if-exists", *RUN]):
         assert main(argv) == 2
         assert re.fullmatch(f".*{said}.*", _one_line(capsys, "train")), said

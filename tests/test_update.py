@@ -3,14 +3,14 @@ import math
 import pytest
 import torch
 
-from proxima.algorithms import ppo_policy_loss
-from proxima.config import PPOArgs
-from proxima.distributions import CategoricalHead
-from proxima.losses import explained_variance
-from proxima.networks import ActorCritic, NetworkSettings, NetworkSpec
-from proxima.optim import make_adam
-from proxima.storage import Batch
-from proxima.update import UpdateSettings, update
+from proxima.algo.algorithms import ppo_policy_loss
+from proxima.algo.losses import explained_variance
+from proxima.algo.optim import make_adam
+from proxima.algo.storage import Batch
+from proxima.algo.update import UpdateSettings, update
+from proxima.policy.distributions import CategoricalHead
+from proxima.policy.networks import ActorCritic, NetworkSettings, NetworkSpec
+from proxima.run.config import PPOArgs
 
 
 def _setup(seed=0, shared=False):
@@ -144,7 +144,7 @@ def test_clipped_value_loss_and_shared_trunk_train():
 
 def test_gradient_norm_is_clipped_globally():
     model, _, batch = _setup()
-    from proxima.optim import clip_grad_norm
+    from proxima.algo.optim import clip_grad_norm
 
     (model.value(batch.obs).pow(2).sum() * 1e3).backward()
     clip_grad_norm(list(model.parameters()), 0.5)

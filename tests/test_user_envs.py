@@ -16,9 +16,9 @@ from gymnasium.vector import AutoresetMode
 
 import proxima
 from proxima import commands as cli
+from proxima.base.errors import UserError
 from proxima.commands.common import parse_train_args
 from proxima.envs import make_envs, make_vec_env
-from proxima.errors import UserError
 from tests.fixtures import wild_envs
 from tests.fixtures.wild_envs import EPISODE, Float64Obs
 
@@ -357,7 +357,7 @@ class WaitingTurns(gym.Env):
 
 
 def test_check_env_steps_an_env_whose_mask_allows_no_action_on_some_steps():
-    from proxima.checkenv import check_env
+    from proxima.run.checkenv import check_env
 
     if "WaitingTurns-v0" not in gym.registry:
         gym.register("WaitingTurns-v0", entry_point=WaitingTurns)
@@ -394,7 +394,7 @@ if "StartsAtOne-v0" not in gym.registry:
 
 @pytest.mark.parametrize("multi", [False, True])
 def test_check_env_steps_actions_of_a_space_that_starts_elsewhere_than_0(multi):
-    from proxima.checkenv import check_env
+    from proxima.run.checkenv import check_env
 
     report, _, problems = check_env("StartsAtOne-v0", {"multi": multi})
     assert problems == [] and any("backend: gymnasium" in line for line in report)

@@ -9,8 +9,8 @@ from PIL import Image, ImageSequence
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from torch.utils.tensorboard import SummaryWriter
 
-from proxima.errors import UserError
-from proxima.video_summary import gif_bytes, log_video, read_mp4
+from proxima.base.errors import UserError
+from proxima.run.video_summary import gif_bytes, log_video, read_mp4
 
 # Pure colours: a per-frame GIF palette holds each of them exactly, so pixels must round-trip bit for bit.
 PALETTE = np.array(

@@ -10,9 +10,9 @@ import pytest
 import torch
 from safetensors.torch import load, save
 
+from proxima.base.errors import UserError
 from proxima.envs import make_vec_env
 from proxima.envs.registry import resolve_backend
-from proxima.errors import UserError
 
 vmas = pytest.importorskip("vmas")
 from vmas.simulator.environment.environment import Environment  # noqa: E402

@@ -21,10 +21,10 @@ import pytest
 import torch
 
 import proxima
-from proxima import checkpoint
+from proxima.base.errors import EnvError, UserError
 from proxima.commands import main
 from proxima.envs import make_vec_env
-from proxima.errors import EnvError, UserError
+from proxima.run import checkpoint
 from tests.fixtures import wild_envs
 
 PREFIX = "tests.fixtures.wild_envs:"

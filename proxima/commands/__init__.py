@@ -1,7 +1,7 @@
 """The ``proxima`` command: ``main`` runs one subcommand (``USAGE``), each a module of this package
 (``proxima.commands.train``, ...) whose ``run(argv)`` returns the exit status.
 
-Every command's flags are a dataclass parsed by ``proxima.argv.parse`` (tyro): ``EvalArgs``, ``ExportArgs``, ...
+Every command's flags are a dataclass parsed by ``proxima.commands.argv.parse`` (tyro): ``EvalArgs``, ``ExportArgs``, ...
 and, for the commands that train (train, probe, solve, sweep), the command's own flags composed with
 ``PPOArgs``' groups by ``common.parse_command``. So ``--help`` is their field docs, and every user error
 becomes one line on stderr and exit status 2 (``PROXIMA_DEBUG=1`` adds the traceback).
@@ -19,10 +19,8 @@ import time
 import traceback
 import typing
 
-from proxima import files
-from proxima.argv import debug, in_flags
-from proxima.commands.common import flag_value
-from proxima.errors import (
+from proxima.base import files
+from proxima.base.errors import (
     DiskFullError,
     EnvError,
     FileAccessError,
@@ -30,6 +28,8 @@ from proxima.errors import (
     TrainingInterrupted,
     UserError,
 )
+from proxima.commands.argv import debug, in_flags
+from proxima.commands.common import flag_value
 
 STARTED = time.perf_counter()  # where the process's own start time cannot be read
 
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None, own_process: bool = False) -> int:
         # one line, whatever the message holds: numpy writes a 2-D space's bounds over several lines
         line = " ".join(part.strip() for part in str(e).splitlines())
         if isinstance(e, UserError) and not isinstance(e, FileAccessError):  # whose paths are not flags
-            from proxima.config import PPOArgs
+            from proxima.run.config import PPOArgs
 
             # sweep's --grid and tune's --space name settings as Python does: only the flags typed are flags
             by_name = command in ("sweep", "tune")

@@ -9,10 +9,10 @@ from typing import Annotated
 
 import tyro
 
-from proxima.argv import parse
+from proxima.base.errors import UserError
+from proxima.commands.argv import parse
 from proxima.commands.common import flag_value
-from proxima.config import POSITIVE_INT
-from proxima.errors import UserError
+from proxima.run.config import POSITIVE_INT
 
 
 @dataclass
@@ -31,9 +31,9 @@ class CheckEnvArgs:
 
 def run(argv: list[str]) -> int:
     """Exit status 0 when proxima will train on the env, 2 when it will not (each problem on one line)."""
-    from proxima.checkenv import check_env
-    from proxima.config import parse_env_kwargs
     from proxima.envs.user import load_env_factory
+    from proxima.run.checkenv import check_env
+    from proxima.run.config import parse_env_kwargs
 
     env_id = flag_value(argv, "--env-id")  # train's spelling of ENV_ID: a user checks what they will train
     if env_id is not None:

@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import tyro
 
-from proxima import files, trust
-from proxima.argv import field_docs, parse
-from proxima.errors import TrainingInterrupted
+from proxima.base import files, trust
+from proxima.base.errors import TrainingInterrupted
+from proxima.commands.argv import field_docs, parse
 
 if TYPE_CHECKING:  # imported lazily at run time: the CLI starts fast
-    from proxima.config import PPOArgs
+    from proxima.run.config import PPOArgs
 
 
 def flag_value(argv: list[str], flag: str) -> str | None:
@@ -58,7 +58,7 @@ def command_flags(
     ``defaults`` as the settings' defaults, so that ``--help`` shows the values a run would get. The flags are
     flat (``--env-id``): ``parse`` puts the dataclass under ``OmitArgPrefixes``. ``hidden``: settings that the
     command sets itself, left out of its flags and its help."""
-    from proxima.config import GROUPS
+    from proxima.run.config import GROUPS
 
     instruction_fields = [
         (n, Annotated[str | None, tyro.conf.arg(metavar=INSTRUCTION_FLAGS[n][0], help=INSTRUCTION_FLAGS[n][1])],
@@ -106,7 +106,7 @@ def parse_command(
     preset (else ``preset``), read first, so that the preset's values become the defaults ``--help`` shows
     and explicit flags override them. ``instructions`` are the instruction flags accepted beside the settings;
     ``hidden``, the settings the command sets itself (``command_flags``)."""
-    from proxima.config import GROUPS, PPOArgs, resolve_args
+    from proxima.run.config import GROUPS, PPOArgs, resolve_args
 
     given = {name: flag_value(argv, "--" + name) for name in instructions}
     algo = flag_value(argv, "--algo")

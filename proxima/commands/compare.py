@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from proxima.base.errors import TrainingInterrupted, UserError
 from proxima.commands.common import (
     flag_value,
     parse_command,
@@ -10,7 +11,6 @@ from proxima.commands.common import (
     sweep_interrupted,
     without_own_flags,
 )
-from proxima.errors import TrainingInterrupted, UserError
 
 COMPARE_ABOUT = """Trains every algorithm of --algos with every seed on one env, each as an ordinary `proxima train`
 run in its own directory under the output directory (a sweep over the algorithms: Ray Tune trials where Ray is
@@ -19,8 +19,8 @@ with bands (learning_curves.png) and results.json. Exit status 1 if a run failed
 
 
 def run(argv: list[str]) -> int:
-    from proxima.compare import TOTAL_TIMESTEPS, CompareFlags, check_algos, compare
-    from proxima.sweeps import default_output_dir
+    from proxima.scale.compare import TOTAL_TIMESTEPS, CompareFlags, check_algos, compare
+    from proxima.scale.sweeps import default_output_dir
 
     flags, _ = parse_command(argv, "proxima compare", CompareFlags, description=COMPARE_ABOUT)
     for flag, instead in (("--algo", "--algos"), ("--seed", "--seeds"), ("--run-dir", "--output-dir")):

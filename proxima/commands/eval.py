@@ -11,9 +11,9 @@ from typing import Annotated
 
 import tyro
 
-from proxima import files, trust
-from proxima.argv import parse
-from proxima.errors import UserError
+from proxima.base import files, trust
+from proxima.base.errors import UserError
+from proxima.commands.argv import parse
 
 
 @dataclass
@@ -51,11 +51,11 @@ class EvalArgs:
 
 
 def run(argv: list[str]) -> int:
-    from proxima.agent import load
-    from proxima.config import parse_env_kwargs
     from proxima.envs.registry import FEATURES
     from proxima.envs.selfplay import is_selfplay_id
-    from proxima.evaluate import evaluate, save_evaluation
+    from proxima.run.agent import load
+    from proxima.run.config import parse_env_kwargs
+    from proxima.run.evaluate import evaluate, save_evaluation
 
     args = parse(EvalArgs, argv, "proxima eval")
     env_kwargs = parse_env_kwargs(args.env_kwargs)
@@ -123,8 +123,8 @@ def run(argv: list[str]) -> int:
 
 
 def _eval_against(agent, args: EvalArgs) -> int:
-    from proxima.evaluate import save_evaluation
-    from proxima.selfplay import play_against
+    from proxima.run.evaluate import save_evaluation
+    from proxima.run.selfplay import play_against
 
     if args.video or args.env_id or args.env_kwargs:
         raise UserError("--opponent plays the agent's own game: drop --video, --env-id and --env-kwargs")

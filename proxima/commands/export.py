@@ -7,7 +7,7 @@ from typing import Annotated
 
 import tyro
 
-from proxima.argv import parse
+from proxima.commands.argv import parse
 
 
 @dataclass
@@ -25,7 +25,7 @@ class ExportArgs:
 
 
 def run(argv: list[str]) -> int:
-    from proxima.export import export
+    from proxima.run.export import export
 
     args = parse(ExportArgs, argv, "proxima export")
     path = export(args.run_dir, args.format, args.output, encoder=args.encoder, trust_code=args.trust_code)

@@ -8,9 +8,9 @@ from typing import Annotated
 
 import tyro
 
-from proxima import files
-from proxima.argv import parse
-from proxima.errors import UserError
+from proxima.base import files
+from proxima.base.errors import UserError
+from proxima.commands.argv import parse
 
 
 @dataclass
@@ -26,8 +26,8 @@ class PlotArgs:
 
 
 def run(argv: list[str]) -> int:
-    from proxima.files import distinct_dirs, seed_run_dirs
-    from proxima.plotting import plot_runs
+    from proxima.base.files import distinct_dirs, seed_run_dirs
+    from proxima.run.plotting import plot_runs
 
     args = parse(PlotArgs, argv, "proxima plot")
     if not args.output.endswith(".png"):

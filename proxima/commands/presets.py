@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from proxima.argv import helping
-from proxima.errors import UserError
+from proxima.base.errors import UserError
+from proxima.commands.argv import helping
 
 
 def run(argv: list[str]) -> int:
-    from proxima.config import load_preset, preset_names, read_preset
+    from proxima.run.config import load_preset, preset_names, read_preset
 
     if helping(argv):
         print(

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import tyro
 
+from proxima.base.errors import UserError
 from proxima.commands.common import flag_value, parse_command
-from proxima.errors import UserError
 
 if TYPE_CHECKING:  # imported lazily at run time: the CLI starts fast
-    from proxima.config import PPOArgs
+    from proxima.run.config import PPOArgs
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ DIR/probe-NAME (default: deleted). Every other flag is a `proxima train` flag: s
 
 
 def run(argv: list[str]) -> int:
-    from proxima.probe import PROBE_NAMES, print_table, run_probes
+    from proxima.scale.probe import PROBE_NAMES, print_table, run_probes
 
     flags, args = parse_command(argv, "proxima probe", ProbeFlags, description=PROBE_ABOUT)
     names = list(flags.probes) or None
@@ -52,7 +52,7 @@ def run(argv: list[str]) -> int:
 def _asked_norm_value(args: PPOArgs, argv: list[str]) -> bool | None:
     """``args.network.norm_value`` where the flags or the preset set it, else None: ``PPOArgs``' default is not a
     choice of the user's, and ``run_probes`` trains seed 000's critic unless asked."""
-    from proxima.config import load_preset
+    from proxima.run.config import load_preset
 
     config = flag_value(argv, "--config")
     asked = any(a.split("=")[0] in ("--norm-value", "--no-norm-value") for a in argv)

@@ -8,8 +8,8 @@ from typing import Annotated
 
 import tyro
 
-from proxima import files
-from proxima.argv import parse
+from proxima.base import files
+from proxima.commands.argv import parse
 
 
 @dataclass
@@ -26,7 +26,7 @@ class ReportArgs:
 
 
 def run(argv: list[str]) -> int:
-    from proxima.report import write_report
+    from proxima.run.report import write_report
 
     args = parse(ReportArgs, argv, "proxima report")
     output = args.output or (

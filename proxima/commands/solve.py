@@ -8,10 +8,10 @@ from typing import Annotated
 
 import tyro
 
-from proxima import files
+from proxima.base import files
+from proxima.base.errors import UserError
 from proxima.commands import process_seconds
 from proxima.commands.common import flag_value, parse_command
-from proxima.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -31,11 +31,11 @@ tasks (preset, threshold):
 
 
 def run(argv: list[str]) -> int:
-    from proxima.config import read_preset, solve_presets
-    from proxima.evaluate import evaluate, save_evaluation
-    from proxima.files import read_json
-    from proxima.loop import default_run_dir
-    from proxima.trainer import train
+    from proxima.base.files import read_json
+    from proxima.run.config import read_preset, solve_presets
+    from proxima.run.evaluate import evaluate, save_evaluation
+    from proxima.run.loop import default_run_dir
+    from proxima.scale.trainer import train
 
     presets = solve_presets()
     tasks = {env_id: read_preset(name) | {"name": name} for env_id, name in presets.items()}
@@ -76,7 +76,7 @@ def run(argv: list[str]) -> int:
     if args.run.save_best and os.path.isdir(
         best
     ):  # PPO's policy can get worse late in a run: score the best one
-        from proxima.agent import load
+        from proxima.run.agent import load
 
         agent, meta = load(best), read_json(os.path.join(best, files.AGENT_JSON))
         chosen = "the best of the evaluations during training"

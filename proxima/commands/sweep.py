@@ -7,7 +7,8 @@ from typing import Annotated
 
 import tyro
 
-from proxima import trust
+from proxima.base import trust
+from proxima.base.errors import TrainingInterrupted, UserError
 from proxima.commands.common import (
     flag_value,
     parse_command,
@@ -16,8 +17,7 @@ from proxima.commands.common import (
     sweep_interrupted,
     without_own_flags,
 )
-from proxima.config import NON_NEGATIVE, POSITIVE_INT
-from proxima.errors import TrainingInterrupted, UserError
+from proxima.run.config import NON_NEGATIVE, POSITIVE_INT
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ _SWEEP_RESUME_FLAGS = ("--resume", "--executor", "--address", "--max-concurrent"
 
 
 def run(argv: list[str]) -> int:
-    from proxima.sweeps import default_output_dir, parse_seeds, resume_sweep, sweep
+    from proxima.scale.sweeps import default_output_dir, parse_seeds, resume_sweep, sweep
 
     flags, _ = parse_command(argv, "proxima sweep", SweepFlags, description=SWEEP_ABOUT)
     if flags.resume is not None:
@@ -105,8 +105,8 @@ def _grid_settings(argv: list[str], grid: list[str]):
     """Each combination of the ``--grid`` values (``sweeps.grid_settings``) as ``(label, PPOArgs)``: what
     ``proxima train`` would make of the train flags with that combination's flags added, so that values are
     read, checked and layered (an algo's defaults, a preset) exactly as on its command line."""
-    from proxima.config import GROUP_OF
-    from proxima.sweeps import grid_settings
+    from proxima.run.config import GROUP_OF
+    from proxima.scale.sweeps import grid_settings
 
     axes: dict[str, list[str]] = {}
     for item in grid:

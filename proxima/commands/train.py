@@ -7,10 +7,10 @@ from typing import Annotated
 
 import tyro
 
-from proxima import trust
-from proxima.argv import helping, parse
+from proxima.base import trust
+from proxima.base.errors import UserError
+from proxima.commands.argv import helping, parse
 from proxima.commands.common import flag_value, parse_command
-from proxima.errors import UserError
 
 
 @dataclass
@@ -46,8 +46,8 @@ _NAMING_FLAGS = (trust.TRUST_FLAG, "--no-trust-code", "--env-id", "--env-factory
 
 
 def run(argv: list[str]) -> int:
-    from proxima.loop import run_to_end
-    from proxima.trainer import resuming, train
+    from proxima.run.loop import run_to_end
+    from proxima.scale.trainer import resuming, train
 
     if flag_value(argv, "--resume") is not None and not helping(argv):  # train's help lists --resume too
         others = [

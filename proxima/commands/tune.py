@@ -8,9 +8,9 @@ from typing import Annotated
 
 import tyro
 
-from proxima import trust
+from proxima.base import trust
+from proxima.base.errors import TrainingInterrupted, UserError
 from proxima.commands.common import flag_value, parse_command, parse_train_args, without_own_flags
-from proxima.errors import TrainingInterrupted, UserError
 
 
 @dataclass(frozen=True)
@@ -56,8 +56,8 @@ ranked, mean ± std over seeds), results.json, report.html and best.json, the be
 
 
 def run(argv: list[str]) -> int:
-    from proxima.sweeps import default_output_dir
-    from proxima.tuning import parse_space_item, resume_tune, tune
+    from proxima.scale.sweeps import default_output_dir
+    from proxima.scale.tuning import parse_space_item, resume_tune, tune
 
     flags, base = parse_command(argv, "proxima tune", TuneFlags, description=TUNE_ABOUT)
     if flags.resume is not None:

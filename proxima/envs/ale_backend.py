@@ -17,14 +17,15 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from proxima.base.errors import UserError
+from proxima.base.spaces import ObsLayout
+
 # Registered after Gymnasium's backend, so that `auto` prefers this one for ALE ids and falls back to the
 # Gymnasium wrappers for what it cannot do (video, --async-envs).
 from proxima.envs import gymnasium_backend  # noqa: F401
 from proxima.envs.atari import FRAME_SKIP, NOOP_MAX, SIZE, STACK, atari_game
 from proxima.envs.interface import NoEnvObjects, Seeds, Step, row_seeds
 from proxima.envs.registry import register_backend
-from proxima.errors import UserError
-from proxima.spaces import ObsLayout
 
 
 def env_threads(num_envs: int) -> int:

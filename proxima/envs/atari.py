@@ -29,7 +29,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from proxima.errors import UserError
+from proxima.base.errors import UserError
 
 STACK = 4  # frames per observation
 SIZE = 84  # pixels per side

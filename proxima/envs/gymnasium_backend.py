@@ -23,6 +23,8 @@ from gymnasium.envs.registration import load_env_creator
 from gymnasium.vector import AutoresetMode
 from torch import Tensor
 
+from proxima.base.errors import EnvError, UserError, raised
+from proxima.base.spaces import MASK_KEY, ObsLayout, action_count
 from proxima.envs.atari import atari_game, make_atari_env
 from proxima.envs.interface import (
     EnvCalls,
@@ -38,8 +40,6 @@ from proxima.envs.interface import (
 )
 from proxima.envs.recorder import quiet_display
 from proxima.envs.registry import register_backend
-from proxima.errors import EnvError, UserError, raised
-from proxima.spaces import MASK_KEY, ObsLayout, action_count
 
 ENV_ID_FORMS = (
     "a registered Gymnasium id such as CartPole-v1, or module:EnvName-v0 to import a module that registers it"
@@ -202,7 +202,7 @@ def _valid_action(space: gym.Space, obs, info: dict):
 
 
 def find_obs_layout(env_id: str, env: gym.Env, reset_info: dict, step_info: dict) -> ObsLayout:
-    """How ``env``'s observations travel (``proxima.spaces``), with its action mask if it gives one: as the
+    """How ``env``'s observations travel (``proxima.base.spaces``), with its action mask if it gives one: as the
     ``action_mask`` key of a Dict observation, or in the info of every reset and step."""
     space, actions = env.observation_space, env.action_space
     if isinstance(space, gym.spaces.Dict) and MASK_KEY in space.spaces:
@@ -332,7 +332,7 @@ class _Tidy(gym.Wrapper):
     def __init__(self, env: gym.Env, env_id: str, layout: ObsLayout):
         super().__init__(env)
         self._env_id = env_id
-        # A non-Box observation is packed into one vector (proxima.spaces); a Box one is copied to the space's
+        # A non-Box observation is packed into one vector (proxima.base.spaces); a Box one is copied to the space's
         # dtype and shape.
         self._packing = layout if layout.packed else None
         if layout.packed:

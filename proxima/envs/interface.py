@@ -25,8 +25,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from proxima.errors import EnvError, UserError, raised
-from proxima.spaces import ObsLayout
+from proxima.base.errors import EnvError, UserError, raised
+from proxima.base.spaces import ObsLayout
 
 Seeds = int | Sequence[int] | None
 """A VecEnv's seed: an int (env i gets ``seed + i``), one int per env, or None (``VecEnv.reset``)."""
@@ -162,7 +162,7 @@ class AgentSpec:
     """E, the number of games; the VecEnv's ``num_envs`` is E * len(names)"""
     turns: bool = False
     """a turn-based game: at each step only the rows of the agents to move act (``Step.alive``), and the others'
-    rewards count toward their last move (``proxima.advantages.gae_by_turns``)"""
+    rewards count toward their last move (``proxima.algo.advantages.gae_by_turns``)"""
     action_dims: tuple[int, ...] | None = None
     """where agents' Box actions differ in size: each agent's, the first components of the rows'
     ``Box(max dim)``; None where every agent acts with every component"""
@@ -297,7 +297,7 @@ def env_actions(actions: np.ndarray, action_space: gym.Space) -> np.ndarray:
 
 
 def obs_layout(envs: VecEnv) -> ObsLayout:
-    """What each env's observation tensor holds (``proxima.spaces``): a Box observation as it is, or any other
+    """What each env's observation tensor holds (``proxima.base.spaces``): a Box observation as it is, or any other
     space packed into one vector, with the action mask where the env gives one. A backend that packs says so
     in an ``obs_layout`` attribute; one without it (a user's Box-only backend) gives its space's own arrays."""
     layout = getattr(envs, "obs_layout", None)

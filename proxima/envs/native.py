@@ -20,9 +20,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from proxima.base.spaces import ObsLayout
 from proxima.envs.interface import AgentSpec, NoEnvObjects, Seeds, Step, one_seed, row_seeds
 from proxima.envs.registry import register_backend
-from proxima.spaces import ObsLayout
 
 _MASK32 = 0xFFFFFFFF
 

@@ -28,6 +28,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from proxima.base.errors import EnvError, UserError, raised
+from proxima.base.spaces import MASK_KEY, ObsLayout, action_count
 from proxima.envs.gymnasium_backend import _reward as one_reward
 from proxima.envs.gymnasium_backend import _shape_of, construct
 from proxima.envs.interface import (
@@ -43,8 +45,6 @@ from proxima.envs.interface import (
 )
 from proxima.envs.recorder import GameRecorder, game_zero_dir, quiet_display
 from proxima.envs.registry import GAMES_ON_WORKERS, register_backend
-from proxima.errors import EnvError, UserError, raised
-from proxima.spaces import MASK_KEY, ObsLayout, action_count
 
 PREFIX = "pettingzoo:"
 ID_FORM = (

@@ -9,8 +9,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from proxima.base.errors import UserError, raised
 from proxima.envs.interface import VideoDirs, video_dirs
-from proxima.errors import UserError, raised
 
 # Frames wait in memory until their episode ends (Gymnasium's save_video takes them all at once): a video stops
 # at this many, so that a game that never ends cannot fill the memory (a 700 x 700 VMAS frame is 1.5 MB).

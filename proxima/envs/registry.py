@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import torch
 
+from proxima.base.errors import UserError
 from proxima.envs.interface import Seeds, VecEnv, VideoDirs
-from proxima.errors import UserError
 
 FEATURES = {"asynchronous": "--async-envs", "video": "--capture-video", "env_kwargs": "--env-kwargs"}
 # what a multi-agent backend that steps its games in this process offers instead of --async-envs

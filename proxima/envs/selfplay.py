@@ -10,7 +10,7 @@ and every step moves all the games that share an opponent in one batched call. U
 opponent is the random player. Rewards are the env's own for the learner's seat (+1 win, -1 loss, 0 draw
 in the classic games), summed over the learner's move and the opponent's answer.
 
-The env knows no networks: the snapshots of the agent that the pool holds come from ``proxima.selfplay``.
+The env knows no networks: the snapshots of the agent that the pool holds come from ``proxima.run.selfplay``.
 The observation is the env's own, with its ``action_mask``, which the learner's policy obeys through the
 mask convention of docs/SPACES.md and the opponents obey too. A distinct id prefix, rather than PettingZoo's
 own ids, makes every part of proxima that builds envs from a run's id (evaluation during training,
@@ -28,10 +28,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from proxima.base.errors import UserError
+from proxima.base.spaces import ObsLayout
 from proxima.envs.interface import Seeds, Step, one_seed
 from proxima.envs.registry import register_backend
-from proxima.errors import UserError
-from proxima.spaces import ObsLayout
 
 PREFIX = "selfplay:"
 MASK = "action_mask"

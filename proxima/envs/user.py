@@ -28,7 +28,9 @@ import torch
 from gymnasium.vector import AutoresetMode
 from torch import Tensor
 
-from proxima import trust
+from proxima.base import trust
+from proxima.base.errors import EnvError, UserError, raised
+from proxima.base.spaces import MASK_KEY, ObsLayout, action_count
 from proxima.envs.gymnasium_backend import GymnasiumVecEnv, call_envs, construct, set_env_attr
 from proxima.envs.interface import (
     EnvCalls,
@@ -42,8 +44,6 @@ from proxima.envs.interface import (
 )
 from proxima.envs.pettingzoo_backend import PettingZooVecEnv, is_pettingzoo_env
 from proxima.envs.registry import make_vec_env
-from proxima.errors import EnvError, UserError, raised
-from proxima.spaces import MASK_KEY, ObsLayout, action_count
 
 # The kinds of env object that config.json cannot name for a later import (env_factory's value for them).
 NOT_REBUILDABLE = ("<lambda>", "<functools.partial>", "<VectorEnv>", "<callable>")
@@ -352,7 +352,7 @@ def _same(a: Tensor, b: Tensor) -> bool:
 
 
 def _layout(space: gym.Space, actions: gym.Space, label: str) -> ObsLayout:
-    """A Box travels as it is; another space is packed (``proxima.spaces``), its Dict ``action_mask`` too. A mask
+    """A Box travels as it is; another space is packed (``proxima.base.spaces``), its Dict ``action_mask`` too. A mask
     in the info cannot be read from a vector env's batched info reliably: refused."""
     if isinstance(space, gym.spaces.Dict) and MASK_KEY in space.spaces:
         count = action_count(actions)

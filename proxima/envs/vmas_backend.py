@@ -31,11 +31,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from proxima.base.errors import EnvError, UserError, raised
+from proxima.base.spaces import MASK_KEY, ObsLayout
 from proxima.envs.interface import AgentSpec, NoEnvObjects, Seeds, Step, VideoDirs, one_seed
 from proxima.envs.recorder import GameRecorder, game_zero_dir
 from proxima.envs.registry import GAMES_ON_WORKERS, register_backend
-from proxima.errors import EnvError, UserError, raised
-from proxima.spaces import MASK_KEY, ObsLayout
 
 PREFIX = "vmas:"
 

@@ -1,0 +1,1 @@
+"""The algorithm: advantages, losses, the rollout buffer, the update, the optimizer, schedules, the algorithm table."""

@@ -1,0 +1,193 @@
+"""Advantage estimators as pure tensor functions (GAE: detail 5 of the 13 in docs/SEEDS.md).
+
+Conventions, shared by every estimator here (they are CleanRL's ppo.py's):
+
+- ``rewards``, ``values``, ``dones`` are time-major, shape ``(T, N)``.
+- ``dones[t] = 1`` marks step ``t`` as the *first* step of a new episode, i.e. the step before it ended one.
+  So the value of ``obs[t + 1]`` is cut off by ``dones[t + 1]``, and at the end of the rollout by ``next_done``.
+- ``next_value`` is ``V(obs_T)``, shape ``(1, N)`` or ``(N,)``; ``next_done`` says whether ``obs_T`` starts a new
+  episode, shape ``(N,)``.
+
+Time-limit truncation is not a special case here: the rollout adds ``gamma * V(final_obs)`` to the reward of a
+truncated step (see ``proxima.run.rollout``), after which a truncation is an ordinary episode boundary.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def _next_nonterminal(dones: Tensor, next_done: Tensor) -> Tensor:
+    """``1 - done`` of the step *after* each step: shape (T, N)."""
+    return 1.0 - torch.cat([dones[1:], next_done.reshape(1, -1).to(dones.dtype)], dim=0)
+
+
+def _next_values(values: Tensor, next_value: Tensor) -> Tensor:
+    return torch.cat([values[1:], next_value.reshape(1, -1).to(values.dtype)], dim=0)
+
+
+@torch.no_grad()
+def gae(
+    rewards: Tensor,
+    values: Tensor,
+    dones: Tensor,
+    next_value: Tensor,
+    next_done: Tensor,
+    gamma: float,
+    gae_lambda: float,
+) -> Tensor:
+    """Generalized Advantage Estimation, the reference reversed loop (PPO paper, eqs. 11-12).
+
+    ``A_t = delta_t + gamma * lambda * (1 - done_{t+1}) * A_{t+1}``, with
+    ``delta_t = r_t + gamma * (1 - done_{t+1}) * V_{t+1} - V_t``. Returns advantages of shape ``(T, N)``.
+    """
+    nonterminal = _next_nonterminal(dones, next_done)
+    deltas = rewards + gamma * _next_values(values, next_value) * nonterminal - values
+    advantages = torch.empty_like(deltas)
+    last = torch.zeros_like(deltas[0])
+    for t in reversed(range(deltas.shape[0])):
+        last = deltas[t] + gamma * gae_lambda * nonterminal[t] * last
+        advantages[t] = last
+    return advantages
+
+
+@torch.no_grad()
+def gae_vectorized(
+    rewards: Tensor,
+    values: Tensor,
+    dones: Tensor,
+    next_value: Tensor,
+    next_done: Tensor,
+    gamma: float,
+    gae_lambda: float,
+) -> Tensor:
+    """GAE with no Python loop over time: ``A = M @ delta`` with a per-env (T, T) discount matrix.
+
+    ``M[t, s] = prod_{k=t}^{s-1} gamma * lambda * nonterminal_k`` for ``s >= t`` and 0 below the diagonal, so
+    each advantage is the discounted sum of the deltas that follow it within its episode. A cumulative
+    product builds M; an episode end puts a 0 in the product, which cuts every later term. Costs
+    O(T^2 N) memory, so it suits short rollouts; ``gae`` is the loop it must agree with.
+    """
+    nonterminal = _next_nonterminal(dones, next_done)
+    deltas = rewards + gamma * _next_values(values, next_value) * nonterminal - values
+    T = deltas.shape[0]
+    factors = (gamma * gae_lambda) * nonterminal  # (T, N): discount from step k to k + 1
+    # step[t, s] = factors[s - 1] for s > t, else 1; the cumprod over s is then M[t, s] for s >= t.
+    later = torch.ones(T, T, dtype=torch.bool, device=deltas.device).triu(1)
+    step = torch.where(later.unsqueeze(-1), factors.roll(1, dims=0).unsqueeze(0), torch.ones_like(factors))
+    discount = step.cumprod(dim=1) * later.logical_not().T.unsqueeze(-1)  # zero below the diagonal
+    return torch.einsum("tsn,sn->tn", discount, deltas)
+
+
+@torch.no_grad()
+def discounted_returns(
+    rewards: Tensor,
+    dones: Tensor,
+    next_value: Tensor,
+    next_done: Tensor,
+    gamma: float,
+) -> Tensor:
+    """Discounted rewards-to-go, reset at episode ends and bootstrapped from ``next_value`` at the rollout's end.
+
+    ``R_t = r_t + gamma * (1 - done_{t+1}) * R_{t+1}``, with ``R_T = V(obs_T)``. Same conventions as ``gae``;
+    with ``gae_lambda = 1`` and zero values, ``gae`` gives the same numbers.
+    """
+    nonterminal = _next_nonterminal(dones, next_done)
+    returns = torch.empty_like(rewards)
+    last = next_value.reshape(-1).to(rewards.dtype)
+    for t in reversed(range(rewards.shape[0])):
+        last = rewards[t] + gamma * nonterminal[t] * last
+        returns[t] = last
+    return returns
+
+
+@torch.no_grad()
+def gae_by_turns(
+    rewards: Tensor,
+    values: Tensor,
+    dones: Tensor,
+    next_value: Tensor,
+    next_done: Tensor,
+    acting: Tensor,
+    gamma: float,
+    gae_lambda: float,
+    next_acting: Tensor | None = None,
+) -> Tensor:
+    """GAE for turn-based games, where each row is a player that acts only at its ``acting`` steps (``(T, N)``,
+    bool). A player's clock is its own turns: each acting step's transition runs to the row's next acting step,
+    its reward is the sum of the rewards the row got from that step until then (the other players' moves can win
+    or lose the game for it), and it bootstraps from the value of that next acting step (at the rollout's end,
+    ``next_value``), unless the episode ended in between. Advantages at steps where the row did not act are 0
+    (they are not samples). With every step acting this is ``gae``.
+
+    ``next_acting`` (``(N,)``, bool): the rows that act at the observation after the rollout; None: all of them.
+    A row that waits there has its next move, and the rewards before it, past the rollout (``open_moves``):
+    its advantages end at its last move, from whose value the moves before it bootstrap, as GAE's do from
+    ``next_value``; that move's advantage is 0, and it is no sample.
+    """
+    cutoff = (
+        torch.zeros_like(acting) if next_acting is None else open_moves(acting, dones, next_done, next_acting)
+    )
+    advantages = torch.zeros_like(values)
+    boundary = torch.cat([dones[1:], next_done.reshape(1, -1).to(dones.dtype)], dim=0) > 0  # step t ended one
+    last = torch.zeros_like(values[0])  # the advantage at the row's next acting step
+    next_v = next_value.reshape(-1).to(values.dtype)  # the value at the row's next acting step
+    cut = boundary[-1].clone()  # an episode ended between this step and next_v's
+    pending = torch.zeros_like(values[0])  # rewards of the steps between this one and the next acting step
+    for t in reversed(range(values.shape[0])):
+        ended = boundary[t]
+        cut |= ended
+        pending.masked_fill_(ended, 0.0)  # what comes after an episode's end is the next episode's
+        delta = rewards[t] + pending + gamma * next_v * (~cut) - values[t]
+        advantage = (delta + gamma * gae_lambda * (~cut) * last).masked_fill(cutoff[t], 0.0)
+        act = acting[t]
+        advantages[t] = torch.where(act, advantage, 0.0)
+        last = torch.where(act, advantage, last)
+        next_v = torch.where(act, values[t], next_v)
+        cut &= ~act
+        pending = torch.where(act, 0.0, pending + rewards[t])
+    return advantages
+
+
+def open_moves(acting: Tensor, dones: Tensor, next_done: Tensor, next_acting: Tensor) -> Tensor:
+    """``(T, N)`` bool: the moves of a turn-based game that the rollout's end cut off: a row's last acting step
+    where the row does not act at the observation after the rollout (``next_acting``) and no episode ended since.
+    Its transition runs to the row's next move, past the rollout, with the rewards the row gets until then; its
+    row's observation after the rollout is one where it waits, which the critic is never trained on."""
+    boundary = torch.cat([dones[1:], next_done.reshape(1, -1).to(dones.dtype)], dim=0) > 0
+    steps = torch.arange(acting.shape[0], device=acting.device).unsqueeze(1)
+    last = torch.where(acting, steps, -1).amax(0)  # each row's last acting step; -1: none
+    ended = (boundary & (steps >= last)).any(0)
+    return acting & (steps == last) & ~ended & ~next_acting.reshape(-1).bool()
+
+
+ESTIMATORS = ("gae", "returns")
+
+
+def estimate_advantages(
+    estimator: str,
+    rewards: Tensor,
+    values: Tensor,
+    dones: Tensor,
+    next_value: Tensor,
+    next_done: Tensor,
+    gamma: float,
+    gae_lambda: float,
+    acting: Tensor | None = None,
+    next_acting: Tensor | None = None,
+) -> Tensor:
+    """Advantages by the named estimator: ``gae`` (GAE(lambda)) or ``returns`` (rewards-to-go minus V(s)).
+    ``acting``, ``next_acting``: a turn-based game's acting steps (``gae_by_turns``; its ``returns`` are GAE with
+    lambda 1).
+
+    Either way the value targets are ``advantages + values``: the lambda-returns, or the rewards-to-go.
+    """
+    if acting is not None and estimator in ESTIMATORS:
+        lam = gae_lambda if estimator == "gae" else 1.0
+        return gae_by_turns(rewards, values, dones, next_value, next_done, acting, gamma, lam, next_acting)
+    if estimator == "gae":
+        return gae(rewards, values, dones, next_value, next_done, gamma, gae_lambda)
+    if estimator == "returns":
+        return discounted_returns(rewards, dones, next_value, next_done, gamma) - values
+    raise ValueError(f"unknown advantage estimator {estimator!r}; accepted: {', '.join(ESTIMATORS)}")

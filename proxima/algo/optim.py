@@ -1,0 +1,266 @@
+"""The optimizer (details 3 and 11 of the 13 in docs/SEEDS.md); the learning rate's schedule (detail 4) is in
+``proxima.algo.schedules``.
+
+``Adam`` steps with ``torch.optim.adam.adam(..., fused=True)``, the public function that
+``torch.optim.Adam(fused=True)`` runs, and keeps its state in the same layout, so it steps bit for bit as that
+optimizer does (``tests/test_components.py``). It is not a ``torch.optim.Optimizer``: building one imports
+``torch._dynamo``, seconds per process (a short run's whole budget), and its ``step`` wraps the same function in
+more Python. ``benchmarks/adam_variants.py`` measures both against ``torch.optim.Adam``'s variants on proxima's
+update.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.optim.adam import adam
+
+
+def fused_adam(
+    params: list[Tensor],
+    grads: list[Tensor],
+    exp_avgs: list[Tensor],
+    exp_avg_sqs: list[Tensor],
+    steps: list[Tensor],
+    group: dict[str, Any],
+) -> None:
+    """One step of torch's fused Adam with ``group``'s betas, lr and eps and torch.optim.Adam's other defaults (no
+    weight decay, no AMSGrad, no gradient scaler); counts the step in ``steps``, as torch.optim.Adam does."""
+    beta1, beta2 = group["betas"]
+    adam(
+        params,
+        grads,
+        exp_avgs,
+        exp_avg_sqs,
+        [],
+        steps,
+        fused=True,
+        amsgrad=False,
+        beta1=beta1,
+        beta2=beta2,
+        lr=group["lr"],
+        weight_decay=0.0,
+        eps=group["eps"],
+        maximize=False,
+    )
+
+
+class Adam:
+    """Adam over one or more parameter groups, each a dict with ``params`` and optionally its own ``lr``; each
+    parameter's step count is its own 0-d tensor, as in torch's layout."""
+
+    def __init__(
+        self, params: Iterable[Any], lr: float, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-5
+    ):
+        listed = list(params)
+        groups = listed if listed and isinstance(listed[0], dict) else [{"params": listed}]
+        self.param_groups: list[dict[str, Any]] = [
+            {**group, "params": list(group["params"]), "lr": group.get("lr", lr), "betas": betas, "eps": eps}
+            for group in groups
+        ]
+        self.state: dict[Tensor, dict[str, Tensor]] = {}
+
+    def _params(self) -> list[Tensor]:
+        return [p for group in self.param_groups for p in group["params"]]
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for p in self._params():
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self) -> None:
+        for group in self.param_groups:
+            # a parameter without a gradient neither steps nor counts
+            params = [p for p in group["params"] if p.grad is not None]
+            if not params:
+                continue
+            states = [self._state(p) for p in params]
+            grads = [p.grad for p in params if p.grad is not None]
+            exp_avgs, exp_avg_sqs = [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states]
+            fused_adam(params, grads, exp_avgs, exp_avg_sqs, [s["step"] for s in states], group)
+
+    def _state(self, p: Tensor) -> dict[str, Tensor]:
+        if p not in self.state:  # as torch.optim.Adam(fused=True) initializes it
+            self.state[p] = {
+                "step": torch.zeros((), dtype=torch.float32, device=p.device),
+                "exp_avg": torch.zeros_like(p, memory_format=torch.preserve_format),
+                "exp_avg_sq": torch.zeros_like(p, memory_format=torch.preserve_format),
+            }
+        return self.state[p]
+
+    def state_dict(self) -> dict:
+        """``torch.optim.Optimizer.state_dict``'s layout: state by parameter index, groups without tensors. The
+        moments are the optimizer's own tensors, as torch gives them; the step counts are copies."""
+        index = {p: i for i, p in enumerate(self._params())}
+        return {
+            "state": {index[p]: {**s, "step": s["step"].clone()} for p, s in self.state.items()},
+            "param_groups": [
+                {**{k: v for k, v in g.items() if k != "params"}, "params": [index[p] for p in g["params"]]}
+                for g in self.param_groups
+            ],
+        }
+
+    step_shape: tuple[int, ...] = ()  # of each parameter's step count
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """``state_dict``'s state, checked first (a ``ValueError`` names what does not fit): it may come from a
+        file, and a moment of another shape, or a rate that is not a number, would fail only at the next step."""
+        groups = state_dict["param_groups"]
+        if [len(g["params"]) for g in groups] != [len(g["params"]) for g in self.param_groups]:
+            raise ValueError("the saved parameter groups do not match this optimizer's")
+        params = self._params()
+        for group, saved in zip(self.param_groups, groups, strict=True):
+            _check_group(saved, group)
+        state = {}
+        for i, s in state_dict["state"].items():
+            p = params[int(i)] if 0 <= int(i) < len(params) else None
+            if p is None or not isinstance(s, dict) or set(s) != {"step", "exp_avg", "exp_avg_sq"}:
+                raise ValueError(f"the saved state {i} is of no parameter of this optimizer's")
+            if not _fits(s, p, self.step_shape):
+                raise ValueError(
+                    f"the saved state {i} is not of its parameter's shape {tuple(p.shape)} and dtype"
+                )
+            state[p] = {k: v.to(p.device) for k, v in s.items()}
+        for group, saved in zip(self.param_groups, groups, strict=True):
+            group.update({k: tuple(v) if k == "betas" else v for k, v in saved.items() if k != "params"})
+        self.state = state
+
+
+def _fits(state: dict, p: Tensor, step_shape: tuple[int, ...]) -> bool:
+    """Whether ``state`` is one parameter's: moments of ``p``'s shape and dtype, a count of ``step_shape``."""
+    step = state["step"]
+    moments = (state["exp_avg"], state["exp_avg_sq"])
+    return (
+        all(isinstance(m, Tensor) and m.shape == p.shape and m.dtype == p.dtype for m in moments)
+        and isinstance(step, Tensor)
+        and step.is_floating_point()
+        and tuple(step.shape) == step_shape
+        and bool((step >= 0).all())
+    )
+
+
+def _check_group(saved: dict, group: dict) -> None:
+    """A ``ValueError`` unless ``saved`` holds ``group``'s settings, each a number Adam takes."""
+    number = lambda v: isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)  # noqa: E731
+    betas = saved.get("betas")
+    if (
+        set(saved) != set(group)
+        or not (number(saved["lr"]) and saved["lr"] >= 0)
+        or not (number(saved["eps"]) and saved["eps"] > 0)
+        or not (
+            isinstance(betas, list | tuple)
+            and len(betas) == 2
+            and all(number(b) and 0 <= b < 1 for b in betas)
+        )
+    ):
+        raise ValueError(
+            f"the saved parameter group { ({k: v for k, v in saved.items() if k != 'params'}) } is not Adam's"
+        )
+
+
+class SeedAdam(Adam):
+    """Adam over parameters stacked along a leading axis of ``seeds`` independent agents (``--num-seeds``), with
+    each seed's own step count (``state[p]["step"]`` is ``(seeds,)``): a seed steps only at the minibatches it
+    trains on, and its bias correction goes by its own count, as its solo run's does. Adam is elementwise, so
+    each seed's rows step as its own optimizer would step them (up to the kernel's rounding, which differs
+    between its vectorized body and its tail)."""
+
+    def __init__(self, params: Iterable, lr: float, seeds: int, eps: float):
+        super().__init__(params, lr=lr, eps=eps)
+        self.seeds = seeds
+        self.step_shape = (seeds,)
+        self._zeroed: set[int] = (
+            set()
+        )  # finished seeds whose moments are zero (again after a load: not saved)
+
+    @torch.no_grad()
+    def step(self, seeds: list[int] | None = None, finished: Iterable[int] = ()) -> None:
+        """Step the rows of ``seeds`` (default: all), whose gradients the last backward pass gave.
+
+        ``finished``: seeds that never step again, whose gradients are zero. Their moments are zeroed, which
+        makes a fused step of every row leave their weights exactly as they are: while the others share one
+        count (no ``--target-kl`` stopped one early), a step stays one call over whole tensors. Otherwise each
+        count's seeds are stepped on their own rows, gathered and written back."""
+        seeds = list(range(self.seeds)) if seeds is None else seeds
+        finished = sorted(finished)
+        params = [p for p in self._params() if p.grad is not None]
+        counts = self._state(params[0])["step"].tolist()  # every parameter of a seed steps with the others
+        by_count: dict[float, list[int]] = {}
+        for j in seeds:
+            by_count.setdefault(counts[j], []).append(j)
+        device = params[0].device
+        if len(by_count) == 1 and len(seeds) + len(finished) == self.seeds:
+            # zeroed once: with their gradients zero, the moments of a finished seed then stay zero
+            newly = [j for j in finished if j not in self._zeroed]
+            if newly:
+                index = torch.tensor(newly, device=device)
+                for p in params:
+                    self.state[p]["exp_avg"].index_fill_(0, index, 0.0)
+                    self.state[p]["exp_avg_sq"].index_fill_(0, index, 0.0)
+                self._zeroed.update(newly)
+            self._fused(counts[seeds[0]], None)
+        else:
+            for count, rows in by_count.items():
+                self._fused(count, torch.tensor(rows, device=device))
+        # where every seed steps, a whole add (a tenth of the time of indexing each count)
+        step_counts = [self.state[p]["step"] for p in params]
+        if len(seeds) == self.seeds:
+            for n in step_counts:
+                n.add_(1.0)
+        else:
+            index, ones = torch.tensor(seeds, device=device), torch.ones(len(seeds), device=device)
+            for n in step_counts:
+                n.index_add_(0, index, ones)
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        super().load_state_dict(state_dict)
+        self._zeroed = set()
+
+    def _fused(self, count: float, rows: Tensor | None) -> None:
+        """One fused Adam step at ``count`` of the rows ``rows`` of every tensor (None: whole tensors)."""
+        for group in self.param_groups:
+            params = [p for p in group["params"] if p.grad is not None]
+            states = [self._state(p) for p in params]
+            parts: list[list[Tensor]] = [
+                params,
+                [p.grad for p in params if p.grad is not None],
+                [s["exp_avg"] for s in states],
+            ]
+            parts.append([s["exp_avg_sq"] for s in states])
+            if rows is not None:
+                parts = [[x.index_select(0, rows) for x in part] for part in parts]
+            steps = [torch.tensor(count, device=p.device) for p in params]  # fused_adam counts this step
+            fused_adam(parts[0], parts[1], parts[2], parts[3], steps, group)
+            if rows is not None:  # the stepped rows written back: weights and moments
+                written = [params, [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states]]
+                for targets, stepped in zip(written, (parts[0], parts[2], parts[3]), strict=True):
+                    for target, part in zip(targets, stepped, strict=True):
+                        target.index_copy_(0, rows, part)
+
+    def _state(self, p: Tensor) -> dict[str, Tensor]:
+        if p not in self.state:
+            super()._state(p)["step"] = torch.zeros(self.seeds, dtype=torch.float32, device=p.device)
+        return self.state[p]
+
+
+ADAM_EPS = 1e-5  # rather than PyTorch's 1e-8, as the PPO reference code does (detail 3, SEEDS.md)
+
+
+def make_adam(params, lr: float, seeds: int | None = None, eps: float = ADAM_EPS) -> Adam:
+    """Adam with ``eps`` (``--adam-eps``, default 1e-5); ``seeds``: a ``SeedAdam`` over parameters stacked for that
+    many seeds."""
+    if seeds is not None:
+        return SeedAdam(params, lr=lr, seeds=seeds, eps=eps)
+    return Adam(params, lr=lr, eps=eps)
+
+
+def clip_grad_norm(params: list[Tensor], max_norm: float) -> Tensor:
+    """Global gradient-norm clipping over all parameters together (detail 11, docs/SEEDS.md): torch's
+    ``clip_grad_norm_`` with ``foreach`` (one call for all parameters' norms and one for their scaling, where a
+    loop would make one per parameter); ``params``: the model's ``parameters()`` as a list, listed once by the
+    caller rather than walked through the modules at every minibatch. Returns the norm before clipping."""
+    return torch.nn.utils.clip_grad_norm_(params, max_norm, foreach=True)

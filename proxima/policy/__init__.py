@@ -1,0 +1,1 @@
+"""The networks: actor-critic, encoders, action distributions, normalization."""

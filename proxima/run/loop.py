@@ -1,0 +1,623 @@
+"""The training loop: rollout → advantages → update → callbacks, ``num_updates`` times.
+
+A ``Run`` holds the parts and counters of one run and does one iteration; ``steps`` (``loop``) runs it to its end.
+Everything else a run does (evaluation, health, logging, progress, checkpoints, the plot) is a callback
+(``proxima.run.callbacks``), and the checkpoint's format belongs to ``proxima.run.checkpoint``. The helpers below
+``Run`` build what a run needs (its envs, threads, precision, device) for ``proxima.scale.trainer`` and
+``proxima.scale.seedgroup``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import time
+from collections.abc import Generator
+from typing import Any, TypeVar
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from proxima.algo.advantages import estimate_advantages, open_moves
+from proxima.algo.algorithms import get_algorithm
+from proxima.algo.losses import explained_variance
+from proxima.algo.optim import make_adam
+from proxima.algo.schedules import ADJUSTABLE, VALUE_LR, Schedules
+from proxima.algo.update import UpdateSettings, group_diagnostics, update
+from proxima.base import seeding
+from proxima.base.errors import DiskFullError, EnvError, FileAccessError, NonFiniteError, UserError
+from proxima.base.files import (
+    AGENT_JSON,
+    CHECKPOINT,
+    CONFIG_JSON,
+    LOCK,
+    SEEDS_JSON,
+    VIDEOS,
+    WEIGHTS,
+    load_module_state,
+    seed_run_dirs,
+)
+from proxima.base.spaces import space_to_json
+from proxima.envs.interface import AgentSpec, agent_spec, obs_layout
+from proxima.envs.user import describe_env, is_env_object, load_env_factory
+from proxima.policy.distributions import make_head
+from proxima.policy.encoders import choose_encoder, resolve_precision
+from proxima.policy.networks import ActorCritic, NetworkSpec
+from proxima.run import checkpoint
+from proxima.run.agent import Agent
+from proxima.run.callbacks import (
+    Callback,
+    UpdateResult,
+    wanted_infos,
+)
+from proxima.run.config import PPOArgs, show_value
+from proxima.run.health import check_rollout, spreads
+from proxima.run.logger import RunLogger
+from proxima.run.progress import ProgressReport
+from proxima.run.rollout import Collector, RecurrentCollector, RolloutCollector
+from proxima.run.threads import choose_threads
+
+# what training, resuming and steps are: (run, result) after each update, then the agent (a batched run's
+# training and resuming: each seed's agent)
+Updates = Generator["tuple[Run, UpdateResult]", None, "Agent | list[Agent]"]
+T = TypeVar("T")
+
+
+def loop(run: Run, callbacks: list[Callback]) -> Agent:
+    """Train ``run`` to its last update (or until a callback stops it); return its agent, saved in its
+    directory. An env that fails, or a NaN, ends the run with one line saying what survives of it."""
+    return run_to_end(steps(run, callbacks))
+
+
+def run_to_end(updates: Generator[Any, None, T]) -> T:
+    """Step a generator of ``steps`` (or ``training``, ``resuming``) to its end; return its agent."""
+    while True:
+        try:
+            next(updates)
+        except StopIteration as end:
+            return end.value
+
+
+def steps(run: Run, callbacks: list[Callback]) -> Generator[tuple[Run, UpdateResult], None, Agent]:
+    """``loop`` one update at a time: yields ``(run, result)`` after each update's callbacks, returns the agent."""
+    run.callbacks = callbacks
+    args = run.args
+    infos = wanted_infos(callbacks)
+    if infos is not None:  # else the envs never carry an info, and a step costs what it did without them
+        run.collector.keep_infos(infos)
+    for note in run.notes:
+        run.console.message(note)
+    try:
+        for callback in callbacks:
+            callback.on_train_start(run)
+        start = time.perf_counter() - run.elapsed
+        while run.updates_done < args.num_updates:
+            result = run.iterate()
+            run.elapsed = time.perf_counter() - start
+            result.record = {
+                "global_step": run.global_step,
+                "time_s": run.elapsed,
+                "sps": run.global_step / run.elapsed,
+                **result.record,
+            }
+            stops = [callback.on_update_end(run, result) for callback in callbacks]  # each sees every update
+            yield run, result
+            if any(stops):
+                break
+        run.agent.save(run.run_dir, global_step=run.global_step)
+        for callback in callbacks:
+            callback.on_train_end(run)
+        run.console.message(f"saved agent to {run.run_dir}")
+    except (EnvError, NonFiniteError) as e:
+        crashed = isinstance(e, EnvError)  # a crash may not recur; a NaN would, from the same state
+        where = f" in update {run.updates_done + 1}" if crashed else ""
+        raise type(e)(f"{e}{where}; {checkpoint.last_checkpoint_note(run.run_dir, resumable=crashed)}") from e
+    except (DiskFullError, FileAccessError) as e:
+        how = "free space" if isinstance(e, DiskFullError) else f"make {run.run_dir} writable"
+        note = checkpoint.last_checkpoint_note(run.run_dir, how=f"{how}, then continue with")
+        raise type(e)(f"{e}; {note}") from None
+    finally:
+        run.console.close()
+        for callback in reversed(callbacks):
+            callback.close(run)
+    return run.agent
+
+
+class Run:
+    """One training run: its parts (envs, model, optimizer, schedules, collector), its counters, and one
+    iteration of the loop; to its callbacks, a ``proxima.run.callbacks.RunView``. ``checkpoint_state`` is what
+    a checkpoint holds of it and of its callbacks.
+
+    ``args`` is read-only (it is the run's config.json); ``set`` changes the settings that may change between
+    updates, and ``in_force`` gives their values now. ``console`` and ``logger``: where the run reports (by
+    default a progress report as ``args`` ask, and logs in ``run_dir``, which ``Logging`` opens); ``env``:
+    the env object of ``train(env=...)`` (None: ``args.env.env_id``), for the callbacks' own envs."""
+
+    def __init__(
+        self,
+        args: PPOArgs,
+        envs,
+        run_dir: str,
+        device: torch.device,
+        console: ProgressReport | None = None,
+        logger: RunLogger | None = None,
+        env: object = None,
+    ):
+        self.args, self.envs, self.run_dir, self.device, self.env = args, envs, run_dir, device, env
+        head = make_head(envs.single_action_space, args.network.action_dist)
+        self.model = ActorCritic(network_spec(args, envs), head).to(device)
+        self.optimizer = make_adam(
+            self.model.param_groups(args.algorithm.learning_rate, args.algorithm.value_learning_rate),
+            args.algorithm.learning_rate,
+            eps=args.algorithm.adam_eps,
+        )
+        self.settings = UpdateSettings.from_args(args)
+        self.schedules = Schedules.from_args(args)
+        value_lr = args.algorithm.value_learning_rate
+        self._value_lr_ratio = (
+            value_lr / args.algorithm.learning_rate
+            if value_lr is not None and len(self.optimizer.param_groups) > 1
+            else None
+        )
+        self._lrs: list[float] | None = None  # the rates _apply put into the optimizer
+        self.streams = seeding.RunStreams(args.run.seed, device)  # after the initialization, which drew
+        self.collector: Collector = self._make_collector()
+        self.agent = Agent(
+            self.model, args.env.env_id, envs.single_observation_space, envs.single_action_space
+        )
+        self.updates_done = self.global_step = 0
+        self.elapsed = 0.0
+        self._apply()
+        self.notes: list[str] = []  # shown when training starts
+        self.callbacks: list[Callback] = []
+        self.logger = RunLogger(run_dir, args.flat()) if logger is None else logger
+        # last: a progress bar starts as it is made
+        self.console = console or ProgressReport(
+            args.num_updates * args.batch_size, args.num_updates, quiet=args.run.quiet
+        )
+
+    def _make_collector(self) -> Collector:
+        args, envs = self.args, self.envs
+        own = getattr(envs, "make_collector", None)
+        if own is not None:  # envs on Ray actors (proxima.scale.rollout_workers) bring their collector
+            return own(
+                args.algorithm.num_steps, args.algorithm.gamma, self.model, args.run.seed, say=self._say
+            )
+        collector = RecurrentCollector if args.network.recurrent else RolloutCollector
+        return collector(
+            envs,
+            args.algorithm.num_steps,
+            args.algorithm.gamma,
+            self.model,
+            seed=args.run.seed,
+            team_reward=args.env.team_reward,
+            generator=self.streams.actions,
+        )
+
+    def _say(self, text: str) -> None:
+        self.console.message(text)
+
+    def set(self, **values) -> None:
+        """Change settings from the next update on, between updates (a callback's ``on_update_end``):
+        ``run.set(ent_coef=0.001, learning_rate=1e-4)``. Accepted: learning_rate, ent_coef, clip_coef,
+        vf_coef, max_grad_norm and target_kl. A setting with a schedule (``--anneal-lr``, ``--*-end``) goes on
+        linearly from the new value to its end value; one without stays at the new value. With
+        ``--value-learning-rate``, the critic's rate keeps its ratio to ``learning_rate``. The values in force
+        are logged each update, and checkpoints keep them (docs/TRAINING.md)."""
+        self.schedules.set(self.updates_done, values, self._value_lr_ratio)
+        self._apply()
+
+    @property
+    def in_force(self) -> dict:
+        """The values of ``set``'s settings that the next update will use."""
+        return {
+            "learning_rate": self.optimizer.param_groups[0]["lr"],
+            **{name: getattr(self.settings, name) for name in ADJUSTABLE[1:]},
+        }
+
+    def _apply(self) -> dict:
+        """Put the values in force at this update into the optimizer and ``settings``; return those that have a
+        line (``proxima.algo.schedules``). A learning rate changed in the optimizer behind ``set``'s back would be
+        overwritten here: refused instead."""
+        values = self.schedules.at(self.updates_done)
+        if not values:
+            return values
+        groups = self.optimizer.param_groups
+        for i, (group, name) in enumerate(zip(groups, ("learning_rate", VALUE_LR), strict=False)):
+            if name in values:
+                if self._lrs is not None and group["lr"] != self._lrs[i]:
+                    raise UserError(
+                        f"the optimizer's learning rate was changed to {group['lr']} outside run.set, and its "
+                        f"schedule would overwrite it; use run.set(learning_rate=...) instead"
+                    )
+                group["lr"] = values[name]
+        self._lrs = [group["lr"] for group in groups]
+        coefficients = {name: values[name] for name in ADJUSTABLE[1:] if name in values}
+        if coefficients:
+            self.settings = dataclasses.replace(self.settings, **coefficients)
+        return values
+
+    def iterate(self) -> UpdateResult:
+        """One update: a rollout, its advantages, the gradient steps."""
+        args = self.args
+        in_force = self._apply()
+        learning_rate = self.optimizer.param_groups[0]["lr"]
+        buf, advantages, returns = rollout(self.collector, self.model, args, self.updates_done + 1)
+        batch = (
+            buf.sequences(advantages, returns) if args.network.recurrent else buf.flatten(advantages, returns)
+        )
+        stats = update(self.model, self.optimizer, batch, self.settings, self.streams.minibatches)
+        agents = agent_spec(self.envs)
+        if agents is not None:  # the debug variables of each network: one per kind, or one per agent
+            groups, names = (
+                (list(agents.kinds), agents.kind_names())
+                if args.network.share_params
+                else (list(range(agents.num_agents)), list(agents.names))
+            )
+            if len(names) > 1:
+                stats.update(group_diagnostics(self.model, batch, groups, names))
+        return self.result(buf, batch, stats, learning_rate, in_force)
+
+    def result(self, buf, batch, stats: dict, learning_rate: float, in_force: dict) -> UpdateResult:
+        """Count the update done and return what the callbacks get of it: its record (the update's ``stats``
+        and the rollout's episodes) and the episodes themselves."""
+        self.updates_done += 1
+        self.global_step += self.args.batch_size
+        self._apply()  # the next update's values, in place for the callbacks and the checkpoint
+        episode_returns, episode_lengths = buf.finished_episodes()
+        values, returns = batch.present(batch.values), batch.present(batch.returns)
+        return_spread, value_spread = spreads(values, returns)
+        record = {
+            "global_step": self.global_step,
+            "learning_rate": learning_rate,
+            # the values in force of the settings that changed or change (a run without any logs none of them)
+            **{name: in_force[name] for name in ADJUSTABLE[1:] if name in in_force},
+            **stats,
+            "explained_variance": explained_variance(values, returns),
+            "episodic_return": float(np.mean(episode_returns)) if episode_returns else None,
+            "episodic_length": float(np.mean(episode_lengths)) if episode_lengths else None,
+            **self._per_agent(buf),
+        }
+        return UpdateResult(
+            record,
+            episode_returns,
+            episode_lengths,
+            return_spread=return_spread,
+            value_spread=value_spread,
+            episode_infos=buf.finished_infos(),
+        )
+
+    def _per_agent(self, buf) -> dict:
+        """A multi-agent run's mean episodic return of each agent (``episodic_return/NAME``; None where none of
+        its episodes ended): which agent lags behind."""
+        agents = agent_spec(self.envs)
+        if agents is None:
+            return {}
+        by_row = buf.episode_returns.where(buf.episode_ended, torch.nan).view(
+            -1, agents.num_envs, agents.num_agents
+        )
+        means = by_row.nanmean((0, 1)).tolist()
+        return {
+            f"episodic_return/{name}": None if np.isnan(m) else m
+            for name, m in zip(agents.names, means, strict=True)
+        }
+
+    # --- the checkpoint's share of the run (proxima.run.checkpoint owns the file) ---------------------------
+    def checkpoint_state(self, finished: bool = False) -> tuple[dict, dict]:
+        """What a checkpoint holds of the run: its header (counters, ``finished``, spaces) and every component's
+        state by name, the run's own (``state_dict``) and then each stateful callback's."""
+        states = self.state_dict()
+        for callback in self.callbacks:
+            key = callback.state_key
+            if key is not None:
+                if key in states:
+                    raise ValueError(f"two checkpoint components are named {key!r}")
+                states[key] = callback.state_dict()
+        return {**self.counters(), "finished": finished, **self.spaces()}, states
+
+    def save_checkpoint(self, finished: bool = False) -> None:
+        """Write ``RUN_DIR/checkpoint.safetensors`` (atomically) as the run stands."""
+        checkpoint.save(os.path.join(self.run_dir, CHECKPOINT), *self.checkpoint_state(finished))
+
+    def restore(self, path: str, meta: dict, states: dict) -> None:
+        """Put the run and its callbacks in the state of ``path``'s checkpoint (``checkpoint.read``'s output),
+        each tensor checked against the run's own first."""
+        checkpoint.check_fits(
+            path, meta, states, self.spaces()["spaces"], self.state_dict(), self.args.env.env_id
+        )
+        with checkpoint.fitting(path):
+            self.load_state_dict(meta, states)
+            for callback in self.callbacks:
+                if callback.state_key is not None and callback.state_key in states:
+                    callback.load_state_dict(states[callback.state_key])
+
+    def counters(self) -> dict:
+        return {
+            "update": self.updates_done,
+            "global_step": self.global_step,
+            "elapsed_s": self.elapsed,
+            "torch_threads": torch.get_num_threads(),
+        }
+
+    def spaces(self) -> dict:
+        return {
+            "spaces": {
+                "observation_space": space_to_json(self.envs.single_observation_space),
+                "action_space": space_to_json(self.envs.single_action_space),
+            }
+        }
+
+    def state_dict(self) -> dict:
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "settings": self.schedules.state_dict(),
+            "collector": self.collector.state_dict(),  # None: the envs cannot be captured
+            "rng": self.streams.state_dict(),
+        }
+
+    def load_state_dict(self, meta: dict, states: dict) -> None:
+        load_module_state(self.model, states["model"], CHECKPOINT)
+        self.optimizer.load_state_dict(states["optimizer"])
+        self.schedules.load_state_dict(states["settings"])
+        self.streams.load_state_dict(states["rng"])
+        if states["collector"] is not None:
+            self.collector.load_state_dict(states["collector"])
+        else:  # new episodes, from a seed the run has not used yet
+            self.collector.restart(seed=seeding.resumed_episodes(self.args.run.seed, meta["global_step"]))
+        self.updates_done, self.global_step, self.elapsed = (
+            meta["update"],
+            meta["global_step"],
+            meta["elapsed_s"],
+        )
+        self._lrs = None  # the optimizer's rates are the checkpoint's
+        self._apply()
+        self.notes.append(
+            f"resuming {self.run_dir} after update {self.updates_done} of {self.args.num_updates}"
+        )
+        if states["collector"] is None:
+            self.notes.append(
+                f"note: {self.args.env.env_id}'s envs cannot be saved without pickling (Gymnasium's and "
+                "PettingZoo's), so they start new episodes; the rest of this run will differ from an uninterrupted "
+                "one (native and VMAS envs resume exactly)"
+            )
+
+
+def rollout(collector: Collector, model, args: PPOArgs, update: int) -> tuple:
+    """Update ``update``'s rollout, checked for NaNs, and its advantages and returns (the value targets):
+    ``(buffer, advantages, returns)``."""
+    next_value, next_done = collector.collect(model)
+    buf = collector.buffer
+    check_rollout(buf, update)
+    advantages = estimate_advantages(
+        args.algorithm.advantage,
+        buf.rewards,
+        buf.values,
+        buf.dones,
+        next_value,
+        next_done,
+        args.algorithm.gamma,
+        args.algorithm.gae_lambda,
+        acting=buf.valid if buf.turns else None,
+        next_acting=buf.next_valid if buf.turns else None,
+    )
+    if buf.turns:  # the moves whose transitions run past the rollout are no samples (gae_by_turns)
+        assert buf.valid is not None and buf.next_valid is not None, "a turn-based rollout marks its moves"
+        buf.valid &= ~open_moves(buf.valid, buf.dones, next_done, buf.next_valid)
+    return buf, advantages, advantages + buf.values
+
+
+def init_from_agent(run: Run, source: str) -> None:
+    """Start ``run`` from the agent saved in ``source`` (a run directory, or its ``best``): its weights and
+    normalization statistics. Its spaces and network must be the run's; the first difference is named."""
+    seeds = seed_run_dirs(source)
+    if seeds:
+        raise UserError(
+            f"--init-from {source}: a batched run's directory (--num-seeds) holds one agent per seed; give one "
+            f"of its seeds' directories, such as {seeds[0]}"
+        )
+    if os.path.isdir(source) and not os.path.exists(os.path.join(source, AGENT_JSON)):
+        raise UserError(
+            f"--init-from {source}: no agent there ({AGENT_JSON}); a run saves its agent when it ends: resume "
+            "it to its end first, or give its best/ directory"
+        )
+    agent = Agent.load(source)
+    for name, theirs, ours in (
+        ("observation space", agent.observation_space, run.envs.single_observation_space),
+        ("action space", agent.action_space, run.envs.single_action_space),
+    ):
+        if space_to_json(theirs) != space_to_json(ours):
+            raise UserError(
+                f"--init-from {source}: its agent's {name} is {theirs}, this run's env has {ours}"
+            )
+
+    def described(spec: NetworkSpec) -> dict:
+        return {**dataclasses.asdict(spec), **dataclasses.asdict(spec.network), "network": None}
+
+    their_net, our_net = described(agent.model.spec), described(run.model.spec)
+    # the precision a CNN computes in is not part of what it is, nor the statistics' horizon
+    for name in our_net:
+        if name not in ("precision", "value_norm_horizon") and their_net.get(name) != our_net[name]:
+            raise UserError(
+                f"--init-from {source}: its agent's network has {name} {show_value(their_net.get(name))}, this "
+                f"run's {show_value(our_net[name])}; give the network settings of that run (its config.json)"
+            )
+    load_module_state(run.model, agent.model.state_dict(), os.path.join(source, WEIGHTS))
+
+
+def network_spec(args: PPOArgs, envs) -> NetworkSpec:
+    """The run's network settings, with the encoder that ``auto`` (or the name given) stands for on these envs,
+    and what the envs and the algorithm decide."""
+    layout, agents = obs_layout(envs), agent_spec(envs)
+    check_agents(args, agents)
+    return NetworkSpec(
+        logits_dim=make_head(envs.single_action_space, args.network.action_dist).logits_dim,
+        obs_shape=tuple(layout.shape),
+        network=dataclasses.replace(args.network, encoder=choose_encoder(args.network.encoder, layout)),
+        has_critic=get_algorithm(args.algorithm.algo).has_critic,
+        obs_layout=layout.to_json() if layout.packed else None,
+        agents=None if agents is None else agents.to_json(),
+    )
+
+
+def check_agents(args: PPOArgs, agents: AgentSpec | None) -> None:
+    """The settings that only a multi-agent env gives a meaning to, refused on any other."""
+    algo = args.algorithm.algo
+    asked = (
+        (f"--algo {algo}", get_algorithm(algo).multi_agent),
+        ("centralized_critic", args.network.centralized_critic),
+        ("team_reward", args.env.team_reward),
+        ("--no-critic-agent-index", not args.network.critic_agent_index),
+    )
+    named = [name for name, on in asked if on]
+    if agents is None and named:
+        raise UserError(
+            f"{named[0]} trains many agents, and {args.env.env_id} is a single-agent env; multi-agent envs are "
+            "pettingzoo:MODULE and vmas:SCENARIO ids (docs/MULTIAGENT.md)"
+        )
+    if agents is not None and not args.network.critic_agent_index:
+        # the setting may come from a preset (vmas-benchmarl sets it), so each line names both ways out
+        given = '--no-critic-agent-index (the flag, or a preset\'s "critic_agent_index": false)'
+        if not args.network.centralized_critic and args.network.actor_agent_index:
+            raise UserError(
+                f"{given}: an IPPO critic works on the actor's features, which hold the index unless "
+                "--no-actor-agent-index; add that, give --critic-agent-index, or use --algo mappo"
+            )
+        if agents.turns:
+            raise UserError(
+                f"{given} gives a game's agents one value, and in a turn-based game each player needs its own: "
+                "give --critic-agent-index"
+            )
+    separate = agents is not None and (agents.num_kinds > 1 or not args.network.share_params)
+    if separate and args.network.shared_network:
+        raise UserError(
+            "--shared-network gives one trunk to every agent; agents of several kinds, or --no-share-params, need "
+            "a network each: drop --shared-network"
+        )
+
+
+def default_run_dir(args: PPOArgs) -> str:
+    """The PPO tutorial's run name under ``runs/``, with a count after it where runs started in the same second
+    (a loop of short runs) would otherwise share it."""
+    env_name = re.sub(r"[^\w.-]", "_", args.env.env_id)  # an id's / and :, an env object's <lambda>
+    path = os.path.join("runs", f"{env_name}__{args.run.exp_name}__{args.run.seed}__{int(time.time())}")
+    taken, count = path, 1
+    while os.path.exists(taken):
+        count += 1
+        taken = f"{path}_{count}"
+    return taken
+
+
+def check_run_dir_free(run_dir: str) -> None:
+    """Refuse a ``run_dir`` that holds anything but its lock: taken before, so that of two runs started into
+    one new directory only the first finds it free."""
+    names = set(os.listdir(run_dir)) - {LOCK} if os.path.isdir(run_dir) else set()
+    if os.path.exists(run_dir) and (not os.path.isdir(run_dir) or names):
+        stopped = {CONFIG_JSON, SEEDS_JSON} & names
+        if stopped and not {CHECKPOINT, AGENT_JSON} & names:
+            raise UserError(
+                f"run directory {run_dir!r} holds a run that stopped before its first checkpoint; remove it, or "
+                "give --resume-if-exists, which starts such a run again"
+            )
+        raise UserError(f"run directory {run_dir!r} already exists and is not empty; give a new --run-dir")
+
+
+def setup(args: PPOArgs) -> tuple[torch.device, list[str]]:
+    """The device and the seeds; returns the device and notes for the console."""
+    notes = []
+    device = torch.device("cuda" if args.run.cuda and torch.cuda.is_available() else "cpu")
+    if args.run.cuda and device.type == "cpu":
+        notes.append(
+            "note: no GPU is available, so training runs on the CPU (--no-cuda says so and hides this)"
+        )
+    seeding.seed_globals(args.run.seed, args.run.torch_deterministic)
+    return device, notes
+
+
+def resolve_args_precision(args: PPOArgs, envs, device: torch.device) -> PPOArgs:
+    """``--precision auto`` made concrete: bfloat16 where the device computes it natively and the agent has a
+    CNN, float32 elsewhere. An agent without images computes its MLPs in bf16 only when asked by name: their
+    speed-up depends on their size (nothing for CartPole's 64-64), and it rounds every layer's output."""
+    requested = args.network.precision
+    if obs_layout(envs).has_images:
+        return args.replace(precision=resolve_precision(requested, device))
+    return args.replace(precision="bfloat16" if requested == "bfloat16" else "float32")
+
+
+def thread_notes(args: PPOArgs, envs, saved: int | None = None) -> list[str]:
+    """Set torch's thread count for the run (``proxima.run.threads``); a resumed run keeps its ``saved`` one unless
+    given another (``--resume RUN_DIR --torch-threads N``)."""
+    images = obs_layout(envs).has_images
+    count, why = choose_threads(
+        args.run.torch_threads, args.samples_per_minibatch, saved=saved, images=images
+    )
+    torch.set_num_threads(count)
+    if saved is not None and count != saved:
+        why = rethreaded(saved, count)
+    return [why] if why else []
+
+
+def rethreaded(saved: int, count: int) -> str:
+    """The note for a run resumed with another thread count than it trained with."""
+    return (f"note: the run trained with {saved} torch thread(s) and goes on with {count}: its updates round "
+            "differently from here on, so it will not be the run it would have been uninterrupted")  # fmt: skip
+
+
+def take_env(env, args: PPOArgs | None, overrides: dict):
+    """The env object of ``train(env=...)``, or of an ``env_id`` (keyword or ``PPOArgs``) that is not an id
+    string, with the ``args`` and ``overrides`` that record it: its label as ``env_id`` and ``env_factory``."""
+    if args is not None and is_env_object(args.env.env_id):
+        env, args = (args.env.env_id if env is None else env), args.replace(env_id="")
+    if is_env_object(overrides.get("env_id")):
+        if env is not None:
+            raise UserError("give the env once: as env= or as env_id=, not both")
+        env = overrides.pop("env_id")
+    if env is None:
+        return None, args, overrides
+    if isinstance(env, str):
+        if "env_id" in overrides:
+            raise UserError("give the env once: as env= or as env_id=, not both")
+        return None, args, {**overrides, "env_id": env}
+    if overrides.get("env_id"):
+        raise UserError("give the env once: as env= or as env_id=, not both")
+    label, factory = describe_env(env)
+    overrides = {**overrides, "env_id": label, "env_factory": factory}
+    if isinstance(env, gym.vector.VectorEnv):
+        if overrides.get("num_envs", env.num_envs) != env.num_envs:
+            raise UserError(
+                f"num_envs is {overrides['num_envs']}, but the VectorEnv given has {env.num_envs} envs"
+            )
+        overrides["num_envs"] = env.num_envs
+    return env, args, overrides
+
+
+def env_of(args: PPOArgs, env, what: str = "the run"):
+    """What the run's envs are made from: ``env`` where given, else the factory that ``args.env.env_factory`` names
+    (imported again), else None (``args.env.env_id``). What a run on a user's VectorEnv cannot do is refused here."""
+    if env is None and args.env.env_factory is not None:
+        env = load_env_factory(args.env.env_factory, what)
+    if isinstance(env, gym.vector.VectorEnv):
+        for asked, flag in (
+            (args.run.eval_every, "--eval-every"),
+            (args.env.rollout_workers, "--rollout-workers"),
+        ):
+            if asked:
+                raise UserError(
+                    f"{flag} makes envs of its own, which a VectorEnv instance cannot give; pass env= a class or "
+                    "function that returns one gymnasium.Env instead"
+                )
+        if env.num_envs != args.env.num_envs:
+            raise UserError(
+                f"num_envs is {args.env.num_envs}, but the VectorEnv given has {env.num_envs} envs"
+            )
+    return env
+
+
+def run_video_dir(run_dir: str, resumed: dict | None = None) -> str:
+    """Where ``--capture-video`` records: ``RUN_DIR/videos``, and a resumed part of the run in a folder of its
+    own there, since Gymnasium's recorder numbers a new process's episodes from 0 again."""
+    return os.path.join(
+        run_dir, VIDEOS, "" if resumed is None else f"resumed-after-update-{resumed['update']}"
+    )

@@ -1,0 +1,268 @@
+"""The rollout phase (detail 1 in docs/SEEDS.md): N vector envs stepped ``num_steps`` times under the policy.
+
+The collector keeps the state that outlives one rollout (the next observation, whether it starts an
+episode, and the running episode statistics), so consecutive rollouts continue the same episodes. It is
+shared by every algorithm: PPO, VPG and REINFORCE differ only in what they do with the buffer.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, cast
+
+import torch
+from torch import Tensor
+
+from proxima.algo.storage import RolloutBuffer
+from proxima.envs import VecEnv
+from proxima.envs.interface import InfoKeys, agent_spec, alive_after_reset, env_call, obs_layout
+from proxima.policy.networks import ActorCritic
+
+
+class Collector(Protocol):
+    """What the loop asks of a collector: whole rollouts in ``buffer``. ``RolloutCollector`` (and its recurrent
+    kind) steps local envs; ``proxima.scale.rollout_workers.RayCollector`` gathers the slices of Ray actors."""
+
+    buffer: RolloutBuffer  # the last rollout, time-major: (num_steps, num_envs, ...)
+    reports_infos: bool  # set by keep_infos
+
+    def collect(self, model: ActorCritic) -> tuple[Tensor, Tensor]:
+        """Fill ``buffer`` with the next rollout under ``model``; return ``(next_value, next_done)``, what the
+        advantages bootstrap from at its end."""
+        ...
+
+    def keep_infos(self, keys: InfoKeys) -> bool:
+        """Keep each ended episode's info (``keys`` of it, or "all") from the next rollout on; return whether the
+        envs report infos at all."""
+        ...
+
+    def restart(self, seed: int) -> None:
+        """Fresh episodes from ``seed`` (a resumed run whose envs could not be saved)."""
+        ...
+
+    def state_dict(self) -> dict | None:
+        """What the next rollout continues from, the envs included; None if the envs cannot be captured."""
+        ...
+
+    def load_state_dict(self, state: dict) -> None: ...
+
+
+class RolloutCollector:
+    """The ``Collector`` of local envs. ``frozen_stats`` (a rollout worker's slice of the envs,
+    ``proxima.scale.rollout_workers``): normalize with the observation and reward statistics as they are, and keep
+    what would have updated them (the raw observations, the discounted returns) for the learner to merge."""
+
+    def __init__(
+        self,
+        envs: VecEnv,
+        num_steps: int,
+        gamma: float,
+        model: ActorCritic,
+        seed: int | None = None,
+        frozen_stats: bool = False,
+        team_reward: bool = False,
+        generator: torch.Generator | None = None,
+    ):
+        self.envs = envs
+        self.generator = generator  # the actions' draws (the run's RunStreams.actions)
+        self.gamma = gamma
+        n, device, head, layout = envs.num_envs, envs.device, model.head, obs_layout(envs)
+        obs_dtype = model.normalization.obs_dtype(layout.dtype)
+        self.buffer = RolloutBuffer(
+            num_steps, n, layout.shape, obs_dtype, head.action_shape, head.action_dtype, device
+        )
+        self.next_obs = env_call(envs.reset, seed=seed)
+        self.next_done = torch.zeros(n, device=device)
+        self._episode_return = torch.zeros(n, dtype=torch.float64, device=device)
+        self._episode_length = torch.zeros(n, dtype=torch.int64, device=device)
+        self._discounted_return = torch.zeros(n, device=device)  # for reward scaling only
+        self._infos: InfoKeys | None = None  # keep_infos' keys: None until the run asks for infos
+        # multi-agent envs: which rows' agents are present in next_obs (Step.alive); None: one agent per env
+        agents = agent_spec(envs)
+        self.alive: Tensor | None = None
+        self.team: int | None = None  # team_reward's agents per game (check_agents refuses it for one agent)
+        if agents is not None:
+            self.alive = alive_after_reset(envs)
+            self.team = agents.num_agents if team_reward else None
+            self.buffer.valid = torch.ones((num_steps, n), dtype=torch.bool, device=device)
+            self.buffer.turns = agents.turns
+            self.buffer.agents = agents.num_agents
+            self._in_game = torch.ones(
+                n, dtype=torch.bool, device=device
+            )  # a waiting player shares the team's
+        self.frozen_stats = frozen_stats
+        norm = model.normalization
+        self.raw_obs = (
+            torch.zeros((num_steps, n, *layout.shape), dtype=layout.dtype)
+            if frozen_stats and norm.norm_obs
+            else None
+        )
+        self.returns_seen = torch.zeros(num_steps, n) if frozen_stats and norm.norm_reward else None
+
+    @torch.no_grad()
+    def collect(self, model: ActorCritic) -> tuple[Tensor, Tensor]:
+        """Fill the buffer; return ``(next_value, next_done)`` for bootstrapping at the rollout's end.
+
+        The buffer holds observations and rewards as the networks see them: normalized and scaled when
+        those are on (with the statistics of the moment they were collected), raw otherwise.
+        """
+        buf, norm = self.buffer, model.normalization
+        if self._infos is not None:
+            buf.episode_infos = {}
+        valid = cast(Tensor, buf.valid)  # multi-agent envs' (made with self.alive); not read for one agent
+        for t in range(buf.obs.shape[0]):
+            if self.raw_obs is not None:
+                self.raw_obs[t] = self.next_obs
+            # the statistics take in the agents present, not the rows of those that left or wait their turn
+            obs = norm.obs(self.next_obs, update=not self.frozen_stats, rows=self.alive)
+            buf.obs[t] = obs
+            buf.dones[t] = self.next_done
+            if self.alive is not None:
+                valid[t] = self.alive
+            # One forward pass over the whole batch gives the actions, their log-probs and the values.
+            actions, buf.logprobs[t], buf.values[t] = self._act(model, obs)
+            buf.actions[t] = actions  # as sampled: a Box action is clipped only on its way into the env
+            step = env_call(self.envs.step, actions)
+            done = step.done
+            self._record_episodes(t, *step.stats())
+            if step.infos:
+                assert buf.episode_infos is not None  # envs report infos only once keep_infos asked for them
+                buf.episode_infos.update(((t, i), info) for i, info in step.infos.items())
+            reward = (
+                step.reward
+                if self.team is None
+                else team_reward_of(step.reward, self._in_game if buf.turns else valid[t], self.team)
+            )
+            if norm.norm_reward:
+                self._discounted_return.mul_(self.gamma).add_(step.reward)
+                if self.returns_seen is not None:
+                    self.returns_seen[t] = self._discounted_return
+                reward = norm.reward(
+                    reward,
+                    self._discounted_return,
+                    update=not self.frozen_stats,
+                    rows=valid[t] if self.alive is not None else None,
+                )
+                self._discounted_return.masked_fill_(done, 0.0)
+            # A time-limit truncation is not the end of the task: the return goes on past the cut, so the
+            # target for this step is r + gamma * V(final_obs). A termination's future is worth 0.
+            cut = step.truncated & ~step.terminated
+            if cut.any():
+                rows = cut.nonzero().squeeze(-1)
+                reward = reward.index_add(
+                    0, rows, self.gamma * self._final_values(model, step.final_obs, rows)
+                )
+            buf.rewards[t] = reward
+            self.next_obs = step.obs
+            self.next_done = done.float()
+            if self.alive is not None:
+                self.alive = torch.ones_like(self.alive) if step.alive is None else step.alive
+        buf.next_valid = self.alive
+        return self._values(model, norm.obs(self.next_obs)), self.next_done
+
+    # The policy's share of a step, apart so that the recurrent collector can carry its memory through it, and a
+    # rollout worker's (proxima.scale.rollout_workers) can pad the batch to all envs and draw from each env's stream.
+    def _act(self, model: ActorCritic, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        return model.act(obs, self.generator)
+
+    def _final_values(self, model: ActorCritic, final_obs: Tensor, rows: Tensor) -> Tensor:
+        return model.value(model.normalization.obs(final_obs[rows]))
+
+    def _values(self, model: ActorCritic, obs: Tensor) -> Tensor:
+        return model.value(obs)
+
+    def keep_infos(self, keys: InfoKeys) -> bool:
+        """Collect the info of each episode's last step from the next rollout on (``buffer.finished_infos``):
+        the ``keys`` it has, or all of it with "all". Returns whether the envs report infos; a backend without
+        ``keep_infos`` (native envs) reports none, and its episodes get ``{}``."""
+        self._infos = keys
+        keep = getattr(self.envs, "keep_infos", None)
+        if keep is not None:
+            env_call(keep, keys)
+        self.reports_infos = keep is not None
+        return self.reports_infos
+
+    def restart(self, seed: int) -> None:
+        """Fresh episodes from ``seed`` (a resumed run whose envs could not be saved)."""
+        self.next_obs = env_call(self.envs.reset, seed=seed)
+        if self.alive is not None:
+            self.alive = alive_after_reset(self.envs)
+
+    _STATE = ("next_obs", "next_done", "_episode_return", "_episode_length", "_discounted_return")
+
+    def state_dict(self) -> dict | None:
+        """What the next rollout continues from, the envs included; None if the envs cannot be captured."""
+        env_state = self.envs.state_dict()
+        if env_state is None:
+            return None
+        alive = {} if self.alive is None else {"alive": self.alive}
+        return {**{name.lstrip("_"): getattr(self, name) for name in self._STATE}, **alive, "env": env_state}
+
+    def load_state_dict(self, state: dict) -> None:
+        for name in self._STATE:
+            setattr(self, name, state[name.lstrip("_")].to(getattr(self, name)))
+        if self.alive is not None:
+            self.alive = state["alive"].to(self.alive)
+        self.envs.load_state_dict(state["env"])
+
+    def _record_episodes(self, t: int, score: Tensor, game_over: Tensor) -> None:
+        """Statistics of whole games: an Atari game goes on after a lost life, and its score is unclipped."""
+        buf = self.buffer
+        self._episode_return += score
+        self._episode_length += 1 if self.alive is None else self.alive  # an agent that left takes no steps
+        buf.episode_returns[t] = self._episode_return
+        buf.episode_lengths[t] = self._episode_length
+        buf.episode_ended[t] = game_over
+        self._episode_return.masked_fill_(game_over, 0.0)
+        self._episode_length.masked_fill_(game_over, 0)
+
+
+def team_reward_of(reward: Tensor, present: Tensor, agents: int) -> Tensor:
+    """Each present agent's reward replaced by the mean over the agents present in its game (rows env-major,
+    ``agents`` a game); an absent agent's stays 0. A turn-based game's rollout passes every row as present (its
+    waiting players are in the team), an agent already out of the game included (docs/MULTIAGENT.md)."""
+    r, present = reward.view(-1, agents), present.view(-1, agents)
+    mean = r.sum(1, keepdim=True) / present.sum(1, keepdim=True).clamp(min=1)
+    return (mean * present).reshape(-1)
+
+
+class RecurrentCollector(RolloutCollector):
+    """The collector of a recurrent agent (``--recurrent lstm``): the LSTM's memory per env is carried from step
+    to step and rollout to rollout, zeroed where an episode starts, and stored in the buffer at the start of each
+    rollout, where the update's replay of the sequences begins."""
+
+    def __init__(self, envs: VecEnv, num_steps: int, gamma: float, model: ActorCritic, **options):
+        super().__init__(envs, num_steps, gamma, model, **options)
+        self.memory: tuple[Tensor, ...] = model.initial_memory(envs.num_envs, envs.device)
+
+    @torch.no_grad()
+    def collect(self, model: ActorCritic) -> tuple[Tensor, Tensor]:
+        self.buffer.memory = tuple(m.clone() for m in self.memory)
+        return super().collect(model)
+
+    def _act(self, model: ActorCritic, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        # next_done is still this step's: 1 where obs begins an episode
+        actions, logprobs, values, self.memory = model.act_recurrent(
+            obs, self.next_done, self.memory, self.generator
+        )
+        return actions, logprobs, values
+
+    def _final_values(self, model: ActorCritic, final_obs: Tensor, rows: Tensor) -> Tensor:
+        # the final observation follows this step's memory: the episode's own, not the next one's zeros
+        memory = tuple(m[:, rows] for m in self.memory)
+        return model.value_after(model.normalization.obs(final_obs[rows]), memory)
+
+    def _values(self, model: ActorCritic, obs: Tensor) -> Tensor:
+        starts = self.next_done.unsqueeze(0)
+        return model.forward_sequence(obs.unsqueeze(0), starts, self.memory)[1][0]
+
+    def restart(self, seed: int) -> None:
+        super().restart(seed)
+        self.memory = tuple(torch.zeros_like(m) for m in self.memory)
+
+    def state_dict(self) -> dict | None:
+        state = super().state_dict()
+        return None if state is None else {**state, "memory_h": self.memory[0], "memory_c": self.memory[1]}
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        self.memory = (state["memory_h"].to(self.memory[0]), state["memory_c"].to(self.memory[1]))

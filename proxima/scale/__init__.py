@@ -1,0 +1,1 @@
+"""Many runs and many processes: seed groups, rollout workers, sweeps, tuning, executors, train()."""

@@ -1,0 +1,837 @@
+"""``proxima tune``: search for good settings on Ray Tune, with random or Optuna search, and ASHA early stopping
+or population-based training (PBT).
+
+A *sample* is one draw of the search space. It is one Tune trial, which trains the sample's ``seeds`` seeds
+(``seed`` … ``seed + seeds - 1``) in lockstep, one update of each in turn (``proxima.scale.trainer.training``), and
+reports their mean score after each round, so that the searcher and the scheduler judge a setting and not a
+lucky seed. Each seed's run is an ordinary run directory (``OUT/s003__seed2``) that draws from random
+generators of its own (``seeding.RunStreams``), so it computes exactly what ``proxima train --seed 2`` with
+the sample's settings computes alone.
+
+The score of a seed is its last deterministic evaluation (``metric="eval_return"``, which needs
+``eval_every``) or the mean return of its last 20 episodes (``"return"``). A trial ASHA stops raises
+``SystemExit`` out of ``tune.report``: its runs end where they stand and say ``"stopped"``. With PBT, a trial
+reports a Tune checkpoint (its seeds' checkpoints and logs) every ``perturbation_interval`` updates of the
+base settings; an exploiting trial copies the better trial's and goes on from it with perturbed
+``learning_rate``, ``ent_coef`` or ``clip_coef`` (``run.set``), and each of its run directories logs that in
+``perturbations.jsonl``. ASHA's and PBT's time is env steps, since samples may differ in their batch size.
+
+``OUT/tune.json`` holds the plan and every sample drawn, so ``resume_tune`` finishes a killed search from the
+run directories, never from Tune's own (pickled) state: interrupted samples resume from their checkpoints, and
+the samples not yet drawn are drawn by a new searcher (Optuna's told the scores of the samples that ended, ASHA's stopped ones too).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from proxima.algo.schedules import ADJUSTABLE
+from proxima.base import trust
+from proxima.base.errors import EnvError, NonFiniteError, TrainingInterrupted, UserError
+from proxima.base.files import (
+    BEST_PRESET,
+    CHECKPOINT,
+    EPISODES,
+    METRICS,
+    PERTURBATIONS,
+    REPORT,
+    RESULTS_JSON,
+    RESULTS_MD,
+    TRIAL_JSON,
+    TUNE_JSON,
+    WRITER_WAIT_S,
+    inside,
+    links_inside,
+    lock_directory,
+    read_json,
+    read_jsonl,
+    remove_stopped_run,
+    write_json,
+)
+from proxima.run import checkpoint
+from proxima.run.callbacks import Callback
+from proxima.run.config import GROUP_OF, PPOArgs, resolve_args, show_value
+from proxima.scale import executors
+from proxima.scale.rollout_workers import TRIAL_ACTOR_CPUS
+from proxima.scale.sweeps import (
+    StopWhenAsked,
+    _finite,
+    check_output_dir_free,
+    default_output_dir,
+    refuse_objects,
+)
+from proxima.scale.trainer import resuming, training
+
+if TYPE_CHECKING:
+    from proxima.run.loop import Run
+
+FORMAT, VERSION = "proxima-tune", 1
+SEARCHES = ("random", "optuna")
+SCHEDULERS = ("fifo", "asha", "pbt")
+METRICS_ = ("eval_return", "return")
+MODES = ("max", "min")
+DISTRIBUTIONS = ("uniform", "loguniform", "randint", "choice")
+PBT_SETTINGS = ("learning_rate", "ent_coef", "clip_coef")  # what PBT perturbs (run.set changes them mid-run)
+WINDOW = 20  # episodes in the "return" metric
+# Settings a preset must not carry: they belong to one run, not to the settings found
+RUN_ONLY = ("seed", "run_dir", "quiet", "torch_threads", "init_from", "resume")
+
+
+# ---- search spaces --------------------------------------------------------------------------------------
+
+
+def parse_space_item(item: str, read: Callable[[str, str], object]) -> tuple[str, list]:
+    """``"learning_rate=loguniform:1e-5:1e-2"`` as ``("learning_rate", ["loguniform", 1e-05, 0.01])``.
+    ``read(name, text)``: the value of a train flag ``--name text`` (as ``proxima train`` reads it)."""
+    name, equals, spec = item.partition("=")
+    name = name.strip().replace("-", "_")
+    kind, _, rest = spec.partition(":")
+    kind = kind.strip()
+    accepted = (
+        "NAME=uniform:LOW:HIGH, NAME=loguniform:LOW:HIGH, NAME=randint:LOW:HIGH or NAME=choice:V1,V2,..."
+    )
+    if not equals or kind not in DISTRIBUTIONS or not rest.strip():
+        raise UserError(f"--space expects {accepted}, got {item!r}")
+    if name not in GROUP_OF or name in RUN_ONLY:
+        raise UserError(f"--space: {name!r} is not a setting a search can vary; accepted: the names of the train "
+                        "flags (proxima train --help), such as learning_rate, apart from seed and run_dir")  # fmt: skip
+    if kind == "choice":
+        values = [read(name, text.strip()) for text in rest.split(",")]
+        return name, ["choice", values]
+    parts = rest.split(":")
+    if len(parts) != 2:
+        raise UserError(f"--space: {kind} takes LOW:HIGH, got {item!r}")
+    low, high = (read(name, text.strip()) for text in parts)
+    return name, _checked(name, [kind, low, high])
+
+
+def _checked(name: str, spec: list) -> list:
+    kind = spec[0]
+    if kind == "choice":
+        if not spec[1]:
+            raise UserError(f"--space {name}: choice needs at least one value")
+        return spec
+    low, high = spec[1], spec[2]
+    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (low, high))
+    if not numbers:
+        raise UserError(
+            f"--space {name}: {kind} needs numbers, got {low!r} and {high!r}; use choice:V1,V2,..."
+        )
+    if kind == "randint" and not all(isinstance(v, int) for v in (low, high)):
+        raise UserError(f"--space {name}: randint is for whole-number settings; use uniform or loguniform")
+    if kind != "randint" and all(isinstance(v, int) for v in (low, high)) and _is_int_setting(name):
+        raise UserError(f"--space {name}: {name} is a whole number; use randint:LOW:HIGH or choice:V1,V2,...")
+    if not low < high:
+        raise UserError(f"--space {name}: LOW must be below HIGH, got {low} and {high}")
+    if kind == "loguniform" and low <= 0:
+        raise UserError(f"--space {name}: loguniform needs LOW > 0, got {low}")
+    return [kind, float(low), float(high)] if kind != "randint" else [kind, low, high]
+
+
+def _is_int_setting(name: str) -> bool:
+    value = PPOArgs().flat()[name]
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def spec_of(name: str, value) -> list:
+    """A space entry of ``proxima.tune(space=...)``: Tune's own distribution (``tune.loguniform(1e-5, 1e-2)``,
+    ``tune.choice([...])``, ``tune.randint(4, 17)``), a list of choices, or the CLI's text."""
+    if isinstance(value, str):
+        return parse_space_item(f"{name}={value}", lambda _, text: _number(text))[1]
+    if isinstance(value, list | tuple):
+        return _checked(name, ["choice", list(value)])
+    from ray.tune.search import sample
+
+    if isinstance(value, sample.Categorical):
+        return _checked(name, ["choice", list(value.categories)])
+    if isinstance(value, sample.Integer):  # Tune's randint excludes its upper bound; the spec includes it
+        return _checked(name, ["randint", int(value.lower), int(value.upper) - 1])
+    if isinstance(value, sample.Float):
+        log = isinstance(value.get_sampler(), sample.LogUniform)
+        return _checked(name, ["loguniform" if log else "uniform", value.lower, value.upper])
+    raise UserError(f"space[{name!r}]: give a Tune distribution (tune.uniform, tune.loguniform, tune.randint, "
+                    f"tune.choice), a list of values or text such as 'loguniform:1e-5:1e-2', got {value!r}")  # fmt: skip
+
+
+def _number(text: str):
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def domain(spec: list):
+    """A space entry as Tune's distribution."""
+    from ray import tune
+
+    kind = spec[0]
+    if kind == "choice":
+        return tune.choice(spec[1])
+    if kind == "randint":
+        return tune.randint(spec[1], spec[2] + 1)
+    return (tune.loguniform if kind == "loguniform" else tune.uniform)(spec[1], spec[2])
+
+
+def label(settings: dict) -> str:
+    return ", ".join(f"{name}={_show(value)}" for name, value in settings.items())
+
+
+def _show(value) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else show_value(value)
+
+
+# ---- the search -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class TuneResults:
+    """What ``tune`` returns: one row per sample, best first (as in ``results.json``), and the preset file
+    of the best one."""
+
+    output_dir: str
+    samples: list[dict]
+    best_preset: str | None
+    plan: dict
+
+    def __str__(self) -> str:
+        return results_table(self.plan, self.samples)
+
+
+def tune(
+    args: PPOArgs | None = None,
+    *,
+    space: dict,
+    config: str | None = None,
+    search: str = "random",
+    num_samples: int = 8,
+    metric: str = "return",
+    mode: str = "max",
+    seeds: int = 1,
+    scheduler: str = "fifo",
+    perturbation_interval: int | None = None,
+    cpus_per_trial: int = 1,
+    gpus_per_trial: float = 0,
+    max_concurrent: int | None = None,
+    address: str | None = None,
+    output_dir: str | None = None,
+    **overrides,
+) -> TuneResults:
+    """Search ``space`` (``{"learning_rate": tune.loguniform(1e-5, 1e-2), ...}``) for the settings that score
+    best, each sample over ``seeds`` seeds; write every run, ``results.md``, ``results.json``, ``report.html``
+    and the best settings as a preset (``best.json``, for ``proxima train --config``) to ``output_dir``.
+
+    The base settings are layered as for ``train`` (``config`` and ``overrides``, or ``args``). ``search``:
+    ``random`` or ``optuna`` (Tune's OptunaSearch, seeded with the base seed). ``metric``: ``return`` (mean
+    of the last 20 episodes) or ``eval_return`` (the last deterministic evaluation; needs ``eval_every``), and
+    ``mode`` ``max`` or ``min``. ``scheduler``: ``fifo`` (every sample to its end), ``asha`` (stops samples
+    behind at its rungs) or ``pbt`` (perturbs ``learning_rate``, ``ent_coef``, ``clip_coef`` of the space
+    every ``perturbation_interval`` updates; default an eighth of the run). Each trial gets ``cpus_per_trial``
+    CPUs and as many torch threads, ``gpus_per_trial`` GPUs (with any, its runs train on CUDA), and a CPU for
+    each rollout worker of its seeds' runs.
+    """
+    refuse_objects(overrides, "proxima.tune")
+    base = resolve_args(args, **overrides) if args is not None else resolve_args(config=config, **overrides)
+    if not space:
+        raise UserError(
+            "give at least one setting to search: --space NAME=loguniform:LOW:HIGH (or space={...})"
+        )
+    spec = {name: spec_of(name, value) for name, value in space.items()}
+    plan = _plan(base, spec, search, num_samples, metric, mode, seeds, scheduler, perturbation_interval,
+                 cpus_per_trial, max_concurrent, gpus_per_trial)  # fmt: skip
+    executors.check_executor("ray", "proxima tune")
+    if search == "optuna":
+        _need_optuna()
+    out = os.path.abspath(output_dir or default_output_dir(base.env.env_id, "tune"))
+    check_output_dir_free(out)
+    with lock_directory(out, "tune directory", "--output-dir"):
+        check_output_dir_free(out)  # again, held: of two searches started into it, the second finds it taken
+        write_json(os.path.join(out, TUNE_JSON), plan)
+        return _run(out, plan, address)
+
+
+def _plan(base: PPOArgs, spec: dict, search: str, num_samples: int, metric: str, mode: str, seeds: int,
+          scheduler: str, perturbation_interval: int | None, cpus_per_trial: int,
+          max_concurrent: int | None, gpus_per_trial: float = 0) -> dict:  # fmt: skip
+    for value, accepted, what in ((search, SEARCHES, "search"), (scheduler, SCHEDULERS, "scheduler"),
+                                  (metric, METRICS_, "metric"), (mode, MODES, "mode")):  # fmt: skip
+        if value not in accepted:
+            raise UserError(f"unknown {what} {value!r}; accepted: {', '.join(accepted)}")
+    for count, what in ((num_samples, "num_samples"), (seeds, "seeds"), (cpus_per_trial, "cpus_per_trial")):
+        if not isinstance(count, int) or count < 1:
+            raise UserError(f"{what} must be a positive integer, got {count!r}")
+    if max_concurrent is not None and max_concurrent < 1:
+        raise UserError(f"max_concurrent must be a positive integer or None (no limit), got {max_concurrent}")
+    if not gpus_per_trial >= 0:
+        raise UserError(f"gpus_per_trial must be a non-negative number, got {gpus_per_trial}")
+    if gpus_per_trial and not base.run.cuda:
+        raise UserError("--gpus-per-trial reserves GPUs for runs that train on them: drop --no-cuda")
+    if scheduler == "pbt" and search != "random":  # Tune's PBT explores by its own perturbations
+        raise UserError("--scheduler pbt draws its own perturbations; give --search random with it")
+    if base.run.num_seeds > 1:
+        raise UserError(f"proxima tune scores each sample over --seeds {seeds}, run apart; drop --num-seeds")
+    if metric == "eval_return" and not base.run.eval_every:
+        raise UserError("metric eval_return needs evaluations during training: give --eval-every N (updates)")
+    # every sample's settings are checked before the first run, so that bad input fails now and writes nothing
+    for name, entry in spec.items():
+        values = entry[1] if entry[0] == "choice" else entry[1:]
+        for value in values:
+            base.replace(**{name: _typed(name, value)}).validate()
+    if scheduler == "pbt" and not set(spec) & set(PBT_SETTINGS):
+        raise UserError(f"pbt perturbs {', '.join(PBT_SETTINGS)} during training; put at least one of them in the "
+                        "space (--space learning_rate=loguniform:1e-5:1e-2)")  # fmt: skip
+    num_updates = base.num_updates
+    interval = perturbation_interval or max(1, num_updates // 8)
+    if interval < 1:
+        raise UserError(f"perturbation_interval must be a positive number of updates, got {interval}")
+    return {
+        "format": FORMAT, "version": VERSION, "title": f"{base.env.env_id}, {base.algorithm.total_timesteps} "
+        f"env steps per run", "base": base.replace(quiet=True, torch_threads=cpus_per_trial).to_json(),
+        "space": spec, "search": search, "num_samples": num_samples, "metric": metric, "mode": mode,
+        "seeds": [base.run.seed + k for k in range(seeds)], "scheduler": scheduler,
+        "perturbation_interval": interval, "perturbation_steps": interval * base.batch_size,
+        "total_timesteps": base.algorithm.total_timesteps, "num_updates": num_updates, "cpus_per_trial": cpus_per_trial,
+        "gpus_per_trial": gpus_per_trial, "max_concurrent": max_concurrent, "samples": [],
+    }  # fmt: skip
+
+
+def _typed(name: str, value):
+    """A value from Tune (JSON-ish: a list where a setting takes a tuple) as the setting takes it."""
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _need_optuna() -> None:
+    try:
+        import optuna  # noqa: F401
+    except ImportError:
+        raise UserError(
+            "--search optuna needs Optuna: pip install 'proxima[ray]' (make installs it)"
+        ) from None
+
+
+def resume_tune(output_dir: str, address: str | None = None, *, trust_code: bool = False) -> TuneResults:
+    """Finish the search in ``output_dir``: samples that ended are kept, interrupted ones resume from their
+    runs' checkpoints (to their end: the new scheduler knows nothing of them), and the samples not yet drawn
+    are drawn anew. tune.json's settings name no code that is imported unless ``trust_code``
+    (docs/SECURITY.md): registered env ids and proxima's own encoders need no switch."""
+    path = os.path.join(output_dir, TUNE_JSON)
+    if not os.path.isdir(output_dir) or not os.path.exists(path):
+        raise UserError(
+            f"{output_dir!r} is not a tune directory (no {TUNE_JSON}); give one written by proxima tune"
+        )
+    with lock_directory(output_dir, "tune directory", None):  # before the plan is read
+        plan = read_json(path)
+        if plan.get("format") != FORMAT:
+            raise UserError(f"{path} is not a proxima tune plan")
+        if plan.get("version") != VERSION:  # before 1.0 a plan of another version is refused, not converted
+            raise UserError(f"{path} has tune plan version {plan.get('version')}; this proxima reads version {VERSION} "
+                            "only (run the search again)")  # fmt: skip
+        out = os.path.abspath(output_dir)
+        for sample in plan[
+            "samples"
+        ]:  # before anything runs: a resume removes and writes what tune.json names
+            inside(out, sample["name"], path)  # Tune's folder name
+            for seed in plan["seeds"]:
+                run_dir = _run_dir(out, sample["name"], seed)
+                if os.path.isdir(run_dir):
+                    links_inside(run_dir)
+        if not isinstance(plan.get("base"), dict):
+            raise UserError(f"{path} holds no base settings (a dict under 'base'); the plan is corrupt")
+        base = PPOArgs.from_json(plan["base"], path)
+        for sample in [{"settings": {}}, *plan.get("samples", [])]:
+            settings = {k: _typed(k, v) for k, v in sample.get("settings", {}).items()}
+            trust.check_settings(path, base.replace(_source=path, **settings), trusted=trust_code)
+        executors.check_executor("ray", "proxima tune")
+        return _run(out, plan, address)
+
+
+def _run(out: str, plan: dict, address: str | None) -> TuneResults:
+    """Run what is left of ``plan``: first the samples that were interrupted, then new ones."""
+    started = {s["name"]: s for s in plan["samples"]}
+    unfinished = [s for s in plan["samples"] if _sample_status(out, plan, s["name"]) is None]
+    path = os.path.join(out, TUNE_JSON)
+
+    def on_start(name: str, settings: dict) -> None:
+        if name not in started:
+            started[name] = {"name": name, "settings": settings}
+            plan["samples"].append(started[name])
+            write_json(path, plan)
+
+    def on_done(name: str, error: str | None) -> None:
+        if error is not None:  # a crash that wrote nothing: the runs of the sample say so
+            for seed in plan["seeds"]:
+                run_dir = _run_dir(out, name, seed)
+                if os.path.isdir(run_dir) and _trial_row(run_dir) is None:
+                    write_json(os.path.join(run_dir, TRIAL_JSON), {"status": "failed", "error": error})
+        rows = _rows_soon(out, plan, name)
+        scores = [float(r["score"]) for r in rows if r.get("score") is not None]
+        ended = "ended" if plan["scheduler"] == "fifo" else f"stopped by {plan['scheduler'].upper()}"
+        status = {r.get("status", ended) for r in rows}  # a stopped trial may write its rows after this
+        said = ", ".join(sorted(status))
+        score = f"{np.mean(scores):.1f}" if scores else "none"
+        print(f"{name}: {said}, score {score} ({label(started[name]['settings'])})", flush=True)
+
+    trial = _trial_function(out, plan)
+    if unfinished:  # to their end, with the settings they had
+        configs = [{"__name": s["name"], **s["settings"]} for s in unfinished]
+        executors.run_ray(trial, configs, lambda config, error: on_done(config["__name"], error), storage=out,
+                          cpus_per_trial=plan["cpus_per_trial"], max_concurrent=plan["max_concurrent"],
+                          address=address, name_of=lambda t: t.config["config"]["__name"], **_resources(plan))  # fmt: skip
+    left = plan["num_samples"] - len(plan["samples"])
+    if left > 0:
+        _search(out, plan, trial, left, address, on_start, on_done)
+    _rows_of_stopped(out, plan)
+    return summarize(out, plan)
+
+
+def _rows_of_stopped(out: str, plan: dict) -> None:
+    """The search has ended, so a run without its row was stopped by the scheduler, and its trial's process
+    ended before the row was written: write it, with the score its logs give."""
+    for sample in plan["samples"]:
+        for seed in plan["seeds"]:
+            run_dir = _run_dir(out, sample["name"], seed)
+            if os.path.exists(os.path.join(run_dir, METRICS)) and _trial_row(run_dir) is None:
+                score = Score(plan["metric"])
+                score.from_logs(run_dir)
+                row = {"status": "stopped", "score": score.value, "settings": sample["settings"]}
+                write_json(os.path.join(run_dir, TRIAL_JSON), _finite(row))
+
+
+def _search(out, plan, trial, count, address, on_start, on_done) -> None:
+    metric, mode = "score", plan["mode"]
+    space = {name: domain(spec) for name, spec in plan["space"].items()}
+    scores = {s["name"]: _sample_score(out, plan, s["name"]) for s in plan["samples"]}
+    scored = [(s["settings"], scores[s["name"]]) for s in plan["samples"]]
+    searcher = make_searcher(plan, [(given, score) for given, score in scored if score is not None])
+    first = 1 + max((int(s["name"][1:]) for s in plan["samples"]), default=0)
+    names: dict[str, str] = {}
+
+    def name_of(trial) -> str:  # Tune asks as it creates a trial, and again later
+        if trial.trial_id not in names:
+            names[trial.trial_id] = f"s{first + len(names):03d}"
+            on_start(names[trial.trial_id], dict(trial.config))
+        return names[trial.trial_id]
+
+    executors.run_ray(
+        trial, None, lambda config, error: on_done(config["__name"], error), storage=out,
+        cpus_per_trial=plan["cpus_per_trial"], max_concurrent=plan["max_concurrent"], address=address,
+        param_space=space, search_alg=searcher, scheduler=_scheduler(plan, space), num_samples=count,
+        metric=metric, mode=mode, name_of=name_of, **_resources(plan),
+    )  # fmt: skip
+
+
+def make_searcher(plan: dict, done: list[tuple[dict, float]]):
+    """Tune's searcher for ``plan``, seeded with its first seed; ``done``: the settings and scores of samples
+    that already ended (a resumed search), which Optuna is told and random search skips past."""
+    seed = plan["seeds"][0]
+    if plan["search"] == "optuna":
+        import optuna
+        from ray.tune.search.optuna import OptunaSearch
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)  # proxima says one line per sample instead
+        return OptunaSearch(
+            metric="score", mode=plan["mode"], seed=seed,
+            points_to_evaluate=[settings for settings, _ in done] or None,
+            evaluated_rewards=[score for _, score in done] or None,
+        )  # fmt: skip
+    from ray.tune.search import BasicVariantGenerator  # random search, seeded: the same samples again
+
+    return BasicVariantGenerator(random_state=seed + len(plan["samples"]))
+
+
+def _resources(plan: dict) -> dict:
+    """What each trial reserves beside its CPUs: its GPUs, and a CPU for each of its seeds' rollout workers."""
+    workers = plan["base"]["env"]["rollout_workers"] * TRIAL_ACTOR_CPUS * len(plan["seeds"])
+    return {"gpus_per_trial": plan["gpus_per_trial"], "worker_cpus": lambda _: workers}
+
+
+def _scheduler(plan: dict, space: dict):
+    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, PopulationBasedTraining
+
+    # Env steps, not Tune's iterations: a sample with bigger batches makes fewer updates of the same steps
+    total = plan["total_timesteps"]
+    if plan["scheduler"] == "asha":
+        # max_t past the last step: at max_t ASHA stops a trial, which would end a finished one as "stopped"
+        return ASHAScheduler(time_attr="global_step", max_t=total + 1, grace_period=max(1, total // 8),
+                             reduction_factor=3)  # fmt: skip
+    if plan["scheduler"] == "pbt":
+        return PopulationBasedTraining(
+            time_attr="global_step",
+            perturbation_interval=plan["perturbation_steps"],
+            hyperparam_mutations={name: space[name] for name in PBT_SETTINGS if name in space},
+            require_attrs=False,  # the score is missing until a seed has one (its first episode, evaluation)
+        )
+    return FIFOScheduler()
+
+
+# ---- one sample: a Tune trial -------------------------------------------------------------------------
+
+
+def run_name(sample: str, seed: int) -> str:
+    return f"{sample}__seed{seed}"
+
+
+def _run_dir(out: str, sample: str, seed: int) -> str:
+    """The run directory of a sample's seed: inside ``out``, whatever tune.json says (``files.inside``)."""
+    return inside(out, run_name(sample, seed), os.path.join(out, TUNE_JSON))
+
+
+class Score(Callback):
+    """A run's score after each update: its last evaluation, or the mean return of its last 20 episodes."""
+
+    def __init__(self, metric: str):
+        self.metric = metric
+        self.value: float | None = None
+        self.returns: collections.deque = collections.deque(maxlen=WINDOW)
+
+    def on_train_start(self, run) -> None:
+        """A resumed run (interrupted, or PBT's copy of a better one) goes on from its logs' score."""
+        if run.updates_done:
+            self.from_logs(run.run_dir)
+
+    def from_logs(self, run_dir: str) -> None:
+        from proxima.run.plotting import read_episodes
+
+        if self.metric == "eval_return":
+            evaluations = [
+                r["eval_return"] for r in read_jsonl(os.path.join(run_dir, METRICS)) if "eval_return" in r
+            ]
+            self.value = evaluations[-1] if evaluations else None
+        else:
+            self.returns.extend(read_episodes(run_dir)[1][-WINDOW:].tolist())
+            self.value = float(np.mean(self.returns)) if self.returns else None
+
+    def on_update_end(self, run, result) -> None:
+        self.returns.extend(result.episode_returns)
+        if self.metric == "eval_return":
+            self.value = result.record.get("eval_return", self.value)
+        elif self.returns:
+            self.value = float(np.mean(self.returns))
+
+
+class Perturb(Callback):
+    """Puts a PBT-perturbed sample's settings in force as its run resumes, and logs it."""
+
+    def __init__(self, settings: dict, origin: str | None):
+        self.settings, self.origin = settings, origin
+
+    def on_train_start(self, run) -> None:
+        run.set(**self.settings)
+        if self.origin is None:  # restarted from its own checkpoint: nothing changed
+            return
+        line = {"update": run.updates_done, "global_step": run.global_step, "from": self.origin,
+                "settings": self.settings}  # fmt: skip
+        with open(os.path.join(run.run_dir, PERTURBATIONS), "a") as f:
+            f.write(_json_line(line))
+        run.console.message(f"PBT: continuing from {self.origin} with {label(self.settings)}")
+
+
+def _json_line(data: dict) -> str:
+    import json
+
+    return json.dumps(data) + "\n"
+
+
+def _ended():
+    """The updates of a run that has already ended: none."""
+    return
+    yield
+
+
+def _trial_function(out: str, plan: dict):
+    def trial(params: dict, report=None, node: str | None = None, stop=None) -> dict:
+        settings = {k: v for k, v in params.items() if k != "__name"}
+        return run_sample(out, plan, params["__name"], settings, report, node, stop)
+
+    return trial
+
+
+def run_sample(out: str, plan: dict, name: str, settings: dict, report=None, node=None, stop=None) -> dict:
+    """Train the sample's seeds in lockstep, reporting their mean score (``report``: Tune's) after each round;
+    write each run's ``trial.json``; return the sample's row. ``stop``: as for a sweep's trial
+    (``proxima.scale.sweeps.run_trial``): once it gives a signal, each seed checkpoints after its update, the sample
+    raises ``TrainingInterrupted``, and no ``trial.json`` is written, so that ``--resume`` goes on from there.
+
+    The sample holds its runs' directories from start to end, as a sweep's trial does (``run_trial``): it waits
+    a while for another holder to let go (the trial's last process, which PBT or ASHA stopped); refused, the
+    sample fails with the line that names the holder."""
+    with contextlib.ExitStack() as stack:
+        for seed in plan["seeds"]:
+            run_dir = os.path.join(out, run_name(name, seed))
+            stack.enter_context(lock_directory(run_dir, instead=None, wait_s=WRITER_WAIT_S))
+        return _run_sample(out, plan, name, settings, report, node, stop)
+
+
+def _seed_runs(out: str, plan: dict, name: str, settings: dict, exploiting: bool, stop):
+    """The sample's runs: each seed's directory, its updates (a generator of them) and its ``Score``."""
+    base = PPOArgs.from_json(plan["base"])
+    typed = {k: _typed(k, v) for k, v in settings.items()}
+    # the runs' config.json name only what the plan does, which the user gave or --resume checked
+    named = trust.names_of(base.replace(**typed))
+    exploit = _exploited(out, plan, name) if exploiting else None
+    runs, gens, scores = [], [], []
+    for seed in plan["seeds"]:
+        run_dir = _run_dir(out, name, seed)
+        score = Score(plan["metric"])
+        callbacks: list[Callback] = [score, *([StopWhenAsked(stop)] if stop is not None else [])]
+        ckpt = os.path.join(run_dir, CHECKPOINT)
+        if exploit is not None:
+            origin, source = exploit
+            for f in (CHECKPOINT, METRICS, EPISODES):
+                shutil.copyfile(os.path.join(source, f"seed{seed}", f), os.path.join(run_dir, f))
+            if os.path.exists(os.path.join(run_dir, TRIAL_JSON)):
+                os.remove(os.path.join(run_dir, TRIAL_JSON))  # written as PBT paused it
+            adjustable = {k: v for k, v in typed.items() if k in ADJUSTABLE}
+            callbacks.append(Perturb(adjustable, origin if origin != name else None))
+            gen = resuming(run_dir, quiet=True, callbacks=callbacks, named=named)
+        elif checkpoint.finished(run_dir):  # ended before its row was written
+            score.from_logs(run_dir)
+            gen = _ended()
+        elif os.path.exists(ckpt):
+            gen = resuming(run_dir, quiet=True, callbacks=callbacks, named=named)
+        else:  # stopped before its first checkpoint: start again
+            remove_stopped_run(run_dir)
+            gen = training(base.replace(**typed, seed=seed, run_dir=run_dir), callbacks=callbacks)
+        runs.append(run_dir)
+        gens.append(gen)
+        scores.append(score)
+    return runs, gens, scores
+
+
+def _run_sample(out: str, plan: dict, name: str, settings: dict, report, node, stop) -> dict:
+    exploiting = plan["scheduler"] == "pbt" and report is not None
+    runs, gens, scores = _seed_runs(out, plan, name, settings, exploiting, stop)
+    cpu_start = time.process_time()
+    marks = None  # the last checkpoint's multiple of perturbation_steps, from where the runs start
+    interrupted: list[TrainingInterrupted] = []
+    live = list(range(len(gens)))
+    last: dict[int, Run] = {}
+    status: str | None = "finished"
+    error: str | None = None
+    try:
+        while live:
+            moved = False
+            for k in list(live):
+                try:
+                    last[k] = next(gens[k])[0]
+                    moved = True
+                except StopIteration:
+                    live.remove(k)
+                except TrainingInterrupted as e:  # checkpointed; the other seeds stop after their update too
+                    interrupted.append(e)
+                    live.remove(k)
+            if report is not None and moved and not interrupted:
+                if marks is None:
+                    marks = [max(r.global_step for r in last.values()) // plan["perturbation_steps"]]
+                _report(report, plan, scores, last, name, marks)
+        if interrupted:
+            status = None
+            raise interrupted[0]
+    except SystemExit:  # the scheduler stopped this sample (ASHA), or PBT pauses it to exploit another
+        status = "stopped"
+        raise
+    except (NonFiniteError, EnvError, UserError) as e:
+        status, error = "failed", str(e)
+    finally:
+        for gen in gens:
+            gen.close()  # a run that did not end stops where it stands
+        for k, run_dir in enumerate(runs):
+            if status is not None and os.path.isdir(run_dir):
+                row = {"status": status, "score": scores[k].value, "settings": settings, "node": node,
+                       "updates": getattr(last.get(k), "updates_done", None),
+                    "sample_cpu_s": time.process_time() - cpu_start, **({"error": error} if error else {})}  # fmt: skip
+                write_json(os.path.join(run_dir, TRIAL_JSON), _finite(row))
+    return {"status": status, "error": error}
+
+
+def _report(report, plan: dict, scores: list[Score], runs: dict, name: str, marks: list[int]) -> None:
+    """Tune gets the seeds' mean score; under PBT, with a checkpoint each time the runs pass a multiple of
+    ``perturbation_steps`` (``marks``: the last multiple reported, which an exploiting trial takes over with
+    the checkpoint it copies)."""
+    values = [s.value for s in scores if s.value is not None]
+    if not values:  # no score yet (no episode ended, no evaluation): Tune takes only results that have one
+        return
+    metrics = {
+        "global_step": max(r.global_step for r in runs.values()),
+        "score": float(np.mean(values)),
+        "score_std": float(np.std(values)),
+    }
+    checkpoint_dir = None
+    mark = metrics["global_step"] // plan["perturbation_steps"]
+    # none after the last update: a trial that went on from it would have nothing left to train
+    left = any(r.updates_done < r.args.num_updates for r in runs.values())
+    if plan["scheduler"] == "pbt" and mark > marks[0] and left:
+        marks[0] = mark
+        checkpoint_dir = _tune_checkpoint(name, runs, plan)
+    if checkpoint_dir is None:
+        report(metrics)
+        return
+    from ray import tune
+
+    try:
+        report(metrics, checkpoint=tune.Checkpoint.from_directory(checkpoint_dir))
+    finally:
+        shutil.rmtree(checkpoint_dir, ignore_errors=True)
+
+
+def _tune_checkpoint(name: str, runs: dict, plan: dict) -> str:
+    """The sample's runs as they stand (checkpoint, metrics, episodes of each seed), for PBT to copy."""
+    directory = tempfile.mkdtemp(prefix="proxima-pbt-")
+    write_json(os.path.join(directory, "origin.json"), {"sample": name})
+    for k, run in runs.items():
+        run.save_checkpoint()
+        seed_dir = os.path.join(directory, f"seed{plan['seeds'][k]}")
+        os.makedirs(seed_dir)
+        for f in (CHECKPOINT, METRICS, EPISODES):
+            shutil.copyfile(os.path.join(run.run_dir, f), os.path.join(seed_dir, f))
+    return directory
+
+
+def _exploited(out: str, plan: dict, name: str) -> tuple[str, str] | None:
+    """(the donor sample, a local copy of its checkpoint) when PBT restarted this trial from another one's
+    checkpoint; None for a fresh trial."""
+    from ray import tune
+
+    found = tune.get_checkpoint()
+    if found is None:
+        return None
+    local = tempfile.mkdtemp(prefix="proxima-pbt-in-")
+    with found.as_directory() as directory:
+        shutil.copytree(directory, local, dirs_exist_ok=True)
+    origin = read_json(os.path.join(local, "origin.json"))["sample"]
+    return origin, local
+
+
+# ---- results ----------------------------------------------------------------------------------------------
+
+
+def _rows_soon(out: str, plan: dict, name: str, wait_s: float = 10.0) -> list[dict]:
+    """The sample's rows, waiting a little for those of a trial that Tune has just stopped: its thread writes
+    them as it unwinds, after Tune has told this process."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        rows = [_trial_row(_run_dir(out, name, s)) for s in plan["seeds"]]
+        if all(rows) or time.monotonic() > deadline:
+            return [r or {} for r in rows]
+        time.sleep(0.2)
+
+
+def _trial_row(run_dir: str) -> dict | None:
+    path = os.path.join(run_dir, TRIAL_JSON)
+    return read_json(path) if os.path.exists(path) else None
+
+
+def _sample_status(out: str, plan: dict, name: str) -> str | None:
+    """``finished``, ``stopped`` or ``failed`` once every seed's run has ended; None if one has not."""
+    rows = [_trial_row(_run_dir(out, name, seed)) for seed in plan["seeds"]]
+    if any(r is None for r in rows):
+        return None
+    statuses = {r["status"] for r in rows if r is not None}
+    return "failed" if "failed" in statuses else "stopped" if "stopped" in statuses else "finished"
+
+
+def _sample_score(out: str, plan: dict, name: str) -> float | None:
+    rows = [_trial_row(_run_dir(out, name, seed)) or {} for seed in plan["seeds"]]
+    values = [r["score"] for r in rows if r.get("score") is not None]
+    return float(np.mean(values)) if values and len(values) == len(rows) else None
+
+
+def summarize(out: str, plan: dict) -> TuneResults:
+    """Rank the samples (best first; a stopped or failed one after the finished); write ``results.json``,
+    ``results.md``, the best finished sample as ``best.json`` (a preset) and ``report.html``."""
+    rows = []
+    for sample in plan["samples"]:
+        runs = [_run_dir(out, sample["name"], seed) for seed in plan["seeds"]]
+        trials = [_trial_row(r) or {"status": "not run"} for r in runs]
+        scores = [t.get("score") for t in trials]
+        known = [s for s in scores if s is not None]
+        rows.append({
+            "name": sample["name"], "settings": sample["settings"],
+            "status": _sample_status(out, plan, sample["name"]) or "not run",
+            "score_mean": float(np.mean(known)) if known else None,
+            "score_std": float(np.std(known)) if known else None,
+            "scores": scores, "runs": [os.path.basename(r) for r in runs],
+            "cpu_s": trials[0].get("sample_cpu_s"),
+            "perturbations": sum(_count_lines(os.path.join(r, PERTURBATIONS)) for r in runs),
+        })  # fmt: skip
+    sign = 1 if plan["mode"] == "max" else -1
+
+    def rank(row):
+        return (row["status"] != "finished", row["score_mean"] is None, -sign * (row["score_mean"] or 0.0))
+
+    rows.sort(key=rank)
+    best = next((r for r in rows if r["status"] == "finished" and r["score_mean"] is not None), None)
+    preset = None
+    if best is not None:
+        preset = os.path.join(out, BEST_PRESET)
+        write_json(preset, best_preset(plan, best))
+    write_json(os.path.join(out, RESULTS_JSON), _finite({"title": plan["title"], "samples": rows}))
+    with open(os.path.join(out, RESULTS_MD), "w") as f:
+        f.write(results_table(plan, rows))
+    if any(os.path.isdir(os.path.join(out, r)) for row in rows for r in row["runs"]):
+        from proxima.run.report import write_report
+
+        try:
+            write_report([out], os.path.join(out, REPORT))
+        except (UserError, OSError) as e:  # the page is a view of the runs; the table is the result
+            print(f"note: no report.html: {e}", flush=True)
+    return TuneResults(out, rows, preset, plan)
+
+
+def best_preset(plan: dict, row: dict) -> dict:
+    """The base settings that differ from the defaults, with the best sample's on top, as a preset file."""
+    base = PPOArgs.from_json(plan["base"])
+    algo_defaults = resolve_args(algo=base.algorithm.algo).flat()
+    values = {**base.flat(), **{k: _typed(k, v) for k, v in row["settings"].items()}}
+    preset: dict[str, object] = {
+        "description": f"found by proxima tune ({plan['search']} search, {plan['scheduler']}, {plan['num_samples']} "
+        f"samples of {len(plan['seeds'])} seed(s), metric {plan['metric']}): sample {row['name']} scored "
+        f"{row['score_mean']:.1f} ± {row['score_std']:.1f}",
+        "algo": base.algorithm.algo,
+    }  # fmt: skip
+    for name, value in values.items():
+        if (
+            name not in RUN_ONLY
+            and name != "algo"
+            and (value != algo_defaults[name] or name in row["settings"])
+        ):
+            preset[name] = list(value) if isinstance(value, tuple) else value
+    return preset
+
+
+def _count_lines(path: str) -> int:
+    if not os.path.exists(path):
+        return 0
+    with open(path) as f:
+        return sum(1 for _ in f)
+
+
+def results_table(plan: dict, rows: list[dict]) -> str:
+    metric = (
+        "last evaluation" if plan["metric"] == "eval_return" else f"mean return of the last {WINDOW} episodes"
+    )
+    lines = [
+        plan["title"], "",
+        f"{plan['search']} search, {plan['scheduler']} scheduler, {len(plan['samples'])} of {plan['num_samples']} "
+        f"samples, seeds {', '.join(map(str, plan['seeds']))}; score = {metric}, {plan['mode']} is best", "",
+        f"CPU time of the samples' processes, all samples: {sum(r.get('cpu_s') or 0.0 for r in rows):.0f} s", "",
+        "| rank | sample | settings | status | score, mean ± std over seeds | per seed |",
+        "|---|---|---|---|---|---|",
+    ]  # fmt: skip
+    for i, row in enumerate(rows, 1):
+        score = "–" if row["score_mean"] is None else f"{row['score_mean']:.1f} ± {row['score_std']:.1f}"
+        per_seed = ", ".join("–" if s is None else f"{s:.1f}" for s in row["scores"])
+        status = row["status"] + (f" ({row['perturbations']} PBT steps)" if row.get("perturbations") else "")
+        lines.append(f"| {i} | {row['name']} | {label(row['settings'])} | {status} | {score} | {per_seed} |")
+    return "\n".join(lines) + "\n"
