@@ -129,7 +129,7 @@ class SB3Style(Callback):
 @pytest.mark.parametrize(
     "callbacks, match",
     [
-        ([lambda run, result: None], r"callbacks\[0\] is function, not a proxima.run.callbacks.Callback"),
+        ([lambda run, result: None], r"callbacks\[0\] is function, not a proxima.Callback"),
         ([Stateful()], "Stateful has a state_dict but no state_key"),
         ([SB3Style()], "SB3Style defines _on_step, which proxima never calls"),
         ("StopAt", "callbacks is str; give a list"),

@@ -19,7 +19,7 @@ from proxima.envs import env_actions
 from proxima.run.export import EnvActions
 from tests.fixtures import space_envs  # noqa: F401  (registers the envs)
 
-export_module = importlib.import_module("proxima.export")  # proxima.export is also the function
+export_module = importlib.import_module("proxima.run.export")
 PREFIX = "tests.fixtures.space_envs:"
 TINY = dict(total_timesteps=1024, num_envs=4, num_steps=64, seed=1, plot=False, report=False, quiet=True,
             torch_threads=1)  # fmt: skip

@@ -377,7 +377,7 @@ def test_eval_of_an_env_whose_episodes_never_end_stops_with_one_line(trained, ca
     code, run_dir = trained("WildEndless-v0")
     assert code == 0
     # the module, not the function proxima.evaluate; 100k steps by default: seconds here
-    monkeypatch.setattr(sys.modules["proxima.evaluate"], "EPISODE_STEP_LIMIT", 2000)
+    monkeypatch.setattr(sys.modules["proxima.run.evaluate"], "EPISODE_STEP_LIMIT", 2000)
 
     def hung(*_):
         raise _Hung

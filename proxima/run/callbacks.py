@@ -228,7 +228,7 @@ def user_callbacks(callbacks) -> list[Callback]:
         name = type(callback).__name__
         if not isinstance(callback, Callback):
             raise UserError(
-                f"callbacks[{i}] is {name}, not a proxima.run.callbacks.Callback: subclass Callback and override "
+                f"callbacks[{i}] is {name}, not a proxima.Callback: subclass Callback and override "
                 "on_update_end(self, run, result) (docs/CALLBACKS.md)"
             )
         if type(callback).state_dict is not Callback.state_dict and callback.state_key is None:
