@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from typing import cast
 
 import torch
 from torch import Tensor, nn
@@ -28,8 +29,10 @@ class _Calls(nn.Module):
         # memory: a recurrent agent's (starts, h, c), its sequences' episode starts and memory before them
         if method == "evaluate":
             sequences = None if memory is None else (memory[0], memory[1:])
+            assert actions is not None  # evaluate is of the actions taken
             return self.model.evaluate(obs, actions, sequences)
         if method == "sequence":  # logits, values and memory after the steps
+            assert memory is not None  # a sequence starts from its memory
             logits, values, (h, c) = self.model.forward_sequence(obs, memory[0], memory[1:])
             return logits, values, h, c
         return getattr(self.model, method)(obs)  # forward, value or logits
@@ -51,9 +54,9 @@ class StackedModels:
         self.head = models[0].head
         self._base = copy.deepcopy(calls[0]).to("meta")  # the architecture, without tensors of its own
         # a CNN lays its images out channels-last, which vmap does not take: the default layout here
-        for module in self._base.modules():
-            if getattr(module, "memory_format", None) is not None:
-                module.memory_format = torch.contiguous_format
+        for part in self._base.modules():
+            if getattr(part, "memory_format", None) is not None:
+                part.memory_format = torch.contiguous_format  # type: ignore[assignment]  # an attribute, not a tensor
         self._value_std = self.buffers.get("model.normalization.value_std")
         self.plain = plain_mlps(models[0])
         self._base.model.lstm_by_steps = True  # nn.LSTM's fused kernel has no vmap batching rule
@@ -86,7 +89,10 @@ class StackedModels:
 
     def weights_of(self, seeds: Tensor) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
         """The parameters and buffers of ``seeds`` (indices), stacked as ``call`` takes them."""
-        return tuple({k: v.index_select(0, seeds) for k, v in d.items()} for d in (self.params, self.buffers))
+        params, buffers = (
+            {k: v.index_select(0, seeds) for k, v in d.items()} for d in (self.params, self.buffers)
+        )
+        return params, buffers
 
     # The rollout's and the evaluations' forward passes of an agent of plain MLPs (the usual case) go through
     # batched matmuls directly: vmap's fixed cost per call (hundreds of microseconds: it rebinds every tensor of
@@ -95,7 +101,9 @@ class StackedModels:
         if not isinstance(layers, nn.Sequential):
             return x  # the trunk's Identity
         for i, layer in enumerate(layers):
-            weight, bias = params.get(f"{prefix}.{i}.weight"), params.get(f"{prefix}.{i}.bias")
+            # present for the layers that use them: proxima's Linear and LayerNorm have both (plain_mlps)
+            weight = cast(Tensor, params.get(f"{prefix}.{i}.weight"))
+            bias = cast(Tensor, params.get(f"{prefix}.{i}.bias"))
             if isinstance(layer, Bf16Linear):  # its product in bf16, as the layer computes it
                 with torch.autocast(x.device.type, dtype=torch.bfloat16):
                     x = torch.baddbmm(bias.unsqueeze(1), x, weight.transpose(1, 2)).float()
@@ -115,6 +123,7 @@ class StackedModels:
         if method in ("forward", "logits"):
             outputs.append(model._masked(self._mlp("model.actor", model.actor, features, params), obs))
         if method in ("forward", "value"):
+            assert model.critic is not None  # plain_mlps: a plain model has its critic
             value = self._mlp("model.critic", model.critic, features, params).squeeze(-1)
             std = buffers.get("model.normalization.value_std")
             if std is not None:

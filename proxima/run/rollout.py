@@ -14,7 +14,7 @@ from torch import Tensor
 
 from proxima.algo.storage import RolloutBuffer
 from proxima.envs import VecEnv
-from proxima.envs.interface import InfoKeys, agent_spec, alive_after_reset, env_call, obs_layout
+from proxima.envs.interface import InfoKeys, Seeds, agent_spec, alive_after_reset, env_call, obs_layout
 from proxima.policy.networks import ActorCritic
 
 
@@ -35,7 +35,7 @@ class Collector(Protocol):
         envs report infos at all."""
         ...
 
-    def restart(self, seed: int) -> None:
+    def restart(self, seed: Seeds) -> None:
         """Fresh episodes from ``seed`` (a resumed run whose envs could not be saved)."""
         ...
 
@@ -57,7 +57,7 @@ class RolloutCollector:
         num_steps: int,
         gamma: float,
         model: ActorCritic,
-        seed: int | None = None,
+        seed: Seeds = None,
         frozen_stats: bool = False,
         team_reward: bool = False,
         generator: torch.Generator | None = None,
@@ -181,7 +181,7 @@ class RolloutCollector:
         self.reports_infos = keep is not None
         return self.reports_infos
 
-    def restart(self, seed: int) -> None:
+    def restart(self, seed: Seeds) -> None:
         """Fresh episodes from ``seed`` (a resumed run whose envs could not be saved)."""
         self.next_obs = env_call(self.envs.reset, seed=seed)
         if self.alive is not None:
@@ -255,7 +255,7 @@ class RecurrentCollector(RolloutCollector):
         starts = self.next_done.unsqueeze(0)
         return model.forward_sequence(obs.unsqueeze(0), starts, self.memory)[1][0]
 
-    def restart(self, seed: int) -> None:
+    def restart(self, seed: Seeds) -> None:
         super().restart(seed)
         self.memory = tuple(torch.zeros_like(m) for m in self.memory)
 

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import cast
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 from torch.func import functional_call, vmap
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
@@ -62,7 +63,7 @@ class SeedModel:
         self._head_rows = {
             name: self.stacked.params[f"model.head.{name}"].detach().index_select(0, live)
             .repeat_interleave(rows, 0)
-            for name, _ in self.head.named_parameters()
+            for name, _ in cast(nn.Module, self.head).named_parameters()
         }  # fmt: skip
         computed, self._weights = list(range(n)), None
         # Batched matmuls round each seed's rows alike whatever the other seeds (vmap's batched convolutions do
@@ -103,7 +104,8 @@ class SeedModel:
     def act(self, obs: Tensor, noise: None = None) -> tuple[Tensor, Tensor, Tensor]:
         """``ActorCritic.act``; ``noise``: none (the collector's own generator is None), each seed draws from
         its own generator."""
-        return self._draw(*self._call("forward", obs), obs)
+        logits, values = self._call("forward", obs)
+        return self._draw(logits, values, obs)
 
     def _draw(self, logits: Tensor, values: Tensor, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Actions, log-probs and values of all rows from the live seeds' logits and values."""
@@ -147,27 +149,29 @@ class SeedModel:
         return self._all_rows(self._live(values).flatten(), self._zeros)
 
 
+# SeedModel stands in for ActorCritic in the collectors (act, value, head, normalization: duck-typed); the
+# type: ignores below mark where, until one policy Protocol types both (issue 64 item 3, many agents as objects).
 class SeedCollector(RolloutCollector):
     """The rollout of all seeds' envs (one vector env, seed-major). A truncated episode's final observation is
     valued with its own seed's critic: all rows are valued, and the truncated ones kept."""
 
     @torch.no_grad()
-    def collect(self, model: SeedModel) -> tuple[Tensor, Tensor]:
+    def collect(self, model: SeedModel) -> tuple[Tensor, Tensor]:  # type: ignore[override]
         model.start()
-        return super().collect(model)
+        return super().collect(model)  # type: ignore[arg-type]
 
-    def _final_values(self, model: SeedModel, final_obs: Tensor, rows: Tensor) -> Tensor:
+    def _final_values(self, model: SeedModel, final_obs: Tensor, rows: Tensor) -> Tensor:  # type: ignore[override]
         return model.value(model.normalization.obs(final_obs))[rows]
 
 
-class SeedRecurrentCollector(SeedCollector, RecurrentCollector):
+class SeedRecurrentCollector(SeedCollector, RecurrentCollector):  # type: ignore[misc]
     """``SeedCollector`` of a recurrent agent: the memory of all seeds' envs, each seed's rows through its own
     LSTM; all rows are valued after the memory, and the truncated ones kept."""
 
-    def _final_values(self, model: SeedModel, final_obs: Tensor, rows: Tensor) -> Tensor:
+    def _final_values(self, model: SeedModel, final_obs: Tensor, rows: Tensor) -> Tensor:  # type: ignore[override]
         return model.recurrent_values(model.normalization.obs(final_obs), None, self.memory)[rows]
 
-    def _values(self, model: SeedModel, obs: Tensor) -> Tensor:
+    def _values(self, model: SeedModel, obs: Tensor) -> Tensor:  # type: ignore[override]
         return model.recurrent_values(obs, self.next_done, self.memory)
 
 
@@ -185,7 +189,9 @@ def seed_batches(
     parts = [per_seed(x) for x in (buf.obs, buf.actions, buf.logprobs, buf.values, advantages, returns)]
     if not sequences:
         return Batch(*(x.flatten(1, 2) for x in parts))
-    return SequenceBatch(*parts, starts=per_seed(buf.dones), memory=tuple(per_seed(m) for m in buf.memory))
+    obs, actions, logprobs, values, advantages, returns = parts
+    starts, memory = per_seed(buf.dones), tuple(per_seed(m) for m in buf.memory)
+    return SequenceBatch(obs, actions, logprobs, values, advantages, returns, starts=starts, memory=memory)
 
 
 def clip_grad_norms(params: list[Tensor], max_norm: float) -> Tensor:
@@ -226,6 +232,7 @@ def update_seeds(
     params = list(stacked.params.values())
     fields = [getattr(batch, f.name) for f in dataclasses.fields(Batch)]
     if sequences:  # each env sequence's episode starts and its memory before the rollout go with it
+        assert isinstance(batch, SequenceBatch)
         fields += [batch.starts, *batch.memory]
     units = [x.movedim(axis, 1).flatten(0, 1) for x in fields]
     device = batch.obs.device
@@ -261,7 +268,8 @@ def update_seeds(
             weights = (
                 (stacked.params, stacked.buffers) if len(training) == seeds else stacked.weights_of(which)
             )
-            loss, *outputs = (losses_of if len(training) > 1 else _alone(loss_of))(*weights, mb, own_scale)
+            losses: Callable = losses_of if len(training) > 1 else _alone(loss_of)
+            loss, *outputs = losses(*weights, mb, own_scale)
             optimizer.zero_grad(set_to_none=True)
             loss.sum().backward()  # each seed's loss reaches its own parameters only
             norms = clip_grad_norms(params, settings.max_grad_norm) if settings.max_grad_norm > 0 else None

@@ -16,7 +16,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from proxima.algo.optim import make_adam
+from proxima.algo.optim import SeedAdam, make_adam
 from proxima.algo.storage import RolloutBuffer
 from proxima.base import seeding, trust
 from proxima.base.errors import (
@@ -136,11 +136,13 @@ def _joined(trees: list, axis: int = 0):
     return {key: _joined([t[key] for t in trees], _ROW_AXIS.get(key, 0)) for key in first}
 
 
+# A seed's collector is its share of the group's (_SeedRows), not a Collector of its own: the type: ignores on
+# SeedRun as a RunView mark it, until loop.steps drives the group as it drives a run (issue 64 item 2).
 class SeedRun(Run):
     """One seed of a batched run (``--num-seeds``): an ordinary run to its callbacks and in its directory, whose
     rollouts and updates its ``SeedGroup`` makes for every seed at once."""
 
-    collector: _SeedRows
+    collector: _SeedRows  # type: ignore[assignment]
 
     def __init__(
         self, args: PPOArgs, envs, run_dir: str, device: torch.device, rows: slice, env: object = None
@@ -152,7 +154,7 @@ class SeedRun(Run):
         self.group: SeedGroup | None = None
         self.index = 0
 
-    def _make_collector(self) -> _SeedRows:
+    def _make_collector(self) -> _SeedRows:  # type: ignore[override]
         return _SeedRows(self._rows)
 
     def iterate(self) -> UpdateResult:
@@ -181,16 +183,22 @@ class SeedGroup:
         self.rows = args.env.num_envs
         self.stacked = StackedModels([r.model for r in runs])
         groups = lead.model.param_groups(args.algorithm.learning_rate, args.algorithm.value_learning_rate)
-        self.optimizer = make_adam(
+        optimizer = make_adam(
             self.stacked.named_groups(groups),
             args.algorithm.learning_rate,
             seeds=len(runs),
             eps=args.algorithm.adam_eps,
         )
+        assert isinstance(optimizer, SeedAdam)  # make_adam's, for seeds
+        self.optimizer = optimizer
         self.model = SeedModel(self.stacked, [r.streams.actions for r in runs], self.rows)
         collector = SeedRecurrentCollector if args.network.recurrent else SeedCollector
         self.collector = collector(
-            envs, args.algorithm.num_steps, args.algorithm.gamma, self.model, seed=env_seeds
+            envs,
+            args.algorithm.num_steps,
+            args.algorithm.gamma,
+            self.model,  # type: ignore[arg-type]
+            seed=env_seeds,
         )
         for j, run in enumerate(runs):
             run.group, run.index = self, j
@@ -240,7 +248,7 @@ class SeedGroup:
                 )
         for group, own in zip(self.optimizer.param_groups, lead.optimizer.param_groups, strict=True):
             group["lr"] = own["lr"]
-        buf, advantages, returns = rollout(self.collector, self.model, lead.args, lead.updates_done + 1)
+        buf, advantages, returns = rollout(self.collector, self.model, lead.args, lead.updates_done + 1)  # type: ignore[arg-type]
         batch = seed_batches(
             buf, advantages, returns, len(self.runs), sequences=lead.args.network.recurrent is not None
         )
@@ -502,7 +510,7 @@ class _GroupTraining:
         self.group, self.args, self.parent = group, args, parent
         self.finished: dict[str, tuple] = {}
         for run, state in zip(group.runs, pending or [None] * len(group.runs), strict=True):
-            run.callbacks = default_callbacks(run, user)
+            run.callbacks = default_callbacks(run, user)  # type: ignore[arg-type]
             for callback in run.callbacks:
                 if isinstance(callback, Logging):  # --track: each seed's W&B run, in the batch's group
                     callback.wandb_group = os.path.basename(os.path.normpath(parent))
@@ -534,7 +542,7 @@ class _GroupTraining:
             for run in self.live:
                 self.started.append(run)
                 for callback in run.callbacks:
-                    callback.on_train_start(run)
+                    callback.on_train_start(run)  # type: ignore[arg-type]
             start = time.perf_counter() - self.live[0].elapsed
             while self.live and self.live[0].updates_done < args.num_updates:
                 self.update(start)
@@ -548,7 +556,7 @@ class _GroupTraining:
             self.evaluations.close()
             for run in reversed(self.started):  # each Checkpointing puts back the signal handlers it found
                 for callback in reversed(run.callbacks):
-                    callback.close(run)
+                    callback.close(run)  # type: ignore[arg-type]
         return [run.agent for run in runs]
 
     def update(self, start: float) -> None:
@@ -583,7 +591,7 @@ class _GroupTraining:
             result.record = {"global_step": run.global_step, "time_s": elapsed,
                              "sps": run.global_step / elapsed, **result.record}  # fmt: skip
             try:
-                stops = [callback.on_update_end(run, result) for callback in run.callbacks]
+                stops = [callback.on_update_end(run, result) for callback in run.callbacks]  # type: ignore[arg-type]
             except TrainingInterrupted as e:
                 interrupted.append(e)
                 continue
@@ -699,7 +707,7 @@ class _SeedEvaluations:
         due = [(run, c) for run, c in due if c.rescore and c.candidates]
         if not due:
             return
-        agents = [c.candidate_agents(run) for run, c in due]
+        agents = [c.candidate_agents(run) for run, c in due]  # type: ignore[arg-type]
         models = [a[step].model for a, (_, c) in zip(agents, due, strict=True) for _, step in c.candidates]
         seeds = [c.rescore_seed for _, c in due for _ in c.candidates]
         first = due[0][1]
@@ -730,7 +738,7 @@ def _finished_snapshot(run: SeedRun) -> tuple[dict, dict]:
 def _finish_seed(run: SeedRun) -> None:
     run.agent.save(run.run_dir, global_step=run.global_step)
     for callback in run.callbacks:
-        callback.on_train_end(run)
+        callback.on_train_end(run)  # type: ignore[arg-type]
     end_video = getattr(run.envs, "end_video", None)  # optional (VecEnv): a backend that records one env only
     if run.args.env.capture_video and end_video is not None:
         # its envs may step on with the other seeds': its video ends here, as its solo run's envs close
