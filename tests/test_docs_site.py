@@ -30,6 +30,8 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     """The built site, served on 127.0.0.1: its base URL."""
+    if not (ROOT / "docs" / "javascripts" / "mermaid.min.js").exists():  # every page loads it
+        pytest.skip("no docs/javascripts/mermaid.min.js: make docs (or make test) fetches it from npm")
     out = tmp_path_factory.mktemp("site")
     build = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir", str(out)],
@@ -120,3 +122,12 @@ def test_search_finds_clip_coef_and_its_result_opens_the_reference(visit, site):
     results.first.locator("a").first.click()
     page.wait_for_url(f"{site}reference/config/**")
     assert "the surrogate clipping coefficient" in page.locator("article").inner_text()
+
+
+def test_the_architecture_page_draws_its_diagram_from_the_sites_own_mermaid(visit, site):
+    page = visit("ARCHITECTURE/")
+    # mkdocs-material swaps the ```mermaid block (a <pre class="mermaid">) for a drawn <div class="mermaid">
+    page.locator("div.mermaid").first.wait_for(timeout=15_000)
+    box = page.locator("div.mermaid").first.bounding_box()
+    assert box is not None and box["height"] > 200, box  # seven packages, one under another
+    assert page.locator("pre.mermaid").count() == 0
