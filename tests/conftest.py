@@ -47,7 +47,7 @@ class IdentityCritic:
     normalization = Normalization((1,))  # off: the rollout sees raw observations and rewards
     head = CategoricalHead(2)
 
-    def act(self, obs):
+    def act(self, obs, noise=None):  # noise: the collector's generator, unused by a fixed action
         n = obs.shape[0]
         return torch.zeros(n, dtype=torch.int64), torch.zeros(n), obs[:, 0].clone()
 

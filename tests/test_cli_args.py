@@ -8,6 +8,7 @@ import pytest
 
 import proxima
 import proxima.commands
+import proxima.commands.sweep
 import proxima.run.config
 import proxima.scale.trainer
 from proxima.base.errors import EnvError, NonFiniteError, UserError

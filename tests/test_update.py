@@ -1,3 +1,4 @@
+import dataclasses
 import math
 
 import pytest
@@ -30,8 +31,10 @@ def _steps_taken(optimizer):
 
 
 def _settings(**kw):
-    """The update settings of a PPO run with a batch of 8 envs x 8 steps, the 64 samples of ``_setup``."""
-    return UpdateSettings.from_args(PPOArgs.of(num_envs=8, num_steps=8, **kw))
+    """The update settings of a PPO run with a batch of 8 envs x 8 steps, the 64 samples of ``_setup``; ``kw``
+    may hold values a run refuses (a negative ent_coef), set on the update's own settings."""
+    own = {name: kw.pop(name) for name in ("ent_coef",) if name in kw}
+    return dataclasses.replace(UpdateSettings.from_args(PPOArgs.of(num_envs=8, num_steps=8, **kw)), **own)
 
 
 def test_every_minibatch_of_every_epoch_takes_a_step():
