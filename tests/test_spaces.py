@@ -301,7 +301,9 @@ def _greedy_return(agent, env_id, episodes=200):
     "env,steps,floor",
     [
         ("DiscreteObs-v0", 8192, 1.0),  # observation Discrete(start=5), action Discrete(start=1): all right
-        ("MultiDiscreteAction-v0", 12288, 0.95),  # with learning_rate 1e-3: three targets on one input
+        # with learning_rate 1e-3: three targets on one input; seeds 1-3 measured 1.0 each at 16,384 steps, and
+        # 0.945, 1.0 and 0.908 at 12,288 (the run's own random streams, issue 64)
+        ("MultiDiscreteAction-v0", 16384, 0.95),
         ("MultiBinaryAction-v0", 12288, 0.95),
         ("DictObs-v0", 12288, 0.95),
         ("TupleObs-v0", 12288, 0.95),
