@@ -38,6 +38,12 @@ RUNS = {  # name: flags of `proxima train` (the issue-12 set)
     "mappo-probe": ["--env-id", "proxima/ProbeCoordination-v0", "--algo", "mappo", "--total-timesteps", "4096"],
     "ippo-vmas": ["--env-id", "vmas:navigation", "--algo", "ippo", "--num-envs", "8", "--num-steps", "32", "--total-timesteps", "1024"],
     "mappo-vmas": ["--env-id", "vmas:navigation", "--algo", "mappo", "--num-envs", "8", "--num-steps", "32", "--total-timesteps", "1024"],
+    # issue 64's redesign: a batched run (each seed's directory compared), an LSTM, a turn-based self-play game
+    # with action masks (commits before them: --runs without these)
+    "seeds-cartpole": ["--env-id", "CartPole-v1", "--seed", "1", "--num-seeds", "2", "--total-timesteps", "8192"],
+    "seeds-lstm": ["--env-id", "proxima/ProbeMemory-v0", "--recurrent", "lstm", "--num-seeds", "2", "--total-timesteps", "4096"],
+    "lstm-memory": ["--env-id", "proxima/ProbeMemory-v0", "--recurrent", "lstm", "--total-timesteps", "4096"],
+    "selfplay-connect4": ["--config", PRESETS + "connect4-selfplay.json", "--total-timesteps", "8192", "--eval-every", "0"],
 }  # fmt: skip
 IGNORED_METRICS = ("time_s", "sps")
 
@@ -94,6 +100,16 @@ def metrics(path: str) -> list[dict]:
 
 
 def differences(a: str, b: str) -> list[str]:
+    """The files of run ``a`` that differ from run ``b``'s; a batched run's (``--num-seeds``) are each seed's."""
+    seeds = sorted(
+        name for name in os.listdir(a) if name.startswith("seed") and os.path.isdir(os.path.join(a, name))
+    )
+    if seeds:
+        return [
+            f"{seed}/{name}"
+            for seed in seeds
+            for name in differences(os.path.join(a, seed), os.path.join(b, seed))
+        ]
     found = []
     if metrics(os.path.join(a, "metrics.jsonl")) != metrics(os.path.join(b, "metrics.jsonl")):
         found.append("metrics.jsonl")
