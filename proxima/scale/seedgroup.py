@@ -44,7 +44,7 @@ from proxima.base.files import (
     write_json,
 )
 from proxima.envs import make_envs
-from proxima.envs.interface import InfoKeys, VecEnv, agent_spec, obs_layout
+from proxima.envs.interface import InfoKeys, Seeds, VecEnv, agent_spec, obs_layout
 from proxima.envs.registry import resolve_backend
 from proxima.envs.selfplay import is_selfplay_id
 from proxima.envs.user import env_note, env_source
@@ -109,7 +109,7 @@ class _SeedRows:
     def load_state_dict(self, state: dict) -> None:
         self.loaded = state
 
-    def restart(self, seed: int) -> None:
+    def restart(self, seed: Seeds) -> None:
         self.loaded = None
 
 
@@ -136,13 +136,11 @@ def _joined(trees: list, axis: int = 0):
     return {key: _joined([t[key] for t in trees], _ROW_AXIS.get(key, 0)) for key in first}
 
 
-# A seed's collector is its share of the group's (_SeedRows), not a Collector of its own: the type: ignores on
-# SeedRun as a RunView mark it, until loop.steps drives the group as it drives a run (issue 64 item 2).
 class SeedRun(Run):
     """One seed of a batched run (``--num-seeds``): an ordinary run to its callbacks and in its directory, whose
     rollouts and updates its ``SeedGroup`` makes for every seed at once."""
 
-    collector: _SeedRows  # type: ignore[assignment]
+    collector: _SeedRows
 
     def __init__(
         self, args: PPOArgs, envs, run_dir: str, device: torch.device, rows: slice, env: object = None
@@ -154,7 +152,7 @@ class SeedRun(Run):
         self.group: SeedGroup | None = None
         self.index = 0
 
-    def _make_collector(self) -> _SeedRows:  # type: ignore[override]
+    def _make_collector(self) -> _SeedRows:
         return _SeedRows(self._rows)
 
     def iterate(self) -> UpdateResult:
@@ -510,7 +508,7 @@ class _GroupTraining:
         self.group, self.args, self.parent = group, args, parent
         self.finished: dict[str, tuple] = {}
         for run, state in zip(group.runs, pending or [None] * len(group.runs), strict=True):
-            run.callbacks = default_callbacks(run, user)  # type: ignore[arg-type]
+            run.callbacks = default_callbacks(run, user)
             for callback in run.callbacks:
                 if isinstance(callback, Logging):  # --track: each seed's W&B run, in the batch's group
                     callback.wandb_group = os.path.basename(os.path.normpath(parent))
@@ -542,7 +540,7 @@ class _GroupTraining:
             for run in self.live:
                 self.started.append(run)
                 for callback in run.callbacks:
-                    callback.on_train_start(run)  # type: ignore[arg-type]
+                    callback.on_train_start(run)
             start = time.perf_counter() - self.live[0].elapsed
             while self.live and self.live[0].updates_done < args.num_updates:
                 self.update(start)
@@ -556,7 +554,7 @@ class _GroupTraining:
             self.evaluations.close()
             for run in reversed(self.started):  # each Checkpointing puts back the signal handlers it found
                 for callback in reversed(run.callbacks):
-                    callback.close(run)  # type: ignore[arg-type]
+                    callback.close(run)
         return [run.agent for run in runs]
 
     def update(self, start: float) -> None:
@@ -591,7 +589,7 @@ class _GroupTraining:
             result.record = {"global_step": run.global_step, "time_s": elapsed,
                              "sps": run.global_step / elapsed, **result.record}  # fmt: skip
             try:
-                stops = [callback.on_update_end(run, result) for callback in run.callbacks]  # type: ignore[arg-type]
+                stops = [callback.on_update_end(run, result) for callback in run.callbacks]
             except TrainingInterrupted as e:
                 interrupted.append(e)
                 continue
@@ -707,7 +705,7 @@ class _SeedEvaluations:
         due = [(run, c) for run, c in due if c.rescore and c.candidates]
         if not due:
             return
-        agents = [c.candidate_agents(run) for run, c in due]  # type: ignore[arg-type]
+        agents = [c.candidate_agents(run) for run, c in due]
         models = [a[step].model for a, (_, c) in zip(agents, due, strict=True) for _, step in c.candidates]
         seeds = [c.rescore_seed for _, c in due for _ in c.candidates]
         first = due[0][1]
@@ -738,7 +736,7 @@ def _finished_snapshot(run: SeedRun) -> tuple[dict, dict]:
 def _finish_seed(run: SeedRun) -> None:
     run.agent.save(run.run_dir, global_step=run.global_step)
     for callback in run.callbacks:
-        callback.on_train_end(run)  # type: ignore[arg-type]
+        callback.on_train_end(run)
     end_video = getattr(run.envs, "end_video", None)  # optional (VecEnv): a backend that records one env only
     if run.args.env.capture_video and end_video is not None:
         # its envs may step on with the other seeds': its video ends here, as its solo run's envs close
