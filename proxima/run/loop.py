@@ -1,6 +1,7 @@
 """The training loop: rollout → advantages → update → callbacks, ``num_updates`` times.
 
-A ``Run`` holds the parts and counters of one run and does one iteration; ``steps`` (``loop``) runs it to its end.
+A ``Run`` holds the parts and counters of one run and does one iteration; ``steps`` runs it (or a batched run's
+``SeedGroup``) to its end.
 Everything else a run does (evaluation, health, logging, progress, checkpoints, the plot) is a callback
 (``proxima.run.callbacks``), and the checkpoint's format belongs to ``proxima.run.checkpoint``. The helpers below
 ``Run`` build what a run needs (its envs, threads, precision, device) for ``proxima.scale.trainer`` and
@@ -14,7 +15,7 @@ import os
 import re
 import time
 from collections.abc import Generator
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import gymnasium as gym
 import numpy as np
@@ -27,7 +28,14 @@ from proxima.algo.optim import make_adam
 from proxima.algo.schedules import ADJUSTABLE, VALUE_LR, Schedules
 from proxima.algo.update import UpdateSettings, group_diagnostics, update
 from proxima.base import seeding
-from proxima.base.errors import DiskFullError, EnvError, FileAccessError, NonFiniteError, UserError
+from proxima.base.errors import (
+    DiskFullError,
+    EnvError,
+    FileAccessError,
+    NonFiniteError,
+    TrainingInterrupted,
+    UserError,
+)
 from proxima.base.files import (
     AGENT_JSON,
     CHECKPOINT,
@@ -65,12 +73,6 @@ Updates = Generator["tuple[Run, UpdateResult]", None, "Agent | list[Agent]"]
 T = TypeVar("T")
 
 
-def loop(run: Run, callbacks: list[Callback]) -> Agent:
-    """Train ``run`` to its last update (or until a callback stops it); return its agent, saved in its
-    directory. An env that fails, or a NaN, ends the run with one line saying what survives of it."""
-    return run_to_end(steps(run, callbacks))
-
-
 def run_to_end(updates: Generator[Any, None, T]) -> T:
     """Step a generator of ``steps`` (or ``training``, ``resuming``) to its end; return its agent."""
     while True:
@@ -80,49 +82,89 @@ def run_to_end(updates: Generator[Any, None, T]) -> T:
             return end.value
 
 
-def steps(run: Run, callbacks: list[Callback]) -> Generator[tuple[Run, UpdateResult], None, Agent]:
-    """``loop`` one update at a time: yields ``(run, result)`` after each update's callbacks, returns the agent."""
-    run.callbacks = callbacks
-    args = run.args
-    infos = wanted_infos(callbacks)
-    if infos is not None:  # else the envs never carry an info, and a step costs what it did without them
-        run.collector.keep_infos(infos)
-    for note in run.notes:
-        run.console.message(note)
+M = TypeVar("M", bound="Run")
+
+
+class Driven(Protocol[M]):
+    """What ``steps`` drives: a ``Run``, whose one member is itself, or a ``SeedGroup``, one member per seed
+    (``proxima.scale.seedgroup``). Its seams are what differs between them: ``start`` (the members that train,
+    each with its ``callbacks``; the notes shown), ``update`` (one update of every live member: each one's
+    result), ``stopping`` (a member's callbacks stop it), ``leave`` (members that end: they finish),
+    ``interrupt`` (a member's callback raised ``TrainingInterrupted``: raise it, the live members checkpointed),
+    ``updated`` (after each update's callbacks), ``end``, ``failed`` (an error with what survives), ``close``
+    and ``trained`` (what ``steps`` returns: the agent, or each seed's)."""
+
+    def start(self) -> list[M]: ...
+    def update(self, live: list[M]) -> list[tuple[M, UpdateResult]]: ...
+    def stopping(self, member: M, result: UpdateResult) -> None: ...
+    def leave(self, members: list[M]) -> None: ...
+    def interrupt(self, live: list[M], first: TrainingInterrupted) -> None: ...
+    def updated(self, live: list[M], updated: list[tuple[M, UpdateResult]]) -> None: ...
+    def end(self) -> None: ...
+    def failed(self, e: Exception) -> Exception: ...
+    def close(self) -> None: ...
+    def trained(self) -> Any: ...
+
+
+def steps(run: Driven[M]) -> Generator[tuple[M, UpdateResult], None, Any]:
+    """Train ``run`` to its last update, or until its members' callbacks stop them, one update at a time: yields
+    ``(member, result)`` of each member after each update's callbacks (``member.callbacks``), returns
+    ``run.trained()``. An env that fails, or a NaN, ends the run with one line saying what survives of it."""
+    live = run.start()
+    started: list[M] = []
     try:
-        for callback in callbacks:
-            callback.on_train_start(run)
-        start = time.perf_counter() - run.elapsed
-        while run.updates_done < args.num_updates:
-            result = run.iterate()
-            run.elapsed = time.perf_counter() - start
-            result.record = {
-                "global_step": run.global_step,
-                "time_s": run.elapsed,
-                "sps": run.global_step / run.elapsed,
-                **result.record,
-            }
-            stops = [callback.on_update_end(run, result) for callback in callbacks]  # each sees every update
-            yield run, result
-            if any(stops):
-                break
-        run.agent.save(run.run_dir, global_step=run.global_step)
-        for callback in callbacks:
-            callback.on_train_end(run)
-        run.console.message(f"saved agent to {run.run_dir}")
+        for member in live:
+            started.append(member)
+            for callback in member.callbacks:
+                callback.on_train_start(member)
+        start = time.perf_counter() - live[0].elapsed
+        while live and live[0].updates_done < live[0].args.num_updates:
+            updated = run.update(live)
+            stopping, interrupted = _callbacks(run, updated, time.perf_counter() - start)
+            if interrupted:  # the members that stopped end, the others checkpoint: the run stops
+                run.leave(stopping)
+                run.interrupt([m for m in live if m not in stopping], interrupted[0])
+            yield from updated
+            run.leave(stopping)
+            live = [m for m in live if m not in stopping]
+            run.updated(live, updated)
+        run.leave(live)
+        run.end()
     except (EnvError, NonFiniteError) as e:
-        crashed = isinstance(e, EnvError)  # a crash may not recur; a NaN would, from the same state
-        where = f" in update {run.updates_done + 1}" if crashed else ""
-        raise type(e)(f"{e}{where}; {checkpoint.last_checkpoint_note(run.run_dir, resumable=crashed)}") from e
+        raise run.failed(e) from e
     except (DiskFullError, FileAccessError) as e:
-        how = "free space" if isinstance(e, DiskFullError) else f"make {run.run_dir} writable"
-        note = checkpoint.last_checkpoint_note(run.run_dir, how=f"{how}, then continue with")
-        raise type(e)(f"{e}; {note}") from None
+        raise run.failed(e) from None
     finally:
-        run.console.close()
-        for callback in reversed(callbacks):
-            callback.close(run)
-    return run.agent
+        run.close()
+        for member in reversed(started):
+            for callback in reversed(member.callbacks):
+                callback.close(member)
+    return run.trained()
+
+
+def _callbacks(
+    run: Driven[M], updated: list[tuple[M, UpdateResult]], elapsed: float
+) -> tuple[list[M], list[TrainingInterrupted]]:
+    """Each member's callbacks on its result: the members they stop, and the interruptions they raised."""
+    stopping: list[M] = []
+    interrupted: list[TrainingInterrupted] = []
+    for member, result in updated:
+        member.elapsed = elapsed
+        result.record = {
+            "global_step": member.global_step,
+            "time_s": elapsed,
+            "sps": member.global_step / elapsed,
+            **result.record,
+        }
+        try:  # each callback sees every update
+            stops = [callback.on_update_end(member, result) for callback in member.callbacks]
+        except TrainingInterrupted as e:
+            interrupted.append(e)
+            continue
+        if any(stops):
+            run.stopping(member, result)
+            stopping.append(member)
+    return stopping, interrupted
 
 
 class Run:
@@ -304,6 +346,50 @@ class Run:
             for name, m in zip(agents.names, means, strict=True)
         }
 
+    # --- the seams of steps (a SeedGroup has its own) --------------------------------------------------------
+    def start(self) -> list[Run]:
+        infos = wanted_infos(self.callbacks)
+        if infos is not None:  # else the envs never carry an info, and a step costs what it did without them
+            self.collector.keep_infos(infos)
+        for note in self.notes:
+            self.console.message(note)
+        return [self]
+
+    def update(self, live: list[Run]) -> list[tuple[Run, UpdateResult]]:
+        return [(self, self.iterate())]
+
+    def stopping(self, member: Run, result: UpdateResult) -> None:
+        pass
+
+    def leave(self, members: list[Run]) -> None:
+        for member in members:
+            finish(member)
+
+    def interrupt(self, live: list[Run], first: TrainingInterrupted) -> None:
+        raise first
+
+    def updated(self, live: list[Run], updated: list[tuple[Run, UpdateResult]]) -> None:
+        pass
+
+    def end(self) -> None:
+        self.console.message(f"saved agent to {self.run_dir}")
+
+    def failed(self, e: Exception) -> Exception:
+        if isinstance(e, EnvError | NonFiniteError):
+            crashed = isinstance(e, EnvError)  # a crash may not recur; a NaN would, from the same state
+            where = f" in update {self.updates_done + 1}" if crashed else ""
+            return type(e)(f"{e}{where}; {checkpoint.last_checkpoint_note(self.run_dir, resumable=crashed)}")
+        how = "free space" if isinstance(e, DiskFullError) else f"make {self.run_dir} writable"
+        return type(e)(
+            f"{e}; {checkpoint.last_checkpoint_note(self.run_dir, how=f'{how}, then continue with')}"
+        )
+
+    def close(self) -> None:
+        self.console.close()
+
+    def trained(self) -> Agent:
+        return self.agent
+
     # --- the checkpoint's share of the run (proxima.run.checkpoint owns the file) ---------------------------
     def checkpoint_state(self, finished: bool = False) -> tuple[dict, dict]:
         """What a checkpoint holds of the run: its header (counters, ``finished``, spaces) and every component's
@@ -407,6 +493,13 @@ def rollout(collector: Collector, model, args: PPOArgs, update: int) -> tuple:
         assert buf.valid is not None and buf.next_valid is not None, "a turn-based rollout marks its moves"
         buf.valid &= ~open_moves(buf.valid, buf.dones, next_done, buf.next_valid)
     return buf, advantages, advantages + buf.values
+
+
+def finish(run: Run) -> None:
+    """A member that ends: its agent saved, its callbacks' ``on_train_end``."""
+    run.agent.save(run.run_dir, global_step=run.global_step)
+    for callback in run.callbacks:
+        callback.on_train_end(run)
 
 
 def init_from_agent(run: Run, source: str) -> None:

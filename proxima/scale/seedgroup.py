@@ -10,7 +10,6 @@ import contextlib
 import dataclasses
 import os
 import shutil
-import time
 
 import gymnasium as gym
 import numpy as np
@@ -22,7 +21,6 @@ from proxima.base import seeding, trust
 from proxima.base.errors import (
     DiskFullError,
     EnvError,
-    FileAccessError,
     NonFiniteError,
     TrainingInterrupted,
     UserError,
@@ -68,12 +66,15 @@ from proxima.run.loop import (
     check_run_dir_free,
     default_run_dir,
     env_of,
+    finish,
     init_from_agent,
     resolve_args_precision,
     rethreaded,
     rollout,
+    run_to_end,
     run_video_dir,
     setup,
+    steps,
 )
 from proxima.run.plotting import plot_runs
 from proxima.run.progress import ProgressReport
@@ -155,9 +156,6 @@ class SeedRun(Run):
     def _make_collector(self) -> _SeedRows:
         return _SeedRows(self._rows)
 
-    def iterate(self) -> UpdateResult:
-        raise RuntimeError("a seed of a batched run is updated by its SeedGroup")
-
     def state_dict(self) -> dict:
         state = super().state_dict()
         group = self.group
@@ -176,6 +174,13 @@ class SeedGroup:
         from proxima.scale.batched import SeedCollector, SeedModel, SeedRecurrentCollector
 
         self.runs, self.envs = runs, envs
+        # the batched run's settings, directory and notes, given before it trains (_train_group)
+        self.args: PPOArgs
+        self.parent: str
+        self.notes: list[str] = []
+        self.finished: dict[
+            str, tuple
+        ] = {}  # the snapshots of the seeds that ended, for the group's checkpoints
         lead = runs[0]
         args = lead.args
         self.rows = args.env.num_envs
@@ -261,6 +266,125 @@ class SeedGroup:
             assert seed_stats is not None, "a seed still training was updated"
             results[j] = run.result(run.collector.buffer, seed_batch, seed_stats, learning_rate, in_force[j])
         return results
+
+    # --- the seams of loop.steps: a seed its callbacks stop leaves the group, frozen, while the others go on ---
+    def start(self) -> list[SeedRun]:
+        """The seeds still training; the group's console, with its notes."""
+        infos = wanted_infos(self.runs[0].callbacks)  # every seed has the same callbacks
+        if infos is not None:
+            reports = self.collector.keep_infos(infos)
+            for run in self.runs:
+                run.collector.reports_infos = reports
+        live = [run for run in self.runs if run.index not in self.stacked.frozen]
+        args = self.args
+        self.console = ProgressReport(
+            args.num_updates * args.batch_size, args.num_updates, quiet=args.run.quiet, seeds=len(self.runs)
+        )
+        for note in self.notes:
+            self.console.message(note)
+        # a seed finished before a resume never opens its Evaluation
+        self.evaluations = _SeedEvaluations(live)
+        return live
+
+    def update(self, live: list[SeedRun]) -> list[tuple[SeedRun, UpdateResult]]:
+        results = self.iterate()
+        self.evaluations.play(live)
+        updated = []
+        for run in live:
+            result = results[run.index]
+            assert result is not None, "a seed still training has a result"
+            updated.append((run, result))
+        return updated
+
+    def stopping(self, run: SeedRun, result: UpdateResult) -> None:
+        self.console.message(f"seed {run.args.run.seed} stopped after update {run.updates_done}: "
+                             f"{run.global_step:,} steps, {_said(result.record)}")  # fmt: skip
+
+    def leave(self, runs: list[SeedRun]) -> None:
+        """Seeds that end: their candidates rescored at once, each finished and frozen, its snapshot kept for
+        the group's checkpoints."""
+        self.evaluations.rescore(runs)
+        for run in runs:
+            _finish_seed(run)
+            self.stacked.freeze(run.index)
+            self.finished[os.path.basename(run.run_dir)] = _finished_snapshot(run)
+
+    def interrupt(self, live: list[SeedRun], first: TrainingInterrupted) -> None:
+        """One seed's Checkpointing got the signal: every other seed checkpoints too, and the group stops."""
+        self.save(live)
+        for run in live:
+            for callback in run.callbacks:
+                if isinstance(callback, Checkpointing) and not callback.hits:
+                    run.save_checkpoint()
+        raise TrainingInterrupted(
+            self.parent, live[0].updates_done, self.args.num_updates, first.exit_status - 128
+        )
+
+    def updated(self, live: list[SeedRun], updated: list[tuple[SeedRun, UpdateResult]]) -> None:
+        """The group's checkpoint every ``--checkpoint-every``; its line on the console: one seed's steps, every
+        seed's steps per second and episodes."""
+        every = self.args.run.checkpoint_every
+        if live and every and live[0].updates_done % every == 0:
+            self.save(live)
+        runs, elapsed = self.runs, updated[0][0].elapsed
+        steps_done = sum(run.global_step for run in runs)
+        returns = [r for _, res in updated for r in res.episode_returns]
+        record = {"global_step": max(run.global_step for run in runs), "sps": steps_done / elapsed,
+                  "episodic_return": float(np.mean(returns)) if returns else None}  # fmt: skip
+        self.console.update(max(run.updates_done for run in runs), record, returns)
+
+    def save(self, live: list[SeedRun]) -> None:
+        """The group's checkpoint: every seed's snapshot in one file."""
+        snapshots = {
+            os.path.basename(run.run_dir): checkpoint.snapshot(*run.checkpoint_state()) for run in live
+        }
+        checkpoint.save_group(os.path.join(self.parent, CHECKPOINT), {**self.finished, **snapshots})
+
+    def end(self) -> None:
+        """The group's checkpoint, results, report and plot."""
+        args, parent, runs = self.args, self.parent, self.runs
+        self.save([])
+        _summarize_seeds(parent, runs)
+        if args.run.report:  # every seed's curve on one page, as a sweep's
+            write_report([parent], os.path.join(parent, REPORT))
+        if args.run.plot:  # the seeds' mean and band
+            try:
+                plot_runs(
+                    {args.env.env_id: [run.run_dir for run in runs]}, os.path.join(parent, LEARNING_CURVES)
+                )
+            except UserError as e:  # no matplotlib: each seed's own files are what matter
+                self.console.message(f"no {LEARNING_CURVES}: {e}")
+        self.console.message(f"saved {len(runs)} agents to {parent}/seed*")
+
+    def failed(self, e: Exception) -> Exception:
+        """``e`` with what survives of the group, and how to go on where a resume may."""
+        parent, saved = self.parent, os.path.exists(os.path.join(self.parent, CHECKPOINT))
+        if isinstance(e, EnvError | NonFiniteError):
+            where = (
+                f"the last checkpoint of every seed is {parent}/{CHECKPOINT}"
+                if saved
+                else "no checkpoint was written"
+            )
+            if saved and isinstance(e, EnvError):  # a crash may not recur; a NaN would, from the same state
+                where += f"; continue with: proxima train --resume {parent}"
+            return type(e)(f"{e}; {where}")
+        how = "free space" if isinstance(e, DiskFullError) else f"make {parent} writable"
+        where = "no checkpoint was written, so it cannot be resumed"
+        if checkpoint.finished(parent):  # the end's own files failed: the seeds' agents are saved
+            where = f"every seed had finished: their agents and the final checkpoint, {parent}/{CHECKPOINT}, are saved"
+        elif saved:
+            where = (
+                f"the last checkpoint of every seed is {parent}/{CHECKPOINT}; {how}, then continue with: proxima "
+                f"train --resume {parent}"
+            )
+        return type(e)(f"{e}; {where}")
+
+    def close(self) -> None:
+        self.console.close()
+        self.evaluations.close()
+
+    def trained(self) -> list[Agent]:
+        return [run.agent for run in self.runs]
 
 
 def check_seeds(args: PPOArgs, env) -> None:
@@ -492,185 +616,23 @@ def _train_group(
     notes: list[str],
     pending: list[tuple[dict, dict]] | None = None,
 ) -> list[Agent]:
-    """The loop of ``steps`` for every seed of ``group``: each seed's callbacks after each update, and a seed
-    that a callback stops (``--stop-return``) leaves the group, its weights frozen, while the others go on.
-    ``pending``: each seed's ``(meta, states)`` in the group's checkpoint, where the group resumes."""
-    return _GroupTraining(group, args, parent, user, pending).train(notes)
-
-
-class _GroupTraining:
-    """One training session of a ``SeedGroup``: its seeds' callbacks and checkpoints, its console, and the seeds
-    still training (``live``) and those that ended (``finished``: their snapshots, for the group's checkpoints)."""
-
-    def __init__(
-        self, group: SeedGroup, args: PPOArgs, parent: str, user: list[Callback], pending: list | None
-    ):
-        self.group, self.args, self.parent = group, args, parent
-        self.finished: dict[str, tuple] = {}
-        for run, state in zip(group.runs, pending or [None] * len(group.runs), strict=True):
-            run.callbacks = default_callbacks(run, user)
-            for callback in run.callbacks:
-                if isinstance(callback, Logging):  # --track: each seed's W&B run, in the batch's group
-                    callback.wandb_group = os.path.basename(os.path.normpath(parent))
-            if state is not None:
-                run.restore(os.path.join(parent, CHECKPOINT), *state)
-                if state[0]["finished"]:
-                    group.stacked.freeze(run.index)
-                    self.finished[os.path.basename(run.run_dir)] = checkpoint.kept(*state)
-        if pending is not None:
-            group.load()
-        infos = wanted_infos(group.runs[0].callbacks)  # every seed has the same callbacks
-        if infos is not None:
-            reports = group.collector.keep_infos(infos)
-            for run in group.runs:
-                run.collector.reports_infos = reports
-        self.live = [run for run in group.runs if run.index not in group.stacked.frozen]
-        self.started: list[SeedRun] = []
-
-    def train(self, notes: list[str]) -> list[Agent]:
-        args, runs = self.args, self.group.runs
-        self.console = ProgressReport(
-            args.num_updates * args.batch_size, args.num_updates, quiet=args.run.quiet, seeds=len(runs)
-        )
-        for note in notes:
-            self.console.message(note)
-        # a seed finished before a resume never opens its Evaluation
-        self.evaluations = _SeedEvaluations(self.live)
-        try:
-            for run in self.live:
-                self.started.append(run)
-                for callback in run.callbacks:
-                    callback.on_train_start(run)
-            start = time.perf_counter() - self.live[0].elapsed
-            while self.live and self.live[0].updates_done < args.num_updates:
-                self.update(start)
-            self.end()
-        except (EnvError, NonFiniteError) as e:
-            raise self._failed(e) from e
-        except (DiskFullError, FileAccessError) as e:
-            raise self._stopped(e) from None
-        finally:
-            self.console.close()
-            self.evaluations.close()
-            for run in reversed(self.started):  # each Checkpointing puts back the signal handlers it found
-                for callback in reversed(run.callbacks):
-                    callback.close(run)
-        return [run.agent for run in runs]
-
-    def update(self, start: float) -> None:
-        """One update of every seed still training, each seed's callbacks after it; a seed they stop leaves."""
-        results = self.group.iterate()
-        self.evaluations.play(self.live)
-        elapsed = time.perf_counter() - start
-        stopping, interrupted = self._callbacks(results, elapsed)
-        self.evaluations.rescore(stopping)
-        for run in stopping:
-            _finish_seed(run)
-            self.group.stacked.freeze(run.index)
-            self.live.remove(run)
-            self.finished[os.path.basename(run.run_dir)] = _finished_snapshot(run)
-        every = self.args.run.checkpoint_every
-        if self.live and (interrupted or (every and self.live[0].updates_done % every == 0)):
-            self.save()
-        if interrupted:
-            self._interrupt(interrupted[0])
-        self._show(results, elapsed)
-
-    def _callbacks(
-        self, results: list[UpdateResult | None], elapsed: float
-    ) -> tuple[list[SeedRun], list[TrainingInterrupted]]:
-        """Each live seed's callbacks on its result: the seeds they stop, and the interruptions they raised."""
-        stopping: list[SeedRun] = []
-        interrupted: list[TrainingInterrupted] = []
-        for run in self.live:
-            result = results[run.index]
-            assert result is not None, "a seed still training has a result"
-            run.elapsed = elapsed
-            result.record = {"global_step": run.global_step, "time_s": elapsed,
-                             "sps": run.global_step / elapsed, **result.record}  # fmt: skip
-            try:
-                stops = [callback.on_update_end(run, result) for callback in run.callbacks]
-            except TrainingInterrupted as e:
-                interrupted.append(e)
-                continue
-            if any(stops):
-                self.console.message(f"seed {run.args.run.seed} stopped after update {run.updates_done}: "
-                                     f"{run.global_step:,} steps, {_said(result.record)}")  # fmt: skip
-                stopping.append(run)
-        return stopping, interrupted
-
-    def _interrupt(self, first: TrainingInterrupted) -> None:
-        """One seed's Checkpointing got the signal: every other seed checkpoints too, and the group stops."""
-        for run in self.live:
-            for callback in run.callbacks:
-                if isinstance(callback, Checkpointing) and not callback.hits:
-                    run.save_checkpoint()
-        raise TrainingInterrupted(
-            self.parent, self.live[0].updates_done, self.args.num_updates, first.exit_status - 128
-        )
-
-    def _show(self, results: list[UpdateResult | None], elapsed: float) -> None:
-        """The group's line on the console: one seed's steps, every seed's steps per second and episodes."""
-        runs = self.group.runs
-        steps_done = sum(run.global_step for run in runs)
-        returns = [r for res in results if res is not None for r in res.episode_returns]
-        record = {"global_step": max(run.global_step for run in runs), "sps": steps_done / elapsed,
-                  "episodic_return": float(np.mean(returns)) if returns else None}  # fmt: skip
-        self.console.update(max(run.updates_done for run in runs), record, returns)
-
-    def save(self) -> None:
-        """The group's checkpoint: every seed's snapshot in one file."""
-        snapshots = {
-            os.path.basename(run.run_dir): checkpoint.snapshot(*run.checkpoint_state()) for run in self.live
-        }
-        checkpoint.save_group(os.path.join(self.parent, CHECKPOINT), {**self.finished, **snapshots})
-
-    def end(self) -> None:
-        """The seeds that trained to the end finish; the group's checkpoint, results, report and plot."""
-        args, parent, runs = self.args, self.parent, self.group.runs
-        self.evaluations.rescore(self.live)
-        for run in self.live:
-            _finish_seed(run)
-            self.finished[os.path.basename(run.run_dir)] = _finished_snapshot(run)
-        self.live = []
-        self.save()
-        _summarize_seeds(parent, runs)
-        if args.run.report:  # every seed's curve on one page, as a sweep's
-            write_report([parent], os.path.join(parent, REPORT))
-        if args.run.plot:  # the seeds' mean and band
-            try:
-                plot_runs(
-                    {args.env.env_id: [run.run_dir for run in runs]}, os.path.join(parent, LEARNING_CURVES)
-                )
-            except UserError as e:  # no matplotlib: each seed's own files are what matter
-                self.console.message(f"no {LEARNING_CURVES}: {e}")
-        self.console.message(f"saved {len(runs)} agents to {parent}/seed*")
-
-    def _failed(self, e: EnvError | NonFiniteError) -> Exception:
-        """``e`` with what survives of the group, and how to go on where a resume may."""
-        saved = os.path.exists(os.path.join(self.parent, CHECKPOINT))
-        where = (
-            f"the last checkpoint of every seed is {self.parent}/{CHECKPOINT}"
-            if saved
-            else "no checkpoint was written"
-        )
-        if saved and isinstance(e, EnvError):  # a crash may not recur; a NaN would, from the same state
-            where += f"; continue with: proxima train --resume {self.parent}"
-        return type(e)(f"{e}; {where}")
-
-    def _stopped(self, e: DiskFullError | FileAccessError) -> Exception:
-        """As ``steps`` says them: what survives, and how to go on."""
-        parent = self.parent
-        how = "free space" if isinstance(e, DiskFullError) else f"make {parent} writable"
-        where = "no checkpoint was written, so it cannot be resumed"
-        if checkpoint.finished(parent):  # the end's own files failed: the seeds' agents are saved
-            where = f"every seed had finished: their agents and the final checkpoint, {parent}/{CHECKPOINT}, are saved"
-        elif os.path.exists(os.path.join(parent, CHECKPOINT)):
-            where = (
-                f"the last checkpoint of every seed is {parent}/{CHECKPOINT}; {how}, then continue with: proxima "
-                f"train --resume {parent}"
-            )
-        return type(e)(f"{e}; {where}")
+    """``steps`` of ``group``, each seed with its callbacks. ``pending``: each seed's ``(meta, states)`` in the
+    group's checkpoint, where the group resumes."""
+    group.args, group.parent, group.notes = args, parent, notes
+    states: list[tuple[dict, dict] | None] = [*pending] if pending is not None else [None] * len(group.runs)
+    for run, state in zip(group.runs, states, strict=True):
+        run.callbacks = default_callbacks(run, user)
+        for callback in run.callbacks:
+            if isinstance(callback, Logging):  # --track: each seed's W&B run, in the batch's group
+                callback.wandb_group = os.path.basename(os.path.normpath(parent))
+        if state is not None:
+            run.restore(os.path.join(parent, CHECKPOINT), *state)
+            if state[0]["finished"]:
+                group.stacked.freeze(run.index)
+                group.finished[os.path.basename(run.run_dir)] = checkpoint.kept(*state)
+    if pending is not None:
+        group.load()
+    return run_to_end(steps(group))
 
 
 class _SeedEvaluations:
@@ -734,9 +696,7 @@ def _finished_snapshot(run: SeedRun) -> tuple[dict, dict]:
 
 
 def _finish_seed(run: SeedRun) -> None:
-    run.agent.save(run.run_dir, global_step=run.global_step)
-    for callback in run.callbacks:
-        callback.on_train_end(run)
+    finish(run)
     end_video = getattr(run.envs, "end_video", None)  # optional (VecEnv): a backend that records one env only
     if run.args.env.capture_video and end_video is not None:
         # its envs may step on with the other seeds': its video ends here, as its solo run's envs close

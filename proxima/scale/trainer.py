@@ -190,7 +190,8 @@ def _training(args: PPOArgs, run_dir: str, callbacks, env, resume_if_exists: boo
         write_json(os.path.join(run_dir, CONFIG_JSON), args.to_json())
         written = True
         run.notes += notes
-        return (yield from steps(run, default_callbacks(run, callbacks or [])))
+        run.callbacks = default_callbacks(run, callbacks or [])
+        return (yield from steps(run))
     finally:
         if run is not None:  # a progress bar started as the run was made
             run.console.close()
@@ -314,7 +315,7 @@ def _resuming(
         run.restore(path, meta, states)
         if total_timesteps is not None or torch_threads is not None:
             write_json(config_path, saved.to_json())
-        return (yield from steps(run, run.callbacks))
+        return (yield from steps(run))
     finally:
         if run is not None:  # a progress bar started as the run was made
             run.console.close()
