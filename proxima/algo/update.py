@@ -3,15 +3,21 @@
 PPO, VPG and REINFORCE share all of it and differ only in the policy term (``UpdateSettings.policy_loss``,
 from ``proxima.algo.algorithms``): PPO's clipped surrogate, or the policy-gradient homework's plain policy gradient,
 whose weights are R - V(s) for VPG and R for REINFORCE (a model without a critic predicts V = 0).
+
+``learn`` is the update, written once; what differs between one model (``Solo``) and N stacked seeds
+(``proxima.scale.batched.SeedLearner``, ``--num-seeds``) enters through a ``Learner``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
+from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from proxima.algo.algorithms import PolicyLoss, get_algorithm
 from proxima.algo.losses import (
@@ -56,66 +62,132 @@ class UpdateSettings:
         )
 
 
-def update(
-    model: ActorCritic, optimizer: Adam, batch: Batch, settings: UpdateSettings, generator: torch.Generator
-) -> dict:
-    """Train on ``batch`` for ``update_epochs`` epochs, in minibatches of ``generator``'s order (the run's
-    ``RunStreams.minibatches``, on the batch's device); return the update's debug variables (detail 12).
+class Learner(Protocol):
+    """What ``learn`` trains: one model (``Solo``) or N stacked seeds (``proxima.scale.batched.SeedLearner``),
+    its ``members``, each with its own minibatch order, gradient clipping and ``--target-kl`` test."""
+
+    members: int
+    training: list[int]  # the members that go on with this update's epochs
+
+    @property
+    def optimizer(self) -> Adam: ...
+
+    def minibatches(self) -> Iterable[Any]:
+        """One epoch's minibatches of the training members, each member's in its own order (detail 6)."""
+        ...
+
+    def loss(self, mb: Any) -> tuple[Tensor, Tensor, Tensor, Tensor, dict[str, Tensor]]:
+        """``minibatch_loss`` of each training member on its share of ``mb``, each output ``(members,)``."""
+        ...
+
+    def clip(self, max_norm: float) -> Tensor:
+        """Each member's global gradient-norm clipping (detail 11); its norms before, ``(members,)``."""
+        ...
+
+    def step(self) -> None: ...
+
+
+def learn(learner: Learner, settings: UpdateSettings) -> list[dict | None]:
+    """Train ``learner``'s members for ``update_epochs`` epochs of minibatches; return each member's debug variables
+    (detail 12; None for one that does not train). With ``--target-kl`` a member whose KL went past it stops its
+    epochs and the others go on.
 
     As in CleanRL's ppo.py, the losses and KL estimates reported are those of the last minibatch; clipfrac is the
     mean over all minibatches.
     """
-    clipfracs, losses, grad_norms = [], [], []
-    params: list[Tensor] = list(model.parameters())
-    # A value that a game's agents share (--no-critic-agent-index) is computed once per game: minibatches of
-    # whole games then. Otherwise (and where an agent had left, so rows are not whole games) of samples.
-    games = batch.games if model.agents_per_game is not None else None
-    model.update_value_normalization(batch.present(batch.returns), settings.value_norm_horizon)
-    # With --norm-value the critic's errors are measured in standard deviations of its targets, the scale its
-    # network predicts in; dividing values, old values and returns alike keeps the clipped loss consistent.
-    # The batch's share is divided once here; each minibatch divides only its new values.
-    scale = model.normalization.value_scale()
-    if scale is not None:
-        batch = dataclasses.replace(batch, values=batch.values / scale, returns=batch.returns / scale)
+    live, steps = learner.training, []  # each minibatch's members, and what it gave them
     for _ in range(settings.update_epochs):
-        for index in (
-            minibatches(len(batch), settings.num_minibatches, generator)  # detail 6
-            if games is None
-            else game_minibatches(len(batch), games, settings.num_minibatches, generator)
-        ):
-            mb = batch[index]
-            logprobs, entropy, values = model.evaluate(mb.obs, mb.actions, mb.sequences, games is not None)
-            # sequences with steps of agents that had left: the samples alone
-            if isinstance(mb, SequenceBatch) and mb.valid is not None:
-                logprobs, entropy, values, mb = (
-                    logprobs[mb.valid],
-                    entropy[mb.valid],
-                    values[mb.valid],
-                    mb.samples(),
-                )
-            loss, pg_loss, v_loss, ent = minibatch_loss(
-                logprobs, entropy, values, mb, settings, scale, model.critic is not None
-            )
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if settings.max_grad_norm > 0:
-                grad_norms.append(clip_grad_norm(params, settings.max_grad_norm))  # detail 11
-            optimizer.step()
-            losses.append(loss.detach())
+        for mb in learner.minibatches():
+            loss, *outputs, diagnostics = learner.loss(mb)
+            learner.optimizer.zero_grad(set_to_none=True)
+            loss.sum().backward()  # each member's loss reaches its own parameters only
+            norms = learner.clip(settings.max_grad_norm) if settings.max_grad_norm > 0 else None
+            learner.step()
+            steps.append((learner.training, loss.detach(), norms, (*outputs, diagnostics)))
+        if settings.target_kl is not None:  # early stopping on KL: the policy has moved as far as we allow
+            kl = diagnostics["approx_kl"].tolist()
+            learner.training = [
+                j for j, x in zip(learner.training, kl, strict=True) if not x > settings.target_kl
+            ]
+            if not learner.training:
+                break
+    steps = _on_host(steps)
+    return [_member_stats(steps, j) if j in live else None for j in range(learner.members)]
 
-            diagnostics = ratio_diagnostics(logprobs.detach(), mb.logprobs, settings.clip_coef)
-            clipfracs.append(diagnostics["clipfrac"])
-        if settings.target_kl is not None and diagnostics["approx_kl"].item() > settings.target_kl:
-            break  # early stopping on KL: the policy has already moved as far as we allow
-    return {
-        **grad_stats(losses, grad_norms),
-        "value_loss": v_loss.item(),
-        "policy_loss": pg_loss.item(),
-        "entropy": ent.item(),
-        "old_approx_kl": diagnostics["old_approx_kl"].item(),
-        "approx_kl": diagnostics["approx_kl"].item(),
-        "clipfrac": torch.stack(clipfracs).mean().item(),
-    }
+
+def update(
+    model: ActorCritic, optimizer: Adam, batch: Batch, settings: UpdateSettings, generator: torch.Generator
+) -> dict:
+    """``learn`` for one model, in minibatches of ``generator``'s order (the run's ``RunStreams.minibatches``, on
+    the batch's device); its debug variables."""
+    stats = learn(Solo(model, optimizer, batch, settings, generator), settings)[0]
+    assert stats is not None
+    return stats
+
+
+class Solo:
+    """One model as ``learn``'s only member."""
+
+    members = 1
+
+    def __init__(
+        self,
+        model: ActorCritic,
+        optimizer: Adam,
+        batch: Batch,
+        settings: UpdateSettings,
+        generator: torch.Generator,
+    ):
+        self.model, self.optimizer, self.settings, self.generator = model, optimizer, settings, generator
+        self.training, self.params = [0], list[Tensor](model.parameters())
+        # A value that a game's agents share (--no-critic-agent-index) is computed once per game: minibatches of
+        # whole games then. Otherwise (and where an agent had left, so rows are not whole games) of samples.
+        self.games = batch.games if model.agents_per_game is not None else None
+        model.update_value_normalization(batch.present(batch.returns), settings.value_norm_horizon)
+        # With --norm-value the critic's errors are measured in standard deviations of its targets, the scale its
+        # network predicts in; dividing values, old values and returns alike keeps the clipped loss consistent.
+        # The batch's share is divided once here; each minibatch divides only its new values.
+        self.scale = model.normalization.value_scale()
+        if self.scale is not None:
+            batch = dataclasses.replace(
+                batch, values=batch.values / self.scale, returns=batch.returns / self.scale
+            )
+        self.batch = batch
+
+    def minibatches(self) -> Iterable[Batch]:
+        size, count, generator = len(self.batch), self.settings.num_minibatches, self.generator
+        if self.games is None:
+            indices = minibatches(size, count, generator)
+        else:
+            indices = game_minibatches(size, self.games, count, generator)
+        return (self.batch[index] for index in indices)
+
+    def loss(self, mb: Batch) -> tuple[Tensor, Tensor, Tensor, Tensor, dict[str, Tensor]]:
+        logprobs, entropy, values = self.model.evaluate(
+            mb.obs, mb.actions, mb.sequences, self.games is not None
+        )
+        # sequences with steps of agents that had left: the samples alone
+        if isinstance(mb, SequenceBatch) and mb.valid is not None:
+            logprobs, entropy, values, mb = (
+                logprobs[mb.valid],
+                entropy[mb.valid],
+                values[mb.valid],
+                mb.samples(),
+            )
+        critic = self.model.critic is not None
+        return one_member(minibatch_loss(logprobs, entropy, values, mb, self.settings, self.scale, critic))
+
+    def clip(self, max_norm: float) -> Tensor:
+        return clip_grad_norm(self.params, max_norm).unsqueeze(0)
+
+    def step(self) -> None:
+        self.optimizer.step()
+
+
+def one_member(outputs: tuple) -> tuple[Tensor, Tensor, Tensor, Tensor, dict[str, Tensor]]:
+    """``minibatch_loss``'s outputs of one member as those of many (``(1,)`` each)."""
+    *losses, diagnostics = outputs
+    return *(x.unsqueeze(0) for x in losses), {k: v.unsqueeze(0) for k, v in diagnostics.items()}
 
 
 def minibatch_loss(
@@ -126,10 +198,11 @@ def minibatch_loss(
     settings: UpdateSettings,
     scale: Tensor | None,
     has_critic: bool,
-) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """One minibatch's loss from the policy's log-probs, entropies and values on it: ``(loss, policy loss,
-    value loss, entropy)``. ``scale``: the value targets' std (``--norm-value``), which ``mb``'s values and
-    returns are already divided by."""
+) -> tuple[Tensor, Tensor, Tensor, Tensor, dict[str, Tensor]]:
+    """One minibatch's loss from the policy's log-probs, entropies and values on it, and what an update reports
+    of it: ``(loss, policy loss, value loss, entropy, ratio_diagnostics)``, all but the loss detached.
+    ``scale``: the value targets' std (``--norm-value``), which ``mb``'s values and returns are already divided
+    by."""
     pg_loss = settings.policy_loss(logprobs, mb, settings.clip_coef, settings.norm_adv)
     if scale is not None:
         values = values / scale
@@ -141,7 +214,8 @@ def minibatch_loss(
         v_loss = value_loss(values, mb.returns)
     ent = entropy_bonus(entropy)
     loss = pg_loss + settings.vf_coef * v_loss - settings.ent_coef * ent  # detail 10: the bonus is subtracted
-    return loss, pg_loss, v_loss, ent
+    diagnostics = ratio_diagnostics(logprobs.detach(), mb.logprobs, settings.clip_coef)
+    return loss, pg_loss.detach(), v_loss.detach(), ent.detach(), diagnostics
 
 
 @torch.no_grad()
@@ -185,3 +259,34 @@ def grad_stats(losses: list[Tensor], grad_norms: list[Tensor]) -> dict:
         first = int((~(loss_ok & grad_ok)).nonzero()[0])
         stats["non_finite"] = "loss" if not loss_ok[first] else "gradients"
     return stats
+
+
+def _member_stats(steps: list[tuple], j: int) -> dict:
+    """Member ``j``'s debug variables from the minibatches it trained on: the last one's losses and KL
+    estimates, the mean clip fraction, the largest gradient norm."""
+    taken = [
+        (members.index(j), loss, norms, outputs) for members, loss, norms, outputs in steps if j in members
+    ]
+    i, _, _, (pg_loss, v_loss, ent, diagnostics) = taken[-1]
+    return {
+        **grad_stats([loss[i] for i, loss, _, _ in taken], [n[j] for _, _, n, _ in taken if n is not None]),
+        "value_loss": v_loss[i].item(),
+        "policy_loss": pg_loss[i].item(),
+        "entropy": ent[i].item(),
+        "old_approx_kl": diagnostics["old_approx_kl"][i].item(),
+        "approx_kl": diagnostics["approx_kl"][i].item(),
+        "clipfrac": torch.stack([out[3]["clipfrac"][i] for i, _, _, out in taken]).mean().item(),
+    }
+
+
+def _on_host(tree):
+    """``tree`` with its tensors on the CPU, copied off the device at once: on a GPU every ``.item()`` of each
+    member's debug variables would wait for the device on its own."""
+    leaves, spec = tree_flatten(tree)
+    tensors = [x for x in leaves if isinstance(x, Tensor)]
+    if not tensors or tensors[0].device.type == "cpu":
+        return tree
+    flat = torch.cat([x.detach().reshape(-1).double() for x in tensors]).cpu()  # float64: exact for all
+    host = iter(flat.split([x.numel() for x in tensors]))
+    leaves = [next(host).view(x.shape).to(x.dtype) if isinstance(x, Tensor) else x for x in leaves]
+    return tree_unflatten(leaves, spec)

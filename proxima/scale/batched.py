@@ -15,18 +15,16 @@ the batched kernels round differently (``tests/test_num_seeds.py`` measures by h
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import cast
 
 import torch
 from torch import Tensor, nn
 from torch.func import functional_call, vmap
-from torch.utils._pytree import tree_flatten, tree_unflatten
 
-from proxima.algo.losses import ratio_diagnostics
 from proxima.algo.optim import SeedAdam
 from proxima.algo.storage import Batch, RolloutBuffer, SequenceBatch, minibatches
-from proxima.algo.update import UpdateSettings, grad_stats, minibatch_loss
+from proxima.algo.update import UpdateSettings, learn, minibatch_loss, one_member
 from proxima.policy.stacked import StackedModels, StackedNormalizations, stacked_step
 from proxima.run.rollout import RecurrentCollector, RolloutCollector
 
@@ -212,89 +210,93 @@ def update_seeds(
     settings: UpdateSettings,
     generators: list[torch.Generator],
 ) -> list[dict | None]:
-    """``proxima.algo.update.update`` for every seed at once: the same epochs of minibatches, each seed's in its own
-    order (from its ``generators[j]``, its run's ``RunStreams.minibatches``), one batched loss and backward pass per minibatch. With ``--target-kl`` a seed whose KL went past it
-    stops its epochs as its solo run would, and the others go on. Returns each seed's debug variables (None
-    for a finished seed)."""
-    sequences = isinstance(batch, SequenceBatch)
-    # A minibatch is gathered from the seeds' units (samples; a recurrent agent's env sequences, on the axis
-    # after the steps) laid end to end, by each seed's own indices.
-    axis = 2 if sequences else 1
-    seeds, size = batch.obs.shape[0], batch.obs.shape[axis]
-    live = [j for j in range(seeds) if j not in stacked.frozen]
-    for j in live:
-        stacked.models[j].update_value_normalization(batch.returns[j], settings.value_norm_horizon)
-    scale = stacked.value_scale()
-    if scale is not None:
-        per_seed = scale.view(-1, *[1] * (batch.values.dim() - 1))
-        batch = dataclasses.replace(batch, values=batch.values / per_seed, returns=batch.returns / per_seed)
-    has_critic = stacked.models[0].critic is not None
-    params = list(stacked.params.values())
-    fields = [getattr(batch, f.name) for f in dataclasses.fields(Batch)]
-    if sequences:  # each env sequence's episode starts and its memory before the rollout go with it
-        assert isinstance(batch, SequenceBatch)
-        fields += [batch.starts, *batch.memory]
-    units = [x.movedim(axis, 1).flatten(0, 1) for x in fields]
-    device = batch.obs.device
+    """``proxima.algo.update.learn`` for every seed at once, each in its own minibatch order (``generators[j]``,
+    its run's ``RunStreams.minibatches``); each seed's debug variables (None for a finished seed)."""
+    return learn(SeedLearner(stacked, optimizer, batch, settings, generators), settings)
 
-    def loss_of(params, buffers, fields: tuple[Tensor, ...], scale):
+
+class SeedLearner:
+    """The stacked seeds as ``learn``'s members: one batched loss and backward pass per minibatch, vmapped over
+    ``functional_call``; a seed whose ``--target-kl`` stopped its epochs, or that finished, is left out."""
+
+    def __init__(
+        self,
+        stacked: StackedModels,
+        optimizer: SeedAdam,
+        batch: Batch,
+        settings: UpdateSettings,
+        generators: list[torch.Generator],
+    ):
+        self.stacked, self.optimizer, self.settings, self.generators = (
+            stacked,
+            optimizer,
+            settings,
+            generators,
+        )
+        # A minibatch is gathered from the seeds' units (samples; a recurrent agent's env sequences, on the axis
+        # after the steps) laid end to end, by each seed's own indices.
+        self.axis = 2 if isinstance(batch, SequenceBatch) else 1
+        self.members, self.size = batch.obs.shape[0], batch.obs.shape[self.axis]
+        self.training = [j for j in range(self.members) if j not in stacked.frozen]
+        for j in self.training:
+            stacked.models[j].update_value_normalization(batch.returns[j], settings.value_norm_horizon)
+        self.scale = stacked.value_scale()
+        if self.scale is not None:
+            per_seed = self.scale.view(-1, *[1] * (batch.values.dim() - 1))
+            batch = dataclasses.replace(
+                batch, values=batch.values / per_seed, returns=batch.returns / per_seed
+            )
+        self.has_critic = stacked.models[0].critic is not None
+        self.params = list(stacked.params.values())
+        fields = [getattr(batch, f.name) for f in dataclasses.fields(Batch)]
+        if isinstance(batch, SequenceBatch):  # each env sequence's episode starts and memory go with it
+            fields += [batch.starts, *batch.memory]
+        self.units = [x.movedim(self.axis, 1).flatten(0, 1) for x in fields]
+        self.losses_of = vmap(self.loss_of, in_dims=(0, 0, 0, None if self.scale is None else 0))
+
+    def loss_of(self, params, buffers, fields: tuple[Tensor, ...], scale):
+        """One seed's ``minibatch_loss`` with its weights, on its minibatch's ``fields``."""
         mb = Batch(*fields[:6])  # vmap maps over tensors, tuples and dicts, not dataclasses
         memory = fields[6:] or None  # (starts, h, c)
         logprobs, entropy, values = functional_call(
-            stacked._base, (params, buffers), ("evaluate", mb.obs, mb.actions, memory), tie_weights=False
+            self.stacked._base, (params, buffers), ("evaluate", mb.obs, mb.actions, memory), tie_weights=False
         )
-        loss, pg_loss, v_loss, ent = minibatch_loss(
-            logprobs, entropy, values, mb, settings, scale, has_critic
-        )
-        diagnostics = ratio_diagnostics(logprobs.detach(), mb.logprobs, settings.clip_coef)
-        return loss, pg_loss.detach(), v_loss.detach(), ent.detach(), diagnostics
+        return minibatch_loss(logprobs, entropy, values, mb, self.settings, scale, self.has_critic)
 
-    losses_of = vmap(loss_of, in_dims=(0, 0, 0, None if scale is None else 0))
-    training = live  # the seeds that go on with this update's epochs
-    steps = []  # each minibatch's seeds, and what it gave them: (seeds, loss, grad norms, outputs)
-    for _ in range(settings.update_epochs):
+    def minibatches(self) -> Iterator[tuple[Tensor, ...]]:
+        training, device = self.training, self.units[0].device
         orders = torch.stack(
-            [torch.stack(minibatches(size, settings.num_minibatches, generators[j])) for j in training]
+            [
+                torch.stack(minibatches(self.size, self.settings.num_minibatches, self.generators[j]))
+                for j in training
+            ]
         )  # (training seeds, minibatches, minibatch size)
-        which = torch.tensor(training, device=device)
-        offsets = which[:, None] * size
-        own_scale = None if scale is None else scale[which]
+        self.which = torch.tensor(training, device=device)
+        offsets = self.which[:, None] * self.size
+        self.own_scale = None if self.scale is None else self.scale[self.which]
         for k in range(orders.shape[1]):
             index = (orders[:, k] + offsets).flatten()
-            mb = tuple(
-                x.index_select(0, index).view(len(training), -1, *x.shape[1:]).movedim(1, axis) for x in units
+            yield tuple(
+                x.index_select(0, index).view(len(training), -1, *x.shape[1:]).movedim(1, self.axis)
+                for x in self.units
             )
-            # Only these seeds are computed with: the others' gradients are zero, and Adam leaves their rows.
-            weights = (
-                (stacked.params, stacked.buffers) if len(training) == seeds else stacked.weights_of(which)
-            )
-            losses: Callable = losses_of if len(training) > 1 else _alone(loss_of)
-            loss, *outputs = losses(*weights, mb, own_scale)
-            optimizer.zero_grad(set_to_none=True)
-            loss.sum().backward()  # each seed's loss reaches its own parameters only
-            norms = clip_grad_norms(params, settings.max_grad_norm) if settings.max_grad_norm > 0 else None
-            optimizer.step(training, finished=stacked.frozen)
-            steps.append((training, loss.detach(), norms, outputs))
-        if settings.target_kl is not None:  # --target-kl's early stopping, on each seed's last minibatch
-            kl = outputs[-1]["approx_kl"].tolist()
-            training = [j for j, x in zip(training, kl, strict=True) if not x > settings.target_kl]
-            if not training:
-                break
-    steps = _on_host(steps)
-    return [None if j in stacked.frozen else _seed_stats(steps, j) for j in range(seeds)]
 
+    def loss(self, mb: tuple[Tensor, ...]) -> tuple[Tensor, Tensor, Tensor, Tensor, dict[str, Tensor]]:
+        # Only the training seeds are computed with: the others' gradients are zero, and Adam leaves their rows.
+        stacked, training = self.stacked, self.training
+        weights = (
+            (stacked.params, stacked.buffers)
+            if len(training) == self.members
+            else stacked.weights_of(self.which)
+        )
+        losses: Callable = self.losses_of if len(training) > 1 else _alone(self.loss_of)
+        return losses(*weights, mb, self.own_scale)
 
-def _on_host(tree):
-    """``tree`` with its tensors on the CPU, copied off the device at once: on a GPU every ``.item()`` of each
-    seed's debug variables would wait for the device on its own."""
-    leaves, spec = tree_flatten(tree)
-    tensors = [x for x in leaves if isinstance(x, Tensor)]
-    if not tensors or tensors[0].device.type == "cpu":
-        return tree
-    flat = torch.cat([x.detach().reshape(-1).double() for x in tensors]).cpu()  # float64: exact for all
-    host = iter(flat.split([x.numel() for x in tensors]))
-    leaves = [next(host).view(x.shape).to(x.dtype) if isinstance(x, Tensor) else x for x in leaves]
-    return tree_unflatten(leaves, spec)
+    def clip(self, max_norm: float) -> Tensor:
+        return clip_grad_norms(self.params, max_norm)
+
+    def step(self) -> None:
+        self.optimizer.step(self.training, finished=self.stacked.frozen)
 
 
 def _alone(loss_of: Callable) -> Callable:
@@ -303,28 +305,13 @@ def _alone(loss_of: Callable) -> Callable:
     minibatch's), an MLP agent through its solo run's kernels (an LSTM stays ``lstm_by_steps``)."""
 
     def one(params, buffers, fields, scale):
-        *losses, diagnostics = loss_of(
-            {k: v[0] for k, v in params.items()},
-            {k: v[0] for k, v in buffers.items()},
-            tuple(x[0] for x in fields),
-            None if scale is None else scale[0],
+        return one_member(
+            loss_of(
+                {k: v[0] for k, v in params.items()},
+                {k: v[0] for k, v in buffers.items()},
+                tuple(x[0] for x in fields),
+                None if scale is None else scale[0],
+            )
         )
-        return *(x.unsqueeze(0) for x in losses), {k: v.unsqueeze(0) for k, v in diagnostics.items()}
 
     return one
-
-
-def _seed_stats(steps: list[tuple], j: int) -> dict:
-    """Seed ``j``'s debug variables from the minibatches it trained on, as ``proxima.algo.update.update`` gives
-    them: the last one's losses and KL estimates, the mean clip fraction, the largest gradient norm."""
-    taken = [(seeds.index(j), loss, norms, outputs) for seeds, loss, norms, outputs in steps if j in seeds]
-    i, _, _, (pg_loss, v_loss, ent, diagnostics) = taken[-1]
-    return {
-        **grad_stats([loss[i] for i, loss, _, _ in taken], [n[j] for _, _, n, _ in taken if n is not None]),
-        "value_loss": v_loss[i].item(),
-        "policy_loss": pg_loss[i].item(),
-        "entropy": ent[i].item(),
-        "old_approx_kl": diagnostics["old_approx_kl"][i].item(),
-        "approx_kl": diagnostics["approx_kl"][i].item(),
-        "clipfrac": torch.stack([out[3]["clipfrac"][i] for i, _, _, out in taken]).mean().item(),
-    }
