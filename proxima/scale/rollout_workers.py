@@ -57,7 +57,7 @@ from proxima.envs.interface import (
 from proxima.envs.registry import resolve_backend
 from proxima.envs.user import factory_backend
 from proxima.policy.distributions import make_head
-from proxima.policy.networks import ActorCritic, NetworkSpec
+from proxima.policy.networks import ActorCritic, NetworkSpec, make_policy
 from proxima.policy.protocol import Policy
 from proxima.run.config import PPOArgs
 from proxima.run.rollout import RolloutCollector
@@ -171,7 +171,7 @@ class RolloutWorker:
         assert self.envs is not None  # open() came first
         algo, env = self.args.algorithm, self.args.env
         net_spec = NetworkSpec.from_json(spec)
-        self.model = ActorCritic(
+        self.model = make_policy(
             net_spec, make_head(self.envs.single_action_space, net_spec.network.action_dist)
         )
         self.collector = SliceCollector(
