@@ -357,15 +357,21 @@ def _whole(cls, data: dict) -> None:
         )
 
 
+def make_policy(spec: NetworkSpec, head: Head) -> ActorCritic:
+    """The model a run, a saved agent or an export builds from ``spec``: the one place that chooses it, so that
+    a multi-agent policy (``spec.agents`` not None) can be a class of its own (issue 64, item 3)."""
+    return ActorCritic(spec, head)
+
+
 def network_shapes(spec: NetworkSpec, action_space: gym.Space) -> Shapes | None:
-    """The state of ``ActorCritic(spec, make_head(action_space, ...))`` as ``proxima.base.files.shapes_of`` gives it
+    """The state of ``make_policy(spec, make_head(action_space, ...))`` as ``proxima.base.files.shapes_of`` gives it
     (each tensor's shape and dtype), from the network built on the meta device: nothing is allocated, so a
     spec of any size (a file edited to ask for 40 GB) costs nothing to check before the real one is built.
     None where it cannot be built there (a user's encoder that reads its own tensors' values as it is made):
     the real network's strict ``load_state_dict`` is then the check."""
     try:
         with torch.device("meta"):
-            model = ActorCritic(spec, make_head(action_space, spec.network.action_dist))
+            model = make_policy(spec, make_head(action_space, spec.network.action_dist))
     except (RuntimeError, NotImplementedError):
         return None
     return shapes_of(model.state_dict())

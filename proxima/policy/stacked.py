@@ -218,7 +218,7 @@ class StackedNormalizations:
     def _seeds(self, x: Tensor) -> Tensor:
         return x.view(self.n, self.rows, *x.shape[1:])
 
-    def obs(self, obs: Tensor, update: bool = False, rows: None = None) -> Tensor:
+    def obs(self, obs: Tensor, update: bool = False, rows: Tensor | None = None) -> Tensor:
         """``Normalization.obs`` for every seed's rows; ``rows`` is always None, as games of many agents are
         not batched (``check_seeds``)."""
         if not self.norm_obs:
@@ -235,7 +235,7 @@ class StackedNormalizations:
         return torch.where(self.elements, normalized, obs.to(torch.float32))
 
     def reward(
-        self, reward: Tensor, discounted_return: Tensor, update: bool = True, rows: None = None
+        self, reward: Tensor, discounted_return: Tensor, update: bool = True, rows: Tensor | None = None
     ) -> Tensor:
         if not self.norm_reward:
             return reward

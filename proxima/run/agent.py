@@ -32,7 +32,7 @@ from proxima.base.spaces import ObsLayout, space_from_json, space_to_json
 from proxima.envs.interface import env_actions
 from proxima.policy.distributions import make_head
 from proxima.policy.encoders import class_path
-from proxima.policy.networks import ActorCritic, NetworkSpec, network_shapes
+from proxima.policy.networks import ActorCritic, NetworkSpec, make_policy, network_shapes
 
 FORMAT = "proxima-agent"
 VERSION = 3
@@ -238,7 +238,7 @@ class Agent:
             check_shapes(tensor_shapes(path), expected, path, source)
         tensors = read_tensors(path)
         check_finite(tensors, path)
-        model = ActorCritic(spec, make_head(action_space, spec.network.action_dist))
+        model = make_policy(spec, make_head(action_space, spec.network.action_dist))
         if expected is None:  # the network itself, then: load_state_dict would convert another dtype
             check_shapes(shapes_of(tensors), shapes_of(model.state_dict()), path, source)
         load_module_state(model, tensors, path)

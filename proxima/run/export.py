@@ -26,7 +26,7 @@ from proxima.base.errors import UserError
 from proxima.base.files import output_directory, temporary_beside, write_json, writing
 from proxima.base.spaces import MASK_KEY, space_to_json
 from proxima.policy.distributions import make_head
-from proxima.policy.networks import ActorCritic
+from proxima.policy.networks import ActorCritic, make_policy
 from proxima.run.agent import Agent
 from proxima.version import __version__
 
@@ -186,7 +186,7 @@ def policy_of(agent: Agent) -> ExportedPolicy:
     spec = dataclasses.replace(
         agent.model.spec, network=dataclasses.replace(agent.model.spec.network, precision="float32")
     )
-    model = ActorCritic(spec, make_head(agent.action_space, spec.network.action_dist))
+    model = make_policy(spec, make_head(agent.action_space, spec.network.action_dist))
     model.load_state_dict({k: v.detach().cpu() for k, v in agent.model.state_dict().items()})
     model.requires_grad_(False)  # a user's call of the TorchScript file returns plain tensors
     return ExportedPolicy(model.eval(), agent.observation_space, agent.action_space).eval()

@@ -52,7 +52,7 @@ from proxima.envs.interface import AgentSpec, agent_spec, obs_layout
 from proxima.envs.user import describe_env, is_env_object, load_env_factory
 from proxima.policy.distributions import make_head
 from proxima.policy.encoders import choose_encoder, resolve_precision
-from proxima.policy.networks import ActorCritic, NetworkSpec
+from proxima.policy.networks import NetworkSpec, make_policy
 from proxima.run import checkpoint
 from proxima.run.agent import Agent
 from proxima.run.callbacks import (
@@ -189,7 +189,7 @@ class Run:
     ):
         self.args, self.envs, self.run_dir, self.device, self.env = args, envs, run_dir, device, env
         head = make_head(envs.single_action_space, args.network.action_dist)
-        self.model = ActorCritic(network_spec(args, envs), head).to(device)
+        self.model = make_policy(network_spec(args, envs), head).to(device)
         self.optimizer = make_adam(
             self.model.param_groups(args.algorithm.learning_rate, args.algorithm.value_learning_rate),
             args.algorithm.learning_rate,

@@ -15,7 +15,7 @@ from torch import Tensor
 from proxima.algo.storage import RolloutBuffer
 from proxima.envs import VecEnv
 from proxima.envs.interface import InfoKeys, Seeds, agent_spec, alive_after_reset, env_call, obs_layout
-from proxima.policy.networks import ActorCritic
+from proxima.policy.protocol import Policy
 
 
 class Collector(Protocol):
@@ -25,7 +25,7 @@ class Collector(Protocol):
     buffer: RolloutBuffer  # the last rollout, time-major: (num_steps, num_envs, ...)
     reports_infos: bool  # set by keep_infos
 
-    def collect(self, model: ActorCritic) -> tuple[Tensor, Tensor]:
+    def collect(self, model: Policy) -> tuple[Tensor, Tensor]:
         """Fill ``buffer`` with the next rollout under ``model``; return ``(next_value, next_done)``, what the
         advantages bootstrap from at its end."""
         ...
@@ -56,7 +56,7 @@ class RolloutCollector:
         envs: VecEnv,
         num_steps: int,
         gamma: float,
-        model: ActorCritic,
+        model: Policy,
         seed: Seeds = None,
         frozen_stats: bool = False,
         team_reward: bool = False,
@@ -99,7 +99,7 @@ class RolloutCollector:
         self.returns_seen = torch.zeros(num_steps, n) if frozen_stats and norm.norm_reward else None
 
     @torch.no_grad()
-    def collect(self, model: ActorCritic) -> tuple[Tensor, Tensor]:
+    def collect(self, model: Policy) -> tuple[Tensor, Tensor]:
         """Fill the buffer; return ``(next_value, next_done)`` for bootstrapping at the rollout's end.
 
         The buffer holds observations and rewards as the networks see them: normalized and scaled when
@@ -161,13 +161,13 @@ class RolloutCollector:
 
     # The policy's share of a step, apart so that the recurrent collector can carry its memory through it, and a
     # rollout worker's (proxima.scale.rollout_workers) can pad the batch to all envs and draw from each env's stream.
-    def _act(self, model: ActorCritic, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def _act(self, model: Policy, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         return model.act(obs, self.generator)
 
-    def _final_values(self, model: ActorCritic, final_obs: Tensor, rows: Tensor) -> Tensor:
+    def _final_values(self, model: Policy, final_obs: Tensor, rows: Tensor) -> Tensor:
         return model.value(model.normalization.obs(final_obs[rows]))
 
-    def _values(self, model: ActorCritic, obs: Tensor) -> Tensor:
+    def _values(self, model: Policy, obs: Tensor) -> Tensor:
         return model.value(obs)
 
     def keep_infos(self, keys: InfoKeys) -> bool:
@@ -230,28 +230,28 @@ class RecurrentCollector(RolloutCollector):
     to step and rollout to rollout, zeroed where an episode starts, and stored in the buffer at the start of each
     rollout, where the update's replay of the sequences begins."""
 
-    def __init__(self, envs: VecEnv, num_steps: int, gamma: float, model: ActorCritic, **options):
+    def __init__(self, envs: VecEnv, num_steps: int, gamma: float, model: Policy, **options):
         super().__init__(envs, num_steps, gamma, model, **options)
         self.memory: tuple[Tensor, ...] = model.initial_memory(envs.num_envs, envs.device)
 
     @torch.no_grad()
-    def collect(self, model: ActorCritic) -> tuple[Tensor, Tensor]:
+    def collect(self, model: Policy) -> tuple[Tensor, Tensor]:
         self.buffer.memory = tuple(m.clone() for m in self.memory)
         return super().collect(model)
 
-    def _act(self, model: ActorCritic, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def _act(self, model: Policy, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         # next_done is still this step's: 1 where obs begins an episode
         actions, logprobs, values, self.memory = model.act_recurrent(
             obs, self.next_done, self.memory, self.generator
         )
         return actions, logprobs, values
 
-    def _final_values(self, model: ActorCritic, final_obs: Tensor, rows: Tensor) -> Tensor:
+    def _final_values(self, model: Policy, final_obs: Tensor, rows: Tensor) -> Tensor:
         # the final observation follows this step's memory: the episode's own, not the next one's zeros
         memory = tuple(m[:, rows] for m in self.memory)
         return model.value_after(model.normalization.obs(final_obs[rows]), memory)
 
-    def _values(self, model: ActorCritic, obs: Tensor) -> Tensor:
+    def _values(self, model: Policy, obs: Tensor) -> Tensor:
         starts = self.next_done.unsqueeze(0)
         return model.forward_sequence(obs.unsqueeze(0), starts, self.memory)[1][0]
 

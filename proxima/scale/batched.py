@@ -25,6 +25,7 @@ from torch.func import functional_call, vmap
 from proxima.algo.optim import SeedAdam
 from proxima.algo.storage import Batch, RolloutBuffer, SequenceBatch, minibatches
 from proxima.algo.update import UpdateSettings, learn, minibatch_loss, one_member
+from proxima.policy.protocol import Policy
 from proxima.policy.stacked import StackedModels, StackedNormalizations, stacked_step
 from proxima.run.rollout import RecurrentCollector, RolloutCollector
 
@@ -99,9 +100,12 @@ class SeedModel:
         """The live seeds' rows and the finished seeds' rows as the rows of all seeds."""
         return live if not len(self._done) else torch.cat([live, finished]).index_select(0, self._order)
 
-    def act(self, obs: Tensor, noise: None = None) -> tuple[Tensor, Tensor, Tensor]:
+    def act(
+        self, obs: Tensor, noise: Tensor | torch.Generator | None = None
+    ) -> tuple[Tensor, Tensor, Tensor]:
         """``ActorCritic.act``; ``noise``: none (the collector's own generator is None), each seed draws from
         its own generator."""
+        assert noise is None, "each seed draws from its own generator"
         logits, values = self._call("forward", obs)
         return self._draw(logits, values, obs)
 
@@ -135,42 +139,45 @@ class SeedModel:
         return x if self._pick is None else x[self._pick]
 
     def act_recurrent(
-        self, obs: Tensor, starts: Tensor, memory, noise: None = None
+        self, obs: Tensor, starts: Tensor, memory, noise: Tensor | torch.Generator | None = None
     ) -> tuple[Tensor, Tensor, Tensor, tuple]:
+        assert noise is None, "each seed draws from its own generator"
         logits, values, memory = stacked_step(self.stacked, obs, starts, memory, self.rows)
         return *self._draw(self._live(logits), self._live(values), obs), memory
 
-    def recurrent_values(self, obs: Tensor, starts: Tensor | None, memory) -> Tensor:
-        """The values of all rows after ``memory``, reset where ``starts`` (None: nowhere)."""
-        starts = torch.zeros(obs.shape[0], device=obs.device) if starts is None else starts
-        values = stacked_step(self.stacked, obs, starts, memory, self.rows)[1]
-        return self._all_rows(self._live(values).flatten(), self._zeros)
+    def forward_sequence(self, obs: Tensor, starts: Tensor, memory) -> tuple[Tensor, Tensor, tuple]:
+        """One step (``obs`` ``(1, rows of all seeds, ...)``): the live seeds' logits, the values of all rows
+        (``(1, rows of all seeds)``) and the memory after it."""
+        logits, values, memory = stacked_step(self.stacked, obs[0], starts[0], memory, self.rows)
+        return self._live(logits), self._all_rows(self._live(values).flatten(), self._zeros)[None], memory
+
+    def value_after(self, obs: Tensor, memory) -> Tensor:
+        """The values of all rows after ``memory`` (no reset): ``memory`` is all rows', as the seeds' LSTMs
+        take it."""
+        starts = torch.zeros((1, obs.shape[0]), device=obs.device)
+        return self.forward_sequence(obs[None], starts, memory)[1][0]
 
 
-# SeedModel stands in for ActorCritic in the collectors (act, value, head, normalization: duck-typed); the
-# type: ignores below mark where, until one policy Protocol types both (issue 64 item 3, many agents as objects).
 class SeedCollector(RolloutCollector):
     """The rollout of all seeds' envs (one vector env, seed-major). A truncated episode's final observation is
     valued with its own seed's critic: all rows are valued, and the truncated ones kept."""
 
     @torch.no_grad()
-    def collect(self, model: SeedModel) -> tuple[Tensor, Tensor]:  # type: ignore[override]
+    def collect(self, model: Policy) -> tuple[Tensor, Tensor]:
+        assert isinstance(model, SeedModel)  # the stacked seeds
         model.start()
-        return super().collect(model)  # type: ignore[arg-type]
+        return super().collect(model)
 
-    def _final_values(self, model: SeedModel, final_obs: Tensor, rows: Tensor) -> Tensor:  # type: ignore[override]
+    def _final_values(self, model: Policy, final_obs: Tensor, rows: Tensor) -> Tensor:
         return model.value(model.normalization.obs(final_obs))[rows]
 
 
-class SeedRecurrentCollector(SeedCollector, RecurrentCollector):  # type: ignore[misc]
+class SeedRecurrentCollector(SeedCollector, RecurrentCollector):
     """``SeedCollector`` of a recurrent agent: the memory of all seeds' envs, each seed's rows through its own
-    LSTM; all rows are valued after the memory, and the truncated ones kept."""
+    LSTM; all rows are valued after the memory (the seeds' LSTMs take all rows), and the truncated ones kept."""
 
-    def _final_values(self, model: SeedModel, final_obs: Tensor, rows: Tensor) -> Tensor:  # type: ignore[override]
-        return model.recurrent_values(model.normalization.obs(final_obs), None, self.memory)[rows]
-
-    def _values(self, model: SeedModel, obs: Tensor) -> Tensor:  # type: ignore[override]
-        return model.recurrent_values(obs, self.next_done, self.memory)
+    def _final_values(self, model: Policy, final_obs: Tensor, rows: Tensor) -> Tensor:
+        return model.value_after(model.normalization.obs(final_obs), self.memory)[rows]
 
 
 def seed_batches(

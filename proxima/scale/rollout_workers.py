@@ -57,7 +57,8 @@ from proxima.envs.interface import (
 from proxima.envs.registry import resolve_backend
 from proxima.envs.user import factory_backend
 from proxima.policy.distributions import make_head
-from proxima.policy.networks import ActorCritic, NetworkSpec
+from proxima.policy.networks import ActorCritic, NetworkSpec, make_policy
+from proxima.policy.protocol import Policy
 from proxima.run.config import PPOArgs
 from proxima.run.rollout import RolloutCollector
 from proxima.run.threads import ray_worker_priority
@@ -109,17 +110,17 @@ class SliceCollector(RolloutCollector):
         full[self.rows] = x
         return full
 
-    def _act(self, model: ActorCritic, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def _act(self, model: Policy, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         noise = torch.cat([model.head.noise(self._row, g) for g in self.generators])
         # the other workers' rows take draws that any head turns into some action: only these rows are kept
         actions, logprobs, values = model.act(self._pad(obs), self._pad(noise, 0.5))
         return actions[self.rows], logprobs[self.rows], values[self.rows]
 
-    def _final_values(self, model: ActorCritic, final_obs: Tensor, rows: Tensor) -> Tensor:
+    def _final_values(self, model: Policy, final_obs: Tensor, rows: Tensor) -> Tensor:
         values = model.value(model.normalization.obs(self._pad(final_obs)))
         return values[self.rows][rows]
 
-    def _values(self, model: ActorCritic, obs: Tensor) -> Tensor:
+    def _values(self, model: Policy, obs: Tensor) -> Tensor:
         return model.value(self._pad(obs))[self.rows]
 
     def state_dict(self) -> dict | None:
@@ -170,7 +171,7 @@ class RolloutWorker:
         assert self.envs is not None  # open() came first
         algo, env = self.args.algorithm, self.args.env
         net_spec = NetworkSpec.from_json(spec)
-        self.model = ActorCritic(
+        self.model = make_policy(
             net_spec, make_head(self.envs.single_action_space, net_spec.network.action_dist)
         )
         self.collector = SliceCollector(
@@ -361,7 +362,8 @@ class RayCollector:
         self.bytes: dict[str, int] = {}
 
     @torch.no_grad()
-    def collect(self, model: ActorCritic) -> tuple[Tensor, Tensor]:
+    def collect(self, model: Policy) -> tuple[Tensor, Tensor]:
+        assert isinstance(model, ActorCritic)  # its weights go to the workers
         clock = time.perf_counter()
         state = {k: v.cpu() for k, v in model.state_dict().items()}
         weights = self.pool.ray.put(state)

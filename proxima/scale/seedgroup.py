@@ -47,7 +47,7 @@ from proxima.envs.registry import resolve_backend
 from proxima.envs.selfplay import is_selfplay_id
 from proxima.envs.user import env_note, env_source
 from proxima.policy.encoders import check_spaces, encoder_note, hardware_notes
-from proxima.policy.networks import ActorCritic
+from proxima.policy.protocol import Policy
 from proxima.run import checkpoint
 from proxima.run.agent import Agent
 from proxima.run.callbacks import (
@@ -97,7 +97,7 @@ class _SeedRows:
         self.buffer: RolloutBuffer
         self.loaded: dict | None = None
 
-    def collect(self, model: ActorCritic) -> tuple[torch.Tensor, torch.Tensor]:
+    def collect(self, model: Policy) -> tuple[torch.Tensor, torch.Tensor]:
         raise RuntimeError("a seed of a batched run is collected for by its SeedGroup")
 
     def keep_infos(self, keys: InfoKeys) -> bool:
@@ -200,7 +200,7 @@ class SeedGroup:
             envs,
             args.algorithm.num_steps,
             args.algorithm.gamma,
-            self.model,  # type: ignore[arg-type]
+            self.model,
             seed=env_seeds,
         )
         for j, run in enumerate(runs):
@@ -251,7 +251,7 @@ class SeedGroup:
                 )
         for group, own in zip(self.optimizer.param_groups, lead.optimizer.param_groups, strict=True):
             group["lr"] = own["lr"]
-        buf, advantages, returns = rollout(self.collector, self.model, lead.args, lead.updates_done + 1)  # type: ignore[arg-type]
+        buf, advantages, returns = rollout(self.collector, self.model, lead.args, lead.updates_done + 1)
         batch = seed_batches(
             buf, advantages, returns, len(self.runs), sequences=lead.args.network.recurrent is not None
         )
