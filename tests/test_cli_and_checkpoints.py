@@ -100,6 +100,17 @@ def test_evaluate_counts_exact_episodes(trained_run):
     assert returns.shape == (21,) and np.all(returns >= 8)  # CartPole episodes last at least 8 steps
 
 
+def test_seeded_stochastic_eval_repeats_and_leaves_the_global_generator_alone(trained_run):
+    agent, state = proxima.load(trained_run), torch.get_rng_state()
+    first = proxima.evaluate(agent, episodes=8, seed=5)
+    np.testing.assert_array_equal(first, proxima.evaluate(agent, episodes=8, seed=5))
+    assert torch.equal(torch.get_rng_state(), state)
+    obs = np.random.default_rng(2).normal(size=(256, 4)).astype(np.float32)
+    drawn = [agent.predict(obs, generator=torch.Generator().manual_seed(7)) for _ in range(2)]
+    np.testing.assert_array_equal(*drawn)
+    assert torch.equal(torch.get_rng_state(), state)
+
+
 def _run_main(argv, capsys):
     code = main(argv)
     return code, capsys.readouterr()

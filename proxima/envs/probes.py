@@ -74,40 +74,18 @@ class FromNative(gym.Env):
         )
 
 
-class Probe1(FromNative):
-    native = native.Probe1
+def _gymnasium(env: type[native.NativeVecEnv]) -> type[FromNative]:
+    """The Gymnasium env of a native probe, named as it is (its registered entry point)."""
+    return type(env.__name__, (FromNative,), {"native": env, "__module__": __name__})
 
 
-class Probe2(FromNative):
-    native = native.Probe2
-
-
-class Probe3(FromNative):
-    native = native.Probe3
-
-
-class Probe4(FromNative):
-    native = native.Probe4
-
-
-class Probe5(FromNative):
-    native = native.Probe5
-
-
-class ProbeContinuous(FromNative):
-    native = native.ProbeContinuous
-
-
-class ProbeMemory(FromNative):
-    native = native.ProbeMemory
-
-
-class ProbeImageValue(FromNative):
-    native = native.ProbeImageValue
-
-
-class ProbeImagePolicy(FromNative):
-    native = native.ProbeImagePolicy
+Probe1, Probe2, Probe3, Probe4, Probe5, ProbeContinuous, ProbeMemory, ProbeImageValue, ProbeImagePolicy = map(
+    _gymnasium,
+    (
+        native.Probe1, native.Probe2, native.Probe3, native.Probe4, native.Probe5, native.ProbeContinuous,
+        native.ProbeMemory, native.ProbeImageValue, native.ProbeImagePolicy,
+    ),
+)  # fmt: skip
 
 
 def probe_images() -> np.ndarray:

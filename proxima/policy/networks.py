@@ -647,15 +647,18 @@ class ActorCritic(nn.Module):
         return logprobs, entropy, values
 
     @torch.no_grad()
-    def predict(self, obs: Tensor, deterministic: bool = False) -> Tensor:
+    def predict(
+        self, obs: Tensor, deterministic: bool = False, generator: torch.Generator | None = None
+    ) -> Tensor:
         """Actions for raw environment observations (normalized here with the frozen statistics); the other
-        methods take observations already normalized, as the rollout stores them."""
+        methods take observations already normalized, as the rollout stores them. Sampled actions draw from
+        ``generator`` (None: torch's global one)."""
         obs = self.normalization.obs(obs)
         logits = self.logits(obs)
         return (
             self.head.mode(logits)
             if deterministic
-            else self.head.sample(logits, self.head.noise(logits), **self._head_rows(obs))[0]
+            else self.head.sample(logits, self.head.noise(logits, generator), **self._head_rows(obs))[0]
         )
 
     # --- recurrent agents (--recurrent lstm): the LSTM's state is the "memory", (h, c), each (layers, N, hidden)
@@ -705,13 +708,21 @@ class ActorCritic(nn.Module):
         return self.forward_sequence(obs.unsqueeze(0), starts, memory)[1][0]
 
     @torch.no_grad()
-    def predict_recurrent(self, obs: Tensor, starts: Tensor, memory, deterministic: bool = False):
+    def predict_recurrent(
+        self,
+        obs: Tensor,
+        starts: Tensor,
+        memory,
+        deterministic: bool = False,
+        generator: torch.Generator | None = None,
+    ):
         """``predict`` for a recurrent agent: ``(actions, memory after the step)``."""
         obs = self.normalization.obs(obs)
         logits, _, memory = self.forward_sequence(obs.unsqueeze(0), starts.float().unsqueeze(0), memory)
         if deterministic:
             return self.head.mode(logits[0]), memory
-        return self.head.sample(logits[0], self.head.noise(logits[0]), **self._head_rows(obs))[0], memory
+        noise = self.head.noise(logits[0], generator)
+        return self.head.sample(logits[0], noise, **self._head_rows(obs))[0], memory
 
 
 def _noise(head: Head, logits: Tensor, noise: Tensor | torch.Generator | None) -> Tensor:

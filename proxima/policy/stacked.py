@@ -271,7 +271,8 @@ class StackedPolicies:
         self.lstm = models[0].lstm
 
     @torch.no_grad()
-    def predict(self, obs: Tensor, deterministic: bool = True) -> Tensor:
+    def predict(self, obs: Tensor, deterministic: bool = True, generator=None) -> Tensor:
+        # always the mode: stacked seeds are only evaluated deterministically (``generator``: as ``Policy``'s)
         obs = self.normalization.obs(obs)
         logits = self.stacked.call("logits", obs.view(len(self.stacked), self.rows, *obs.shape[1:]))
         return self.stacked.head.mode(logits.flatten(0, 1))
@@ -280,7 +281,9 @@ class StackedPolicies:
         return self.stacked.models[0].initial_memory(n, device)
 
     @torch.no_grad()
-    def predict_recurrent(self, obs: Tensor, starts: Tensor, memory, deterministic: bool = True):
+    def predict_recurrent(
+        self, obs: Tensor, starts: Tensor, memory, deterministic: bool = True, generator=None
+    ):
         logits, _, memory = stacked_step(
             self.stacked, self.normalization.obs(obs), starts.float(), memory, self.rows
         )

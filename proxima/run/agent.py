@@ -58,7 +58,15 @@ class Agent:
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
-    def predict(self, obs, state=None, episode_start=None, deterministic: bool = False, action_mask=None):
+    def predict(
+        self,
+        obs,
+        state=None,
+        episode_start=None,
+        deterministic: bool = False,
+        action_mask=None,
+        generator=None,
+    ):
         """Actions for one raw observation or a batch of them, sampled or, if ``deterministic``, the most
         probable (the Gaussian's mean). A Box observation is an array ``(*shape)`` or ``(B, *shape)``; a Dict
         or Tuple one is a dict or tuple of such arrays, each with the batch axis for a batch. ``action_mask``:
@@ -69,7 +77,10 @@ class Agent:
         A recurrent agent (``--recurrent lstm``) returns ``(actions, state)``: pass ``state`` back with the next
         observation, and ``episode_start`` (a bool per env) where an episode begins, which zeroes its memory.
         ``state`` None starts every env afresh. As sb3-contrib's, the state is ``(h, c)``, numpy arrays of shape
-        ``(layers, B, hidden)``."""
+        ``(layers, B, hidden)``.
+
+        Sampled actions draw from ``generator``, a ``torch.Generator`` on the agent's device, which makes them
+        repeat without touching torch's global generator; None: the global one (``torch.manual_seed``)."""
         # predict(obs, True): deterministic, as in the signature before recurrent agents
         if isinstance(state, (bool, np.bool_, int)):
             state, deterministic = None, bool(state)
@@ -100,9 +111,9 @@ class Agent:
             obs_t = torch.as_tensor(packed, device=self.device)
         obs_t = obs_t.unsqueeze(0) if single else obs_t
         if self.model.lstm is None:
-            actions = self.model.predict(obs_t, deterministic)
+            actions = self.model.predict(obs_t, deterministic, generator)
         else:
-            actions, state = self._predict_recurrent(obs_t, state, episode_start, deterministic)
+            actions, state = self._predict_recurrent(obs_t, state, episode_start, deterministic, generator)
         chosen = env_actions(actions.cpu().numpy(), self.action_space)  # ready for env.step
         chosen = chosen[0] if single else chosen
         return chosen if self.model.lstm is None else (chosen, state)
@@ -140,7 +151,7 @@ class Agent:
             f"got one of shape {array.shape}"
         )
 
-    def _predict_recurrent(self, obs: torch.Tensor, state, episode_start, deterministic: bool):
+    def _predict_recurrent(self, obs: torch.Tensor, state, episode_start, deterministic: bool, generator):
         n = obs.shape[0]
         memory: tuple[torch.Tensor, ...]
         if state is None:
@@ -154,7 +165,7 @@ class Agent:
                 starts = torch.as_tensor(
                     np.asarray(episode_start).reshape(n), dtype=torch.float32, device=self.device
                 )
-        actions, memory = self.model.predict_recurrent(obs, starts, memory, deterministic)
+        actions, memory = self.model.predict_recurrent(obs, starts, memory, deterministic, generator)
         return actions, tuple(m.cpu().numpy() for m in memory)
 
     def save(self, directory: str, **extra) -> None:

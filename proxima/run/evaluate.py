@@ -11,7 +11,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from proxima.base import trust
+from proxima.base import seeding, trust
 from proxima.base.errors import UserError
 from proxima.base.files import EVAL_JSON, write_json
 from proxima.base.spaces import space_to_json
@@ -32,10 +32,17 @@ class Policy(Protocol):
 
     def initial_memory(self, n: int, device: torch.device) -> tuple[torch.Tensor, ...]: ...
 
-    def predict(self, obs: torch.Tensor, deterministic: bool) -> torch.Tensor: ...
+    def predict(
+        self, obs: torch.Tensor, deterministic: bool, generator: torch.Generator | None = None
+    ) -> torch.Tensor: ...
 
     def predict_recurrent(
-        self, obs: torch.Tensor, starts: torch.Tensor, memory: Any, deterministic: bool
+        self,
+        obs: torch.Tensor,
+        starts: torch.Tensor,
+        memory: Any,
+        deterministic: bool,
+        generator: torch.Generator | None = None,
     ) -> tuple[torch.Tensor, Any]: ...
 
 
@@ -53,8 +60,10 @@ def run_episodes(
     seed: Seeds,
     name: str = "the env",
     quota: np.ndarray | None = None,
+    generator: torch.Generator | None = None,
 ) -> np.ndarray:
-    """Returns of exactly ``episodes`` complete episodes of ``model`` in ``envs``, ordered by env.
+    """Returns of exactly ``episodes`` complete episodes of ``model`` in ``envs``, ordered by env; sampled
+    actions draw from ``generator`` (``action_generator``).
 
     Each env is given a fixed quota of episodes before it starts (``episode_quota``; or ``quota``, one count per
     env), so short episodes are not over-counted (taking the first N episodes to finish across envs would favour
@@ -73,9 +82,9 @@ def run_episodes(
     steps = 0
     while missing:
         if memory is None:
-            actions = model.predict(obs, deterministic)
+            actions = model.predict(obs, deterministic, generator)
         else:
-            actions, memory = model.predict_recurrent(obs, starts, memory, deterministic)
+            actions, memory = model.predict_recurrent(obs, starts, memory, deterministic, generator)
         step = env_call(envs.step, actions)
         score, done = step.stats()  # whole games with their raw scores (Atari: every life, no clipping)
         if memory is not None:
@@ -97,6 +106,12 @@ def run_episodes(
             running.masked_fill_(done, 0.0)
         obs = step.obs
     return np.array([r for env_returns in returns for r in env_returns])
+
+
+def action_generator(seed: int, device: torch.device, deterministic: bool) -> torch.Generator | None:
+    """The sampled actions' own stream for an evaluation seeded ``seed`` (apart from its envs' ``seed + i``),
+    so that it repeats and leaves torch's global generator as it was; None where nothing is sampled."""
+    return None if deterministic else torch.Generator(device).manual_seed(seeding.action_noise(seed))
 
 
 def episode_quota(episodes: int, envs: int) -> np.ndarray:
@@ -188,7 +203,16 @@ def evaluate(
             raise UserError(
                 f"{env_id} has actions {envs.single_action_space}, but the agent was trained on {agent.action_space}"
             )
-        return run_episodes(agent.model, envs, episodes, deterministic=deterministic, seed=seed, name=env_id)
+        generator = action_generator(seed, agent.device, deterministic)
+        return run_episodes(
+            agent.model,
+            envs,
+            episodes,
+            deterministic=deterministic,
+            seed=seed,
+            name=env_id,
+            generator=generator,
+        )
     finally:
         envs.close()
 

@@ -29,7 +29,7 @@ from proxima.envs.selfplay import (
     make_player,
 )
 from proxima.run.agent import Agent
-from proxima.run.evaluate import run_episodes
+from proxima.run.evaluate import action_generator, run_episodes
 
 SNAPSHOTS = "snapshots"
 RANDOM = "random"
@@ -132,8 +132,9 @@ def play_against(
         envs.set_opponents([make_player(opponent, envs.obs_layout, generator)])
         watched = Tactics(agent.model, envs.obs_layout) if connect_four_part(envs.obs_layout) else None
         returns = run_episodes(
-            watched or agent.model, envs, episodes, deterministic=deterministic, seed=seed, name=agent.env_id
-        )
+            watched or agent.model, envs, episodes, deterministic=deterministic, seed=seed, name=agent.env_id,
+            generator=action_generator(seed, agent.device, deterministic),
+        )  # fmt: skip
     finally:
         envs.close()
     quota = [episodes // n + (i < episodes % n) for i in range(n)]
@@ -158,13 +159,13 @@ class Tactics:
     def __getattr__(self, name):  # the rest of the model (its LSTM, its memory) as it is
         return getattr(self.model, name)
 
-    def predict(self, obs: torch.Tensor, deterministic: bool = False) -> torch.Tensor:
-        actions = self.model.predict(obs, deterministic)
+    def predict(self, obs: torch.Tensor, deterministic: bool = False, generator=None) -> torch.Tensor:
+        actions = self.model.predict(obs, deterministic, generator)
         self.count(obs, actions)
         return actions
 
-    def predict_recurrent(self, obs, starts, memory, deterministic: bool = False):
-        actions, memory = self.model.predict_recurrent(obs, starts, memory, deterministic)
+    def predict_recurrent(self, obs, starts, memory, deterministic: bool = False, generator=None):
+        actions, memory = self.model.predict_recurrent(obs, starts, memory, deterministic, generator)
         self.count(obs, actions)
         return actions, memory
 

@@ -54,6 +54,18 @@ def _verdict(expected: str, learned: str, policy_ok: bool, value_ok: bool | None
     return expected, learned, passed, VALUE_LAGS if policy_ok and value_ok is False else None
 
 
+def _with_values(model: ActorCritic, args: PPOArgs, expected: str, learned: str, policy_ok: bool, values: Tensor,
+                 value: float, atol: float):  # fmt: skip
+    """A policy probe's answer, with V = ``value`` ± ``atol`` checked too where the values can be (a critic,
+    unscaled rewards)."""
+    if model.critic is None or args.network.norm_reward:
+        return _verdict(expected, learned, policy_ok)
+    value_ok = bool(((values - value).abs() <= atol).all())
+    return _verdict(
+        f"{expected}, V = {value:g} ± {atol:g}", f"{learned}, V = {_fmt(values)}", policy_ok, value_ok
+    )
+
+
 def _not_applicable(expected: str, model: ActorCritic):
     """A values-only probe's answer for an agent without values to check: no critic, or scaled rewards."""
     return expected, "n/a: " + ("no critic" if model.critic is None else "values are scaled"), None, None
@@ -118,12 +130,9 @@ def _policy(obs: list[float], best_actions: list[int], value: float, atol: float
         p_best = probs[torch.arange(len(obs)), torch.tensor(best_actions)]
         expected = f"π(best | {_obs(obs)}) = 1 ± {atol:g}"
         learned = f"π(best) = {_fmt(p_best)}"
-        value_ok = None
-        if model.critic is not None and not args.network.norm_reward:
-            expected += f", V = {value:g} ± {atol:g}"
-            learned += f", V = {_fmt(values)}"
-            value_ok = bool(((values - value).abs() <= atol).all())
-        return _verdict(expected, learned, bool(((1 - p_best) <= atol).all()), value_ok)
+        return _with_values(
+            model, args, expected, learned, bool(((1 - p_best) <= atol).all()), values, value, atol
+        )
 
     return check
 
@@ -178,12 +187,7 @@ def _image_policy(model: ActorCritic, args: PPOArgs):
     values, logits = _fresh(model, _images())
     p_best = _probs(model, logits)[[0, 1], [0, 1]]
     expected, learned = "π(bright side | image) = 1 ± 0.01", f"π(best) = {_fmt(p_best)}"
-    value_ok = None
-    if model.critic is not None and not args.network.norm_reward:
-        expected += ", V = 1 ± 0.01"
-        learned += f", V = {_fmt(values)}"
-        value_ok = bool(((values - 1).abs() <= 1e-2).all())
-    return _verdict(expected, learned, bool(((1 - p_best) <= 1e-2).all()), value_ok)
+    return _with_values(model, args, expected, learned, bool(((1 - p_best) <= 1e-2).all()), values, 1.0, 0.01)
 
 
 # Probes 2 and 5 in pixels (1x36x36 uint8, one half bright): run for agents whose env gives images, where the
@@ -206,12 +210,7 @@ def _memory(model: ActorCritic, args: PPOArgs):
         last_values.append(value[-1])
     p_best, values = torch.stack(picks), torch.stack(last_values)
     expected, learned = "π(cue's action | cue, 0, 0, 0) = 1 ± 0.02", f"π(best) = {_fmt(p_best)}"
-    value_ok = None
-    if model.critic is not None and not args.network.norm_reward:
-        expected += ", V = 1 ± 0.05"
-        learned += f", V = {_fmt(values)}"
-        value_ok = bool(((values - 1).abs() <= 5e-2).all())
-    return _verdict(expected, learned, bool(((1 - p_best) <= 2e-2).all()), value_ok)
+    return _with_values(model, args, expected, learned, bool(((1 - p_best) <= 2e-2).all()), values, 1.0, 0.05)
 
 
 # For recurrent agents (--recurrent lstm), after probes 1-5 and the continuous one, whose answers need no memory.
@@ -246,12 +245,7 @@ def _coordination(model: ActorCritic, args: PPOArgs):
     probs = _probs(model, logits)
     p_same = float((probs[0] * probs[1]).sum())
     expected, learned = "P(same action) = 1 ± 0.02", f"P(same) = {p_same:.4f}, π(0) = {_fmt(probs[:, 0])}"
-    value_ok = None
-    if model.critic is not None and not args.network.norm_reward:
-        expected += ", V = 1 ± 0.05"
-        learned += f", V = {_fmt(values)}"
-        value_ok = bool(((values - 1).abs() <= 0.05).all())
-    return _verdict(expected, learned, 1 - p_same <= 0.02, value_ok)
+    return _with_values(model, args, expected, learned, 1 - p_same <= 0.02, values, 1.0, 0.05)
 
 
 # The agents' bits in the four kinds of game, each as likely
