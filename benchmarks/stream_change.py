@@ -1,7 +1,7 @@
 """Did learning get worse when the random streams changed (issue 64: a run owns its randomness)? Train a fast
 preset on seeds 1-10 at two trees (a commit before the change, exported or checked out, and this checkout),
 one run at a time, and compare the distributions: steps until the preset stopped (its ``stop_return``
-reached), whether it did, and its best evaluation.
+reached), whether it did, and its best evaluation; a two-sided Mann-Whitney U test says whether the steps moved.
 
 Each run is ``proxima train --config PRESET --seed S --torch-threads T --run-dir DIR --quiet`` with
 ``PYTHONPATH`` set to the tree; the preset file is this checkout's, for both. Results are appended to
@@ -23,6 +23,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from scipy.stats import mannwhitneyu  # the dev extra
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -60,6 +62,15 @@ def table(rows: list[dict]) -> None:
               f"{statistics.median(steps):>12.0f} {statistics.mean(steps):>10.0f} "
               f"{statistics.mean(best) if best else float('nan'):>14.1f}  "
               + " ".join(f"{r['seed']}:{r['steps']}" for r in runs))  # fmt: skip
+    for preset, threads in sorted({(p, t) for p, t, _ in groups}):
+        before, after = (
+            [r["steps"] for r in groups.get((preset, threads, tree), [])] for tree in ("before", "after")
+        )
+        if before and after:  # two-sided: did the steps until the stop move either way?
+            p = mannwhitneyu(before, after, alternative="two-sided").pvalue
+            print(
+                f"{preset} with {threads} thread(s): Mann-Whitney U p = {p:.2f} ({len(before)} vs {len(after)} runs)"
+            )
 
 
 def main() -> None:
