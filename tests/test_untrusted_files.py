@@ -293,7 +293,7 @@ def test_an_agent_whose_files_do_not_go_together_is_refused_before_its_network_i
     name, edit, said = AGENT_EDITS[case]
     path = os.path.join(run_copy, name)
     (_edit_json if name == AGENT_JSON else _edit_weights)(path, edit)
-    _never_built(monkeypatch, proxima.run.agent, "ActorCritic")
+    _never_built(monkeypatch, proxima.run.agent, "make_policy")  # what builds the network
     for argv in (["eval", run_copy, "--episodes", "1"], ["export", run_copy, "--format", "torchscript"]):
         assert main(argv) == 2
         assert re.search(said, _one_line(capsys, argv[0])), said
