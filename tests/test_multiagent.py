@@ -22,7 +22,8 @@ from proxima.algo.update import UpdateSettings, update
 from proxima.base.errors import UserError
 from proxima.base.spaces import ObsLayout
 from proxima.policy.distributions import make_head
-from proxima.policy.networks import ActorCritic, Grouped, NetworkSettings, NetworkSpec
+from proxima.policy.multiagent import Grouped, MultiAgentActorCritic
+from proxima.policy.networks import ActorCritic, NetworkSettings, NetworkSpec, make_policy
 
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated:DeprecationWarning")
 AGENTS = 3
@@ -36,7 +37,7 @@ SPACE = gym.spaces.Dict(
 LAYOUT = ObsLayout(SPACE)
 
 
-def _model(kinds=(0, 0, 0), **network) -> ActorCritic:
+def _model(kinds=(0, 0, 0), **network) -> MultiAgentActorCritic:
     spec = NetworkSpec(
         logits_dim=2,
         obs_shape=LAYOUT.shape,
@@ -45,7 +46,22 @@ def _model(kinds=(0, 0, 0), **network) -> ActorCritic:
         agents={"names": [f"a{i}" for i in range(AGENTS)], "kinds": list(kinds), "num_envs": 1},
     )
     torch.manual_seed(0)
-    return ActorCritic(spec, make_head(gym.spaces.Discrete(2)))
+    model = make_policy(spec, make_head(gym.spaces.Discrete(2)))
+    assert isinstance(model, MultiAgentActorCritic)  # make_policy's choice for rows of agents
+    return model
+
+
+MULTI_AGENT_TERMS = ("actor_index", "critic_index", "critic_encoder", "action_dims_mask", "group_of_agent",
+                     "agents_per_game", "agent_column", "log_std_per_group", "_actor_input", "_through",
+                     "_head_rows")  # fmt: skip
+
+
+def test_a_single_agent_policy_holds_no_multi_agent_term_and_a_game_gets_its_own_class():
+    spec = NetworkSpec(2, (4,), NetworkSettings(centralized_critic=True))
+    single = make_policy(spec, make_head(gym.spaces.Discrete(2)))
+    assert type(single) is ActorCritic
+    assert not [name for name in MULTI_AGENT_TERMS if hasattr(single, name)]
+    assert all(hasattr(_model(centralized_critic=True), name) for name in MULTI_AGENT_TERMS)
 
 
 def _rows(n=6) -> torch.Tensor:

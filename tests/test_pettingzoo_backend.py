@@ -585,7 +585,7 @@ def test_a_turn_based_team_reward_is_shared_with_the_players_who_wait():
     team's reward is not the mover's alone). Call and answer: both players get the mean of what the answer
     paid the caller (1 for card 1) and the answerer (1 for the caller's card)."""
     from proxima.policy.distributions import make_head
-    from proxima.policy.networks import ActorCritic, NetworkSettings, NetworkSpec
+    from proxima.policy.networks import NetworkSettings, NetworkSpec, make_policy
     from proxima.run.rollout import RolloutCollector
     from tests.fixtures.wild_aec_envs import env
 
@@ -593,7 +593,7 @@ def test_a_turn_based_team_reward_is_shared_with_the_players_who_wait():
     head = make_head(envs.single_action_space)
     spec = NetworkSpec(head.logits_dim, envs.obs_layout.shape, NetworkSettings(norm_value=False),
                        obs_layout=envs.obs_layout.to_json(), agents=envs.agents.to_json())  # fmt: skip
-    model = ActorCritic(spec, head)
+    model = make_policy(spec, head)
     collector = RolloutCollector(envs, 6, 0.99, model, seed=0, team_reward=True)
     collector.collect(model)
     envs.close()

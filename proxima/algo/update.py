@@ -11,9 +11,10 @@ whose weights are R - V(s) for VPG and R for REINFORCE (a model without a critic
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import torch
 from torch import Tensor
@@ -29,6 +30,7 @@ from proxima.algo.losses import (
 )
 from proxima.algo.optim import Adam, clip_grad_norm
 from proxima.algo.storage import Batch, SequenceBatch, game_minibatches, minibatches
+from proxima.policy.multiagent import MultiAgentActorCritic
 from proxima.policy.networks import ActorCritic
 
 
@@ -142,7 +144,9 @@ class Solo:
         self.training, self.params = [0], list[Tensor](model.parameters())
         # A value that a game's agents share (--no-critic-agent-index) is computed once per game: minibatches of
         # whole games then. Otherwise (and where an agent had left, so rows are not whole games) of samples.
-        self.games = batch.games if model.agents_per_game is not None else None
+        self.games, self.evaluate = None, model.evaluate
+        if isinstance(model, MultiAgentActorCritic) and model.agents_per_game and batch.games is not None:
+            self.games, self.evaluate = batch.games, functools.partial(model.evaluate, whole_games=True)
         model.update_value_normalization(batch.present(batch.returns), settings.value_norm_horizon)
         # With --norm-value the critic's errors are measured in standard deviations of its targets, the scale its
         # network predicts in; dividing values, old values and returns alike keeps the clipped loss consistent.
@@ -163,9 +167,7 @@ class Solo:
         return (self.batch[index] for index in indices)
 
     def loss(self, mb: Batch) -> tuple[Tensor, Tensor, Tensor, Tensor, dict[str, Tensor]]:
-        logprobs, entropy, values = self.model.evaluate(
-            mb.obs, mb.actions, mb.sequences, self.games is not None
-        )
+        logprobs, entropy, values = self.evaluate(mb.obs, mb.actions, mb.sequences)
         # sequences with steps of agents that had left: the samples alone
         if isinstance(mb, SequenceBatch) and mb.valid is not None:
             logprobs, entropy, values, mb = (
@@ -233,7 +235,8 @@ def group_diagnostics(model: ActorCritic, batch: Batch, kinds: list[int], names:
         )
     value_scale = model.normalization.value_scale()
     scale = 1.0 if value_scale is None else value_scale
-    kind = torch.tensor(kinds, device=batch.obs.device)[batch.obs[..., model.agent_column].long()]
+    agent = batch.obs[..., cast(MultiAgentActorCritic, model).agent_column].long()  # kinds: agents of a game
+    kind = torch.tensor(kinds, device=batch.obs.device)[agent]
     stats = {}
     for k, name in enumerate(names):
         rows = kind == k

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Literal, cast
 
@@ -15,7 +16,7 @@ from torch import Tensor, nn
 from proxima.base.errors import UserError, read_only
 from proxima.base.files import Shapes, shapes_of
 from proxima.base.spaces import ObsLayout
-from proxima.policy.distributions import DiagGaussianHead, Head, make_head
+from proxima.policy.distributions import Head, make_head
 from proxima.policy.encoders import PRECISIONS, choose_encoder, make_encoder
 from proxima.policy.normalization import Normalization
 
@@ -359,8 +360,10 @@ def _whole(cls, data: dict) -> None:
 
 def make_policy(spec: NetworkSpec, head: Head) -> ActorCritic:
     """The model a run, a saved agent or an export builds from ``spec``: the one place that chooses it, so that
-    a multi-agent policy (``spec.agents`` not None) can be a class of its own (issue 64, item 3)."""
-    return ActorCritic(spec, head)
+    a multi-agent policy (``spec.agents`` not None) is a class of its own."""
+    from proxima.policy.multiagent import MultiAgentActorCritic  # it builds on this module's ActorCritic
+
+    return ActorCritic(spec, head) if spec.agents is None else MultiAgentActorCritic(spec, head)
 
 
 def network_shapes(spec: NetworkSpec, action_space: gym.Space) -> Shapes | None:
@@ -377,43 +380,19 @@ def network_shapes(spec: NetworkSpec, action_space: gym.Space) -> Shapes | None:
     return shapes_of(model.state_dict())
 
 
-class Grouped(nn.Module):
-    """One network per group of rows (multi-agent: an agent, or a kind of agent): row i goes through
-    ``nets[groups[i]]``. Every network runs on every row and each row keeps its own network's output: with a
-    handful of small MLPs that is cheaper than gathering each group's rows, and it keeps one code path."""
-
-    def __init__(self, nets: list[nn.Module]):
-        super().__init__()
-        self.nets = nn.ModuleList(nets)
-
-    def forward(self, x: Tensor, groups: Tensor) -> Tensor:
-        out = torch.stack([forward_skipping_hooks(net, x) for net in self.nets])  # (G, *rows, out)
-        index = groups.unsqueeze(0).unsqueeze(-1).expand(1, *out.shape[1:])
-        return out.gather(0, index)[0]
-
-
-def grouped(nets: list[nn.Module]) -> nn.Module:
-    """The one network itself, or the ``Grouped`` of several."""
-    return nets[0] if len(nets) == 1 else Grouped(nets)
-
-
 class ActorCritic(nn.Module):
     """Actor (policy logits) and critic (state value) on the features of an observation encoder.
 
     By default they are separate ``hidden_sizes`` MLPs (detail 13, docs/SEEDS.md: better on simple envs); with
-    ``shared=True`` they share one trunk and differ only in their output layers.
+    ``shared=True`` they share one trunk and differ only in their output layers. One agent per row:
+    ``proxima.policy.multiagent.MultiAgentActorCritic`` overrides the seams below (``_inputs``, ``_network``,
+    ``_features``, ``_logits``, ``_value``, ``_sample``, ...) for rows that are agents of a game.
     """
 
     # --num-seeds: the LSTM's recurrence in plain torch ops (``lstm_by_steps``), which vmap batches over seeds
     lstm_by_steps = False
 
-    # set in __init__, declared for the type checker (nn.Module's attributes read as Tensor | Module); a
-    # multi-agent run's terms are None for one agent
-    actor_index: Tensor | None
-    critic_index: Tensor | None
-    critic_encoder: nn.Module | None
-    action_dims_mask: Tensor | None
-    group_of_agent: Tensor | None
+    # set in __init__, declared for the type checker (nn.Module's attributes read as Tensor | Module)
     lstm: nn.LSTM | None
     trunk: nn.Module
     actor: nn.Module
@@ -423,8 +402,7 @@ class ActorCritic(nn.Module):
         super().__init__()
         self.spec = spec
         self.head = head
-        net, layout = spec.network, spec.layout()
-        full = layout
+        net, full = spec.network, spec.layout()
         self.normalization = Normalization(
             spec.obs_shape,
             net.norm_obs,
@@ -432,34 +410,10 @@ class ActorCritic(nn.Module):
             net.clip_obs,
             net.clip_reward,
             norm_value=net.norm_value and spec.has_critic,
-            elements=layout.norm_elements(),
+            elements=full.norm_elements(),
         )
-        self.actor_index = self.critic_index = self.critic_encoder = None
-        self.register_buffer("action_dims_mask", None, persistent=False)
-        self.log_std_per_group = False
-        groups = None
-        if spec.agents is not None:  # rows are agents: the actor sees all but the global state
-            unseen = ("state",) if net.actor_agent_index else ("state", "agent")
-            assert isinstance(full.space, gym.spaces.Dict)  # a multi-agent env's observations are a Dict
-            layout, self.actor_index = full.select(tuple(k for k in full.space.spaces if k not in unseen))
-            kinds = spec.agents["kinds"]
-            # on the CPU, as its values are read here (network_shapes builds the rest on the meta device)
-            groups = torch.tensor(kinds if net.share_params else list(range(len(kinds))), device="cpu")
-            self.agent_column = next(p.offset for p in full.parts if p.path == ("agent",))
-            dims = spec.agents.get("action_dims")
-            if dims is not None:  # each agent's 1 for the Box components it acts with (Head.sample's dims)
-                self.action_dims_mask = (torch.arange(max(dims)) < torch.tensor(dims).unsqueeze(1)).float()
-            if net.centralized_critic:
-                seen = ("agent", "state") if net.critic_agent_index else ("state",)
-                critic_layout, self.critic_index = full.select(seen)
-                self.critic_encoder = make_encoder(
-                    choose_encoder("auto", critic_layout), critic_layout, net.precision
-                )
-        self.group_of_agent = groups if groups is not None and int(groups.max()) > 0 else None
-        # --no-critic-agent-index with one critic for all: every agent of a game gets the same value, so a batch
-        # of whole games needs the critic once per game, not once per agent (``evaluate``'s whole_games)
-        shared_value = net.centralized_critic and not net.critic_agent_index and self.group_of_agent is None
-        self.agents_per_game = len(spec.agents["kinds"]) if spec.agents is not None and shared_value else None
+        # before the encoder: a subclass's networks of its own draw their initial weights first
+        layout, critic_features = self._inputs(full)
         self.encoder = make_encoder(choose_encoder(net.encoder, layout), layout, net.precision)
         features = cast(int, self.encoder.features_dim)  # make_encoder checked it is a positive int
         self.lstm = None
@@ -472,10 +426,7 @@ class ActorCritic(nn.Module):
         mask = full.mask_part
         self.mask_span = mask.span if mask is not None else None
         sizes = [features, *net.hidden_sizes]
-        critic_features = (
-            features if self.critic_encoder is None else cast(int, self.critic_encoder.features_dim)
-        )
-        critic_sizes = [critic_features, *(net.critic_hidden_sizes or net.hidden_sizes)]
+        critic_sizes = [critic_features or features, *(net.critic_hidden_sizes or net.hidden_sizes)]
         critic_activation = net.critic_activation or net.activation
         # --precision bfloat16 is the convolutions' where there are images, else the MLPs'
         precision = "float32" if full.has_images else net.precision
@@ -487,25 +438,31 @@ class ActorCritic(nn.Module):
             self.critic = initialized(nn.Linear(sizes[-1], 1), 1.0, net.init) if spec.has_critic else None
         else:
             self.trunk = nn.Identity()
-            count = 1 if self.group_of_agent is None else int(self.group_of_agent.max()) + 1
-            self.actor = grouped([mlp([*sizes, spec.logits_dim], net.activation, 0.01, net.layer_norm, precision, net.init)
-                                  for _ in range(count)])  # fmt: skip
-            per_group = getattr(head, "per_group", None) if count > 1 else None
-            self.log_std_per_group = per_group is not None
-            if per_group is not None:
-                per_group(count)  # a group's actor gives its mean; its own log-std goes with it
+            self.actor = self._network(
+                lambda: mlp(
+                    [*sizes, spec.logits_dim], net.activation, 0.01, net.layer_norm, precision, net.init
+                )
+            )
             self.critic = (
-                grouped(
-                    [
-                        mlp([*critic_sizes, 1], critic_activation, 1.0, net.layer_norm, precision, net.init)
-                        for _ in range(count)
-                    ]
+                self._network(
+                    lambda: mlp(
+                        [*critic_sizes, 1], critic_activation, 1.0, net.layer_norm, precision, net.init
+                    )
                 )
                 if spec.has_critic
                 else None
             )
 
-    def forward(self, obs: Tensor, whole_games: bool = False) -> tuple[Tensor, Tensor]:
+    def _inputs(self, layout: ObsLayout) -> tuple[ObsLayout, int | None]:
+        """The layout of what the encoder takes, and the critic's input size where it is not the encoder's (or
+        the LSTM's) features (None). A row is one agent's observation: all of it, the critic on its features."""
+        return layout, None
+
+    def _network(self, make: Callable[[], nn.Module]) -> nn.Module:
+        """The actor's or the critic's network (without a shared trunk), ``make``'s."""
+        return make()
+
+    def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:
         """Policy logits ``(B, logits_dim)`` and values ``(B,)`` in one pass over a batch of observations
         already normalized (as the rollout stores them).
 
@@ -513,8 +470,17 @@ class ActorCritic(nn.Module):
         unclipped mean), so tracing it by hand gives a file that disagrees with ``predict``. Use
         ``Agent.predict(obs, deterministic=True)``, or ``proxima.export`` for a file of that (docs/EXPORT.md)."""
         features = self._features(obs)
-        logits = self._masked(self._through(self.actor, features, obs), obs)
-        return logits, self._value(features, obs, whole_games)
+        return self._logits(features, obs), self._value(features, obs)
+
+    def _features(self, obs: Tensor) -> Tensor:
+        """The encoder's features, through the shared trunk if there is one."""
+        if self.lstm is not None:  # its heads expect the LSTM's outputs, which need the memory
+            raise RuntimeError("a recurrent agent's forward passes take its memory: use forward_sequence")
+        return forward_skipping_hooks(self.trunk, self.encoder.forward(obs))
+
+    def _logits(self, features: Tensor, obs: Tensor) -> Tensor:
+        """The actor's logits of ``features`` (of ``obs``), masked."""
+        return self._masked(forward_skipping_hooks(self.actor, features), obs)
 
     def _masked(self, logits: Tensor, obs: Tensor) -> Tensor:
         """Logits with masked actions at the lowest finite float: their probability is exactly 0 in softmax,
@@ -525,43 +491,11 @@ class ActorCritic(nn.Module):
         valid = obs[..., self.mask_span] > 0
         return logits.masked_fill(~valid, torch.finfo(logits.dtype).min)
 
-    def _features(self, obs: Tensor) -> Tensor:
-        """The encoder's features, through the shared trunk if there is one."""
-        if self.lstm is not None:  # its heads expect the LSTM's outputs, which need the memory
-            raise RuntimeError("a recurrent agent's forward passes take its memory: use forward_sequence")
-        return forward_skipping_hooks(self.trunk, self.encoder.forward(self._actor_input(obs)))
-
-    def _actor_input(self, obs: Tensor) -> Tensor:
-        return obs if self.actor_index is None else obs[..., self.actor_index.to(obs.device)]
-
-    def _through(self, layers: nn.Module, features: Tensor, obs: Tensor) -> Tensor:
-        """The actor's or critic's MLP on ``features``; with one network per group of agents, each row's own."""
-        if not isinstance(layers, Grouped):
-            return forward_skipping_hooks(layers, features)
-        agent = obs[..., self.agent_column].long()
-        assert self.group_of_agent is not None  # there are groups where there is a Grouped
-        return layers(features, self.group_of_agent.to(obs.device)[agent])
-
-    def _value(self, features: Tensor, obs: Tensor, whole_games: bool = False) -> Tensor:
-        """V(s): from the actor's features, or with a centralized critic from the global state (which a
-        recurrent agent's critic takes as it is: the state is the whole game, its memory is not needed).
-        ``whole_games``: ``obs`` is whole games' rows, each game's agents in order; a value that a game's agents
-        share is then computed once per game."""
+    def _value(self, features: Tensor, obs: Tensor) -> Tensor:
+        """V(s) from the features of ``obs``."""
         if self.critic is None:
             return features.new_zeros(features.shape[:-1])
-        if whole_games and self.agents_per_game is not None:
-            assert self.critic_encoder is not None and self.critic_index is not None  # a centralized critic
-            games = obs.view(-1, self.agents_per_game, obs.shape[-1])[:, 0]
-            state = games[:, self.critic_index.to(obs.device)]
-            value = self.normalization.value(
-                self._through(self.critic, self.critic_encoder.forward(state), games).squeeze(-1)
-            )
-            return value.repeat_interleave(self.agents_per_game)
-        if self.critic_encoder is not None:
-            assert self.critic_index is not None  # made with the critic's encoder
-            state = obs[..., self.critic_index.to(obs.device)]
-            features = self.critic_encoder.forward(state.flatten(0, -2)).view(*obs.shape[:-1], -1)
-        return self.normalization.value(self._through(self.critic, features, obs).squeeze(-1))
+        return self.normalization.value(forward_skipping_hooks(self.critic, features).squeeze(-1))
 
     def value(self, obs: Tensor) -> Tensor:
         return self._value(self._features(obs), obs)
@@ -583,14 +517,22 @@ class ActorCritic(nn.Module):
         norm.update_value(targets, horizon)
         if first:  # the initial critic's outputs are random: nothing learned to preserve, and keeping them
             return  # would leave it as far from targets of about 100 as an unnormalized critic
-        assert self.critic is not None  # norm_value is on only with a critic
-        nets = self.critic.nets if isinstance(self.critic, Grouped) else [self.critic]
-        for net in nets:
+        for net in self._critic_nets():
             # an MLP's output layer, or the output layer on the shared trunk
             last = cast(nn.Linear, net[-1] if isinstance(net, nn.Sequential) else net)
             # (W h + b) * old_std + old_mean == (W' h + b') * std + mean
             last.weight.mul_(old_std / norm.value_std)
             last.bias.mul_(old_std).add_(old_mean - norm.value_mean).div_(norm.value_std)
+
+    def _critic_nets(self) -> list[nn.Module]:
+        """The networks whose output layers are values (``update_value_normalization``)."""
+        assert self.critic is not None  # norm_value is on only with a critic
+        return [self.critic]
+
+    def _critic_parameters(self) -> list[nn.Parameter]:
+        """What the critic's learning rate moves (``param_groups``)."""
+        assert self.critic is not None  # config.py refuses a value learning rate without one
+        return list(self.critic.parameters())
 
     def param_groups(self, learning_rate: float, value_learning_rate: float | None) -> list[dict]:
         """Parameters for the optimizer: one group, or the critic apart with its own rate.
@@ -601,14 +543,13 @@ class ActorCritic(nn.Module):
         """
         if value_learning_rate is None:
             return [{"params": list(self.parameters()), "lr": learning_rate}]
-        assert self.critic is not None  # config.py refuses a value learning rate without one
-        critic = [*self.critic.parameters(), *(self.critic_encoder or nn.Identity()).parameters()]
+        critic = self._critic_parameters()
         critic_ids = {id(p) for p in critic}
         policy = [p for p in self.parameters() if id(p) not in critic_ids]
         return [{"params": policy, "lr": learning_rate}, {"params": critic, "lr": value_learning_rate}]
 
     def logits(self, obs: Tensor) -> Tensor:
-        return self._masked(self._through(self.actor, self._features(obs), obs), obs)
+        return self._logits(self._features(obs), obs)
 
     def act(
         self, obs: Tensor, noise: Tensor | torch.Generator | None = None
@@ -616,34 +557,21 @@ class ActorCritic(nn.Module):
         """Sample actions for a batch of observations: ``(actions, log_probs, values)``; ``noise``: the head's
         draws for these rows (``Head.noise``), or the generator to draw them from (the run's own)."""
         logits, values = self.forward(obs)
-        actions, logprobs = self.head.sample(logits, _noise(self.head, logits, noise), **self._head_rows(obs))
+        actions, logprobs = self._sample(logits, _noise(self.head, logits, noise), obs)
         return actions, logprobs, values
 
-    def _head_rows(self, obs: Tensor) -> dict[str, Tensor]:
-        """The head's per-row arguments (``Head.sample``) where agents differ in more than their actors: each
-        row's group's log-std and its agent's action components. Empty for a single agent."""
-        if self.action_dims_mask is None and not self.log_std_per_group:
-            return {}
-        agent = obs[..., self.agent_column].long()
-        rows = {} if self.action_dims_mask is None else {"dims": self.action_dims_mask[agent]}
-        if self.log_std_per_group:
-            assert self.group_of_agent is not None  # log-stds per group: there are groups
-            # per_group (the only head that has it is the Gaussian's) made a log-std row for each group
-            log_std = cast(DiagGaussianHead, self.head).log_std
-            rows["log_std"] = log_std[self.group_of_agent.to(obs.device)[agent]]
-        return rows
+    def _sample(self, logits: Tensor, noise: Tensor, obs: Tensor) -> tuple[Tensor, Tensor]:
+        """The head's actions and log-probs of ``logits`` (of ``obs``) from its draws ``noise``."""
+        return self.head.sample(logits, noise)
 
-    def evaluate(
-        self, obs: Tensor, actions: Tensor, sequences=None, whole_games: bool = False
-    ) -> tuple[Tensor, Tensor, Tensor]:
+    def evaluate(self, obs: Tensor, actions: Tensor, sequences=None) -> tuple[Tensor, Tensor, Tensor]:
         """Log-probs of stored actions, entropies and values under the current parameters. ``sequences``:
-        ``(starts, memory)`` for a recurrent agent's minibatch of whole env sequences, ``obs`` ``(T, E, ...)``.
-        ``whole_games``: the rows are whole games (``storage.game_minibatches``), see ``_value``."""
+        ``(starts, memory)`` for a recurrent agent's minibatch of whole env sequences, ``obs`` ``(T, E, ...)``."""
         if sequences is None:
-            logits, values = self.forward(obs, whole_games)
+            logits, values = self.forward(obs)
         else:
             logits, values, _ = self.forward_sequence(obs, *sequences)
-        logprobs, entropy = self.head.log_prob_entropy(logits, actions, **self._head_rows(obs))
+        logprobs, entropy = self.head.log_prob_entropy(logits, actions)
         return logprobs, entropy, values
 
     @torch.no_grad()
@@ -655,11 +583,9 @@ class ActorCritic(nn.Module):
         ``generator`` (None: torch's global one)."""
         obs = self.normalization.obs(obs)
         logits = self.logits(obs)
-        return (
-            self.head.mode(logits)
-            if deterministic
-            else self.head.sample(logits, self.head.noise(logits, generator), **self._head_rows(obs))[0]
-        )
+        if deterministic:
+            return self.head.mode(logits)
+        return self._sample(logits, self.head.noise(logits, generator), obs)[0]
 
     # --- recurrent agents (--recurrent lstm): the LSTM's state is the "memory", (h, c), each (layers, N, hidden)
 
@@ -671,9 +597,15 @@ class ActorCritic(nn.Module):
         """Logits ``(T, E, logits_dim)`` and values ``(T, E)`` of ``T`` steps of ``E`` envs, from the memory
         before the first step; ``starts[t]`` = 1 where ``obs[t]`` begins an episode, whose memory is zeroed first.
         Returns the memory after the last step too."""
+        features, memory = self._recur(self.encoder.forward(obs.flatten(0, 1)), starts, memory)
+        return self._logits(features, obs), self._value(features, obs), memory
+
+    def _recur(self, x: Tensor, starts: Tensor, memory) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        """The encoder's features ``x`` ``(T * E, features)`` through the LSTM from ``memory`` and the shared
+        trunk: the heads' features ``(T, E, ...)``, and the memory after the last step."""
         assert self.lstm is not None  # the memory is the LSTM's
         steps, envs = starts.shape
-        x = self.encoder.forward(self._actor_input(obs).flatten(0, 1)).view(steps, envs, -1)
+        x = x.view(steps, envs, -1)
         h, c = memory
         if self.lstm_by_steps:
             out, (h, c) = lstm_by_steps(self.lstm, x, starts, h, c)
@@ -688,9 +620,7 @@ class ActorCritic(nn.Module):
                 out, (h, c) = self.lstm(x[a:b], (h * keep, c * keep))
                 outputs.append(out)
             out = torch.cat(outputs)
-        features = forward_skipping_hooks(self.trunk, out)
-        logits = self._masked(self._through(self.actor, features, obs), obs)
-        return logits, self._value(features, obs), (h, c)
+        return forward_skipping_hooks(self.trunk, out), (h, c)
 
     def act_recurrent(
         self, obs: Tensor, starts: Tensor, memory, noise: Tensor | torch.Generator | None = None
@@ -698,8 +628,7 @@ class ActorCritic(nn.Module):
         """One step of ``N`` envs: ``(actions, log_probs, values, memory after the step)``; ``noise`` as for
         ``act``."""
         logits, values, memory = self.forward_sequence(obs.unsqueeze(0), starts.unsqueeze(0), memory)
-        drawn = _noise(self.head, logits[0], noise)
-        actions, logprobs = self.head.sample(logits[0], drawn, **self._head_rows(obs))
+        actions, logprobs = self._sample(logits[0], _noise(self.head, logits[0], noise), obs)
         return actions, logprobs, values[0], memory
 
     def value_after(self, obs: Tensor, memory) -> Tensor:
@@ -721,8 +650,7 @@ class ActorCritic(nn.Module):
         logits, _, memory = self.forward_sequence(obs.unsqueeze(0), starts.float().unsqueeze(0), memory)
         if deterministic:
             return self.head.mode(logits[0]), memory
-        noise = self.head.noise(logits[0], generator)
-        return self.head.sample(logits[0], noise, **self._head_rows(obs))[0], memory
+        return self._sample(logits[0], self.head.noise(logits[0], generator), obs)[0], memory
 
 
 def _noise(head: Head, logits: Tensor, noise: Tensor | torch.Generator | None) -> Tensor:

@@ -14,6 +14,7 @@ from torch import Tensor, nn
 from torch.func import functional_call, stack_module_state, vmap
 
 from proxima.policy.encoders import FlattenEncoder
+from proxima.policy.multiagent import MultiAgentActorCritic
 from proxima.policy.networks import ActorCritic, Bf16Linear
 from proxima.policy.normalization import Normalization
 
@@ -164,7 +165,7 @@ def plain_mlps(model: ActorCritic) -> bool:
     return (
         isinstance(model.encoder, FlattenEncoder)
         and model.lstm is None
-        and model.actor_index is None
+        and not isinstance(model, MultiAgentActorCritic)  # its rows are cut into the actor's and the critic's
         and model.critic is not None
         and all(plain(layers) for layers in (model.trunk, model.actor, model.critic))
     )
