@@ -16,7 +16,7 @@ from safetensors.torch import load_file
 from torch.func import stack_module_state
 
 import proxima
-from proxima.algo.optim import SeedAdam
+from proxima.algo.optim import Adam
 from proxima.base.errors import UserError
 from proxima.base.files import CHECKPOINT
 from proxima.commands import main
@@ -505,13 +505,13 @@ def test_target_kl_stops_each_seeds_epochs_as_its_solo_run_does(tmp_path, monkey
     own steps, so its bias correction is its solo run's."""
     budget = dict(env_id="CartPole-v1", total_timesteps=8 * 32 * 4, target_kl=0.005, learning_rate=0.003,
                   **{**SMALL, "update_epochs": 4, "checkpoint_every": 1})  # fmt: skip
-    stepped, step = [], SeedAdam.step
+    stepped, step = [], Adam.step
 
     def recorded_step(self, seeds=None, finished=()):
         stepped.append(tuple(seeds))
         return step(self, seeds, finished)
 
-    monkeypatch.setattr(SeedAdam, "step", recorded_step)
+    monkeypatch.setattr(Adam, "step", recorded_step)
     group = tmp_path / "group"
     proxima.train(num_seeds=3, seed=4, run_dir=str(group), **budget)
     monkeypatch.undo()

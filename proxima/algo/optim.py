@@ -50,11 +50,22 @@ def fused_adam(
 
 
 class Adam:
-    """Adam over one or more parameter groups, each a dict with ``params`` and optionally its own ``lr``; each
-    parameter's step count is its own 0-d tensor, as in torch's layout."""
+    """Adam over one or more parameter groups, each a dict with ``params`` and optionally its own ``lr``.
+
+    ``seeds``: the parameters are stacked along a leading axis of that many independent agents (``--num-seeds``),
+    each with its own step count (``state[p]["step"]`` is ``(seeds,)``): a seed steps only at the minibatches it
+    trains on, and its bias correction goes by its own count, as its solo run's does. Adam is elementwise, so each
+    seed's rows step as its own optimizer would step them (up to the kernel's rounding, which differs between its
+    vectorized body and its tail). Without ``seeds`` (a solo run), each parameter's count is its own 0-d tensor, as
+    in torch's layout, which the fused call counts on: no count is read back to the host."""
 
     def __init__(
-        self, params: Iterable[Any], lr: float, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-5
+        self,
+        params: Iterable[Any],
+        lr: float,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-5,
+        seeds: int | None = None,
     ):
         listed = list(params)
         groups = listed if listed and isinstance(listed[0], dict) else [{"params": listed}]
@@ -63,6 +74,10 @@ class Adam:
             for group in groups
         ]
         self.state: dict[Tensor, dict[str, Tensor]] = {}
+        self.seeds = seeds
+        self.step_shape: tuple[int, ...] = () if seeds is None else (seeds,)  # of each parameter's step count
+        # finished seeds whose moments are zero (again after a load: not saved)
+        self._zeroed: set[int] = set()
 
     def _params(self) -> list[Tensor]:
         return [p for group in self.param_groups for p in group["params"]]
@@ -72,21 +87,75 @@ class Adam:
             p.grad = None
 
     @torch.no_grad()
-    def step(self) -> None:
+    def step(self, seeds: list[int] | None = None, finished: Iterable[int] = ()) -> None:
+        """Step the rows of ``seeds`` (default: all), whose gradients the last backward pass gave; a parameter
+        without a gradient neither steps nor counts.
+
+        ``finished``: seeds that never step again, whose gradients are zero. Their moments are zeroed, which
+        makes a fused step of every row leave their weights exactly as they are: while the others share one
+        count (no ``--target-kl`` stopped one early), a step stays one call over whole tensors. Otherwise each
+        count's seeds are stepped on their own rows, gathered and written back."""
+        if self.seeds is None:
+            self._fused(None, None)
+            return
+        seeds = list(range(self.seeds)) if seeds is None else seeds
+        finished = sorted(finished)
+        params = [p for p in self._params() if p.grad is not None]
+        counts = self._state(params[0])["step"].tolist()  # every parameter of a seed steps with the others
+        by_count: dict[float, list[int]] = {}
+        for j in seeds:
+            by_count.setdefault(counts[j], []).append(j)
+        device = params[0].device
+        if len(by_count) == 1 and len(seeds) + len(finished) == self.seeds:
+            # zeroed once: with their gradients zero, the moments of a finished seed then stay zero
+            newly = [j for j in finished if j not in self._zeroed]
+            if newly:
+                index = torch.tensor(newly, device=device)
+                for p in params:
+                    self.state[p]["exp_avg"].index_fill_(0, index, 0.0)
+                    self.state[p]["exp_avg_sq"].index_fill_(0, index, 0.0)
+                self._zeroed.update(newly)
+            self._fused(counts[seeds[0]], None)
+        else:
+            for count, rows in by_count.items():
+                self._fused(count, torch.tensor(rows, device=device))
+        # where every seed steps, a whole add (a tenth of the time of indexing each count)
+        step_counts = [self.state[p]["step"] for p in params]
+        if len(seeds) == self.seeds:
+            for n in step_counts:
+                n.add_(1.0)
+        else:
+            index, ones = torch.tensor(seeds, device=device), torch.ones(len(seeds), device=device)
+            for n in step_counts:
+                n.index_add_(0, index, ones)
+
+    def _fused(self, count: float | None, rows: Tensor | None) -> None:
+        """One fused Adam step of the rows ``rows`` of every tensor (None: whole tensors), at the seeds' shared
+        ``count`` (None: at each parameter's own count, which the call then adds one to)."""
         for group in self.param_groups:
-            # a parameter without a gradient neither steps nor counts
             params = [p for p in group["params"] if p.grad is not None]
             if not params:
                 continue
             states = [self._state(p) for p in params]
             grads = [p.grad for p in params if p.grad is not None]
-            exp_avgs, exp_avg_sqs = [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states]
-            fused_adam(params, grads, exp_avgs, exp_avg_sqs, [s["step"] for s in states], group)
+            moments = [[s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states]]
+            parts = [params, grads, *moments]
+            if rows is not None:
+                parts = [[x.index_select(0, rows) for x in part] for part in parts]
+            if count is None:
+                steps = [s["step"] for s in states]
+            else:  # a copy, counted here and dropped: step adds to the seeds' own counts
+                steps = [torch.tensor(count, device=p.device) for p in params]
+            fused_adam(parts[0], parts[1], parts[2], parts[3], steps, group)
+            if rows is not None:  # the stepped rows written back: weights and moments
+                for targets, stepped in zip([params, *moments], (parts[0], parts[2], parts[3]), strict=True):
+                    for target, part in zip(targets, stepped, strict=True):
+                        target.index_copy_(0, rows, part)
 
     def _state(self, p: Tensor) -> dict[str, Tensor]:
         if p not in self.state:  # as torch.optim.Adam(fused=True) initializes it
             self.state[p] = {
-                "step": torch.zeros((), dtype=torch.float32, device=p.device),
+                "step": torch.zeros(self.step_shape, dtype=torch.float32, device=p.device),
                 "exp_avg": torch.zeros_like(p, memory_format=torch.preserve_format),
                 "exp_avg_sq": torch.zeros_like(p, memory_format=torch.preserve_format),
             }
@@ -103,8 +172,6 @@ class Adam:
                 for g in self.param_groups
             ],
         }
-
-    step_shape: tuple[int, ...] = ()  # of each parameter's step count
 
     def load_state_dict(self, state_dict: dict) -> None:
         """``state_dict``'s state, checked first (a ``ValueError`` names what does not fit): it may come from a
@@ -128,6 +195,7 @@ class Adam:
         for group, saved in zip(self.param_groups, groups, strict=True):
             group.update({k: tuple(v) if k == "betas" else v for k, v in saved.items() if k != "params"})
         self.state = state
+        self._zeroed = set()
 
 
 def _fits(state: dict, p: Tensor, step_shape: tuple[int, ...]) -> bool:
@@ -162,100 +230,12 @@ def _check_group(saved: dict, group: dict) -> None:
         )
 
 
-class SeedAdam(Adam):
-    """Adam over parameters stacked along a leading axis of ``seeds`` independent agents (``--num-seeds``), with
-    each seed's own step count (``state[p]["step"]`` is ``(seeds,)``): a seed steps only at the minibatches it
-    trains on, and its bias correction goes by its own count, as its solo run's does. Adam is elementwise, so
-    each seed's rows step as its own optimizer would step them (up to the kernel's rounding, which differs
-    between its vectorized body and its tail)."""
-
-    def __init__(self, params: Iterable, lr: float, seeds: int, eps: float):
-        super().__init__(params, lr=lr, eps=eps)
-        self.seeds = seeds
-        self.step_shape = (seeds,)
-        self._zeroed: set[int] = (
-            set()
-        )  # finished seeds whose moments are zero (again after a load: not saved)
-
-    @torch.no_grad()
-    def step(self, seeds: list[int] | None = None, finished: Iterable[int] = ()) -> None:
-        """Step the rows of ``seeds`` (default: all), whose gradients the last backward pass gave.
-
-        ``finished``: seeds that never step again, whose gradients are zero. Their moments are zeroed, which
-        makes a fused step of every row leave their weights exactly as they are: while the others share one
-        count (no ``--target-kl`` stopped one early), a step stays one call over whole tensors. Otherwise each
-        count's seeds are stepped on their own rows, gathered and written back."""
-        seeds = list(range(self.seeds)) if seeds is None else seeds
-        finished = sorted(finished)
-        params = [p for p in self._params() if p.grad is not None]
-        counts = self._state(params[0])["step"].tolist()  # every parameter of a seed steps with the others
-        by_count: dict[float, list[int]] = {}
-        for j in seeds:
-            by_count.setdefault(counts[j], []).append(j)
-        device = params[0].device
-        if len(by_count) == 1 and len(seeds) + len(finished) == self.seeds:
-            # zeroed once: with their gradients zero, the moments of a finished seed then stay zero
-            newly = [j for j in finished if j not in self._zeroed]
-            if newly:
-                index = torch.tensor(newly, device=device)
-                for p in params:
-                    self.state[p]["exp_avg"].index_fill_(0, index, 0.0)
-                    self.state[p]["exp_avg_sq"].index_fill_(0, index, 0.0)
-                self._zeroed.update(newly)
-            self._fused(counts[seeds[0]], None)
-        else:
-            for count, rows in by_count.items():
-                self._fused(count, torch.tensor(rows, device=device))
-        # where every seed steps, a whole add (a tenth of the time of indexing each count)
-        step_counts = [self.state[p]["step"] for p in params]
-        if len(seeds) == self.seeds:
-            for n in step_counts:
-                n.add_(1.0)
-        else:
-            index, ones = torch.tensor(seeds, device=device), torch.ones(len(seeds), device=device)
-            for n in step_counts:
-                n.index_add_(0, index, ones)
-
-    def load_state_dict(self, state_dict: dict) -> None:
-        super().load_state_dict(state_dict)
-        self._zeroed = set()
-
-    def _fused(self, count: float, rows: Tensor | None) -> None:
-        """One fused Adam step at ``count`` of the rows ``rows`` of every tensor (None: whole tensors)."""
-        for group in self.param_groups:
-            params = [p for p in group["params"] if p.grad is not None]
-            states = [self._state(p) for p in params]
-            parts: list[list[Tensor]] = [
-                params,
-                [p.grad for p in params if p.grad is not None],
-                [s["exp_avg"] for s in states],
-            ]
-            parts.append([s["exp_avg_sq"] for s in states])
-            if rows is not None:
-                parts = [[x.index_select(0, rows) for x in part] for part in parts]
-            steps = [torch.tensor(count, device=p.device) for p in params]  # fused_adam counts this step
-            fused_adam(parts[0], parts[1], parts[2], parts[3], steps, group)
-            if rows is not None:  # the stepped rows written back: weights and moments
-                written = [params, [s["exp_avg"] for s in states], [s["exp_avg_sq"] for s in states]]
-                for targets, stepped in zip(written, (parts[0], parts[2], parts[3]), strict=True):
-                    for target, part in zip(targets, stepped, strict=True):
-                        target.index_copy_(0, rows, part)
-
-    def _state(self, p: Tensor) -> dict[str, Tensor]:
-        if p not in self.state:
-            super()._state(p)["step"] = torch.zeros(self.seeds, dtype=torch.float32, device=p.device)
-        return self.state[p]
-
-
 ADAM_EPS = 1e-5  # rather than PyTorch's 1e-8, as the PPO reference code does (detail 3, SEEDS.md)
 
 
 def make_adam(params, lr: float, seeds: int | None = None, eps: float = ADAM_EPS) -> Adam:
-    """Adam with ``eps`` (``--adam-eps``, default 1e-5); ``seeds``: a ``SeedAdam`` over parameters stacked for that
-    many seeds."""
-    if seeds is not None:
-        return SeedAdam(params, lr=lr, seeds=seeds, eps=eps)
-    return Adam(params, lr=lr, eps=eps)
+    """Adam with ``eps`` (``--adam-eps``, default 1e-5); ``seeds``: over parameters stacked for that many seeds."""
+    return Adam(params, lr=lr, eps=eps, seeds=seeds)
 
 
 def clip_grad_norm(params: list[Tensor], max_norm: float) -> Tensor:

@@ -58,9 +58,8 @@ RESULTS_MD = "results.md"
 LEARNING_CURVES = "learning_curves.png"  # the curves of every setting, with bands over seeds
 TUNE_JSON = "tune.json"  # `proxima tune`'s plan and the samples drawn, for --resume
 BEST_PRESET = "best.json"  # `proxima tune`'s best settings, a preset for --config
-PERTURBATIONS = (
-    "perturbations.jsonl"  # in a PBT run's directory: each time it continued from another's checkpoint
-)
+# in a PBT run's directory: each time it continued from another's checkpoint
+PERTURBATIONS = "perturbations.jsonl"
 STOP_JSON = "stop.json"  # while a Ray sweep stops on SIGTERM: tells its trials to checkpoint and stop
 # in RUN_DIR and in a sweep's or search's directory, while a process writes it: that process's PID and host
 LOCK = ".lock"
@@ -340,16 +339,8 @@ def read_checkpoint(path: str) -> tuple[dict[str, torch.Tensor], dict]:
 
 def read_checkpoint_meta(path: str) -> dict:
     """Only the JSON object of a file written by ``write_checkpoint`` (its header; no tensor is read)."""
-    if not os.path.isfile(path):
-        raise UserError(f"{path} is missing; give a run directory written by `proxima train`")
-    try:
-        with safe_open(path, "pt") as f:
-            text = (f.metadata() or {}).get("proxima")
-    except (SafetensorError, OSError, ValueError) as e:
-        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise UserError(
-            f"{path} is not a readable safetensors file ({reason}); the checkpoint is corrupt"
-        ) from None
+    with _safetensors(path), safe_open(path, "pt") as f:
+        text = (f.metadata() or {}).get("proxima")
     try:
         meta = json.loads(text) if text is not None else None
     except json.JSONDecodeError:
@@ -375,10 +366,17 @@ def read_json(path: str) -> dict:
 
 
 def read_tensors(path: str) -> dict[str, torch.Tensor]:
+    with _safetensors(path):
+        return load_file(path)
+
+
+@contextlib.contextmanager
+def _safetensors(path: str):
+    """A missing or unreadable safetensors file at ``path``, read in the block, as a one-line ``UserError``."""
     if not os.path.isfile(path):
         raise UserError(f"{path} is missing; give a run directory written by `proxima train`")
     try:
-        return load_file(path)
+        yield
     except (SafetensorError, OSError, ValueError) as e:
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise UserError(
@@ -398,16 +396,8 @@ Shapes = dict[str, tuple[tuple[int, ...], str]]  # each tensor's shape and safet
 def tensor_shapes(path: str) -> Shapes:
     """Each tensor's shape and dtype in the safetensors file ``path``, from its header alone: no tensor is read,
     so what a file claims can be checked before anything is allocated for it."""
-    if not os.path.isfile(path):
-        raise UserError(f"{path} is missing; give a run directory written by `proxima train`")
-    try:
-        with safe_open(path, "pt") as f:
-            return {k: (tuple(f.get_slice(k).get_shape()), f.get_slice(k).get_dtype()) for k in f.keys()}  # noqa: SIM118
-    except (SafetensorError, OSError, ValueError) as e:
-        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise UserError(
-            f"{path} is not a readable safetensors file ({reason}); the checkpoint is corrupt"
-        ) from None
+    with _safetensors(path), safe_open(path, "pt") as f:
+        return {k: (tuple(f.get_slice(k).get_shape()), f.get_slice(k).get_dtype()) for k in f.keys()}  # noqa: SIM118
 
 
 def shapes_of(tensors: dict[str, torch.Tensor]) -> Shapes:
@@ -422,14 +412,10 @@ def check_shapes(found: Shapes, expected: Shapes, path: str, source: str) -> Non
     missing, extra = sorted(set(expected) - set(found)), sorted(set(found) - set(expected))
     if missing or extra:
         what = f"lacks {missing[0]}" if missing else f"holds {extra[0]}"
+        more = len(missing) + len(extra) - 1
         raise UserError(
             f"{path} does not match the network that {source} describes: it {what}"
-            + (
-                f" and {len(missing) + len(extra) - 1} more differences"
-                if len(missing) + len(extra) > 1
-                else ""
-            )
-            + "; the two files do not go together"
+            f"{f' and {more} more differences' if more else ''}; the two files do not go together"
         )
     for key, (shape, dtype) in expected.items():
         if found[key][0] != shape:
@@ -453,8 +439,7 @@ def check_finite(tensors: dict[str, torch.Tensor], path: str) -> None:
             count = int((~torch.isfinite(tensor)).sum())
             raise UserError(
                 f"{path} holds {count} non-finite value{'s' if count > 1 else ''} (NaN or infinity) in {key}; no "
-                "trained network has one: "
-                "use another copy of the run, or train it again"
+                "trained network has one: use another copy of the run, or train it again"
             )
 
 
@@ -685,11 +670,7 @@ def _holder(path: str) -> str:
     pid, host = int(found[1]), found[2]
     if host != socket.gethostname():
         return f"another proxima process (PID {pid} on {host})"
-    return (
-        f"another run of this process (PID {pid})"
-        if pid == os.getpid()
-        else f"another proxima process (PID {pid})"
-    )
+    return f"another {'run of this' if pid == os.getpid() else 'proxima'} process (PID {pid})"
 
 
 def remove_stale_temporaries(directory: str) -> None:

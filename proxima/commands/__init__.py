@@ -124,9 +124,8 @@ def main(argv: list[str] | None = None, own_process: bool = False) -> int:
     except SystemExit as e:  # --help, printed in full
         return e.code if isinstance(e.code, int) else 0
     except BrokenPipeError:  # `proxima presets | head`: the reader has all it wants
-        os.dup2(
-            os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno()
-        )  # Python's advice: no second error at exit
+        # Python's advice: no second error at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except (UserError, EnvError, NonFiniteError, DiskFullError) as e:
         if debug():  # where it was raised, and what raised the env's exception (its cause)
@@ -134,12 +133,11 @@ def main(argv: list[str] | None = None, own_process: bool = False) -> int:
         # one line, whatever the message holds: numpy writes a 2-D space's bounds over several lines
         line = " ".join(part.strip() for part in str(e).splitlines())
         if isinstance(e, UserError) and not isinstance(e, FileAccessError):  # whose paths are not flags
+            from proxima.commands.eval import EvalArgs
             from proxima.run.config import PPOArgs
 
             # sweep's --grid and tune's --space name settings as Python does: only the flags typed are flags
             by_name = command in ("sweep", "tune")
-            from proxima.commands.eval import EvalArgs
-
             settings = EvalArgs if command == "eval" else PPOArgs  # eval's settings are its own
             line = in_flags(line, settings, {a.split("=")[0] for a in rest} if by_name else None)
         print(f"proxima {command}: error: {line}", file=sys.stderr)

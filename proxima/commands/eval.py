@@ -64,12 +64,11 @@ def run(argv: list[str]) -> int:
     trust.remember("env_id", args.env_id)  # typed: the user's own
     trust.remember("env_factory", args.env_factory)
     agent = load(args.run_dir, encoder=args.encoder, trust_code=args.trust_code)
+    env = None
     if args.env_factory is not None and args.env_factory != agent.env_source.get("env_factory"):
         from proxima.envs.user import load_env_factory
 
         env = load_env_factory(args.env_factory, "--env-factory")  # another env: its own kwargs only
-    else:
-        env = None
     if args.opponent is not None:
         return _eval_against(agent, args)
     if is_selfplay_id(agent.env_id) and args.env_id is None:
@@ -96,10 +95,8 @@ def run(argv: list[str]) -> int:
             raise UserError(str(e).replace(FEATURES["video"], "--video")) from None
         raise
     if staging is not None:
-        recorded, video_dir = (
-            os.path.join(staging, files.EVAL_VIDEOS),
-            os.path.join(args.run_dir, files.EVAL_VIDEOS),
-        )
+        recorded = os.path.join(staging, files.EVAL_VIDEOS)
+        video_dir = os.path.join(args.run_dir, files.EVAL_VIDEOS)
         shutil.rmtree(video_dir, ignore_errors=True)
         os.makedirs(recorded, exist_ok=True)  # a recorder that makes its folder with its first video only
         os.rename(recorded, video_dir)

@@ -50,14 +50,9 @@ def run(argv: list[str]) -> int:
                 f"proxima solve sets {flag} itself (from ENV_ID); give it to proxima train instead"
             )
     preset = tasks[env_id]["name"] if env_id is not None else None
+    hidden = ("env_id", "env_factory")
     flags, args = parse_command(
-        argv,
-        "proxima solve",
-        SolveFlags,
-        instructions=(),
-        preset=preset,
-        description=about,
-        hidden=("env_id", "env_factory"),
+        argv, "proxima solve", SolveFlags, instructions=(), preset=preset, description=about, hidden=hidden
     )
     if flags.task != env_id:  # the preset is read before the flags: the task comes first
         raise UserError(f"give ENV_ID first: proxima solve {flags.task} [TRAIN FLAGS]")
@@ -73,9 +68,7 @@ def run(argv: list[str]) -> int:
     steps = read_json(os.path.join(args.run.run_dir, files.AGENT_JSON))["global_step"]
     scored = ""
     best = os.path.join(args.run.run_dir, files.BEST)
-    if args.run.save_best and os.path.isdir(
-        best
-    ):  # PPO's policy can get worse late in a run: score the best one
+    if args.run.save_best and os.path.isdir(best):  # PPO's policy can get worse late in a run: score the best
         from proxima.run.agent import load
 
         agent, meta = load(best), read_json(os.path.join(best, files.AGENT_JSON))

@@ -124,11 +124,8 @@ def _grid_settings(argv: list[str], grid: list[str]):
     settings = []
     for label, setting in grid_settings(axes):
         flags = [
-            token
-            for name, value in setting.items()
-            for token in ("--" + name.replace("_", "-"), *value.split())
+            t for name, value in setting.items() for t in ("--" + name.replace("_", "-"), *value.split())
         ]
-        settings.append(
-            (label, parse_train_args(train_argv + flags, prog="proxima sweep", instructions=("config",)))
-        )
+        args = parse_train_args(train_argv + flags, prog="proxima sweep", instructions=("config",))
+        settings.append((label, args))
     return settings

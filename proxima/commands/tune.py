@@ -75,9 +75,8 @@ def run(argv: list[str]) -> int:
             return _tune_done(resume_tune(flags.resume, flags.address, trust_code=flags.trust_code))
         except TrainingInterrupted as e:
             return _tune_interrupted(e, flags.resume)
-    for flag in ("--run-dir",):
-        if flag_value(argv, flag) is not None:
-            raise UserError(f"proxima tune sets {flag} of each run; give --output-dir instead")
+    if flag_value(argv, "--run-dir") is not None:
+        raise UserError("proxima tune sets --run-dir of each run; give --output-dir instead")
     train_argv = without_own_flags(argv, TuneFlags)
 
     def read(name: str, text: str):

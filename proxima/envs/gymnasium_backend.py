@@ -536,20 +536,11 @@ class GymnasiumVecEnv:
         with self._worker_errors_quiet():
             self.envs.close()
 
-    @contextlib.contextmanager
-    def _worker_errors_quiet(self):
-        """AsyncVectorEnv reports a worker's exception as warnings (its traceback included) before raising
-        it again here; the exception, which becomes an ``EnvError``, is enough: a failed run ends with one line."""
-        if not self._asynchronous:
-            yield
-            return
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", module=r"gymnasium\.vector\.async_vector_env")
-            yield
+    def _worker_errors_quiet(self) -> contextlib.AbstractContextManager:
+        return _workers_quiet() if self._asynchronous else contextlib.nullcontext()
 
     def state_dict(self) -> None:
-        # A Gymnasium env's state is an arbitrary Python object; saving it would mean pickling it.
-        return None
+        return None  # a Gymnasium env's state is an arbitrary Python object; saving it would mean pickling it
 
     def load_state_dict(self, state: dict[str, Tensor]) -> None:
         raise NotImplementedError("Gymnasium envs cannot be restored; reset them instead")
@@ -569,8 +560,7 @@ def call_envs(envs: EnvCalls, name: str, *args, **kwargs) -> tuple:
     """``envs.call`` (``GymnasiumVecEnv.call``), for any Gymnasium vector env: a name no sub-env has is a
     one-line ``UserError``, an exception raised in the env an ``EnvError``."""
     _check_attr(envs, name)
-    with warnings.catch_warnings():  # AsyncVectorEnv warns with the worker's traceback before raising
-        warnings.filterwarnings("ignore", module=r"gymnasium\.vector\.async_vector_env")
+    with _workers_quiet():
         return env_call(envs.call, name, *args, **kwargs)
 
 
@@ -578,9 +568,17 @@ def set_env_attr(envs: EnvCalls, name: str, values) -> None:
     """``envs.set_attr`` (``GymnasiumVecEnv.set_attr``), for any Gymnasium vector env."""
     values = per_env_values(values, envs.num_envs)
     _check_attr(envs, name)
+    with _workers_quiet():
+        env_call(envs.set_attr, name, values)
+
+
+@contextlib.contextmanager
+def _workers_quiet():
+    """AsyncVectorEnv reports a worker's exception as warnings (its traceback included) before raising it again
+    here; the exception, which becomes an ``EnvError``, is enough: a failed run ends with one line."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", module=r"gymnasium\.vector\.async_vector_env")
-        env_call(envs.set_attr, name, values)
+        yield
 
 
 def _check_attr(envs: EnvCalls, name: str) -> None:
@@ -610,22 +608,20 @@ def _env_factory(
     """``video_episodes``: record the first that many episodes; None: Gymnasium's 0, 1, 8, 27, ... schedule.
     ``worker``: the env lives in its own process (AsyncVectorEnv), where this runs."""
 
-    env_id = make.env_id
-
     def make_one() -> gym.Env:
         if worker:
             # Ctrl-C reaches the whole process group; the trainer handles it (checkpoint, then exit), so a
             # worker must not die of it mid-update.
             signal.signal(signal.SIGINT, signal.SIG_IGN)
         if video_dir is None:
-            return _Tidy(make(), env_id, layout)
+            return _Tidy(make(), make.env_id, layout)
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # rgb_array needs no display; keeps SDL quiet
         trigger = None if video_episodes is None else (lambda episode: episode < video_episodes)
 
         def record(env: gym.Env) -> gym.Env:
             return gym.wrappers.RecordVideo(env, video_dir, episode_trigger=trigger, disable_logger=True)
 
-        return _Tidy(make(render_mode="rgb_array", record=record), env_id, layout)
+        return _Tidy(make(render_mode="rgb_array", record=record), make.env_id, layout)
 
     return make_one
 

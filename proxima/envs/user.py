@@ -84,9 +84,8 @@ def describe_env(env) -> tuple[str, str]:
     if qualname and qualname.endswith("<lambda>"):
         return label, "<lambda>"
     if module and qualname and "<locals>" not in qualname and module != "__main__":
-        trust.remember(
-            "env_factory", f"{module}:{qualname}"
-        )  # given by the user: the run's files may name it
+        # given by the user: the run's files may name it
+        trust.remember("env_factory", f"{module}:{qualname}")
         return label, f"{module}:{qualname}"
     return label, "<callable>"  # defined in a function or a script: nothing to import it from
 
@@ -249,8 +248,7 @@ class UserVectorEnv:
             return
         env_call(self.envs.reset, seed=0)  # the run's own reset seeds the envs again
         stepped = self._obs(env_call(self.envs.step, self.envs.action_space.sample())[0])
-        mask = np.zeros(self.num_envs, dtype=bool)
-        mask[0] = True
+        mask = np.arange(self.num_envs) == 0
         try:
             after = self._obs(self.envs.reset(options={"reset_mask": mask})[0])
         except Exception as e:
@@ -375,17 +373,8 @@ def _stack(observations, space: gym.Space):
 def _end_infos(info: dict, done: np.ndarray, keys: InfoKeys) -> dict[int, dict]:
     """Env index -> the kept keys of its info at the step its episode ended, from a vector env's batched info
     (each key an array, with ``_key`` saying which envs gave it)."""
-    out = {}
-    for i in np.flatnonzero(done):
-        out[int(i)] = {
-            key: value[i]
-            for key, value in info.items()
-            if not key.startswith("_")
-            and (keys == "all" or key in keys)
-            and f"_{key}" in info
-            and info[f"_{key}"][i]
-        }
-    return out
+    wanted = [k for k in info if not k.startswith("_") and (keys == "all" or k in keys) and f"_{k}" in info]
+    return {int(i): {k: info[k][i] for k in wanted if info[f"_{k}"][i]} for i in np.flatnonzero(done)}
 
 
 # Modules whose ids are registered as soon as proxima runs: an id of theirs needs no module named.

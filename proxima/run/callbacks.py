@@ -46,7 +46,7 @@ from proxima.policy.distributions import DiagGaussianHead
 from proxima.policy.networks import ActorCritic
 from proxima.policy.stacked import plain_mlps
 from proxima.run.agent import Agent
-from proxima.run.config import PPOArgs
+from proxima.run.config import EnvSettings, PPOArgs
 from proxima.run.evaluate import deterministic_returns, run_episodes
 from proxima.run.health import HealthMonitor, HealthWarning
 from proxima.run.logger import RunLogger, info_number, log_session
@@ -442,9 +442,8 @@ class Logging(Callback):
         self.global_step = 0  # of the last update logged: where the logs' offsets stand
 
     def on_train_start(self, run: RunView) -> None:
-        if (
-            run.args.run.track
-        ):  # before TensorBoard, which it mirrors; a resumed run continues the same W&B run
+        # before TensorBoard, which it mirrors; a resumed run continues the same W&B run
+        if run.args.run.track:
             self.wandb_run = _init_wandb(run.args, run.run_dir, self.wandb_id, self.wandb_group)
             self.wandb_id = self.wandb_run.id
         wandb_run = self.wandb_run if self.wandb_group is not None else None
@@ -691,8 +690,10 @@ class SelfPlay(Callback):
 
     state_key = "self_play"
 
-    def __init__(self, every: int, size: int, latest: float, random_moves: float = 0.0):
-        self.pool = OpponentPool(every, size, latest, random_moves)
+    def __init__(self, env: EnvSettings):
+        self.pool = OpponentPool(
+            env.self_play_every, env.self_play_pool, env.self_play_latest, env.self_play_random_moves
+        )
 
     def on_train_start(self, run: RunView) -> None:
         self.pool.open(run.envs, run.run_dir, run.device)
@@ -728,45 +729,29 @@ class StdCap(Callback):
 def default_callbacks(run: RunView, user: Sequence[Callback] = ()) -> list[Callback]:
     """The built-in callbacks a run's settings ask for, in the order they must run, with ``user``'s after
     evaluation (so they see ``eval_return``) and before logging (so what they add to the record is logged)."""
-    args = run.args
-    callbacks: list[Callback] = (
-        [StdCap(args.algorithm.action_std_end)] if args.algorithm.action_std_end is not None else []
-    )
-    if args.run.eval_every:
-        rescore = {"rescore": args.run.rescore_best, "rescore_episodes": args.run.rescore_episodes}
-        callbacks.append(
-            Evaluation(
-                args.run.eval_every,
-                args.run.eval_episodes,
-                args.run.stop_return,
-                args.run.save_best,
-                **rescore,
-            )
-        )
-    if is_selfplay_id(args.env.env_id):
-        env = args.env
-        pool = (env.self_play_every, env.self_play_pool, env.self_play_latest, env.self_play_random_moves)
-        callbacks.append(SelfPlay(*pool))
+    args, env, r, head = run.args, run.args.env, run.args.run, run.model.head
+    std_end = args.algorithm.action_std_end
+    callbacks: list[Callback] = [StdCap(std_end)] if std_end is not None else []
+    if r.eval_every:
+        rescore = (r.rescore_best, r.rescore_episodes)
+        callbacks.append(Evaluation(r.eval_every, r.eval_episodes, r.stop_return, r.save_best, *rescore))
+    if is_selfplay_id(env.env_id):
+        callbacks.append(SelfPlay(env))
     callbacks += list(user)
-    discrete = run.model.head.discrete
-    monitor = HealthMonitor(
-        args.num_updates,
-        discrete=discrete,
-        action_dim=int(np.prod(run.model.head.action_shape or (1,))),
-        has_critic=run.model.critic is not None,
-    )
+    action_dim = int(np.prod(head.action_shape or (1,)))
+    monitor = HealthMonitor(args.num_updates, head.discrete, action_dim, run.model.critic is not None)
     callbacks += [
         Health(monitor),
-        Logging(args.run.log_info),
+        Logging(r.log_info),
         NonFiniteStop(),
         Progress(),
-        Checkpointing(args.run.checkpoint_every),
+        Checkpointing(r.checkpoint_every),
     ]
-    if args.env.capture_video:
+    if env.capture_video:
         callbacks.append(TensorBoardVideos())
-    if args.run.plot:
+    if r.plot:
         callbacks.append(LearningCurve())
-    if args.run.report:
+    if r.report:
         callbacks.append(ReportPageWriter(REWRITE_S))
     return callbacks
 

@@ -63,9 +63,7 @@ NON_NEGATIVE = Must(lambda v: v >= 0, "non-negative")
 UNIT = Must(lambda v: 0 < v <= 1, "in (0, 1]")
 PROBABILITY = Must(lambda v: 0 <= v <= 1, "a probability in [0, 1]")
 UPDATES = Must(lambda v: v >= 0, "0 or a positive number of updates")
-SEED = Must(
-    lambda v: 0 <= v <= 2**32 - 1, "an integer from 0 to 2**32 - 1 (4294967295)"
-)  # numpy's seeds: 32 bits
+SEED = Must(lambda v: 0 <= v <= 2**32 - 1, "an integer from 0 to 2**32 - 1 (4294967295)")  # numpy's: 32 bits
 KWARGS = Must(
     lambda v: all(isinstance(k, str) for k in v), "a dict of the env constructor's keyword arguments"
 )
@@ -404,9 +402,8 @@ class PPOArgs:
     run: RunSettings = field(default_factory=RunSettings)
 
     def __post_init__(self) -> None:
-        for (
-            group
-        ) in GROUPS:  # every setting, however the PPOArgs was made; the checks across them: validate()
+        # every setting, however the PPOArgs was made; the checks across them: validate()
+        for group in GROUPS:
             check_fields(getattr(self, group))
 
     @property
@@ -454,11 +451,7 @@ class PPOArgs:
 
     def flat(self) -> dict:
         """Every setting by its flat name, in the groups' order."""
-        return {
-            name: value
-            for group in GROUPS
-            for name, value in dataclasses.asdict(getattr(self, group)).items()
-        }
+        return {k: v for group in GROUPS for k, v in dataclasses.asdict(getattr(self, group)).items()}
 
     def to_json(self) -> dict:
         """``config.json``'s content: the settings by group, with the format's version."""
@@ -557,12 +550,8 @@ def load_preset(name_or_path: str) -> dict:
 
 def solve_presets() -> dict[str, str]:
     """Env id -> the shipped preset that solves it fastest (the presets with a ``solve`` entry)."""
-    found = {}
-    for name in preset_names():
-        data = read_preset(name)
-        if "solve" in data:
-            found[data["env_id"]] = name
-    return found
+    presets = {name: read_preset(name) for name in preset_names()}
+    return {data["env_id"]: name for name, data in presets.items() if "solve" in data}
 
 
 def is_preset_file(name_or_path: str) -> bool:
@@ -617,14 +606,13 @@ def parse_env_kwargs(text: str | None, flag: str = "--env-kwargs") -> dict | Non
     """``--env-kwargs``' JSON object as a dict (None or empty text: none)."""
     if text is None or not text.strip():
         return None
+    words = f"{flag} must be a JSON object such as '{{\"size\": 8}}', got {text!r}"
     try:
         value = json.loads(text)
     except json.JSONDecodeError as e:
-        raise UserError(
-            f"{flag} must be a JSON object such as '{{\"size\": 8}}', got {text!r} ({e})"
-        ) from None
+        raise UserError(f"{words} ({e})") from None
     if not isinstance(value, dict):
-        raise UserError(f"{flag} must be a JSON object such as '{{\"size\": 8}}', got {text!r}")
+        raise UserError(words)
     return value
 
 

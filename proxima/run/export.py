@@ -126,10 +126,8 @@ class ExportedPolicy(nn.Module):
         self.n_obs_inputs = len(inputs)
         outputs = [Port("action", np.dtype(action_space.dtype).name, tuple(model.head.action_shape))]
         if self.recurrent:
-            state = (
-                model.spec.network.lstm_layers,
-                model.spec.network.lstm_hidden_size,
-            )  # the batch axis goes between
+            # the batch axis goes between
+            state = (model.spec.network.lstm_layers, model.spec.network.lstm_hidden_size)
             inputs += [Port("h", "float32", state, 1), Port("c", "float32", state, 1)]
             inputs.append(Port("episode_start", "bool", ()))
             outputs += [Port("h_next", "float32", state, 1), Port("c_next", "float32", state, 1)]
@@ -219,10 +217,8 @@ def export(
     if isinstance(agent_or_run_dir, Agent):
         agent, default_dir = agent_or_run_dir, "."
     else:
-        agent, default_dir = (
-            Agent.load(os.fspath(agent_or_run_dir), encoder=encoder, trust_code=trust_code),
-            os.fspath(agent_or_run_dir),
-        )
+        default_dir = os.fspath(agent_or_run_dir)
+        agent = Agent.load(default_dir, encoder=encoder, trust_code=trust_code)
     path = output if output is not None else os.path.join(default_dir, "policy" + FORMATS[format])
     other = next((f for f, ext in FORMATS.items() if f != format and path.endswith(ext)), None)
     if other is not None:  # an ONNX file named .pt would not load where the name says it should
@@ -343,13 +339,13 @@ def _as_tuple(out) -> tuple:
 
 def describe(agent: Agent, policy: ExportedPolicy, format: str, detail: dict) -> dict:
     """The JSON beside the file: what a program that runs it needs to know."""
-    spec = agent.model.spec
+    net = agent.model.spec.network
     recurrent = None
     if policy.recurrent:
         recurrent = {
-            "type": spec.network.recurrent,
-            "layers": spec.network.lstm_layers,
-            "hidden_size": spec.network.lstm_hidden_size,
+            "type": net.recurrent,
+            "layers": net.lstm_layers,
+            "hidden_size": net.lstm_hidden_size,
             "state": ["h", "c"],
             "initial_state": "zeros",
         }
@@ -367,5 +363,5 @@ def describe(agent: Agent, policy: ExportedPolicy, format: str, detail: dict) ->
         "outputs": [p.to_json() for p in policy.output_ports],
         "action_mask": policy.mask_input is not None,
         "recurrent": recurrent,
-        "norm_obs": spec.network.norm_obs,
+        "norm_obs": net.norm_obs,
     }

@@ -59,9 +59,8 @@ CHARTS = (
     "old_approx_kl", "clipfrac", "explained_variance", "learning_rate", "grad_norm", "sps",
 )  # fmt: skip
 NOT_CHARTED = {"global_step", "time_s"}  # the x-axes
-WARNING_CHART = {
-    "flat_critic": "value_loss"
-}  # a warning kind marks the chart of the same name, else this one
+# a warning kind marks the chart of the same name, else this one
+WARNING_CHART = {"flat_critic": "value_loss"}
 BUCKETS = 1000  # per series for one run (each keeps 2 points); shared among the runs of a multi-run page
 GRID = 200  # points of a group's mean and band
 VIDEO_BYTES = 3_000_000  # embedded videos per page, at most
@@ -259,11 +258,10 @@ def find_runs(paths: list[str]) -> tuple[list[RunData], str, list[dict]]:
 def _group(runs: list[RunData]) -> None:
     """Runs that differ only in their seed form a group, named by the settings that tell the groups apart."""
     ungrouped = [r for r in runs if not r.group]
-    keys = {}
-    for r in ungrouped:
-        keys[r.run_dir] = json.dumps(
-            {k: v for k, v in r.config.items() if k not in NOT_SETTINGS}, sort_keys=True
-        )
+    keys = {
+        r.run_dir: json.dumps({k: v for k, v in r.config.items() if k not in NOT_SETTINGS}, sort_keys=True)
+        for r in ungrouped
+    }
     distinct = list(dict.fromkeys(keys.values()))
     if not distinct:  # a sweep's runs: grouped by its settings
         return
@@ -342,10 +340,7 @@ def _chart(key: str, title: str, xlabel: str, runs: list[RunData], groups: list[
     if not any(len(x) for x, _ in curves):
         return None
     buckets = max(25, BUCKETS // len(runs))  # a page of many runs stays as small as one of a few
-    tables = []
-    for x, y in curves:
-        dx, dy = decimate(x, y, buckets)
-        tables.append([_numbers(dx), _numbers(dy)])
+    tables = [[_numbers(dx), _numbers(dy)] for dx, dy in (decimate(x, y, buckets) for x, y in curves)]
     bands = []
     for g, name in enumerate(groups):
         members = [c for r, c in zip(runs, curves, strict=True) if r.group == name and len(c[0])]

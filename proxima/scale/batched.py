@@ -6,7 +6,7 @@ Each seed keeps its own ``ActorCritic``, whose parameters and buffers are *views
 batched update writes, the seed's evaluation, checkpoint and saved agent see, and a normalization statistic that a
 seed's model updates in place is the stacked one. Nothing is shared across seeds: each has its own random
 generators (its run's ``seeding.RunStreams``, the solo run's), statistics, advantage normalization per minibatch, and gradient-norm clipping
-(``clip_grad_norms``), and Adam step count (``optim.SeedAdam``: Adam is elementwise, so one Adam over the stacked
+(``clip_grad_norms``), and Adam step count (``optim.Adam``: Adam is elementwise, so one Adam over the stacked
 tensors steps each seed as its own would).
 A seed's run is thus the algorithm of a solo run with its seed, on the same env seeds and random draws; only
 the batched kernels round differently (``tests/test_num_seeds.py`` measures by how much).
@@ -22,7 +22,7 @@ import torch
 from torch import Tensor, nn
 from torch.func import functional_call, vmap
 
-from proxima.algo.optim import SeedAdam
+from proxima.algo.optim import Adam
 from proxima.algo.storage import Batch, RolloutBuffer, SequenceBatch, minibatches
 from proxima.algo.update import UpdateSettings, learn, minibatch_loss, one_member
 from proxima.policy.protocol import Policy
@@ -212,7 +212,7 @@ def clip_grad_norms(params: list[Tensor], max_norm: float) -> Tensor:
 
 def update_seeds(
     stacked: StackedModels,
-    optimizer: SeedAdam,
+    optimizer: Adam,
     batch: Batch,
     settings: UpdateSettings,
     generators: list[torch.Generator],
@@ -229,7 +229,7 @@ class SeedLearner:
     def __init__(
         self,
         stacked: StackedModels,
-        optimizer: SeedAdam,
+        optimizer: Adam,
         batch: Batch,
         settings: UpdateSettings,
         generators: list[torch.Generator],

@@ -15,7 +15,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from proxima.algo.optim import SeedAdam, make_adam
+from proxima.algo.optim import make_adam
 from proxima.algo.storage import RolloutBuffer
 from proxima.base import seeding, trust
 from proxima.base.errors import (
@@ -192,7 +192,6 @@ class SeedGroup:
             seeds=len(runs),
             eps=args.algorithm.adam_eps,
         )
-        assert isinstance(optimizer, SeedAdam)  # make_adam's, for seeds
         self.optimizer = optimizer
         self.model = SeedModel(self.stacked, [r.streams.actions for r in runs], self.rows)
         collector = SeedRecurrentCollector if args.network.recurrent else SeedCollector

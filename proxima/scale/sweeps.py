@@ -451,10 +451,8 @@ def summarize(out: str, plan: dict, errors: dict[str, str] | None = None) -> Swe
                                                            "trials": rows}))  # fmt: skip
     with open(os.path.join(out, RESULTS_MD), "w") as f:
         f.write(results_table(settings, rows, plan["title"]))
-    groups = {
-        label: [r["run_dir"] for r in rows if r["setting"] == label and r["status"] == "finished"]
-        for label in labels
-    }
+    finished = [r for r in rows if r["status"] == "finished"]
+    groups = {label: [r["run_dir"] for r in finished if r["setting"] == label] for label in labels}
     groups = {label: runs for label, runs in groups.items() if runs}
     if groups:
         try:
