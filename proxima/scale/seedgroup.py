@@ -580,7 +580,7 @@ def resume_seeds(
 def _resume_seeds(
     parent: str, quiet: bool, callbacks: list[Callback] | None, env, torch_threads, trust_code: bool, named
 ) -> list[Agent]:
-    links_inside(parent)  # as for one run (trainer.resuming)
+    links_inside(parent)  # as for one run (trainer.resumed_run)
     path = os.path.join(parent, SEEDS_JSON)
     stored = PPOArgs.from_json(read_json(path), path)
     trust.check_settings(path, stored, env=env, trusted=trust_code, named=named)

@@ -264,34 +264,16 @@ def resuming(
         what = "is a file" if os.path.isfile(run_dir) else "does not exist"
         raise UserError(f"run directory {run_dir!r} {what}; give a directory written by `proxima train`")
     with lock_directory(run_dir, instead=None):  # before the checkpoint is read: another may be writing it
-        return (
-            yield from _resuming(
-                run_dir, quiet, callbacks, total_timesteps, env, torch_threads, trust_code, named
-            )
-        )
-
-
-def _resuming(
-    run_dir: str,
-    quiet: bool,
-    callbacks,
-    total_timesteps: int | None,
-    env,
-    torch_threads,
-    trust_code: bool,
-    named,
-) -> Updates:
-    """``resuming`` in ``run_dir``, which this process holds."""
-    if os.path.exists(os.path.join(run_dir, SEEDS_JSON)):
-        if total_timesteps is not None:
-            raise UserError(
-                "a batched run (--num-seeds) resumes to the steps it was started for: drop total_timesteps"
-            )
-        return resume_seeds(run_dir, quiet, callbacks, env, torch_threads, trust_code, named)
-    with resumed_run(
-        run_dir, quiet, callbacks, total_timesteps, env, torch_threads, trust_code, named
-    ) as run:
-        return (yield from steps(run))
+        if os.path.exists(os.path.join(run_dir, SEEDS_JSON)):
+            if total_timesteps is not None:
+                raise UserError(
+                    "a batched run (--num-seeds) resumes to the steps it was started for: drop total_timesteps"
+                )
+            return resume_seeds(run_dir, quiet, callbacks, env, torch_threads, trust_code, named)
+        with resumed_run(
+            run_dir, quiet, callbacks, total_timesteps, env, torch_threads, trust_code, named
+        ) as run:
+            return (yield from steps(run))
 
 
 @contextlib.contextmanager

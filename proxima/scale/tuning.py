@@ -2,11 +2,11 @@
 or population-based training (PBT).
 
 A *sample* is one draw of the search space. It is one Tune trial, which trains the sample's ``seeds`` seeds
-(``seed`` … ``seed + seeds - 1``) in lockstep, one update of each in turn (``proxima.scale.trainer.training``), and
-reports their mean score after each round, so that the searcher and the scheduler judge a setting and not a
-lucky seed. Each seed's run is an ordinary run directory (``OUT/s003__seed2``) that draws from random
-generators of its own (``seeding.RunStreams``), so it computes exactly what ``proxima train --seed 2`` with
-the sample's settings computes alone.
+(``seed`` … ``seed + seeds - 1``) in lockstep, one update of each in turn (a ``Sample``, which ``loop.steps``
+drives), and reports their mean score after each round, so that the searcher and the scheduler judge a setting
+and not a lucky seed. Each seed's run is an ordinary run directory (``OUT/s003__seed2``) that draws from random
+generators of its own (``seeding.RunStreams``), so it computes exactly what ``proxima train --seed 2`` with the
+sample's settings computes alone.
 
 The score of a seed is its last deterministic evaluation (``metric="eval_return"``, which needs
 ``eval_every``) or the mean return of its last 20 episodes (``"return"``). A trial ASHA stops raises
@@ -648,9 +648,8 @@ class Sample:
     def __init__(self, plan: dict, name: str, scores: list[Score], report):
         self.plan, self.name, self.scores, self.report = plan, name, scores, report
         self.members: dict[Run, int] = {}  # each seed's run, to its index in the plan's seeds
-        self.last: dict[
-            int, Run
-        ] = {}  # the seeds' runs that have updated, for their rows and Tune's checkpoints
+        # the seeds' runs that have updated, by index: for their rows and Tune's checkpoints
+        self.last: dict[int, Run] = {}
         self.ended: list[Run] = []
         self.at: Run | None = None  # the run whose update is under way: its failure is named by it
         self.marks: list[int] | None = None  # the last multiple of perturbation_steps reported (_report)
