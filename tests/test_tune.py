@@ -4,6 +4,7 @@ settings; the best settings come out as a preset; a killed search finishes on --
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,7 +15,9 @@ import pytest
 from safetensors.numpy import load_file
 
 import proxima
+from proxima.base.errors import TrainingInterrupted
 from proxima.commands import main
+from proxima.run.checkpoint import read_header
 from proxima.run.config import resolve_args
 from proxima.scale import executors
 from proxima.scale.tuning import _plan, domain, make_searcher, parse_space_item, run_sample, spec_of
@@ -116,6 +119,39 @@ def test_a_samples_seeds_in_lockstep_compute_exactly_what_solo_runs_compute(tmp_
         assert row["status"] == "finished" and row["updates"] == 8
         returns = [json.loads(line)["return"] for line in open(solo / "episodes.jsonl")][-20:]
         assert row["score"] == pytest.approx(np.mean(returns))
+
+
+def test_a_resumed_samples_seeds_at_different_updates_each_train_to_their_end_as_solo_runs(tmp_path):
+    """A search killed between its seeds' checkpoints leaves them at different updates: on resume, each trains
+    from its own to its end (the one ahead ends a round early) and computes what its solo run computes."""
+    base = resolve_args(env_id="CartPole-v1", env_backend="native", num_envs=4, num_steps=64,
+                        total_timesteps=2048, plot=False, report=False, seed=3)  # fmt: skip
+    plan = _plan(base, {"learning_rate": ["choice", [1e-3]]}, "random", 1, "return", "max", 2, "fifo", None, 1,
+                 None)  # fmt: skip
+    settings = {"learning_rate": 1e-3}
+
+    def stopped_after(updates: int):  # a stop asked after each seed's update `updates`
+        calls = iter(range(10**6))
+        return lambda: signal.SIGTERM if next(calls) >= 2 * (updates - 1) else None
+
+    out, behind = tmp_path / "tune", tmp_path / "behind"
+    for directory, updates in ((out, 3), (behind, 1)):
+        directory.mkdir()
+        with pytest.raises(TrainingInterrupted):
+            run_sample(str(directory), plan, "s001", settings, stop=stopped_after(updates))
+    shutil.rmtree(out / "s001__seed3")  # seed 3 checkpointed after update 1, seed 4 after update 3
+    shutil.copytree(behind / "s001__seed3", out / "s001__seed3")
+    at = [read_header(str(out / f"s001__seed{seed}" / "checkpoint.safetensors"))["update"] for seed in (3, 4)]
+    assert at == [1, 3]
+    assert run_sample(str(out), plan, "s001", settings)["status"] == "finished"
+    for seed in (3, 4):
+        solo = tmp_path / f"solo{seed}"
+        proxima.train(base.replace(**settings, seed=seed, run_dir=str(solo), torch_threads=1, quiet=True))
+        sample = out / f"s001__seed{seed}"
+        assert _metrics(sample) == _metrics(solo)
+        ours, theirs = load_file(sample / "model.safetensors"), load_file(solo / "model.safetensors")
+        assert all(np.array_equal(ours[k], theirs[k]) for k in theirs)
+        assert _json(sample / "trial.json")["updates"] == 8
 
 
 def _drawn(searcher, plan, count, offset=0):

@@ -86,8 +86,8 @@ M = TypeVar("M", bound="Run")
 
 
 class Driven(Protocol[M]):
-    """What ``steps`` drives: a ``Run``, whose one member is itself, or a ``SeedGroup``, one member per seed
-    (``proxima.scale.seedgroup``). Its seams are what differs between them: ``start`` (the members that train,
+    """What ``steps`` drives: a ``Run``, whose one member is itself, a ``SeedGroup``, one member per seed
+    (``proxima.scale.seedgroup``), or a tune sample, one ``Run`` per seed (``proxima.scale.tuning``). Its seams are what differs between them: ``start`` (the members that train,
     each with its ``callbacks``; the notes shown), ``update`` (one update of every live member: each one's
     result), ``stopping`` (a member's callbacks stop it), ``leave`` (members that end: they finish),
     ``interrupt`` (a member's callback raised ``TrainingInterrupted``: raise it, the live members checkpointed),

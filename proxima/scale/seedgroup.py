@@ -10,6 +10,7 @@ import contextlib
 import dataclasses
 import os
 import shutil
+from collections.abc import Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -311,10 +312,7 @@ class SeedGroup:
     def interrupt(self, live: list[SeedRun], first: TrainingInterrupted) -> None:
         """One seed's Checkpointing got the signal: every other seed checkpoints too, and the group stops."""
         self.save(live)
-        for run in live:
-            for callback in run.callbacks:
-                if isinstance(callback, Checkpointing) and not callback.hits:
-                    run.save_checkpoint()
+        checkpoint_the_rest(live)
         raise TrainingInterrupted(
             self.parent, live[0].updates_done, self.args.num_updates, first.exit_status - 128
         )
@@ -384,6 +382,14 @@ class SeedGroup:
 
     def trained(self) -> list[Agent]:
         return [run.agent for run in self.runs]
+
+
+def checkpoint_the_rest(runs: Sequence[Run]) -> None:
+    """Of runs trained together, one's ``Checkpointing`` got the signal and checkpointed: the others do too."""
+    for run in runs:
+        for callback in run.callbacks:
+            if isinstance(callback, Checkpointing) and not callback.hits:
+                run.save_checkpoint()
 
 
 def check_seeds(args: PPOArgs, env) -> None:
@@ -516,16 +522,17 @@ def train_seeds(
     with lock_directory(parent):
         if not requeued:
             check_run_dir_free(parent)
-        with _holding([_dir(seed) for seed in _seed_args(args, parent)]):
+        with holding([_dir(seed) for seed in _seed_args(args, parent)]):
             return _train_seeds(args, parent, callbacks, env)
 
 
 @contextlib.contextmanager
-def _holding(run_dirs: list[str]):
-    """The lock of each of ``run_dirs`` (``proxima.base.files.lock_directory``), in order."""
+def holding(run_dirs: list[str], wait_s: float = 0.0):
+    """The lock of each of ``run_dirs`` (``proxima.base.files.lock_directory``, waiting ``wait_s`` for each), in
+    order."""
     with contextlib.ExitStack() as stack:
         for run_dir in run_dirs:
-            stack.enter_context(lock_directory(run_dir, instead=None))
+            stack.enter_context(lock_directory(run_dir, instead=None, wait_s=wait_s))
         yield
 
 
@@ -565,14 +572,14 @@ def resume_seeds(
     run was trained on, given again. ``torch_threads``: another thread count than the run's (written to its
     seeds.json; the continuation then rounds differently). ``trust_code``, ``named``: as ``resuming``'s. This
     process holds RUN_DIR and its seeds'."""
-    with lock_directory(parent, instead=None), _holding(seed_run_dirs(parent)):
+    with lock_directory(parent, instead=None), holding(seed_run_dirs(parent)):
         return _resume_seeds(parent, quiet, callbacks, env, torch_threads, trust_code, named)
 
 
 def _resume_seeds(
     parent: str, quiet: bool, callbacks: list[Callback] | None, env, torch_threads, trust_code: bool, named
 ) -> list[Agent]:
-    links_inside(parent)  # as for one run (trainer.resuming)
+    links_inside(parent)  # as for one run (trainer.resumed_run)
     path = os.path.join(parent, SEEDS_JSON)
     stored = PPOArgs.from_json(read_json(path), path)
     trust.check_settings(path, stored, env=env, trusted=trust_code, named=named)

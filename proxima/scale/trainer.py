@@ -1,12 +1,15 @@
 """Training and resuming as ``proxima train`` does them: ``train`` (``training``), ``resume`` (``resuming``) and
 ``requeue`` take what a user gives, check it, and build a ``Run`` for the loop (``proxima.run.loop``), or, for
-``--num-seeds``, the seeds' runs for their group (``proxima.scale.seedgroup``).
+``--num-seeds``, the seeds' runs for their group (``proxima.scale.seedgroup``). ``new_run`` and ``resumed_run``
+make the ``Run`` alone, for a driver that trains several (a tune sample's seeds, ``proxima.scale.tuning``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+from collections.abc import Iterator
 
 import gymnasium as gym
 import torch
@@ -107,9 +110,8 @@ def training(
     **overrides,
 ) -> Updates:
     """``train`` one update at a time: a generator that yields ``(run, result)`` after each update (its callbacks
-    done) and returns the agent when the run ends. Stepping several of them in turn trains several runs in one
-    thread, as ``proxima tune`` does for the seeds of a sample; closing one early (``close()``) ends its run
-    where it stands, without the end-of-run save."""
+    done) and returns the agent when the run ends; closing it early (``close()``) ends its run where it stands,
+    without the end-of-run save."""
     callbacks = user_callbacks(callbacks)
     if resume is not None:
         if resume_if_exists:
@@ -125,15 +127,7 @@ def training(
                 f"run's config.json holds its settings), not {given}"
             )
         return (yield from resuming(resume, callbacks=callbacks, env=env, **overrides))
-    env, args, overrides = take_env(env, args, overrides)
-    args = resolve_args(args, config=config, **overrides).validate()
-    for setting, name in trust.names_of(args).items():  # the user's own: a run's files may name them later
-        trust.remember(setting, name)
-    env = env_of(args, env)
-    if env is not None and not args.env.env_id.startswith("object:"):  # --env-factory given, not env=
-        args = args.replace(env_id=describe_env(env)[0])
-    if args.run.num_seeds > 1:
-        check_seeds(args, env)
+    args, env = checked(args, config, env, **overrides)
     run_dir = args.run.run_dir
     if run_dir is None:
         if resume_if_exists:
@@ -146,19 +140,40 @@ def training(
     waiting = None if args.run.quiet else (lambda text: print(text, flush=True))
     with lock_directory(run_dir, instead=None if resume_if_exists else "--run-dir",
                         wait_s=WRITER_WAIT_S if resume_if_exists else 0.0, waiting=waiting):  # fmt: skip
-        return (yield from _training(args, run_dir, callbacks, env, resume_if_exists))
+        if resume_if_exists:
+            agent = requeue(args, callbacks, env)
+            if agent is not None:
+                return agent
+        if args.run.num_seeds > 1:
+            return train_seeds(args, callbacks, env, requeued=resume_if_exists, parent=run_dir)
+        with new_run(args, run_dir, callbacks, env, requeued=resume_if_exists) as run:
+            return (yield from steps(run))
 
 
-def _training(args: PPOArgs, run_dir: str, callbacks, env, resume_if_exists: bool) -> Updates:
-    """``training`` in ``run_dir``, which this process holds."""
-    if resume_if_exists:
-        agent = requeue(args, callbacks, env)
-        if agent is not None:
-            return agent
+def checked(args: PPOArgs | None, config: str | None = None, env=None, **overrides) -> tuple[PPOArgs, object]:
+    """``train``'s settings, layered and checked before anything is made, and the env object they train on (None:
+    ``args.env.env_id``)."""
+    env, args, overrides = take_env(env, args, overrides)
+    args = resolve_args(args, config=config, **overrides).validate()
+    for setting, name in trust.names_of(args).items():  # the user's own: a run's files may name them later
+        trust.remember(setting, name)
+    env = env_of(args, env)
+    if env is not None and not args.env.env_id.startswith("object:"):  # --env-factory given, not env=
+        args = args.replace(env_id=describe_env(env)[0])
     if args.run.num_seeds > 1:
-        return train_seeds(args, callbacks, env, requeued=resume_if_exists, parent=run_dir)
-    if not resume_if_exists:  # else the files in it are not a run's (requeue said so); held, as another run
-        check_run_dir_free(run_dir)  # would find a run that it writes now stopped before its first checkpoint
+        check_seeds(args, env)
+    return args, env
+
+
+@contextlib.contextmanager
+def new_run(
+    args: PPOArgs, run_dir: str, callbacks: list[Callback], env=None, requeued: bool = False
+) -> Iterator[Run]:
+    """The ``Run`` of ``checked`` settings in ``run_dir``, which this process holds, with its callbacks and its
+    config.json written, for ``steps`` to train; its envs and console closed after. ``requeued``: ``requeue``
+    found no run there (its files may be others'), else ``run_dir`` must be free."""
+    if not requeued:  # held, as another run would find a run that it writes now stopped before its checkpoint
+        check_run_dir_free(run_dir)
     device, notes = setup(args)
     written, envs = False, None
     run: Run | None = None
@@ -191,7 +206,7 @@ def _training(args: PPOArgs, run_dir: str, callbacks, env, resume_if_exists: boo
         written = True
         run.notes += notes
         run.callbacks = default_callbacks(run, callbacks or [])
-        return (yield from steps(run))
+        yield run
     finally:
         if run is not None:  # a progress bar started as the run was made
             run.console.close()
@@ -249,30 +264,31 @@ def resuming(
         what = "is a file" if os.path.isfile(run_dir) else "does not exist"
         raise UserError(f"run directory {run_dir!r} {what}; give a directory written by `proxima train`")
     with lock_directory(run_dir, instead=None):  # before the checkpoint is read: another may be writing it
-        return (
-            yield from _resuming(
-                run_dir, quiet, callbacks, total_timesteps, env, torch_threads, trust_code, named
-            )
-        )
+        if os.path.exists(os.path.join(run_dir, SEEDS_JSON)):
+            if total_timesteps is not None:
+                raise UserError(
+                    "a batched run (--num-seeds) resumes to the steps it was started for: drop total_timesteps"
+                )
+            return resume_seeds(run_dir, quiet, callbacks, env, torch_threads, trust_code, named)
+        with resumed_run(
+            run_dir, quiet, callbacks, total_timesteps, env, torch_threads, trust_code, named
+        ) as run:
+            return (yield from steps(run))
 
 
-def _resuming(
+@contextlib.contextmanager
+def resumed_run(
     run_dir: str,
-    quiet: bool,
-    callbacks,
-    total_timesteps: int | None,
-    env,
-    torch_threads,
-    trust_code: bool,
-    named,
-) -> Updates:
-    """``resuming`` in ``run_dir``, which this process holds."""
-    if os.path.exists(os.path.join(run_dir, SEEDS_JSON)):
-        if total_timesteps is not None:
-            raise UserError(
-                "a batched run (--num-seeds) resumes to the steps it was started for: drop total_timesteps"
-            )
-        return resume_seeds(run_dir, quiet, callbacks, env, torch_threads, trust_code, named)
+    quiet: bool = False,
+    callbacks: list[Callback] | None = None,
+    total_timesteps: int | None = None,
+    env=None,
+    torch_threads: int | None = None,
+    trust_code: bool = False,
+    named: dict | None = None,
+) -> Iterator[Run]:
+    """The ``Run`` in ``run_dir`` (one run's, which this process holds) as its checkpoint left it, with its
+    callbacks, for ``steps`` to train on (``resume`` says how); its envs and console closed after."""
     links_inside(run_dir)  # a resume appends to and cuts back its logs: none of them may be a file elsewhere
     config_path = os.path.join(run_dir, CONFIG_JSON)
     saved = PPOArgs.from_json(read_json(config_path), config_path)
@@ -315,7 +331,7 @@ def _resuming(
         run.restore(path, meta, states)
         if total_timesteps is not None or torch_threads is not None:
             write_json(config_path, saved.to_json())
-        return (yield from steps(run))
+        yield run
     finally:
         if run is not None:  # a progress bar started as the run was made
             run.console.close()

@@ -2,11 +2,11 @@
 or population-based training (PBT).
 
 A *sample* is one draw of the search space. It is one Tune trial, which trains the sample's ``seeds`` seeds
-(``seed`` … ``seed + seeds - 1``) in lockstep, one update of each in turn (``proxima.scale.trainer.training``), and
-reports their mean score after each round, so that the searcher and the scheduler judge a setting and not a
-lucky seed. Each seed's run is an ordinary run directory (``OUT/s003__seed2``) that draws from random
-generators of its own (``seeding.RunStreams``), so it computes exactly what ``proxima train --seed 2`` with
-the sample's settings computes alone.
+(``seed`` … ``seed + seeds - 1``) in lockstep, one update of each in turn (a ``Sample``, which ``loop.steps``
+drives), and reports their mean score after each round, so that the searcher and the scheduler judge a setting
+and not a lucky seed. Each seed's run is an ordinary run directory (``OUT/s003__seed2``) that draws from random
+generators of its own (``seeding.RunStreams``), so it computes exactly what ``proxima train --seed 2`` with the
+sample's settings computes alone.
 
 The score of a seed is its last deterministic evaluation (``metric="eval_return"``, which needs
 ``eval_every``) or the mean return of its last 20 episodes (``"return"``). A trial ASHA stops raises
@@ -29,9 +29,8 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -59,10 +58,13 @@ from proxima.base.files import (
     write_json,
 )
 from proxima.run import checkpoint
-from proxima.run.callbacks import Callback
+from proxima.run.agent import Agent
+from proxima.run.callbacks import Callback, UpdateResult
 from proxima.run.config import GROUP_OF, PPOArgs, resolve_args, show_value
+from proxima.run.loop import Run, run_to_end, steps
 from proxima.scale import executors
 from proxima.scale.rollout_workers import TRIAL_ACTOR_CPUS
+from proxima.scale.seedgroup import checkpoint_the_rest, holding
 from proxima.scale.sweeps import (
     StopWhenAsked,
     _finite,
@@ -70,10 +72,7 @@ from proxima.scale.sweeps import (
     default_output_dir,
     refuse_objects,
 )
-from proxima.scale.trainer import resuming, training
-
-if TYPE_CHECKING:
-    from proxima.run.loop import Run
+from proxima.scale.trainer import checked, new_run, resumed_run
 
 FORMAT, VERSION = "proxima-tune", 1
 SEARCHES = ("random", "optuna")
@@ -543,12 +542,6 @@ def _json_line(data: dict) -> str:
     return json.dumps(data) + "\n"
 
 
-def _ended():
-    """The updates of a run that has already ended: none."""
-    return
-    yield
-
-
 def _trial_function(out: str, plan: dict):
     def trial(params: dict, report=None, node: str | None = None, stop=None) -> dict:
         settings = {k: v for k, v in params.items() if k != "__name"}
@@ -558,34 +551,33 @@ def _trial_function(out: str, plan: dict):
 
 
 def run_sample(out: str, plan: dict, name: str, settings: dict, report=None, node=None, stop=None) -> dict:
-    """Train the sample's seeds in lockstep, reporting their mean score (``report``: Tune's) after each round;
-    write each run's ``trial.json``; return the sample's row. ``stop``: as for a sweep's trial
+    """Train the sample's seeds in lockstep (``Sample``), reporting their mean score (``report``: Tune's) after
+    each round; write each run's ``trial.json``; return the sample's row. ``stop``: as for a sweep's trial
     (``proxima.scale.sweeps.run_trial``): once it gives a signal, each seed checkpoints after its update, the sample
     raises ``TrainingInterrupted``, and no ``trial.json`` is written, so that ``--resume`` goes on from there.
 
     The sample holds its runs' directories from start to end, as a sweep's trial does (``run_trial``): it waits
     a while for another holder to let go (the trial's last process, which PBT or ASHA stopped); refused, the
     sample fails with the line that names the holder."""
-    with contextlib.ExitStack() as stack:
-        for seed in plan["seeds"]:
-            run_dir = os.path.join(out, run_name(name, seed))
-            stack.enter_context(lock_directory(run_dir, instead=None, wait_s=WRITER_WAIT_S))
+    run_dirs = [os.path.join(out, run_name(name, seed)) for seed in plan["seeds"]]
+    with holding(run_dirs, wait_s=WRITER_WAIT_S):
         return _run_sample(out, plan, name, settings, report, node, stop)
 
 
 def _seed_runs(out: str, plan: dict, name: str, settings: dict, exploiting: bool, stop):
-    """The sample's runs: each seed's directory, its updates (a generator of them) and its ``Score``."""
+    """The sample's runs: each seed's directory, its ``Score`` and its ``Run`` to be made (a context manager of
+    ``proxima.scale.trainer``; None for a run that has already ended)."""
     base = PPOArgs.from_json(plan["base"])
     typed = {k: _typed(k, v) for k, v in settings.items()}
     # the runs' config.json name only what the plan does, which the user gave or --resume checked
     named = trust.names_of(base.replace(**typed))
     exploit = _exploited(out, plan, name) if exploiting else None
-    runs, gens, scores = [], [], []
+    runs: list[tuple[str, Score, contextlib.AbstractContextManager[Run] | None]] = []
     for seed in plan["seeds"]:
         run_dir = _run_dir(out, name, seed)
         score = Score(plan["metric"])
         callbacks: list[Callback] = [score, *([StopWhenAsked(stop)] if stop is not None else [])]
-        ckpt = os.path.join(run_dir, CHECKPOINT)
+        made: contextlib.AbstractContextManager[Run] | None = None
         if exploit is not None:
             origin, source = exploit
             for f in (CHECKPOINT, METRICS, EPISODES):
@@ -594,65 +586,125 @@ def _seed_runs(out: str, plan: dict, name: str, settings: dict, exploiting: bool
                 os.remove(os.path.join(run_dir, TRIAL_JSON))  # written as PBT paused it
             adjustable = {k: v for k, v in typed.items() if k in ADJUSTABLE}
             callbacks.append(Perturb(adjustable, origin if origin != name else None))
-            gen = resuming(run_dir, quiet=True, callbacks=callbacks, named=named)
+            made = resumed_run(run_dir, quiet=True, callbacks=callbacks, named=named)
         elif checkpoint.finished(run_dir):  # ended before its row was written
             score.from_logs(run_dir)
-            gen = _ended()
-        elif os.path.exists(ckpt):
-            gen = resuming(run_dir, quiet=True, callbacks=callbacks, named=named)
+        elif os.path.exists(os.path.join(run_dir, CHECKPOINT)):
+            made = resumed_run(run_dir, quiet=True, callbacks=callbacks, named=named)
         else:  # stopped before its first checkpoint: start again
             remove_stopped_run(run_dir)
-            gen = training(base.replace(**typed, seed=seed, run_dir=run_dir), callbacks=callbacks)
-        runs.append(run_dir)
-        gens.append(gen)
-        scores.append(score)
-    return runs, gens, scores
+            made = _new_run(base.replace(**typed, seed=seed, run_dir=run_dir), callbacks)
+        runs.append((run_dir, score, made))
+    return runs
+
+
+@contextlib.contextmanager
+def _new_run(args: PPOArgs, callbacks: list[Callback]) -> Iterator[Run]:
+    """The run that ``train(args, callbacks=callbacks)`` trains, in ``args.run.run_dir`` (held)."""
+    args, env = checked(args)
+    assert args.run.run_dir is not None, "each seed's run has its directory"
+    with new_run(args, args.run.run_dir, callbacks, env) as run:
+        yield run
 
 
 def _run_sample(out: str, plan: dict, name: str, settings: dict, report, node, stop) -> dict:
     exploiting = plan["scheduler"] == "pbt" and report is not None
-    runs, gens, scores = _seed_runs(out, plan, name, settings, exploiting, stop)
+    runs = _seed_runs(out, plan, name, settings, exploiting, stop)
     cpu_start = time.process_time()
-    marks = None  # the last checkpoint's multiple of perturbation_steps, from where the runs start
-    interrupted: list[TrainingInterrupted] = []
-    live = list(range(len(gens)))
-    last: dict[int, Run] = {}
+    sample = Sample(plan, name, [score for _, score, _ in runs], report)
     status: str | None = "finished"
     error: str | None = None
     try:
-        while live:
-            moved = False
-            for k in list(live):
-                try:
-                    last[k] = next(gens[k])[0]
-                    moved = True
-                except StopIteration:
-                    live.remove(k)
-                except TrainingInterrupted as e:  # checkpointed; the other seeds stop after their update too
-                    interrupted.append(e)
-                    live.remove(k)
-            if report is not None and moved and not interrupted:
-                if marks is None:
-                    marks = [max(r.global_step for r in last.values()) // plan["perturbation_steps"]]
-                _report(report, plan, scores, last, name, marks)
-        if interrupted:
-            status = None
-            raise interrupted[0]
+        with contextlib.ExitStack() as stack:
+            for k, (_, _, made) in enumerate(runs):
+                if made is not None:
+                    sample.members[stack.enter_context(made)] = k
+            if sample.members:
+                run_to_end(steps(sample))
+    except TrainingInterrupted:  # each seed checkpointed after its update
+        status = None
+        raise
     except SystemExit:  # the scheduler stopped this sample (ASHA), or PBT pauses it to exploit another
         status = "stopped"
         raise
     except (NonFiniteError, EnvError, UserError) as e:
         status, error = "failed", str(e)
     finally:
-        for gen in gens:
-            gen.close()  # a run that did not end stops where it stands
-        for k, run_dir in enumerate(runs):
+        for k, (run_dir, score, _) in enumerate(runs):
             if status is not None and os.path.isdir(run_dir):
-                row = {"status": status, "score": scores[k].value, "settings": settings, "node": node,
-                       "updates": getattr(last.get(k), "updates_done", None),
+                row = {"status": status, "score": score.value, "settings": settings, "node": node,
+                       "updates": getattr(sample.last.get(k), "updates_done", None),
                     "sample_cpu_s": time.process_time() - cpu_start, **({"error": error} if error else {})}  # fmt: skip
                 write_json(os.path.join(run_dir, TRIAL_JSON), _finite(row))
     return {"status": status, "error": error}
+
+
+class Sample:
+    """A sample's seeds' runs as one thing for ``proxima.run.loop.steps`` to drive, as a ``SeedGroup`` is: a round
+    is one update of each seed's ``Run`` in turn; after it, Tune gets their mean score (``report``). Each seam is
+    its members' own, and a member that ends leaves where its run alone would: its last update done, before the
+    others' next one (a resumed sample's seeds may stand at different updates)."""
+
+    def __init__(self, plan: dict, name: str, scores: list[Score], report):
+        self.plan, self.name, self.scores, self.report = plan, name, scores, report
+        self.members: dict[Run, int] = {}  # each seed's run, to its index in the plan's seeds
+        # the seeds' runs that have updated, by index: for their rows and Tune's checkpoints
+        self.last: dict[int, Run] = {}
+        self.ended: list[Run] = []
+        self.at: Run | None = None  # the run whose update is under way: its failure is named by it
+        self.marks: list[int] | None = None  # the last multiple of perturbation_steps reported (_report)
+
+    def start(self) -> list[Run]:
+        # the one furthest behind first, as steps goes on while its first member has updates to do
+        live = sorted(self.members, key=lambda run: run.updates_done)
+        for run in live:
+            run.start()
+        return live
+
+    def update(self, live: list[Run]) -> list[tuple[Run, UpdateResult]]:
+        self.leave([run for run in live if run.updates_done >= run.args.num_updates])
+        updated = []
+        for run in live:
+            if run not in self.ended:
+                self.at = run
+                updated.append((run, run.iterate()))
+                self.last[self.members[run]] = run
+        self.at = None
+        return updated
+
+    def stopping(self, member: Run, result: UpdateResult) -> None:
+        member.stopping(member, result)
+
+    def leave(self, members: list[Run]) -> None:
+        for run in members:
+            if run not in self.ended:
+                self.ended.append(run)
+                run.leave([run])
+                run.end()
+
+    def interrupt(self, live: list[Run], first: TrainingInterrupted) -> None:
+        checkpoint_the_rest([run for run in live if run not in self.ended])
+        raise first
+
+    def updated(self, live: list[Run], updated: list[tuple[Run, UpdateResult]]) -> None:
+        if self.report is None:
+            return
+        if self.marks is None:  # from where the runs start
+            self.marks = [max(r.global_step for r in self.last.values()) // self.plan["perturbation_steps"]]
+        _report(self.report, self.plan, self.scores, self.last, self.name, self.marks)
+
+    def end(self) -> None:
+        pass
+
+    def failed(self, e: Exception) -> Exception:
+        return e if self.at is None else self.at.failed(e)
+
+    def close(self) -> None:
+        for run in self.members:
+            run.close()
+
+    def trained(self) -> list[Agent]:
+        return [run.agent for run in self.members]
 
 
 def _report(report, plan: dict, scores: list[Score], runs: dict, name: str, marks: list[int]) -> None:
