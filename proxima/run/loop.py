@@ -21,12 +21,11 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from proxima.algo.advantages import estimate_advantages, open_moves
 from proxima.algo.algorithms import get_algorithm
 from proxima.algo.losses import explained_variance
 from proxima.algo.optim import make_adam
 from proxima.algo.schedules import ADJUSTABLE, VALUE_LR, Schedules
-from proxima.algo.update import UpdateSettings, group_diagnostics, update
+from proxima.algo.update import UpdateSettings, update
 from proxima.base import seeding
 from proxima.base.errors import (
     DiskFullError,
@@ -63,6 +62,7 @@ from proxima.run.callbacks import (
 from proxima.run.config import PPOArgs, show_value
 from proxima.run.health import check_rollout, spreads
 from proxima.run.logger import RunLogger
+from proxima.run.multiagent import MultiAgentCollector, MultiAgentRecurrentCollector
 from proxima.run.progress import ProgressReport
 from proxima.run.rollout import Collector, RecurrentCollector, RolloutCollector
 from proxima.run.threads import choose_threads
@@ -227,16 +227,15 @@ class Run:
             return own(
                 args.algorithm.num_steps, args.algorithm.gamma, self.model, args.run.seed, say=self._say
             )
-        collector = RecurrentCollector if args.network.recurrent else RolloutCollector
-        return collector(
-            envs,
-            args.algorithm.num_steps,
-            args.algorithm.gamma,
-            self.model,
-            seed=args.run.seed,
-            team_reward=args.env.team_reward,
-            generator=self.streams.actions,
-        )
+        options: dict = {"seed": args.run.seed, "generator": self.streams.actions}
+        if agent_spec(envs) is None:
+            collector: type[RolloutCollector] = (
+                RecurrentCollector if args.network.recurrent else RolloutCollector
+            )
+        else:
+            collector = MultiAgentRecurrentCollector if args.network.recurrent else MultiAgentCollector
+            options["team_reward"] = args.env.team_reward
+        return collector(envs, args.algorithm.num_steps, args.algorithm.gamma, self.model, **options)
 
     def _say(self, text: str) -> None:
         self.console.message(text)
@@ -291,15 +290,7 @@ class Run:
             buf.sequences(advantages, returns) if args.network.recurrent else buf.flatten(advantages, returns)
         )
         stats = update(self.model, self.optimizer, batch, self.settings, self.streams.minibatches)
-        agents = agent_spec(self.envs)
-        if agents is not None:  # the debug variables of each network: one per kind, or one per agent
-            groups, names = (
-                (list(agents.kinds), agents.kind_names())
-                if args.network.share_params
-                else (list(range(agents.num_agents)), list(agents.names))
-            )
-            if len(names) > 1:
-                stats.update(group_diagnostics(self.model, batch, groups, names))
+        stats.update(buf.diagnostics(self.model, batch))  # a multi-agent run's: each network's
         return self.result(buf, batch, stats, learning_rate, in_force)
 
     def result(self, buf, batch, stats: dict, learning_rate: float, in_force: dict) -> UpdateResult:
@@ -309,7 +300,8 @@ class Run:
         self.global_step += self.args.batch_size
         self._apply()  # the next update's values, in place for the callbacks and the checkpoint
         episode_returns, episode_lengths = buf.finished_episodes()
-        values, returns = batch.present(batch.values), batch.present(batch.returns)
+        samples, _ = batch.samples()
+        values, returns = samples.values, samples.returns
         return_spread, value_spread = spreads(values, returns)
         record = {
             "global_step": self.global_step,
@@ -320,7 +312,7 @@ class Run:
             "explained_variance": explained_variance(values, returns),
             "episodic_return": float(np.mean(episode_returns)) if episode_returns else None,
             "episodic_length": float(np.mean(episode_lengths)) if episode_lengths else None,
-            **self._per_agent(buf),
+            **buf.breakdown(),  # a multi-agent run's: each agent's episodic return
         }
         return UpdateResult(
             record,
@@ -330,21 +322,6 @@ class Run:
             value_spread=value_spread,
             episode_infos=buf.finished_infos(),
         )
-
-    def _per_agent(self, buf) -> dict:
-        """A multi-agent run's mean episodic return of each agent (``episodic_return/NAME``; None where none of
-        its episodes ended): which agent lags behind."""
-        agents = agent_spec(self.envs)
-        if agents is None:
-            return {}
-        by_row = buf.episode_returns.where(buf.episode_ended, torch.nan).view(
-            -1, agents.num_envs, agents.num_agents
-        )
-        means = by_row.nanmean((0, 1)).tolist()
-        return {
-            f"episodic_return/{name}": None if np.isnan(m) else m
-            for name, m in zip(agents.names, means, strict=True)
-        }
 
     # --- the seams of steps (a SeedGroup has its own) --------------------------------------------------------
     def start(self) -> list[Run]:
@@ -477,21 +454,8 @@ def rollout(collector: Collector, model, args: PPOArgs, update: int) -> tuple:
     next_value, next_done = collector.collect(model)
     buf = collector.buffer
     check_rollout(buf, update)
-    advantages = estimate_advantages(
-        args.algorithm.advantage,
-        buf.rewards,
-        buf.values,
-        buf.dones,
-        next_value,
-        next_done,
-        args.algorithm.gamma,
-        args.algorithm.gae_lambda,
-        acting=buf.valid if buf.turns else None,
-        next_acting=buf.next_valid if buf.turns else None,
-    )
-    if buf.turns:  # the moves whose transitions run past the rollout are no samples (gae_by_turns)
-        assert buf.valid is not None and buf.next_valid is not None, "a turn-based rollout marks its moves"
-        buf.valid &= ~open_moves(buf.valid, buf.dones, next_done, buf.next_valid)
+    algo = args.algorithm
+    advantages = buf.advantages(algo.advantage, next_value, next_done, algo.gamma, algo.gae_lambda)
     return buf, advantages, advantages + buf.values
 
 
