@@ -28,7 +28,7 @@ def _permutation(batch_size: int, generator: torch.Generator) -> Tensor:
 
 def minibatches(batch_size: int, count: int, generator: torch.Generator) -> list[Tensor]:
     """``count`` minibatches of a random permutation: ``minibatch_indices``' where ``count`` divides the batch;
-    otherwise sizes that differ by at most one (a multi-agent batch, less the steps of agents that had left)."""
+    otherwise sizes that differ by at most one (a batch less its steps that are no samples, proxima.run.multiagent)."""
     if batch_size % count == 0:
         return minibatch_indices(batch_size, batch_size // count, generator)
     return list(_permutation(batch_size, generator).tensor_split(count))

@@ -47,7 +47,7 @@ from proxima.base.files import (
     seed_run_dirs,
 )
 from proxima.base.spaces import space_to_json
-from proxima.envs.interface import AgentSpec, agent_spec, obs_layout
+from proxima.envs.interface import agent_spec, obs_layout
 from proxima.envs.user import describe_env, is_env_object, load_env_factory
 from proxima.policy.distributions import make_head
 from proxima.policy.encoders import choose_encoder, resolve_precision
@@ -62,7 +62,7 @@ from proxima.run.callbacks import (
 from proxima.run.config import PPOArgs, show_value
 from proxima.run.health import check_rollout, spreads
 from proxima.run.logger import RunLogger
-from proxima.run.multiagent import MultiAgentCollector, MultiAgentRecurrentCollector
+from proxima.run.multiagent import MultiAgentCollector, MultiAgentRecurrentCollector, check_agents
 from proxima.run.progress import ProgressReport
 from proxima.run.rollout import Collector, RecurrentCollector, RolloutCollector
 from proxima.run.threads import choose_threads
@@ -517,42 +517,6 @@ def network_spec(args: PPOArgs, envs) -> NetworkSpec:
         obs_layout=layout.to_json() if layout.packed else None,
         agents=None if agents is None else agents.to_json(),
     )
-
-
-def check_agents(args: PPOArgs, agents: AgentSpec | None) -> None:
-    """The settings that only a multi-agent env gives a meaning to, refused on any other."""
-    algo = args.algorithm.algo
-    asked = (
-        (f"--algo {algo}", get_algorithm(algo).multi_agent),
-        ("centralized_critic", args.network.centralized_critic),
-        ("team_reward", args.env.team_reward),
-        ("--no-critic-agent-index", not args.network.critic_agent_index),
-    )
-    named = [name for name, on in asked if on]
-    if agents is None and named:
-        raise UserError(
-            f"{named[0]} trains many agents, and {args.env.env_id} is a single-agent env; multi-agent envs are "
-            "pettingzoo:MODULE and vmas:SCENARIO ids (docs/MULTIAGENT.md)"
-        )
-    if agents is not None and not args.network.critic_agent_index:
-        # the setting may come from a preset (vmas-benchmarl sets it), so each line names both ways out
-        given = '--no-critic-agent-index (the flag, or a preset\'s "critic_agent_index": false)'
-        if not args.network.centralized_critic and args.network.actor_agent_index:
-            raise UserError(
-                f"{given}: an IPPO critic works on the actor's features, which hold the index unless "
-                "--no-actor-agent-index; add that, give --critic-agent-index, or use --algo mappo"
-            )
-        if agents.turns:
-            raise UserError(
-                f"{given} gives a game's agents one value, and in a turn-based game each player needs its own: "
-                "give --critic-agent-index"
-            )
-    separate = agents is not None and (agents.num_kinds > 1 or not args.network.share_params)
-    if separate and args.network.shared_network:
-        raise UserError(
-            "--shared-network gives one trunk to every agent; agents of several kinds, or --no-share-params, need "
-            "a network each: drop --shared-network"
-        )
 
 
 def default_run_dir(args: PPOArgs) -> str:

@@ -5,7 +5,8 @@ come and go: an agent that left its game, or a player waiting its turn, is not p
 step is no sample. ``MultiAgentCollector`` is a ``RolloutCollector`` that records which rows are present
 (``MultiAgentBuffer.valid``) and, with ``--team-reward``, gives each agent its game's mean reward. The loop asks
 every buffer the same questions (its advantages, debug variables and episodic returns by part); this buffer
-answers them by turns, by kind of agent and by agent.
+answers them by turns, by kind of agent and by agent. ``check_agents`` refuses the settings that only many
+agents give a meaning to.
 """
 
 from __future__ import annotations
@@ -16,10 +17,13 @@ import torch
 from torch import Tensor
 
 from proxima.algo.advantages import estimate_advantages, open_moves
+from proxima.algo.algorithms import get_algorithm
 from proxima.algo.losses import explained_variance, value_loss
 from proxima.algo.storage import Batch, RolloutBuffer, SequenceBatch
+from proxima.base.errors import UserError
 from proxima.envs.interface import AgentSpec, Step, agent_spec, alive_after_reset
 from proxima.policy.networks import ActorCritic
+from proxima.run.config import PPOArgs
 from proxima.run.rollout import RecurrentCollector, RolloutCollector
 
 
@@ -181,3 +185,39 @@ def group_diagnostics(model: ActorCritic, batch: Batch, kinds: list[int], names:
         stats[f"{name}/value_loss"] = value_loss(values[rows] / scale, batch.returns[rows] / scale).item()
         stats[f"{name}/explained_variance"] = explained_variance(values[rows], batch.returns[rows])
     return stats
+
+
+def check_agents(args: PPOArgs, agents: AgentSpec | None) -> None:
+    """The settings that only a multi-agent env gives a meaning to, refused on any other."""
+    algo = args.algorithm.algo
+    asked = (
+        (f"--algo {algo}", get_algorithm(algo).multi_agent),
+        ("centralized_critic", args.network.centralized_critic),
+        ("team_reward", args.env.team_reward),
+        ("--no-critic-agent-index", not args.network.critic_agent_index),
+    )
+    named = [name for name, on in asked if on]
+    if agents is None and named:
+        raise UserError(
+            f"{named[0]} trains many agents, and {args.env.env_id} is a single-agent env; multi-agent envs are "
+            "pettingzoo:MODULE and vmas:SCENARIO ids (docs/MULTIAGENT.md)"
+        )
+    if agents is not None and not args.network.critic_agent_index:
+        # the setting may come from a preset (vmas-benchmarl sets it), so each line names both ways out
+        given = '--no-critic-agent-index (the flag, or a preset\'s "critic_agent_index": false)'
+        if not args.network.centralized_critic and args.network.actor_agent_index:
+            raise UserError(
+                f"{given}: an IPPO critic works on the actor's features, which hold the index unless "
+                "--no-actor-agent-index; add that, give --critic-agent-index, or use --algo mappo"
+            )
+        if agents.turns:
+            raise UserError(
+                f"{given} gives a game's agents one value, and in a turn-based game each player needs its own: "
+                "give --critic-agent-index"
+            )
+    separate = agents is not None and (agents.num_kinds > 1 or not args.network.share_params)
+    if separate and args.network.shared_network:
+        raise UserError(
+            "--shared-network gives one trunk to every agent; agents of several kinds, or --no-share-params, need "
+            "a network each: drop --shared-network"
+        )
