@@ -170,7 +170,7 @@ def test_a_turn_based_rollout_leaves_out_the_moves_it_cut_off():
     from proxima.policy.distributions import make_head
     from proxima.policy.networks import ActorCritic, NetworkSettings, NetworkSpec
     from proxima.run.loop import rollout
-    from proxima.run.rollout import RolloutCollector
+    from proxima.run.multiagent import MultiAgentCollector
     from tests.fixtures.wild_aec_envs import env
 
     pytest.importorskip("pettingzoo")
@@ -180,7 +180,7 @@ def test_a_turn_based_rollout_leaves_out_the_moves_it_cut_off():
     spec = NetworkSpec(head.logits_dim, envs.obs_layout.shape, NetworkSettings(norm_value=False),
                        obs_layout=envs.obs_layout.to_json(), agents=envs.agents.to_json())  # fmt: skip
     model = ActorCritic(spec, head)
-    collector = RolloutCollector(envs, 3, 0.5, model, seed=0)
+    collector = MultiAgentCollector(envs, 3, 0.5, model, seed=0)
     args = SimpleNamespace(algorithm=SimpleNamespace(advantage="gae", gamma=0.5, gae_lambda=1.0))
     buf, _, targets = rollout(collector, model, args, 1)
     envs.close()

@@ -17,13 +17,15 @@ import proxima.commands
 import proxima.run.loop
 from proxima.algo.algorithms import get_algorithm
 from proxima.algo.optim import Adam
-from proxima.algo.storage import RolloutBuffer, game_minibatches, minibatches
+from proxima.algo.storage import game_minibatches, minibatches
 from proxima.algo.update import UpdateSettings, update
 from proxima.base.errors import UserError
 from proxima.base.spaces import ObsLayout
+from proxima.envs.interface import AgentSpec
 from proxima.policy.distributions import make_head
 from proxima.policy.multiagent import Grouped, MultiAgentActorCritic
 from proxima.policy.networks import ActorCritic, NetworkSettings, NetworkSpec, make_policy
+from proxima.run.multiagent import MultiAgentBuffer
 
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated:DeprecationWarning")
 AGENTS = 3
@@ -158,9 +160,10 @@ def test_the_update_runs_a_shared_critic_once_per_game_unless_an_agent_left():
     critic_rows, forward = [], model.critic[0].forward
     model.critic[0].forward = lambda x: critic_rows.append(len(x)) or forward(x)
     for left in (False, True):
-        buf = RolloutBuffer(4, 2 * AGENTS, LAYOUT.shape, torch.float32, (), torch.long, torch.device("cpu"))
+        agents = AgentSpec(tuple(f"agent_{a}" for a in range(AGENTS)), (0,) * AGENTS, 2)
+        shapes = (4, 2 * AGENTS, LAYOUT.shape, torch.float32, (), torch.long, torch.device("cpu"))
+        buf = MultiAgentBuffer(*shapes, agents=agents)
         buf.obs[:] = _rows(4 * 2 * AGENTS).view(4, 2 * AGENTS, -1)
-        buf.valid, buf.agents = torch.ones(4, 2 * AGENTS, dtype=torch.bool), AGENTS
         buf.valid[1, 2] = not left  # game 0's agent 2 left after step 0
         returns = torch.randn(4, 2 * AGENTS)
         batch = buf.flatten(returns, returns)
@@ -187,9 +190,9 @@ def test_agents_of_different_kinds_never_share_a_network():
 
 
 def test_the_steps_of_an_agent_that_left_are_not_samples():
-    buf = RolloutBuffer(4, 3, (2,), torch.float32, (), torch.long, torch.device("cpu"))
+    agents = AgentSpec(("a", "b", "c"), (0, 0, 0), 1)
+    buf = MultiAgentBuffer(4, 3, (2,), torch.float32, (), torch.long, torch.device("cpu"), agents=agents)
     buf.obs[:] = torch.arange(12.0).view(4, 3, 1)
-    buf.valid = torch.ones(4, 3, dtype=torch.bool)
     buf.valid[1:3, 2] = False  # row 2's agent left after step 0, until its game reset at step 3
     advantages = torch.arange(12.0).view(4, 3)
     batch = buf.flatten(advantages, advantages)
@@ -199,7 +202,7 @@ def test_the_steps_of_an_agent_that_left_are_not_samples():
         torch.zeros(1, 3, 8),
     )  # a recurrent agent's: whole sequences, same samples
     sequences = buf.sequences(advantages, advantages)
-    assert len(sequences) == 3 and torch.equal(sequences.samples().advantages, batch.advantages)
+    assert len(sequences) == 3 and torch.equal(sequences.samples()[0].advantages, batch.advantages)
     assert sequences[torch.tensor([2])].valid[:, 0].tolist() == [True, False, False, True]
     parts = minibatches(len(batch), 4, torch.Generator())  # 10 samples in 4 minibatches: sizes 3, 3, 2, 2
     assert sorted(torch.cat(parts).tolist()) == list(range(10)) and sorted(map(len, parts)) == [2, 2, 3, 3]
@@ -299,7 +302,7 @@ def test_vmas_games_record_video_in_training_and_in_proxima_eval(tmp_path, capsy
 
 
 def test_a_team_reward_is_the_mean_over_the_agents_present():
-    from proxima.run.rollout import team_reward_of
+    from proxima.run.multiagent import team_reward_of
 
     reward = torch.tensor([1.0, 2.0, 0.0, 3.0, 5.0, 7.0])  # two games of three agents
     present = torch.tensor([True, True, False, True, True, True])  # game 0's third agent has left
@@ -308,8 +311,7 @@ def test_a_team_reward_is_the_mean_over_the_agents_present():
 
 def test_each_kind_of_agent_gets_its_own_debug_variables():
     from proxima.algo.storage import Batch
-    from proxima.algo.update import group_diagnostics
-    from proxima.envs.interface import AgentSpec
+    from proxima.run.multiagent import group_diagnostics
 
     model, rows = _model(kinds=(0, 1, 1)), _rows(12)
     actions = torch.randint(0, 2, (12,))

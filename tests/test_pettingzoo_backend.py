@@ -586,7 +586,7 @@ def test_a_turn_based_team_reward_is_shared_with_the_players_who_wait():
     paid the caller (1 for card 1) and the answerer (1 for the caller's card)."""
     from proxima.policy.distributions import make_head
     from proxima.policy.networks import NetworkSettings, NetworkSpec, make_policy
-    from proxima.run.rollout import RolloutCollector
+    from proxima.run.multiagent import MultiAgentCollector
     from tests.fixtures.wild_aec_envs import env
 
     envs = make_envs(env, 3, seed=0)
@@ -594,7 +594,7 @@ def test_a_turn_based_team_reward_is_shared_with_the_players_who_wait():
     spec = NetworkSpec(head.logits_dim, envs.obs_layout.shape, NetworkSettings(norm_value=False),
                        obs_layout=envs.obs_layout.to_json(), agents=envs.agents.to_json())  # fmt: skip
     model = make_policy(spec, head)
-    collector = RolloutCollector(envs, 6, 0.99, model, seed=0, team_reward=True)
+    collector = MultiAgentCollector(envs, 6, 0.99, model, seed=0, team_reward=True)
     collector.collect(model)
     envs.close()
     buf = collector.buffer

@@ -7,6 +7,8 @@ from dataclasses import dataclass, fields
 import torch
 from torch import Tensor
 
+from proxima.algo.advantages import estimate_advantages
+
 
 def minibatch_indices(batch_size: int, minibatch_size: int, generator: torch.Generator) -> list[Tensor]:
     """A random permutation of ``range(batch_size)`` from ``generator`` (on its device) cut into
@@ -26,7 +28,7 @@ def _permutation(batch_size: int, generator: torch.Generator) -> Tensor:
 
 def minibatches(batch_size: int, count: int, generator: torch.Generator) -> list[Tensor]:
     """``count`` minibatches of a random permutation: ``minibatch_indices``' where ``count`` divides the batch;
-    otherwise sizes that differ by at most one (a multi-agent batch, less the steps of agents that had left)."""
+    otherwise sizes that differ by at most one (a batch less its steps that are no samples, proxima.run.multiagent)."""
     if batch_size % count == 0:
         return minibatch_indices(batch_size, batch_size // count, generator)
     return list(_permutation(batch_size, generator).tensor_split(count))
@@ -57,11 +59,10 @@ class Batch:
     def __getitem__(self, index: Tensor) -> Batch:
         return Batch(*(getattr(self, f.name)[index] for f in fields(self)))
 
-    # Not fields of the dataclass (no annotation, so that Batch(*tensors) and fields() stay the six tensors):
-    # their types are given as type comments, which dataclasses and mypy's dataclass plugin both pass over.
-    valid = None  # type: Tensor | None  # a SequenceBatch's steps that are samples; a flat batch's are all
-    # a multi-agent rollout's flat batch where no agent had left: its rows are whole games of this many agents,
-    # each game's rows consecutive (RolloutBuffer.flatten); None: rows are not grouped so
+    # Not a field of the dataclass (no annotation, so that Batch(*tensors) and fields() stay the six tensors): its
+    # type is given as a type comment, which dataclasses and mypy's dataclass plugin both pass over.
+    # rows in whole groups of this many consecutive rows, which minibatches keep together (game_minibatches; a
+    # multi-agent rollout's games, proxima.run.multiagent); None: rows are not grouped so
     games = None  # type: int | None
 
     @property
@@ -69,9 +70,10 @@ class Batch:
         """What a recurrent agent's update replays (``SequenceBatch``); a flat batch has none."""
         return None
 
-    def present(self, x: Tensor) -> Tensor:
-        """``x`` (one of the batch's tensors) at the steps that are samples: all of a flat batch's."""
-        return x if self.valid is None else x[self.valid]
+    def samples(self, *outputs: Tensor) -> tuple[Batch, tuple[Tensor, ...]]:
+        """The batch's samples as a flat batch, and ``outputs`` (of a forward pass over its steps) at them: every
+        step of a flat batch is a sample."""
+        return self, outputs
 
 
 @dataclass
@@ -82,8 +84,8 @@ class SequenceBatch(Batch):
 
     starts: Tensor  # (T, N): 1 where obs[t] begins an episode
     memory: tuple[Tensor, ...]  # (h, c), each (layers, N, hidden), before the rollout's first step
-    # (T, N): the steps that are samples; the steps of an agent that had left are replayed through the LSTM
-    # (its memory runs on) but are no samples. None: every step is one.
+    # (T, N): the steps that are samples; the others are replayed through the LSTM (its memory runs on) but are
+    # no samples (proxima.run.multiagent: the steps of an agent that had left). None: every step is one.
     valid: Tensor | None = None
 
     def __len__(self) -> int:
@@ -96,10 +98,13 @@ class SequenceBatch(Batch):
         valid = None if self.valid is None else self.valid[:, index]
         return SequenceBatch(**steps, memory=tuple(m[:, index] for m in self.memory), valid=valid)
 
-    def samples(self) -> Batch:
-        """The steps that are samples, as a flat batch (after the LSTM's replay, the losses need no more)."""
+    def samples(self, *outputs: Tensor) -> tuple[Batch, tuple[Tensor, ...]]:
+        """The steps of ``valid`` as a flat batch, and ``outputs`` at them (after the LSTM's replay, the losses
+        need no more); the whole batch where every step is a sample."""
         keep = self.valid
-        return Batch(*(getattr(self, f.name)[keep] for f in fields(Batch)))
+        if keep is None:
+            return self, outputs
+        return Batch(*(getattr(self, f.name)[keep] for f in fields(Batch))), tuple(x[keep] for x in outputs)
 
     @property
     def sequences(self) -> tuple[Tensor, tuple[Tensor, ...]]:
@@ -140,20 +145,19 @@ class RolloutBuffer:
         self.episode_ended = zeros(dtype=torch.bool)
         # (step, env) -> the env's info where an episode ended there; None: the run asked for no infos
         self.episode_infos: dict[tuple[int, int], dict] | None = None
-        # Multi-agent envs (proxima.envs.interface.AgentSpec): valid[t, i] = row i's agent was present at step t,
-        # so its action counted. None: every step is a sample.
-        self.valid: Tensor | None = None
-        self.agents: int | None = None  # multi-agent envs: the agents of a game, whose rows are consecutive
-        # a turn-based game's (AgentSpec.turns): a row's advantages run from one of its valid steps to its next;
-        # next_valid: (N,) the rows that act at the observation after the rollout
-        self.turns = False
-        self.next_valid: Tensor | None = None
+
+    def advantages(
+        self, estimator: str, next_value: Tensor, next_done: Tensor, gamma: float, gae_lambda: float
+    ) -> Tensor:
+        """The rollout's advantages by ``estimator`` (``estimate_advantages``), bootstrapped from ``next_value``
+        where the rollout cuts an episode off."""
+        return estimate_advantages(
+            estimator, self.rewards, self.values, self.dones, next_value, next_done, gamma, gae_lambda
+        )
 
     def flatten(self, advantages: Tensor, returns: Tensor) -> Batch:
-        """Merge the time and env axes; the minibatches (detail 6) are sliced from this. The steps of agents that
-        had left their game are not samples: they are dropped here, so that no loss, normalization or
-        statistic of the update sees them."""
-        batch = Batch(
+        """Merge the time and env axes; the minibatches (detail 6) are sliced from this."""
+        return Batch(
             obs=self.obs.flatten(0, 1),
             actions=self.actions.flatten(0, 1),
             logprobs=self.logprobs.flatten(),
@@ -161,14 +165,9 @@ class RolloutBuffer:
             advantages=advantages.flatten(),
             returns=returns.flatten(),
         )
-        if self.valid is None or bool(self.valid.all()):
-            batch.games = self.agents
-            return batch
-        return batch[self.valid.flatten().nonzero().squeeze(-1)]
 
     def sequences(self, advantages: Tensor, returns: Tensor) -> SequenceBatch:
         """The rollout as whole env sequences, for a recurrent agent (``memory``: set by its collector)."""
-        valid = None if self.valid is None or bool(self.valid.all()) else self.valid
         return SequenceBatch(
             self.obs,
             self.actions,
@@ -178,13 +177,12 @@ class RolloutBuffer:
             returns,
             self.dones,
             self.memory,
-            valid,
         )
 
     def columns(self, start: int, stop: int) -> RolloutBuffer:
         """Envs ``start`` to ``stop`` of this rollout as a buffer of their own (views, no copy): one seed's share
         of a batched run's rollout (``--num-seeds``), whose episodes and infos are that seed's alone."""
-        part = object.__new__(RolloutBuffer)
+        part = object.__new__(type(self))
         for name, value in vars(self).items():
             setattr(part, name, value[:, start:stop] if isinstance(value, torch.Tensor) else value)
         if self.episode_infos is not None:
@@ -205,3 +203,13 @@ class RolloutBuffer:
             return []
         ends = self.episode_ended.nonzero().tolist()  # row-major: the order of the boolean indexing above
         return [self.episode_infos.get((t, i), {}) for t, i in ends]
+
+    # What a rollout of many rows per env breaks down by part (proxima.run.multiagent.MultiAgentBuffer): nothing
+    # for a rollout of one row per env.
+    def diagnostics(self, model, batch: Batch) -> dict:
+        """The update's debug variables of each part of ``batch``'s rows, after ``model``'s update."""
+        return {}
+
+    def breakdown(self) -> dict:
+        """The record's mean episodic return of each part of the rows."""
+        return {}

@@ -14,7 +14,7 @@ import dataclasses
 import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
@@ -24,12 +24,11 @@ from proxima.algo.algorithms import PolicyLoss, get_algorithm
 from proxima.algo.losses import (
     clipped_value_loss,
     entropy_bonus,
-    explained_variance,
     ratio_diagnostics,
     value_loss,
 )
 from proxima.algo.optim import Adam, clip_grad_norm
-from proxima.algo.storage import Batch, SequenceBatch, game_minibatches, minibatches
+from proxima.algo.storage import Batch, game_minibatches, minibatches
 from proxima.policy.multiagent import MultiAgentActorCritic
 from proxima.policy.networks import ActorCritic
 
@@ -147,7 +146,7 @@ class Solo:
         self.games, self.evaluate = None, model.evaluate
         if isinstance(model, MultiAgentActorCritic) and model.agents_per_game and batch.games is not None:
             self.games, self.evaluate = batch.games, functools.partial(model.evaluate, whole_games=True)
-        model.update_value_normalization(batch.present(batch.returns), settings.value_norm_horizon)
+        model.update_value_normalization(batch.samples()[0].returns, settings.value_norm_horizon)
         # With --norm-value the critic's errors are measured in standard deviations of its targets, the scale its
         # network predicts in; dividing values, old values and returns alike keeps the clipped loss consistent.
         # The batch's share is divided once here; each minibatch divides only its new values.
@@ -168,14 +167,7 @@ class Solo:
 
     def loss(self, mb: Batch) -> tuple[Tensor, Tensor, Tensor, Tensor, dict[str, Tensor]]:
         logprobs, entropy, values = self.evaluate(mb.obs, mb.actions, mb.sequences)
-        # sequences with steps of agents that had left: the samples alone
-        if isinstance(mb, SequenceBatch) and mb.valid is not None:
-            logprobs, entropy, values, mb = (
-                logprobs[mb.valid],
-                entropy[mb.valid],
-                values[mb.valid],
-                mb.samples(),
-            )
+        mb, (logprobs, entropy, values) = mb.samples(logprobs, entropy, values)  # sequences: their samples
         critic = self.model.critic is not None
         return one_member(minibatch_loss(logprobs, entropy, values, mb, self.settings, self.scale, critic))
 
@@ -218,36 +210,6 @@ def minibatch_loss(
     loss = pg_loss + settings.vf_coef * v_loss - settings.ent_coef * ent  # detail 10: the bonus is subtracted
     diagnostics = ratio_diagnostics(logprobs.detach(), mb.logprobs, settings.clip_coef)
     return loss, pg_loss.detach(), v_loss.detach(), ent.detach(), diagnostics
-
-
-@torch.no_grad()
-def group_diagnostics(model: ActorCritic, batch: Batch, kinds: list[int], names: list[str]) -> dict:
-    """The debug variables of each kind of agent (``kinds``: the kind of each agent index), after the update,
-    over the whole batch: ``NAME/entropy``, ``NAME/approx_kl`` (from the rollout's policy), and the critic's
-    ``NAME/value_loss`` (in the update's units) and ``NAME/explained_variance``. One forward pass."""
-    logprobs, entropy, values = model.evaluate(batch.obs, batch.actions, batch.sequences)
-    if isinstance(batch, SequenceBatch) and batch.valid is not None:
-        logprobs, entropy, values, batch = (
-            logprobs[batch.valid],
-            entropy[batch.valid],
-            values[batch.valid],
-            batch.samples(),
-        )
-    value_scale = model.normalization.value_scale()
-    scale = 1.0 if value_scale is None else value_scale
-    agent = batch.obs[..., cast(MultiAgentActorCritic, model).agent_column].long()  # kinds: agents of a game
-    kind = torch.tensor(kinds, device=batch.obs.device)[agent]
-    stats = {}
-    for k, name in enumerate(names):
-        rows = kind == k
-        if not bool(rows.any()):
-            continue
-        logratio = logprobs[rows] - batch.logprobs[rows]
-        stats[f"{name}/entropy"] = entropy[rows].mean().item()
-        stats[f"{name}/approx_kl"] = ((logratio.exp() - 1.0) - logratio).mean().item()
-        stats[f"{name}/value_loss"] = value_loss(values[rows] / scale, batch.returns[rows] / scale).item()
-        stats[f"{name}/explained_variance"] = explained_variance(values[rows], batch.returns[rows])
-    return stats
 
 
 def grad_stats(losses: list[Tensor], grad_norms: list[Tensor]) -> dict:

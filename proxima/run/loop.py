@@ -21,12 +21,11 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from proxima.algo.advantages import estimate_advantages, open_moves
 from proxima.algo.algorithms import get_algorithm
 from proxima.algo.losses import explained_variance
 from proxima.algo.optim import make_adam
 from proxima.algo.schedules import ADJUSTABLE, VALUE_LR, Schedules
-from proxima.algo.update import UpdateSettings, group_diagnostics, update
+from proxima.algo.update import UpdateSettings, update
 from proxima.base import seeding
 from proxima.base.errors import (
     DiskFullError,
@@ -48,7 +47,7 @@ from proxima.base.files import (
     seed_run_dirs,
 )
 from proxima.base.spaces import space_to_json
-from proxima.envs.interface import AgentSpec, agent_spec, obs_layout
+from proxima.envs.interface import agent_spec, obs_layout
 from proxima.envs.user import describe_env, is_env_object, load_env_factory
 from proxima.policy.distributions import make_head
 from proxima.policy.encoders import choose_encoder, resolve_precision
@@ -63,6 +62,7 @@ from proxima.run.callbacks import (
 from proxima.run.config import PPOArgs, show_value
 from proxima.run.health import check_rollout, spreads
 from proxima.run.logger import RunLogger
+from proxima.run.multiagent import MultiAgentCollector, MultiAgentRecurrentCollector, check_agents
 from proxima.run.progress import ProgressReport
 from proxima.run.rollout import Collector, RecurrentCollector, RolloutCollector
 from proxima.run.threads import choose_threads
@@ -227,16 +227,15 @@ class Run:
             return own(
                 args.algorithm.num_steps, args.algorithm.gamma, self.model, args.run.seed, say=self._say
             )
-        collector = RecurrentCollector if args.network.recurrent else RolloutCollector
-        return collector(
-            envs,
-            args.algorithm.num_steps,
-            args.algorithm.gamma,
-            self.model,
-            seed=args.run.seed,
-            team_reward=args.env.team_reward,
-            generator=self.streams.actions,
-        )
+        options: dict = {"seed": args.run.seed, "generator": self.streams.actions}
+        if agent_spec(envs) is None:
+            collector: type[RolloutCollector] = (
+                RecurrentCollector if args.network.recurrent else RolloutCollector
+            )
+        else:
+            collector = MultiAgentRecurrentCollector if args.network.recurrent else MultiAgentCollector
+            options["team_reward"] = args.env.team_reward
+        return collector(envs, args.algorithm.num_steps, args.algorithm.gamma, self.model, **options)
 
     def _say(self, text: str) -> None:
         self.console.message(text)
@@ -291,15 +290,7 @@ class Run:
             buf.sequences(advantages, returns) if args.network.recurrent else buf.flatten(advantages, returns)
         )
         stats = update(self.model, self.optimizer, batch, self.settings, self.streams.minibatches)
-        agents = agent_spec(self.envs)
-        if agents is not None:  # the debug variables of each network: one per kind, or one per agent
-            groups, names = (
-                (list(agents.kinds), agents.kind_names())
-                if args.network.share_params
-                else (list(range(agents.num_agents)), list(agents.names))
-            )
-            if len(names) > 1:
-                stats.update(group_diagnostics(self.model, batch, groups, names))
+        stats.update(buf.diagnostics(self.model, batch))  # a multi-agent run's: each network's
         return self.result(buf, batch, stats, learning_rate, in_force)
 
     def result(self, buf, batch, stats: dict, learning_rate: float, in_force: dict) -> UpdateResult:
@@ -309,7 +300,8 @@ class Run:
         self.global_step += self.args.batch_size
         self._apply()  # the next update's values, in place for the callbacks and the checkpoint
         episode_returns, episode_lengths = buf.finished_episodes()
-        values, returns = batch.present(batch.values), batch.present(batch.returns)
+        samples, _ = batch.samples()
+        values, returns = samples.values, samples.returns
         return_spread, value_spread = spreads(values, returns)
         record = {
             "global_step": self.global_step,
@@ -320,7 +312,7 @@ class Run:
             "explained_variance": explained_variance(values, returns),
             "episodic_return": float(np.mean(episode_returns)) if episode_returns else None,
             "episodic_length": float(np.mean(episode_lengths)) if episode_lengths else None,
-            **self._per_agent(buf),
+            **buf.breakdown(),  # a multi-agent run's: each agent's episodic return
         }
         return UpdateResult(
             record,
@@ -330,21 +322,6 @@ class Run:
             value_spread=value_spread,
             episode_infos=buf.finished_infos(),
         )
-
-    def _per_agent(self, buf) -> dict:
-        """A multi-agent run's mean episodic return of each agent (``episodic_return/NAME``; None where none of
-        its episodes ended): which agent lags behind."""
-        agents = agent_spec(self.envs)
-        if agents is None:
-            return {}
-        by_row = buf.episode_returns.where(buf.episode_ended, torch.nan).view(
-            -1, agents.num_envs, agents.num_agents
-        )
-        means = by_row.nanmean((0, 1)).tolist()
-        return {
-            f"episodic_return/{name}": None if np.isnan(m) else m
-            for name, m in zip(agents.names, means, strict=True)
-        }
 
     # --- the seams of steps (a SeedGroup has its own) --------------------------------------------------------
     def start(self) -> list[Run]:
@@ -477,21 +454,8 @@ def rollout(collector: Collector, model, args: PPOArgs, update: int) -> tuple:
     next_value, next_done = collector.collect(model)
     buf = collector.buffer
     check_rollout(buf, update)
-    advantages = estimate_advantages(
-        args.algorithm.advantage,
-        buf.rewards,
-        buf.values,
-        buf.dones,
-        next_value,
-        next_done,
-        args.algorithm.gamma,
-        args.algorithm.gae_lambda,
-        acting=buf.valid if buf.turns else None,
-        next_acting=buf.next_valid if buf.turns else None,
-    )
-    if buf.turns:  # the moves whose transitions run past the rollout are no samples (gae_by_turns)
-        assert buf.valid is not None and buf.next_valid is not None, "a turn-based rollout marks its moves"
-        buf.valid &= ~open_moves(buf.valid, buf.dones, next_done, buf.next_valid)
+    algo = args.algorithm
+    advantages = buf.advantages(algo.advantage, next_value, next_done, algo.gamma, algo.gae_lambda)
     return buf, advantages, advantages + buf.values
 
 
@@ -553,42 +517,6 @@ def network_spec(args: PPOArgs, envs) -> NetworkSpec:
         obs_layout=layout.to_json() if layout.packed else None,
         agents=None if agents is None else agents.to_json(),
     )
-
-
-def check_agents(args: PPOArgs, agents: AgentSpec | None) -> None:
-    """The settings that only a multi-agent env gives a meaning to, refused on any other."""
-    algo = args.algorithm.algo
-    asked = (
-        (f"--algo {algo}", get_algorithm(algo).multi_agent),
-        ("centralized_critic", args.network.centralized_critic),
-        ("team_reward", args.env.team_reward),
-        ("--no-critic-agent-index", not args.network.critic_agent_index),
-    )
-    named = [name for name, on in asked if on]
-    if agents is None and named:
-        raise UserError(
-            f"{named[0]} trains many agents, and {args.env.env_id} is a single-agent env; multi-agent envs are "
-            "pettingzoo:MODULE and vmas:SCENARIO ids (docs/MULTIAGENT.md)"
-        )
-    if agents is not None and not args.network.critic_agent_index:
-        # the setting may come from a preset (vmas-benchmarl sets it), so each line names both ways out
-        given = '--no-critic-agent-index (the flag, or a preset\'s "critic_agent_index": false)'
-        if not args.network.centralized_critic and args.network.actor_agent_index:
-            raise UserError(
-                f"{given}: an IPPO critic works on the actor's features, which hold the index unless "
-                "--no-actor-agent-index; add that, give --critic-agent-index, or use --algo mappo"
-            )
-        if agents.turns:
-            raise UserError(
-                f"{given} gives a game's agents one value, and in a turn-based game each player needs its own: "
-                "give --critic-agent-index"
-            )
-    separate = agents is not None and (agents.num_kinds > 1 or not args.network.share_params)
-    if separate and args.network.shared_network:
-        raise UserError(
-            "--shared-network gives one trunk to every agent; agents of several kinds, or --no-share-params, need "
-            "a network each: drop --shared-network"
-        )
 
 
 def default_run_dir(args: PPOArgs) -> str:

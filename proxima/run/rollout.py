@@ -7,14 +7,14 @@ shared by every algorithm: PPO, VPG and REINFORCE differ only in what they do wi
 
 from __future__ import annotations
 
-from typing import Protocol, cast
+from typing import Protocol
 
 import torch
 from torch import Tensor
 
 from proxima.algo.storage import RolloutBuffer
 from proxima.envs import VecEnv
-from proxima.envs.interface import InfoKeys, Seeds, agent_spec, alive_after_reset, env_call, obs_layout
+from proxima.envs.interface import InfoKeys, Seeds, Step, env_call, obs_layout
 from proxima.policy.protocol import Policy
 
 
@@ -49,7 +49,10 @@ class Collector(Protocol):
 class RolloutCollector:
     """The ``Collector`` of local envs. ``frozen_stats`` (a rollout worker's slice of the envs,
     ``proxima.scale.rollout_workers``): normalize with the observation and reward statistics as they are, and keep
-    what would have updated them (the raw observations, the discounted returns) for the learner to merge."""
+    what would have updated them (the raw observations, the discounted returns) for the learner to merge.
+
+    A multi-agent env's collector (``proxima.run.multiagent``) enters through the hooks at the end: which rows
+    are present at a step, the reward learned from, what a step leaves for the next, and its own state."""
 
     def __init__(
         self,
@@ -59,7 +62,6 @@ class RolloutCollector:
         model: Policy,
         seed: Seeds = None,
         frozen_stats: bool = False,
-        team_reward: bool = False,
         generator: torch.Generator | None = None,
     ):
         self.envs = envs
@@ -67,7 +69,7 @@ class RolloutCollector:
         self.gamma = gamma
         n, device, head, layout = envs.num_envs, envs.device, model.head, obs_layout(envs)
         obs_dtype = model.normalization.obs_dtype(layout.dtype)
-        self.buffer = RolloutBuffer(
+        self.buffer = self._new_buffer(
             num_steps, n, layout.shape, obs_dtype, head.action_shape, head.action_dtype, device
         )
         self.next_obs = env_call(envs.reset, seed=seed)
@@ -76,19 +78,6 @@ class RolloutCollector:
         self._episode_length = torch.zeros(n, dtype=torch.int64, device=device)
         self._discounted_return = torch.zeros(n, device=device)  # for reward scaling only
         self._infos: InfoKeys | None = None  # keep_infos' keys: None until the run asks for infos
-        # multi-agent envs: which rows' agents are present in next_obs (Step.alive); None: one agent per env
-        agents = agent_spec(envs)
-        self.alive: Tensor | None = None
-        self.team: int | None = None  # team_reward's agents per game (check_agents refuses it for one agent)
-        if agents is not None:
-            self.alive = alive_after_reset(envs)
-            self.team = agents.num_agents if team_reward else None
-            self.buffer.valid = torch.ones((num_steps, n), dtype=torch.bool, device=device)
-            self.buffer.turns = agents.turns
-            self.buffer.agents = agents.num_agents
-            self._in_game = torch.ones(
-                n, dtype=torch.bool, device=device
-            )  # a waiting player shares the team's
         self.frozen_stats = frozen_stats
         norm = model.normalization
         self.raw_obs = (
@@ -108,30 +97,24 @@ class RolloutCollector:
         buf, norm = self.buffer, model.normalization
         if self._infos is not None:
             buf.episode_infos = {}
-        valid = cast(Tensor, buf.valid)  # multi-agent envs' (made with self.alive); not read for one agent
         for t in range(buf.obs.shape[0]):
             if self.raw_obs is not None:
                 self.raw_obs[t] = self.next_obs
-            # the statistics take in the agents present, not the rows of those that left or wait their turn
-            obs = norm.obs(self.next_obs, update=not self.frozen_stats, rows=self.alive)
+            rows = self._present(t)  # the statistics take in the rows present (None: all)
+            obs = norm.obs(self.next_obs, update=not self.frozen_stats, rows=rows)
             buf.obs[t] = obs
             buf.dones[t] = self.next_done
-            if self.alive is not None:
-                valid[t] = self.alive
             # One forward pass over the whole batch gives the actions, their log-probs and the values.
             actions, buf.logprobs[t], buf.values[t] = self._act(model, obs)
             buf.actions[t] = actions  # as sampled: a Box action is clipped only on its way into the env
             step = env_call(self.envs.step, actions)
             done = step.done
-            self._record_episodes(t, *step.stats())
+            score, game_over = step.stats()
+            self._record_episodes(t, score, game_over, rows)
             if step.infos:
                 assert buf.episode_infos is not None  # envs report infos only once keep_infos asked for them
                 buf.episode_infos.update(((t, i), info) for i, info in step.infos.items())
-            reward = (
-                step.reward
-                if self.team is None
-                else team_reward_of(step.reward, self._in_game if buf.turns else valid[t], self.team)
-            )
+            reward = self._reward(step.reward, rows)
             if norm.norm_reward:
                 self._discounted_return.mul_(self.gamma).add_(step.reward)
                 if self.returns_seen is not None:
@@ -140,7 +123,7 @@ class RolloutCollector:
                     reward,
                     self._discounted_return,
                     update=not self.frozen_stats,
-                    rows=valid[t] if self.alive is not None else None,
+                    rows=rows,
                 )
                 self._discounted_return.masked_fill_(done, 0.0)
             # A time-limit truncation is not the end of the task: the return goes on past the cut, so the
@@ -154,9 +137,7 @@ class RolloutCollector:
             buf.rewards[t] = reward
             self.next_obs = step.obs
             self.next_done = done.float()
-            if self.alive is not None:
-                self.alive = torch.ones_like(self.alive) if step.alive is None else step.alive
-        buf.next_valid = self.alive
+            self._stepped(step)
         return self._values(model, norm.obs(self.next_obs)), self.next_done
 
     # The policy's share of a step, apart so that the recurrent collector can carry its memory through it, and a
@@ -184,45 +165,53 @@ class RolloutCollector:
     def restart(self, seed: Seeds) -> None:
         """Fresh episodes from ``seed`` (a resumed run whose envs could not be saved)."""
         self.next_obs = env_call(self.envs.reset, seed=seed)
-        if self.alive is not None:
-            self.alive = alive_after_reset(self.envs)
 
-    _STATE = ("next_obs", "next_done", "_episode_return", "_episode_length", "_discounted_return")
+    # what state_dict saves of the collector, each by its name without the leading _
+    _STATE: tuple[str, ...] = (
+        "next_obs",
+        "next_done",
+        "_episode_return",
+        "_episode_length",
+        "_discounted_return",
+    )
 
     def state_dict(self) -> dict | None:
         """What the next rollout continues from, the envs included; None if the envs cannot be captured."""
         env_state = self.envs.state_dict()
         if env_state is None:
             return None
-        alive = {} if self.alive is None else {"alive": self.alive}
-        return {**{name.lstrip("_"): getattr(self, name) for name in self._STATE}, **alive, "env": env_state}
+        return {**{name.lstrip("_"): getattr(self, name) for name in self._STATE}, "env": env_state}
 
     def load_state_dict(self, state: dict) -> None:
         for name in self._STATE:
             setattr(self, name, state[name.lstrip("_")].to(getattr(self, name)))
-        if self.alive is not None:
-            self.alive = state["alive"].to(self.alive)
         self.envs.load_state_dict(state["env"])
 
-    def _record_episodes(self, t: int, score: Tensor, game_over: Tensor) -> None:
+    def _record_episodes(self, t: int, score: Tensor, game_over: Tensor, rows: Tensor | None) -> None:
         """Statistics of whole games: an Atari game goes on after a lost life, and its score is unclipped."""
         buf = self.buffer
         self._episode_return += score
-        self._episode_length += 1 if self.alive is None else self.alive  # an agent that left takes no steps
+        self._episode_length += 1 if rows is None else rows  # a row that is not present takes no step
         buf.episode_returns[t] = self._episode_return
         buf.episode_lengths[t] = self._episode_length
         buf.episode_ended[t] = game_over
         self._episode_return.masked_fill_(game_over, 0.0)
         self._episode_length.masked_fill_(game_over, 0)
 
+    # The hooks of a collector with rows that come and go (proxima.run.multiagent): every row is present here.
+    def _new_buffer(self, *shapes) -> RolloutBuffer:
+        return RolloutBuffer(*shapes)
 
-def team_reward_of(reward: Tensor, present: Tensor, agents: int) -> Tensor:
-    """Each present agent's reward replaced by the mean over the agents present in its game (rows env-major,
-    ``agents`` a game); an absent agent's stays 0. A turn-based game's rollout passes every row as present (its
-    waiting players are in the team), an agent already out of the game included (docs/MULTIAGENT.md)."""
-    r, present = reward.view(-1, agents), present.view(-1, agents)
-    mean = r.sum(1, keepdim=True) / present.sum(1, keepdim=True).clamp(min=1)
-    return (mean * present).reshape(-1)
+    def _present(self, t: int) -> Tensor | None:
+        """The rows present at step ``t``'s observation, which the statistics take in; None: all."""
+        return None
+
+    def _reward(self, reward: Tensor, rows: Tensor | None) -> Tensor:
+        """The reward learned from: the env's."""
+        return reward
+
+    def _stepped(self, step: Step) -> None:
+        """After each step, what the next one needs of it beyond its observation and dones: nothing."""
 
 
 class RecurrentCollector(RolloutCollector):

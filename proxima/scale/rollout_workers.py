@@ -60,6 +60,7 @@ from proxima.policy.distributions import make_head
 from proxima.policy.networks import ActorCritic, NetworkSpec, make_policy
 from proxima.policy.protocol import Policy
 from proxima.run.config import PPOArgs
+from proxima.run.multiagent import MultiAgentBuffer, MultiAgentCollector
 from proxima.run.rollout import RolloutCollector
 from proxima.run.threads import ray_worker_priority
 
@@ -83,16 +84,16 @@ class SliceCollector(RolloutCollector):
         seed: int,
         offset: int,
         total: int,
-        team_reward: bool = False,
+        **options,
     ):
         super().__init__(
             envs,
             num_steps,
             gamma,
             model,
-            seeding.training_envs(seed, offset),
+            seed=seeding.training_envs(seed, offset),
             frozen_stats=True,
-            team_reward=team_reward,
+            **options,
         )
         n, agents = envs.num_envs, agent_spec(envs)
         per_env = 1 if agents is None else agents.num_agents  # rows of an env, env-major
@@ -137,6 +138,10 @@ class SliceCollector(RolloutCollector):
             g.set_state(saved.clone())
 
 
+class MultiAgentSliceCollector(SliceCollector, MultiAgentCollector):
+    """A ``SliceCollector`` of a multi-agent env's games."""
+
+
 class RolloutWorker:
     """One Ray actor: its envs, its copy of the policy, and its ``SliceCollector``."""
 
@@ -174,10 +179,14 @@ class RolloutWorker:
         self.model = make_policy(
             net_spec, make_head(self.envs.single_action_space, net_spec.network.action_dist)
         )
-        self.collector = SliceCollector(
-            self.envs, algo.num_steps, algo.gamma, self.model, seed, self.offset, env.num_envs,
-            team_reward=env.team_reward,
-        )  # fmt: skip
+        collector, options = (
+            (SliceCollector, {})
+            if agent_spec(self.envs) is None
+            else (MultiAgentSliceCollector, {"team_reward": env.team_reward})
+        )
+        self.collector = collector(
+            self.envs, algo.num_steps, algo.gamma, self.model, seed, self.offset, env.num_envs, **options
+        )
         if state is not None:
             self.collector.load_state_dict(state)
         if self.infos is not None:
@@ -203,12 +212,14 @@ class RolloutWorker:
         self.model.load_state_dict(weights)
         next_value, next_done = self.collector.collect(self.model)
         buf, c = self.collector.buffer, self.collector
+        # None: one agent per env, always present
+        valid, next_valid = (buf.valid, buf.next_valid) if isinstance(buf, MultiAgentBuffer) else (None, None)
         return {
             **{name: getattr(buf, name) for name in SLICE_FIELDS},
             "next_value": next_value,
             "next_done": next_done,
-            "valid": buf.valid,  # None: one agent per env, always present
-            "next_valid": buf.next_valid,
+            "valid": valid,
+            "next_valid": next_valid,
             "raw_obs": c.raw_obs,
             "returns_seen": c.returns_seen,
             "state": c.state_dict(),  # where the next rollout starts: a replacement's starting point
@@ -343,14 +354,9 @@ class RayCollector:
         n, layout, head = pool.num_envs, pool.obs_layout, model.head
         obs_dtype = model.normalization.obs_dtype(layout.dtype)
         device = next(model.parameters()).device  # the learner's: slices come back on the CPU, then move
-        self.buffer = RolloutBuffer(
-            num_steps, n, layout.shape, obs_dtype, head.action_shape, head.action_dtype, device
-        )
+        shapes = (num_steps, n, layout.shape, obs_dtype, head.action_shape, head.action_dtype, device)
         agents = agent_spec(pool)
-        if agents is not None:
-            self.buffer.valid = torch.ones((num_steps, n), dtype=torch.bool, device=device)
-            self.buffer.turns = agents.turns
-            self.buffer.agents = agents.num_agents
+        self.buffer = RolloutBuffer(*shapes) if agents is None else MultiAgentBuffer(*shapes, agents=agents)
         self.spec = model.spec.to_json()
         self.steps_done = 0  # env steps collected so far per env: where a fresh replacement's seed comes from
         pool.get([actor.start.remote(self.spec, seed) for actor in pool.actors])
@@ -374,21 +380,20 @@ class RayCollector:
         buf, norm = self.buffer, model.normalization
         for name in SLICE_FIELDS:
             getattr(buf, name).copy_(torch.cat([s[name] for s in slices], dim=1))
-        if buf.valid is not None:
-            buf.valid.copy_(torch.cat([s["valid"] for s in slices], dim=1))
+        valid = None
+        if isinstance(buf, MultiAgentBuffer):
+            valid = buf.valid.copy_(torch.cat([s["valid"] for s in slices], dim=1))
             buf.next_valid = torch.cat([s["next_valid"] for s in slices]).to(device=buf.valid.device)
         # the statistics the actors kept frozen, merged step by step in env order (as one process would)
         if norm.norm_obs:
             raw = torch.cat([s["raw_obs"] for s in slices], dim=1)
             for t in range(raw.shape[0]):
-                norm.obs_rms.update(
-                    raw[t].to(buf.obs.device), rows=None if buf.valid is None else buf.valid[t]
-                )
+                norm.obs_rms.update(raw[t].to(buf.obs.device), rows=None if valid is None else valid[t])
         if norm.norm_reward:
             returns = torch.cat([s["returns_seen"] for s in slices], dim=1)
             for t in range(returns.shape[0]):
                 norm.return_rms.update(
-                    returns[t].to(buf.obs.device), rows=None if buf.valid is None else buf.valid[t]
+                    returns[t].to(buf.obs.device), rows=None if valid is None else valid[t]
                 )
         self.states = [s["state"] for s in slices]
         if self.infos is not None:  # each slice's (step, row) -> info, with the row counted over all slices
