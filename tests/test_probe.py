@@ -6,8 +6,8 @@ import json
 import pytest
 import torch
 
+import proxima.algo.storage
 import proxima.algo.update
-import proxima.run.loop
 import proxima.scale.trainer
 from proxima.algo.algorithms import ALGORITHMS
 from proxima.algo.losses import value_loss
@@ -83,12 +83,13 @@ def test_a_critic_that_ignores_its_input_is_blamed_on_the_network(capsys, monkey
 
 @pytest.mark.slow
 def test_a_dropped_discount_is_blamed_on_discounting(capsys, monkeypatch):
-    original = proxima.run.loop.estimate_advantages
+    # a single agent's rollout buffer computes them (RolloutBuffer.advantages)
+    original = proxima.algo.storage.estimate_advantages
 
     def undiscounted(estimator, rewards, values, dones, next_value, next_done, gamma, gae_lambda, **turns):
         return original(estimator, rewards, values, dones, next_value, next_done, 1.0, gae_lambda, **turns)
 
-    monkeypatch.setattr(proxima.run.loop, "estimate_advantages", undiscounted)
+    monkeypatch.setattr(proxima.algo.storage, "estimate_advantages", undiscounted)
     _assert_blames(capsys, ["1", "2", "3"], "3", "discounting")
 
 
