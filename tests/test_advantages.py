@@ -168,7 +168,7 @@ def test_a_turn_based_rollout_leaves_out_the_moves_it_cut_off():
 
     from proxima.envs import make_envs
     from proxima.policy.distributions import make_head
-    from proxima.policy.networks import ActorCritic, NetworkSettings, NetworkSpec
+    from proxima.policy.networks import NetworkSettings, NetworkSpec, make_policy
     from proxima.run.loop import rollout
     from proxima.run.multiagent import MultiAgentCollector
     from tests.fixtures.wild_aec_envs import env
@@ -179,7 +179,7 @@ def test_a_turn_based_rollout_leaves_out_the_moves_it_cut_off():
     head = make_head(envs.single_action_space)
     spec = NetworkSpec(head.logits_dim, envs.obs_layout.shape, NetworkSettings(norm_value=False),
                        obs_layout=envs.obs_layout.to_json(), agents=envs.agents.to_json())  # fmt: skip
-    model = ActorCritic(spec, head)
+    model = make_policy(spec, head)  # the multi-agent policy
     collector = MultiAgentCollector(envs, 3, 0.5, model, seed=0)
     args = SimpleNamespace(algorithm=SimpleNamespace(advantage="gae", gamma=0.5, gae_lambda=1.0))
     buf, _, targets = rollout(collector, model, args, 1)

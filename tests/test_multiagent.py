@@ -5,6 +5,7 @@ import functools
 import json
 import os
 import signal
+import types
 
 import gymnasium as gym
 import numpy as np
@@ -17,7 +18,7 @@ import proxima.commands
 import proxima.run.loop
 from proxima.algo.algorithms import get_algorithm
 from proxima.algo.optim import Adam
-from proxima.algo.storage import game_minibatches, minibatches
+from proxima.algo.storage import RolloutBuffer, minibatches
 from proxima.algo.update import UpdateSettings, update
 from proxima.base.errors import UserError
 from proxima.base.spaces import ObsLayout
@@ -25,7 +26,7 @@ from proxima.envs.interface import AgentSpec
 from proxima.policy.distributions import make_head
 from proxima.policy.multiagent import Grouped, MultiAgentActorCritic
 from proxima.policy.networks import ActorCritic, NetworkSettings, NetworkSpec, make_policy
-from proxima.run.multiagent import MultiAgentBuffer
+from proxima.run.multiagent import GameBatch, MultiAgentBuffer, rollout_buffer
 
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated:DeprecationWarning")
 AGENTS = 3
@@ -162,19 +163,33 @@ def test_the_update_runs_a_shared_critic_once_per_game_unless_an_agent_left():
     for left in (False, True):
         agents = AgentSpec(tuple(f"agent_{a}" for a in range(AGENTS)), (0,) * AGENTS, 2)
         shapes = (4, 2 * AGENTS, LAYOUT.shape, torch.float32, (), torch.long, torch.device("cpu"))
-        buf = MultiAgentBuffer(*shapes, agents=agents)
+        buf = MultiAgentBuffer(*shapes, agents=agents, whole_games=True)
         buf.obs[:] = _rows(4 * 2 * AGENTS).view(4, 2 * AGENTS, -1)
         buf.valid[1, 2] = not left  # game 0's agent 2 left after step 0
         returns = torch.randn(4, 2 * AGENTS)
         batch = buf.flatten(returns, returns)
-        assert batch.games == (None if left else AGENTS)
+        assert (batch.agents if isinstance(batch, GameBatch) else None) == (None if left else AGENTS)
         critic_rows.clear()
         update(model, optimizer, batch, settings, torch.Generator())
         assert critic_rows == ([12, 11] if left else [4, 4])  # 24 rows: 8 games in 2 minibatches
 
 
+def test_a_rollout_is_taken_in_whole_games_only_by_a_model_whose_agents_of_a_game_share_a_value():
+    envs = types.SimpleNamespace(
+        agents=AgentSpec(tuple(f"agent_{a}" for a in range(AGENTS)), (0,) * AGENTS, 2)
+    )
+    shapes = (4, 2 * AGENTS, LAYOUT.shape, torch.float32, (), torch.long, torch.device("cpu"))
+    returns = torch.zeros(4, 2 * AGENTS)
+    for critic_agent_index, whole in ((False, True), (True, False)):
+        model = _model(centralized_critic=True, critic_agent_index=critic_agent_index)
+        batch = rollout_buffer(envs, model, *shapes).flatten(returns, returns)
+        assert isinstance(batch, GameBatch) == whole
+    assert type(rollout_buffer(types.SimpleNamespace(), model, *shapes)) is RolloutBuffer  # one agent
+
+
 def test_game_minibatches_hold_whole_games_each_once():
-    parts = game_minibatches(5 * AGENTS * 4, AGENTS, 4, torch.Generator())
+    rows = torch.zeros(5 * AGENTS * 4)
+    parts = GameBatch(rows, rows, rows, rows, rows, rows, agents=AGENTS).minibatches(4, torch.Generator())
     assert [len(p) for p in parts] == [5 * AGENTS] * 4
     rows = torch.cat(parts)
     assert sorted(rows.tolist()) == list(range(5 * AGENTS * 4))

@@ -8,38 +8,18 @@ import torch
 from torch import Tensor
 
 from proxima.algo.advantages import estimate_advantages
+from proxima.policy.protocol import Learned
 
 
-def minibatch_indices(batch_size: int, minibatch_size: int, generator: torch.Generator) -> list[Tensor]:
-    """A random permutation of ``range(batch_size)`` from ``generator`` (on its device) cut into
-    ``batch_size // minibatch_size`` index tensors.
+def minibatches(batch_size: int, count: int, generator: torch.Generator) -> list[Tensor]:
+    """A random permutation of ``range(batch_size)`` from ``generator`` (on its device) cut into ``count`` index
+    tensors, whose sizes differ by at most one where ``count`` does not divide the batch (a batch less its steps
+    that are no samples, proxima.run.multiagent).
 
     Every sample appears in exactly one minibatch (detail 6 of the 13 in docs/SEEDS.md): on-policy data is
     thrown away after the update, so a sample that random sampling happened to skip would be wasted.
     """
-    if batch_size % minibatch_size:
-        raise ValueError(f"minibatch_size {minibatch_size} does not divide batch_size {batch_size}")
-    return list(_permutation(batch_size, generator).split(minibatch_size))
-
-
-def _permutation(batch_size: int, generator: torch.Generator) -> Tensor:
-    return torch.randperm(batch_size, generator=generator, device=generator.device)
-
-
-def minibatches(batch_size: int, count: int, generator: torch.Generator) -> list[Tensor]:
-    """``count`` minibatches of a random permutation: ``minibatch_indices``' where ``count`` divides the batch;
-    otherwise sizes that differ by at most one (a batch less its steps that are no samples, proxima.run.multiagent)."""
-    if batch_size % count == 0:
-        return minibatch_indices(batch_size, batch_size // count, generator)
-    return list(_permutation(batch_size, generator).tensor_split(count))
-
-
-def game_minibatches(batch_size: int, agents: int, count: int, generator: torch.Generator) -> list[Tensor]:
-    """``minibatches`` of whole games: the batch's rows are games of ``agents`` consecutive rows, and each
-    minibatch holds the rows of ``len(batch) // agents // count`` random games, every game's agents in order."""
-    offsets = torch.arange(agents, device=generator.device)
-    games = minibatches(batch_size // agents, count, generator)
-    return [(index.unsqueeze(-1) * agents + offsets).flatten() for index in games]
+    return list(torch.randperm(batch_size, generator=generator, device=generator.device).tensor_split(count))
 
 
 @dataclass
@@ -57,13 +37,17 @@ class Batch:
         return self.obs.shape[0]
 
     def __getitem__(self, index: Tensor) -> Batch:
-        return Batch(*(getattr(self, f.name)[index] for f in fields(self)))
+        return Batch(*(getattr(self, f.name)[index] for f in fields(Batch)))
 
-    # Not a field of the dataclass (no annotation, so that Batch(*tensors) and fields() stay the six tensors): its
-    # type is given as a type comment, which dataclasses and mypy's dataclass plugin both pass over.
-    # rows in whole groups of this many consecutive rows, which minibatches keep together (game_minibatches; a
-    # multi-agent rollout's games, proxima.run.multiagent); None: rows are not grouped so
-    games = None  # type: int | None
+    # How the update takes the batch (proxima.algo.update.Solo): a batch of rows that belong together, as a
+    # game's agents do (proxima.run.multiagent.GameBatch), keeps them together in both.
+    def minibatches(self, count: int, generator: torch.Generator) -> list[Tensor]:
+        """One epoch's ``count`` minibatches (``minibatches``), as indices into the batch."""
+        return minibatches(len(self), count, generator)
+
+    def evaluate(self, model: Learned) -> tuple[Tensor, Tensor, Tensor]:
+        """``model.evaluate`` of the batch: the log-probs of its actions, the entropies and the values."""
+        return model.evaluate(self.obs, self.actions, self.sequences)
 
     @property
     def sequences(self) -> tuple[Tensor, tuple[Tensor, ...]] | None:
@@ -116,6 +100,11 @@ class RolloutBuffer:
 
     # a recurrent agent's (h, c) before the rollout's first step, set by its collector
     memory: tuple[Tensor, ...]
+    # What a rollout is, as a rollout worker's slice carries it back to be joined along the rows
+    # (proxima.scale.rollout_workers): the tensors of its steps, (num_steps, rows, ...), and of its end, (rows, ...)
+    STEPS: tuple[str, ...] = ("obs", "actions", "logprobs", "values", "rewards", "dones",
+                              "episode_returns", "episode_lengths", "episode_ended")  # fmt: skip
+    END: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -204,8 +193,12 @@ class RolloutBuffer:
         ends = self.episode_ended.nonzero().tolist()  # row-major: the order of the boolean indexing above
         return [self.episode_infos.get((t, i), {}) for t, i in ends]
 
-    # What a rollout of many rows per env breaks down by part (proxima.run.multiagent.MultiAgentBuffer): nothing
-    # for a rollout of one row per env.
+    # What a rollout whose rows come and go, or fall into parts, says of them (proxima.run.multiagent's
+    # MultiAgentBuffer): here every row is present, and all rows are one part.
+    def present(self, t: int) -> Tensor | None:
+        """The rows present at step ``t``, whose observation and return the statistics take in; None: all."""
+        return None
+
     def diagnostics(self, model, batch: Batch) -> dict:
         """The update's debug variables of each part of ``batch``'s rows, after ``model``'s update."""
         return {}

@@ -11,7 +11,6 @@ whose weights are R - V(s) for VPG and R for REINFORCE (a model without a critic
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -28,9 +27,8 @@ from proxima.algo.losses import (
     value_loss,
 )
 from proxima.algo.optim import Adam, clip_grad_norm
-from proxima.algo.storage import Batch, game_minibatches, minibatches
-from proxima.policy.multiagent import MultiAgentActorCritic
-from proxima.policy.networks import ActorCritic
+from proxima.algo.storage import Batch
+from proxima.policy.protocol import Learned
 
 
 @dataclass(frozen=True)
@@ -117,7 +115,7 @@ def learn(learner: Learner, settings: UpdateSettings) -> list[dict | None]:
 
 
 def update(
-    model: ActorCritic, optimizer: Adam, batch: Batch, settings: UpdateSettings, generator: torch.Generator
+    model: Learned, optimizer: Adam, batch: Batch, settings: UpdateSettings, generator: torch.Generator
 ) -> dict:
     """``learn`` for one model, in minibatches of ``generator``'s order (the run's ``RunStreams.minibatches``, on
     the batch's device); its debug variables."""
@@ -133,7 +131,7 @@ class Solo:
 
     def __init__(
         self,
-        model: ActorCritic,
+        model: Learned,
         optimizer: Adam,
         batch: Batch,
         settings: UpdateSettings,
@@ -141,11 +139,6 @@ class Solo:
     ):
         self.model, self.optimizer, self.settings, self.generator = model, optimizer, settings, generator
         self.training, self.params = [0], list[Tensor](model.parameters())
-        # A value that a game's agents share (--no-critic-agent-index) is computed once per game: minibatches of
-        # whole games then. Otherwise (and where an agent had left, so rows are not whole games) of samples.
-        self.games, self.evaluate = None, model.evaluate
-        if isinstance(model, MultiAgentActorCritic) and model.agents_per_game and batch.games is not None:
-            self.games, self.evaluate = batch.games, functools.partial(model.evaluate, whole_games=True)
         model.update_value_normalization(batch.samples()[0].returns, settings.value_norm_horizon)
         # With --norm-value the critic's errors are measured in standard deviations of its targets, the scale its
         # network predicts in; dividing values, old values and returns alike keeps the clipped loss consistent.
@@ -158,15 +151,11 @@ class Solo:
         self.batch = batch
 
     def minibatches(self) -> Iterable[Batch]:
-        size, count, generator = len(self.batch), self.settings.num_minibatches, self.generator
-        if self.games is None:
-            indices = minibatches(size, count, generator)
-        else:
-            indices = game_minibatches(size, self.games, count, generator)
+        indices = self.batch.minibatches(self.settings.num_minibatches, self.generator)
         return (self.batch[index] for index in indices)
 
     def loss(self, mb: Batch) -> tuple[Tensor, Tensor, Tensor, Tensor, dict[str, Tensor]]:
-        logprobs, entropy, values = self.evaluate(mb.obs, mb.actions, mb.sequences)
+        logprobs, entropy, values = mb.evaluate(self.model)
         mb, (logprobs, entropy, values) = mb.samples(logprobs, entropy, values)  # sequences: their samples
         critic = self.model.critic is not None
         return one_member(minibatch_loss(logprobs, entropy, values, mb, self.settings, self.scale, critic))

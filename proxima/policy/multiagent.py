@@ -152,7 +152,7 @@ class MultiAgentActorCritic(ActorCritic):
     def evaluate(
         self, obs: Tensor, actions: Tensor, sequences=None, whole_games: bool = False
     ) -> tuple[Tensor, Tensor, Tensor]:
-        """``ActorCritic.evaluate``; ``whole_games``: the rows are whole games (``storage.game_minibatches``),
+        """``ActorCritic.evaluate``; ``whole_games``: the rows are whole games (``proxima.run.multiagent.GameBatch``),
         see ``_value``."""
         if sequences is None:
             features = self._features(obs)

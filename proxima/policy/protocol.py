@@ -1,9 +1,13 @@
-"""What the collectors ask of a model: the ``Policy`` Protocol that ``ActorCritic`` and the stacked seeds of
-``--num-seeds`` (``proxima.scale.batched.SeedModel``) both satisfy."""
+"""The model as a run uses it, one Protocol per user: ``Policy`` for the collectors (``proxima.run.rollout``),
+``Learned`` for the update (``proxima.algo.update.Solo``) and ``Player`` for evaluation
+(``proxima.run.evaluate.run_episodes``). ``ActorCritic`` (with ``MultiAgentActorCritic``, whose rows are a game's
+agents) is all three; the stacked seeds of ``--num-seeds`` are a ``Policy`` (``proxima.scale.batched.SeedModel``)
+and a ``Player`` (``proxima.policy.stacked.StackedPolicies``), as is self-play's ``proxima.run.selfplay.Tactics``."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Iterator
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
@@ -51,3 +55,49 @@ class Policy(Protocol):
     def value_after(self, obs: Tensor, memory) -> Tensor: ...
 
     def forward_sequence(self, obs: Tensor, starts: Tensor, memory) -> tuple[Tensor, Tensor, tuple]: ...
+
+
+class ValueNormalization(ObsNormalization, Protocol):
+    """The normalization as the update sees it: the scale of the critic's targets too (``--norm-value``)."""
+
+    def value_scale(self) -> Tensor | None: ...
+
+
+class Learned(Policy, Protocol):
+    """What the update trains (``Solo``): the log-probs, entropies and values of a batch's stored actions
+    (``Batch.evaluate`` calls ``evaluate``), the parameters, and the critic's value normalization."""
+
+    @property
+    def normalization(self) -> ValueNormalization: ...
+
+    @property
+    def critic(self) -> object: ...  # None: no value function (REINFORCE)
+
+    def evaluate(self, obs: Tensor, actions: Tensor, sequences=None) -> tuple[Tensor, Tensor, Tensor]: ...
+
+    def parameters(self) -> Iterator[torch.nn.Parameter]: ...
+
+    def update_value_normalization(self, targets: Tensor, horizon: int = 0) -> None: ...
+
+
+class Player(Protocol):
+    """What ``run_episodes`` plays with: actions for raw observations (the model normalizes them with its frozen
+    statistics), and for a recurrent model the same from a memory it carries."""
+
+    @property
+    def lstm(self) -> object: ...  # None: not recurrent
+
+    def initial_memory(self, n: int, device: torch.device) -> tuple[Tensor, ...]: ...
+
+    def predict(
+        self, obs: Tensor, deterministic: bool, generator: torch.Generator | None = None
+    ) -> Tensor: ...
+
+    def predict_recurrent(
+        self,
+        obs: Tensor,
+        starts: Tensor,
+        memory: Any,
+        deterministic: bool,
+        generator: torch.Generator | None = None,
+    ) -> tuple[Tensor, Any]: ...

@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime
 import os
 from collections.abc import Callable
-from typing import Any, Protocol
 
 import gymnasium as gym
 import numpy as np
@@ -19,32 +18,9 @@ from proxima.envs import VecEnv, make_envs
 from proxima.envs.interface import Seeds, env_call, obs_layout
 from proxima.envs.user import describe_env, load_env_factory, unknown_id_hint
 from proxima.policy.networks import ActorCritic
+from proxima.policy.protocol import Player
 from proxima.policy.stacked import StackedPolicies
 from proxima.run.agent import Agent
-
-
-class Policy(Protocol):
-    """What ``run_episodes`` plays with: an ``ActorCritic``, or what acts as one (``proxima.run.selfplay.Tactics``
-    counting its moves, ``proxima.scale.batched``'s stacked seeds)."""
-
-    @property
-    def lstm(self) -> object: ...  # None: not recurrent
-
-    def initial_memory(self, n: int, device: torch.device) -> tuple[torch.Tensor, ...]: ...
-
-    def predict(
-        self, obs: torch.Tensor, deterministic: bool, generator: torch.Generator | None = None
-    ) -> torch.Tensor: ...
-
-    def predict_recurrent(
-        self,
-        obs: torch.Tensor,
-        starts: torch.Tensor,
-        memory: Any,
-        deterministic: bool,
-        generator: torch.Generator | None = None,
-    ) -> tuple[torch.Tensor, Any]: ...
-
 
 # An evaluation episode longer than this is taken for one that never ends (an env without a time limit).
 EPISODE_STEP_LIMIT = 100_000
@@ -52,7 +28,7 @@ EPISODE_STEP_LIMIT = 100_000
 
 @torch.no_grad()
 def run_episodes(
-    model: Policy,
+    model: Player,
     envs: VecEnv,
     episodes: int,
     *,

@@ -11,7 +11,9 @@ agents give a meaning to.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from dataclasses import dataclass
 from typing import cast
 
 import torch
@@ -20,7 +22,7 @@ from torch import Tensor
 from proxima.algo.advantages import estimate_advantages, open_moves
 from proxima.algo.algorithms import get_algorithm
 from proxima.algo.losses import explained_variance, value_loss
-from proxima.algo.storage import Batch, RolloutBuffer, SequenceBatch
+from proxima.algo.storage import Batch, RolloutBuffer, SequenceBatch, minibatches
 from proxima.base.errors import UserError
 from proxima.envs.interface import AgentSpec, Step, agent_spec, alive_after_reset
 from proxima.policy.multiagent import MultiAgentActorCritic
@@ -32,9 +34,13 @@ from proxima.run.rollout import RecurrentCollector, RolloutCollector
 class MultiAgentBuffer(RolloutBuffer):
     """A ``RolloutBuffer`` of a multi-agent env's rows, and which of them were samples."""
 
-    def __init__(self, *shapes, agents: AgentSpec):
+    STEPS = (*RolloutBuffer.STEPS, "valid")
+    END = ("next_valid",)
+
+    def __init__(self, *shapes, agents: AgentSpec, whole_games: bool = False):
         super().__init__(*shapes)
         self.spec = agents
+        self.whole_games = whole_games  # the model's agents of a game share one value (GameBatch)
         num_steps, n = self.obs.shape[:2]
         # valid[t, i]: row i's agent was present at step t, so its action counted
         self.valid = torch.ones((num_steps, n), dtype=torch.bool, device=self.obs.device)
@@ -71,18 +77,21 @@ class MultiAgentBuffer(RolloutBuffer):
 
     def flatten(self, advantages: Tensor, returns: Tensor) -> Batch:
         """The steps of agents that had left their game are not samples: they are dropped here, so that no loss,
-        normalization or statistic of the update sees them. Where none had, the rows are whole games."""
+        normalization or statistic of the update sees them. Where none had, the rows are whole games: a
+        ``GameBatch`` where the model's agents of a game share one value."""
         batch = super().flatten(advantages, returns)
-        if bool(self.valid.all()):
-            batch.games = self.agents
-            return batch
-        return batch[self.valid.flatten().nonzero().squeeze(-1)]
+        if not bool(self.valid.all()):
+            return batch[self.valid.flatten().nonzero().squeeze(-1)]
+        return GameBatch(**vars(batch), agents=self.agents) if self.whole_games else batch
 
     def sequences(self, advantages: Tensor, returns: Tensor) -> SequenceBatch:
         batch = super().sequences(advantages, returns)
         if not bool(self.valid.all()):
             batch.valid = self.valid
         return batch
+
+    def present(self, t: int) -> Tensor:
+        return self.valid[t]
 
     def diagnostics(self, model, batch: Batch) -> dict:
         """The debug variables of each network: one per kind of agent, or one per agent (``--no-share-params``)."""
@@ -107,6 +116,27 @@ class MultiAgentBuffer(RolloutBuffer):
         }
 
 
+@dataclass
+class GameBatch(Batch):
+    """A batch of whole games, ``agents`` consecutive rows each, for a model whose agents of a game share one
+    value (``MultiAgentActorCritic.agents_per_game``, ``--no-critic-agent-index``): its minibatches are whole
+    games, so that the value is computed once per game."""
+
+    agents: int
+
+    def __getitem__(self, index: Tensor) -> GameBatch:
+        return GameBatch(**vars(super().__getitem__(index)), agents=self.agents)
+
+    def minibatches(self, count: int, generator: torch.Generator) -> list[Tensor]:
+        """Each holds the rows of ``len(self) // agents // count`` random games, every game's agents in order."""
+        offsets = torch.arange(self.agents, device=generator.device)
+        games = minibatches(len(self) // self.agents, count, generator)
+        return [(index.unsqueeze(-1) * self.agents + offsets).flatten() for index in games]
+
+    def evaluate(self, model) -> tuple[Tensor, Tensor, Tensor]:
+        return cast(MultiAgentActorCritic, model).evaluate(self.obs, self.actions, whole_games=True)
+
+
 class MultiAgentCollector(RolloutCollector):
     """The collector of a multi-agent env: ``alive`` holds the rows whose agents are present in ``next_obs``
     (``Step.alive``); the normalization statistics take in those alone, not the rows of agents that left or
@@ -124,10 +154,8 @@ class MultiAgentCollector(RolloutCollector):
         # a turn-based game's team: a waiting player shares it
         self._in_game = torch.ones(envs.num_envs, dtype=torch.bool, device=envs.device)
 
-    def _new_buffer(self, *shapes) -> RolloutBuffer:
-        agents = agent_spec(self.envs)
-        assert agents is not None, "a multi-agent collector steps multi-agent envs"
-        return MultiAgentBuffer(*shapes, agents=agents)
+    def _new_buffer(self, model, *shapes) -> RolloutBuffer:
+        return rollout_buffer(self.envs, model, *shapes)
 
     @torch.no_grad()
     def collect(self, model) -> tuple[Tensor, Tensor]:
@@ -155,6 +183,33 @@ class MultiAgentCollector(RolloutCollector):
 
 class MultiAgentRecurrentCollector(MultiAgentCollector, RecurrentCollector):
     """``MultiAgentCollector`` of a recurrent agent: each row's memory runs on through the steps it is absent."""
+
+
+def collector_of(envs, args: PPOArgs) -> tuple[type[RolloutCollector], dict]:
+    """The class of ``envs``' collector under ``args`` and the options it takes: a ``MultiAgentCollector`` (with
+    ``--team-reward``) where they are a multi-agent env."""
+    recurrent = args.network.recurrent
+    if agent_spec(envs) is None:
+        return (RecurrentCollector if recurrent else RolloutCollector), {}
+    collector = MultiAgentRecurrentCollector if recurrent else MultiAgentCollector
+    return collector, {"team_reward": args.env.team_reward}
+
+
+def rollout_buffer(envs, model, *shapes) -> RolloutBuffer:
+    """The buffer of ``envs``' rollouts under ``model`` (``shapes``: ``RolloutBuffer``'s): a ``MultiAgentBuffer``
+    where they are a multi-agent env."""
+    agents = agent_spec(envs)
+    if agents is None:
+        return RolloutBuffer(*shapes)
+    whole_games = (
+        cast(MultiAgentActorCritic, model).agents_per_game is not None
+    )  # make_policy made this class
+    return MultiAgentBuffer(*shapes, agents=agents, whole_games=whole_games)
+
+
+def resized(agents: AgentSpec | None, num_envs: int) -> AgentSpec | None:
+    """``agents`` (None: one agent) of ``num_envs`` games: all slices' games, where each slice's are ``agents``."""
+    return None if agents is None else dataclasses.replace(agents, num_envs=num_envs)
 
 
 def team_reward_of(reward: Tensor, present: Tensor, agents: int) -> Tensor:

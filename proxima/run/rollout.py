@@ -70,7 +70,7 @@ class RolloutCollector:
         n, device, head, layout = envs.num_envs, envs.device, model.head, obs_layout(envs)
         obs_dtype = model.normalization.obs_dtype(layout.dtype)
         self.buffer = self._new_buffer(
-            num_steps, n, layout.shape, obs_dtype, head.action_shape, head.action_dtype, device
+            model, num_steps, n, layout.shape, obs_dtype, head.action_shape, head.action_dtype, device
         )
         self.next_obs = env_call(envs.reset, seed=seed)
         self.next_done = torch.zeros(n, device=device)
@@ -199,7 +199,7 @@ class RolloutCollector:
         self._episode_length.masked_fill_(game_over, 0)
 
     # The hooks of a collector with rows that come and go (proxima.run.multiagent): every row is present here.
-    def _new_buffer(self, *shapes) -> RolloutBuffer:
+    def _new_buffer(self, model: Policy, *shapes) -> RolloutBuffer:
         return RolloutBuffer(*shapes)
 
     def _present(self, t: int) -> Tensor | None:

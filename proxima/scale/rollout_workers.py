@@ -1,19 +1,19 @@
-"""Rollouts on Ray actors (``--rollout-workers N``): N actors each own ``num_envs / N`` envs, of any backend.
-A multi-agent env's envs are its games: an actor owns whole games, all of their agents' rows.
+"""Rollouts on Ray actors (``--rollout-workers N``): N actors each own ``num_envs / N`` envs, of any backend,
+with all of their rows (an env of many agents has one per agent, proxima.run.multiagent).
 
 Each update the learner puts the weights in Ray's object store once (the normalization statistics are
 buffers among them); each actor loads them, collects its slice of the rollout where its envs are, with
 nothing crossing the process boundary per env step, and returns the whole slice in one transfer
 (observations, actions, log-probs, values, rewards with the truncation bootstraps added, dones, episode
-statistics, which rows' agents were present, and its state for a replacement). The learner joins the
+statistics, the rest of its buffer's ``STEPS`` and ``END``, and its state for a replacement). The learner joins the
 slices along the env axis and goes on as with local envs: GAE, then the update. ``RayCollector`` is one
 more collector; the loop does not know.
 
 **Partition invariance.** A run gives the same numbers with 1, 2 or 4 workers (byte for byte on native
 envs), because nothing an env sees depends on which worker holds it:
 - env ``i`` is seeded with ``seed + i`` and draws its actions from its own ``torch.Generator`` (keyed by
-  the run seed and ``i``: ``proxima.base.seeding.action_noise``), not from a generator shared by the envs of a process (in a
-  multi-agent env, game ``i`` is seeded so, and each row, an agent of a game, has its own action stream);
+  the run seed and ``i``: ``proxima.base.seeding.action_noise``), not from a generator shared by the envs of a process (where an
+  env has many rows, each row has its own action stream);
 - every forward pass runs on a batch of all ``num_envs`` rows, the worker's own in their places and zeros
   elsewhere, because a matrix product's rounding can depend on the batch size;
 - observation and reward statistics stay frozen during a rollout; the learner merges the rollout's raw
@@ -30,7 +30,6 @@ the buffer, so no transition is lost or counted twice.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import math
 import os
@@ -41,39 +40,28 @@ from typing import cast
 import torch
 from torch import Tensor
 
-from proxima.algo.storage import RolloutBuffer
 from proxima.base import seeding
 from proxima.base.errors import EnvError, NonFiniteError, UserError, raised
 from proxima.envs import make_envs
-from proxima.envs.interface import (
-    AgentSpec,
-    EnvCalls,
-    InfoKeys,
-    VecEnv,
-    agent_spec,
-    obs_layout,
-    per_env_values,
-)
+from proxima.envs.interface import EnvCalls, InfoKeys, VecEnv, agent_spec, obs_layout, per_env_values
 from proxima.envs.registry import resolve_backend
 from proxima.envs.user import factory_backend
 from proxima.policy.distributions import make_head
 from proxima.policy.networks import ActorCritic, NetworkSpec, make_policy
 from proxima.policy.protocol import Policy
 from proxima.run.config import PPOArgs
-from proxima.run.multiagent import MultiAgentBuffer, MultiAgentCollector
+from proxima.run.multiagent import collector_of, resized, rollout_buffer
 from proxima.run.rollout import RolloutCollector
 from proxima.run.threads import ray_worker_priority
 
 RAY_MISSING = "--rollout-workers needs Ray: pip install 'proxima[ray]' (make installs it)"
 TRIAL_ACTOR_CPUS = 1  # what each actor asks for inside a Tune trial, which reserved that much for it
-SLICE_FIELDS = ("obs", "actions", "logprobs", "values", "rewards", "dones",
-                "episode_returns", "episode_lengths", "episode_ended")  # fmt: skip
 
 
 class SliceCollector(RolloutCollector):
-    """A ``RolloutCollector`` for envs ``offset .. offset + n`` of ``total`` (games, where the env is
-    multi-agent): per-row sampling streams, forward passes padded to all rows of the ``total`` envs, and frozen
-    statistics (``frozen_stats``)."""
+    """A collector for envs ``offset .. offset + count`` of ``total``: per-row sampling streams, forward passes
+    padded to all rows of the ``total`` envs, and frozen statistics (``frozen_stats``). It goes before the
+    collector that the envs would have in one process (``proxima.run.multiagent.collector_of``): ``slicing``."""
 
     def __init__(
         self,
@@ -83,6 +71,7 @@ class SliceCollector(RolloutCollector):
         model: ActorCritic,
         seed: int,
         offset: int,
+        count: int,
         total: int,
         **options,
     ):
@@ -95,8 +84,8 @@ class SliceCollector(RolloutCollector):
             frozen_stats=True,
             **options,
         )
-        n, agents = envs.num_envs, agent_spec(envs)
-        per_env = 1 if agents is None else agents.num_agents  # rows of an env, env-major
+        n = envs.num_envs
+        per_env = n // count  # rows of an env, env-major
         first = offset * per_env
         self.rows = slice(first, first + n)
         self.total = total * per_env
@@ -138,8 +127,9 @@ class SliceCollector(RolloutCollector):
             g.set_state(saved.clone())
 
 
-class MultiAgentSliceCollector(SliceCollector, MultiAgentCollector):
-    """A ``SliceCollector`` of a multi-agent env's games."""
+def slicing(collector: type[RolloutCollector]) -> type[SliceCollector]:
+    """``collector`` (the class of the envs' collector in one process) as a ``SliceCollector``."""
+    return cast(type[SliceCollector], type(f"Slice{collector.__name__}", (SliceCollector, collector), {}))
 
 
 class RolloutWorker:
@@ -155,7 +145,7 @@ class RolloutWorker:
         self.infos: InfoKeys | None = None  # keep_infos' keys, for every collector this actor builds
 
     def open(self) -> tuple:
-        """Make the envs; return their spaces, observation layout and ``AgentSpec`` (None: one agent). Not in
+        """Make the envs; return their spaces, observation layout, rows and ``agents`` (``VecEnv``'s). Not in
         ``__init__``: an env that fails there would reach the learner as the actor's death, without the error
         it raised."""
         env = self.args.env
@@ -168,7 +158,8 @@ class RolloutWorker:
             seed=seeding.training_envs(self.args.run.seed, self.offset),
             asynchronous=env.async_envs,
         )
-        return envs.single_observation_space, envs.single_action_space, obs_layout(envs), agent_spec(envs)
+        spaces = envs.single_observation_space, envs.single_action_space, obs_layout(envs)
+        return *spaces, envs.num_envs, agent_spec(envs)
 
     def start(self, spec: dict, seed: int, state: dict | None = None) -> None:
         """Build the policy and the collector (whose first reset seeds env i with ``seed + i``); continue
@@ -179,13 +170,17 @@ class RolloutWorker:
         self.model = make_policy(
             net_spec, make_head(self.envs.single_action_space, net_spec.network.action_dist)
         )
-        collector, options = (
-            (SliceCollector, {})
-            if agent_spec(self.envs) is None
-            else (MultiAgentSliceCollector, {"team_reward": env.team_reward})
-        )
-        self.collector = collector(
-            self.envs, algo.num_steps, algo.gamma, self.model, seed, self.offset, env.num_envs, **options
+        collector, options = collector_of(self.envs, self.args)
+        self.collector = slicing(collector)(
+            self.envs,
+            algo.num_steps,
+            algo.gamma,
+            self.model,
+            seed,
+            self.offset,
+            self.count,
+            env.num_envs,
+            **options,
         )
         if state is not None:
             self.collector.load_state_dict(state)
@@ -212,14 +207,10 @@ class RolloutWorker:
         self.model.load_state_dict(weights)
         next_value, next_done = self.collector.collect(self.model)
         buf, c = self.collector.buffer, self.collector
-        # None: one agent per env, always present
-        valid, next_valid = (buf.valid, buf.next_valid) if isinstance(buf, MultiAgentBuffer) else (None, None)
         return {
-            **{name: getattr(buf, name) for name in SLICE_FIELDS},
+            **{name: getattr(buf, name) for name in (*buf.STEPS, *buf.END)},
             "next_value": next_value,
             "next_done": next_done,
-            "valid": valid,
-            "next_valid": next_valid,
             "raw_obs": c.raw_obs,
             "returns_seen": c.returns_seen,
             "state": c.state_dict(),  # where the next rollout starts: a replacement's starting point
@@ -233,9 +224,9 @@ class RolloutWorker:
 
 
 class WorkerPool:
-    """The Ray actors, and what the learner needs of their envs: the spaces, the count of rows and, for a
-    multi-agent env, its ``agents`` (``VecEnv``'s attributes, so ``Run`` builds the model from it as from local
-    envs). ``count`` is each actor's share of the envs (of the games, for a multi-agent env)."""
+    """The Ray actors, and what the learner needs of their envs: the spaces, the count of rows and ``agents``
+    (``VecEnv``'s attributes, so ``Run`` builds the model from it as from local envs). ``count`` is each actor's
+    share of the envs."""
 
     def make_collector(
         self, num_steps: int, gamma: float, model: ActorCritic, seed: int, say: Callable[[str], None] = print
@@ -272,9 +263,8 @@ class WorkerPool:
             ray_worker_priority()
             ray.init(address=os.environ.get("RAY_ADDRESS") or "local", include_dashboard=False,
                      logging_level=logging.ERROR, log_to_driver=False)  # fmt: skip
-        self.num_envs, self.device = args.env.num_envs, torch.device("cpu")
+        self.device = torch.device("cpu")
         self.count = args.env.num_envs // args.env.rollout_workers
-        self.agents: AgentSpec | None = None
         if ray.util.get_current_placement_group() is not None:
             # a sweep's trial: Ray places the actors in its placement group, where a bundle waits for each
             cpus = TRIAL_ACTOR_CPUS
@@ -287,16 +277,15 @@ class WorkerPool:
         self.actors = [self._new(k) for k in range(args.env.rollout_workers)]
         try:
             spaces = self.get([actor.open.remote() for actor in self.actors])
-            self.single_observation_space, self.single_action_space, self.obs_layout, agents = spaces[0]
+            self.single_observation_space, self.single_action_space, self.obs_layout, rows, agents = spaces[0]
         except BaseException:  # the env could not be made: nothing is left running
             self.close()
             raise
-        if agents is not None:  # every actor's games, as the rows of all games
-            self.agents = dataclasses.replace(agents, num_envs=args.env.num_envs)
-            self.num_envs = args.env.num_envs * agents.num_agents
+        self.num_envs = rows * args.env.rollout_workers  # every actor's rows
+        self.agents = resized(agents, args.env.num_envs)
 
     def call(self, name: str, *args, **kwargs) -> tuple:
-        """``VecEnv.call`` on every actor's envs (games), the results in env order (the envs must be a backend that
+        """``VecEnv.call`` on every actor's envs, the results in env order (the envs must be a backend that
         has it). An actor that dies and is replaced starts from its env's constructor: a curriculum callback that
         sets its attributes at every update sets them again."""
         parts = self.get([actor.call.remote(name, args, kwargs) for actor in self.actors])
@@ -355,8 +344,7 @@ class RayCollector:
         obs_dtype = model.normalization.obs_dtype(layout.dtype)
         device = next(model.parameters()).device  # the learner's: slices come back on the CPU, then move
         shapes = (num_steps, n, layout.shape, obs_dtype, head.action_shape, head.action_dtype, device)
-        agents = agent_spec(pool)
-        self.buffer = RolloutBuffer(*shapes) if agents is None else MultiAgentBuffer(*shapes, agents=agents)
+        self.buffer = rollout_buffer(pool, model, *shapes)
         self.spec = model.spec.to_json()
         self.steps_done = 0  # env steps collected so far per env: where a fresh replacement's seed comes from
         pool.get([actor.start.remote(self.spec, seed) for actor in pool.actors])
@@ -378,23 +366,18 @@ class RayCollector:
         slices = [self._slice(k, ref, weights) for k, ref in enumerate(refs)]
         received = time.perf_counter()
         buf, norm = self.buffer, model.normalization
-        for name in SLICE_FIELDS:
-            getattr(buf, name).copy_(torch.cat([s[name] for s in slices], dim=1))
-        valid = None
-        if isinstance(buf, MultiAgentBuffer):
-            valid = buf.valid.copy_(torch.cat([s["valid"] for s in slices], dim=1))
-            buf.next_valid = torch.cat([s["next_valid"] for s in slices]).to(device=buf.valid.device)
+        for dim, names in ((1, buf.STEPS), (0, buf.END)):
+            for name in names:
+                getattr(buf, name).copy_(torch.cat([s[name] for s in slices], dim=dim))
         # the statistics the actors kept frozen, merged step by step in env order (as one process would)
         if norm.norm_obs:
             raw = torch.cat([s["raw_obs"] for s in slices], dim=1)
             for t in range(raw.shape[0]):
-                norm.obs_rms.update(raw[t].to(buf.obs.device), rows=None if valid is None else valid[t])
+                norm.obs_rms.update(raw[t].to(buf.obs.device), rows=buf.present(t))
         if norm.norm_reward:
             returns = torch.cat([s["returns_seen"] for s in slices], dim=1)
             for t in range(returns.shape[0]):
-                norm.return_rms.update(
-                    returns[t].to(buf.obs.device), rows=None if valid is None else valid[t]
-                )
+                norm.return_rms.update(returns[t].to(buf.obs.device), rows=buf.present(t))
         self.states = [s["state"] for s in slices]
         if self.infos is not None:  # each slice's (step, row) -> info, with the row counted over all slices
             c = self.pool.num_envs // len(self.pool.actors)
