@@ -163,7 +163,6 @@ class RolloutCollector:
         return self.reports_infos
 
     def restart(self, seed: Seeds) -> None:
-        """Fresh episodes from ``seed`` (a resumed run whose envs could not be saved)."""
         self.next_obs = env_call(self.envs.reset, seed=seed)
 
     # what state_dict saves of the collector, each by its name without the leading _
@@ -176,7 +175,6 @@ class RolloutCollector:
     )
 
     def state_dict(self) -> dict | None:
-        """What the next rollout continues from, the envs included; None if the envs cannot be captured."""
         env_state = self.envs.state_dict()
         if env_state is None:
             return None
