@@ -18,7 +18,7 @@ import proxima.commands
 import proxima.run.loop
 from proxima.algo.algorithms import get_algorithm
 from proxima.algo.optim import Adam
-from proxima.algo.storage import RolloutBuffer, minibatches
+from proxima.algo.storage import minibatches
 from proxima.algo.update import UpdateSettings, update
 from proxima.base.errors import UserError
 from proxima.base.spaces import ObsLayout
@@ -26,7 +26,7 @@ from proxima.envs.interface import AgentSpec
 from proxima.policy.distributions import make_head
 from proxima.policy.multiagent import Grouped, MultiAgentActorCritic
 from proxima.policy.networks import ActorCritic, NetworkSettings, NetworkSpec, make_policy
-from proxima.run.multiagent import GameBatch, MultiAgentBuffer, rollout_buffer
+from proxima.run.multiagent import GameBatch, MultiAgentBuffer, MultiAgentCollector
 
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated:DeprecationWarning")
 AGENTS = 3
@@ -182,9 +182,8 @@ def test_a_rollout_is_taken_in_whole_games_only_by_a_model_whose_agents_of_a_gam
     returns = torch.zeros(4, 2 * AGENTS)
     for critic_agent_index, whole in ((False, True), (True, False)):
         model = _model(centralized_critic=True, critic_agent_index=critic_agent_index)
-        batch = rollout_buffer(envs, model, *shapes).flatten(returns, returns)
+        batch = MultiAgentCollector.new_buffer(envs, model, *shapes).flatten(returns, returns)
         assert isinstance(batch, GameBatch) == whole
-    assert type(rollout_buffer(types.SimpleNamespace(), model, *shapes)) is RolloutBuffer  # one agent
 
 
 def test_game_minibatches_hold_whole_games_each_once():

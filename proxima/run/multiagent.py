@@ -154,8 +154,13 @@ class MultiAgentCollector(RolloutCollector):
         # a turn-based game's team: a waiting player shares it
         self._in_game = torch.ones(envs.num_envs, dtype=torch.bool, device=envs.device)
 
-    def _new_buffer(self, model, *shapes) -> RolloutBuffer:
-        return rollout_buffer(self.envs, model, *shapes)
+    @staticmethod
+    def new_buffer(envs, model, *shapes) -> RolloutBuffer:
+        agents = agent_spec(envs)
+        assert agents is not None, "a multi-agent collector steps multi-agent envs"
+        # make_policy made this class: its agents of a game may share one value
+        whole_games = cast(MultiAgentActorCritic, model).agents_per_game is not None
+        return MultiAgentBuffer(*shapes, agents=agents, whole_games=whole_games)
 
     @torch.no_grad()
     def collect(self, model) -> tuple[Tensor, Tensor]:
@@ -193,18 +198,6 @@ def collector_of(envs, args: PPOArgs) -> tuple[type[RolloutCollector], dict]:
         return (RecurrentCollector if recurrent else RolloutCollector), {}
     collector = MultiAgentRecurrentCollector if recurrent else MultiAgentCollector
     return collector, {"team_reward": args.env.team_reward}
-
-
-def rollout_buffer(envs, model, *shapes) -> RolloutBuffer:
-    """The buffer of ``envs``' rollouts under ``model`` (``shapes``: ``RolloutBuffer``'s): a ``MultiAgentBuffer``
-    where they are a multi-agent env."""
-    agents = agent_spec(envs)
-    if agents is None:
-        return RolloutBuffer(*shapes)
-    whole_games = (
-        cast(MultiAgentActorCritic, model).agents_per_game is not None
-    )  # make_policy made this class
-    return MultiAgentBuffer(*shapes, agents=agents, whole_games=whole_games)
 
 
 def resized(agents: AgentSpec | None, num_envs: int) -> AgentSpec | None:

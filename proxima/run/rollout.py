@@ -69,8 +69,8 @@ class RolloutCollector:
         self.gamma = gamma
         n, device, head, layout = envs.num_envs, envs.device, model.head, obs_layout(envs)
         obs_dtype = model.normalization.obs_dtype(layout.dtype)
-        self.buffer = self._new_buffer(
-            model, num_steps, n, layout.shape, obs_dtype, head.action_shape, head.action_dtype, device
+        self.buffer = self.new_buffer(
+            envs, model, num_steps, n, layout.shape, obs_dtype, head.action_shape, head.action_dtype, device
         )
         self.next_obs = env_call(envs.reset, seed=seed)
         self.next_done = torch.zeros(n, device=device)
@@ -197,7 +197,10 @@ class RolloutCollector:
         self._episode_length.masked_fill_(game_over, 0)
 
     # The hooks of a collector with rows that come and go (proxima.run.multiagent): every row is present here.
-    def _new_buffer(self, model: Policy, *shapes) -> RolloutBuffer:
+    @staticmethod
+    def new_buffer(envs, model: Policy, *shapes) -> RolloutBuffer:
+        """The buffer of ``envs``' rollouts under ``model`` (``shapes``: ``RolloutBuffer``'s), which
+        ``proxima.scale.rollout_workers.RayCollector`` asks its workers' collector class for."""
         return RolloutBuffer(*shapes)
 
     def _present(self, t: int) -> Tensor | None:

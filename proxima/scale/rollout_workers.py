@@ -50,7 +50,7 @@ from proxima.policy.distributions import make_head
 from proxima.policy.networks import ActorCritic, NetworkSpec, make_policy
 from proxima.policy.protocol import Policy
 from proxima.run.config import PPOArgs
-from proxima.run.multiagent import collector_of, resized, rollout_buffer
+from proxima.run.multiagent import collector_of, resized
 from proxima.run.rollout import RolloutCollector
 from proxima.run.threads import ray_worker_priority
 
@@ -344,7 +344,7 @@ class RayCollector:
         obs_dtype = model.normalization.obs_dtype(layout.dtype)
         device = next(model.parameters()).device  # the learner's: slices come back on the CPU, then move
         shapes = (num_steps, n, layout.shape, obs_dtype, head.action_shape, head.action_dtype, device)
-        self.buffer = rollout_buffer(pool, model, *shapes)
+        self.buffer = collector_of(pool, pool.args)[0].new_buffer(pool, model, *shapes)  # the workers' kind
         self.spec = model.spec.to_json()
         self.steps_done = 0  # env steps collected so far per env: where a fresh replacement's seed comes from
         pool.get([actor.start.remote(self.spec, seed) for actor in pool.actors])
