@@ -20,35 +20,6 @@ from torch import Tensor
 from torch.optim.adam import adam
 
 
-def fused_adam(
-    params: list[Tensor],
-    grads: list[Tensor],
-    exp_avgs: list[Tensor],
-    exp_avg_sqs: list[Tensor],
-    steps: list[Tensor],
-    group: dict[str, Any],
-) -> None:
-    """One step of torch's fused Adam with ``group``'s betas, lr and eps and torch.optim.Adam's other defaults (no
-    weight decay, no AMSGrad, no gradient scaler); counts the step in ``steps``, as torch.optim.Adam does."""
-    beta1, beta2 = group["betas"]
-    adam(
-        params,
-        grads,
-        exp_avgs,
-        exp_avg_sqs,
-        [],
-        steps,
-        fused=True,
-        amsgrad=False,
-        beta1=beta1,
-        beta2=beta2,
-        lr=group["lr"],
-        weight_decay=0.0,
-        eps=group["eps"],
-        maximize=False,
-    )
-
-
 class Adam:
     """Adam over one or more parameter groups, each a dict with ``params`` and optionally its own ``lr``.
 
@@ -146,7 +117,24 @@ class Adam:
                 steps = [s["step"] for s in states]
             else:  # a copy, counted here and dropped: step adds to the seeds' own counts
                 steps = [torch.tensor(count, device=p.device) for p in params]
-            fused_adam(parts[0], parts[1], parts[2], parts[3], steps, group)
+            # torch.optim.Adam's defaults but for betas, lr and eps: no weight decay, AMSGrad or gradient scaler
+            beta1, beta2 = group["betas"]
+            adam(
+                parts[0],
+                parts[1],
+                parts[2],
+                parts[3],
+                [],
+                steps,
+                fused=True,
+                amsgrad=False,
+                beta1=beta1,
+                beta2=beta2,
+                lr=group["lr"],
+                weight_decay=0.0,
+                eps=group["eps"],
+                maximize=False,
+            )
             if rows is not None:  # the stepped rows written back: weights and moments
                 for targets, stepped in zip([params, *moments], (parts[0], parts[2], parts[3]), strict=True):
                     for target, part in zip(targets, stepped, strict=True):

@@ -39,10 +39,8 @@ class Head(Protocol):
 
     def sample(self, logits: Tensor, noise: Tensor) -> tuple[Tensor, Tensor]:
         """``(actions, log_probs)``, one per row, from ``noise`` (what ``noise(logits)`` drew): a pure function.
-        Keyword arguments by row: a head with parameters takes each by name with one row per row of ``logits``, in place of its
-        own (a batched run's seeds' parameters, each seed's for its rows; a multi-agent run's groups' log-std).
-        A Box head also takes ``dims``, each row's 1 for the components its agent acts with and 0 for those it
-        lacks, which then count in no log-probability or entropy (``per_component_total``)."""
+        A head with parameters also takes them by name, one row per row of ``logits`` (a batched run's seeds',
+        a multi-agent run's groups' log-std); a Box head takes ``dims`` (``per_component_total``)."""
         ...
 
     def mode(self, logits: Tensor) -> Tensor:
@@ -80,11 +78,9 @@ class CategoricalHead(nn.Module):
         return torch.empty(like.shape, dtype=like.dtype, device=like.device).exponential_(generator=generator)
 
     def mode(self, logits: Tensor) -> Tensor:
-        """The most probable action, for deterministic evaluation."""
         return logits.argmax(dim=-1)
 
     def log_prob_entropy(self, logits: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
-        """Log-probability of the given actions and the entropy of each row's distribution."""
         log_p = logits.log_softmax(dim=-1)
         logprob = log_p.gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
         entropy = -(log_p.exp() * log_p).sum(-1)
@@ -104,11 +100,6 @@ def per_component_total(x: Tensor, dims: Tensor | None) -> Tensor:
     return x.sum(-1) if dims is None else (x * dims).sum(-1)
 
 
-def standard_normal(u1: Tensor, u2: Tensor) -> Tensor:
-    """Box-Muller: uniforms in [0, 1), two of them per standard normal (``u1`` and ``u2`` of one shape)."""
-    return (-2.0 * (1.0 - u1).log()).sqrt() * torch.cos(2.0 * math.pi * u2)  # 1 - u1 is in (0, 1]
-
-
 GAMMA_TRIES = 6  # Marsaglia-Tsang proposals per Gamma draw from per-env uniforms (BetaHead)
 
 
@@ -126,7 +117,8 @@ def gamma_from_uniforms(concentration: Tensor, uniforms: Tensor) -> Tensor:
     a = concentration.to(torch.float64)
     u = uniforms.to(torch.float64).reshape(a.shape[0], GAMMA_TRIES, 3, a.shape[1])
     d = (a - 1.0 / 3.0).unsqueeze(1)
-    z = standard_normal(u[:, :, 0], u[:, :, 1])
+    # Box-Muller: two uniforms per standard normal (1 - u is in (0, 1])
+    z = (-2.0 * (1.0 - u[:, :, 0]).log()).sqrt() * torch.cos(2.0 * math.pi * u[:, :, 1])
     v = (1.0 + z / (9.0 * d).sqrt()) ** 3
     # log of a uniform of exactly 0 is -inf: accepted, as a draw below every bound would be
     accepted = (v > 0) & (u[:, :, 2].log() < 0.5 * z.square() + d - d * v + d * v.clamp_min(1e-300).log())
@@ -417,12 +409,9 @@ class MultiCategoricalHead(nn.Module):
         return torch.stack([x.argmax(dim=-1) for x in self._split(logits)], -1)
 
     def log_prob_entropy(self, logits: Tensor, actions: Tensor) -> tuple[Tensor, Tensor]:
+        parts = enumerate(zip(self.dims, self._split(logits), strict=True))
         logprobs, entropies = zip(
-            *(
-                d.log_prob_entropy(x, actions[..., i])
-                for i, (d, x) in enumerate(zip(self.dims, self._split(logits), strict=True))
-            ),
-            strict=True,
+            *(d.log_prob_entropy(x, actions[..., i]) for i, (d, x) in parts), strict=True
         )
         return torch.stack(logprobs, -1).sum(-1), torch.stack(entropies, -1).sum(-1)
 

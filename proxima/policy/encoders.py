@@ -161,46 +161,6 @@ class NatureCNN(nn.Module):
         return self.linear(x.to(torch.float32))  # the 512 units in float32: the critic's values need the bits
 
 
-class MultiInputEncoder(nn.Module):
-    """``multi-input``: any observation that is not a single Box (Dict, Tuple, Discrete, MultiDiscrete,
-    MultiBinary), packed into one vector at the env (``proxima.base.spaces``). Each part is cut back out of the
-    vector: a vector part as it is, discrete values one-hot encoded, binary values as 0/1, and each image part
-    through its own Nature CNN. Their features are concatenated; the action mask is not a feature."""
-
-    def __init__(self, layout: ObsLayout, precision: str = "float32"):
-        super().__init__()
-        self.parts = [p for p in layout.parts if p.kind != "mask"]
-        # keyed by position: a Dict key may hold a "." or name a ModuleDict attribute ("keys", "training")
-        self.cnns = nn.ModuleDict(
-            {f"part{i}": NatureCNN(p.shape, precision) for i, p in enumerate(self.parts) if p.kind == "image"}
-        )
-        self.features_dim = sum(
-            NatureCNN.features_dim if p.kind == "image" else sum(p.n) if p.kind == "discrete" else p.size
-            for p in self.parts
-        )
-
-    def forward(self, obs: Tensor) -> Tensor:
-        features = []
-        for i, part in enumerate(self.parts):
-            x = obs[:, part.span]
-            if part.kind == "image":
-                # packed as float32 next to other parts, pixels are still whole numbers 0-255: back to bytes,
-                # so that the CNN divides them by 255 as it does a uint8 image
-                x = x.to(torch.uint8) if part.pixels else x
-                features.append(self.cnns[f"part{i}"](x.reshape(-1, *part.shape)))
-            elif part.kind == "discrete":
-                index = x.long() - torch.tensor(part.start, device=x.device)
-                features += [
-                    nn.functional.one_hot(index[:, k].clamp(0, n - 1), n).to(torch.float32)
-                    for k, n in enumerate(part.n)
-                ]
-            elif f"part{i}" in self.cnns:  # a board (BoardCNN)
-                features.append(self.cnns[f"part{i}"](x.reshape(-1, *part.shape)))
-            else:
-                features.append(x.to(torch.float32))
-        return torch.cat(features, dim=-1)
-
-
 def _is_board(part) -> bool:
     return part.kind == "box" and len(part.shape) == 3
 
@@ -209,23 +169,25 @@ def _has_board(layout: ObsLayout) -> bool:
     return layout.packed and any(_is_board(p) for p in layout.parts)
 
 
-class BoardConvs(nn.Module):
-    """A board's cells through three 3x3 same-padding convolutions of ``channels`` with ReLU, flattened: the
+def _same_convs(planes: int, channels: int, layers: int) -> list[nn.Module]:
+    """``layers`` 3x3 same-padding convolutions of ``channels`` with ReLU, the first on ``planes`` planes: the
     board keeps its size, so every feature sees a cell's neighbourhood, as a board game's tactics need."""
+    convs: list[nn.Module] = []
+    for i in range(layers):
+        convs += [_conv_init(nn.Conv2d(channels if i else planes, channels, 3, padding=1)), nn.ReLU()]
+    return convs
+
+
+class BoardConvs(nn.Module):
+    """A board's cells through three same-padding convolutions (``_same_convs``), flattened."""
 
     channels = 32
 
     def __init__(self, shape: tuple[int, ...]):
         super().__init__()
         height, width, planes = shape  # planes last, as PettingZoo's classic games give them
-        k = self.channels
-        self.convs = nn.Sequential(
-            _conv_init(nn.Conv2d(planes, k, 3, padding=1)), nn.ReLU(),
-            _conv_init(nn.Conv2d(k, k, 3, padding=1)), nn.ReLU(),
-            _conv_init(nn.Conv2d(k, k, 3, padding=1)), nn.ReLU(),
-            nn.Flatten(),
-        )  # fmt: skip
-        self.features_dim = k * height * width
+        self.convs = nn.Sequential(*_same_convs(planes, self.channels, 3), nn.Flatten())
+        self.features_dim = self.channels * height * width
 
     def forward(self, board: Tensor) -> Tensor:
         return self.convs(board.to(torch.float32).permute(0, 3, 1, 2))
@@ -245,14 +207,9 @@ class DropColumnConvs(nn.Module):
 
     def __init__(self, shape: tuple[int, ...]):
         super().__init__()
-        height, width, planes = shape
-        k = self.channels
-        layers = [_conv_init(nn.Conv2d(planes + 1, k, 3, padding=1)), nn.ReLU()]
-        for _ in range(3):
-            layers += [_conv_init(nn.Conv2d(k, k, 3, padding=1)), nn.ReLU()]
-        self.convs = nn.Sequential(*layers)
-        self.height = height
-        self.features_dim = k * width + 2 * k
+        self.height, width, planes = shape
+        self.convs = nn.Sequential(*_same_convs(planes + 1, self.channels, 4))
+        self.features_dim = self.channels * (width + 2)
 
     def forward(self, board: Tensor) -> Tensor:
         x = board.to(torch.float32).permute(0, 3, 1, 2)  # (B, planes, H, W)
@@ -262,18 +219,57 @@ class DropColumnConvs(nn.Module):
         return torch.cat([columns.flatten(1), cells.mean((2, 3)), cells.amax((2, 3))], 1)
 
 
+class MultiInputEncoder(nn.Module):
+    """``multi-input``: any observation that is not a single Box (Dict, Tuple, Discrete, MultiDiscrete,
+    MultiBinary), packed into one vector at the env (``proxima.base.spaces``). Each part is cut back out of the
+    vector: a vector part as it is, discrete values one-hot encoded, binary values as 0/1, each image part
+    through its own Nature CNN, and each board through its own ``board`` network where a subclass names one.
+    Their features are concatenated; the action mask is not a feature."""
+
+    board: type[BoardConvs] | type[DropColumnConvs] | None = None
+
+    def __init__(self, layout: ObsLayout, precision: str = "float32"):
+        super().__init__()
+        self.parts = [p for p in layout.parts if p.kind != "mask"]
+        # keyed by position: a Dict key may hold a "." or name a ModuleDict attribute ("keys", "training")
+        nets: dict[str, NatureCNN | BoardConvs | DropColumnConvs] = {
+            f"part{i}": NatureCNN(p.shape, precision) for i, p in enumerate(self.parts) if p.kind == "image"
+        }
+        board = self.board
+        if board is not None:
+            nets.update({f"part{i}": board(p.shape) for i, p in enumerate(self.parts) if _is_board(p)})
+        self.cnns = nn.ModuleDict(nets)
+        sizes = [sum(p.n) if p.kind == "discrete" else p.size for p in self.parts]
+        self.features_dim = sum(
+            nets[f"part{i}"].features_dim if f"part{i}" in nets else n for i, n in enumerate(sizes)
+        )
+
+    def forward(self, obs: Tensor) -> Tensor:
+        features = []
+        for i, part in enumerate(self.parts):
+            x = obs[:, part.span]
+            if f"part{i}" in self.cnns:
+                # packed as float32 next to other parts, pixels are still whole numbers 0-255: back to bytes,
+                # so that the CNN divides them by 255 as it does a uint8 image
+                x = x.to(torch.uint8) if part.pixels else x
+                features.append(self.cnns[f"part{i}"](x.reshape(-1, *part.shape)))
+            elif part.kind == "discrete":
+                index = x.long() - torch.tensor(part.start, device=x.device)
+                features += [
+                    nn.functional.one_hot(index[:, k].clamp(0, n - 1), n).to(torch.float32)
+                    for k, n in enumerate(part.n)
+                ]
+            else:
+                features.append(x.to(torch.float32))
+        return torch.cat(features, dim=-1)
+
+
 class BoardCNN(MultiInputEncoder):
     """``board-cnn``: observations with a board, a part of shape ``(H, W, planes)`` that is not an image
     (Connect Four's ``(6, 7, 2)``, Chess's ``(8, 8, 111)``): each board through ``BoardConvs``, the other parts
     as ``multi-input`` takes them. The Nature CNN's strides of 4 and 2 would not fit a board of a few cells."""
 
-    board: type[BoardConvs] | type[DropColumnConvs] = BoardConvs
-
-    def __init__(self, layout: ObsLayout, precision: str = "float32"):
-        super().__init__(layout, precision)
-        boards = {f"part{i}": self.board(p.shape) for i, p in enumerate(self.parts) if _is_board(p)}
-        self.cnns.update(boards)
-        self.features_dim += sum(b.features_dim - self.parts[int(k[4:])].size for k, b in boards.items())
+    board: type[BoardConvs] | type[DropColumnConvs] | None = BoardConvs
 
 
 class DropColumns(BoardCNN):
@@ -299,19 +295,11 @@ def register_encoder(encoder: EncoderType) -> None:
     ENCODERS[encoder.name] = encoder
 
 
-def _vector_box(layout: ObsLayout) -> bool:
-    return not layout.packed and len(layout.shape) >= 1 and not is_image(layout.space)
-
-
-def _image_box(layout: ObsLayout) -> bool:
-    return not layout.packed and is_image(layout.space)
-
-
 register_encoder(
     EncoderType(
         "flatten-mlp",
         lambda layout: FlattenEncoder(layout.shape),
-        _vector_box,
+        lambda layout: not layout.packed and len(layout.shape) >= 1 and not is_image(layout.space),
         "Box observations of 1 or more dimensions",
     )
 )
@@ -319,7 +307,7 @@ register_encoder(
     EncoderType(
         "nature-cnn",
         lambda layout, precision: NatureCNN(layout.shape, precision),
-        _image_box,
+        lambda layout: not layout.packed and is_image(layout.space),
         "images (C, H, W) or (H, W, C<=4) of at least 36x36",
         takes_precision=True,
     )
@@ -333,8 +321,6 @@ register_encoder(
         takes_precision=True,
     )
 )
-
-
 register_encoder(
     EncoderType(
         "board-cnn",

@@ -13,6 +13,16 @@ import torch
 from torch import Tensor, nn
 
 
+def merged_moments(mean: Tensor, var: Tensor, count: Tensor, batch_mean: Tensor, batch_var: Tensor, n):
+    """The mean, variance and count of ``count`` samples of moments ``mean`` and ``var`` merged with a batch of
+    ``n`` samples of moments ``batch_mean`` and ``batch_var`` (Chan et al.'s parallel update); the counts
+    broadcast against the moments (``StackedNormalizations`` gives one per seed)."""
+    delta = batch_mean - mean
+    total = count + n
+    merged_var = (var * count + batch_var * n + delta.square() * count * n / total) / total
+    return mean + delta * n / total, merged_var, total
+
+
 class RunningMeanStd(nn.Module):
     """Mean and variance of every sample seen so far, merged batch by batch (Chan et al.'s parallel update),
     or, where ``update`` is given a ``horizon``, of the recent ones: a new batch then weighs at least
@@ -56,13 +66,9 @@ class RunningMeanStd(nn.Module):
         self._merge(batch_mean, batch_var, n)
 
     def _merge(self, batch_mean: Tensor, batch_var: Tensor, n: int | Tensor) -> None:
-        delta = batch_mean - self.mean
-        total = self.count + n
-        self.mean += delta * n / total
-        self.var.copy_(
-            (self.var * self.count + batch_var * n + delta.square() * self.count * n / total) / total
-        )
-        self.count.copy_(total)
+        merged = merged_moments(self.mean, self.var, self.count, batch_mean, batch_var, n)
+        for statistic, value in zip((self.mean, self.var, self.count), merged, strict=True):
+            statistic.copy_(value)
 
 
 class Normalization(nn.Module):

@@ -16,7 +16,7 @@ from torch.func import functional_call, stack_module_state, vmap
 from proxima.policy.encoders import FlattenEncoder
 from proxima.policy.multiagent import MultiAgentActorCritic
 from proxima.policy.networks import ActorCritic, Bf16Linear
-from proxima.policy.normalization import Normalization
+from proxima.policy.normalization import Normalization, merged_moments
 
 
 class _Calls(nn.Module):
@@ -194,27 +194,18 @@ class StackedNormalizations:
         """``RunningMeanStd.update`` of each live seed's statistics with its rows of ``x``, ``(N, rows, ...)``."""
         mean, var, count = rms
         x = x.to(torch.float64)
-        n = x.shape[1]
         batch_mean, batch_var = x.mean(1), x.var(1, unbiased=False)
         if x[0, 0].numel() == 1:  # one number a sample (the return): torch's variance of a seed's flat rows,
             # as its solo run takes it, rounds otherwise than per row of the seeds' matrix
             batch_var = torch.stack([rows.var(0, unbiased=False) for rows in x])
         per_seed = (-1, *[1] * (mean.dim() - 1))
-        delta = batch_mean - mean
-        total = count + n
-        t, c = total.view(per_seed), count.view(per_seed)
-        new_mean = mean + delta * n / t
-        new_var = (var * c + batch_var * n + delta.square() * c * n / t) / t
+        merged = merged_moments(mean, var, count.view(per_seed), batch_mean, batch_var, x.shape[1])
         frozen = self.frozen()
-        if frozen:  # a finished seed keeps its statistics
-            live = torch.ones(self.n, dtype=torch.bool, device=mean.device)
-            live[sorted(frozen)] = False
-            new_mean = torch.where(live.view(per_seed), new_mean, mean)
-            new_var = torch.where(live.view(per_seed), new_var, var)
-            total = torch.where(live, total, count)
-        mean.copy_(new_mean)
-        var.copy_(new_var)
-        count.copy_(total)
+        live = torch.ones(self.n, dtype=torch.bool, device=mean.device)
+        live[sorted(frozen)] = False  # a finished seed keeps its statistics
+        for statistic, value in zip(rms, merged, strict=True):
+            kept = torch.where(live.view(per_seed), value, statistic.view_as(value))
+            statistic.copy_(kept.view_as(statistic))
 
     def _seeds(self, x: Tensor) -> Tensor:
         return x.view(self.n, self.rows, *x.shape[1:])
