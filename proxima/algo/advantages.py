@@ -18,13 +18,9 @@ import torch
 from torch import Tensor
 
 
-def _next_nonterminal(dones: Tensor, next_done: Tensor) -> Tensor:
-    """``1 - done`` of the step *after* each step: shape (T, N)."""
-    return 1.0 - torch.cat([dones[1:], next_done.reshape(1, -1).to(dones.dtype)], dim=0)
-
-
-def _next_values(values: Tensor, next_value: Tensor) -> Tensor:
-    return torch.cat([values[1:], next_value.reshape(1, -1).to(values.dtype)], dim=0)
+def _then(x: Tensor, last: Tensor) -> Tensor:
+    """``x`` of the step *after* each step, ``last`` after the rollout's last: shape (T, N)."""
+    return torch.cat([x[1:], last.reshape(1, -1).to(x.dtype)], dim=0)
 
 
 @torch.no_grad()
@@ -42,8 +38,8 @@ def gae(
     ``A_t = delta_t + gamma * lambda * (1 - done_{t+1}) * A_{t+1}``, with
     ``delta_t = r_t + gamma * (1 - done_{t+1}) * V_{t+1} - V_t``. Returns advantages of shape ``(T, N)``.
     """
-    nonterminal = _next_nonterminal(dones, next_done)
-    deltas = rewards + gamma * _next_values(values, next_value) * nonterminal - values
+    nonterminal = 1.0 - _then(dones, next_done)
+    deltas = rewards + gamma * _then(values, next_value) * nonterminal - values
     advantages = torch.empty_like(deltas)
     last = torch.zeros_like(deltas[0])
     for t in reversed(range(deltas.shape[0])):
@@ -69,8 +65,8 @@ def gae_vectorized(
     product builds M; an episode end puts a 0 in the product, which cuts every later term. Costs
     O(T^2 N) memory, so it suits short rollouts; ``gae`` is the loop it must agree with.
     """
-    nonterminal = _next_nonterminal(dones, next_done)
-    deltas = rewards + gamma * _next_values(values, next_value) * nonterminal - values
+    nonterminal = 1.0 - _then(dones, next_done)
+    deltas = rewards + gamma * _then(values, next_value) * nonterminal - values
     T = deltas.shape[0]
     factors = (gamma * gae_lambda) * nonterminal  # (T, N): discount from step k to k + 1
     # step[t, s] = factors[s - 1] for s > t, else 1; the cumprod over s is then M[t, s] for s >= t.
@@ -93,7 +89,7 @@ def discounted_returns(
     ``R_t = r_t + gamma * (1 - done_{t+1}) * R_{t+1}``, with ``R_T = V(obs_T)``. Same conventions as ``gae``;
     with ``gae_lambda = 1`` and zero values, ``gae`` gives the same numbers.
     """
-    nonterminal = _next_nonterminal(dones, next_done)
+    nonterminal = 1.0 - _then(dones, next_done)
     returns = torch.empty_like(rewards)
     last = next_value.reshape(-1).to(rewards.dtype)
     for t in reversed(range(rewards.shape[0])):
@@ -130,7 +126,7 @@ def gae_by_turns(
         torch.zeros_like(acting) if next_acting is None else open_moves(acting, dones, next_done, next_acting)
     )
     advantages = torch.zeros_like(values)
-    boundary = torch.cat([dones[1:], next_done.reshape(1, -1).to(dones.dtype)], dim=0) > 0  # step t ended one
+    boundary = _then(dones, next_done) > 0  # step t ended an episode
     last = torch.zeros_like(values[0])  # the advantage at the row's next acting step
     next_v = next_value.reshape(-1).to(values.dtype)  # the value at the row's next acting step
     cut = boundary[-1].clone()  # an episode ended between this step and next_v's
@@ -155,7 +151,7 @@ def open_moves(acting: Tensor, dones: Tensor, next_done: Tensor, next_acting: Te
     where the row does not act at the observation after the rollout (``next_acting``) and no episode ended since.
     Its transition runs to the row's next move, past the rollout, with the rewards the row gets until then; its
     row's observation after the rollout is one where it waits, which the critic is never trained on."""
-    boundary = torch.cat([dones[1:], next_done.reshape(1, -1).to(dones.dtype)], dim=0) > 0
+    boundary = _then(dones, next_done) > 0
     steps = torch.arange(acting.shape[0], device=acting.device).unsqueeze(1)
     last = torch.where(acting, steps, -1).amax(0)  # each row's last acting step; -1: none
     ended = (boundary & (steps >= last)).any(0)

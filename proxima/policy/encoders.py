@@ -358,11 +358,6 @@ def encoder_for(layout: ObsLayout) -> str:
 _UNIMPORTABLE: dict[str, type[nn.Module]] = {}
 
 
-def is_class_path(name: str) -> bool:
-    """``module:ClassName``, the form a user's encoder class is recorded in (a registered name has no colon)."""
-    return ":" in name
-
-
 def class_path(cls: type) -> str:
     """``cls``'s import path, ``package.module:ClassName``, which config.json and agent.json record; a class that
     importing the path would not give back is kept here, so that this process can still build it."""
@@ -420,20 +415,13 @@ def _encoder_class(path: str) -> type[nn.Module]:
     return _UNIMPORTABLE.get(path) or _import_class(path)
 
 
-def _space_words(space: gym.Space) -> str:
-    """A space in a few words: a Box's printed bounds would fill the line."""
-    if isinstance(space, gym.spaces.Box):
-        return f"Box{space.shape} {space.dtype}"
-    return type(space).__name__
-
-
 def choose_encoder(requested: str, layout: ObsLayout) -> str:
     """The encoder a run uses, as ``NetworkSpec.encoder`` records it: ``auto`` is ``encoder_for``'s choice; a
     registered name must support the observations; ``module:Class`` is a user's class (imported here, so that a
     bad path fails before the run starts)."""
     if requested == "auto":
         return encoder_for(layout)
-    if is_class_path(requested):
+    if ":" in requested:  # module:ClassName, a user's class (a registered name has no colon)
         _encoder_class(requested)
         return requested
     if requested not in ENCODERS:
@@ -442,9 +430,13 @@ def choose_encoder(requested: str, layout: ObsLayout) -> str:
             "or an nn.Module class as module:ClassName"
         )
     if not ENCODERS[requested].supports(layout):
+        space = layout.space  # in a few words: a Box's printed bounds would fill the line
+        words = (
+            f"Box{space.shape} {space.dtype}" if isinstance(space, gym.spaces.Box) else type(space).__name__
+        )
         usable = [name for name, e in ENCODERS.items() if e.supports(layout)]
         raise UserError(
-            f"encoder {requested!r} does not support {_space_words(layout.space)} observations (it takes "
+            f"encoder {requested!r} does not support {words} observations (it takes "
             f"{ENCODERS[requested].accepts}); accepted for this env: auto, {', '.join(usable)}"
         )
     return requested
@@ -453,7 +445,7 @@ def choose_encoder(requested: str, layout: ObsLayout) -> str:
 def make_encoder(name: str, layout: ObsLayout, precision: str = "float32") -> nn.Module:
     """Build the encoder ``name``: a registered one, or a user's class ``module:ClassName``, built as
     ``cls(layout)`` (``cls(layout, precision)`` if its ``__init__`` takes a ``precision``)."""
-    if is_class_path(name):
+    if ":" in name:
         cls = _encoder_class(name)
         takes_precision = "precision" in inspect.signature(cls).parameters
         encoder = cls(layout, precision) if takes_precision else cls(layout)
