@@ -239,9 +239,6 @@ class BetaHead(BoundedHead):
         alpha, beta = (1.0 + nn.functional.softplus(params)).chunk(2, dim=-1)
         return alpha, beta
 
-    def _unit(self, actions: Tensor) -> Tensor:
-        return ((actions - self.low) / self.scale).clamp(self.EDGE, 1.0 - self.EDGE)
-
     def sample(self, params: Tensor, noise: Tensor, dims: Tensor | None = None) -> tuple[Tensor, Tensor]:
         alpha, beta = self._concentrations(params)
         gammas = gamma_from_uniforms(torch.cat([alpha, beta], dim=-1), noise)
@@ -272,7 +269,7 @@ class BetaHead(BoundedHead):
         return torch.lgamma(alpha) + torch.lgamma(beta) - torch.lgamma(alpha + beta)
 
     def _log_prob(self, alpha: Tensor, beta: Tensor, actions: Tensor, dims: Tensor | None) -> Tensor:
-        x = self._unit(actions)
+        x = ((actions - self.low) / self.scale).clamp(self.EDGE, 1.0 - self.EDGE)
         # the density of the stretched action: the Beta's, divided by the scale in each component
         log_p = (alpha - 1.0) * x.log() + (beta - 1.0) * torch.log1p(-x) - self._log_beta_fn(alpha, beta)
         return per_component_total(log_p - self.scale.log(), dims)

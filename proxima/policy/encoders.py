@@ -131,9 +131,8 @@ class NatureCNN(nn.Module):
         # are fastest in (benchmarks/atari_throughput.py minibatch times a minibatch's forward and backward).
         # torch's stubs for Module.to leave out memory_format, which it takes (torch.nn.Module.to's docstring)
         self.convs.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
-        self.memory_format = (
-            torch.channels_last
-        )  # of the images; vmap (--num-seeds) takes contiguous ones only
+        # of the images too; StackedModels sets it to contiguous (vmap, --num-seeds, takes those only)
+        self.memory_format = torch.channels_last
         with torch.no_grad():
             flat = self.convs(self._as_images(torch.zeros(1, *obs_shape)).float()).shape[1]
         self.linear = nn.Sequential(_conv_init(nn.Linear(flat, self.features_dim)), nn.ReLU())
