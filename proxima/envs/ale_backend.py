@@ -24,7 +24,7 @@ from proxima.base.spaces import ObsLayout
 # Gymnasium wrappers for what it cannot do (video, --async-envs).
 from proxima.envs import gymnasium_backend  # noqa: F401
 from proxima.envs.atari import FRAME_SKIP, NOOP_MAX, SIZE, STACK, atari_game
-from proxima.envs.interface import NoEnvObjects, Seeds, Step, row_seeds
+from proxima.envs.interface import NoEnvObjects, Seeds, Step, Unrestorable, row_seeds
 from proxima.envs.registry import register_backend
 
 
@@ -41,7 +41,7 @@ NO_ENV_OBJECTS = (
 )
 
 
-class AleVecEnv(NoEnvObjects):
+class AleVecEnv(NoEnvObjects, Unrestorable):  # the emulators' state is in C++
     """``num_envs`` games of one ALE id in ale-py's C++ vector env, in same-step autoreset, speaking tensors."""
 
     no_env_objects = NO_ENV_OBJECTS
@@ -131,14 +131,6 @@ class AleVecEnv(NoEnvObjects):
 
     def close(self) -> None:
         self.envs.close()
-
-    def state_dict(self) -> None:
-        # The emulators' states live in C++ and ale-py's vector env cannot give them back: resume starts new
-        # games (docs/ATARI.md).
-        return None
-
-    def load_state_dict(self, state: dict[str, Tensor]) -> None:
-        raise NotImplementedError("ALE vector envs cannot be restored; reset them instead")
 
 
 register_backend("ale", AleVecEnv, handles=lambda env_id: atari_game(env_id) is not None)

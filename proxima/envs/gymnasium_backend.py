@@ -31,9 +31,11 @@ from proxima.envs.interface import (
     InfoKeys,
     Seeds,
     Step,
+    Unrestorable,
     VideoDirs,
     env_actions,
     env_call,
+    kept_info,
     per_env_values,
     row_seeds,
     video_dirs,
@@ -289,7 +291,7 @@ def _reward(reward) -> float:
 STAT_KEYS = ("score", "game_over")
 
 
-# Where ``_InfoTap`` puts an ended episode's info, the one info key besides ``STAT_KEYS`` that ``_Tidy`` lets pass.
+# Where ``_Tidy`` puts an ended episode's info (after ``keep_infos``), the one info key besides ``STAT_KEYS`` it passes.
 END_INFO = "proxima_episode_info"
 
 
@@ -302,23 +304,6 @@ class EpisodeInfo:
 
     def __init__(self, info: dict):
         self.info = info
-
-
-class _InfoTap(gym.Wrapper):
-    """Puts the info of each episode's last step (``keys``, or all of it) under ``END_INFO``; ``_Tidy`` inserts
-    it below itself only when a run asks for infos, so that a run that asks for none steps exactly as before."""
-
-    def __init__(self, env: gym.Env, keys):
-        super().__init__(env)
-        self.keys = keys
-
-    def step(self, action):
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        if terminated or truncated:
-            info = info if isinstance(info, dict) else {}
-            kept = dict(info) if self.keys == "all" else {k: info[k] for k in self.keys if k in info}
-            info = {**info, END_INFO: EpisodeInfo(kept)}
-        return obs, reward, terminated, truncated, info
 
 
 class _Tidy(gym.Wrapper):
@@ -340,6 +325,7 @@ class _Tidy(gym.Wrapper):
         # Only proxima's own wrappers report the statistics keys: a user env's info["score"] means something
         # else, and may change shape from step to step.
         self._keep = STAT_KEYS if atari_game(env_id) is not None else ()
+        self.info_keys: InfoKeys | None = None  # keep_infos': None until a run asks for infos
         space = env.observation_space
         self._box_dtype_shape = (space.dtype, space.shape) if isinstance(space, gym.spaces.Box) else None
 
@@ -374,15 +360,14 @@ class _Tidy(gym.Wrapper):
             reward = _reward(reward)
         stats = {key: info[key] for key in self._keep if key in info} if info else {}
         final = bool(terminated) or bool(truncated)
+        if final and self.info_keys is not None:
+            stats[END_INFO] = EpisodeInfo(kept_info(info if isinstance(info, dict) else {}, self.info_keys))
         return self._obs(obs, info, final), reward, bool(terminated), bool(truncated), stats
 
-    def keep_infos(self, keys) -> None:
-        """From now on, pass on each ended episode's info (``InfoKeys``) under ``END_INFO``. Called through the
-        vector env's ``call``, in the process that holds this env; a second call only changes the keys."""
-        if not isinstance(self.env, _InfoTap):
-            self.env = _InfoTap(self.env, keys)
-            self._keep = (*self._keep, END_INFO)
-        self.env.keys = keys
+    def keep_infos(self, keys: InfoKeys) -> None:
+        """From now on, pass on each ended episode's info (its ``keys``) under ``END_INFO``. Called through the
+        vector env's ``call``, in the process that holds this env."""
+        self.info_keys = keys
 
     def end_video(self, folder: str) -> None:
         """Where this env records into ``folder``: it records no more, as if it had closed (the episode being
@@ -408,8 +393,189 @@ def _close_quietly(env: gym.Env, env_id: str) -> None:
         warnings.warn(f"{env_id}'s close() raised {raised(e)}", RuntimeWarning, stacklevel=2)
 
 
-class GymnasiumVecEnv:
-    """Gymnasium's SyncVectorEnv or AsyncVectorEnv, in same-step autoreset mode, speaking tensors."""
+class VectorEnvAdapter(Unrestorable):
+    """A Gymnasium ``VectorEnv`` in any autoreset mode as a same-step ``VecEnv``, speaking tensors. In SAME_STEP
+    mode the ended episode's last observation is ``info["final_obs"]``; in NEXT_STEP and DISABLED modes the
+    step that ends an episode returns its last observation, and the ended envs alone are reset at once
+    (``reset(options={"reset_mask": done})``, which also clears NEXT_STEP's pending autoreset). So no step after
+    an episode's end, whose action the env ignores and whose reward is 0, ever reaches the rollout, and a
+    truncation still bootstraps from ``V(final_obs)``."""
+
+    # whether the sub-envs give their observations packed already (``_Tidy``'s), else they are packed here
+    packed_by_envs = False
+    _reports_stats = False
+
+    def __init__(self, envs, layout: ObsLayout, *, device: torch.device | str, seed: Seeds, label: str):
+        self.envs, self.obs_layout, self.label = envs, layout, label
+        self.num_envs = envs.num_envs
+        self.single_observation_space = layout.space  # the env's own, not the packed vector's
+        self.single_action_space = envs.single_action_space
+        self.device = torch.device(device)
+        self._seed = row_seeds(seed, self.num_envs)
+        self._infos: InfoKeys | None = None  # keep_infos' keys: None until a run asks
+        mode = envs.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)  # Gymnasium's default
+        self.mode = AutoresetMode(mode.value if isinstance(mode, AutoresetMode) else mode)
+        if self.mode != AutoresetMode.SAME_STEP:
+            self._check_partial_reset()
+
+    def _check_partial_reset(self) -> None:
+        """A ``UserError`` for a vector env whose ``reset(options={"reset_mask": ...})`` resets more than the masked
+        envs (Gymnasium's CartPoleVectorEnv resets them all): the ended envs could not be reset alone, and the
+        step after an episode's end, whose action the env ignores, would be trained on. Gymnasium's Sync and
+        Async vector envs honour the mask; another is tried once: a step, then a reset of env 0 alone."""
+        base = self.envs.unwrapped
+        if self.num_envs < 2 or isinstance(base, gym.vector.SyncVectorEnv | gym.vector.AsyncVectorEnv):
+            return
+        env_call(self.envs.reset, seed=0)  # the run's own reset seeds the envs again
+        stepped = self._obs(env_call(self.envs.step, self.envs.action_space.sample())[0])
+        mask = np.arange(self.num_envs) == 0
+        try:
+            after = self._obs(self.envs.reset(options={"reset_mask": mask})[0])
+        except Exception as e:
+            raise UserError(
+                f"{self.label}'s reset(options={{'reset_mask': ...}}) raised {raised(e)}; {PARTIAL_RESET}"
+            ) from None
+        if not _same(stepped[1:], after[1:]):
+            raise UserError(f"{self.label} reset every env when asked to reset env 0 alone; {PARTIAL_RESET}")
+
+    def _run(self, method, *args, **kwargs):
+        """``method(...)`` of the vector env, as this adapter calls it (``GymnasiumVecEnv``: workers quiet)."""
+        return env_call(method, *args, **kwargs)
+
+    def _obs(self, obs) -> Tensor:
+        layout = self.obs_layout
+        packed = layout.packed and not self.packed_by_envs
+        array = layout.pack(obs, batch=True) if packed else np.asarray(obs)
+        return torch.as_tensor(array, dtype=layout.dtype, device=self.device)
+
+    def reset(self, seed: Seeds = None) -> Tensor:
+        """Reset all envs; sub-env i is seeded with seed + i, or seed[i] where ``seed`` is a sequence (the seed
+        given at construction, if none here)."""
+        seed, self._seed = row_seeds(self._seed if seed is None else seed, self.num_envs), None
+        # a list[int] where Gymnasium's annotation asks for list[int | None], which it only reads
+        obs, _ = self._run(self.envs.reset, seed=cast("int | list[int | None] | None", seed))
+        return self._obs(obs)
+
+    def step(self, actions: Tensor) -> Step:
+        obs, reward, terminated, truncated, info = self._run(
+            self.envs.step, env_actions(actions.cpu().numpy(), self.single_action_space)
+        )
+        terminated, truncated = np.asarray(terminated, dtype=bool), np.asarray(truncated, dtype=bool)
+        done = terminated | truncated
+        obs_t = final_obs = self._obs(obs)
+        end_info = info
+        if self.mode == AutoresetMode.SAME_STEP:
+            if "_final_obs" in info and np.any(info["_final_obs"]):
+                ended = np.flatnonzero(info["_final_obs"])
+                final_obs = obs_t.clone()
+                final_obs[ended] = self._obs(
+                    _stack(info["final_obs"][ended], self.envs.single_observation_space)
+                )
+            end_info = info.get("final_info", {})
+        elif done.any():  # NEXT_STEP, DISABLED: this step's observation is the episode's last
+            try:
+                reset_obs, _ = self.envs.reset(options={"reset_mask": done})
+            except Exception as e:
+                raise EnvError(
+                    f"{self.label}'s reset(options={{'reset_mask': ...}}) raised {raised(e)}; proxima "
+                    f"resets ended envs so in {self.mode.value} autoreset mode: build the VectorEnv with "
+                    "autoreset_mode=gymnasium.vector.AutoresetMode.SAME_STEP (a vector wrapper that refuses that "
+                    "mode, such as NormalizeObservation, has a proxima flag: --norm-obs, --norm-reward)"
+                ) from e
+            obs_t = self._obs(reset_obs)
+            kept = torch.as_tensor(~done, device=self.device)
+            if not _same(obs_t[kept], final_obs[kept]):  # a vector env that reset more than the ended ones
+                raise EnvError(f"{self.label} reset envs whose episode had not ended; {PARTIAL_RESET}")
+        return Step(
+            obs_t,
+            torch.as_tensor(np.asarray(reward), dtype=torch.float32, device=self.device),
+            torch.as_tensor(terminated, device=self.device),
+            torch.as_tensor(truncated, device=self.device),
+            final_obs,
+            *self._stats(end_info, info),
+            None if self._infos is None else self._ended_infos(end_info, done),
+        )
+
+    def _ended_infos(self, info: dict, done: np.ndarray) -> dict[int, dict]:
+        """Env index -> the kept keys of its info at the step its episode ended, from a vector env's batched info
+        (each key an array, with ``_key`` saying which envs gave it)."""
+        keys = cast(InfoKeys, self._infos)
+        wanted = [
+            k for k in info if not k.startswith("_") and (keys == "all" or k in keys) and f"_{k}" in info
+        ]
+        return {int(i): {k: info[k][i] for k in wanted if info[f"_{k}"][i]} for i in np.flatnonzero(done)}
+
+    def _stats(self, ended: dict, info: dict) -> tuple[Tensor | None, Tensor | None]:
+        """``(score, game_over)`` where the envs report them (``STAT_KEYS``), else ``(None, None)``: an ended
+        episode's from ``ended`` (SAME_STEP's ``final_info``), the others' from the top level."""
+        if not self._reports_stats:
+            return None, None
+        score, over = np.zeros(self.num_envs), np.zeros(self.num_envs, dtype=bool)
+        for source in (info, ended):
+            for key, out in (("score", score), ("game_over", over)):
+                if key in source:
+                    present = source[f"_{key}"]
+                    out[present] = source[key][present]
+        return (
+            torch.as_tensor(score, dtype=torch.float32, device=self.device),
+            torch.as_tensor(over, device=self.device),
+        )
+
+    def keep_infos(self, keys: InfoKeys) -> None:
+        """From now on each ``Step.infos`` holds the info of the step that ended each episode: the ``keys`` that
+        it has, or all of it with "all" (``proxima.envs.interface``)."""
+        self._infos = keys
+
+    def call(self, name: str, *args, **kwargs) -> tuple:
+        """Gymnasium's ``VectorEnv.call``: ``name(*args, **kwargs)`` on each sub-env (the attribute's value where
+        it is not callable), the results in env order. ``name`` is looked up through the wrappers to the env."""
+        return call_envs(self._calls(), name, *args, **kwargs)
+
+    def set_attr(self, name: str, values) -> None:
+        """Gymnasium's ``VectorEnv.set_attr``: a list or tuple gives each env its own value, anything else goes
+        to every env. Only an attribute that the env or a wrapper already has (a typo would make a new one on
+        the outermost wrapper, which the env never reads)."""
+        set_env_attr(self._calls(), name, values)
+
+    def _calls(self) -> EnvCalls:
+        # VectorEnv declares neither, and a VectorWrapper passes neither on
+        if not isinstance(self.envs, EnvCalls):
+            raise UserError(
+                f"{self.label}'s {type(self.envs).__name__} has no call and set_attr, which Gymnasium's "
+                "SyncVectorEnv and AsyncVectorEnv have"
+            )
+        return self.envs
+
+    def close(self) -> None:
+        pass  # a user's VectorEnv: they close it, and may give it to another run (proxima.resume(env=...))
+
+
+PARTIAL_RESET = (
+    "in NEXT_STEP or DISABLED autoreset mode proxima must reset the ended envs alone: give env= a function that "
+    "makes one env (functools.partial(gymnasium.make, ID)), or a gymnasium.vector.SyncVectorEnv or AsyncVectorEnv"
+)
+
+
+def _same(a: Tensor, b: Tensor) -> bool:
+    """Equal, NaN where NaN (an observation may hold one)."""
+    if a.is_floating_point():
+        return bool(((a == b) | (a.isnan() & b.isnan())).all())
+    return torch.equal(a, b)
+
+
+def _stack(observations, space: gym.Space):
+    """Single observations (SAME_STEP's ``final_obs``) as one batch, in the form ``ObsLayout.pack`` reads."""
+    if isinstance(space, gym.spaces.Box):
+        return np.stack(list(observations))
+    # the batch to fill: never None for a space that ObsLayout packs
+    empty = cast(np.ndarray | tuple | dict, gym.vector.utils.create_empty_array(space, len(observations)))
+    return gym.vector.utils.concatenate(space, list(observations), empty)
+
+
+class GymnasiumVecEnv(VectorEnvAdapter):
+    """Gymnasium's SyncVectorEnv or AsyncVectorEnv of an id's or a factory's envs, in same-step autoreset mode."""
+
+    packed_by_envs = True
 
     def __init__(
         self,
@@ -427,7 +593,6 @@ class GymnasiumVecEnv:
         """``factory``: a callable that returns a ``gymnasium.Env``, called (with ``env_kwargs``) once per
         sub-env and once for the checks; ``env_id`` then only names it in messages (proxima.envs.user).
         ``video_dir``: env 0's directory, or env index -> directory (``video_dirs``)."""
-        self._seed = row_seeds(seed, num_envs)
         videos = video_dirs(video_dir, num_envs)
         if videos:
             quiet_display()  # before the envs: pygame looks for a display as they are made
@@ -441,119 +606,40 @@ class GymnasiumVecEnv:
             probe = make(render_mode="rgb_array" if videos else None, checked=True)
             try:
                 infos = _with_env_errors(env_id, lambda: check_step_api(probe, env_id))
-                self.obs_layout = find_obs_layout(env_id, probe, *infos)
+                layout = find_obs_layout(env_id, probe, *infos)
             finally:
                 _close_quietly(probe, env_id)
         fns = [
-            _env_factory(make, self.obs_layout, videos.get(i), video_episodes, asynchronous)
-            for i in range(num_envs)
+            _env_factory(make, layout, videos.get(i), video_episodes, asynchronous) for i in range(num_envs)
         ]
         vector_cls = gym.vector.AsyncVectorEnv if asynchronous else gym.vector.SyncVectorEnv
-        self.envs = vector_cls(fns, autoreset_mode=AutoresetMode.SAME_STEP)
-        self.num_envs = num_envs
-        self.single_observation_space = self.obs_layout.space  # the env's own, not the packed vector's
-        self.single_action_space = self.envs.single_action_space
-        self.device = torch.device(device)
-        self._obs_dtype = self.obs_layout.dtype
-        self._infos: InfoKeys | None = None  # keep_infos' keys: None until a run asks
+        envs = vector_cls(fns, autoreset_mode=AutoresetMode.SAME_STEP)
+        super().__init__(envs, layout, device=device, seed=seed, label=env_id)
         self._videos = videos
 
-    def _obs(self, array) -> Tensor:
-        return torch.as_tensor(np.asarray(array), dtype=self._obs_dtype, device=self.device)
+    def _run(self, method, *args, **kwargs):
+        with _workers_quiet() if self._asynchronous else contextlib.nullcontext():
+            return method(*args, **kwargs)
 
-    def reset(self, seed: Seeds = None) -> Tensor:
-        """Reset all envs; sub-env i is seeded with seed + i, or seed[i] where ``seed`` is a sequence (the seed
-        given at construction, if none here)."""
-        seed, self._seed = row_seeds(self._seed if seed is None else seed, self.num_envs), None
-        with self._worker_errors_quiet():
-            # a list[int] where Gymnasium's annotation asks for list[int | None], which it only reads
-            obs, _ = self.envs.reset(seed=cast("int | list[int | None] | None", seed))
-        return self._obs(obs)
-
-    def step(self, actions: Tensor) -> Step:
-        with self._worker_errors_quiet():
-            obs, reward, terminated, truncated, info = self.envs.step(
-                env_actions(actions.cpu().numpy(), self.single_action_space)
-            )
-        obs_t = self._obs(obs)
-        final_obs = obs_t
-        if "_final_obs" in info:
-            ended = np.flatnonzero(info["_final_obs"])
-            final_obs = obs_t.clone()
-            final_obs[ended] = self._obs(np.stack(info["final_obs"][ended]))
-        return Step(
-            obs_t,
-            torch.as_tensor(reward, dtype=torch.float32, device=self.device),
-            torch.as_tensor(terminated, dtype=torch.bool, device=self.device),
-            torch.as_tensor(truncated, dtype=torch.bool, device=self.device),
-            final_obs,
-            *self._stats(info),
-            None if self._infos is None else _end_infos(info),
-        )
+    def _ended_infos(self, info: dict, done: np.ndarray) -> dict[int, dict]:
+        """Env index -> the info ``_Tidy`` kept, for the envs whose episode ended in this step."""
+        if END_INFO not in info:
+            return {}
+        kept = info[END_INFO]
+        return {int(i): kept[i].info for i in np.flatnonzero(info[f"_{END_INFO}"])}
 
     def keep_infos(self, keys: InfoKeys) -> None:
-        """From now on each ``Step.infos`` holds the info of the step that ended each episode: the ``keys`` that
-        it has, or all of it with "all" (``proxima.envs.interface``)."""
-        self._infos = keys
-        with self._worker_errors_quiet():
-            self.envs.call("keep_infos", keys)
+        super().keep_infos(keys)
+        self._run(self.envs.call, "keep_infos", keys)
 
     def end_video(self, env: int) -> None:
         """Env ``env`` records no more, as if it had closed: the episode it is recording is saved and no later
         one is recorded (a batched run's seed that stopped training, whose envs go on stepping with the others')."""
         if env in self._videos:
-            with self._worker_errors_quiet():
-                self.envs.call("end_video", self._videos[env])
-
-    def call(self, name: str, *args, **kwargs) -> tuple:
-        """Gymnasium's ``VectorEnv.call``: ``name(*args, **kwargs)`` on each sub-env (the attribute's value where
-        it is not callable), the results in env order. ``name`` is looked up through the wrappers to the env."""
-        return call_envs(self.envs, name, *args, **kwargs)
-
-    def set_attr(self, name: str, values) -> None:
-        """Gymnasium's ``VectorEnv.set_attr``: a list or tuple gives each env its own value, anything else goes
-        to every env. Only an attribute that the env or a wrapper already has (a typo would make a new one on
-        the outermost wrapper, which the env never reads)."""
-        set_env_attr(self.envs, name, values)
-
-    def _stats(self, info: dict) -> tuple[Tensor | None, Tensor | None]:
-        """``(score, game_over)`` where the envs report them (``STAT_KEYS``), else ``(None, None)``. In same-step
-        autoreset an ended episode's info is under ``final_info``; the top level holds the reset's."""
-        if not self._reports_stats:
-            return None, None
-        score, over = np.zeros(self.num_envs), np.zeros(self.num_envs, dtype=bool)
-        for source in (info, info.get("final_info", {})):
-            for key, out in (("score", score), ("game_over", over)):
-                if key in source:
-                    present = source[f"_{key}"]
-                    out[present] = source[key][present]
-        return (
-            torch.as_tensor(score, dtype=torch.float32, device=self.device),
-            torch.as_tensor(over, device=self.device),
-        )
+            self._run(self.envs.call, "end_video", self._videos[env])
 
     def close(self) -> None:
-        with self._worker_errors_quiet():
-            self.envs.close()
-
-    def _worker_errors_quiet(self) -> contextlib.AbstractContextManager:
-        return _workers_quiet() if self._asynchronous else contextlib.nullcontext()
-
-    def state_dict(self) -> None:
-        return None  # a Gymnasium env's state is an arbitrary Python object; saving it would mean pickling it
-
-    def load_state_dict(self, state: dict[str, Tensor]) -> None:
-        raise NotImplementedError("Gymnasium envs cannot be restored; reset them instead")
-
-
-def _end_infos(info: dict) -> dict[int, dict]:
-    """Env index -> the info ``_InfoTap`` kept, for the envs whose episode ended in this step. In same-step
-    autoreset an ended episode's info is under ``final_info``; the top level holds the reset's."""
-    final = info.get("final_info")
-    if not final or END_INFO not in final:
-        return {}
-    kept = final[END_INFO]
-    return {int(i): kept[i].info for i in np.flatnonzero(final[f"_{END_INFO}"])}
+        self._run(self.envs.close)
 
 
 def call_envs(envs: EnvCalls, name: str, *args, **kwargs) -> tuple:
@@ -740,8 +826,4 @@ def construct(make, label: str, render_mode: str | None, kwargs: dict):
     return env
 
 
-def _make(env_id: str, num_envs: int, **kwargs) -> GymnasiumVecEnv:
-    return GymnasiumVecEnv(env_id, num_envs, **kwargs)
-
-
-register_backend("gymnasium", _make, features=("asynchronous", "video", "env_kwargs"))
+register_backend("gymnasium", GymnasiumVecEnv, features=("asynchronous", "video", "env_kwargs"))

@@ -145,6 +145,17 @@ class NoEnvObjects:
         raise UserError(self.no_env_objects)
 
 
+class Unrestorable:
+    """Base of the backends whose envs keep their state in Python objects (or in C++), which a checkpoint could
+    keep only by pickling: ``state_dict`` is None, and a resumed run starts new episodes."""
+
+    def state_dict(self) -> None:
+        return None
+
+    def load_state_dict(self, state: dict[str, Tensor]) -> None:
+        raise NotImplementedError(f"{type(self).__name__} cannot be restored; reset it instead")
+
+
 @dataclass(frozen=True)
 class AgentSpec:
     """What a multi-agent VecEnv is (docs/MULTIAGENT.md): ``num_envs`` copies of a game of ``len(names)`` agents,
@@ -216,6 +227,11 @@ def agent_spec(envs) -> AgentSpec | None:
 
 # What ``keep_infos`` keeps of the info at an episode's end: these keys (where present), or "all" of them.
 InfoKeys = tuple[str, ...] | Literal["all"]
+
+
+def kept_info(info: dict, keys: InfoKeys) -> dict:
+    """What ``keep_infos(keys)`` keeps of an ended episode's ``info``."""
+    return dict(info) if keys == "all" else {k: info[k] for k in keys if k in info}
 
 
 def merge_info_keys(*wanted: InfoKeys) -> InfoKeys | None:

@@ -67,6 +67,13 @@ class CounterRNG:
         self.counter += advance.to(torch.int64) * size
         return low + (high - low) * (bits >> 8).to(dtype) / float(1 << 24)
 
+    def state_dict(self) -> dict[str, Tensor]:
+        return {"rng_key": self.key, "rng_counter": self.counter}
+
+    def load_state_dict(self, state: dict[str, Tensor]) -> None:
+        self.key = state["rng_key"].to(self.device, torch.int64)
+        self.counter = state["rng_counter"].to(self.device, torch.int64)
+
 
 # VecEnv.call and set_attr (curriculum) need an object per env; native envs report no info either, so
 # --log-info and a callback's info_keys get empty infos from them (docs/CALLBACKS.md).
@@ -76,14 +83,10 @@ NO_ENV_OBJECTS = (
 )
 
 
-class _Batched(NoEnvObjects):
-    """What every native env has in common: nothing to close, and no per-env objects."""
+class NativeVecEnv(NoEnvObjects):
+    """Base of the native envs: time limit, auto-reset and final observations around ``_dynamics``."""
 
     no_env_objects = NO_ENV_OBJECTS
-
-
-class NativeVecEnv(_Batched):
-    """Base of the native envs: time limit, auto-reset and final observations around ``_dynamics``."""
 
     max_episode_steps: int
     state_dim: int
@@ -135,19 +138,13 @@ class NativeVecEnv(_Batched):
 
     def state_dict(self) -> dict[str, Tensor]:
         """Everything the next steps depend on, so a checkpoint can continue the very same episodes."""
-        return {
-            "state": self.state,
-            "elapsed": self.elapsed,
-            "rng_key": self.rng.key,
-            "rng_counter": self.rng.counter,
-        }
+        return {"state": self.state, "elapsed": self.elapsed, **self.rng.state_dict()}
 
     def load_state_dict(self, state: dict[str, Tensor]) -> None:
         self._seed = None  # the restored streams replace the construction seed's
         self.state = state["state"].to(self.device, torch.float64)
         self.elapsed = state["elapsed"].to(self.device, torch.int64)
-        self.rng.key = state["rng_key"].to(self.device, torch.int64)
-        self.rng.counter = state["rng_counter"].to(self.device, torch.int64)
+        self.rng.load_state_dict(state)
 
     # --- what each env defines -------------------------------------------------------------------------
     def _initial_state(self, reset: Tensor) -> Tensor:
@@ -524,18 +521,14 @@ class ProbeImagePolicy(_ImageProbe):
         return self._one_step(state, torch.where(actions == state[:, 0].long(), 1.0, -1.0))
 
 
-def probe_images() -> Tensor:
-    """The image probes' two observations, ``(2, 1, 36, 36)`` uint8: left half bright, then right half."""
-    return ProbeImageValue(2)._observe(torch.tensor([[0.0, 0.0], [1.0, 0.0]], dtype=torch.float64))
-
-
-class _MultiAgentProbe(_Batched):
+class _MultiAgentProbe(NoEnvObjects):
     """Base of the multi-agent probes (``proxima.envs.probes`` says what each tests): ``num_envs`` games of two
     agents as ``2 * num_envs`` rows (``AgentSpec``; row ``2e + a`` is agent ``a`` of game ``e``), each row's
     observation the packed Dict of ``"obs"`` (the agent's own), ``"agent"`` and ``"state"`` (both agents'
     ``"obs"`` side by side). Every episode is one step, so every row is alive at every step. Game ``e`` draws
     from its own seeded stream (seed + e), as the single-agent probes do."""
 
+    no_env_objects = NO_ENV_OBJECTS
     names = ("agent_0", "agent_1")
     single_action_space: gym.spaces.Discrete
 
@@ -579,13 +572,12 @@ class _MultiAgentProbe(_Batched):
         return torch.cat((own.unsqueeze(2), index.unsqueeze(2), state), dim=2).reshape(games * agents, -1)
 
     def state_dict(self) -> dict[str, Tensor]:
-        return {"own": self.own, "rng_key": self.rng.key, "rng_counter": self.rng.counter}
+        return {"own": self.own, **self.rng.state_dict()}
 
     def load_state_dict(self, state: dict[str, Tensor]) -> None:
         self._seed = None
         self.own = state["own"].to(self.device, torch.float32)
-        self.rng.key = state["rng_key"].to(self.device, torch.int64)
-        self.rng.counter = state["rng_counter"].to(self.device, torch.int64)
+        self.rng.load_state_dict(state)
 
     def _draw(self) -> Tensor:
         """Every game's next observations, ``(games, agents)``."""

@@ -28,18 +28,20 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from proxima.base.errors import EnvError, UserError, raised
+from proxima.base.errors import EnvError, UserError
 from proxima.base.spaces import MASK_KEY, ObsLayout, action_count
+from proxima.envs.gymnasium_backend import _close_quietly, _shape_of, construct
 from proxima.envs.gymnasium_backend import _reward as one_reward
-from proxima.envs.gymnasium_backend import _shape_of, construct
 from proxima.envs.interface import (
     AgentSpec,
     InfoKeys,
     Seeds,
     Step,
+    Unrestorable,
     VideoDirs,
     env_actions,
     env_call,
+    kept_info,
     one_seed,
     per_env_values,
 )
@@ -257,7 +259,7 @@ def _padded_box(kinds: list[_Kind]) -> gym.spaces.Box:
     return gym.spaces.Box(low.astype(np.float32), high.astype(np.float32), dtype=np.float32)
 
 
-class PettingZooVecEnv:
+class PettingZooVecEnv(Unrestorable):
     """E copies of a PettingZoo ParallelEnv as E * A agent rows (see the module's doc)."""
 
     def __init__(
@@ -577,7 +579,7 @@ class PettingZooVecEnv:
                     final_rows[row] = np.zeros(self.obs_layout.shape[0], dtype=np.float32)
                     self._row(final_rows[row], index[name], obs, infos, state, final=True)
                     if self._infos is not None:
-                        ended_infos[row] = _kept(infos.get(name, {}), self._infos)
+                        ended_infos[row] = kept_info(infos.get(name, {}), self._infos)
             if ended:
                 over[e * A : (e + 1) * A] = True
                 if e == 0 and self._video is not None:
@@ -650,21 +652,7 @@ class PettingZooVecEnv:
         if self._video is not None:
             self._video.save()
         for game in self.games:
-            try:
-                game.close()
-            except Exception as e:
-                warnings.warn(f"{self.label}'s close() raised {raised(e)}", RuntimeWarning, stacklevel=2)
-
-    def state_dict(self) -> None:
-        # A PettingZoo env's state is an arbitrary Python object; saving it would mean pickling it.
-        return None
-
-    def load_state_dict(self, state: dict[str, Tensor]) -> None:
-        raise NotImplementedError("PettingZoo envs cannot be restored; reset them instead")
-
-
-def _kept(info: dict, keys: InfoKeys) -> dict:
-    return dict(info) if keys == "all" else {k: info[k] for k in keys if k in info}
+            _close_quietly(game, self.label)
 
 
 def _make(env_id: str, num_envs: int, *, env_kwargs: dict | None = None, **kwargs) -> PettingZooVecEnv:

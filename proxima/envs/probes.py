@@ -35,9 +35,12 @@ is one native env behind ``gym.Env``'s API (``FromNative``), so the two backends
 
 from __future__ import annotations
 
+from typing import cast
+
 import gymnasium as gym
 import numpy as np
 import torch
+from gymnasium.envs.registration import EnvCreator
 
 from proxima.envs import native
 
@@ -75,35 +78,23 @@ class FromNative(gym.Env):
 
 
 def _gymnasium(env: type[native.NativeVecEnv]) -> type[FromNative]:
-    """The Gymnasium env of a native probe, named as it is (its registered entry point)."""
+    """The Gymnasium env of a native probe, named as it is."""
     return type(env.__name__, (FromNative,), {"native": env, "__module__": __name__})
 
 
-Probe1, Probe2, Probe3, Probe4, Probe5, ProbeContinuous, ProbeMemory, ProbeImageValue, ProbeImagePolicy = map(
-    _gymnasium,
-    (
-        native.Probe1, native.Probe2, native.Probe3, native.Probe4, native.Probe5, native.ProbeContinuous,
-        native.ProbeMemory, native.ProbeImageValue, native.ProbeImagePolicy,
-    ),
-)  # fmt: skip
+PROBES = {env_id: _gymnasium(cls) for env_id, cls in native.PROBE_ENVS.items()}
+IMAGE_PROBES = {env_id: _gymnasium(cls) for env_id, cls in native.IMAGE_PROBE_ENVS.items()}
 
 
 def probe_images() -> np.ndarray:
     """The image probes' two observations, ``(2, 1, 36, 36)`` uint8: left half bright, then right half."""
-    return native.probe_images().numpy()
+    return (
+        native.ProbeImageValue(2)
+        ._observe(torch.tensor([[0.0, 0.0], [1.0, 0.0]], dtype=torch.float64))
+        .numpy()
+    )
 
-
-IMAGE_PROBES = {
-    "proxima/ProbeImageValue-v0": ProbeImageValue,
-    "proxima/ProbeImagePolicy-v0": ProbeImagePolicy,
-}
-
-PROBES = {
-    f"proxima/Probe{i}-v0": cls for i, cls in enumerate([Probe1, Probe2, Probe3, Probe4, Probe5], start=1)
-}
-PROBES["proxima/ProbeContinuous-v0"] = ProbeContinuous
-PROBES["proxima/ProbeMemory-v0"] = ProbeMemory
 
 for _env_id, _cls in {**PROBES, **IMAGE_PROBES}.items():
     if _env_id not in gym.registry:
-        gym.register(_env_id, entry_point=f"{__name__}:{_cls.__name__}")
+        gym.register(_env_id, entry_point=cast(EnvCreator, _cls))  # a class: called with the env's kwargs

@@ -30,12 +30,8 @@ GAMES_ON_WORKERS = "give --rollout-workers N to run the games in N Ray processes
 
 @dataclass(frozen=True)
 class Backend:
-    """``make(env_id, num_envs, *, seed, device, asynchronous, video_dir, video_episodes) -> VecEnv``, where
-    ``video_dir`` is env 0's directory or env index -> directory (``VideoDirs``); ``handles(env_id)``: whether the backend implements the id; ``features``: which of ``FEATURES`` it
-    supports; ``ids``: the ids it handles, for error messages (empty: any id); ``min_envs``: env id -> the
-    fewest envs at which ``auto`` takes this backend for that id (ids not in it: from 1); ``exclusive(env_id)``:
-    no other backend runs that id; ``instead``: feature -> what a run can use in its place, for the line that
-    refuses the feature."""
+    """``make(env_id, num_envs, *, seed, device, asynchronous, video_dir, video_episodes) -> VecEnv``; the other
+    fields as ``register_backend`` takes them (``ids``: the ids it handles, for error messages; empty: any)."""
 
     name: str
     make: Callable[..., VecEnv]
@@ -65,9 +61,10 @@ def register_backend(
     instead: Mapping[str, str] | None = None,
 ) -> Backend:
     """Add (or replace) the backend ``name``. ``handles``: a predicate on env ids, or a collection of ids
-    (None: every id). ``min_envs``: env id -> the fewest envs at which ``auto`` picks this backend.
-    ``exclusive``: no other backend runs the ids it handles (True), or these ids of them (a collection), so
-    ``auto`` refuses what it cannot do with them instead of trying the next. ``instead``: feature -> what to use in its place, said when the feature is refused."""
+    (None: every id). ``features``: which of ``FEATURES`` it supports. ``min_envs``: env id -> the fewest envs
+    at which ``auto`` picks this backend. ``exclusive``: no other backend runs the ids it handles (True), or
+    these ids of them (a collection), so ``auto`` refuses what it cannot do with them instead of trying the
+    next. ``instead``: feature -> what to use in its place, said when the feature is refused."""
     if name == "auto":
         raise ValueError("'auto' is not a backend name: it means choosing one")
     unknown = (set(features) | set(instead or {})) - set(FEATURES)
@@ -123,11 +120,9 @@ def resolve_backend(
     env_kwargs: bool = False,
     suggest: bool = True,
 ) -> str:
-    """The backend that runs ``env_id``: ``backend`` itself unless it is ``auto``, which takes the most
-    recently registered backend that handles the id, supports what is asked for, and is meant for
-    ``num_envs`` envs (None: any count). An ``exclusive`` backend that handles the id is the only choice:
-    a feature it lacks is refused (``UserError``), not passed on to a backend that cannot run the id; the
-    refusal names what the backend offers instead, unless ``suggest`` is False (a run that uses it already)."""
+    """The backend that runs ``env_id``: ``backend`` itself unless it is ``auto`` (the module's doc), for
+    ``num_envs`` envs (None: any count). The refusal of a feature that an ``exclusive`` backend lacks names
+    what it offers instead, unless ``suggest`` is False (a run that uses it already)."""
     if backend != "auto":
         return get_backend(backend).name
     asked = (("asynchronous", asynchronous), ("video", video), ("env_kwargs", env_kwargs))
@@ -157,20 +152,11 @@ def make_vec_env(
     video_episodes: int | None = None,
     env_kwargs: dict | None = None,
 ) -> VecEnv:
-    """Build ``num_envs`` copies of ``env_id`` behind the ``VecEnv`` interface; the first ``reset()`` uses ``seed``
-    (an int, or one int per env: ``VecEnv.reset``).
-
-    ``backend="gymnasium"`` wraps Gymnasium's vector envs (any registered id); ``backend="native"`` uses
-    proxima's batched torch implementation (``proxima.envs.native.NATIVE_ENVS``), which steps all envs as
-    tensor ops with no numpy round trip; ``"auto"`` (the default) picks native where it exists. Any other
-    registered backend (``register_backend``) is accepted by name.
-
-    ``asynchronous`` runs each copy in its own process (Gymnasium's AsyncVectorEnv), which pays off only when
-    one env step costs far more than the inter-process round trip. ``video_dir`` records env 0 there, or each
-    env that a mapping env index -> directory names in its own (``proxima.envs.interface.video_dirs``).
-    ``env_kwargs``: keyword arguments of the env's constructor, for the backends that take them (Gymnasium's
-    passes them to ``gymnasium.make``); a backend that cannot is refused in one line.
-    """
+    """Build ``num_envs`` copies of ``env_id`` behind the ``VecEnv`` interface on ``backend`` (``resolve_backend``);
+    the first ``reset()`` uses ``seed`` (an int, or one int per env: ``VecEnv.reset``). ``asynchronous``: each
+    copy in its own process (Gymnasium's AsyncVectorEnv), which pays off only when one env step costs far more
+    than the inter-process round trip. ``video_dir``: ``proxima.envs.interface.video_dirs``. ``env_kwargs``:
+    keyword arguments of the env's constructor, for the backends that take them."""
     if not isinstance(env_id, str):  # an env object or a factory: proxima.envs.user.make_envs takes those
         raise UserError(
             f"make_vec_env takes an env id string, got {type(env_id).__name__}; for an env object or a "
@@ -192,10 +178,10 @@ def make_vec_env(
         raise UserError(
             f"no {name} implementation of {env_id!r}{listed} (use --env-backend gymnasium for any other id)"
         )
-    asked_for = (("asynchronous", asynchronous), ("video", video_dir is not None), ("env_kwargs", env_kwargs))
-    for feature, asked in asked_for:
-        if asked and feature not in chosen.features:
-            raise _refusal(chosen, env_id, feature)
+    asked_for = {"asynchronous": asynchronous, "video": video_dir is not None, "env_kwargs": env_kwargs}
+    lacking = [feature for feature, asked in asked_for.items() if asked and feature not in chosen.features]
+    if lacking:
+        raise _refusal(chosen, env_id, lacking[0])
     return chosen.make(
         env_id,
         num_envs,

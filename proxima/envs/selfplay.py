@@ -30,7 +30,7 @@ from torch import Tensor
 
 from proxima.base.errors import UserError
 from proxima.base.spaces import ObsLayout
-from proxima.envs.interface import Seeds, Step, one_seed
+from proxima.envs.interface import Seeds, Step, Unrestorable, one_seed
 from proxima.envs.registry import register_backend
 
 PREFIX = "selfplay:"
@@ -44,10 +44,12 @@ def is_selfplay_id(env_id: str) -> bool:
     return isinstance(env_id, str) and env_id.startswith(PREFIX)
 
 
-class SelfPlayVecEnv:
+class SelfPlayVecEnv(Unrestorable):
     """``num_envs`` games of a two-player AEC env, one row per game, from the learner's seat (module doc)."""
 
-    def __init__(self, env_id: str, num_envs: int, *, seed: int | None = None, device="cpu", env_kwargs=None):
+    def __init__(
+        self, env_id: str, num_envs: int, *, seed: int | None = None, device="cpu", env_kwargs=None, **_
+    ):
         self.env_id, self.num_envs, self.device = env_id, num_envs, torch.device(device)
         module_name = env_id[len(PREFIX) :]
         try:
@@ -141,12 +143,6 @@ class SelfPlayVecEnv:
     def close(self) -> None:
         for game in self.games:
             game.close()
-
-    def state_dict(self) -> None:
-        return None  # PettingZoo's games keep their state in Python objects: a resume starts new games
-
-    def load_state_dict(self, state) -> None:
-        raise UserError("self-play envs cannot restore games in play; a resumed run starts new ones")
 
     # inside a step
 
@@ -299,9 +295,5 @@ def make_player(name: str, layout: ObsLayout, generator: torch.Generator) -> Pol
     return PLAYERS[name](layout, generator)
 
 
-def _make(env_id, num_envs, *, seed=None, device="cpu", env_kwargs=None, **_):
-    return SelfPlayVecEnv(env_id, num_envs, seed=seed, device=device, env_kwargs=env_kwargs)
-
-
 # no --rollout-workers either: the opponents' policies are given to the envs of this process
-register_backend("selfplay", _make, handles=is_selfplay_id, features=("env_kwargs",), exclusive=True)
+register_backend("selfplay", SelfPlayVecEnv, handles=is_selfplay_id, features=("env_kwargs",), exclusive=True)

@@ -4,12 +4,8 @@ you built, behind proxima's ``VecEnv`` (``proxima.envs.interface``).
 A factory (a class, a function, a ``functools.partial``, a lambda) goes through the Gymnasium backend as an id
 does: called with ``env_kwargs`` once per sub-env and once for the checks, each env tidied the same way.
 
-A ``VectorEnv`` runs in whichever autoreset mode it was built with, and ``UserVectorEnv`` gives the loop
-same-step semantics for each: in SAME_STEP mode the ended episode's last observation is ``info["final_obs"]``;
-in NEXT_STEP and DISABLED modes the step that ends an episode returns its last observation, and the wrapper at
-once resets just the envs that ended (``reset(options={"reset_mask": done})``, which also clears NEXT_STEP's
-pending autoreset). So no step after an episode's end, whose action the env ignores and whose reward is 0,
-ever reaches the rollout, and a truncation still bootstraps from ``V(final_obs)``.
+A ``VectorEnv`` runs in whichever autoreset mode it was built with, behind ``VectorEnvAdapter``
+(``proxima.envs.gymnasium_backend``), which gives the loop same-step semantics for each.
 
 A run records what it cannot rebuild: ``describe_env`` gives the label and, where the object has one, the import
 path (``module:name``) from which ``load_env_factory`` makes it again.
@@ -25,23 +21,12 @@ from typing import cast
 import gymnasium as gym
 import numpy as np
 import torch
-from gymnasium.vector import AutoresetMode
-from torch import Tensor
 
 from proxima.base import trust
-from proxima.base.errors import EnvError, UserError, raised
+from proxima.base.errors import EnvError, UserError
 from proxima.base.spaces import MASK_KEY, ObsLayout, action_count
-from proxima.envs.gymnasium_backend import GymnasiumVecEnv, call_envs, construct, set_env_attr
-from proxima.envs.interface import (
-    EnvCalls,
-    InfoKeys,
-    Seeds,
-    Step,
-    VideoDirs,
-    env_actions,
-    env_call,
-    row_seeds,
-)
+from proxima.envs.gymnasium_backend import GymnasiumVecEnv, VectorEnvAdapter, construct
+from proxima.envs.interface import Seeds, VideoDirs
 from proxima.envs.pettingzoo_backend import PettingZooVecEnv, is_pettingzoo_env
 from proxima.envs.registry import make_vec_env
 
@@ -175,7 +160,8 @@ def make_envs(
             )
         if num_envs != env.num_envs:
             raise UserError(f"num_envs is {num_envs}, but the VectorEnv given has {env.num_envs} envs")
-        return UserVectorEnv(env, device=device, seed=seed, label=label)
+        layout = _layout(env.single_observation_space, env.single_action_space, label)
+        return VectorEnvAdapter(env, layout, device=device, seed=seed, label=label)
     return GymnasiumVecEnv(
         label, num_envs, asynchronous=asynchronous, seed=seed, device=device, video_dir=video_dir,
         video_episodes=video_episodes, env_kwargs=env_kwargs, factory=env,
@@ -219,136 +205,6 @@ def _made_pettingzoo_env(env, label: str, env_kwargs: dict | None, backend: str)
     return None
 
 
-class UserVectorEnv:
-    """A ``gymnasium.vector.VectorEnv`` the user built, in any autoreset mode, as a same-step ``VecEnv`` (see
-    the module's doc). It stays the user's: ``close`` leaves it open."""
-
-    def __init__(
-        self, envs: gym.vector.VectorEnv, *, device: torch.device | str = "cpu", seed=None, label=""
-    ):
-        self.envs, self._seed, self.label = envs, row_seeds(seed, envs.num_envs), label
-        mode = envs.metadata.get("autoreset_mode", AutoresetMode.NEXT_STEP)  # Gymnasium's default
-        self.mode = AutoresetMode(mode.value if isinstance(mode, AutoresetMode) else mode)
-        self.num_envs = envs.num_envs
-        self.single_observation_space = envs.single_observation_space
-        self.single_action_space = envs.single_action_space
-        self.obs_layout = _layout(self.single_observation_space, self.single_action_space, label)
-        self.device = torch.device(device)
-        self._infos: InfoKeys | None = None
-        if self.mode != AutoresetMode.SAME_STEP:
-            self._check_partial_reset()
-
-    def _check_partial_reset(self) -> None:
-        """A ``UserError`` for a vector env whose ``reset(options={"reset_mask": ...})`` resets more than the masked
-        envs (Gymnasium's CartPoleVectorEnv resets them all): the ended envs could not be reset alone, and the
-        step after an episode's end, whose action the env ignores, would be trained on. Gymnasium's Sync and
-        Async vector envs honour the mask; another is tried once: a step, then a reset of env 0 alone."""
-        base = self.envs.unwrapped
-        if self.num_envs < 2 or isinstance(base, gym.vector.SyncVectorEnv | gym.vector.AsyncVectorEnv):
-            return
-        env_call(self.envs.reset, seed=0)  # the run's own reset seeds the envs again
-        stepped = self._obs(env_call(self.envs.step, self.envs.action_space.sample())[0])
-        mask = np.arange(self.num_envs) == 0
-        try:
-            after = self._obs(self.envs.reset(options={"reset_mask": mask})[0])
-        except Exception as e:
-            raise UserError(
-                f"{self.label}'s reset(options={{'reset_mask': ...}}) raised {raised(e)}; {PARTIAL_RESET}"
-            ) from None
-        if not _same(stepped[1:], after[1:]):
-            raise UserError(f"{self.label} reset every env when asked to reset env 0 alone; {PARTIAL_RESET}")
-
-    def _obs(self, obs) -> Tensor:
-        layout = self.obs_layout
-        array = layout.pack(obs, batch=True) if layout.packed else np.asarray(obs)
-        return torch.as_tensor(array, dtype=layout.dtype, device=self.device)
-
-    def reset(self, seed: Seeds = None) -> Tensor:
-        """Reset all envs; sub-env i is seeded with seed + i, or seed[i] where ``seed`` is a sequence, passed to
-        the VectorEnv as it is (the seed given at construction, if none here)."""
-        seed, self._seed = row_seeds(self._seed if seed is None else seed, self.num_envs), None
-        obs, _ = env_call(self.envs.reset, seed=seed)
-        return self._obs(obs)
-
-    def step(self, actions: Tensor) -> Step:
-        obs, reward, terminated, truncated, info = env_call(
-            self.envs.step, env_actions(actions.cpu().numpy(), self.single_action_space)
-        )
-        terminated, truncated = np.asarray(terminated, dtype=bool), np.asarray(truncated, dtype=bool)
-        done = terminated | truncated
-        obs_t = final_obs = self._obs(obs)
-        end_info = info
-        if self.mode == AutoresetMode.SAME_STEP:
-            if "_final_obs" in info and np.any(info["_final_obs"]):
-                ended = np.flatnonzero(info["_final_obs"])
-                final_obs = obs_t.clone()
-                final_obs[ended] = self._obs(_stack(info["final_obs"][ended], self.single_observation_space))
-            end_info = info.get("final_info", {})
-        elif done.any():  # NEXT_STEP, DISABLED: this step's observation is the episode's last
-            try:
-                reset_obs, _ = self.envs.reset(options={"reset_mask": done})
-            except Exception as e:
-                raise EnvError(
-                    f"{self.label}'s reset(options={{'reset_mask': ...}}) raised {raised(e)}; proxima "
-                    f"resets ended envs so in {self.mode.value} autoreset mode: build the VectorEnv with "
-                    "autoreset_mode=gymnasium.vector.AutoresetMode.SAME_STEP (a vector wrapper that refuses that "
-                    "mode, such as NormalizeObservation, has a proxima flag: --norm-obs, --norm-reward)"
-                ) from e
-            obs_t = self._obs(reset_obs)
-            kept = torch.as_tensor(~done, device=self.device)
-            if not _same(obs_t[kept], final_obs[kept]):  # a vector env that reset more than the ended ones
-                raise EnvError(f"{self.label} reset envs whose episode had not ended; {PARTIAL_RESET}")
-        return Step(
-            obs_t,
-            torch.as_tensor(np.asarray(reward), dtype=torch.float32, device=self.device),
-            torch.as_tensor(terminated, device=self.device),
-            torch.as_tensor(truncated, device=self.device),
-            final_obs,
-            infos=None if self._infos is None else _end_infos(end_info, done, self._infos),
-        )
-
-    def keep_infos(self, keys: InfoKeys) -> None:
-        """From now on each ``Step.infos`` holds the info of the step that ended each episode (its ``keys``)."""
-        self._infos = keys
-
-    def call(self, name: str, *args, **kwargs) -> tuple:
-        return call_envs(self._calls(), name, *args, **kwargs)
-
-    def set_attr(self, name: str, values) -> None:
-        set_env_attr(self._calls(), name, values)
-
-    def _calls(self) -> EnvCalls:
-        # VectorEnv declares neither, and a VectorWrapper passes neither on
-        if not isinstance(self.envs, EnvCalls):
-            raise UserError(
-                f"{self.label}'s {type(self.envs).__name__} has no call and set_attr, which Gymnasium's "
-                "SyncVectorEnv and AsyncVectorEnv have"
-            )
-        return self.envs
-
-    def close(self) -> None:
-        pass  # the user's VectorEnv: they close it, and may give it to another run (proxima.resume(env=...))
-
-    def state_dict(self) -> None:
-        return None  # a Gymnasium env's state could only be saved by pickling it
-
-    def load_state_dict(self, state: dict[str, Tensor]) -> None:
-        raise NotImplementedError("a VectorEnv cannot be restored; reset it instead")
-
-
-PARTIAL_RESET = (
-    "in NEXT_STEP or DISABLED autoreset mode proxima must reset the ended envs alone: give env= a function that "
-    "makes one env (functools.partial(gymnasium.make, ID)), or a gymnasium.vector.SyncVectorEnv or AsyncVectorEnv"
-)
-
-
-def _same(a: Tensor, b: Tensor) -> bool:
-    """Equal, NaN where NaN (an observation may hold one)."""
-    if a.is_floating_point():
-        return bool(((a == b) | (a.isnan() & b.isnan())).all())
-    return torch.equal(a, b)
-
-
 def _layout(space: gym.Space, actions: gym.Space, label: str) -> ObsLayout:
     """A Box travels as it is; another space is packed (``proxima.base.spaces``), its Dict ``action_mask`` too. A mask
     in the info cannot be read from a vector env's batched info reliably: refused."""
@@ -359,22 +215,6 @@ def _layout(space: gym.Space, actions: gym.Space, label: str) -> ObsLayout:
             raise UserError(f"{label}'s {MASK_KEY} does not fit its action space {actions}")
         return ObsLayout(space, MASK_KEY, count)
     return ObsLayout(space)
-
-
-def _stack(observations, space: gym.Space):
-    """Single observations (SAME_STEP's ``final_obs``) as one batch, in the form ``ObsLayout.pack`` reads."""
-    if isinstance(space, gym.spaces.Box):
-        return np.stack(list(observations))
-    # the batch to fill: never None for a space that ObsLayout packs
-    empty = cast(np.ndarray | tuple | dict, gym.vector.utils.create_empty_array(space, len(observations)))
-    return gym.vector.utils.concatenate(space, list(observations), empty)
-
-
-def _end_infos(info: dict, done: np.ndarray, keys: InfoKeys) -> dict[int, dict]:
-    """Env index -> the kept keys of its info at the step its episode ended, from a vector env's batched info
-    (each key an array, with ``_key`` saying which envs gave it)."""
-    wanted = [k for k in info if not k.startswith("_") and (keys == "all" or k in keys) and f"_{k}" in info]
-    return {int(i): {k: info[k][i] for k in wanted if info[f"_{k}"][i]} for i in np.flatnonzero(done)}
 
 
 # Modules whose ids are registered as soon as proxima runs: an id of theirs needs no module named.

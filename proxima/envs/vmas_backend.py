@@ -548,14 +548,10 @@ def _rng_from_tensors(state: dict[str, Tensor], device: torch.device) -> list:
     return [state["rng.torch"].cpu().clone(), numpy_state, python_state, cuda]
 
 
-def _make(env_id: str, num_envs: int, **kwargs) -> VmasVecEnv:
-    return VmasVecEnv(env_id, num_envs, **kwargs)
-
-
 # In-process tensor ops with its own settings; video of game 0; no worker processes (VMAS batches itself).
 register_backend(
     "vmas",
-    _make,
+    VmasVecEnv,
     handles=lambda env_id: env_id.startswith(PREFIX),
     features=("video", "env_kwargs"),
     exclusive=True,
