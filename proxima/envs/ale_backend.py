@@ -93,8 +93,6 @@ class AleVecEnv(NoEnvObjects, Unrestorable):  # the emulators' state is in C++
         return torch.from_numpy(np.ascontiguousarray(array)).to(self.device)
 
     def reset(self, seed: Seeds = None) -> Tensor:
-        """Reset all games; game i is seeded with seed + i, or seed[i] where ``seed`` is a sequence (the seed
-        given at construction, if none here)."""
         seed, self._seed = row_seeds(self._seed if seed is None else seed, self.num_envs), None
         # ale-py takes one seed per game as an array, and only an int as a consecutive range
         obs, info = self.envs.reset(seed=np.array(seed, dtype=np.int64) if isinstance(seed, list) else seed)

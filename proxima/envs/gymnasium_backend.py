@@ -449,8 +449,6 @@ class VectorEnvAdapter(Unrestorable):
         return torch.as_tensor(array, dtype=layout.dtype, device=self.device)
 
     def reset(self, seed: Seeds = None) -> Tensor:
-        """Reset all envs; sub-env i is seeded with seed + i, or seed[i] where ``seed`` is a sequence (the seed
-        given at construction, if none here)."""
         seed, self._seed = row_seeds(self._seed if seed is None else seed, self.num_envs), None
         # a list[int] where Gymnasium's annotation asks for list[int | None], which it only reads
         obs, _ = self._run(self.envs.reset, seed=cast("int | list[int | None] | None", seed))

@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 
 from proxima.base.errors import EnvError, UserError, raised
-from proxima.base.spaces import ObsLayout
+from proxima.base.spaces import MASK_KEY, ObsLayout
 
 Seeds = int | Sequence[int] | None
 """A VecEnv's seed: an int (env i gets ``seed + i``), one int per env, or None (``VecEnv.reset``)."""
@@ -209,6 +209,15 @@ class AgentSpec:
             **turns,
             **dims,
         }
+
+
+def agent_rows(obs: gym.Space, agents: int, state: gym.Space, mask: int | None = None) -> ObsLayout:
+    """The layout of a multi-agent VecEnv's packed rows (``AgentSpec``): a Dict of "obs", "agent", "state" and,
+    where actions are masked, "action_mask" of ``mask`` booleans, in this order (a plain dict's would be sorted)."""
+    parts = [("obs", obs), ("agent", gym.spaces.Discrete(agents)), ("state", state)]
+    if mask is not None:
+        parts.append((MASK_KEY, gym.spaces.MultiBinary(mask)))
+    return ObsLayout(gym.spaces.Dict(parts), None if mask is None else MASK_KEY)
 
 
 def alive_after_reset(envs) -> Tensor:

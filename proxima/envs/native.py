@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 
 from proxima.base.spaces import ObsLayout
-from proxima.envs.interface import AgentSpec, NoEnvObjects, Seeds, Step, one_seed, row_seeds
+from proxima.envs.interface import AgentSpec, NoEnvObjects, Seeds, Step, agent_rows, one_seed, row_seeds
 from proxima.envs.registry import register_backend
 
 _MASK32 = 0xFFFFFFFF
@@ -110,8 +110,6 @@ class NativeVecEnv(NoEnvObjects):
         self.obs_layout = ObsLayout(self.single_observation_space)
 
     def reset(self, seed: Seeds = None) -> Tensor:
-        """Reset all envs; env i's stream is seeded with seed + i, or seed[i] where ``seed`` is a sequence (the
-        seed given at construction, if none)."""
         seed, self._seed = row_seeds(self._seed if seed is None else seed, self.num_envs), None
         self.rng.seed(0 if seed is None else seed)
         self.state = self._initial_state(torch.ones(self.num_envs, dtype=torch.bool, device=self.device))
@@ -540,14 +538,9 @@ class _MultiAgentProbe(NoEnvObjects):
         self._seed = one_seed(seed, "native multi-agent")
         self.rng = CounterRNG(num_envs, self.device)
         self.own = torch.zeros(num_envs, agents, dtype=torch.float32, device=self.device)
-        self.single_observation_space = gym.spaces.Dict(
-            [  # a list keeps the keys in this order (a dict's would be sorted)
-                ("obs", gym.spaces.Box(0.0, 1.0, shape=(1,), dtype=np.float32)),
-                ("agent", gym.spaces.Discrete(agents)),
-                ("state", gym.spaces.Box(0.0, 1.0, shape=(agents,), dtype=np.float32)),
-            ]
-        )
-        self.obs_layout = ObsLayout(self.single_observation_space)
+        own, state = (gym.spaces.Box(0.0, 1.0, shape=(n,), dtype=np.float32) for n in (1, agents))
+        self.obs_layout = agent_rows(own, agents, state)
+        self.single_observation_space = self.obs_layout.space
 
     def reset(self, seed: Seeds = None) -> Tensor:
         seed, self._seed = one_seed(self._seed if seed is None else seed, "native multi-agent"), None

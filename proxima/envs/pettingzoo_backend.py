@@ -5,12 +5,10 @@ with only an AEC ``env`` enters through PettingZoo's own ``aec_to_parallel`` whe
 updates once per cycle: ``metadata["is_parallelizable"]``), else as a turn-based game (``Turns``): only the row
 of the agent to move is alive at each step, and the others wait with the rewards its move gives them.
 
-E copies of the game become E * A rows, one per agent, env-major (``proxima.envs.interface.AgentSpec``). Each
-row's observation is a Dict, packed into one float32 vector: "obs" (the agent's own, zero-padded to the largest
-kind's), "agent" (its index), "state" (the env's ``state()``, else every agent's padded observation side by
-side) and, where masks are needed, "action_mask". Agents of different kinds share one action space:
-``Discrete(max n)`` with the actions a kind lacks masked off, or ``Box(max dim)`` of which each agent takes its
-first dims. An agent that leaves (absent from ``env.agents`` before the game ends) has a row that is not
+E copies of the game become E * A rows, one per agent, env-major, each a packed Dict of "obs", "agent",
+"state" and, where masks are needed, "action_mask" (``proxima.envs.interface.AgentSpec``). Agents of different
+kinds share one action space: ``Discrete(max n)`` with the actions a kind lacks masked off, or ``Box(max dim)``
+of which each agent takes its first dims. An agent that leaves (absent from ``env.agents`` before the game ends) has a row that is not
 alive, with reward 0 and no termination, until its game resets; a game resets within the step that ends it
 (all its agents gone), as the Gymnasium backend's envs do. PettingZoo is an optional extra: it is imported
 only when an env of it is made.
@@ -39,6 +37,7 @@ from proxima.envs.interface import (
     Step,
     Unrestorable,
     VideoDirs,
+    agent_rows,
     env_actions,
     env_call,
     kept_info,
@@ -347,16 +346,10 @@ class PettingZooVecEnv(Unrestorable):
         obs_box = own if isinstance(own, gym.spaces.Box) and shared else _padded_box(self._kinds)
         self._obs_size = int(np.prod(obs_box.shape))
         self._state_fn, state_size = self._find_state()
-        parts: list[tuple[str, gym.Space]] = [
-            ("obs", obs_box),
-            ("agent", gym.spaces.Discrete(len(names))),
-            ("state", gym.spaces.Box(-np.inf, np.inf, (state_size,), dtype=np.float32)),
-        ]
-        if self._masked:
-            assert count is not None  # a mask on actions that cannot be masked is refused above
-            parts.append((MASK_KEY, gym.spaces.MultiBinary(count)))
-        self.single_observation_space = gym.spaces.Dict(parts)
-        self.obs_layout = ObsLayout(self.single_observation_space, MASK_KEY if self._masked else None)
+        state_box = gym.spaces.Box(-np.inf, np.inf, (state_size,), dtype=np.float32)
+        # a mask on actions that cannot be masked (count None) is refused above
+        self.obs_layout = agent_rows(obs_box, len(names), state_box, count if self._masked else None)
+        self.single_observation_space = self.obs_layout.space
         self._spans = {p.path[0]: p.span for p in self.obs_layout.parts}
         self._index = {name: i for i, name in enumerate(names)}
         self.num_envs = num_envs * len(names)
@@ -466,7 +459,6 @@ class PettingZooVecEnv(Unrestorable):
     # -- the VecEnv -----------------------------------------------------------------------------------------
 
     def reset(self, seed: Seeds = None) -> Tensor:
-        """Reset every game; game e is seeded with seed + e (the seed given at construction, if none here)."""
         seed, self._seed = one_seed(self._seed if seed is None else seed, "pettingzoo"), None
         out = np.zeros((self.num_envs, self.obs_layout.shape[0]), dtype=np.float32)
         for e in range(len(self.games)):

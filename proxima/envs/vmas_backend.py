@@ -32,8 +32,7 @@ import torch
 from torch import Tensor
 
 from proxima.base.errors import EnvError, UserError, raised
-from proxima.base.spaces import MASK_KEY, ObsLayout
-from proxima.envs.interface import AgentSpec, NoEnvObjects, Seeds, Step, VideoDirs, one_seed
+from proxima.envs.interface import AgentSpec, NoEnvObjects, Seeds, Step, VideoDirs, agent_rows, one_seed
 from proxima.envs.recorder import GameRecorder, game_zero_dir
 from proxima.envs.registry import GAMES_ON_WORKERS, register_backend
 
@@ -190,25 +189,20 @@ class VmasVecEnv(NoEnvObjects):
             num_envs=num_envs,
             action_dims=sizes if len(set(sizes)) > 1 else None,
         )
-        parts = [
-            ("obs", gym.spaces.Box(-np.inf, np.inf, (size,), np.float32)),
-            ("agent", gym.spaces.Discrete(agents)),
-            ("state", gym.spaces.Box(-np.inf, np.inf, (agents * size,), np.float32)),
-        ]
         self._mask = None
+        mask_size = None
         if self.continuous:
             self.action_dims = list(sizes)
             dim = max(self.action_dims)
-            low = torch.zeros(agents, dim, dtype=torch.float32)
-            high = torch.zeros(agents, dim, dtype=torch.float32)
+            # each agent's own range (inf, -inf where it has no such dim: those components are dropped)
+            low = torch.full((agents, dim), torch.inf, dtype=torch.float32)
+            high = torch.full((agents, dim), -torch.inf, dtype=torch.float32)
             for a, space in enumerate(action_spaces):
                 low[a, : self.action_dims[a]] = torch.as_tensor(space.low)
                 high[a, : self.action_dims[a]] = torch.as_tensor(space.high)
             # the space covers every agent's range; each agent's actions are clipped to its own in step()
-            lows = [np.pad(s.low, (0, dim - len(s.low)), constant_values=np.inf) for s in action_spaces]
-            highs = [np.pad(s.high, (0, dim - len(s.high)), constant_values=-np.inf) for s in action_spaces]
             self.single_action_space: gym.Space = gym.spaces.Box(
-                np.min(lows, axis=0), np.max(highs, axis=0), (dim,), np.float32
+                low.min(0).values.numpy(), high.max(0).values.numpy(), (dim,), np.float32
             )
             self._low, self._high = low.to(self.device), high.to(self.device)
         else:
@@ -217,12 +211,10 @@ class VmasVecEnv(NoEnvObjects):
             if len(set(counts)) > 1:  # the extra actions of agents with fewer are masked off
                 mask = torch.arange(max(counts)).unsqueeze(0) < torch.tensor(counts).unsqueeze(1)
                 self._mask = mask.to(self.device, torch.float32).unsqueeze(0)  # (1, A, n)
-                parts.append((MASK_KEY, gym.spaces.MultiBinary(max(counts))))
-        # gymnasium sorts the keys of a plain dict; the design's order is obs, agent, state, action_mask
-        self.single_observation_space = gym.spaces.Dict(parts)
-        self.obs_layout = ObsLayout(
-            self.single_observation_space, mask=MASK_KEY if self._mask is not None else None
-        )
+                mask_size = max(counts)
+        own, state = (gym.spaces.Box(-np.inf, np.inf, (n,), np.float32) for n in (size, agents * size))
+        self.obs_layout = agent_rows(own, agents, state, mask_size)
+        self.single_observation_space = self.obs_layout.space
         self._agent_ids = torch.arange(agents, dtype=torch.float32, device=self.device).view(1, agents, 1)
 
     # --- the step path: tensors only ------------------------------------------------------------------------
