@@ -45,6 +45,7 @@ from proxima.base.files import (
     WEIGHTS,
     load_module_state,
     seed_run_dirs,
+    write_checkpoint,
 )
 from proxima.base.spaces import space_to_json
 from proxima.envs.interface import agent_spec, obs_layout
@@ -241,18 +242,14 @@ class Run:
         self.console.message(text)
 
     def set(self, **values) -> None:
-        """Change settings from the next update on, between updates (a callback's ``on_update_end``):
-        ``run.set(ent_coef=0.001, learning_rate=1e-4)``. Accepted: learning_rate, ent_coef, clip_coef,
-        vf_coef, max_grad_norm and target_kl. A setting with a schedule (``--anneal-lr``, ``--*-end``) goes on
-        linearly from the new value to its end value; one without stays at the new value. With
-        ``--value-learning-rate``, the critic's rate keeps its ratio to ``learning_rate``. The values in force
-        are logged each update, and checkpoints keep them (docs/TRAINING.md)."""
+        """``RunView.set``: ``run.set(ent_coef=0.001, learning_rate=1e-4)`` in a callback's ``on_update_end``. A
+        setting with a schedule goes on linearly from the new value to its end value (``proxima.algo.schedules``);
+        with ``--value-learning-rate``, the critic's rate keeps its ratio to ``learning_rate`` (docs/TRAINING.md)."""
         self.schedules.set(self.updates_done, values, self._value_lr_ratio)
         self._apply()
 
     @property
     def in_force(self) -> dict:
-        """The values of ``set``'s settings that the next update will use."""
         return {
             "learning_rate": self.optimizer.param_groups[0]["lr"],
             **{name: getattr(self.settings, name) for name in ADJUSTABLE[1:]},
@@ -378,38 +375,34 @@ class Run:
                 if key in states:
                     raise ValueError(f"two checkpoint components are named {key!r}")
                 states[key] = callback.state_dict()
-        return {**self.counters(), "finished": finished, **self.spaces()}, states
+        counters = {
+            "update": self.updates_done,
+            "global_step": self.global_step,
+            "elapsed_s": self.elapsed,
+            "torch_threads": torch.get_num_threads(),
+        }
+        return {**counters, "finished": finished, "spaces": self.spaces()}, states
 
     def save_checkpoint(self, finished: bool = False) -> None:
         """Write ``RUN_DIR/checkpoint.safetensors`` (atomically) as the run stands."""
-        checkpoint.save(os.path.join(self.run_dir, CHECKPOINT), *self.checkpoint_state(finished))
+        write_checkpoint(
+            os.path.join(self.run_dir, CHECKPOINT), *checkpoint.snapshot(*self.checkpoint_state(finished))
+        )
 
     def restore(self, path: str, meta: dict, states: dict) -> None:
         """Put the run and its callbacks in the state of ``path``'s checkpoint (``checkpoint.read``'s output),
         each tensor checked against the run's own first."""
-        checkpoint.check_fits(
-            path, meta, states, self.spaces()["spaces"], self.state_dict(), self.args.env.env_id
-        )
+        checkpoint.check_fits(path, meta, states, self.spaces(), self.state_dict(), self.args.env.env_id)
         with checkpoint.fitting(path):
             self.load_state_dict(meta, states)
             for callback in self.callbacks:
                 if callback.state_key is not None and callback.state_key in states:
                     callback.load_state_dict(states[callback.state_key])
 
-    def counters(self) -> dict:
-        return {
-            "update": self.updates_done,
-            "global_step": self.global_step,
-            "elapsed_s": self.elapsed,
-            "torch_threads": torch.get_num_threads(),
-        }
-
     def spaces(self) -> dict:
         return {
-            "spaces": {
-                "observation_space": space_to_json(self.envs.single_observation_space),
-                "action_space": space_to_json(self.envs.single_action_space),
-            }
+            "observation_space": space_to_json(self.envs.single_observation_space),
+            "action_space": space_to_json(self.envs.single_action_space),
         }
 
     def state_dict(self) -> dict:
