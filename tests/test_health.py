@@ -10,9 +10,10 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from proxima.algo.storage import RolloutBuffer
 from proxima.algo.update import grad_stats
+from proxima.base.errors import NonFiniteError
 from proxima.base.files import CHECKPOINT, read_checkpoint
 from proxima.commands import main
-from proxima.run.health import HealthMonitor, first_non_finite_in_rollout
+from proxima.run.health import HealthMonitor, check_rollout
 
 HEALTHY = {"approx_kl": 0.01, "clipfrac": 0.1, "entropy": 0.69, "explained_variance": 0.5}
 
@@ -123,11 +124,13 @@ def test_a_critic_whose_values_vary_is_not_flat():
 
 def test_non_finite_is_located_in_the_rollout():
     buf = RolloutBuffer(4, 2, (3,), torch.float32, (), torch.int64, torch.device("cpu"))
-    assert first_non_finite_in_rollout(buf) is None
+    check_rollout(buf, 1)  # all finite: nothing raised
     buf.rewards[2, 1] = math.inf
-    assert first_non_finite_in_rollout(buf) == "rewards"
+    with pytest.raises(NonFiniteError, match="in the rewards at update 2;"):
+        check_rollout(buf, 2)
     buf.obs[3, 0, 2] = math.nan
-    assert first_non_finite_in_rollout(buf) == "observations"  # observations come before rewards
+    with pytest.raises(NonFiniteError, match="in the observations at update 3;"):  # observations come first
+        check_rollout(buf, 3)
 
 
 def test_non_finite_is_located_in_the_minibatch_where_it_first_appeared():

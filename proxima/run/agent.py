@@ -233,15 +233,7 @@ class Agent:
             expected = network_shapes(spec, action_space)
         except UserError:
             raise
-        except (
-            KeyError,
-            TypeError,
-            ValueError,
-            OverflowError,
-            AttributeError,
-            IndexError,
-            RuntimeError,
-        ) as e:
+        except (LookupError, TypeError, ValueError, ArithmeticError, AttributeError, RuntimeError) as e:
             raise UserError(
                 f"{source} is missing or has a bad field ({e}); the checkpoint is corrupt"
             ) from None
@@ -263,7 +255,7 @@ def check_spec(spec: NetworkSpec, observation_space: gym.Space, action_space: gy
     """A one-line ``UserError`` unless ``spec`` (read from ``source``) is of the types a saved one has, holds
     settings that ``proxima train`` accepts, takes the observations of ``observation_space`` as its input and
     gives the logits of ``action_space``: the file's parts must be of one agent."""
-    from proxima.run.config import check
+    from proxima.run.config import check_fields
 
     ints = lambda v: isinstance(v, tuple) and all(isinstance(n, int) and n > 0 for n in v)  # noqa: E731
     kinds = {"logits_dim": lambda v: isinstance(v, int) and v > 0, "obs_shape": ints,
@@ -274,8 +266,7 @@ def check_spec(spec: NetworkSpec, observation_space: gym.Space, action_space: gy
             raise UserError(
                 f"{source}'s network has {name}={getattr(spec, name)!r}; the checkpoint is corrupt"
             )
-    for name, value in dataclasses.asdict(spec.network).items():
-        check(type(spec.network), name, tuple(value) if isinstance(value, list) else value)
+    check_fields(spec.network)
     spec.network.validate()
     layout = spec.layout()
     if layout.packed:
@@ -344,9 +335,5 @@ def _no_agent_yet(run_dir: str) -> None:
     )
 
 
-def load(
-    run_dir: str, device: str | torch.device = "cpu", *, encoder=None, trust_code: bool = False
-) -> Agent:
-    """Load the agent that ``proxima train`` saved in ``run_dir``; ``encoder`` and ``trust_code`` as
-    ``Agent.load``'s (docs/SECURITY.md)."""
-    return Agent.load(run_dir, device, encoder=encoder, trust_code=trust_code)
+# proxima.load: the agent that ``proxima train`` saved in a run directory
+load = Agent.load

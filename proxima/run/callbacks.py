@@ -1,24 +1,8 @@
 """Callbacks: everything a run does besides rollout → advantages → update (docs/ARCHITECTURE.md).
 
-The loop (``proxima.run.loop.steps``) calls, for each callback in order:
-
-- ``on_train_start(run)`` once, before the first update (also when a run resumes);
-- ``on_update_end(run, result) -> bool | None`` after every update; ``result.record`` is the dict that goes
-  to ``metrics.jsonl`` and TensorBoard, and a callback before ``Logging`` may add keys to it. Returning True
-  ends training after this update (every callback still sees it); the final agent is saved as usual;
-- ``on_train_end(run)`` once after the last update, when training completed (or a callback stopped it);
-- ``close(run)`` always, last, even after an error.
-
-A callback that has state to carry through ``--resume`` sets ``state_key`` and implements
-``state_dict()``/``load_state_dict()``; the checkpoint stores it as one component (``proxima.run.checkpoint``).
-``run`` is what a callback sees of the run, a ``RunView``: its parts, counters, console and logger, and
-``run.set(ent_coef=..., learning_rate=...)``, which changes the settings that can change from the next update
-on (docs/TRAINING.md).
-
-Users pass their own to ``proxima.train(..., callbacks=[...])``; they run after ``Evaluation`` and before
-the built-in ones that log and checkpoint. A callback that reads what the env reports sets ``info_keys``
-(``result.episode_infos``); one that changes the envs (a curriculum) calls ``run.envs.call`` and
-``run.envs.set_attr`` (docs/CALLBACKS.md).
+The loop (``proxima.run.loop.steps``) calls each hook of ``Callback`` for every callback in order (``close`` in
+reverse), with ``run``, a ``RunView``. Users pass their own to ``proxima.train(..., callbacks=[...])``; they run
+after ``Evaluation`` and before the built-in ones that log and checkpoint (docs/CALLBACKS.md).
 """
 
 from __future__ import annotations
@@ -37,7 +21,7 @@ import torch
 
 from proxima.base import seeding
 from proxima.base.errors import DiskFullError, NonFiniteError, TrainingInterrupted, UserError, raised
-from proxima.base.files import BEST, CANDIDATES, EPISODES, LEARNING_CURVE, METRICS, REPORT, VIDEOS, make_dirs
+from proxima.base.files import BEST, CANDIDATES, EPISODES, LEARNING_CURVE, METRICS, REPORT, VIDEOS
 from proxima.envs import make_envs
 from proxima.envs.interface import InfoKeys, VecEnv, merge_info_keys
 from proxima.envs.registry import resolve_backend
@@ -85,87 +69,70 @@ class RunView(Protocol):
     @property
     def args(self) -> PPOArgs:
         """The run's settings, as its config.json holds them (``in_force`` has those that ``set`` changed)."""
-        ...
 
     @property
     def run_dir(self) -> str:
         """The run's directory: its logs, checkpoint, agent and ``best/``."""
-        ...
 
     @property
     def device(self) -> Any:
         """The ``torch.device`` the model is on."""
-        ...
 
     @property
     def env(self) -> Any:
         """The env object of ``train(env=...)``, to make envs of one's own from; None: ``args.env.env_id``."""
-        ...
 
     @property
     def envs(self) -> VecEnv:
         """The training envs, one vector env."""
-        ...
 
     @property
     def model(self) -> ActorCritic:
         """The network being trained."""
-        ...
 
     @property
     def agent(self) -> Agent:
         """The model with its spaces, as ``proxima.load`` gives it; ``agent.save(dir)`` saves it."""
-        ...
 
     @property
     def optimizer(self) -> Any:
         """The run's ``torch.optim`` optimizer (its rates are ``set``'s to change)."""
-        ...
 
     @property
     def collector(self) -> Collector:
         """What makes the rollouts; ``collector.buffer`` holds the last one (time-major tensors)."""
-        ...
 
     @property
     def console(self) -> ProgressReport:
         """``console.message(text)`` prints a line above the progress bar (nothing with ``--quiet``)."""
-        ...
 
     @property
     def logger(self) -> RunLogger:
         """The run's logs (metrics.jsonl, episodes.jsonl, TensorBoard), open from ``Logging.on_train_start``."""
-        ...
 
     @property
     def callbacks(self) -> Sequence[Callback]:
         """Every callback of the run, in the order they are called."""
-        ...
 
     @property
     def updates_done(self) -> int:
         """The updates done so far, this one included in ``on_update_end``."""
-        ...
 
     @property
     def global_step(self) -> int:
         """The env steps done so far (``updates_done * args.batch_size``)."""
-        ...
 
     @property
     def in_force(self) -> dict:
         """The values of ``set``'s settings that the next update will use."""
-        ...
 
     def set(self, **values: float) -> None:
         """Change settings from the next update on: learning_rate, ent_coef, clip_coef, vf_coef,
         max_grad_norm and target_kl (docs/TRAINING.md)."""
-        ...
 
     def save_checkpoint(self, finished: bool = False) -> None:
         """Write the run's checkpoint (``RUN_DIR/checkpoint.safetensors``, ``proxima.run.checkpoint``) as it stands;
         ``finished``: the run has nothing left to train."""
-        ...
 
 
 class Callback:
@@ -179,19 +146,17 @@ class Callback:
 
     def on_train_start(self, run: RunView) -> None:
         """Before the first update of this session: at the start, and again when a run resumes."""
-        pass
 
     def on_update_end(self, run: RunView, result: UpdateResult) -> bool | None:
-        """After each update; keys added to ``result.record`` are logged. Return True to stop training."""
+        """After each update; keys added to ``result.record`` are logged. Return True to stop training after this
+        update (every callback still sees it, and the final agent is saved as usual)."""
         return None
 
     def on_train_end(self, run: RunView) -> None:
         """After the last update, once the agent is saved (not when training failed)."""
-        pass
 
     def close(self, run: RunView) -> None:
         """Always, last, in reverse order of the callbacks: release what the callback holds."""
-        pass
 
     def state_dict(self) -> dict:
         """What checkpoints save of this callback, under ``state_key`` (JSON-compatible values or tensors)."""
@@ -199,7 +164,6 @@ class Callback:
 
     def load_state_dict(self, state: dict) -> None:
         """Restore what ``state_dict`` returned, when a run with this ``state_key`` resumes."""
-        pass
 
 
 SB3_HOOKS = (
@@ -302,9 +266,7 @@ class Evaluation(Callback):
         result.record["eval_return"] = value = float(self.evaluate(run.model).mean())
         if self.save_best and (self.best_return is None or value > self.best_return):
             self.best_return = value
-            best_dir = os.path.join(run.run_dir, BEST)
-            make_dirs(best_dir)
-            run.agent.save(best_dir, global_step=run.global_step, eval_return=value)
+            run.agent.save(os.path.join(run.run_dir, BEST), global_step=run.global_step, eval_return=value)
         if self.rescore and (len(self.candidates) < self.rescore or value > self.candidates[-1][0]):
             self.keep_candidate(run, value)
         if self.stop_return is not None and value >= self.stop_return:
@@ -314,9 +276,9 @@ class Evaluation(Callback):
 
     def keep_candidate(self, run: RunView, value: float) -> None:
         """Save the agent among the candidates for rescoring, dropping the one it pushes out of the K best."""
-        directory = self._candidate_dir(run, run.global_step)
-        make_dirs(directory)
-        run.agent.save(directory, global_step=run.global_step, eval_return=value)
+        run.agent.save(
+            self._candidate_dir(run, run.global_step), global_step=run.global_step, eval_return=value
+        )
         self.candidates.append([value, run.global_step])
         self.candidates.sort(key=lambda c: -c[0])  # stable: among equal evaluations the earlier agent stays
         for _, step in self.candidates[self.rescore :]:

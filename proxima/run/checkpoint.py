@@ -73,11 +73,6 @@ def _join(tree, tensors: dict[str, Tensor], component: str):
     return tree
 
 
-def save(path: str, header: dict, states: dict) -> None:
-    """Write a run's ``snapshot`` to ``path`` (atomically)."""
-    write_checkpoint(path, *snapshot(header, states))
-
-
 def snapshot(header: dict, states: dict) -> tuple[dict[str, Tensor], dict]:
     """A run's state as a checkpoint file holds it, ``(tensors, meta)``, of what the run assembles
     (``Run.checkpoint_state``): its ``header`` (the counters of ``COUNTERS`` and the spaces) and its
@@ -90,9 +85,7 @@ def snapshot(header: dict, states: dict) -> tuple[dict[str, Tensor], dict]:
 def kept(meta: dict, states: dict) -> tuple[dict[str, Tensor], dict]:
     """``read_group``'s ``(meta, states)`` of one run as its ``snapshot`` was: a batched run's seed that had
     finished, whose state no longer changes and whose callbacks do not start again."""
-    tensors: dict[str, Tensor] = {}
-    parts = {name: _split(state, name, tensors) for name, state in states.items()}
-    return tensors, {**meta, "components": parts}
+    return snapshot(meta, states)  # meta holds the format and version that snapshot puts first
 
 
 def save_group(path: str, snapshots: dict[str, tuple[dict[str, Tensor], dict]]) -> None:
@@ -164,16 +157,9 @@ def check_model(states: dict, spec: NetworkSpec, action_space, path: str, source
     if expected is not None:  # else the run's network is built, and load_state_dict's strict check judges it
         check_shapes(shapes_of(model), expected, path, source)
     check_finite(model, path)
-    check_finite(dict(_leaves(states.get("optimizer"), "optimizer")), path)
-
-
-def _leaves(tree, path: str):
-    """The tensor leaves of a component's state, as ``(path/to/leaf, tensor)``: ``_split``'s names."""
-    if isinstance(tree, Tensor):
-        yield path, tree
-    elif isinstance(tree, dict):
-        for key, value in tree.items():
-            yield from _leaves(value, f"{path}/{key}")
+    moments: dict[str, Tensor] = {}
+    _split(states.get("optimizer"), "optimizer", moments)
+    check_finite(moments, path)
 
 
 def read_group(path: str) -> dict[str, tuple[dict, dict]]:
@@ -184,7 +170,7 @@ def read_group(path: str) -> dict[str, tuple[dict, dict]]:
     for name, own in metas.items():
         prefix = name + "/"
         part = {key[len(prefix) :]: t for key, t in tensors.items() if key.startswith(prefix)}
-        runs[name] = own, {c: _join(tree, part, c) for c, tree in own["components"].items()}
+        runs[name] = own, _states(own, part, path)
     return runs
 
 
@@ -192,21 +178,41 @@ def read(path: str) -> tuple[dict, dict]:
     """``(meta, states)`` of a checkpoint file: its header and each component's state; a ``UserError`` for
     a file that is not a checkpoint this proxima can read."""
     meta = read_header(path)
-    tensors = read_tensors(path)
+    return meta, _states(meta, read_tensors(path), path)
+
+
+def _states(meta: dict, tensors: dict[str, Tensor], path: str) -> dict:
+    """Each component's state: its tree in ``meta`` with its tensors put back in their places."""
     try:
-        states = {name: _join(part, tensors, name) for name, part in meta["components"].items()}
+        return {name: _join(part, tensors, name) for name, part in meta["components"].items()}
     except (TypeError, AttributeError) as e:  # a header whose parts are not where the tensors go
         raise UserError(
             f"{path}'s header does not fit its tensors ({raised(e)}); the checkpoint is corrupt"
         ) from None
-    return meta, states
 
 
 def read_header(path: str) -> dict:
     """``read``'s ``meta`` alone, checked (``check_header``), from the file's header: no tensor is read."""
+    meta = _versioned(path, FORMAT, "a proxima checkpoint")
+    check_header(meta, path)
+    return meta
+
+
+def read_group_header(path: str) -> dict[str, dict]:
+    """``read_group``'s metas alone, by seed's name, checked, from the file's header: no tensor is read."""
+    runs = _versioned(path, GROUP_FORMAT, "a batched run's checkpoint").get("runs")
+    if not isinstance(runs, dict) or not runs or not all(isinstance(own, dict) for own in runs.values()):
+        raise UserError(f"{path}'s header lacks its seeds' runs; the checkpoint is corrupt")
+    for name, own in runs.items():
+        check_header(own, f"{path} (run {name})")
+    return runs
+
+
+def _versioned(path: str, kind: str, what: str) -> dict:
+    """The header of ``path``, a file of format ``kind`` (``what``, in words) and of this proxima's version."""
     meta = read_checkpoint_meta(path)
-    if meta.get("format") != FORMAT or not isinstance(meta.get("version"), int):
-        raise UserError(f"{path} is not a proxima checkpoint")
+    if meta.get("format") != kind or not isinstance(meta.get("version"), int):
+        raise UserError(f"{path} is not {what}")
     if meta["version"] != VERSION:
         # Before 1.0 a checkpoint of another version is refused, not converted.
         who = (
@@ -217,21 +223,7 @@ def read_header(path: str) -> dict:
         raise UserError(
             f"{path} has checkpoint version {meta['version']}; this proxima reads version {VERSION} only ({who})"
         )
-    check_header(meta, path)
     return meta
-
-
-def read_group_header(path: str) -> dict[str, dict]:
-    """``read_group``'s metas alone, by seed's name, checked, from the file's header: no tensor is read."""
-    meta = read_checkpoint_meta(path)
-    if meta.get("format") != GROUP_FORMAT or meta.get("version") != VERSION:
-        raise UserError(f"{path} is not a batched run's checkpoint of version {VERSION}")
-    runs = meta.get("runs")
-    if not isinstance(runs, dict) or not runs or not all(isinstance(own, dict) for own in runs.values()):
-        raise UserError(f"{path}'s header lacks its seeds' runs; the checkpoint is corrupt")
-    for name, own in runs.items():
-        check_header(own, f"{path} (run {name})")
-    return runs
 
 
 def finished(run_dir: str) -> bool:

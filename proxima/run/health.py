@@ -61,19 +61,12 @@ HEALTHY = {
 }
 
 
-def first_non_finite_in_rollout(buf: RolloutBuffer) -> str | None:
-    """``"observations"`` or ``"rewards"`` if the rollout holds a NaN or infinity there, else None."""
-    finite = torch.stack([torch.isfinite(buf.obs).all(), torch.isfinite(buf.rewards).all()])
-    if bool(finite.all()):  # one sync for both in the common case
-        return None
-    return "observations" if not bool(finite[0]) else "rewards"
-
-
 def check_rollout(buf: RolloutBuffer, update: int) -> None:
-    """Stop the run (``NonFiniteError``) where update ``update``'s rollout holds a NaN or infinity, before it
-    reaches the advantages and the weights."""
-    bad = first_non_finite_in_rollout(buf)
-    if bad is not None:
+    """Stop the run (``NonFiniteError``) where update ``update``'s rollout holds a NaN or infinity in its
+    observations or rewards (named in that order), before it reaches the advantages and the weights."""
+    finite = torch.stack([torch.isfinite(buf.obs).all(), torch.isfinite(buf.rewards).all()])
+    if not bool(finite.all()):  # one sync for both in the common case
+        bad = "observations" if not bool(finite[0]) else "rewards"
         raise NonFiniteError(f"NaN or infinity in the {bad} at update {update}; training stopped")
 
 

@@ -206,7 +206,6 @@ class RunLogger:
 def log_session(run_dir: str, global_step: int, device: str, torch_threads: int) -> None:
     """Add this process to ``RUN_DIR/machine.json``: the machine, the versions, and the step it started at."""
     import gymnasium
-    import torch
 
     from proxima.base.files import write_json
     from proxima.version import __version__
