@@ -171,12 +171,8 @@ def _callbacks(
 class Run:
     """One training run: its parts (envs, model, optimizer, schedules, collector), its counters, and one
     iteration of the loop; to its callbacks, a ``proxima.run.callbacks.RunView``. ``checkpoint_state`` is what
-    a checkpoint holds of it and of its callbacks.
-
-    ``args`` is read-only (it is the run's config.json); ``set`` changes the settings that may change between
-    updates, and ``in_force`` gives their values now. ``console`` and ``logger``: where the run reports (by
-    default a progress report as ``args`` ask, and logs in ``run_dir``, which ``Logging`` opens); ``env``:
-    the env object of ``train(env=...)`` (None: ``args.env.env_id``), for the callbacks' own envs."""
+    a checkpoint holds of it and of its callbacks. ``console`` and ``logger`` default to a progress report as
+    ``args`` ask and logs in ``run_dir``; the rest of what it holds is ``RunView``'s to describe."""
 
     def __init__(
         self,
