@@ -335,5 +335,9 @@ def _no_agent_yet(run_dir: str) -> None:
     )
 
 
-# proxima.load: the agent that ``proxima train`` saved in a run directory
-load = Agent.load
+def load(
+    run_dir: str, device: str | torch.device = "cpu", *, encoder=None, trust_code: bool = False
+) -> Agent:
+    """Load the agent that ``proxima train`` saved in ``run_dir``; ``encoder`` and ``trust_code`` as
+    ``Agent.load``'s (docs/SECURITY.md)."""
+    return Agent.load(run_dir, device, encoder=encoder, trust_code=trust_code)
