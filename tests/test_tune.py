@@ -15,7 +15,7 @@ import pytest
 from safetensors.numpy import load_file
 
 import proxima
-from proxima.base.errors import TrainingInterrupted
+from proxima.base.errors import EnvError, TrainingInterrupted
 from proxima.commands import main
 from proxima.run.checkpoint import read_header
 from proxima.run.config import resolve_args
@@ -152,6 +152,31 @@ def test_a_resumed_samples_seeds_at_different_updates_each_train_to_their_end_as
         ours, theirs = load_file(sample / "model.safetensors"), load_file(solo / "model.safetensors")
         assert all(np.array_equal(ours[k], theirs[k]) for k in theirs)
         assert _json(sample / "trial.json")["updates"] == 8
+
+
+def test_a_samples_seed_that_fails_in_its_callbacks_names_its_own_last_checkpoint(tmp_path):
+    """An env error raised by a seed's callback (here its stop poll, after update 3) fails the sample with the
+    line a solo run gives: where that seed's last checkpoint is and how to continue it."""
+    base = resolve_args(env_id="CartPole-v1", env_backend="native", num_envs=4, num_steps=64,
+                        total_timesteps=2048, checkpoint_every=2, plot=False, report=False, seed=3)  # fmt: skip
+    plan = _plan(base, {"learning_rate": ["choice", [1e-3]]}, "random", 1, "return", "max", 2, "fifo", None, 1,
+                 None)  # fmt: skip
+    calls = iter(range(10**6))
+
+    def stop():  # the seeds poll in turn: seed 3, seed 4, seed 3, ...; seed 4's call after its update 3 fails
+        if next(calls) == 5:
+            raise EnvError("the env crashed")
+
+    out = tmp_path / "tune"
+    out.mkdir()
+    row = run_sample(str(out), plan, "s001", {"learning_rate": 1e-3}, stop=stop)
+    seed_dir = out / "s001__seed4"
+    assert row == {
+        "status": "failed",
+        "error": f"the env crashed in update 4; the last good checkpoint, from update 2, is "
+        f"{seed_dir / 'checkpoint.safetensors'}; continue with: proxima train --resume {seed_dir}",
+    }
+    assert _json(seed_dir / "trial.json")["error"] == row["error"]
 
 
 def _drawn(searcher, plan, count, offset=0):

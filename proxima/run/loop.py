@@ -110,18 +110,31 @@ class Driven(Protocol[M]):
 def steps(run: Driven[M]) -> Generator[tuple[M, UpdateResult], None, Any]:
     """Train ``run`` to its last update, or until its members' callbacks stop them, one update at a time: yields
     ``(member, result)`` of each member after each update's callbacks (``member.callbacks``), returns
-    ``run.trained()``. An env that fails, or a NaN, ends the run with one line saying what survives of it."""
+    ``run.trained()``. An env that fails, or a NaN, ends the run with one line saying what survives of it: of
+    the member whose callbacks raised it (``member.failed``), else of the run."""
     live = run.start()
     started: list[M] = []
+    at: M | None = None  # the member whose callbacks run now
     try:
-        for member in live:
-            started.append(member)
-            for callback in member.callbacks:
-                callback.on_train_start(member)
+        for at in live:
+            started.append(at)
+            for callback in at.callbacks:
+                callback.on_train_start(at)
+        at = None
         start = time.perf_counter() - live[0].elapsed
         while live and live[0].updates_done < live[0].args.num_updates:
             updated = run.update(live)
-            stopping, interrupted = _callbacks(run, updated, time.perf_counter() - start)
+            elapsed = time.perf_counter() - start
+            stopping: list[M] = []
+            interrupted: list[TrainingInterrupted] = []
+            for at, result in updated:
+                try:
+                    if _callbacks(at, result, elapsed):
+                        run.stopping(at, result)
+                        stopping.append(at)
+                except TrainingInterrupted as e:
+                    interrupted.append(e)
+            at = None
             if interrupted:  # the members that stopped end, the others checkpoint: the run stops
                 run.leave(stopping)
                 run.interrupt([m for m in live if m not in stopping], interrupted[0])
@@ -132,9 +145,9 @@ def steps(run: Driven[M]) -> Generator[tuple[M, UpdateResult], None, Any]:
         run.leave(live)
         run.end()
     except (EnvError, NonFiniteError) as e:
-        raise run.failed(e) from e
+        raise (run if at is None else at).failed(e) from e
     except (DiskFullError, FileAccessError) as e:
-        raise run.failed(e) from None
+        raise (run if at is None else at).failed(e) from None
     finally:
         run.close()
         for member in reversed(started):
@@ -143,29 +156,17 @@ def steps(run: Driven[M]) -> Generator[tuple[M, UpdateResult], None, Any]:
     return run.trained()
 
 
-def _callbacks(
-    run: Driven[M], updated: list[tuple[M, UpdateResult]], elapsed: float
-) -> tuple[list[M], list[TrainingInterrupted]]:
-    """Each member's callbacks on its result: the members they stop, and the interruptions they raised."""
-    stopping: list[M] = []
-    interrupted: list[TrainingInterrupted] = []
-    for member, result in updated:
-        member.elapsed = elapsed
-        result.record = {
-            "global_step": member.global_step,
-            "time_s": elapsed,
-            "sps": member.global_step / elapsed,
-            **result.record,
-        }
-        try:  # each callback sees every update
-            stops = [callback.on_update_end(member, result) for callback in member.callbacks]
-        except TrainingInterrupted as e:
-            interrupted.append(e)
-            continue
-        if any(stops):
-            run.stopping(member, result)
-            stopping.append(member)
-    return stopping, interrupted
+def _callbacks(member: Run, result: UpdateResult, elapsed: float) -> bool:
+    """``member``'s callbacks on its result: whether they stop it."""
+    member.elapsed = elapsed
+    result.record = {
+        "global_step": member.global_step,
+        "time_s": elapsed,
+        "sps": member.global_step / elapsed,
+        **result.record,
+    }
+    # a list, not any()'s shortcut: each callback sees every update
+    return any([callback.on_update_end(member, result) for callback in member.callbacks])
 
 
 class Run:

@@ -164,6 +164,10 @@ class SeedRun(Run):
         state["optimizer"] = group.optimizer_share(self.index, self.optimizer)
         return state
 
+    def failed(self, e: Exception) -> Exception:
+        assert self.group is not None, "a seed trains in its group"
+        return self.group.failed(e)  # the group's checkpoint holds every seed
+
 
 class SeedGroup:
     """The seeds of a batched run: one vector env of all their envs (seed-major), their models stacked
