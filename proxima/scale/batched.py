@@ -39,11 +39,8 @@ class SeedModel:
     env takes, its mask respected); its rows of the rollout hold what nothing reads."""
 
     def __init__(self, stacked: StackedModels, generators: list[torch.Generator], rows: int):
-        self.stacked, self.generators, self.rows = (
-            stacked,
-            generators,
-            rows,
-        )  # generators: each seed's actions'
+        # generators: each seed's actions'
+        self.stacked, self.generators, self.rows = stacked, generators, rows
         self.head = stacked.head
         self.normalization = StackedNormalizations(
             [m.normalization for m in stacked.models], stacked.buffers, rows, lambda: stacked.frozen
@@ -234,12 +231,8 @@ class SeedLearner:
         settings: UpdateSettings,
         generators: list[torch.Generator],
     ):
-        self.stacked, self.optimizer, self.settings, self.generators = (
-            stacked,
-            optimizer,
-            settings,
-            generators,
-        )
+        self.stacked, self.optimizer, self.settings = stacked, optimizer, settings
+        self.generators = generators
         # A minibatch is gathered from the seeds' units (samples; a recurrent agent's env sequences, on the axis
         # after the steps) laid end to end, by each seed's own indices.
         self.axis = 2 if isinstance(batch, SequenceBatch) else 1
@@ -272,12 +265,13 @@ class SeedLearner:
 
     def minibatches(self) -> Iterator[tuple[Tensor, ...]]:
         training, device = self.training, self.units[0].device
+        # (training seeds, minibatches, minibatch size)
         orders = torch.stack(
             [
                 torch.stack(minibatches(self.size, self.settings.num_minibatches, self.generators[j]))
                 for j in training
             ]
-        )  # (training seeds, minibatches, minibatch size)
+        )
         self.which = torch.tensor(training, device=device)
         offsets = self.which[:, None] * self.size
         self.own_scale = None if self.scale is None else self.scale[self.which]

@@ -365,9 +365,8 @@ def run_probes(
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for probe in chosen:
-            backend = (
-                args.env.env_backend
-            )  # kept where it runs the probe env (native, gymnasium), else auto's
+            # kept where it runs the probe env (native, gymnasium), else auto's
+            backend = args.env.env_backend
             if backend != "auto" and not get_backend(backend).handles(probe.env_id):
                 backend = "auto"
             if probe in MULTIAGENT_PROBES:  # batched torch envs, not Gymnasium's (which takes any id)

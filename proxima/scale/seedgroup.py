@@ -41,6 +41,7 @@ from proxima.base.files import (
     read_json,
     seed_run_dirs,
     write_json,
+    write_text,
 )
 from proxima.envs import make_envs
 from proxima.envs.interface import InfoKeys, Seeds, VecEnv, agent_spec, obs_layout
@@ -70,12 +71,12 @@ from proxima.run.loop import (
     finish,
     init_from_agent,
     resolve_args_precision,
-    rethreaded,
     rollout,
     run_to_end,
     run_video_dir,
     setup,
     steps,
+    thread_notes,
 )
 from proxima.run.plotting import plot_runs
 from proxima.run.progress import ProgressReport
@@ -183,21 +184,19 @@ class SeedGroup:
         self.args: PPOArgs
         self.parent: str
         self.notes: list[str] = []
-        self.finished: dict[
-            str, tuple
-        ] = {}  # the snapshots of the seeds that ended, for the group's checkpoints
+        # the snapshots of the seeds that ended, for the group's checkpoints
+        self.finished: dict[str, tuple] = {}
         lead = runs[0]
         args = lead.args
         self.rows = args.env.num_envs
         self.stacked = StackedModels([r.model for r in runs])
         groups = lead.model.param_groups(args.algorithm.learning_rate, args.algorithm.value_learning_rate)
-        optimizer = make_adam(
+        self.optimizer = make_adam(
             self.stacked.named_groups(groups),
             args.algorithm.learning_rate,
             seeds=len(runs),
             eps=args.algorithm.adam_eps,
         )
-        self.optimizer = optimizer
         self.model = SeedModel(self.stacked, [r.streams.actions for r in runs], self.rows)
         collector = SeedRecurrentCollector if args.network.recurrent else SeedCollector
         self.collector = collector(
@@ -239,8 +238,8 @@ class SeedGroup:
         first = [seeding.resumed_episodes(r.args.run.seed, r.global_step) for r in self.runs]
         self.collector.restart(seed=[s + k for s in first for k in range(self.rows)])
 
-    def iterate(self) -> list[UpdateResult | None]:
-        """One update of every seed that is still training (None for those that finished)."""
+    def iterate(self) -> list[tuple[SeedRun, UpdateResult]]:
+        """One update of every seed that is still training: each one's result."""
         from proxima.algo.storage import Batch
         from proxima.scale.batched import seed_batches, update_seeds
 
@@ -261,14 +260,16 @@ class SeedGroup:
         )
         minibatch_streams = [r.streams.minibatches for r in self.runs]
         stats = update_seeds(self.stacked, self.optimizer, batch, lead.settings, minibatch_streams)
-        results: list[UpdateResult | None] = [None] * len(self.runs)
+        results = []
         for run in live:
             j, rows = run.index, slice(run.index * self.rows, (run.index + 1) * self.rows)
             run.collector.buffer = buf.columns(rows.start, rows.stop)
             seed_batch = Batch(*(getattr(batch, f.name)[j] for f in dataclasses.fields(Batch)))
             learning_rate, seed_stats = run.optimizer.param_groups[0]["lr"], stats[j]
             assert seed_stats is not None, "a seed still training was updated"
-            results[j] = run.result(run.collector.buffer, seed_batch, seed_stats, learning_rate, in_force[j])
+            results.append(
+                (run, run.result(run.collector.buffer, seed_batch, seed_stats, learning_rate, in_force[j]))
+            )
         return results
 
     # --- the seams of loop.steps: a seed its callbacks stop leaves the group, frozen, while the others go on ---
@@ -291,27 +292,32 @@ class SeedGroup:
         return live
 
     def update(self, live: list[SeedRun]) -> list[tuple[SeedRun, UpdateResult]]:
-        results = self.iterate()
+        updated = self.iterate()
         self.evaluations.play(live)
-        updated = []
-        for run in live:
-            result = results[run.index]
-            assert result is not None, "a seed still training has a result"
-            updated.append((run, result))
         return updated
 
     def stopping(self, run: SeedRun, result: UpdateResult) -> None:
+        value = result.record.get("eval_return")
+        said = "no evaluation" if value is None else f"eval_return {value:.1f}"
         self.console.message(f"seed {run.args.run.seed} stopped after update {run.updates_done}: "
-                             f"{run.global_step:,} steps, {_said(result.record)}")  # fmt: skip
+                             f"{run.global_step:,} steps, {said}")  # fmt: skip
 
     def leave(self, runs: list[SeedRun]) -> None:
         """Seeds that end: their candidates rescored at once, each finished and frozen, its snapshot kept for
         the group's checkpoints."""
         self.evaluations.rescore(runs)
         for run in runs:
-            _finish_seed(run)
+            finish(run)
+            # optional (VecEnv): a backend that records one env only
+            end_video = getattr(run.envs, "end_video", None)
+            if run.args.env.capture_video and end_video is not None:
+                # its envs may step on with the other seeds': its video ends here, as its solo run's envs close
+                end_video(run.index * run.args.env.num_envs)
             self.stacked.freeze(run.index)
-            self.finished[os.path.basename(run.run_dir)] = _finished_snapshot(run)
+            # its snapshot as of now, for every later group checkpoint: its tensors are copied, since they are
+            # views of the group's (its envs' rows, its Adam moments), which go on changing
+            tensors, meta = checkpoint.snapshot(*run.checkpoint_state(finished=True))
+            self.finished[os.path.basename(run.run_dir)] = {k: t.clone() for k, t in tensors.items()}, meta
 
     def interrupt(self, live: list[SeedRun], first: TrainingInterrupted) -> None:
         """One seed's Checkpointing got the signal: every other seed checkpoints too, and the group stops."""
@@ -478,13 +484,11 @@ def _seed_group(
             if start and a.run.init_from is not None:
                 init_from_agent(run, a.run.init_from)
             runs.append(run)
-        # a resumed group keeps the count it trained with (each seed's header has it), unless given another
+        # The update's count: of minibatches of every seed's samples together. A resumed group keeps the count
+        # it trained with (each seed's header has it), unless given another.
         saved = resumed[0].get("torch_threads") if resumed else None
-        count, why = choose_threads(args.run.torch_threads, args.samples_per_minibatch * n, saved, images)
-        torch.set_num_threads(count)
-        if saved is not None and count != saved:
-            why = rethreaded(saved, count)
-        notes = hardware_notes(args.network.precision, device, images) + ([why] if why else [])
+        notes = hardware_notes(args.network.precision, device, images)
+        notes += thread_notes(args.replace(num_envs=n * rows), envs, saved)
         if start:
             notes += encoder_note(args.network.encoder) + env_note(args.env.env_factory)
         return SeedGroup(runs, envs, env_seeds), notes
@@ -527,7 +531,27 @@ def train_seeds(
         if not requeued:
             check_run_dir_free(parent)
         with holding([_dir(seed) for seed in _seed_args(args, parent)]):
-            return _train_seeds(args, parent, callbacks, env)
+            device, notes = setup(args)
+            group, written = None, False
+            try:
+                # Built before the run directories are written, so a bad setting leaves nothing behind (but
+                # --capture-video's recorders make each seed's videos folder as they are built: removed below).
+                group, more = _seed_group(args, parent, device, env)
+                args = args.replace(precision=group.runs[0].args.network.precision)
+                make_dirs(parent)
+                write_json(os.path.join(parent, SEEDS_JSON), args.to_json())
+                for run in group.runs:
+                    make_dirs(run.run_dir)
+                    write_json(os.path.join(run.run_dir, CONFIG_JSON), run.args.to_json())
+                written = True
+                return _train_group(group, args, parent, callbacks or [], notes + more)
+            finally:
+                if group is not None:
+                    group.envs.close()
+                # and the locks remove the directories they made where nothing else is left there
+                if not written:
+                    for seed in _seed_args(args, parent):
+                        shutil.rmtree(os.path.join(_dir(seed), VIDEOS), ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -538,29 +562,6 @@ def holding(run_dirs: list[str], wait_s: float = 0.0):
         for run_dir in run_dirs:
             stack.enter_context(lock_directory(run_dir, instead=None, wait_s=wait_s))
         yield
-
-
-def _train_seeds(args: PPOArgs, parent: str, callbacks: list[Callback] | None, env) -> list[Agent]:
-    device, notes = setup(args)
-    group, written = None, False
-    try:
-        # Built before the run directories are written, so a bad setting leaves nothing behind (but
-        # --capture-video's recorders make each seed's videos folder as they are built: removed below).
-        group, more = _seed_group(args, parent, device, env)
-        args = args.replace(precision=group.runs[0].args.network.precision)
-        make_dirs(parent)
-        write_json(os.path.join(parent, SEEDS_JSON), args.to_json())
-        for run in group.runs:
-            make_dirs(run.run_dir)
-            write_json(os.path.join(run.run_dir, CONFIG_JSON), run.args.to_json())
-        written = True
-        return _train_group(group, args, parent, callbacks or [], notes + more)
-    finally:
-        if group is not None:
-            group.envs.close()
-        if not written:  # and the locks remove the directories they made where nothing else is left there
-            for seed in _seed_args(args, parent):
-                shutil.rmtree(os.path.join(_dir(seed), VIDEOS), ignore_errors=True)
 
 
 def resume_seeds(
@@ -577,45 +578,39 @@ def resume_seeds(
     seeds.json; the continuation then rounds differently). ``trust_code``, ``named``: as ``resuming``'s. This
     process holds RUN_DIR and its seeds'."""
     with lock_directory(parent, instead=None), holding(seed_run_dirs(parent)):
-        return _resume_seeds(parent, quiet, callbacks, env, torch_threads, trust_code, named)
-
-
-def _resume_seeds(
-    parent: str, quiet: bool, callbacks: list[Callback] | None, env, torch_threads, trust_code: bool, named
-) -> list[Agent]:
-    links_inside(parent)  # as for one run (trainer.resumed_run)
-    path = os.path.join(parent, SEEDS_JSON)
-    stored = PPOArgs.from_json(read_json(path), path)
-    trust.check_settings(path, stored, env=env, trusted=trust_code, named=named)
-    if torch_threads is not None:
-        stored = stored.replace(torch_threads=torch_threads).validate()
-    args = stored.replace(run_dir=parent, quiet=quiet)
-    checkpoint_path = os.path.join(parent, CHECKPOINT)
-    if not os.path.exists(checkpoint_path):
-        raise UserError(
-            f"{checkpoint_path} is missing: the run stopped before its first checkpoint; start it again"
-        )
-    saved = checkpoint.read_group(checkpoint_path)
-    names = [os.path.basename(_dir(a)) for a in _seed_args(args, parent)]
-    if sorted(names) != sorted(saved):
-        raise UserError(
-            f"{checkpoint_path} holds the seeds {sorted(saved)}; {path} trains {names}: the checkpoint is corrupt, "
-            "or not this run's"
-        )
-    metas = [saved[name] for name in names]
-    if checkpoint.finished(parent):
-        raise UserError(f"every seed of the batched run in {parent} already finished")
-    for seed_args, (meta, _) in zip(_seed_args(args, parent), metas, strict=True):
-        checkpoint.check_counters(meta, seed_args, checkpoint_path)
-    if torch_threads is not None:
-        write_json(path, stored.to_json())
-    device, notes = setup(args)
-    env = env_of(args, env, what=parent)
-    group, more = _seed_group(args, parent, device, env, start=False, resumed=[meta for meta, _ in metas])
-    try:
-        return _train_group(group, args, parent, callbacks or [], notes + more, pending=metas)
-    finally:
-        group.envs.close()
+        links_inside(parent)  # as for one run (trainer.resumed_run)
+        path = os.path.join(parent, SEEDS_JSON)
+        stored = PPOArgs.from_json(read_json(path), path)
+        trust.check_settings(path, stored, env=env, trusted=trust_code, named=named)
+        if torch_threads is not None:
+            stored = stored.replace(torch_threads=torch_threads).validate()
+        args = stored.replace(run_dir=parent, quiet=quiet)
+        checkpoint_path = os.path.join(parent, CHECKPOINT)
+        if not os.path.exists(checkpoint_path):
+            raise UserError(
+                f"{checkpoint_path} is missing: the run stopped before its first checkpoint; start it again"
+            )
+        saved = checkpoint.read_group(checkpoint_path)
+        names = [os.path.basename(_dir(a)) for a in _seed_args(args, parent)]
+        if sorted(names) != sorted(saved):
+            raise UserError(
+                f"{checkpoint_path} holds the seeds {sorted(saved)}; {path} trains {names}: the checkpoint is corrupt, "
+                "or not this run's"
+            )
+        metas = [saved[name] for name in names]
+        if checkpoint.finished(parent):
+            raise UserError(f"every seed of the batched run in {parent} already finished")
+        for seed_args, (meta, _) in zip(_seed_args(args, parent), metas, strict=True):
+            checkpoint.check_counters(meta, seed_args, checkpoint_path)
+        if torch_threads is not None:
+            write_json(path, stored.to_json())
+        device, notes = setup(args)
+        env = env_of(args, env, what=parent)
+        group, more = _seed_group(args, parent, device, env, start=False, resumed=[meta for meta, _ in metas])
+        try:
+            return _train_group(group, args, parent, callbacks or [], notes + more, pending=metas)
+        finally:
+            group.envs.close()
 
 
 def _train_group(
@@ -693,26 +688,6 @@ class _SeedEvaluations:
             envs.close()
 
 
-def _said(record: dict) -> str:
-    value = record.get("eval_return")
-    return "no evaluation" if value is None else f"eval_return {value:.1f}"
-
-
-def _finished_snapshot(run: SeedRun) -> tuple[dict, dict]:
-    """A finished seed's ``checkpoint.snapshot`` as of now, for every later group checkpoint: its tensors are
-    copied, since they are views of the group's (its envs' rows, its Adam moments), which go on changing."""
-    tensors, meta = checkpoint.snapshot(*run.checkpoint_state(finished=True))
-    return {key: t.clone() for key, t in tensors.items()}, meta
-
-
-def _finish_seed(run: SeedRun) -> None:
-    finish(run)
-    end_video = getattr(run.envs, "end_video", None)  # optional (VecEnv): a backend that records one env only
-    if run.args.env.capture_video and end_video is not None:
-        # its envs may step on with the other seeds': its video ends here, as its solo run's envs close
-        end_video(run.index * run.args.env.num_envs)
-
-
 def _summarize_seeds(parent: str, runs: list[SeedRun]) -> None:
     """``RESULTS_JSON`` and ``RESULTS_MD`` in the batched run's directory: each seed's steps, whether it stopped
     early, its final return and its last evaluation."""
@@ -731,5 +706,4 @@ def _summarize_seeds(parent: str, runs: list[SeedRun]) -> None:
         lines.append(
             f"| {r['seed']} | {r['global_step']:,} | {'yes' if r['stopped_early'] else 'no'} | {shown} |"
         )
-    with open(os.path.join(parent, RESULTS_MD), "w") as f:
-        f.write("\n".join(lines) + "\n")
+    write_text(os.path.join(parent, RESULTS_MD), "\n".join(lines) + "\n")

@@ -42,6 +42,7 @@ from proxima.base.files import (
     read_jsonl,
     remove_stopped_run,
     write_json,
+    write_text,
 )
 from proxima.run import checkpoint
 from proxima.run.callbacks import Callback, Checkpointing
@@ -153,7 +154,7 @@ def sweep(
     """
     executors.check_executor(executor, "a sweep")
     refuse_objects(overrides, "proxima.sweep")
-    _check_trial_resources(executor, cpus_per_trial, gpus_per_trial, max_concurrent)
+    check_trial_resources(executor, cpus_per_trial, gpus_per_trial, max_concurrent)
     seed_list = _seed_list(seeds, batched)
     if settings is None:
         if args is not None and "algo" in (grid or {}):
@@ -176,7 +177,7 @@ def sweep(
     check_output_dir_free(out)
     threads = {"torch_threads": cpus_per_trial} if executor == "ray" else {}
     trials, groups = _plan_trials(settings, seed_list, out, threads, batched)
-    plan = {"format": FORMAT, "version": VERSION, "title": _title(settings[0][1]),
+    plan = {"format": FORMAT, "version": VERSION, "title": run_title(settings[0][1]),
             "cpus_per_trial": cpus_per_trial, "gpus_per_trial": gpus_per_trial, "max_concurrent": max_concurrent,
             "executor": executor, "batched": batched,
             "trials": trials, **({"groups": groups} if batched else {})}  # fmt: skip
@@ -190,7 +191,7 @@ def sweep(
             raise
 
 
-def _check_trial_resources(
+def check_trial_resources(
     executor: str, cpus_per_trial: int, gpus_per_trial: float, max_concurrent: int | None
 ) -> None:
     """``sweep``'s CPUs, GPUs and concurrency per trial, refused in one line where they cannot be."""
@@ -271,20 +272,28 @@ def resume_sweep(
             f"sweep directory {output_dir!r} does not exist; give a directory written by proxima sweep"
         )
     with lock_directory(output_dir, "sweep directory", None):  # before the plan is read
-        plan = read_json(path)
-        if plan.get("format") != FORMAT:
-            raise UserError(f"{path} is not a proxima sweep plan")
-        if plan.get("version") != VERSION:  # before 1.0 a plan of another version is refused, not converted
-            raise UserError(
-                f"{path} has sweep plan version {plan.get('version')}; this proxima reads version {VERSION} only (run "
-                "the sweep again, or finish it with the proxima that started it)"
-            )
+        plan = read_plan(
+            path, "sweep", VERSION, "run the sweep again, or finish it with the proxima that started it"
+        )
         for trial in plan.get("trials", []) + plan.get("groups", []):
             trust.check_settings(path, PPOArgs.from_json(trial.get("config") or {}, path), trusted=trust_code)
         executor = executor or plan["executor"]
         executors.check_executor(executor, "this sweep")
         out = os.path.abspath(output_dir)
         return _run(out, _located(plan, out), executor, address, max_concurrent or plan["max_concurrent"])
+
+
+def read_plan(path: str, kind: str, version: int, again: str) -> dict:
+    """The plan in ``path`` (a sweep's, a search's), of this proxima's ``version``: before 1.0 a plan of another
+    version is refused, not converted (``again``: what to do instead)."""
+    plan = read_json(path)
+    if plan.get("format") != f"proxima-{kind}":
+        raise UserError(f"{path} is not a proxima {kind} plan")
+    if plan.get("version") != version:
+        raise UserError(
+            f"{path} has {kind} plan version {plan.get('version')}; this proxima reads version {version} only ({again})"
+        )
+    return plan
 
 
 def _located(plan: dict, out: str) -> dict:
@@ -306,7 +315,7 @@ def _run(
     out: str, plan: dict, executor: str, address: str | None, max_concurrent: int | None
 ) -> SweepResults:
     units = plan["groups"] if plan["batched"] else plan["trials"]
-    todo = [t["config"] for t in units if _status(t["config"]["run"]["run_dir"]) is None]
+    todo = [t["config"] for t in units if trial_row(t["config"]["run"]["run_dir"]) is None]
     names = {t["config"]["run"]["run_dir"]: t["name"] for t in plan["trials"]}
     errors: dict[str, str] = {}
 
@@ -320,7 +329,7 @@ def _run(
         for run_dir in _seed_dirs(config):
             if error is not None:
                 errors[run_dir] = error
-            row = _status(run_dir)
+            row = trial_row(run_dir)
             if row is None and error is None:  # stopped by SIGTERM, with its checkpoint: --resume finishes it
                 return
             row = row or {"status": "failed", "error": error}
@@ -361,40 +370,36 @@ def run_trial(
     sweep's ``--resume`` runs it again."""
     run_dir = config["run"]["run_dir"]
     with lock_directory(run_dir, instead=None, wait_s=WRITER_WAIT_S):
-        return _run_trial(config, run_dir, report, node, stop)
-
-
-def _run_trial(config: dict, run_dir: str, report, node, stop) -> dict:
-    row = _status(run_dir)
-    if row is not None:
-        return row
-    batched = config["run"]["num_seeds"] > 1
-    callbacks: list[Callback] = [MetricsToTune(report, batched)] if report is not None else []
-    callbacks += [StopWhenAsked(stop)] if stop is not None else []
-    ckpt = os.path.join(run_dir, CHECKPOINT)
-    try:
-        if os.path.exists(ckpt) and not checkpoint.finished(run_dir):
-            # config.json names only what the plan does, which the user gave or --resume checked (docs/SECURITY.md)
-            named = trust.names_of(PPOArgs.from_json(config))
-            run_to_end(resuming(run_dir, quiet=True, callbacks=callbacks, named=named))
-        elif not os.path.exists(ckpt):  # stopped before its first checkpoint: start again
-            remove_stopped_run(run_dir, batched)
-            train(PPOArgs.from_json(config), callbacks=callbacks)
-        row = {"status": "finished"}
-    except (NonFiniteError, EnvError, UserError) as e:
-        row = {"status": "failed", "error": str(e)}
-    seed_dirs = _seed_dirs(config)
-    for seed_dir in seed_dirs:  # the group's row last: a kill before it leaves the trial to run again
-        own = {"final_return": final_return(seed_dir)} if row["status"] == "finished" else {}
-        os.makedirs(seed_dir, exist_ok=True)
-        write_json(os.path.join(seed_dir, TRIAL_JSON),
-                   _finite({**row, **own, "wall_s": _elapsed(seed_dir), "node": node}))  # fmt: skip
-    if batched:
-        write_json(os.path.join(run_dir, TRIAL_JSON),
-                   _finite({**row, "wall_s": _elapsed(seed_dirs[0]), "node": node}))  # fmt: skip
-    written = _status(run_dir)
-    assert written is not None  # the row written just now
-    return written
+        row = trial_row(run_dir)
+        if row is not None:
+            return row
+        batched = config["run"]["num_seeds"] > 1
+        callbacks: list[Callback] = [MetricsToTune(report, batched)] if report is not None else []
+        callbacks += [StopWhenAsked(stop)] if stop is not None else []
+        ckpt = os.path.join(run_dir, CHECKPOINT)
+        try:
+            if os.path.exists(ckpt) and not checkpoint.finished(run_dir):
+                # config.json names only what the plan does, which the user gave or --resume checked (docs/SECURITY.md)
+                named = trust.names_of(PPOArgs.from_json(config))
+                run_to_end(resuming(run_dir, quiet=True, callbacks=callbacks, named=named))
+            elif not os.path.exists(ckpt):  # stopped before its first checkpoint: start again
+                remove_stopped_run(run_dir, batched)
+                train(PPOArgs.from_json(config), callbacks=callbacks)
+            row = {"status": "finished"}
+        except (NonFiniteError, EnvError, UserError) as e:
+            row = {"status": "failed", "error": str(e)}
+        seed_dirs = _seed_dirs(config)
+        for seed_dir in seed_dirs:  # the group's row last: a kill before it leaves the trial to run again
+            own = {"final_return": final_return(seed_dir)} if row["status"] == "finished" else {}
+            os.makedirs(seed_dir, exist_ok=True)
+            write_json(os.path.join(seed_dir, TRIAL_JSON),
+                       _finite({**row, **own, "wall_s": _elapsed(seed_dir), "node": node}))  # fmt: skip
+        if batched:
+            write_json(os.path.join(run_dir, TRIAL_JSON),
+                       _finite({**row, "wall_s": _elapsed(seed_dirs[0]), "node": node}))  # fmt: skip
+        written = trial_row(run_dir)
+        assert written is not None  # the row written just now
+        return written
 
 
 def _seed_dirs(config: dict) -> list[str]:
@@ -438,7 +443,7 @@ def summarize(out: str, plan: dict, errors: dict[str, str] | None = None) -> Swe
     rows = []
     for trial in plan["trials"]:
         run_dir = trial["config"]["run"]["run_dir"]
-        status = _status(run_dir) or (
+        status = trial_row(run_dir) or (
             {"status": "failed", "error": errors[run_dir]} if errors and run_dir in errors
             else {"status": "not run"}
         )  # fmt: skip
@@ -449,8 +454,7 @@ def summarize(out: str, plan: dict, errors: dict[str, str] | None = None) -> Swe
     results = SweepResults(out, rows, settings)
     write_json(os.path.join(out, RESULTS_JSON), _finite({"title": plan["title"], "settings": settings,
                                                            "trials": rows}))  # fmt: skip
-    with open(os.path.join(out, RESULTS_MD), "w") as f:
-        f.write(results_table(settings, rows, plan["title"]))
+    write_text(os.path.join(out, RESULTS_MD), results_table(settings, rows, plan["title"]))
     finished = [r for r in rows if r["status"] == "finished"]
     groups = {label: [r["run_dir"] for r in finished if r["setting"] == label] for label in labels}
     groups = {label: runs for label, runs in groups.items() if runs}
@@ -516,8 +520,9 @@ def default_output_dir(env_id: str, kind: str = "sweep") -> str:
     return os.path.join("runs", f"{kind}__{env_id.replace('/', '_').replace(':', '_')}__{int(time.time())}")
 
 
-def _status(run_dir: str) -> dict | None:
-    """A trial's ``trial.json`` (finished or failed), or None if it has not ended."""
+def trial_row(run_dir: str) -> dict | None:
+    """A trial's ``trial.json`` (a sweep's: finished or failed; a search's: stopped too), or None if it has not
+    ended."""
     path = os.path.join(run_dir, TRIAL_JSON)
     return read_json(path) if os.path.exists(path) else None
 
@@ -548,5 +553,5 @@ def _dir_name(label: str) -> str:
     return label.replace("/", "_").replace(" ", "x").replace(",", "__")  # hidden_sizes=64 64: 64x64
 
 
-def _title(base: PPOArgs) -> str:
+def run_title(base: PPOArgs) -> str:
     return f"{base.env.env_id}, {base.algorithm.total_timesteps} env steps per run"

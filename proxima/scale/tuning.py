@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import json
 import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,6 +57,7 @@ from proxima.base.files import (
     read_jsonl,
     remove_stopped_run,
     write_json,
+    write_text,
 )
 from proxima.run import checkpoint
 from proxima.run.agent import Agent
@@ -69,8 +71,12 @@ from proxima.scale.sweeps import (
     StopWhenAsked,
     _finite,
     check_output_dir_free,
+    check_trial_resources,
     default_output_dir,
+    read_plan,
     refuse_objects,
+    run_title,
+    trial_row,
 )
 from proxima.scale.trainer import checked, new_run, resumed_run
 
@@ -270,10 +276,7 @@ def _plan(base: PPOArgs, spec: dict, search: str, num_samples: int, metric: str,
     for count, what in ((num_samples, "num_samples"), (seeds, "seeds"), (cpus_per_trial, "cpus_per_trial")):
         if not isinstance(count, int) or count < 1:
             raise UserError(f"{what} must be a positive integer, got {count!r}")
-    if max_concurrent is not None and max_concurrent < 1:
-        raise UserError(f"max_concurrent must be a positive integer or None (no limit), got {max_concurrent}")
-    if not gpus_per_trial >= 0:
-        raise UserError(f"gpus_per_trial must be a non-negative number, got {gpus_per_trial}")
+    check_trial_resources("ray", cpus_per_trial, gpus_per_trial, max_concurrent)
     if gpus_per_trial and not base.run.cuda:
         raise UserError("--gpus-per-trial reserves GPUs for runs that train on them: drop --no-cuda")
     if scheduler == "pbt" and search != "random":  # Tune's PBT explores by its own perturbations
@@ -295,8 +298,8 @@ def _plan(base: PPOArgs, spec: dict, search: str, num_samples: int, metric: str,
     if interval < 1:
         raise UserError(f"perturbation_interval must be a positive number of updates, got {interval}")
     return {
-        "format": FORMAT, "version": VERSION, "title": f"{base.env.env_id}, {base.algorithm.total_timesteps} "
-        f"env steps per run", "base": base.replace(quiet=True, torch_threads=cpus_per_trial).to_json(),
+        "format": FORMAT, "version": VERSION, "title": run_title(base),
+        "base": base.replace(quiet=True, torch_threads=cpus_per_trial).to_json(),
         "space": spec, "search": search, "num_samples": num_samples, "metric": metric, "mode": mode,
         "seeds": [base.run.seed + k for k in range(seeds)], "scheduler": scheduler,
         "perturbation_interval": interval, "perturbation_steps": interval * base.batch_size,
@@ -330,16 +333,10 @@ def resume_tune(output_dir: str, address: str | None = None, *, trust_code: bool
             f"{output_dir!r} is not a tune directory (no {TUNE_JSON}); give one written by proxima tune"
         )
     with lock_directory(output_dir, "tune directory", None):  # before the plan is read
-        plan = read_json(path)
-        if plan.get("format") != FORMAT:
-            raise UserError(f"{path} is not a proxima tune plan")
-        if plan.get("version") != VERSION:  # before 1.0 a plan of another version is refused, not converted
-            raise UserError(f"{path} has tune plan version {plan.get('version')}; this proxima reads version {VERSION} "
-                            "only (run the search again)")  # fmt: skip
+        plan = read_plan(path, "tune", VERSION, "run the search again")
         out = os.path.abspath(output_dir)
-        for sample in plan[
-            "samples"
-        ]:  # before anything runs: a resume removes and writes what tune.json names
+        # before anything runs: a resume removes and writes what tune.json names
+        for sample in plan["samples"]:
             inside(out, sample["name"], path)  # Tune's folder name
             for seed in plan["seeds"]:
                 run_dir = _run_dir(out, sample["name"], seed)
@@ -358,7 +355,7 @@ def resume_tune(output_dir: str, address: str | None = None, *, trust_code: bool
 def _run(out: str, plan: dict, address: str | None) -> TuneResults:
     """Run what is left of ``plan``: first the samples that were interrupted, then new ones."""
     started = {s["name"]: s for s in plan["samples"]}
-    unfinished = [s for s in plan["samples"] if _sample_status(out, plan, s["name"]) is None]
+    unfinished = [s for s in plan["samples"] if _sample_status(_rows(out, plan, s["name"])) is None]
     path = os.path.join(out, TUNE_JSON)
 
     def on_start(name: str, settings: dict) -> None:
@@ -371,7 +368,7 @@ def _run(out: str, plan: dict, address: str | None) -> TuneResults:
         if error is not None:  # a crash that wrote nothing: the runs of the sample say so
             for seed in plan["seeds"]:
                 run_dir = _run_dir(out, name, seed)
-                if os.path.isdir(run_dir) and _trial_row(run_dir) is None:
+                if os.path.isdir(run_dir) and trial_row(run_dir) is None:
                     write_json(os.path.join(run_dir, TRIAL_JSON), {"status": "failed", "error": error})
         rows = _rows_soon(out, plan, name)
         scores = [float(r["score"]) for r in rows if r.get("score") is not None]
@@ -400,7 +397,7 @@ def _rows_of_stopped(out: str, plan: dict) -> None:
     for sample in plan["samples"]:
         for seed in plan["seeds"]:
             run_dir = _run_dir(out, sample["name"], seed)
-            if os.path.exists(os.path.join(run_dir, METRICS)) and _trial_row(run_dir) is None:
+            if os.path.exists(os.path.join(run_dir, METRICS)) and trial_row(run_dir) is None:
                 score = Score(plan["metric"])
                 score.from_logs(run_dir)
                 row = {"status": "stopped", "score": score.value, "settings": sample["settings"]}
@@ -410,7 +407,7 @@ def _rows_of_stopped(out: str, plan: dict) -> None:
 def _search(out, plan, trial, count, address, on_start, on_done) -> None:
     metric, mode = "score", plan["mode"]
     space = {name: domain(spec) for name, spec in plan["space"].items()}
-    scores = {s["name"]: _sample_score(out, plan, s["name"]) for s in plan["samples"]}
+    scores = {s["name"]: _sample_score(_rows(out, plan, s["name"])) for s in plan["samples"]}
     scored = [(s["settings"], scores[s["name"]]) for s in plan["samples"]]
     searcher = make_searcher(plan, [(given, score) for given, score in scored if score is not None])
     first = 1 + max((int(s["name"][1:]) for s in plan["samples"]), default=0)
@@ -532,14 +529,8 @@ class Perturb(Callback):
         line = {"update": run.updates_done, "global_step": run.global_step, "from": self.origin,
                 "settings": self.settings}  # fmt: skip
         with open(os.path.join(run.run_dir, PERTURBATIONS), "a") as f:
-            f.write(_json_line(line))
+            f.write(json.dumps(line) + "\n")
         run.console.message(f"PBT: continuing from {self.origin} with {label(self.settings)}")
-
-
-def _json_line(data: dict) -> str:
-    import json
-
-    return json.dumps(data) + "\n"
 
 
 def _trial_function(out: str, plan: dict):
@@ -561,7 +552,35 @@ def run_sample(out: str, plan: dict, name: str, settings: dict, report=None, nod
     sample fails with the line that names the holder."""
     run_dirs = [os.path.join(out, run_name(name, seed)) for seed in plan["seeds"]]
     with holding(run_dirs, wait_s=WRITER_WAIT_S):
-        return _run_sample(out, plan, name, settings, report, node, stop)
+        exploiting = plan["scheduler"] == "pbt" and report is not None
+        runs = _seed_runs(out, plan, name, settings, exploiting, stop)
+        cpu_start = time.process_time()
+        sample = Sample(plan, name, [score for _, score, _ in runs], report)
+        status: str | None = "finished"
+        error: str | None = None
+        try:
+            with contextlib.ExitStack() as stack:
+                for k, (_, _, made) in enumerate(runs):
+                    if made is not None:
+                        sample.members[stack.enter_context(made)] = k
+                if sample.members:
+                    run_to_end(steps(sample))
+        except TrainingInterrupted:  # each seed checkpointed after its update
+            status = None
+            raise
+        except SystemExit:  # the scheduler stopped this sample (ASHA), or PBT pauses it to exploit another
+            status = "stopped"
+            raise
+        except (NonFiniteError, EnvError, UserError) as e:
+            status, error = "failed", str(e)
+        finally:
+            for k, (run_dir, score, _) in enumerate(runs):
+                if status is not None and os.path.isdir(run_dir):
+                    row = {"status": status, "score": score.value, "settings": settings, "node": node,
+                           "updates": getattr(sample.last.get(k), "updates_done", None),
+                        "sample_cpu_s": time.process_time() - cpu_start, **({"error": error} if error else {})}  # fmt: skip
+                    write_json(os.path.join(run_dir, TRIAL_JSON), _finite(row))
+        return {"status": status, "error": error}
 
 
 def _seed_runs(out: str, plan: dict, name: str, settings: dict, exploiting: bool, stop):
@@ -593,50 +612,10 @@ def _seed_runs(out: str, plan: dict, name: str, settings: dict, exploiting: bool
             made = resumed_run(run_dir, quiet=True, callbacks=callbacks, named=named)
         else:  # stopped before its first checkpoint: start again
             remove_stopped_run(run_dir)
-            made = _new_run(base.replace(**typed, seed=seed, run_dir=run_dir), callbacks)
+            args, env = checked(base.replace(**typed, seed=seed, run_dir=run_dir))
+            made = new_run(args, run_dir, callbacks, env)
         runs.append((run_dir, score, made))
     return runs
-
-
-@contextlib.contextmanager
-def _new_run(args: PPOArgs, callbacks: list[Callback]) -> Iterator[Run]:
-    """The run that ``train(args, callbacks=callbacks)`` trains, in ``args.run.run_dir`` (held)."""
-    args, env = checked(args)
-    assert args.run.run_dir is not None, "each seed's run has its directory"
-    with new_run(args, args.run.run_dir, callbacks, env) as run:
-        yield run
-
-
-def _run_sample(out: str, plan: dict, name: str, settings: dict, report, node, stop) -> dict:
-    exploiting = plan["scheduler"] == "pbt" and report is not None
-    runs = _seed_runs(out, plan, name, settings, exploiting, stop)
-    cpu_start = time.process_time()
-    sample = Sample(plan, name, [score for _, score, _ in runs], report)
-    status: str | None = "finished"
-    error: str | None = None
-    try:
-        with contextlib.ExitStack() as stack:
-            for k, (_, _, made) in enumerate(runs):
-                if made is not None:
-                    sample.members[stack.enter_context(made)] = k
-            if sample.members:
-                run_to_end(steps(sample))
-    except TrainingInterrupted:  # each seed checkpointed after its update
-        status = None
-        raise
-    except SystemExit:  # the scheduler stopped this sample (ASHA), or PBT pauses it to exploit another
-        status = "stopped"
-        raise
-    except (NonFiniteError, EnvError, UserError) as e:
-        status, error = "failed", str(e)
-    finally:
-        for k, (run_dir, score, _) in enumerate(runs):
-            if status is not None and os.path.isdir(run_dir):
-                row = {"status": status, "score": score.value, "settings": settings, "node": node,
-                       "updates": getattr(sample.last.get(k), "updates_done", None),
-                    "sample_cpu_s": time.process_time() - cpu_start, **({"error": error} if error else {})}  # fmt: skip
-                write_json(os.path.join(run_dir, TRIAL_JSON), _finite(row))
-    return {"status": status, "error": error}
 
 
 class Sample:
@@ -768,34 +747,32 @@ def _exploited(out: str, plan: dict, name: str) -> tuple[str, str] | None:
 # ---- results ----------------------------------------------------------------------------------------------
 
 
+def _rows(out: str, plan: dict, name: str) -> list[dict | None]:
+    """The ``trial.json`` of each seed's run of the sample (None: the run has not ended)."""
+    return [trial_row(_run_dir(out, name, seed)) for seed in plan["seeds"]]
+
+
 def _rows_soon(out: str, plan: dict, name: str, wait_s: float = 10.0) -> list[dict]:
     """The sample's rows, waiting a little for those of a trial that Tune has just stopped: its thread writes
     them as it unwinds, after Tune has told this process."""
     deadline = time.monotonic() + wait_s
     while True:
-        rows = [_trial_row(_run_dir(out, name, s)) for s in plan["seeds"]]
+        rows = _rows(out, plan, name)
         if all(rows) or time.monotonic() > deadline:
             return [r or {} for r in rows]
         time.sleep(0.2)
 
 
-def _trial_row(run_dir: str) -> dict | None:
-    path = os.path.join(run_dir, TRIAL_JSON)
-    return read_json(path) if os.path.exists(path) else None
-
-
-def _sample_status(out: str, plan: dict, name: str) -> str | None:
+def _sample_status(rows: list[dict | None]) -> str | None:
     """``finished``, ``stopped`` or ``failed`` once every seed's run has ended; None if one has not."""
-    rows = [_trial_row(_run_dir(out, name, seed)) for seed in plan["seeds"]]
-    if any(r is None for r in rows):
+    statuses = {None if r is None else r["status"] for r in rows}
+    if None in statuses:
         return None
-    statuses = {r["status"] for r in rows if r is not None}
     return "failed" if "failed" in statuses else "stopped" if "stopped" in statuses else "finished"
 
 
-def _sample_score(out: str, plan: dict, name: str) -> float | None:
-    rows = [_trial_row(_run_dir(out, name, seed)) or {} for seed in plan["seeds"]]
-    values = [r["score"] for r in rows if r.get("score") is not None]
+def _sample_score(rows: list[dict | None]) -> float | None:
+    values = [r["score"] for r in rows if r is not None and r.get("score") is not None]
     return float(np.mean(values)) if values and len(values) == len(rows) else None
 
 
@@ -805,12 +782,13 @@ def summarize(out: str, plan: dict) -> TuneResults:
     rows = []
     for sample in plan["samples"]:
         runs = [_run_dir(out, sample["name"], seed) for seed in plan["seeds"]]
-        trials = [_trial_row(r) or {"status": "not run"} for r in runs]
+        ended = _rows(out, plan, sample["name"])
+        trials = [t or {"status": "not run"} for t in ended]
         scores = [t.get("score") for t in trials]
         known = [s for s in scores if s is not None]
         rows.append({
             "name": sample["name"], "settings": sample["settings"],
-            "status": _sample_status(out, plan, sample["name"]) or "not run",
+            "status": _sample_status(ended) or "not run",
             "score_mean": float(np.mean(known)) if known else None,
             "score_std": float(np.std(known)) if known else None,
             "scores": scores, "runs": [os.path.basename(r) for r in runs],
@@ -829,8 +807,7 @@ def summarize(out: str, plan: dict) -> TuneResults:
         preset = os.path.join(out, BEST_PRESET)
         write_json(preset, best_preset(plan, best))
     write_json(os.path.join(out, RESULTS_JSON), _finite({"title": plan["title"], "samples": rows}))
-    with open(os.path.join(out, RESULTS_MD), "w") as f:
-        f.write(results_table(plan, rows))
+    write_text(os.path.join(out, RESULTS_MD), results_table(plan, rows))
     if any(os.path.isdir(os.path.join(out, r)) for row in rows for r in row["runs"]):
         from proxima.run.report import write_report
 
