@@ -9,18 +9,15 @@ for a preset or a keyword argument; ``in_flags`` words that error with the flags
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import dataclasses
 import difflib
 import functools
-import inspect
 import io
 import json
 import math
 import os
 import re
-import textwrap
 import types
 import typing
 from collections.abc import Callable
@@ -28,6 +25,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal, NoReturn
 
 import tyro
+from tyro import _docstrings
 from tyro import _errors as events
 
 from proxima.base.errors import UserError
@@ -85,40 +83,12 @@ def as_integer(value: str) -> str | None:
     return str(int(number)) if math.isfinite(number) and number == int(number) else None
 
 
-@functools.cache
-def _module_tree(path: str) -> ast.Module:
-    with open(path, encoding="utf-8") as f:
-        return ast.parse(f.read(), path)
-
-
 @functools.cache  # every command reads the settings' classes several times
 def field_docs(cls) -> dict[str, str]:
-    """Each field's docstring (the string right after it in the class body), on one line."""
-    body = _class_body(cls)
-    return {
-        a.target.id: " ".join(b.value.value.split())
-        for a, b in zip(body, body[1:], strict=False)
-        if isinstance(a, ast.AnnAssign) and isinstance(a.target, ast.Name)
-        and isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant) and isinstance(b.value.value, str)
-    }  # fmt: skip
-
-
-def _class_body(cls) -> list[ast.stmt]:
-    """The statements of ``cls``'s body. A module-level class (or one nested in classes) is found in its
-    module's tree, parsed once for all its classes; before Python 3.13 ``inspect.getsource`` parses the whole
-    module again for each class, and a command reads a dozen."""
-    try:
-        nodes = _module_tree(inspect.getsourcefile(cls) or "").body
-        for name in cls.__qualname__.split("."):
-            nodes = next(n for n in nodes if isinstance(n, ast.ClassDef) and n.name == name).body
-        return nodes
-    except (OSError, TypeError, SyntaxError, StopIteration):  # made at run time, or defined in a function
-        pass
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0]
-        return tree.body if isinstance(tree, ast.ClassDef) else []
-    except (OSError, TypeError):  # a class made at run time has no source
-        return []
+    """Each field's docstring, as tyro reads it for ``--help`` (``tyro._docstrings``, private like the
+    parse-error hook), on one line."""
+    docs = {f.name: _docstrings.get_field_docstring(cls, f.name, ()) for f in dataclasses.fields(cls)}
+    return {name: " ".join(doc.split()) for name, doc in docs.items() if doc}
 
 
 def fields(cls) -> list[Field]:

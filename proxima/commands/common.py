@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import tyro
 
 from proxima.base import files, trust
-from proxima.base.errors import TrainingInterrupted
+from proxima.base.errors import TrainingInterrupted, UserError
 from proxima.commands.argv import field_docs, parse
 
 if TYPE_CHECKING:  # imported lazily at run time: the CLI starts fast
@@ -126,36 +126,18 @@ def parse_train_args(
     return parse_command(argv, prog, instructions=instructions)[1]
 
 
-def without_own_flags(argv: list[str], own: type) -> list[str]:
-    """``argv`` without the flags of ``own`` (a dataclass of a command's own flags, each taking one value, but
-    its booleans (``--name`` or ``--no-name``) and its tuples that are not given once per value, which take
-    the values up to the next flag)."""
-    hints = typing.get_type_hints(own, include_extras=True)
-    fields = dataclasses.fields(own)
-    flag = {f.name: "--" + f.name.replace("_", "-") for f in fields}
-    switches = {f"--{no}{flag[f.name][2:]}" for f in fields if hints[f.name] is bool for no in ("", "no-")}
-    many = {
-        flag[f.name] for f in fields
-        if typing.get_origin(typing.get_args(hints[f.name])[0] if typing.get_origin(hints[f.name]) is Annotated
-                             else hints[f.name]) is tuple
-        and tyro.conf.UseAppendAction not in getattr(hints[f.name], "__metadata__", ())
-    }  # fmt: skip
-    names = set(flag.values()) - switches
-    out, i = [], 0
-    while i < len(argv):
-        name = argv[i].split("=")[0]
-        if name in switches or (name in names and "=" in argv[i]):
-            i += 1
-        elif name in many:
-            i += 1
-            while i < len(argv) and not argv[i].startswith("--"):
-                i += 1
-        elif name in names:
-            i += 2
-        else:
-            out.append(argv[i])
-            i += 1
-    return out
+def refuse_beside_resume(
+    argv: list[str], prog: str, accepted: tuple[str, ...], said: str, holds: str
+) -> None:
+    """A ``UserError`` for the first flag beside ``--resume`` that is not ``accepted`` (``said``: those flags in
+    words): what resumes keeps its settings, which its file holds (``holds``)."""
+    extra = [
+        a.split("=")[0] for a in argv if a.startswith("-") and a.split("=")[0] not in ("--resume", *accepted)
+    ]
+    if extra:
+        raise UserError(
+            f"with --resume, only {said} may be given, not {extra[0]}: {holds} (see {prog} --help)"
+        )
 
 
 def print_results(results, command: str) -> int:

@@ -3,14 +3,7 @@
 from __future__ import annotations
 
 from proxima.base.errors import TrainingInterrupted, UserError
-from proxima.commands.common import (
-    flag_value,
-    parse_command,
-    parse_train_args,
-    print_results,
-    sweep_interrupted,
-    without_own_flags,
-)
+from proxima.commands.common import flag_value, parse_command, print_results, sweep_interrupted
 
 COMPARE_ABOUT = """Trains every algorithm of --algos with every seed on one env, each as an ordinary `proxima train`
 run in its own directory under the output directory (a sweep over the algorithms: Ray Tune trials where Ray is
@@ -27,14 +20,10 @@ def run(argv: list[str]) -> int:
         if flag_value(argv, flag) is not None:
             raise UserError(f"proxima compare sets {flag} of each run; give {instead} instead")
     check_algos(flags.algos)
-    train_argv = without_own_flags(argv, CompareFlags)
     if flag_value(argv, "--total-timesteps") is None and flag_value(argv, "--config") is None:
-        train_argv = ["--total-timesteps", str(TOTAL_TIMESTEPS), *train_argv]
+        argv = ["--total-timesteps", str(TOTAL_TIMESTEPS), *argv]
     settings = [
-        (
-            algo,
-            parse_train_args([*train_argv, "--algo", algo], prog="proxima compare", instructions=("config",)),
-        )
+        (algo, parse_command([*argv, "--algo", algo], "proxima compare", CompareFlags)[1])
         for algo in flags.algos
     ]
     out = flags.output_dir or default_output_dir(settings[0][1].env.env_id, "compare")

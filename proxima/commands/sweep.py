@@ -12,10 +12,9 @@ from proxima.base.errors import TrainingInterrupted, UserError
 from proxima.commands.common import (
     flag_value,
     parse_command,
-    parse_train_args,
     print_results,
+    refuse_beside_resume,
     sweep_interrupted,
-    without_own_flags,
 )
 from proxima.run.config import NON_NEGATIVE, POSITIVE_INT
 
@@ -57,7 +56,7 @@ that crashed on anything else (a bug) runs again on --resume."""
 
 
 # What `proxima sweep --resume SWEEP_DIR` accepts beside it: where the rest runs, not what it is
-_SWEEP_RESUME_FLAGS = ("--resume", "--executor", "--address", "--max-concurrent", trust.TRUST_FLAG)
+_SWEEP_RESUME_FLAGS = ("--executor", "--address", "--max-concurrent", trust.TRUST_FLAG)
 
 
 def run(argv: list[str]) -> int:
@@ -65,12 +64,8 @@ def run(argv: list[str]) -> int:
 
     flags, _ = parse_command(argv, "proxima sweep", SweepFlags, description=SWEEP_ABOUT)
     if flags.resume is not None:
-        extra = [
-            a.split("=")[0] for a in argv if a.startswith("-") and a.split("=")[0] not in _SWEEP_RESUME_FLAGS
-        ]
-        if extra:
-            raise UserError(f"with --resume, only --executor, --address, --max-concurrent and --trust-code may be given, not "
-                            f"{extra[0]} (the sweep's sweep.json holds the rest)")  # fmt: skip
+        said = "--executor, --address, --max-concurrent and --trust-code"
+        refuse_beside_resume(argv, "proxima sweep", _SWEEP_RESUME_FLAGS, said, "sweep.json holds the rest")
         executor = flags.executor if flag_value(argv, "--executor") is not None else None
         try:
             results = resume_sweep(
@@ -102,9 +97,9 @@ def run(argv: list[str]) -> int:
 
 
 def _grid_settings(argv: list[str], grid: list[str]):
-    """Each combination of the ``--grid`` values (``sweeps.grid_settings``) as ``(label, PPOArgs)``: what
-    ``proxima train`` would make of the train flags with that combination's flags added, so that values are
-    read, checked and layered (an algo's defaults, a preset) exactly as on its command line."""
+    """Each combination of the ``--grid`` values (``sweeps.grid_settings``) as ``(label, PPOArgs)``: the
+    settings of the command line with that combination's flags added (the last of a flag wins), so that values
+    are read, checked and layered (an algo's defaults, a preset) exactly as train's flags are."""
     from proxima.run.config import GROUP_OF
     from proxima.scale.sweeps import grid_settings
 
@@ -120,12 +115,10 @@ def _grid_settings(argv: list[str], grid: list[str]):
         if name in axes:
             raise UserError("--grid names a setting twice; give all its values in one --grid NAME=V1,V2")
         axes[name] = [value.strip() for value in values.split(",")]
-    train_argv = without_own_flags(argv, SweepFlags)
     settings = []
     for label, setting in grid_settings(axes):
         flags = [
             t for name, value in setting.items() for t in ("--" + name.replace("_", "-"), *value.split())
         ]
-        args = parse_train_args(train_argv + flags, prog="proxima sweep", instructions=("config",))
-        settings.append((label, args))
+        settings.append((label, parse_command(argv + flags, "proxima sweep", SweepFlags)[1]))
     return settings

@@ -8,9 +8,8 @@ from typing import Annotated
 import tyro
 
 from proxima.base import trust
-from proxima.base.errors import UserError
 from proxima.commands.argv import helping, parse
-from proxima.commands.common import flag_value, parse_command
+from proxima.commands.common import flag_value, parse_command, refuse_beside_resume
 
 
 @dataclass
@@ -50,26 +49,14 @@ def run(argv: list[str]) -> int:
     from proxima.scale.trainer import resuming, train
 
     if flag_value(argv, "--resume") is not None and not helping(argv):  # train's help lists --resume too
-        others = [
-            a
-            for a in argv
-            if a.startswith("-")
-            and a.split("=")[0]
-            not in (
-                "--resume",
-                "--quiet",
-                "--no-quiet",
-                "--total-timesteps",
-                "--torch-threads",
-                *_NAMING_FLAGS,
-            )
-        ]
-        if others:
-            raise UserError(
-                f"with --resume, only --quiet, --total-timesteps, --torch-threads, {trust.TRUST_FLAG} and the "
-                f"run's own --env-id, --env-factory and --encoder may be given (the run's config.json holds its "
-                f"settings), not {others[0]} (see proxima train --help)"
-            )
+        refuse_beside_resume(
+            argv,
+            "proxima train",
+            ("--quiet", "--no-quiet", "--total-timesteps", "--torch-threads", *_NAMING_FLAGS),
+            f"--quiet, --total-timesteps, --torch-threads, {trust.TRUST_FLAG} and the run's own --env-id, "
+            "--env-factory and --encoder",
+            "the run's config.json holds its settings",
+        )
         args = parse(ResumeArgs, argv, "proxima train")
         named = {name: getattr(args, name) for name in trust.SETTINGS if getattr(args, name) is not None}
         run_to_end(resuming(

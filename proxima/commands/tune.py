@@ -10,7 +10,7 @@ import tyro
 
 from proxima.base import trust
 from proxima.base.errors import TrainingInterrupted, UserError
-from proxima.commands.common import flag_value, parse_command, parse_train_args, without_own_flags
+from proxima.commands.common import flag_value, parse_command, refuse_beside_resume
 
 
 @dataclass(frozen=True)
@@ -61,29 +61,20 @@ def run(argv: list[str]) -> int:
 
     flags, base = parse_command(argv, "proxima tune", TuneFlags, description=TUNE_ABOUT)
     if flags.resume is not None:
-        extra = [
-            a.split("=")[0]
-            for a in argv
-            if a.startswith("-") and a.split("=")[0] not in ("--resume", "--address", trust.TRUST_FLAG)
-        ]
-        if extra:
-            raise UserError(
-                f"with --resume, only --address and --trust-code may be given, not {extra[0]} (tune.json holds "
-                "the rest)"
-            )
+        said = "--address and --trust-code"
+        refuse_beside_resume(
+            argv, "proxima tune", ("--address", trust.TRUST_FLAG), said, "tune.json holds the rest"
+        )
         try:
             return _tune_done(resume_tune(flags.resume, flags.address, trust_code=flags.trust_code))
         except TrainingInterrupted as e:
             return _tune_interrupted(e, flags.resume)
     if flag_value(argv, "--run-dir") is not None:
         raise UserError("proxima tune sets --run-dir of each run; give --output-dir instead")
-    train_argv = without_own_flags(argv, TuneFlags)
 
-    def read(name: str, text: str):
+    def read(name: str, text: str):  # as the train flag reads it, on the command line's other settings
         flag = "--" + name.replace("_", "-")
-        return parse_train_args(
-            train_argv + [flag, *text.split()], prog="proxima tune", instructions=("config",)
-        ).flat()[name]
+        return parse_command([*argv, flag, *text.split()], "proxima tune", TuneFlags)[1].flat()[name]
 
     space = dict(parse_space_item(item, read) for item in flags.space)
     if len(space) < len(flags.space):
