@@ -77,7 +77,7 @@ RESUME = "resume"
         (["--grid", "seed=1,2"], "--grid: 'seed' is not a setting a sweep can vary"),
         (["--grid", "learning_rate=fast"], "--learning-rate expects a number, got 'fast'"),
         (["--grid", "ent_coef=0", "--grid", "ent_coef=1"], "--grid names a setting twice"),
-        (["--seed", "3"], "proxima sweep sets --seed of each run; give --seeds and --output-dir instead"),
+        (["--seed", "3"], "proxima sweep sets --seed of each run; give --seeds instead"),
         (["--cpus-per-trial", "0"], "--cpus-per-trial must be a positive integer, got 0"),
         (["--gpus-per-trial=-1"], "--gpus-per-trial must be non-negative, got -1.0"),
         (

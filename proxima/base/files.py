@@ -265,18 +265,24 @@ def temporary_beside(path: str) -> tuple[int, str]:
 
 
 def _atomic(path: str, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same directory and a rename: a failed write
-    (a full disk among others) leaves the previous file whole and no temporary file behind."""
-    directory = os.path.dirname(os.path.abspath(path))
-    with writing(path, len(data)):
+    with replacing(path, len(data)) as (fd, _), os.fdopen(fd, "wb") as f:
+        f.write(data)
+
+
+@contextlib.contextmanager
+def replacing(path: str, size: int | None = None):
+    """A new temporary file beside ``path`` (``temporary_beside``: its descriptor, to be closed, and its path)
+    for the block to write; renamed onto ``path`` once the block is done, removed where it fails: a reader
+    sees the old file or the whole new one, and a failed write (a full disk among others) leaves the old one
+    and no temporary file behind. ``size``: what the block writes, for ``writing``'s message."""
+    with writing(path, size):
         fd, tmp = temporary_beside(path)
         try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
+            yield fd, tmp
             # the data reaches the disk before the name does, so a power cut cannot leave it empty
             _fsync(tmp)
             os.replace(tmp, path)
-            _fsync(directory)  # and the rename itself is on disk
+            _fsync(os.path.dirname(os.path.abspath(path)))  # and the rename itself is on disk
         finally:
             if os.path.exists(tmp):
                 os.remove(tmp)

@@ -158,8 +158,21 @@ def print_results(results, command: str) -> int:
     return 1 if failed or missing else 0
 
 
-def sweep_interrupted(e: TrainingInterrupted, out: str, command: str = "sweep") -> int:
-    """Ctrl-C or SIGTERM in a local sweep's run, or SIGTERM to a Ray sweep (each running trial checkpointed):
-    how to finish the sweep (not a run alone), and exit status 130 or 143."""
-    print(f"proxima {command}: {e}; finish the {command} with: proxima sweep --resume {out}", file=sys.stderr)
+def sets_itself(argv: list[str], command: str, instead: dict[str, str]) -> None:
+    """A ``UserError`` where ``argv`` gives a flag that ``proxima COMMAND`` sets for each of its runs (``instead``:
+    each such flag and the command's own flag to give instead)."""
+    for flag, own in instead.items():
+        if flag_value(argv, flag) is not None:
+            raise UserError(f"proxima {command} sets {flag} of each run; give {own} instead")
+
+
+# What finishes a sweep, a comparison (a sweep over algorithms) or a search that was stopped, and what it is called
+_FINISHED_BY = {"sweep": ("sweep", "sweep"), "compare": ("sweep", "compare"), "tune": ("tune", "search")}
+
+
+def interrupted(e: TrainingInterrupted, command: str, out: str) -> int:
+    """Ctrl-C or SIGTERM in a sweep's, a comparison's or a search's run (each running trial checkpointed): how to
+    finish the whole (not a run alone), and exit status 130 or 143."""
+    by, what = _FINISHED_BY[command]
+    print(f"proxima {command}: {e}; finish the {what} with: proxima {by} --resume {out}", file=sys.stderr)
     return e.exit_status

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from proxima.base.errors import TrainingInterrupted, UserError
-from proxima.commands.common import flag_value, parse_command, print_results, sweep_interrupted
+from proxima.base.errors import TrainingInterrupted
+from proxima.commands.common import flag_value, interrupted, parse_command, print_results, sets_itself
 
 COMPARE_ABOUT = """Trains every algorithm of --algos with every seed on one env, each as an ordinary `proxima train`
 run in its own directory under the output directory (a sweep over the algorithms: Ray Tune trials where Ray is
@@ -16,9 +16,7 @@ def run(argv: list[str]) -> int:
     from proxima.scale.sweeps import default_output_dir
 
     flags, _ = parse_command(argv, "proxima compare", CompareFlags, description=COMPARE_ABOUT)
-    for flag, instead in (("--algo", "--algos"), ("--seed", "--seeds"), ("--run-dir", "--output-dir")):
-        if flag_value(argv, flag) is not None:
-            raise UserError(f"proxima compare sets {flag} of each run; give {instead} instead")
+    sets_itself(argv, "compare", {"--algo": "--algos", "--seed": "--seeds", "--run-dir": "--output-dir"})
     check_algos(flags.algos)
     if flag_value(argv, "--total-timesteps") is None and flag_value(argv, "--config") is None:
         argv = ["--total-timesteps", str(TOTAL_TIMESTEPS), *argv]
@@ -30,4 +28,4 @@ def run(argv: list[str]) -> int:
     try:
         return print_results(compare(flags, settings, out), "compare")
     except TrainingInterrupted as e:  # a comparison is a sweep: it finishes as one
-        return sweep_interrupted(e, out, "compare")
+        return interrupted(e, "compare", out)

@@ -11,10 +11,11 @@ from proxima.base import trust
 from proxima.base.errors import TrainingInterrupted, UserError
 from proxima.commands.common import (
     flag_value,
+    interrupted,
     parse_command,
     print_results,
     refuse_beside_resume,
-    sweep_interrupted,
+    sets_itself,
 )
 from proxima.run.config import NON_NEGATIVE, POSITIVE_INT
 
@@ -72,11 +73,9 @@ def run(argv: list[str]) -> int:
                 flags.resume, executor, flags.address, flags.max_concurrent, flags.trust_code
             )
         except TrainingInterrupted as e:
-            return sweep_interrupted(e, flags.resume)
+            return interrupted(e, "sweep", flags.resume)
         return print_results(results, "sweep")
-    for flag in ("--seed", "--run-dir"):
-        if flag_value(argv, flag) is not None:
-            raise UserError(f"proxima sweep sets {flag} of each run; give --seeds and --output-dir instead")
+    sets_itself(argv, "sweep", {"--seed": "--seeds", "--run-dir": "--output-dir"})
     settings = _grid_settings(argv, list(flags.grid))
     out = flags.output_dir or default_output_dir(settings[0][1].env.env_id)
     try:
@@ -92,7 +91,7 @@ def run(argv: list[str]) -> int:
             batched=flags.batched,
         )
     except TrainingInterrupted as e:
-        return sweep_interrupted(e, out)
+        return interrupted(e, "sweep", out)
     return print_results(results, "sweep")
 
 

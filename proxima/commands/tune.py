@@ -10,7 +10,7 @@ import tyro
 
 from proxima.base import trust
 from proxima.base.errors import TrainingInterrupted, UserError
-from proxima.commands.common import flag_value, parse_command, refuse_beside_resume
+from proxima.commands.common import interrupted, parse_command, refuse_beside_resume, sets_itself
 
 
 @dataclass(frozen=True)
@@ -68,9 +68,8 @@ def run(argv: list[str]) -> int:
         try:
             return _tune_done(resume_tune(flags.resume, flags.address, trust_code=flags.trust_code))
         except TrainingInterrupted as e:
-            return _tune_interrupted(e, flags.resume)
-    if flag_value(argv, "--run-dir") is not None:
-        raise UserError("proxima tune sets --run-dir of each run; give --output-dir instead")
+            return interrupted(e, "tune", flags.resume)
+    sets_itself(argv, "tune", {"--run-dir": "--output-dir"})
 
     def read(name: str, text: str):  # as the train flag reads it, on the command line's other settings
         flag = "--" + name.replace("_", "-")
@@ -89,14 +88,8 @@ def run(argv: list[str]) -> int:
             max_concurrent=flags.max_concurrent, address=flags.address, output_dir=out,
         )  # fmt: skip
     except TrainingInterrupted as e:
-        return _tune_interrupted(e, out)
+        return interrupted(e, "tune", out)
     return _tune_done(results)
-
-
-def _tune_interrupted(e: TrainingInterrupted, out: str) -> int:
-    """SIGTERM (or Ctrl-C) in a search: every sample that was training checkpointed; how to finish it."""
-    print(f"proxima tune: {e}; finish the search with: proxima tune --resume {out}", file=sys.stderr)
-    return e.exit_status
 
 
 def _tune_done(results) -> int:

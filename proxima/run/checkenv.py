@@ -80,12 +80,9 @@ def check_env(
         except Exception as e:  # the env's own reset or step raised
             return report, found, [f"{env_id} raised {raised(e)}"]
         head = make_head(env.action_space)
-        origin = "action_masks()" if isinstance(env, MaskMethod) and env.supplied else layout.mask
-        mask = f", action mask from {origin}" if layout.mask else ""
-        report.append(
-            f"observations: {'packed into one vector of ' + str(layout.shape[0]) if layout.packed else 'as they are'}{mask}"
+        report += _observations(
+            layout, "action_masks()" if isinstance(env, MaskMethod) and env.supplied else None
         )
-        report.append(f"encoder: {encoder_for(layout)} (--encoder picks another)")
         report.append(f"action head: {type(head).__name__}")
         report.append(f"backend: {backend} (auto's choice at {num_envs} envs; --env-backend picks another)")
         steps_problems, end_keys = _random_steps(source, env_id, env_kwargs, backend, num_envs)
@@ -105,12 +102,10 @@ def _own_backend(env, env_id: str, env_kwargs: dict | None, backend: str, num_en
     try:
         agents, layout = agent_spec(envs), obs_layout(envs)
         if agents is None:
-            mask = f", action mask from {layout.mask}" if layout.mask else ""
             report = [
                 f"observation space: {envs.single_observation_space}",
                 f"action space: {envs.single_action_space}",
-                f"observations: {'packed into one vector of ' + str(layout.shape[0]) if layout.packed else 'as they are'}{mask}",
-                f"encoder: {encoder_for(layout)} (--encoder picks another)",
+                *_observations(layout),
                 f"backend: {backend} (the only one that runs {env_id})",
             ]
         else:
@@ -128,6 +123,13 @@ def _own_backend(env, env_id: str, env_kwargs: dict | None, backend: str, num_en
         envs.close()
     problems, end_keys = _random_steps(env, env_id, env_kwargs, backend, num_envs)
     return report + _info_keys(end_keys), [], problems
+
+
+def _observations(layout, mask_origin: str | None = None) -> list[str]:
+    """The report's lines of what the observations become, and the encoder they go through."""
+    mask = f", action mask from {mask_origin or layout.mask}" if layout.mask else ""
+    packed = f"packed into one vector of {layout.shape[0]}" if layout.packed else "as they are"
+    return [f"observations: {packed}{mask}", f"encoder: {encoder_for(layout)} (--encoder picks another)"]
 
 
 def _info_keys(end_keys: list[str] | None) -> list[str]:

@@ -23,7 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from proxima.base.errors import UserError
-from proxima.base.files import output_directory, temporary_beside, write_json, writing
+from proxima.base.files import output_directory, replacing, write_json
 from proxima.base.spaces import MASK_KEY, space_to_json
 from proxima.policy.distributions import make_head
 from proxima.policy.networks import ActorCritic, make_policy
@@ -230,17 +230,10 @@ def export(
         raise UserError(f"cannot write {path}: it is a directory; give a file name in it")
     output_directory(path)
     policy = policy_of(agent)
-    with writing(path, None):  # a directory that takes no file: one line that names it
-        fd, tmp = temporary_beside(path)  # the mode a plainly written file gets, not mkstemp's 0600
-    os.close(fd)
-    try:
+    with replacing(path) as (fd, tmp):
+        os.close(fd)  # the exporters write to a path
         detail = _write_onnx(policy, tmp) if format == "onnx" else _write_torchscript(policy, tmp)
         _check_file(policy, tmp, format)
-        with writing(path, None):
-            os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
     try:
         write_json(path + ".json", describe(agent, policy, format, detail))
     except BaseException:

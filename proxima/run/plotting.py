@@ -12,7 +12,7 @@ import os
 import numpy as np
 
 from proxima.base.errors import UserError
-from proxima.base.files import EPISODES, output_directory, read_jsonl, writing
+from proxima.base.files import EPISODES, output_directory, read_jsonl, replacing
 
 
 def read_episodes(run_dir: str) -> tuple[np.ndarray, np.ndarray]:
@@ -102,12 +102,11 @@ def plot_runs(groups: dict[str, list[str]], output: str, title: str = "", points
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    tmp = output + ".tmp.png"
     try:
-        with writing(output, None):
-            fig.savefig(tmp)
-        os.replace(tmp, output)
+        with replacing(output) as (fd, tmp):
+            os.close(fd)  # matplotlib writes to a path
+            fig.savefig(
+                tmp, format=os.path.splitext(output)[1][1:] or None
+            )  # not from tmp's name, which may be cut
     finally:
         plt.close(fig)
-        if os.path.exists(tmp):
-            os.remove(tmp)

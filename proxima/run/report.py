@@ -170,7 +170,7 @@ def read_run(run_dir: str, label: str | None = None) -> RunData:
         evaluation=evaluation,
         status=_status(run_dir, machine),
         videos=sorted((v for v in own if os.path.isfile(v)), key=_episode_number),
-        perturbations=_perturbations(run_dir),
+        perturbations=read_jsonl(os.path.join(run_dir, PERTURBATIONS)),  # [] where none was written
     )
 
 
@@ -185,11 +185,6 @@ def _own_video(run_dir: str, relative) -> str | None:
         return None
     path = os.path.join(run_dir, *parts)
     return path if os.path.realpath(path) == os.path.join(os.path.realpath(run_dir), *parts) else None
-
-
-def _perturbations(run_dir: str) -> list[dict]:
-    path = os.path.join(run_dir, PERTURBATIONS)
-    return read_jsonl(path) if os.path.exists(path) else []
 
 
 def _episode_number(path: str) -> tuple:

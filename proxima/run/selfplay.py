@@ -29,7 +29,7 @@ from proxima.envs.selfplay import (
     make_player,
 )
 from proxima.run.agent import Agent
-from proxima.run.evaluate import action_generator, run_episodes
+from proxima.run.evaluate import action_generator, episode_quota, run_episodes
 
 SNAPSHOTS = "snapshots"
 RANDOM = "random"
@@ -137,7 +137,7 @@ def play_against(
         )  # fmt: skip
     finally:
         envs.close()
-    quota = [episodes // n + (i < episodes % n) for i in range(n)]
+    quota = episode_quota(episodes, n)  # as run_episodes shares the games among the envs
     seats = np.array([(i + k) % 2 for i in range(n) for k in range(quota[i])])
     summary = {"opponent": opponent, **_counts(returns)}
     summary["by_seat"] = {name: _counts(returns[seats == s]) for s, name in enumerate(("first", "second"))}
