@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 import sys
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ class CheckEnvArgs:
     env_factory: Annotated[str | None, tyro.conf.arg(metavar="MODULE:NAME")] = None
     """instead of ENV_ID: the class or function that makes one env, as `proxima train --env-factory` takes it
     (a gymnasium.Env, or a PettingZoo ParallelEnv)"""
-    env_kwargs: Annotated[str | None, tyro.conf.arg(metavar="JSON")] = None
+    env_kwargs: Annotated[dict | None, tyro.conf.arg(metavar="JSON")] = None
     """keyword arguments of the env's constructor, as JSON: --env-kwargs '{"size": 8}'"""
     num_envs: Annotated[int, POSITIVE_INT] = 4
     """the env count at which to choose the backend and take the random steps"""
@@ -33,7 +34,6 @@ def run(argv: list[str]) -> int:
     """Exit status 0 when proxima will train on the env, 2 when it will not (each problem on one line)."""
     from proxima.envs.user import load_env_factory
     from proxima.run.checkenv import check_env
-    from proxima.run.config import parse_env_kwargs
 
     env_id = flag_value(argv, "--env-id")  # train's spelling of ENV_ID: a user checks what they will train
     if env_id is not None:
@@ -44,7 +44,7 @@ def run(argv: list[str]) -> int:
         raise UserError("give the env to check: an ENV_ID, or --env-factory MODULE:NAME (not both)")
     source = args.env_id or load_env_factory(args.env_factory, "--env-factory")
     name = args.env_id or args.env_factory
-    report, warnings, problems = check_env(source, parse_env_kwargs(args.env_kwargs), args.num_envs)
+    report, warnings, problems = check_env(source, args.env_kwargs, args.num_envs)
     print(f"{name}:")
     for line in report:
         print(f"  {line}")
@@ -56,6 +56,6 @@ def run(argv: list[str]) -> int:
         return 2
     flag = f"--env-id {name}" if args.env_id else f"--env-factory {name}"
     if args.env_kwargs:
-        flag += f" --env-kwargs {shlex.quote(args.env_kwargs)}"
+        flag += f" --env-kwargs {shlex.quote(json.dumps(args.env_kwargs))}"
     print(f"proxima will train on {name} (proxima train {flag})")
     return 0

@@ -36,7 +36,7 @@ class EvalArgs:
     env_id: str | None = None
     """evaluate on this env instead of the run's: an id, or module:EnvName-v0 to import module first (the run's
     env kwargs still apply unless --env-kwargs is given)"""
-    env_kwargs: Annotated[str | None, tyro.conf.arg(metavar="JSON")] = None
+    env_kwargs: Annotated[dict | None, tyro.conf.arg(metavar="JSON")] = None
     """keyword arguments of the env's constructor, as JSON, instead of the run's: --env-kwargs '{"size": 8}'"""
     opponent: Annotated[str | None, tyro.conf.arg(metavar="random|lookahead")] = None
     """a self-play agent (selfplay: ids): play the episodes against this fixed player, half of them in each
@@ -54,11 +54,9 @@ def run(argv: list[str]) -> int:
     from proxima.envs.registry import FEATURES
     from proxima.envs.selfplay import is_selfplay_id
     from proxima.run.agent import load
-    from proxima.run.config import parse_env_kwargs
     from proxima.run.evaluate import evaluate, save_evaluation
 
     args = parse(EvalArgs, argv, "proxima eval")
-    env_kwargs = parse_env_kwargs(args.env_kwargs)
     if args.env_factory is not None and args.env_id is not None:
         raise UserError("give the env once: --env-id or --env-factory, not both")
     trust.remember("env_id", args.env_id)  # typed: the user's own
@@ -86,7 +84,7 @@ def run(argv: list[str]) -> int:
     try:
         returns = evaluate(
             agent, args.episodes, deterministic=args.deterministic, seed=args.seed, video_dir=video_dir,
-            video_episodes=args.video_episodes, env_id=args.env_id, env_kwargs=env_kwargs, env=env,
+            video_episodes=args.video_episodes, env_id=args.env_id, env_kwargs=args.env_kwargs, env=env,
         )  # fmt: skip
     except BaseException as e:
         if staging is not None:
@@ -113,7 +111,7 @@ def run(argv: list[str]) -> int:
         print(f"videos: {', '.join(shown)}", flush=True)
     # on another env than the run's, eval.json says which, and the report shows it beside the score
     other = {"env_id": args.env_id} if args.env_id not in (None, agent.env_id) else {}
-    other |= {"env_kwargs": env_kwargs} if env_kwargs else {}
+    other |= {"env_kwargs": args.env_kwargs} if args.env_kwargs else {}
     save_evaluation(args.run_dir, returns, deterministic=args.deterministic, seed=args.seed,
                     videos=[os.path.join(files.EVAL_VIDEOS, f) for f in videos], **other)  # fmt: skip
     return 0
@@ -123,7 +121,7 @@ def _eval_against(agent, args: EvalArgs) -> int:
     from proxima.run.evaluate import save_evaluation
     from proxima.run.selfplay import play_against
 
-    if args.video or args.env_id or args.env_kwargs:
+    if args.video or args.env_id or args.env_kwargs is not None:
         raise UserError("--opponent plays the agent's own game: drop --video, --env-id and --env-kwargs")
     assert args.opponent is not None  # run() calls this with --opponent only
     returns, summary = play_against(
