@@ -27,6 +27,7 @@ from typing import Annotated, Any, Literal, NoReturn
 import tyro
 from tyro import _docstrings
 from tyro import _errors as events
+from tyro.constructors._struct_spec_dataclass import dataclass_rule
 
 from proxima.base.errors import UserError
 
@@ -194,9 +195,11 @@ def helping(argv: list[str]) -> bool:
     return "-h" in argv or "--help" in argv
 
 
-def parse(cls, argv: list[str], prog: str, description: str | None = None):
+def parse(cls, argv: list[str], prog: str, description: str | None = None, hidden: tuple[str, ...] = ()):
     """``tyro.cli`` on the dataclass ``cls`` (its flags flat), with each mistake one ``UserError``; help
-    prints in full and exits 0."""
+    prints in full and exits 0. ``hidden``: fields left out of the flags and the help (settings that the
+    command sets itself)."""
+    _hidden[:] = hidden
     argv = bool_flags_as_tyro(cls, argv)
     flat = tyro.conf.OmitArgPrefixes[cls]
     if helping(argv):
@@ -328,6 +331,22 @@ class _Mistakes:
 # Values that the constructors below refused: the hook's event names the flag, not the value
 _rejected: list[str | UserError] = []
 _REGISTRY = tyro.constructors.ConstructorRegistry()
+_hidden: list[str] = []  # parse's
+
+
+@_REGISTRY.struct_rule
+def _one_line_help(info: tyro.constructors.StructTypeInfo):
+    """Each field's docstring on one line as its help (tyro keeps a docstring's line breaks, which the help's
+    columns then break again), and ``parse``'s hidden fields suppressed."""
+    spec = dataclass_rule(info)
+    if spec is None:
+        return None
+    docs, annotated = field_docs(typing.cast(Any, info.type)), typing.cast(Any, Annotated)
+    return dataclasses.replace(spec, fields=tuple(
+        dataclasses.replace(f, helptext=docs.get(f.name),
+                            type=annotated[f.type, tyro.conf.Suppress] if f.name in _hidden else f.type)
+        for f in spec.fields
+    ))  # fmt: skip
 
 
 def _number(kind: type, convert: Callable[[str], Any]):
@@ -340,7 +359,7 @@ def _number(kind: type, convert: Callable[[str], Any]):
 
     return tyro.constructors.PrimitiveConstructorSpec(
         nargs=1, metavar=kind.__name__.upper(), instance_from_str=make,
-        is_instance=lambda value: isinstance(value, kind) and not isinstance(value, bool),
+        is_instance=lambda value: isinstance(value, (int, float) if kind is float else kind) and not isinstance(value, bool),
         str_from_instance=lambda value: [str(value)],
     )  # fmt: skip
 

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 import sys
-import typing
 from typing import TYPE_CHECKING, Annotated, Any
 
 import tyro
 
 from proxima.base import files, trust
 from proxima.base.errors import TrainingInterrupted, UserError
-from proxima.commands.argv import field_docs, parse
+from proxima.commands.argv import parse
 
 if TYPE_CHECKING:  # imported lazily at run time: the CLI starts fast
     from proxima.run.config import PPOArgs
@@ -47,17 +45,11 @@ INSTRUCTION_FLAGS = {
 }
 
 
-def command_flags(
-    defaults: PPOArgs,
-    instructions: dict[str, str | None],
-    own: type | None = None,
-    hidden: tuple[str, ...] = (),
-):
+def command_flags(defaults: PPOArgs, instructions: dict[str, str | None], own: type | None = None):
     """A dataclass of a command's own flags (``own``, a dataclass named after the command), of ``PPOArgs``'
     groups and of the ``instructions``: one ``--help`` section each, titled by its docstring, with
     ``defaults`` as the settings' defaults, so that ``--help`` shows the values a run would get. The flags are
-    flat (``--env-id``): ``parse`` puts the dataclass under ``OmitArgPrefixes``. ``hidden``: settings that the
-    command sets itself, left out of its flags and its help."""
+    flat (``--env-id``): ``parse`` puts the dataclass under ``OmitArgPrefixes``."""
     from proxima.run.config import GROUPS
 
     instruction_fields = [
@@ -67,29 +59,11 @@ def command_flags(
     ]  # fmt: skip
     made = dataclasses.make_dataclass("instructions", instruction_fields, frozen=True)
     made.__doc__ = "what to start from, rather than settings"
-    sections = {group: _with_help(cls, getattr(defaults, group), hidden) for group, cls in GROUPS.items()}
-    groups = [(group, cls, dataclasses.field(default_factory=cls)) for group, cls in sections.items()]
+    groups = [(g, cls, dataclasses.field(default=getattr(defaults, g))) for g, cls in GROUPS.items()]
     mine = [(own.__name__.lower().removesuffix("flags"), own)] if own is not None else []
     return dataclasses.make_dataclass(
         "flags", [*mine, *groups, ("instructions", made, dataclasses.field(default_factory=made))]
     )
-
-
-def _with_help(cls, defaults, hidden: tuple[str, ...] = ()):
-    """``cls`` again with ``defaults`` as its defaults and each field's docstring on one line as its help
-    (tyro keeps a docstring's line breaks, which the help's columns then break again); ``hidden`` fields are
-    kept out of the flags."""
-    hints, docs = typing.get_type_hints(cls), field_docs(cls)
-    fields_ = []
-    for f in dataclasses.fields(cls):
-        value = getattr(defaults, f.name)
-        default = dataclasses.field(default_factory=functools.partial(dict, value)) if isinstance(value, dict) else (
-            dataclasses.field(default=value))  # fmt: skip
-        hint: Any = Annotated[hints[f.name], tyro.conf.arg(help=docs.get(f.name))]
-        fields_.append((f.name, Annotated[hint, tyro.conf.Suppress] if f.name in hidden else hint, default))
-    made = dataclasses.make_dataclass(cls.__name__, fields_, frozen=True)
-    made.__doc__ = cls.__doc__
-    return made
 
 
 def parse_command(
@@ -105,7 +79,7 @@ def parse_command(
     or None), through ``parse``. The settings are layered on the ``--algo`` defaults and the ``--config``
     preset (else ``preset``), read first, so that the preset's values become the defaults ``--help`` shows
     and explicit flags override them. ``instructions`` are the instruction flags accepted beside the settings;
-    ``hidden``, the settings the command sets itself (``command_flags``)."""
+    ``hidden``, the settings the command sets itself (``parse``)."""
     from proxima.run.config import GROUPS, PPOArgs, resolve_args
 
     given = {name: flag_value(argv, "--" + name) for name in instructions}
@@ -114,8 +88,8 @@ def parse_command(
     named = {name: flag_value(argv, "--" + name.replace("_", "-")) for name in trust.SETTINGS}  # typed again
     chosen: dict[str, Any] = {"algo": algo} if algo is not None else {}
     defaults = resolve_args(config=config, named=named, **chosen)
-    parsed = parse(command_flags(defaults, given, own, hidden), argv, prog, description)
-    args = PPOArgs(**{g: cls(**vars(getattr(parsed, g))) for g, cls in GROUPS.items()})
+    parsed = parse(command_flags(defaults, given, own), argv, prog, description, hidden)
+    args = PPOArgs(**{g: getattr(parsed, g) for g in GROUPS})
     return (getattr(parsed, dataclasses.fields(parsed)[0].name) if own is not None else None), args
 
 
