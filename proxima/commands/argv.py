@@ -70,20 +70,6 @@ class Field:
         return words + (" or None" if self.optional else "")
 
 
-def as_integer(value: str) -> str | None:
-    """``value`` as an integer's digits, or None: a count written as a float that is a whole number (``1e6``,
-    ``2.5e5``, as Stable-Baselines3's and rl-zoo's configs write total_timesteps) is that integer."""
-    try:
-        return str(int(value))
-    except ValueError:
-        pass
-    try:
-        number = float(value)
-    except ValueError:
-        return None
-    return str(int(number)) if math.isfinite(number) and number == int(number) else None
-
-
 @functools.cache  # every command reads the settings' classes several times
 def field_docs(cls) -> dict[str, str]:
     """Each field's docstring, as tyro reads it for ``--help`` (``tyro._docstrings``, private like the
@@ -365,10 +351,15 @@ def _number(kind: type, convert: Callable[[str], Any]):
 
 
 def _integer(text: str) -> int:
-    digits = as_integer(text)
-    if digits is None:
+    """A count written as a float that is a whole number (``1e6``, ``2.5e5``, as Stable-Baselines3's and rl-zoo's
+    configs write total_timesteps) is that integer."""
+    try:
+        return int(text)
+    except ValueError:
+        number = float(text)
+    if not (math.isfinite(number) and number == int(number)):
         raise ValueError(text)
-    return int(digits)
+    return int(number)
 
 
 @_REGISTRY.primitive_rule

@@ -40,7 +40,8 @@ INSTRUCTION_FLAGS = {
         "RUN_DIR",
         "continue the interrupted run in RUN_DIR from its last checkpoint, with its saved settings; only "
         "--quiet, --total-timesteps N (continue it, finished or not, to N steps) and --torch-threads N (another "
-        "thread count, which rounds differently) may be given with it",
+        "thread count, which rounds differently) may be given with it, and --trust-code or the run's own "
+        "--env-id, --env-factory and --encoder named again, to import the code its files name (docs/SECURITY.md)",
     ),
 }
 

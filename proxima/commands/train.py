@@ -13,23 +13,15 @@ from proxima.commands.common import flag_value, parse_command, refuse_beside_res
 
 
 @dataclass
-class ResumeArgs:
+class ResumeArgs:  # their help is train's: the settings' own, and --resume's
     resume: str
-    """the run directory to continue from its last checkpoint"""
     quiet: bool = False
-    """no console output"""
     total_timesteps: int | None = None
-    """continue the run, finished or not, to this many steps"""
     torch_threads: int | None = None
-    """train on with this many torch threads (default: the run's own count; another count rounds differently)"""
     trust_code: bool = False
-    """import the code that the run's files name (an env factory, a module:ID env id, an encoder class) without its being named again; only for files you trust (docs/SECURITY.md)"""
     env_id: str | None = None
-    """the run's env id named again (the same as its config.json's), where it names a module to import"""
     env_factory: Annotated[str | None, tyro.conf.arg(metavar="MODULE:NAME")] = None
-    """the run's env factory named again (the same as its config.json's)"""
     encoder: Annotated[str | None, tyro.conf.arg(metavar="MODULE:CLASS")] = None
-    """the run's encoder class named again (the same as its config.json's)"""
 
 
 @dataclass(frozen=True)
