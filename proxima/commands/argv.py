@@ -208,25 +208,17 @@ def parse(cls, argv: list[str], prog: str, description: str | None = None, hidde
         # its text is not read here; PROXIMA_DEBUG=1 lets it through.
         mistake.fail(f"cannot parse the arguments {' '.join(argv)!r}", generic=True)
     mistake.check_positionals(parsed)
-    _check_declared(parsed)
-    return parsed
-
-
-def _check_declared(parsed) -> None:
-    """The constraints declared in a command's own flags (``proxima.run.config.Must``), in the flags' words; the
-    settings' own are checked when their ``PPOArgs`` is made."""
     from proxima.run.config import check_fields, declared
 
+    # the constraints declared in the flags (proxima.run.config.Must), the settings' and the command's own, in
+    # the flags' words
     for value in (parsed, *(getattr(parsed, f.name) for f in dataclasses.fields(parsed))):
-        if (
-            dataclasses.is_dataclass(value)
-            and not isinstance(value, type)
-            and any(musts for _, musts in declared(type(value)).values())
-        ):
+        if dataclasses.is_dataclass(value) and any(musts for _, musts in declared(type(value)).values()):
             try:
                 check_fields(value)
             except UserError as e:
                 raise UserError(in_flags(str(e), type(value))) from None
+    return parsed
 
 
 class _Mistakes:

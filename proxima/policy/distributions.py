@@ -146,10 +146,10 @@ class DiagGaussianHead(BoxShaped):
     """Diagonal Gaussian policy for a Box action space (continuous-control details 1-3 in docs/SEEDS.md).
 
     The actor outputs the mean; the log standard deviation is one learned parameter per action component,
-    independent of the state and initialised to 0 (std 1). Agents with actors of their own (``per_group``) have
-    a row of them each. The components are independent, so log-probs
-    and entropies are sums over them. Actions are unbounded samples: they are stored and trained on as
-    drawn, and only the copy sent to the environment is clipped to its bounds (by the vector env).
+    independent of the state and initialised to 0 (std 1); agents with actors of their own have a row of them
+    each (``proxima.policy.multiagent``). The components are independent, so log-probs and entropies are sums
+    over them. Actions are unbounded samples: they are stored and trained on as drawn, and only the copy sent
+    to the environment is clipped to its bounds (by the vector env).
     """
 
     action_dtype = torch.float32
@@ -169,12 +169,6 @@ class DiagGaussianHead(BoxShaped):
         # log N(a; mean, std) with (a - mean) / std = noise, summed over the components
         logprob = -per_component_total(0.5 * noise.square() + log_std + _HALF_LOG_2PI, dims)
         return self._shaped(actions), logprob
-
-    def per_group(self, groups: int) -> None:
-        """A log-std of its own for each of ``groups`` groups of agents (rows ``(groups, action_dim)``): agents
-        with an actor of their own (a kind, or an agent with --no-share-params) explore at their own scale.
-        Each row's is then given to the methods as ``log_std``."""
-        self.log_std = nn.Parameter(torch.zeros(groups, self.logits_dim))
 
     def noise(self, like: Tensor, generator: torch.Generator | None = None) -> Tensor:
         return torch.empty_like(like).normal_(generator=generator)  # torch.randn_like's draws

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import gymnasium as gym
 import numpy as np
@@ -90,11 +92,18 @@ def hardware_notes(precision: str, device: torch.device, images: bool) -> list[s
     return notes
 
 
-def _conv_init(layer: nn.Conv2d | nn.Linear) -> nn.Module:
-    """Orthogonal weights with gain sqrt(2) and zero biases (detail 2 in docs/SEEDS.md, as in the MLPs)."""
-    nn.init.orthogonal_(layer.weight, np.sqrt(2))
+_Layer = TypeVar("_Layer", nn.Linear, nn.Conv2d)
+
+
+def layer_init(layer: _Layer, row_norm: float = math.sqrt(2), bias_const: float = 0.0) -> _Layer:
+    """Orthogonal weights whose rows have norm ``row_norm``, constant bias (detail 2, docs/SEEDS.md).
+
+    √2 suits hidden tanh/ReLU layers and convolutions; 1 the critic's output; 0.01 the actor's output, so that
+    the initial policy is close to uniform and its value estimates do not depend on the actor's random start.
+    """
+    nn.init.orthogonal_(layer.weight, row_norm)
     assert layer.bias is not None  # every layer here is made with a bias
-    nn.init.constant_(layer.bias, 0.0)
+    nn.init.constant_(layer.bias, bias_const)
     return layer
 
 
@@ -119,11 +128,11 @@ class NatureCNN(nn.Module):
         self.channels_last = channels_last(obs_shape)
         channels = obs_shape[-1] if self.channels_last else obs_shape[0]
         self.convs = nn.Sequential(
-            _conv_init(nn.Conv2d(channels, 32, 8, stride=4)),
+            layer_init(nn.Conv2d(channels, 32, 8, stride=4)),
             nn.ReLU(),
-            _conv_init(nn.Conv2d(32, 64, 4, stride=2)),
+            layer_init(nn.Conv2d(32, 64, 4, stride=2)),
             nn.ReLU(),
-            _conv_init(nn.Conv2d(64, 64, 3, stride=1)),
+            layer_init(nn.Conv2d(64, 64, 3, stride=1)),
             nn.ReLU(),
             nn.Flatten(),
         )
@@ -135,7 +144,7 @@ class NatureCNN(nn.Module):
         self.memory_format = torch.channels_last
         with torch.no_grad():
             flat = self.convs(self._as_images(torch.zeros(1, *obs_shape)).float()).shape[1]
-        self.linear = nn.Sequential(_conv_init(nn.Linear(flat, self.features_dim)), nn.ReLU())
+        self.linear = nn.Sequential(layer_init(nn.Linear(flat, self.features_dim)), nn.ReLU())
 
     def _half(self, device: torch.device) -> torch.dtype | None:
         """The dtype the convolutions compute in on ``device``, None for float32: bf16 needs autocast there."""
@@ -173,7 +182,7 @@ def _same_convs(planes: int, channels: int, layers: int) -> list[nn.Module]:
     board keeps its size, so every feature sees a cell's neighbourhood, as a board game's tactics need."""
     convs: list[nn.Module] = []
     for i in range(layers):
-        convs += [_conv_init(nn.Conv2d(channels if i else planes, channels, 3, padding=1)), nn.ReLU()]
+        convs += [layer_init(nn.Conv2d(channels if i else planes, channels, 3, padding=1)), nn.ReLU()]
     return convs
 
 

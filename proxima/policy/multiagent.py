@@ -47,10 +47,12 @@ class MultiAgentActorCritic(ActorCritic):
 
     def __init__(self, spec: NetworkSpec, head: Head):
         super().__init__(spec, head)
-        per_group, self.log_std_per_group = getattr(head, "per_group", None), False
-        if isinstance(self.actor, Grouped) and per_group is not None:
-            per_group(len(self.actor.nets))  # a group's actor gives its mean; its own log-std goes with it
-            self.log_std_per_group = True
+        # a group's actor gives its mean, and a Gaussian's log-std goes with it: a row (groups, action_dim) for
+        # each group, so that agents with an actor of their own (a kind, or --no-share-params) explore at their
+        # own scale; each row's is given to the head's methods as log_std (_head_rows)
+        self.log_std_per_group = isinstance(self.actor, Grouped) and isinstance(head, DiagGaussianHead)
+        if isinstance(self.actor, Grouped) and isinstance(head, DiagGaussianHead):
+            head.log_std = nn.Parameter(torch.zeros(len(self.actor.nets), head.logits_dim))
 
     def _inputs(self, layout: ObsLayout) -> tuple[ObsLayout, int | None]:
         # called by ActorCritic.__init__ before its encoder: the critic's encoder draws its weights first
@@ -144,7 +146,6 @@ class MultiAgentActorCritic(ActorCritic):
         rows = {} if self.action_dims_mask is None else {"dims": self.action_dims_mask[agent]}
         if self.log_std_per_group:
             assert self.group_of_agent is not None  # log-stds per group: there are groups
-            # per_group (the only head that has it is the Gaussian's) made a log-std row for each group
             log_std = cast(DiagGaussianHead, self.head).log_std
             rows["log_std"] = log_std[self.group_of_agent.to(obs.device)[agent]]
         return rows

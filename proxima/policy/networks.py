@@ -17,7 +17,7 @@ from proxima.base.errors import UserError, read_only
 from proxima.base.files import Shapes, shapes_of
 from proxima.base.spaces import ObsLayout
 from proxima.policy.distributions import Head, make_head
-from proxima.policy.encoders import PRECISIONS, choose_encoder, make_encoder
+from proxima.policy.encoders import PRECISIONS, choose_encoder, layer_init, make_encoder
 from proxima.policy.normalization import Normalization
 
 # --activation: torch.nn's elementwise activations, by name in snake case (leaky_relu: nn.LeakyReLU). The
@@ -83,18 +83,6 @@ def forward_skipping_hooks(layers: nn.Module, x: Tensor) -> Tensor:
             x = layer.forward(x)
         return x
     return layers.forward(x)
-
-
-def layer_init(layer: nn.Linear, row_norm: float = math.sqrt(2), bias_const: float = 0.0) -> nn.Linear:
-    """Orthogonal weights whose rows have norm ``row_norm``, constant bias (detail 2, docs/SEEDS.md).
-
-    √2 suits hidden tanh/ReLU layers; 1 the critic's output; 0.01 the actor's output, so that the initial
-    policy is close to uniform and its value estimates do not depend on the actor's random start.
-    """
-    nn.init.orthogonal_(layer.weight, row_norm)
-    assert layer.bias is not None  # every Linear here is made with a bias
-    nn.init.constant_(layer.bias, bias_const)
-    return layer
 
 
 def initialized(layer: nn.Linear, row_norm: float, init: str) -> nn.Linear:
