@@ -123,9 +123,8 @@ class RolloutBuffer:
         self.actions = zeros(*action_shape, dtype=action_dtype)
         self.logprobs = zeros()
         self.rewards = zeros()  # includes gamma * V(final_obs) on time-limit truncations
-        self.dones = (
-            zeros()
-        )  # dones[t] = 1: obs[t] is the first observation of a new episode (seed convention)
+        # dones[t] = 1: obs[t] is the first observation of a new episode (seed convention)
+        self.dones = zeros()
         self.values = zeros()
         # Episode statistics, from the env's own rewards: the running return and length at each step, and
         # whether an episode ended there. Read once per update, so the rollout never syncs on them.
@@ -157,16 +156,8 @@ class RolloutBuffer:
 
     def sequences(self, advantages: Tensor, returns: Tensor) -> SequenceBatch:
         """The rollout as whole env sequences, for a recurrent agent (``memory``: set by its collector)."""
-        return SequenceBatch(
-            self.obs,
-            self.actions,
-            self.logprobs,
-            self.values,
-            advantages,
-            returns,
-            self.dones,
-            self.memory,
-        )
+        values = (self.obs, self.actions, self.logprobs, self.values, advantages, returns, self.dones)
+        return SequenceBatch(*values, self.memory)
 
     def columns(self, start: int, stop: int) -> RolloutBuffer:
         """Envs ``start`` to ``stop`` of this rollout as a buffer of their own (views, no copy): one seed's share

@@ -305,12 +305,10 @@ class NetworkSpec:
     obs_shape: tuple[int, ...]  # the shape of one observation tensor, as the encoder takes it
     network: NetworkSettings = field(default_factory=NetworkSettings)
     has_critic: bool = True  # REINFORCE learns no value function; V(s) is then 0 everywhere
-    obs_layout: dict | None = (
-        None  # ObsLayout.to_json() of packed observations (proxima.base.spaces); None: Box
-    )
-    agents: dict | None = (
-        None  # a multi-agent env's AgentSpec.to_json() (proxima.envs.interface); None: one agent
-    )
+    # ObsLayout.to_json() of packed observations (proxima.base.spaces); None: Box
+    obs_layout: dict | None = None
+    # a multi-agent env's AgentSpec.to_json() (proxima.envs.interface); None: one agent
+    agents: dict | None = None
 
     def layout(self) -> ObsLayout:
         if self.obs_layout is not None:
@@ -319,9 +317,7 @@ class NetworkSpec:
             raise UserError(
                 "this agent takes observations of shape (), saved in an older format; train it again"
             )
-        return ObsLayout(
-            gym.spaces.Box(-np.inf, np.inf, shape=self.obs_shape)
-        )  # shape is all a Box needs here
+        return ObsLayout(gym.spaces.Box(-np.inf, np.inf, shape=self.obs_shape))  # shape is all a Box needs
 
     def to_json(self) -> dict:
         return asdict(self)
