@@ -78,11 +78,7 @@ def gae_vectorized(
 
 @torch.no_grad()
 def discounted_returns(
-    rewards: Tensor,
-    dones: Tensor,
-    next_value: Tensor,
-    next_done: Tensor,
-    gamma: float,
+    rewards: Tensor, dones: Tensor, next_value: Tensor, next_done: Tensor, gamma: float
 ) -> Tensor:
     """Discounted rewards-to-go, reset at episode ends and bootstrapped from ``next_value`` at the rollout's end.
 

@@ -20,12 +20,7 @@ from torch import Tensor
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from proxima.algo.algorithms import PolicyLoss, get_algorithm
-from proxima.algo.losses import (
-    clipped_value_loss,
-    entropy_bonus,
-    ratio_diagnostics,
-    value_loss,
-)
+from proxima.algo.losses import clipped_value_loss, entropy_bonus, ratio_diagnostics, value_loss
 from proxima.algo.optim import Adam, clip_grad_norm
 from proxima.algo.storage import Batch
 from proxima.policy.protocol import Learned

@@ -213,7 +213,9 @@ def parse(cls, argv: list[str], prog: str, description: str | None = None, hidde
     # the constraints declared in the flags (proxima.run.config.Must), the settings' and the command's own, in
     # the flags' words
     for value in (parsed, *(getattr(parsed, f.name) for f in dataclasses.fields(parsed))):
-        if dataclasses.is_dataclass(value) and any(musts for _, musts in declared(type(value)).values()):
+        if not dataclasses.is_dataclass(value) or isinstance(value, type):
+            continue
+        if any(musts for _, musts in declared(type(value)).values()):
             try:
                 check_fields(value)
             except UserError as e:
