@@ -176,7 +176,6 @@ class ObsLayout:
         return np.concatenate(chunks, axis=-1).astype(self._np_dtype, copy=False)
 
     def is_batch(self, obs) -> bool:
-        """Whether ``obs`` is a batch of observations rather than one."""
         if not self.packed:
             return np.ndim(obs) > len(self.shape)
         part = next(p for p in self.parts if p.path[:1] != ("info",))

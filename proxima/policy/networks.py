@@ -240,7 +240,6 @@ class NetworkSettings:
     docs/ATARI.md and docs/NETWORKS.md have the speed and learning measured"""
 
     def validate(self) -> None:
-        """Raise a ``UserError`` naming the first bad value and what is accepted."""
         if self.value_norm_horizon < 0:
             raise UserError(
                 f"value_norm_horizon must be 0 (every target counts) or a positive number of updates, got {self.value_norm_horizon}"

@@ -126,7 +126,6 @@ class EnvSettings:
     shows the learner positions its own play never reaches"""
 
     def validate(self) -> None:
-        """Raise a ``UserError`` naming the first bad value and what is accepted."""
         from proxima.envs.registry import backend_names
 
         if self.env_backend not in backend_names():
@@ -205,7 +204,6 @@ class AlgoSettings:
     so a shorter run falls faster, and one stopped early by --stop-return ends above this. Off by default"""
 
     def validate(self) -> None:
-        """Raise a ``UserError`` naming the first bad value and what is accepted."""
         algo = get_algorithm(self.algo)  # a UserError naming the accepted ones
         if self.value_learning_rate is not None and not algo.has_critic:
             raise UserError(f"{self.algo} has no value network, so value_learning_rate does not apply")
@@ -278,7 +276,6 @@ class RunSettings:
     """no console output (no progress bar or progress lines); the run directory still gets everything"""
 
     def validate(self) -> None:
-        """Raise a ``UserError`` naming the first bad value and what is accepted."""
         last = self.seed + self.num_seeds - 1  # each seed's own is checked where it is declared
         if last > 2**32 - 1:
             raise UserError(f"seed must be {SEED.words}, got seeds {self.seed} to {last}")
@@ -385,7 +382,6 @@ def check(cls: type, name: str, value) -> None:
 
 
 def check_fields(settings) -> None:
-    """``check`` each field of the dataclass instance ``settings``."""
     for f in dataclasses.fields(settings):
         check(type(settings), f.name, getattr(settings, f.name))
 
@@ -525,7 +521,6 @@ PRESET_PACKAGE = "proxima.presets"
 
 
 def preset_names() -> list[str]:
-    """The shipped presets' names."""
     files = resources.files(PRESET_PACKAGE).iterdir()
     return sorted(f.name[: -len(".json")] for f in files if f.name.endswith(".json"))
 
