@@ -45,15 +45,12 @@ class UpdateSettings:
     @classmethod
     def from_args(cls, args) -> UpdateSettings:
         """From a ``PPOArgs``: its algorithm's settings, and the value normalization's horizon."""
-        names = [
-            f.name for f in dataclasses.fields(cls) if f.name not in ("policy_loss", "value_norm_horizon")
-        ]
-        settings = {name: getattr(args.algorithm, name) for name in names}
-        return cls(
-            get_algorithm(args.algorithm.algo).policy_loss,
-            **settings,
-            value_norm_horizon=args.network.value_norm_horizon,
-        )
+        own = ("policy_loss", "value_norm_horizon")
+        settings = {
+            f.name: getattr(args.algorithm, f.name) for f in dataclasses.fields(cls) if f.name not in own
+        }
+        loss, horizon = get_algorithm(args.algorithm.algo).policy_loss, args.network.value_norm_horizon
+        return cls(loss, **settings, value_norm_horizon=horizon)
 
 
 class Learner(Protocol):

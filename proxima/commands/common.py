@@ -94,11 +94,9 @@ def parse_command(
     return (getattr(parsed, dataclasses.fields(parsed)[0].name) if own is not None else None), args
 
 
-def parse_train_args(
-    argv: list[str], prog: str = "proxima train", instructions: tuple[str, ...] = ("config", "resume")
-) -> PPOArgs:
+def parse_train_args(argv: list[str]) -> PPOArgs:
     """``PPOArgs`` from ``proxima train``'s flags (``parse_command`` without flags of its own)."""
-    return parse_command(argv, prog, instructions=instructions)[1]
+    return parse_command(argv, "proxima train", instructions=("config", "resume"))[1]
 
 
 def refuse_beside_resume(

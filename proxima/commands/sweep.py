@@ -80,16 +80,10 @@ def run(argv: list[str]) -> int:
     out = flags.output_dir or default_output_dir(settings[0][1].env.env_id)
     try:
         results = sweep(
-            seeds=parse_seeds(flags.seeds),
-            settings=settings,
-            executor=flags.executor,
-            cpus_per_trial=flags.cpus_per_trial,
-            gpus_per_trial=flags.gpus_per_trial,
-            max_concurrent=flags.max_concurrent,
-            address=flags.address,
-            output_dir=out,
-            batched=flags.batched,
-        )
+            seeds=parse_seeds(flags.seeds), settings=settings, executor=flags.executor,
+            cpus_per_trial=flags.cpus_per_trial, gpus_per_trial=flags.gpus_per_trial,
+            max_concurrent=flags.max_concurrent, address=flags.address, output_dir=out, batched=flags.batched,
+        )  # fmt: skip
     except TrainingInterrupted as e:
         return interrupted(e, "sweep", out)
     return print_results(results, "sweep")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 from collections.abc import Callable
@@ -387,14 +388,9 @@ class ActorCritic(nn.Module):
         self.head = head
         net, full = spec.network, spec.layout()
         self.normalization = Normalization(
-            spec.obs_shape,
-            net.norm_obs,
-            net.norm_reward,
-            net.clip_obs,
-            net.clip_reward,
-            norm_value=net.norm_value and spec.has_critic,
-            elements=full.norm_elements(),
-        )
+            spec.obs_shape, net.norm_obs, net.norm_reward, net.clip_obs, net.clip_reward,
+            norm_value=net.norm_value and spec.has_critic, elements=full.norm_elements(),
+        )  # fmt: skip
         # before the encoder: a subclass's networks of its own draw their initial weights first
         layout, critic_features = self._inputs(full)
         self.encoder = make_encoder(choose_encoder(net.encoder, layout), layout, net.precision)
@@ -413,28 +409,17 @@ class ActorCritic(nn.Module):
         critic_activation = net.critic_activation or net.activation
         # --precision bfloat16 is the convolutions' where there are images, else the MLPs'
         precision = "float32" if full.has_images else net.precision
+        layers = functools.partial(mlp, layer_norm=net.layer_norm, precision=precision, init=net.init)
         if net.shared_network:
-            self.trunk = mlp(
-                sizes, net.activation, layer_norm=net.layer_norm, precision=precision, init=net.init
-            )
+            self.trunk = layers(sizes, net.activation)
             self.actor = initialized(nn.Linear(sizes[-1], spec.logits_dim), 0.01, net.init)
             self.critic = initialized(nn.Linear(sizes[-1], 1), 1.0, net.init) if spec.has_critic else None
         else:
             self.trunk = nn.Identity()
-            self.actor = self._network(
-                lambda: mlp(
-                    [*sizes, spec.logits_dim], net.activation, 0.01, net.layer_norm, precision, net.init
-                )
-            )
-            self.critic = (
-                self._network(
-                    lambda: mlp(
-                        [*critic_sizes, 1], critic_activation, 1.0, net.layer_norm, precision, net.init
-                    )
-                )
-                if spec.has_critic
-                else None
-            )
+            self.actor = self._network(lambda: layers([*sizes, spec.logits_dim], net.activation, 0.01))
+            self.critic = None
+            if spec.has_critic:
+                self.critic = self._network(lambda: layers([*critic_sizes, 1], critic_activation, 1.0))
 
     def _inputs(self, layout: ObsLayout) -> tuple[ObsLayout, int | None]:
         """The layout of what the encoder takes, and the critic's input size where it is not the encoder's (or
