@@ -158,9 +158,7 @@ def sweep(
     seed_list = _seed_list(seeds, batched)
     if settings is None:
         if args is not None and "algo" in (grid or {}):
-            raise UserError(
-                "an algo in the grid needs its defaults: give config and overrides, not a PPOArgs"
-            )
+            raise UserError("an algo in the grid needs its defaults: give config and overrides, not a PPOArgs")  # fmt: skip
         settings = [
             (label, resolve_args(args, **setting) if args is not None
              else resolve_args(config=config, **{**overrides, **setting}))
@@ -170,9 +168,7 @@ def sweep(
         raise UserError("a sweep trains the seeds that --seeds names; for one batched run of them per setting give "
                         "--batched, not --num-seeds")  # fmt: skip
     if gpus_per_trial and not all(base.run.cuda for _, base in settings):
-        raise UserError(
-            "--gpus-per-trial gives each run a GPU to train on; drop --no-cuda or --gpus-per-trial"
-        )
+        raise UserError("--gpus-per-trial gives each run a GPU to train on; drop --no-cuda or --gpus-per-trial")  # fmt: skip
     out = os.path.abspath(output_dir or default_output_dir(settings[0][1].env.env_id))
     check_output_dir_free(out)
     threads = {"torch_threads": cpus_per_trial} if executor == "ray" else {}
@@ -209,9 +205,7 @@ def check_trial_resources(
 def _seed_list(seeds: int | str | Iterable[int], batched: bool) -> list[int]:
     """``sweep``'s ``seeds`` as the seeds themselves: at least one, and consecutive where ``batched``."""
     if isinstance(seeds, int) and seeds < 1:
-        raise UserError(
-            f"seeds must be a positive count, or the seeds themselves (range(1, 11)), got {seeds}"
-        )
+        raise UserError(f"seeds must be a positive count, or the seeds themselves (range(1, 11)), got {seeds}")  # fmt: skip
     listed = (list(range(1, seeds + 1)) if isinstance(seeds, int) else parse_seeds(seeds) if isinstance(seeds, str)
               else list(seeds))  # fmt: skip
     if not listed:
@@ -256,21 +250,14 @@ def check_output_dir_free(out: str) -> None:
         raise UserError(f"output directory {out!r} already exists and is not empty; give a new --output-dir")
 
 
-def resume_sweep(
-    output_dir: str,
-    executor: str | None = None,
-    address: str | None = None,
-    max_concurrent: int | None = None,
-    trust_code: bool = False,
-) -> SweepResults:
+def resume_sweep(output_dir: str, executor: str | None = None, address: str | None = None,
+                 max_concurrent: int | None = None, trust_code: bool = False) -> SweepResults:  # fmt: skip
     """Finish the sweep in ``output_dir``: trials that finished or failed are not run again, interrupted
     ones resume from their checkpoints, the others start. sweep.json's settings name no code that is imported
     unless ``trust_code`` (docs/SECURITY.md): registered env ids and proxima's own encoders need no switch."""
     path = os.path.join(output_dir, SWEEP_JSON)
     if not os.path.isdir(output_dir):
-        raise UserError(
-            f"sweep directory {output_dir!r} does not exist; give a directory written by proxima sweep"
-        )
+        raise UserError(f"sweep directory {output_dir!r} does not exist; give a directory written by proxima sweep")  # fmt: skip
     with lock_directory(output_dir, "sweep directory", None):  # before the plan is read
         plan = read_plan(
             path, "sweep", VERSION, "run the sweep again, or finish it with the proxima that started it"
@@ -290,9 +277,7 @@ def read_plan(path: str, kind: str, version: int, again: str) -> dict:
     if plan.get("format") != f"proxima-{kind}":
         raise UserError(f"{path} is not a proxima {kind} plan")
     if plan.get("version") != version:
-        raise UserError(
-            f"{path} has {kind} plan version {plan.get('version')}; this proxima reads version {version} only ({again})"
-        )
+        raise UserError(f"{path} has {kind} plan version {plan.get('version')}; this proxima reads version {version} only ({again})")  # fmt: skip
     return plan
 
 
@@ -333,32 +318,23 @@ def _run(
             if row is None and error is None:  # stopped by SIGTERM, with its checkpoint: --resume finishes it
                 return
             row = row or {"status": "failed", "error": error}
-            if row["status"] == "failed":
-                said = f"failed: {row['error']}"
-            else:
-                said = f"finished, final return {_number(row['final_return'])}"
+            final = row.get("final_return")
+            said = (f"failed: {row['error']}" if row["status"] == "failed" else "finished, final return "
+                    + ("none (no episode finished)" if final is None else f"{final:.1f}"))  # fmt: skip
             print(f"{names[run_dir]}: {said}", flush=True)
 
     if todo and executor == "ray":
         executors.run_ray(run_trial, todo, on_done, storage=out, cpus_per_trial=plan["cpus_per_trial"],
                           max_concurrent=max_concurrent, address=address, gpus_per_trial=plan["gpus_per_trial"],
-                          worker_cpus=_worker_cpus, name_of=trial_name if plan["batched"] else None)  # fmt: skip
+                          worker_cpus=lambda config: config["env"]["rollout_workers"] * TRIAL_ACTOR_CPUS,
+                          name_of=trial_name if plan["batched"] else None)  # fmt: skip
     elif todo:
         executors.run_local(run_trial, todo, on_done)
     return summarize(out, plan, errors)
 
 
-def _worker_cpus(config: dict) -> int:
-    """The CPUs that a trial's rollout workers ask for inside its placement group: Tune reserves them with it."""
-    return config["env"]["rollout_workers"] * TRIAL_ACTOR_CPUS
-
-
-def run_trial(
-    config: dict,
-    report: Callable[[dict], None] | None = None,
-    node: str | None = None,
-    stop: Callable[[], int | None] | None = None,
-) -> dict:
+def run_trial(config: dict, report: Callable[[dict], None] | None = None, node: str | None = None,
+              stop: Callable[[], int | None] | None = None) -> dict:  # fmt: skip
     """Train, resume or skip one trial by what its run directory holds; return its row, also written to
     its ``trial.json``. proxima's own errors (a NaN, a crashed env) fail the trial with their one line.
     ``stop``: polled after each update; a signal number stops the run as that signal would (a checkpoint,
@@ -451,40 +427,39 @@ def summarize(out: str, plan: dict, errors: dict[str, str] | None = None) -> Swe
                      "run_dir": run_dir, **status})  # fmt: skip
     labels = list(dict.fromkeys(t["setting"] for t in plan["trials"]))
     settings = [_summary(label, [r for r in rows if r["setting"] == label]) for label in labels]
-    results = SweepResults(out, rows, settings)
-    write_json(os.path.join(out, RESULTS_JSON), _finite({"title": plan["title"], "settings": settings,
-                                                           "trials": rows}))  # fmt: skip
-    write_text(os.path.join(out, RESULTS_MD), results_table(settings, rows, plan["title"]))
     finished = [r for r in rows if r["status"] == "finished"]
     groups = {label: [r["run_dir"] for r in finished if r["setting"] == label] for label in labels}
     groups = {label: runs for label, runs in groups.items() if runs}
+    table = results_table(settings, rows, plan["title"])
+    write_results(out, {"title": plan["title"], "settings": settings, "trials": rows}, table, bool(groups))
     if groups:
         try:
             plot_runs(groups, os.path.join(out, LEARNING_CURVES), title=plan["title"])
         except UserError as e:  # no matplotlib: the table and results.json are what matter
             print(f"note: no learning_curves.png: {e}", flush=True)
+    return SweepResults(out, rows, settings)
+
+
+def write_results(out: str, results: dict, table: str, trained: bool) -> None:
+    """A sweep's or a search's ``results.json`` (NaN as null) and ``results.md``; where it trained any run,
+    ``report.html`` (``proxima report``'s page of every run), a view of the runs: the tables are the result."""
+    write_json(os.path.join(out, RESULTS_JSON), _finite(results))
+    write_text(os.path.join(out, RESULTS_MD), table)
+    if trained:
         try:
             write_report([out], os.path.join(out, REPORT))
-        except (UserError, OSError) as e:  # the page is a view of the runs; the table above is the result
+        except (UserError, OSError) as e:
             print(f"note: no report.html: {e}", flush=True)
-    return results
 
 
 def _summary(label: str, rows: list[dict]) -> dict:
     finals = np.array([r["final_return"] for r in rows if r["status"] == "finished"], dtype=np.float64)
     finals = finals[np.isfinite(finals)]
-    stat = (lambda f: float(f(finals))) if len(finals) else (lambda f: None)
     walls = [r["wall_s"] for r in rows if r.get("wall_s") is not None]
-    return {
-        "setting": label,
-        "seeds": len(rows),
-        "finished": sum(r["status"] == "finished" for r in rows),
-        "final_return_mean": stat(np.mean),
-        "final_return_std": stat(np.std),
-        "final_return_min": stat(np.min),
-        "final_return_max": stat(np.max),
-        "wall_s_mean": float(np.mean(walls)) if walls else None,
-    }
+    return {"setting": label, "seeds": len(rows), "finished": sum(r["status"] == "finished" for r in rows),
+            **{f"final_return_{name}": float(f(finals)) if len(finals) else None
+               for name, f in (("mean", np.mean), ("std", np.std), ("min", np.min), ("max", np.max))},
+            "wall_s_mean": float(np.mean(walls)) if walls else None}  # fmt: skip
 
 
 def results_table(settings: list[dict], rows: list[dict], title: str) -> str:
@@ -543,10 +518,6 @@ def _finite(data):
     if isinstance(data, list):
         return [_finite(v) for v in data]
     return None if isinstance(data, float) and not np.isfinite(data) else data
-
-
-def _number(value: float | None) -> str:
-    return "none (no episode finished)" if value is None else f"{value:.1f}"
 
 
 def _dir_name(label: str) -> str:

@@ -8,13 +8,12 @@ and not a lucky seed. Each seed's run is an ordinary run directory (``OUT/s003__
 generators of its own (``seeding.RunStreams``), so it computes exactly what ``proxima train --seed 2`` with the
 sample's settings computes alone.
 
-The score of a seed is its last deterministic evaluation (``metric="eval_return"``, which needs
-``eval_every``) or the mean return of its last 20 episodes (``"return"``). A trial ASHA stops raises
-``SystemExit`` out of ``tune.report``: its runs end where they stand and say ``"stopped"``. With PBT, a trial
-reports a Tune checkpoint (its seeds' checkpoints and logs) every ``perturbation_interval`` updates of the
-base settings; an exploiting trial copies the better trial's and goes on from it with perturbed
-``learning_rate``, ``ent_coef`` or ``clip_coef`` (``run.set``), and each of its run directories logs that in
-``perturbations.jsonl``. ASHA's and PBT's time is env steps, since samples may differ in their batch size.
+A trial ASHA stops raises ``SystemExit`` out of ``tune.report``: its runs end where they stand and say
+``"stopped"``. With PBT, a trial reports a Tune checkpoint (its seeds' checkpoints and logs) every
+``perturbation_interval`` updates of the base settings; an exploiting trial copies the better trial's and goes
+on from it with perturbed ``learning_rate``, ``ent_coef`` or ``clip_coef`` (``run.set``), and each of its run
+directories logs that in ``perturbations.jsonl``. ASHA's and PBT's time is env steps, since samples may differ
+in their batch size.
 
 ``OUT/tune.json`` holds the plan and every sample drawn, so ``resume_tune`` finishes a killed search from the
 run directories, never from Tune's own (pickled) state: interrupted samples resume from their checkpoints, and
@@ -25,6 +24,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -44,9 +44,6 @@ from proxima.base.files import (
     EPISODES,
     METRICS,
     PERTURBATIONS,
-    REPORT,
-    RESULTS_JSON,
-    RESULTS_MD,
     TRIAL_JSON,
     TUNE_JSON,
     WRITER_WAIT_S,
@@ -57,7 +54,6 @@ from proxima.base.files import (
     read_jsonl,
     remove_stopped_run,
     write_json,
-    write_text,
 )
 from proxima.run import checkpoint
 from proxima.run.agent import Agent
@@ -77,6 +73,7 @@ from proxima.scale.sweeps import (
     refuse_objects,
     run_title,
     trial_row,
+    write_results,
 )
 from proxima.scale.trainer import checked, new_run, resumed_run
 
@@ -102,17 +99,14 @@ def parse_space_item(item: str, read: Callable[[str, str], object]) -> tuple[str
     name = name.strip().replace("-", "_")
     kind, _, rest = spec.partition(":")
     kind = kind.strip()
-    accepted = (
-        "NAME=uniform:LOW:HIGH, NAME=loguniform:LOW:HIGH, NAME=randint:LOW:HIGH or NAME=choice:V1,V2,..."
-    )
+    accepted = "NAME=uniform:LOW:HIGH, NAME=loguniform:LOW:HIGH, NAME=randint:LOW:HIGH or NAME=choice:V1,V2,..."  # fmt: skip
     if not equals or kind not in DISTRIBUTIONS or not rest.strip():
         raise UserError(f"--space expects {accepted}, got {item!r}")
     if name not in GROUP_OF or name in RUN_ONLY:
         raise UserError(f"--space: {name!r} is not a setting a search can vary; accepted: the names of the train "
                         "flags (proxima train --help), such as learning_rate, apart from seed and run_dir")  # fmt: skip
     if kind == "choice":
-        values = [read(name, text.strip()) for text in rest.split(",")]
-        return name, ["choice", values]
+        return name, ["choice", [read(name, text.strip()) for text in rest.split(",")]]
     parts = rest.split(":")
     if len(parts) != 2:
         raise UserError(f"--space: {kind} takes LOW:HIGH, got {item!r}")
@@ -127,25 +121,18 @@ def _checked(name: str, spec: list) -> list:
             raise UserError(f"--space {name}: choice needs at least one value")
         return spec
     low, high = spec[1], spec[2]
-    numbers = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (low, high))
-    if not numbers:
-        raise UserError(
-            f"--space {name}: {kind} needs numbers, got {low!r} and {high!r}; use choice:V1,V2,..."
-        )
-    if kind == "randint" and not all(isinstance(v, int) for v in (low, high)):
+    ints = all(isinstance(v, int) for v in (low, high))
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (low, high)):
+        raise UserError(f"--space {name}: {kind} needs numbers, got {low!r} and {high!r}; use choice:V1,V2,...")  # fmt: skip
+    if kind == "randint" and not ints:
         raise UserError(f"--space {name}: randint is for whole-number settings; use uniform or loguniform")
-    if kind != "randint" and all(isinstance(v, int) for v in (low, high)) and _is_int_setting(name):
+    if kind != "randint" and ints and type(PPOArgs().flat()[name]) is int:
         raise UserError(f"--space {name}: {name} is a whole number; use randint:LOW:HIGH or choice:V1,V2,...")
     if not low < high:
         raise UserError(f"--space {name}: LOW must be below HIGH, got {low} and {high}")
     if kind == "loguniform" and low <= 0:
         raise UserError(f"--space {name}: loguniform needs LOW > 0, got {low}")
     return [kind, float(low), float(high)] if kind != "randint" else [kind, low, high]
-
-
-def _is_int_setting(name: str) -> bool:
-    value = PPOArgs().flat()[name]
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def spec_of(name: str, value) -> list:
@@ -190,11 +177,9 @@ def domain(spec: list):
 
 
 def label(settings: dict) -> str:
-    return ", ".join(f"{name}={_show(value)}" for name, value in settings.items())
-
-
-def _show(value) -> str:
-    return f"{value:.4g}" if isinstance(value, float) else show_value(value)
+    return ", ".join(
+        f"{n}={v:.4g}" if isinstance(v, float) else f"{n}={show_value(v)}" for n, v in settings.items()
+    )
 
 
 # ---- the search -----------------------------------------------------------------------------------------
@@ -249,15 +234,16 @@ def tune(
     refuse_objects(overrides, "proxima.tune")
     base = resolve_args(args, **overrides) if args is not None else resolve_args(config=config, **overrides)
     if not space:
-        raise UserError(
-            "give at least one setting to search: --space NAME=loguniform:LOW:HIGH (or space={...})"
-        )
+        raise UserError("give at least one setting to search: --space NAME=loguniform:LOW:HIGH (or space={...})")  # fmt: skip
     spec = {name: spec_of(name, value) for name, value in space.items()}
     plan = _plan(base, spec, search, num_samples, metric, mode, seeds, scheduler, perturbation_interval,
                  cpus_per_trial, max_concurrent, gpus_per_trial)  # fmt: skip
     executors.check_executor("ray", "proxima tune")
     if search == "optuna":
-        _need_optuna()
+        try:
+            import optuna  # noqa: F401
+        except ImportError:
+            raise UserError("--search optuna needs Optuna: pip install 'proxima[ray]' (make installs it)") from None  # fmt: skip
     out = os.path.abspath(output_dir or default_output_dir(base.env.env_id, "tune"))
     check_output_dir_free(out)
     with lock_directory(out, "tune directory", "--output-dir"):
@@ -313,15 +299,6 @@ def _typed(name: str, value):
     return tuple(value) if isinstance(value, list) else value
 
 
-def _need_optuna() -> None:
-    try:
-        import optuna  # noqa: F401
-    except ImportError:
-        raise UserError(
-            "--search optuna needs Optuna: pip install 'proxima[ray]' (make installs it)"
-        ) from None
-
-
 def resume_tune(output_dir: str, address: str | None = None, *, trust_code: bool = False) -> TuneResults:
     """Finish the search in ``output_dir``: samples that ended are kept, interrupted ones resume from their
     runs' checkpoints (to their end: the new scheduler knows nothing of them), and the samples not yet drawn
@@ -329,9 +306,7 @@ def resume_tune(output_dir: str, address: str | None = None, *, trust_code: bool
     (docs/SECURITY.md): registered env ids and proxima's own encoders need no switch."""
     path = os.path.join(output_dir, TUNE_JSON)
     if not os.path.isdir(output_dir) or not os.path.exists(path):
-        raise UserError(
-            f"{output_dir!r} is not a tune directory (no {TUNE_JSON}); give one written by proxima tune"
-        )
+        raise UserError(f"{output_dir!r} is not a tune directory (no {TUNE_JSON}); give one written by proxima tune")  # fmt: skip
     with lock_directory(output_dir, "tune directory", None):  # before the plan is read
         plan = read_plan(path, "tune", VERSION, "run the search again")
         out = os.path.abspath(output_dir)
@@ -353,40 +328,64 @@ def resume_tune(output_dir: str, address: str | None = None, *, trust_code: bool
 
 
 def _run(out: str, plan: dict, address: str | None) -> TuneResults:
-    """Run what is left of ``plan``: first the samples that were interrupted, then new ones."""
+    """Run what is left of ``plan``: first the samples that were interrupted, to their end with the settings
+    they had, then new ones."""
     started = {s["name"]: s for s in plan["samples"]}
     unfinished = [s for s in plan["samples"] if _sample_status(_rows(out, plan, s["name"])) is None]
-    path = os.path.join(out, TUNE_JSON)
 
-    def on_start(name: str, settings: dict) -> None:
-        if name not in started:
-            started[name] = {"name": name, "settings": settings}
-            plan["samples"].append(started[name])
-            write_json(path, plan)
+    def trial(params: dict, **given) -> dict:  # given: report, node and stop, as run_sample takes them
+        return run_sample(
+            out, plan, params["__name"], {k: v for k, v in params.items() if k != "__name"}, **given
+        )
 
-    def on_done(name: str, error: str | None) -> None:
+    def on_done(config: dict, error: str | None) -> None:
+        name = config["__name"]
         if error is not None:  # a crash that wrote nothing: the runs of the sample say so
             for seed in plan["seeds"]:
                 run_dir = _run_dir(out, name, seed)
                 if os.path.isdir(run_dir) and trial_row(run_dir) is None:
                     write_json(os.path.join(run_dir, TRIAL_JSON), {"status": "failed", "error": error})
-        rows = _rows_soon(out, plan, name)
-        scores = [float(r["score"]) for r in rows if r.get("score") is not None]
+        # a trial that Tune has just stopped writes its rows as it unwinds, after Tune has told this process
+        deadline = time.monotonic() + 10.0
+        while not all(rows := _rows(out, plan, name)) and time.monotonic() <= deadline:
+            time.sleep(0.2)
+        scores = [float(r["score"]) for r in rows if r and r.get("score") is not None]
         ended = "ended" if plan["scheduler"] == "fifo" else f"stopped by {plan['scheduler'].upper()}"
-        status = {r.get("status", ended) for r in rows}  # a stopped trial may write its rows after this
-        said = ", ".join(sorted(status))
+        said = ", ".join(sorted({(r or {}).get("status", ended) for r in rows}))  # its rows may come later
         score = f"{np.mean(scores):.1f}" if scores else "none"
         print(f"{name}: {said}, score {score} ({label(started[name]['settings'])})", flush=True)
 
-    trial = _trial_function(out, plan)
-    if unfinished:  # to their end, with the settings they had
-        configs = [{"__name": s["name"], **s["settings"]} for s in unfinished]
-        executors.run_ray(trial, configs, lambda config, error: on_done(config["__name"], error), storage=out,
-                          cpus_per_trial=plan["cpus_per_trial"], max_concurrent=plan["max_concurrent"],
-                          address=address, name_of=lambda t: t.config["config"]["__name"], **_resources(plan))  # fmt: skip
-    left = plan["num_samples"] - len(plan["samples"])
-    if left > 0:
-        _search(out, plan, trial, left, address, on_start, on_done)
+    # beside its CPUs, each trial reserves its GPUs and a CPU for each of its seeds' rollout workers
+    workers = plan["base"]["env"]["rollout_workers"] * TRIAL_ACTOR_CPUS * len(plan["seeds"])
+    run_ray = functools.partial(
+        executors.run_ray, trial, on_done=on_done, storage=out, cpus_per_trial=plan["cpus_per_trial"],
+        max_concurrent=plan["max_concurrent"], address=address, gpus_per_trial=plan["gpus_per_trial"],
+        worker_cpus=lambda _: workers,
+    )  # fmt: skip
+    if unfinished:
+        run_ray([{"__name": s["name"], **s["settings"]} for s in unfinished],
+                name_of=lambda t: t.config["config"]["__name"])  # fmt: skip
+    if plan["num_samples"] > len(plan["samples"]):
+        done = []  # the samples whose every seed ended with a score
+        for s in plan["samples"]:
+            scores: list = [(r or {}).get("score") for r in _rows(out, plan, s["name"])]
+            if None not in scores:
+                done.append((s["settings"], float(np.mean(scores))))
+        first = 1 + max((int(s["name"][1:]) for s in plan["samples"]), default=0)
+        names: dict[str, str] = {}
+
+        def name_of(trial) -> str:  # Tune asks as it creates a trial, and again later
+            if trial.trial_id not in names:
+                name = names[trial.trial_id] = f"s{first + len(names):03d}"
+                started[name] = {"name": name, "settings": dict(trial.config)}
+                plan["samples"].append(started[name])
+                write_json(os.path.join(out, TUNE_JSON), plan)
+            return names[trial.trial_id]
+
+        space = {name: domain(spec) for name, spec in plan["space"].items()}
+        run_ray(None, param_space=space, search_alg=make_searcher(plan, done), scheduler=_scheduler(plan, space),
+                num_samples=plan["num_samples"] - len(plan["samples"]), metric="score", mode=plan["mode"],
+                name_of=name_of)  # fmt: skip
     _rows_of_stopped(out, plan)
     return summarize(out, plan)
 
@@ -402,29 +401,6 @@ def _rows_of_stopped(out: str, plan: dict) -> None:
                 score.from_logs(run_dir)
                 row = {"status": "stopped", "score": score.value, "settings": sample["settings"]}
                 write_json(os.path.join(run_dir, TRIAL_JSON), _finite(row))
-
-
-def _search(out, plan, trial, count, address, on_start, on_done) -> None:
-    metric, mode = "score", plan["mode"]
-    space = {name: domain(spec) for name, spec in plan["space"].items()}
-    scores = {s["name"]: _sample_score(_rows(out, plan, s["name"])) for s in plan["samples"]}
-    scored = [(s["settings"], scores[s["name"]]) for s in plan["samples"]]
-    searcher = make_searcher(plan, [(given, score) for given, score in scored if score is not None])
-    first = 1 + max((int(s["name"][1:]) for s in plan["samples"]), default=0)
-    names: dict[str, str] = {}
-
-    def name_of(trial) -> str:  # Tune asks as it creates a trial, and again later
-        if trial.trial_id not in names:
-            names[trial.trial_id] = f"s{first + len(names):03d}"
-            on_start(names[trial.trial_id], dict(trial.config))
-        return names[trial.trial_id]
-
-    executors.run_ray(
-        trial, None, lambda config, error: on_done(config["__name"], error), storage=out,
-        cpus_per_trial=plan["cpus_per_trial"], max_concurrent=plan["max_concurrent"], address=address,
-        param_space=space, search_alg=searcher, scheduler=_scheduler(plan, space), num_samples=count,
-        metric=metric, mode=mode, name_of=name_of, **_resources(plan),
-    )  # fmt: skip
 
 
 def make_searcher(plan: dict, done: list[tuple[dict, float]]):
@@ -444,12 +420,6 @@ def make_searcher(plan: dict, done: list[tuple[dict, float]]):
     from ray.tune.search import BasicVariantGenerator  # random search, seeded: the same samples again
 
     return BasicVariantGenerator(random_state=seed + len(plan["samples"]))
-
-
-def _resources(plan: dict) -> dict:
-    """What each trial reserves beside its CPUs: its GPUs, and a CPU for each of its seeds' rollout workers."""
-    workers = plan["base"]["env"]["rollout_workers"] * TRIAL_ACTOR_CPUS * len(plan["seeds"])
-    return {"gpus_per_trial": plan["gpus_per_trial"], "worker_cpus": lambda _: workers}
 
 
 def _scheduler(plan: dict, space: dict):
@@ -474,13 +444,9 @@ def _scheduler(plan: dict, space: dict):
 # ---- one sample: a Tune trial -------------------------------------------------------------------------
 
 
-def run_name(sample: str, seed: int) -> str:
-    return f"{sample}__seed{seed}"
-
-
 def _run_dir(out: str, sample: str, seed: int) -> str:
     """The run directory of a sample's seed: inside ``out``, whatever tune.json says (``files.inside``)."""
-    return inside(out, run_name(sample, seed), os.path.join(out, TUNE_JSON))
+    return inside(out, f"{sample}__seed{seed}", os.path.join(out, TUNE_JSON))
 
 
 class Score(Callback):
@@ -500,9 +466,7 @@ class Score(Callback):
         from proxima.run.plotting import read_episodes
 
         if self.metric == "eval_return":
-            evaluations = [
-                r["eval_return"] for r in read_jsonl(os.path.join(run_dir, METRICS)) if "eval_return" in r
-            ]
+            evaluations = [r["eval_return"] for r in read_jsonl(os.path.join(run_dir, METRICS)) if "eval_return" in r]  # fmt: skip
             self.value = evaluations[-1] if evaluations else None
         else:
             self.returns.extend(read_episodes(run_dir)[1][-WINDOW:].tolist())
@@ -533,14 +497,6 @@ class Perturb(Callback):
         run.console.message(f"PBT: continuing from {self.origin} with {label(self.settings)}")
 
 
-def _trial_function(out: str, plan: dict):
-    def trial(params: dict, report=None, node: str | None = None, stop=None) -> dict:
-        settings = {k: v for k, v in params.items() if k != "__name"}
-        return run_sample(out, plan, params["__name"], settings, report, node, stop)
-
-    return trial
-
-
 def run_sample(out: str, plan: dict, name: str, settings: dict, report=None, node=None, stop=None) -> dict:
     """Train the sample's seeds in lockstep (``Sample``), reporting their mean score (``report``: Tune's) after
     each round; write each run's ``trial.json``; return the sample's row. ``stop``: as for a sweep's trial
@@ -550,8 +506,7 @@ def run_sample(out: str, plan: dict, name: str, settings: dict, report=None, nod
     The sample holds its runs' directories from start to end, as a sweep's trial does (``run_trial``): it waits
     a while for another holder to let go (the trial's last process, which PBT or ASHA stopped); refused, the
     sample fails with the line that names the holder."""
-    run_dirs = [os.path.join(out, run_name(name, seed)) for seed in plan["seeds"]]
-    with holding(run_dirs, wait_s=WRITER_WAIT_S):
+    with holding([_run_dir(out, name, seed) for seed in plan["seeds"]], wait_s=WRITER_WAIT_S):
         exploiting = plan["scheduler"] == "pbt" and report is not None
         runs = _seed_runs(out, plan, name, settings, exploiting, stop)
         cpu_start = time.process_time()
@@ -620,7 +575,7 @@ def _seed_runs(out: str, plan: dict, name: str, settings: dict, exploiting: bool
 
 class Sample:
     """A sample's seeds' runs as one thing for ``proxima.run.loop.steps`` to drive, as a ``SeedGroup`` is: a round
-    is one update of each seed's ``Run`` in turn; after it, Tune gets their mean score (``report``). Each seam is
+    is one update of each seed's ``Run`` in turn; after it, Tune gets their mean score (``updated``). Each seam is
     its members' own, and a member that ends leaves where its run alone would: its last update done, before the
     others' next one (a resumed sample's seeds may stand at different updates)."""
 
@@ -631,7 +586,7 @@ class Sample:
         self.last: dict[int, Run] = {}
         self.ended: list[Run] = []
         self.at: Run | None = None  # the run whose update is under way: its failure is named by it
-        self.marks: list[int] | None = None  # the last multiple of perturbation_steps reported (_report)
+        self.mark: int | None = None  # the last multiple of perturbation_steps reported (updated)
 
     def start(self) -> list[Run]:
         # the one furthest behind first, as steps goes on while its first member has updates to do
@@ -666,11 +621,41 @@ class Sample:
         raise first
 
     def updated(self, live: list[Run], updated: list[tuple[Run, UpdateResult]]) -> None:
+        """Tune gets the seeds' mean score; under PBT, with a checkpoint of the runs as they stand (each seed's
+        checkpoint, metrics and episodes, for PBT to copy) each time they pass a multiple of
+        ``perturbation_steps`` (``mark``: the last multiple reported, from where the runs start, which an
+        exploiting trial takes over with the checkpoint it copies)."""
         if self.report is None:
             return
-        if self.marks is None:  # from where the runs start
-            self.marks = [max(r.global_step for r in self.last.values()) // self.plan["perturbation_steps"]]
-        _report(self.report, self.plan, self.scores, self.last, self.name, self.marks)
+        runs, plan = self.last, self.plan
+        step = max(r.global_step for r in runs.values())
+        mark = step // plan["perturbation_steps"]
+        if self.mark is None:
+            self.mark = mark
+        values = [s.value for s in self.scores if s.value is not None]
+        if not values:  # no score yet (no episode ended, no evaluation): Tune takes only results with one
+            return
+        metrics = {"global_step": step, "score": float(np.mean(values)), "score_std": float(np.std(values))}
+        # none after the last update: a trial that went on from it would have nothing left to train
+        left = any(r.updates_done < r.args.num_updates for r in runs.values())
+        if plan["scheduler"] != "pbt" or mark <= self.mark or not left:
+            self.report(metrics)
+            return
+        from ray import tune
+
+        self.mark = mark
+        directory = tempfile.mkdtemp(prefix="proxima-pbt-")
+        try:
+            write_json(os.path.join(directory, "origin.json"), {"sample": self.name})
+            for k, run in runs.items():
+                run.save_checkpoint()
+                seed_dir = os.path.join(directory, f"seed{plan['seeds'][k]}")
+                os.makedirs(seed_dir)
+                for f in (CHECKPOINT, METRICS, EPISODES):
+                    shutil.copyfile(os.path.join(run.run_dir, f), os.path.join(seed_dir, f))
+            self.report(metrics, checkpoint=tune.Checkpoint.from_directory(directory))
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
 
     def end(self) -> None:
         pass
@@ -686,49 +671,6 @@ class Sample:
         return [run.agent for run in self.members]
 
 
-def _report(report, plan: dict, scores: list[Score], runs: dict, name: str, marks: list[int]) -> None:
-    """Tune gets the seeds' mean score; under PBT, with a checkpoint each time the runs pass a multiple of
-    ``perturbation_steps`` (``marks``: the last multiple reported, which an exploiting trial takes over with
-    the checkpoint it copies)."""
-    values = [s.value for s in scores if s.value is not None]
-    if not values:  # no score yet (no episode ended, no evaluation): Tune takes only results that have one
-        return
-    metrics = {
-        "global_step": max(r.global_step for r in runs.values()),
-        "score": float(np.mean(values)),
-        "score_std": float(np.std(values)),
-    }
-    checkpoint_dir = None
-    mark = metrics["global_step"] // plan["perturbation_steps"]
-    # none after the last update: a trial that went on from it would have nothing left to train
-    left = any(r.updates_done < r.args.num_updates for r in runs.values())
-    if plan["scheduler"] == "pbt" and mark > marks[0] and left:
-        marks[0] = mark
-        checkpoint_dir = _tune_checkpoint(name, runs, plan)
-    if checkpoint_dir is None:
-        report(metrics)
-        return
-    from ray import tune
-
-    try:
-        report(metrics, checkpoint=tune.Checkpoint.from_directory(checkpoint_dir))
-    finally:
-        shutil.rmtree(checkpoint_dir, ignore_errors=True)
-
-
-def _tune_checkpoint(name: str, runs: dict, plan: dict) -> str:
-    """The sample's runs as they stand (checkpoint, metrics, episodes of each seed), for PBT to copy."""
-    directory = tempfile.mkdtemp(prefix="proxima-pbt-")
-    write_json(os.path.join(directory, "origin.json"), {"sample": name})
-    for k, run in runs.items():
-        run.save_checkpoint()
-        seed_dir = os.path.join(directory, f"seed{plan['seeds'][k]}")
-        os.makedirs(seed_dir)
-        for f in (CHECKPOINT, METRICS, EPISODES):
-            shutil.copyfile(os.path.join(run.run_dir, f), os.path.join(seed_dir, f))
-    return directory
-
-
 def _exploited(out: str, plan: dict, name: str) -> tuple[str, str] | None:
     """(the donor sample, a local copy of its checkpoint) when PBT restarted this trial from another one's
     checkpoint; None for a fresh trial."""
@@ -737,11 +679,8 @@ def _exploited(out: str, plan: dict, name: str) -> tuple[str, str] | None:
     found = tune.get_checkpoint()
     if found is None:
         return None
-    local = tempfile.mkdtemp(prefix="proxima-pbt-in-")
-    with found.as_directory() as directory:
-        shutil.copytree(directory, local, dirs_exist_ok=True)
-    origin = read_json(os.path.join(local, "origin.json"))["sample"]
-    return origin, local
+    local = found.to_directory(tempfile.mkdtemp(prefix="proxima-pbt-in-"))
+    return read_json(os.path.join(local, "origin.json"))["sample"], local
 
 
 # ---- results ----------------------------------------------------------------------------------------------
@@ -752,28 +691,10 @@ def _rows(out: str, plan: dict, name: str) -> list[dict | None]:
     return [trial_row(_run_dir(out, name, seed)) for seed in plan["seeds"]]
 
 
-def _rows_soon(out: str, plan: dict, name: str, wait_s: float = 10.0) -> list[dict]:
-    """The sample's rows, waiting a little for those of a trial that Tune has just stopped: its thread writes
-    them as it unwinds, after Tune has told this process."""
-    deadline = time.monotonic() + wait_s
-    while True:
-        rows = _rows(out, plan, name)
-        if all(rows) or time.monotonic() > deadline:
-            return [r or {} for r in rows]
-        time.sleep(0.2)
-
-
 def _sample_status(rows: list[dict | None]) -> str | None:
     """``finished``, ``stopped`` or ``failed`` once every seed's run has ended; None if one has not."""
     statuses = {None if r is None else r["status"] for r in rows}
-    if None in statuses:
-        return None
-    return "failed" if "failed" in statuses else "stopped" if "stopped" in statuses else "finished"
-
-
-def _sample_score(rows: list[dict | None]) -> float | None:
-    values = [r["score"] for r in rows if r is not None and r.get("score") is not None]
-    return float(np.mean(values)) if values and len(values) == len(rows) else None
+    return None if None in statuses else next((s for s in ("failed", "stopped") if s in statuses), "finished")
 
 
 def summarize(out: str, plan: dict) -> TuneResults:
@@ -782,9 +703,8 @@ def summarize(out: str, plan: dict) -> TuneResults:
     rows = []
     for sample in plan["samples"]:
         runs = [_run_dir(out, sample["name"], seed) for seed in plan["seeds"]]
-        ended = _rows(out, plan, sample["name"])
-        trials = [t or {"status": "not run"} for t in ended]
-        scores = [t.get("score") for t in trials]
+        ended = [trial_row(run_dir) for run_dir in runs]
+        scores = [(t or {}).get("score") for t in ended]
         known = [s for s in scores if s is not None]
         rows.append({
             "name": sample["name"], "settings": sample["settings"],
@@ -792,29 +712,20 @@ def summarize(out: str, plan: dict) -> TuneResults:
             "score_mean": float(np.mean(known)) if known else None,
             "score_std": float(np.std(known)) if known else None,
             "scores": scores, "runs": [os.path.basename(r) for r in runs],
-            "cpu_s": trials[0].get("sample_cpu_s"),
+            "cpu_s": (ended[0] or {}).get("sample_cpu_s"),
             "perturbations": sum(_count_lines(os.path.join(r, PERTURBATIONS)) for r in runs),
         })  # fmt: skip
     sign = 1 if plan["mode"] == "max" else -1
-
-    def rank(row):
-        return (row["status"] != "finished", row["score_mean"] is None, -sign * (row["score_mean"] or 0.0))
-
-    rows.sort(key=rank)
+    rows.sort(
+        key=lambda r: (r["status"] != "finished", r["score_mean"] is None, -sign * (r["score_mean"] or 0.0))
+    )
     best = next((r for r in rows if r["status"] == "finished" and r["score_mean"] is not None), None)
     preset = None
     if best is not None:
         preset = os.path.join(out, BEST_PRESET)
         write_json(preset, best_preset(plan, best))
-    write_json(os.path.join(out, RESULTS_JSON), _finite({"title": plan["title"], "samples": rows}))
-    write_text(os.path.join(out, RESULTS_MD), results_table(plan, rows))
-    if any(os.path.isdir(os.path.join(out, r)) for row in rows for r in row["runs"]):
-        from proxima.run.report import write_report
-
-        try:
-            write_report([out], os.path.join(out, REPORT))
-        except (UserError, OSError) as e:  # the page is a view of the runs; the table is the result
-            print(f"note: no report.html: {e}", flush=True)
+    trained = any(os.path.isdir(os.path.join(out, r)) for row in rows for r in row["runs"])
+    write_results(out, {"title": plan["title"], "samples": rows}, results_table(plan, rows), trained)
     return TuneResults(out, rows, preset, plan)
 
 
@@ -830,11 +741,7 @@ def best_preset(plan: dict, row: dict) -> dict:
         "algo": base.algorithm.algo,
     }  # fmt: skip
     for name, value in values.items():
-        if (
-            name not in RUN_ONLY
-            and name != "algo"
-            and (value != algo_defaults[name] or name in row["settings"])
-        ):
+        if name not in (*RUN_ONLY, "algo") and (value != algo_defaults[name] or name in row["settings"]):
             preset[name] = list(value) if isinstance(value, tuple) else value
     return preset
 
