@@ -38,11 +38,8 @@ class TrialsStopped(TrainingInterrupted):
     the others did not start."""
 
     def __init__(self, signum: int):
-        KeyboardInterrupt.__init__(
-            self,
-            f"stopped by {signal.Signals(signum).name}; each run that was training saved a checkpoint after its "
-            "update",
-        )
+        KeyboardInterrupt.__init__(self, f"stopped by {signal.Signals(signum).name}; each run that was training saved "
+                                   "a checkpoint after its update")  # fmt: skip
         self.run_dir = ""  # no one run to resume: the CLI says how to resume the sweep
         self.exit_status = 128 + signum
 
@@ -130,8 +127,14 @@ def run_ray(
     import ray
     from ray import tune
 
-    workers = {0} if worker_cpus is None else {worker_cpus(config) for config in configs or ()} or {0}
-    started = _ray_for_trials(ray, address, cpus_per_trial, gpus_per_trial, max(workers))
+    worker_cpus = worker_cpus or (lambda _: 0)
+    started = start_ray(address)
+    try:
+        _check_resources(ray, cpus_per_trial, gpus_per_trial, max(map(worker_cpus, configs or ()), default=0))
+    except UserError:
+        if started:
+            ray.shutdown()
+        raise
     stopping = _Stopping(storage)
     name_of = name_of or _name
     grid = configs is not None
@@ -165,32 +168,21 @@ def run_ray(
     tuner = tune.Tuner(
         tune.with_resources(
             _trainable(trial_fn, grid, stopping.file),
-            lambda params: trial_resources(
-                cpus_per_trial,
-                gpus_per_trial,
-                0 if worker_cpus is None else worker_cpus(params["config"] if grid else params),
-            ),
+            lambda params: trial_resources(cpus_per_trial, gpus_per_trial, worker_cpus(params["config"] if grid else params)),
         ),
         param_space={"config": tune.grid_search(configs)} if configs is not None else param_space,
         tune_config=tune.TuneConfig(
-            max_concurrent_trials=max_concurrent,
-            trial_name_creator=name_of,  # Tune's names and folders (RUN_DIR/../tune-N/) are the runs' own
-            trial_dirname_creator=name_of,
-            search_alg=search_alg,
-            scheduler=scheduler,
-            num_samples=num_samples,
-            metric=metric,
-            mode=mode,
+            max_concurrent_trials=max_concurrent, search_alg=search_alg, scheduler=scheduler, num_samples=num_samples,
+            metric=metric, mode=mode,
+            # Tune's names and folders (RUN_DIR/../tune-N/) are the runs' own
+            trial_name_creator=name_of, trial_dirname_creator=name_of,
         ),
         run_config=tune.RunConfig(
-            name=f"tune-{attempt}",
-            storage_path=os.path.abspath(storage),
-            verbose=0,
-            callbacks=[Notify()],
+            name=f"tune-{attempt}", storage_path=os.path.abspath(storage), verbose=0, callbacks=[Notify()],
             stop=StopTheRest(),
             failure_config=tune.FailureConfig(max_failures=0),  # a NaN would recur: proxima says why instead
         ),
-    )
+    )  # fmt: skip
     logger = logging.getLogger("ray.tune")
     level = logger.level
     if quiet:
@@ -207,31 +199,23 @@ def run_ray(
         raise TrialsStopped(stopping.signals[0])
 
 
-def _ray_for_trials(
-    ray, address: str | None, cpus_per_trial: int, gpus_per_trial: float, worker_cpus: int
-) -> bool:
-    """Join or start Ray (``run_ray``'s ``address``) and check that a trial fits in it; whether it was started
-    here (then this process shuts it down)."""
-    started = not ray.is_initialized()
-    if started:
-        ray_worker_priority()
-        try:
-            # "local", not None: with None, Ray joins the cluster that its file /tmp/ray/ray_current_cluster names,
-            # left by the last `ray start` or by a test's ray.cluster_utils.Cluster, alive or dying
-            target = address or os.environ.get("RAY_ADDRESS") or "local"
-            ray.init(
-                address=target, include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False
-            )
-        except (ConnectionError, ValueError, RuntimeError) as e:
-            given = f"--address {address!r}" if address else f"RAY_ADDRESS {target!r}"
-            raise UserError(f"cannot reach Ray at {given}: {str(e).splitlines()[0]}") from None
+def start_ray(address: str | None = None) -> bool:
+    """Join or start Ray where this process has not (``address``: ``run_ray``'s); whether it was started here
+    (then this process shuts it down)."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    ray_worker_priority()
+    # "local", not None: with None, Ray joins the cluster that its file /tmp/ray/ray_current_cluster names, left
+    # by the last `ray start` or by a test's ray.cluster_utils.Cluster, alive or dying
+    target = address or os.environ.get("RAY_ADDRESS") or "local"
     try:
-        _check_resources(ray, cpus_per_trial, gpus_per_trial, worker_cpus)
-    except UserError:
-        if started:
-            ray.shutdown()
-        raise
-    return started
+        ray.init(address=target, include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False)
+    except (ConnectionError, ValueError, RuntimeError) as e:
+        given = f"--address {address!r}" if address else f"RAY_ADDRESS {target!r}"
+        raise UserError(f"cannot reach Ray at {given}: {str(e).splitlines()[0]}") from None
+    return True
 
 
 class _Stopping:

@@ -30,9 +30,7 @@ the buffer, so no transition is lost or counted twice.
 from __future__ import annotations
 
 import contextlib
-import logging
 import math
-import os
 import time
 from collections.abc import Callable
 from typing import cast
@@ -52,7 +50,7 @@ from proxima.policy.protocol import Policy
 from proxima.run.config import PPOArgs
 from proxima.run.multiagent import collector_of, resized
 from proxima.run.rollout import RolloutCollector
-from proxima.run.threads import ray_worker_priority
+from proxima.scale.executors import start_ray
 
 RAY_MISSING = "--rollout-workers needs Ray: pip install 'proxima[ray]' (make installs it)"
 TRIAL_ACTOR_CPUS = 1  # what each actor asks for inside a Tune trial, which reserved that much for it
@@ -63,27 +61,10 @@ class SliceCollector(RolloutCollector):
     padded to all rows of the ``total`` envs, and frozen statistics (``frozen_stats``). It goes before the
     collector that the envs would have in one process (``proxima.run.multiagent.collector_of``): ``slicing``."""
 
-    def __init__(
-        self,
-        envs,
-        num_steps: int,
-        gamma: float,
-        model: ActorCritic,
-        seed: int,
-        offset: int,
-        count: int,
-        total: int,
-        **options,
-    ):
-        super().__init__(
-            envs,
-            num_steps,
-            gamma,
-            model,
-            seed=seeding.training_envs(seed, offset),
-            frozen_stats=True,
-            **options,
-        )
+    def __init__(self, envs, num_steps: int, gamma: float, model: ActorCritic, seed: int, offset: int, count: int,
+                 total: int, **options):  # fmt: skip
+        super().__init__(envs, num_steps, gamma, model, seed=seeding.training_envs(seed, offset), frozen_stats=True,
+                         **options)  # fmt: skip
         n = envs.num_envs
         per_env = n // count  # rows of an env, env-major
         first = offset * per_env
@@ -115,11 +96,8 @@ class SliceCollector(RolloutCollector):
 
     def state_dict(self) -> dict | None:
         state = super().state_dict()
-        return (
-            None
-            if state is None
-            else {**state, "generators": torch.stack([g.get_state() for g in self.generators])}
-        )
+        generators = torch.stack([g.get_state() for g in self.generators])
+        return None if state is None else {**state, "generators": generators}
 
     def load_state_dict(self, state: dict) -> None:
         super().load_state_dict(state)
@@ -150,14 +128,9 @@ class RolloutWorker:
         it raised."""
         env = self.args.env
         # seeded again by the collector's first reset
-        self.envs = envs = make_envs(
-            env.env_id if self.env is None else self.env,
-            self.count,
-            env_kwargs=env.env_kwargs,
-            backend=env.env_backend,
-            seed=seeding.training_envs(self.args.run.seed, self.offset),
-            asynchronous=env.async_envs,
-        )
+        self.envs = envs = make_envs(env.env_id if self.env is None else self.env, self.count,
+                                     env_kwargs=env.env_kwargs, backend=env.env_backend, asynchronous=env.async_envs,
+                                     seed=seeding.training_envs(self.args.run.seed, self.offset))  # fmt: skip
         spaces = envs.single_observation_space, envs.single_action_space, obs_layout(envs)
         return *spaces, envs.num_envs, agent_spec(envs)
 
@@ -171,17 +144,8 @@ class RolloutWorker:
             net_spec, make_head(self.envs.single_action_space, net_spec.network.action_dist)
         )
         collector, options = collector_of(self.envs, self.args)
-        self.collector = slicing(collector)(
-            self.envs,
-            algo.num_steps,
-            algo.gamma,
-            self.model,
-            seed,
-            self.offset,
-            self.count,
-            env.num_envs,
-            **options,
-        )
+        self.collector = slicing(collector)(self.envs, algo.num_steps, algo.gamma, self.model, seed, self.offset,
+                                            self.count, env.num_envs, **options)  # fmt: skip
         if state is not None:
             self.collector.load_state_dict(state)
         if self.infos is not None:
@@ -208,15 +172,12 @@ class RolloutWorker:
         next_value, next_done = self.collector.collect(self.model)
         buf, c = self.collector.buffer, self.collector
         return {
-            **{name: getattr(buf, name) for name in (*buf.STEPS, *buf.END)},
-            "next_value": next_value,
-            "next_done": next_done,
-            "raw_obs": c.raw_obs,
-            "returns_seen": c.returns_seen,
+            **{name: getattr(buf, name) for name in (*buf.STEPS, *buf.END)}, "next_value": next_value,
+            "next_done": next_done, "raw_obs": c.raw_obs, "returns_seen": c.returns_seen,
             "state": c.state_dict(),  # where the next rollout starts: a replacement's starting point
             "episode_infos": None if buf.episode_infos is None else list(buf.episode_infos.items()),
             "rollout_s": time.perf_counter() - start,
-        }
+        }  # fmt: skip
 
     def close(self) -> None:
         if self.envs is not None:
@@ -228,9 +189,8 @@ class WorkerPool:
     (``VecEnv``'s attributes, so ``Run`` builds the model from it as from local envs). ``count`` is each actor's
     share of the envs."""
 
-    def make_collector(
-        self, num_steps: int, gamma: float, model: ActorCritic, seed: int, say: Callable[[str], None] = print
-    ) -> RayCollector:
+    def make_collector(self, num_steps: int, gamma: float, model: ActorCritic, seed: int,
+                       say: Callable[[str], None] = print) -> RayCollector:  # fmt: skip
         """The collector of these envs: ``Run`` takes it from envs that bring their own, so the loop does not
         know about Ray."""
         return RayCollector(self, num_steps, gamma, model, seed, say=say)
@@ -246,23 +206,12 @@ class WorkerPool:
             _check_sendable(ray, env)
             backend = factory_backend(env, args.env.env_kwargs, args.env.env_backend)
         else:
-            backend = resolve_backend(
-                args.env.env_id,
-                args.env.env_backend,
-                asynchronous=args.env.async_envs,
-                num_envs=args.env.num_envs,
-                env_kwargs=bool(args.env.env_kwargs),
-                suggest=False,  # what a game backend offers instead of --async-envs is these workers
-            )
+            # suggest=False: what a game backend offers instead of --async-envs is these workers
+            backend = resolve_backend(args.env.env_id, args.env.env_backend, asynchronous=args.env.async_envs,
+                                      num_envs=args.env.num_envs, env_kwargs=bool(args.env.env_kwargs), suggest=False)  # fmt: skip
         self.env = env
         self.ray, self.args = ray, args.replace(env_backend=backend)
-        self._started = not ray.is_initialized()
-        if self._started:
-            # RAY_ADDRESS or a new local instance; never the cluster named by /tmp/ray/ray_current_cluster
-            # (proxima.scale.executors.run_ray says why)
-            ray_worker_priority()
-            ray.init(address=os.environ.get("RAY_ADDRESS") or "local", include_dashboard=False,
-                     logging_level=logging.ERROR, log_to_driver=False)  # fmt: skip
+        self._started = start_ray()  # RAY_ADDRESS or a new local instance
         self.device = torch.device("cpu")
         self.count = args.env.num_envs // args.env.rollout_workers
         if ray.util.get_current_placement_group() is not None:
@@ -370,14 +319,12 @@ class RayCollector:
             for name in names:
                 getattr(buf, name).copy_(torch.cat([s[name] for s in slices], dim=dim))
         # the statistics the actors kept frozen, merged step by step in env order (as one process would)
-        if norm.norm_obs:
-            raw = torch.cat([s["raw_obs"] for s in slices], dim=1)
-            for t in range(raw.shape[0]):
-                norm.obs_rms.update(raw[t].to(buf.obs.device), rows=buf.present(t))
-        if norm.norm_reward:
-            returns = torch.cat([s["returns_seen"] for s in slices], dim=1)
-            for t in range(returns.shape[0]):
-                norm.return_rms.update(returns[t].to(buf.obs.device), rows=buf.present(t))
+        kept = ((norm.norm_obs, "raw_obs", "obs_rms"), (norm.norm_reward, "returns_seen", "return_rms"))
+        for on, key, rms in kept:
+            if on:
+                seen = torch.cat([s[key] for s in slices], dim=1)
+                for t in range(seen.shape[0]):
+                    getattr(norm, rms).update(seen[t].to(buf.obs.device), rows=buf.present(t))
         self.states = [s["state"] for s in slices]
         if self.infos is not None:  # each slice's (step, row) -> info, with the row counted over all slices
             c = self.pool.num_envs // len(self.pool.actors)
@@ -386,17 +333,11 @@ class RayCollector:
             }
         self.steps_done += buf.obs.shape[0]
         slowest = max(s["rollout_s"] for s in slices)
-        for key, seconds in (
-            ("weights_out", sent - clock),
-            ("rollout", slowest),
-            ("transfer_back", received - sent - slowest),
-            ("join", time.perf_counter() - received),
-        ):
-            self.timings[key] += seconds  # fmt: skip
-        self.bytes = {
-            "weights": _nbytes(state),
-            "slices": sum(_nbytes(s) for s in slices),
-        }  # of the last update
+        spent = (sent - clock, slowest, received - sent - slowest, time.perf_counter() - received)
+        for key, seconds in zip(self.timings, spent, strict=True):  # in the order of self.timings' keys
+            self.timings[key] += seconds
+        # of the last update
+        self.bytes = {"weights": _nbytes(state), "slices": sum(_nbytes(s) for s in slices)}
         device = buf.obs.device
         return (torch.cat([s["next_value"] for s in slices]).to(device),
                 torch.cat([s["next_done"] for s in slices]).to(device))  # fmt: skip
@@ -448,12 +389,8 @@ class RayCollector:
     def load_state_dict(self, state: dict) -> None:
         self.states = [state["workers"][str(k)] for k in range(len(self.pool.actors))]
         self.steps_done = int(state["steps_done"])
-        self.pool.get(
-            [
-                actor.start.remote(self.spec, self.seed, s)
-                for actor, s in zip(self.pool.actors, self.states, strict=True)
-            ]
-        )
+        pairs = zip(self.pool.actors, self.states, strict=True)
+        self.pool.get([actor.start.remote(self.spec, self.seed, s) for actor, s in pairs])
 
 
 def _check_sendable(ray, env) -> None:
