@@ -207,13 +207,8 @@ def clip_grad_norms(params: list[Tensor], max_norm: float) -> Tensor:
     return norms
 
 
-def update_seeds(
-    stacked: StackedModels,
-    optimizer: Adam,
-    batch: Batch,
-    settings: UpdateSettings,
-    generators: list[torch.Generator],
-) -> list[dict | None]:
+def update_seeds(stacked: StackedModels, optimizer: Adam, batch: Batch, settings: UpdateSettings,
+                 generators: list[torch.Generator]) -> list[dict | None]:  # fmt: skip
     """``proxima.algo.update.learn`` for every seed at once, each in its own minibatch order (``generators[j]``,
     its run's ``RunStreams.minibatches``); each seed's debug variables (None for a finished seed)."""
     return learn(SeedLearner(stacked, optimizer, batch, settings, generators), settings)
@@ -223,14 +218,8 @@ class SeedLearner:
     """The stacked seeds as ``learn``'s members: one batched loss and backward pass per minibatch, vmapped over
     ``functional_call``; a seed whose ``--target-kl`` stopped its epochs, or that finished, is left out."""
 
-    def __init__(
-        self,
-        stacked: StackedModels,
-        optimizer: Adam,
-        batch: Batch,
-        settings: UpdateSettings,
-        generators: list[torch.Generator],
-    ):
+    def __init__(self, stacked: StackedModels, optimizer: Adam, batch: Batch, settings: UpdateSettings,
+                 generators: list[torch.Generator]):  # fmt: skip
         self.stacked, self.optimizer, self.settings = stacked, optimizer, settings
         self.generators = generators
         # A minibatch is gathered from the seeds' units (samples; a recurrent agent's env sequences, on the axis
@@ -266,12 +255,8 @@ class SeedLearner:
     def minibatches(self) -> Iterator[tuple[Tensor, ...]]:
         training, device = self.training, self.units[0].device
         # (training seeds, minibatches, minibatch size)
-        orders = torch.stack(
-            [
-                torch.stack(minibatches(self.size, self.settings.num_minibatches, self.generators[j]))
-                for j in training
-            ]
-        )
+        count, streams = self.settings.num_minibatches, self.generators
+        orders = torch.stack([torch.stack(minibatches(self.size, count, streams[j])) for j in training])
         self.which = torch.tensor(training, device=device)
         offsets = self.which[:, None] * self.size
         self.own_scale = None if self.scale is None else self.scale[self.which]
@@ -285,11 +270,8 @@ class SeedLearner:
     def loss(self, mb: tuple[Tensor, ...]) -> tuple[Tensor, Tensor, Tensor, Tensor, dict[str, Tensor]]:
         # Only the training seeds are computed with: the others' gradients are zero, and Adam leaves their rows.
         stacked, training = self.stacked, self.training
-        weights = (
-            (stacked.params, stacked.buffers)
-            if len(training) == self.members
-            else stacked.weights_of(self.which)
-        )
+        every = len(training) == self.members
+        weights = (stacked.params, stacked.buffers) if every else stacked.weights_of(self.which)
         losses: Callable = self.losses_of if len(training) > 1 else _alone(self.loss_of)
         return losses(*weights, mb, self.own_scale)
 
@@ -306,13 +288,7 @@ def _alone(loss_of: Callable) -> Callable:
     minibatch's), an MLP agent through its solo run's kernels (an LSTM stays ``lstm_by_steps``)."""
 
     def one(params, buffers, fields, scale):
-        return one_member(
-            loss_of(
-                {k: v[0] for k, v in params.items()},
-                {k: v[0] for k, v in buffers.items()},
-                tuple(x[0] for x in fields),
-                None if scale is None else scale[0],
-            )
-        )
+        return one_member(loss_of({k: v[0] for k, v in params.items()}, {k: v[0] for k, v in buffers.items()},
+                                  tuple(x[0] for x in fields), None if scale is None else scale[0]))  # fmt: skip
 
     return one

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from proxima.algo.optim import make_adam
-from proxima.algo.storage import RolloutBuffer
+from proxima.algo.storage import Batch, RolloutBuffer
 from proxima.base import seeding, trust
 from proxima.base.errors import (
     DiskFullError,
@@ -50,6 +50,7 @@ from proxima.envs.selfplay import is_selfplay_id
 from proxima.envs.user import env_note, env_source
 from proxima.policy.encoders import check_spaces, encoder_note, hardware_notes
 from proxima.policy.protocol import Policy
+from proxima.policy.stacked import StackedModels
 from proxima.run import checkpoint
 from proxima.run.agent import Agent
 from proxima.run.callbacks import (
@@ -78,11 +79,11 @@ from proxima.run.loop import (
     steps,
     thread_notes,
 )
-from proxima.run.plotting import plot_runs
+from proxima.run.plotting import final_return, plot_runs
 from proxima.run.progress import ProgressReport
 from proxima.run.report import write_report
 from proxima.run.threads import choose_threads
-from proxima.scale.batched import SeedCollector
+from proxima.scale.batched import SeedCollector, SeedModel, SeedRecurrentCollector, seed_batches, update_seeds
 
 
 class _SeedRows:
@@ -160,9 +161,8 @@ class SeedRun(Run):
 
     def state_dict(self) -> dict:
         state = super().state_dict()
-        group = self.group
-        assert group is not None, "a seed checkpoints in its group"
-        state["optimizer"] = group.optimizer_share(self.index, self.optimizer)
+        assert self.group is not None, "a seed checkpoints in its group"
+        state["optimizer"] = self.group.optimizer_share(self.index, self.optimizer)
         return state
 
     def failed(self, e: Exception) -> Exception:
@@ -176,9 +176,6 @@ class SeedGroup:
     callbacks stay in its ``SeedRun``."""
 
     def __init__(self, runs: list[SeedRun], envs, env_seeds: list[int]):
-        from proxima.policy.stacked import StackedModels
-        from proxima.scale.batched import SeedCollector, SeedModel, SeedRecurrentCollector
-
         self.runs, self.envs = runs, envs
         # the batched run's settings, directory and notes, given before it trains (_train_group)
         self.args: PPOArgs
@@ -186,26 +183,16 @@ class SeedGroup:
         self.notes: list[str] = []
         # the snapshots of the seeds that ended, for the group's checkpoints
         self.finished: dict[str, tuple] = {}
-        lead = runs[0]
-        args = lead.args
-        self.rows = args.env.num_envs
+        lead, algo = runs[0], runs[0].args.algorithm
+        self.rows = lead.args.env.num_envs
         self.stacked = StackedModels([r.model for r in runs])
-        groups = lead.model.param_groups(args.algorithm.learning_rate, args.algorithm.value_learning_rate)
+        groups = lead.model.param_groups(algo.learning_rate, algo.value_learning_rate)
         self.optimizer = make_adam(
-            self.stacked.named_groups(groups),
-            args.algorithm.learning_rate,
-            seeds=len(runs),
-            eps=args.algorithm.adam_eps,
+            self.stacked.named_groups(groups), algo.learning_rate, seeds=len(runs), eps=algo.adam_eps
         )
         self.model = SeedModel(self.stacked, [r.streams.actions for r in runs], self.rows)
-        collector = SeedRecurrentCollector if args.network.recurrent else SeedCollector
-        self.collector = collector(
-            envs,
-            args.algorithm.num_steps,
-            args.algorithm.gamma,
-            self.model,
-            seed=env_seeds,
-        )
+        collector = SeedRecurrentCollector if lead.args.network.recurrent else SeedCollector
+        self.collector = collector(envs, algo.num_steps, algo.gamma, self.model, seed=env_seeds)
         for j, run in enumerate(runs):
             run.group, run.index = self, j
             run.collector.group_collector = self.collector
@@ -240,9 +227,6 @@ class SeedGroup:
 
     def iterate(self) -> list[tuple[SeedRun, UpdateResult]]:
         """One update of every seed that is still training: each one's result."""
-        from proxima.algo.storage import Batch
-        from proxima.scale.batched import seed_batches, update_seeds
-
         live = [run for run in self.runs if run.index not in self.stacked.frozen]
         in_force = {run.index: run._apply() for run in live}
         lead = live[0]
@@ -282,9 +266,8 @@ class SeedGroup:
                 run.collector.reports_infos = reports
         live = [run for run in self.runs if run.index not in self.stacked.frozen]
         args = self.args
-        self.console = ProgressReport(
-            args.num_updates * args.batch_size, args.num_updates, quiet=args.run.quiet, seeds=len(self.runs)
-        )
+        self.console = ProgressReport(args.num_updates * args.batch_size, args.num_updates, quiet=args.run.quiet,
+                                      seeds=len(self.runs))  # fmt: skip
         for note in self.notes:
             self.console.message(note)
         # a seed finished before a resume never opens its Evaluation
@@ -366,12 +349,9 @@ class SeedGroup:
     def failed(self, e: Exception) -> Exception:
         """``e`` with what survives of the group, and how to go on where a resume may."""
         parent, saved = self.parent, os.path.exists(os.path.join(self.parent, CHECKPOINT))
+        last = f"the last checkpoint of every seed is {parent}/{CHECKPOINT}"
         if isinstance(e, EnvError | NonFiniteError):
-            where = (
-                f"the last checkpoint of every seed is {parent}/{CHECKPOINT}"
-                if saved
-                else "no checkpoint was written"
-            )
+            where = last if saved else "no checkpoint was written"
             if saved and isinstance(e, EnvError):  # a crash may not recur; a NaN would, from the same state
                 where += f"; continue with: proxima train --resume {parent}"
             return type(e)(f"{e}; {where}")
@@ -380,10 +360,7 @@ class SeedGroup:
         if checkpoint.finished(parent):  # the end's own files failed: the seeds' agents are saved
             where = f"every seed had finished: their agents and the final checkpoint, {parent}/{CHECKPOINT}, are saved"
         elif saved:
-            where = (
-                f"the last checkpoint of every seed is {parent}/{CHECKPOINT}; {how}, then continue with: proxima "
-                f"train --resume {parent}"
-            )
+            where = f"{last}; {how}, then continue with: proxima train --resume {parent}"
         return type(e)(f"{e}; {where}")
 
     def close(self) -> None:
@@ -404,14 +381,9 @@ def checkpoint_the_rest(runs: Sequence[Run]) -> None:
 
 def check_seeds(args: PPOArgs, env) -> None:
     """What a batched run (``--num-seeds``) cannot do yet, refused in one line each."""
-    refused = (
-        (args.env.rollout_workers, "--rollout-workers"),
-        (
-            isinstance(env, gym.vector.VectorEnv),
-            "a VectorEnv instance (give a class or function that makes one env)",
-        ),
-        (is_selfplay_id(args.env.env_id), "a self-play env"),
-    )
+    refused = ((args.env.rollout_workers, "--rollout-workers"),
+               (isinstance(env, gym.vector.VectorEnv), "a VectorEnv instance (give a class or function that makes one env)"),
+               (is_selfplay_id(args.env.env_id), "a self-play env"))  # fmt: skip
     for asked, what in refused:
         if asked:
             raise UserError(
@@ -420,47 +392,36 @@ def check_seeds(args: PPOArgs, env) -> None:
             )
 
 
-def _dir(args: PPOArgs) -> str:
-    """A seed's run directory, which ``_seed_args`` gives every seed."""
-    assert args.run.run_dir is not None, "each seed's run directory is its group's seedS"
-    return args.run.run_dir
+def _seed_dirs(args: PPOArgs, parent: str) -> list[str]:
+    """Each seed's run directory, ``parent/seedS``."""
+    return [
+        os.path.join(parent, f"seed{s}") for s in range(args.run.seed, args.run.seed + args.run.num_seeds)
+    ]
 
 
 def _seed_args(args: PPOArgs, parent: str) -> list[PPOArgs]:
     """Each seed's own settings: an ordinary run of its seed in ``parent/seedS``."""
-    first = args.run.seed
-    return [
-        args.replace(seed=s, num_seeds=1, run_dir=os.path.join(parent, f"seed{s}"), quiet=True)
-        for s in range(first, first + args.run.num_seeds)
-    ]
+    return [args.replace(seed=args.run.seed + j, num_seeds=1, run_dir=run_dir, quiet=True)
+            for j, run_dir in enumerate(_seed_dirs(args, parent))]  # fmt: skip
 
 
-def _env_seeds(seed_args: list[PPOArgs]) -> list[int]:
-    """The seed of every env of the group, seed-major: seed ``s``'s env ``k`` is seeded ``s + k`` as in its solo
-    run (``proxima.base.seeding.training_envs``)."""
-    return [seeding.training_envs(a.run.seed) + k for a in seed_args for k in range(a.env.num_envs)]
-
-
-def _seed_group(
-    args: PPOArgs,
-    parent: str,
-    device: torch.device,
-    env=None,
-    start: bool = True,
-    resumed: list | None = None,
-) -> tuple[SeedGroup, list[str]]:
+def _seed_group(args: PPOArgs, parent: str, device: torch.device, env=None, start: bool = True,
+                resumed: list | None = None) -> tuple[SeedGroup, list[str]]:  # fmt: skip
     """The envs (of ``env``, an env object, where given), the seeds' runs (each model initialized as its solo
     run's, from ``--init-from``'s agent where a run ``start``s) and their group. ``resumed``: each seed's
     checkpoint header, where the group resumes."""
     n, rows = args.run.num_seeds, args.env.num_envs
-    env_seeds = _env_seeds(_seed_args(args, parent))
+    # seed s's env k is seeded s + k, as in its solo run (proxima.base.seeding.training_envs); seed-major
+    env_seeds = [
+        seeding.training_envs(s) + k for s in range(args.run.seed, args.run.seed + n) for k in range(rows)
+    ]
     backend = args.env.env_backend
     if env is None:  # auto chooses by the env count: each seed's envs are of its solo run's backend
         backend = resolve_backend(args.env.env_id, backend, asynchronous=args.env.async_envs, num_envs=rows,
                                   video=args.env.capture_video, env_kwargs=bool(args.env.env_kwargs))  # fmt: skip
     envs = make_envs(args.env.env_id if env is None else env, n * rows, env_kwargs=args.env.env_kwargs, backend=backend,
                      seed=env_seeds, asynchronous=args.env.async_envs, device=device,
-                     video_dir=_seed_videos(args, _seed_args(args, parent), resumed))  # fmt: skip
+                     video_dir=_seed_videos(args, parent, resumed))  # fmt: skip
     try:
         args = resolve_args_precision(args, envs, device)
         seed_args = _seed_args(args, parent)
@@ -477,9 +438,9 @@ def _seed_group(
             choose_threads(args.run.torch_threads, args.samples_per_minibatch, images=images)[0]
         )
         runs = []
-        for j, a in enumerate(seed_args):
+        for j, (a, run_dir) in enumerate(zip(seed_args, _seed_dirs(args, parent), strict=True)):
             seeding.seed_globals(a.run.seed, a.run.torch_deterministic)
-            run = SeedRun(a, envs, _dir(a), device, slice(j * rows, (j + 1) * rows), env)
+            run = SeedRun(a, envs, run_dir, device, slice(j * rows, (j + 1) * rows), env)
             run.agent.env_source = env_source(a.env.env_id, a.env.env_kwargs, a.env.env_factory)
             if start and a.run.init_from is not None:
                 init_from_agent(run, a.run.init_from)
@@ -497,30 +458,21 @@ def _seed_group(
         raise
 
 
-def _seed_videos(
-    args: PPOArgs, seed_args: list[PPOArgs], resumed: list | None = None
-) -> dict[int, str] | None:
+def _seed_videos(args: PPOArgs, parent: str, resumed: list | None = None) -> dict[int, str] | None:
     """``--capture-video``'s recorders of a batched run: each seed's first env records into the seed's run
     directory, as its solo run's env 0 does (``run_video_dir``); a seed that finished before a resume records
     nothing."""
     if not args.env.capture_video:
         return None
-    rows, resumed = args.env.num_envs, resumed or [None] * len(seed_args)
-    dirs = {
-        j * rows: run_video_dir(_dir(a), meta)
-        for j, (a, meta) in enumerate(zip(seed_args, resumed, strict=True))
-        if meta is None or not meta["finished"]
-    }
+    seeds = _seed_dirs(args, parent)
+    dirs = {j * args.env.num_envs: run_video_dir(run_dir, meta)
+            for j, (run_dir, meta) in enumerate(zip(seeds, resumed or [None] * len(seeds), strict=True))
+            if meta is None or not meta["finished"]}  # fmt: skip
     return dirs or None
 
 
-def train_seeds(
-    args: PPOArgs,
-    callbacks: list[Callback] | None = None,
-    env=None,
-    requeued: bool = False,
-    parent: str | None = None,
-) -> list[Agent]:
+def train_seeds(args: PPOArgs, callbacks: list[Callback] | None = None, env=None, requeued: bool = False,
+                parent: str | None = None) -> list[Agent]:  # fmt: skip
     """``train`` with ``num_seeds`` > 1: seeds ``seed`` … ``seed + num_seeds - 1`` as one batched computation.
     Returns each seed's agent; each seed's run directory is ``RUN_DIR/seedS``, an ordinary run's.
     ``requeued``: ``requeue`` has cleared RUN_DIR of a run's files (others, a scheduler's log, may stay).
@@ -530,7 +482,7 @@ def train_seeds(
     with lock_directory(parent):
         if not requeued:
             check_run_dir_free(parent)
-        with holding([_dir(seed) for seed in _seed_args(args, parent)]):
+        with holding(_seed_dirs(args, parent)):
             device, notes = setup(args)
             group, written = None, False
             try:
@@ -550,8 +502,8 @@ def train_seeds(
                     group.envs.close()
                 # and the locks remove the directories they made where nothing else is left there
                 if not written:
-                    for seed in _seed_args(args, parent):
-                        shutil.rmtree(os.path.join(_dir(seed), VIDEOS), ignore_errors=True)
+                    for run_dir in _seed_dirs(args, parent):
+                        shutil.rmtree(os.path.join(run_dir, VIDEOS), ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -564,15 +516,8 @@ def holding(run_dirs: list[str], wait_s: float = 0.0):
         yield
 
 
-def resume_seeds(
-    parent: str,
-    quiet: bool = False,
-    callbacks: list[Callback] | None = None,
-    env=None,
-    torch_threads: int | None = None,
-    trust_code: bool = False,
-    named: dict | None = None,
-) -> list[Agent]:
+def resume_seeds(parent: str, quiet: bool = False, callbacks: list[Callback] | None = None, env=None,
+                 torch_threads: int | None = None, trust_code: bool = False, named: dict | None = None) -> list[Agent]:  # fmt: skip
     """Continue a batched run from its seeds' checkpoints: exactly, on native envs. ``env``: the env object the
     run was trained on, given again. ``torch_threads``: another thread count than the run's (written to its
     seeds.json; the continuation then rounds differently). ``trust_code``, ``named``: as ``resuming``'s. This
@@ -587,11 +532,9 @@ def resume_seeds(
         args = stored.replace(run_dir=parent, quiet=quiet)
         checkpoint_path = os.path.join(parent, CHECKPOINT)
         if not os.path.exists(checkpoint_path):
-            raise UserError(
-                f"{checkpoint_path} is missing: the run stopped before its first checkpoint; start it again"
-            )
+            raise UserError(f"{checkpoint_path} is missing: the run stopped before its first checkpoint; start it again")  # fmt: skip
         saved = checkpoint.read_group(checkpoint_path)
-        names = [os.path.basename(_dir(a)) for a in _seed_args(args, parent)]
+        names = [os.path.basename(run_dir) for run_dir in _seed_dirs(args, parent)]
         if sorted(names) != sorted(saved):
             raise UserError(
                 f"{checkpoint_path} holds the seeds {sorted(saved)}; {path} trains {names}: the checkpoint is corrupt, "
@@ -613,14 +556,8 @@ def resume_seeds(
             group.envs.close()
 
 
-def _train_group(
-    group: SeedGroup,
-    args: PPOArgs,
-    parent: str,
-    user: list[Callback],
-    notes: list[str],
-    pending: list[tuple[dict, dict]] | None = None,
-) -> list[Agent]:
+def _train_group(group: SeedGroup, args: PPOArgs, parent: str, user: list[Callback], notes: list[str],
+                 pending: list[tuple[dict, dict]] | None = None) -> list[Agent]:  # fmt: skip
     """``steps`` of ``group``, each seed with its callbacks. ``pending``: each seed's ``(meta, states)`` in the
     group's checkpoint, where the group resumes."""
     group.args, group.parent, group.notes = args, parent, notes
@@ -691,8 +628,6 @@ class _SeedEvaluations:
 def _summarize_seeds(parent: str, runs: list[SeedRun]) -> None:
     """``RESULTS_JSON`` and ``RESULTS_MD`` in the batched run's directory: each seed's steps, whether it stopped
     early, its final return and its last evaluation."""
-    from proxima.run.plotting import final_return
-
     rows = []
     for run in runs:
         final = final_return(run.run_dir)
@@ -703,7 +638,5 @@ def _summarize_seeds(parent: str, runs: list[SeedRun]) -> None:
     lines = ["| seed | steps | stopped early | final return (last 20 episodes) |", "|---|---|---|---|"]
     for r in rows:
         shown = "–" if r["final_return"] is None else f"{r['final_return']:.1f}"
-        lines.append(
-            f"| {r['seed']} | {r['global_step']:,} | {'yes' if r['stopped_early'] else 'no'} | {shown} |"
-        )
+        lines.append(f"| {r['seed']} | {r['global_step']:,} | {'yes' if r['stopped_early'] else 'no'} | {shown} |")  # fmt: skip
     write_text(os.path.join(parent, RESULTS_MD), "\n".join(lines) + "\n")
