@@ -226,11 +226,6 @@ MEMORY_PROBES = [
 MULTIAGENT_ALGOS = ("ippo", "mappo")
 
 
-def _centralized_critic(args: PPOArgs) -> bool:
-    """Whether the agent's critic sees the global state (MAPPO's) rather than only its agent's view (IPPO's)."""
-    return args.algorithm.algo == "mappo"
-
-
 def _games(env_id: str, own: list[list[float]]):
     """The packed rows, as the probe env ``env_id`` gives them, of one game per entry of ``own`` (each agent's
     own observation): game-major, agent by agent."""
@@ -266,13 +261,10 @@ def _central_values(model: ActorCritic, args: PPOArgs):
     reward = bits.sum(dim=1).repeat_interleave(2)
     error = float(((values - reward) ** 2).mean())
     learned = f"V = {_fmt(values)} (squared error {error:.4f})"
-    if _centralized_critic(args):
-        expected, target = "V(bits 00, 01, 10, 11) = 0, 1, 1, 2 ± 0.05: the state's", reward
-    else:
-        expected, target = (
-            "V = own bit + 0.5 ± 0.05 (squared error 0.25): its own view's",
-            bits.reshape(-1) + 0.5,
-        )
+    mappo = args.algorithm.algo == "mappo"  # its critic sees the global state
+    expected = "V(bits 00, 01, 10, 11) = 0, 1, 1, 2 ± 0.05: the state's" if mappo else (
+        "V = own bit + 0.5 ± 0.05 (squared error 0.25): its own view's")  # fmt: skip
+    target = reward if mappo else bits.reshape(-1) + 0.5
     return expected, learned, bool(((values - target).abs() <= 0.05).all()), None
 
 
@@ -350,18 +342,12 @@ def run_probes(
         # Probes 1 to 3 check a critic that learns its values. A normalized one gets probe 1's constant value
         # from its statistics alone, whatever its value loss does: it would hide a broken value loss.
         if args.network.norm_value and get_algorithm(args.algorithm.algo).has_critic and not args.run.quiet:
-            print(
-                "probing the critic without value normalization (--no-norm-value): with value normalization, "
-                "probe 1 passes whatever "
-                "the value loss does; give --norm-value to probe the critic as configured"
-            )
+            print("probing the critic without value normalization (--no-norm-value): with value normalization, "
+                  "probe 1 passes whatever the value loss does; give --norm-value to probe the critic as configured")  # fmt: skip
         norm_value = False
 
-    chosen = (
-        [p for p in PROBES + IMAGE_PROBES + MEMORY_PROBES + MULTIAGENT_PROBES if p.name in names]
-        if names is not None
-        else probes_for(args)
-    )
+    every = PROBES + IMAGE_PROBES + MEMORY_PROBES + MULTIAGENT_PROBES
+    chosen = [p for p in every if p.name in names] if names is not None else probes_for(args)
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for probe in chosen:
@@ -372,22 +358,11 @@ def run_probes(
             if probe in MULTIAGENT_PROBES:  # batched torch envs, not Gymnasium's (which takes any id)
                 backend = "native"
             probe_args = args.replace(
-                env_id=probe.env_id,
-                env_backend=backend,
-                norm_value=norm_value,
-                total_timesteps=timesteps or probe.timesteps,
-                run_dir=f"{run_dir or tmp}/probe-{probe.name}",
-                quiet=True,
-                plot=False,
-                report=False,
-                checkpoint_every=0,
-                track=False,
-                capture_video=False,
-                eval_every=0,
-                stop_return=None,
-                save_best=False,
+                env_id=probe.env_id, env_backend=backend, norm_value=norm_value, total_timesteps=timesteps or probe.timesteps,
+                run_dir=f"{run_dir or tmp}/probe-{probe.name}", quiet=True, plot=False, report=False, checkpoint_every=0,
+                track=False, capture_video=False, eval_every=0, stop_return=None, save_best=False,
                 **({} if probe.name == "continuous" else BOX_ONLY),
-            ).validate()
+            ).validate()  # fmt: skip
             if not args.run.quiet:  # a probe takes seconds: say what is running
                 print(
                     f"probe {probe.name}: {probe.tests}, {probe_args.algorithm.total_timesteps} steps",

@@ -36,11 +36,7 @@ from proxima.envs.user import describe_env, env_note, env_source
 from proxima.policy.encoders import check_spaces, encoder_note, hardware_notes
 from proxima.run import checkpoint
 from proxima.run.agent import Agent
-from proxima.run.callbacks import (
-    Callback,
-    default_callbacks,
-    user_callbacks,
-)
+from proxima.run.callbacks import Callback, default_callbacks, user_callbacks
 from proxima.run.config import PPOArgs, resolve_args, show_value
 from proxima.run.loop import (
     Run,
@@ -86,17 +82,8 @@ def train(
     (called with ``env_kwargs`` once per sub-env), or a ``gymnasium.vector.VectorEnv`` in any autoreset mode
     (``env_id=`` takes the same); config.json records what it can of it (docs/ENVS.md).
     """
-    return run_to_end(
-        training(
-            args,
-            config=config,
-            resume=resume,
-            resume_if_exists=resume_if_exists,
-            callbacks=callbacks,
-            env=env,
-            **overrides,
-        )
-    )
+    return run_to_end(training(args, config=config, resume=resume, resume_if_exists=resume_if_exists,
+                               callbacks=callbacks, env=env, **overrides))  # fmt: skip
 
 
 def training(
@@ -191,11 +178,9 @@ def new_run(
             )
         # config.json keeps what auto chose, so that a resume elsewhere computes as this run did
         args = resolve_args_precision(args, envs, device)
+        notes += hardware_notes(args.network.precision, device, obs_layout(envs).has_images)
         notes += (
-            hardware_notes(args.network.precision, device, obs_layout(envs).has_images)
-            + thread_notes(args, envs)
-            + encoder_note(args.network.encoder)
-            + env_note(args.env.env_factory)
+            thread_notes(args, envs) + encoder_note(args.network.encoder) + env_note(args.env.env_factory)
         )
         run = Run(args, envs, run_dir, device, env=env)
         run.agent.env_source = env_source(args.env.env_id, args.env.env_kwargs, args.env.env_factory)
@@ -247,16 +232,8 @@ def resume(
     return run_to_end(resuming(run_dir, quiet, callbacks, total_timesteps, env, torch_threads, trust_code))
 
 
-def resuming(
-    run_dir: str,
-    quiet: bool = False,
-    callbacks: list[Callback] | None = None,
-    total_timesteps: int | None = None,
-    env=None,
-    torch_threads: int | None = None,
-    trust_code: bool = False,
-    named: dict | None = None,
-) -> Updates:
+def resuming(run_dir: str, quiet: bool = False, callbacks: list[Callback] | None = None, total_timesteps: int | None = None,
+             env=None, torch_threads: int | None = None, trust_code: bool = False, named: dict | None = None) -> Updates:  # fmt: skip
     """``resume`` one update at a time, as ``training`` is ``train``; ``named``: the settings that name code
     (``trust.SETTINGS``) as the user gave them again, which config.json may then name."""
     callbacks = user_callbacks(callbacks)
@@ -266,9 +243,7 @@ def resuming(
     with lock_directory(run_dir, instead=None):  # before the checkpoint is read: another may be writing it
         if os.path.exists(os.path.join(run_dir, SEEDS_JSON)):
             if total_timesteps is not None:
-                raise UserError(
-                    "a batched run (--num-seeds) resumes to the steps it was started for: drop total_timesteps"
-                )
+                raise UserError("a batched run (--num-seeds) resumes to the steps it was started for: drop total_timesteps")  # fmt: skip
             return resume_seeds(run_dir, quiet, callbacks, env, torch_threads, trust_code, named)
         with resumed_run(
             run_dir, quiet, callbacks, total_timesteps, env, torch_threads, trust_code, named
@@ -277,16 +252,9 @@ def resuming(
 
 
 @contextlib.contextmanager
-def resumed_run(
-    run_dir: str,
-    quiet: bool = False,
-    callbacks: list[Callback] | None = None,
-    total_timesteps: int | None = None,
-    env=None,
-    torch_threads: int | None = None,
-    trust_code: bool = False,
-    named: dict | None = None,
-) -> Iterator[Run]:
+def resumed_run(run_dir: str, quiet: bool = False, callbacks: list[Callback] | None = None,
+                total_timesteps: int | None = None, env=None, torch_threads: int | None = None, trust_code: bool = False,
+                named: dict | None = None) -> Iterator[Run]:  # fmt: skip
     """The ``Run`` in ``run_dir`` (one run's, which this process holds) as its checkpoint left it, with its
     callbacks, for ``steps`` to train on (``resume`` says how); its envs and console closed after."""
     links_inside(run_dir)  # a resume appends to and cuts back its logs: none of them may be a file elsewhere
@@ -295,9 +263,7 @@ def resumed_run(
     trust.check_settings(config_path, saved, env=env, trusted=trust_code, named=named)
     path = os.path.join(run_dir, CHECKPOINT)
     if not os.path.exists(path):
-        raise UserError(
-            f"{path} is missing: the run stopped before its first checkpoint (see --checkpoint-every)"
-        )
+        raise UserError(f"{path} is missing: the run stopped before its first checkpoint (see --checkpoint-every)")  # fmt: skip
     meta, states = checkpoint.read(path)
     checkpoint.check_counters(meta, saved, path)
     if total_timesteps is not None:
@@ -363,27 +329,22 @@ def requeue(args: PPOArgs, callbacks: list[Callback] | None = None, env=None) ->
     say = (lambda text: None) if args.run.quiet else (lambda text: print(text, flush=True))
     # A batched run keeps its settings in seeds.json, its seeds' runs in seedS/. The run in the directory says
     # which kind it is: a --num-seeds of the other kind is one more setting that differs.
-    group = args.run.num_seeds > 1
-    for name, kind in ((SEEDS_JSON, True), (CONFIG_JSON, False)):
-        if os.path.exists(os.path.join(run_dir, name)):
-            group = kind
-            break
+    group = os.path.exists(os.path.join(run_dir, SEEDS_JSON)) or (
+        not os.path.exists(os.path.join(run_dir, CONFIG_JSON)) and args.run.num_seeds > 1
+    )
     config_name = SEEDS_JSON if group else CONFIG_JSON
     path = os.path.join(run_dir, CHECKPOINT)
     if os.path.exists(path):
         config_path = os.path.join(run_dir, config_name)
         saved = PPOArgs.from_json(read_json(config_path), config_path)
+        # the job's command line names its env and encoder again on every start
+        named = _named_alike(args, saved)
         if checkpoint.finished(run_dir):
             runs = checkpoint.read_group_header(path).values() if group else [checkpoint.read_header(path)]
             steps = "+".join(str(m["global_step"]) for m in runs)
             # a batched run trains to the steps it started for: it has no further to go
-            further = (
-                ""
-                if group
-                else f" (train it further with: proxima train --resume {run_dir} --total-timesteps N)"
-            )
+            further = "" if group else f" (train it further with: proxima train --resume {run_dir} --total-timesteps N)"  # fmt: skip
             say(f"{run_dir}: the run already finished ({steps} steps); nothing to train{further}")
-            named = _named_alike(args, saved)  # the job names its env and encoder again on every start
             trust.check_settings(config_path, saved, env=env, named=named)
             return [Agent.load(d) for d in seed_run_dirs(run_dir)] if group else Agent.load(run_dir)
         ignored = _differences(args, saved)
@@ -392,7 +353,6 @@ def requeue(args: PPOArgs, callbacks: list[Callback] | None = None, env=None) ->
                 f"{run_dir} holds a run: it resumes with the settings of its {config_name}, and these given ones, "
                 f"which differ, are ignored: {ignored}"
             )
-        named = _named_alike(args, saved)  # the job's command line names its env and encoder again
         if group:
             return resume_seeds(run_dir, quiet=args.run.quiet, callbacks=callbacks, env=env, named=named)
         return run_to_end(resuming(run_dir, quiet=args.run.quiet, callbacks=callbacks, env=env, named=named))
@@ -425,13 +385,6 @@ def make_run_envs(args: PPOArgs, run_dir: str, device: torch.device, env=None, r
     ``resumed``: the checkpoint's header, where the run resumes."""
     if args.env.rollout_workers:
         return WorkerPool(args, env)
-    return make_envs(
-        args.env.env_id if env is None else env,
-        args.env.num_envs,
-        env_kwargs=args.env.env_kwargs,
-        backend=args.env.env_backend,
-        seed=args.run.seed,
-        asynchronous=args.env.async_envs,
-        device=device,
-        video_dir=run_video_dir(run_dir, resumed) if args.env.capture_video else None,
-    )
+    return make_envs(args.env.env_id if env is None else env, args.env.num_envs, env_kwargs=args.env.env_kwargs,
+                     backend=args.env.env_backend, seed=args.run.seed, asynchronous=args.env.async_envs, device=device,
+                     video_dir=run_video_dir(run_dir, resumed) if args.env.capture_video else None)  # fmt: skip
