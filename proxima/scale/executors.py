@@ -128,7 +128,11 @@ def run_ray(
     from ray import tune
 
     worker_cpus = worker_cpus or (lambda _: 0)
-    started = start_ray(address)
+    try:
+        started = start_ray(address)
+    except (ConnectionError, ValueError, RuntimeError) as e:
+        given = f"--address {address!r}" if address else f"RAY_ADDRESS {os.environ.get('RAY_ADDRESS') or 'local'!r}"  # fmt: skip
+        raise UserError(f"cannot reach Ray at {given}: {str(e).splitlines()[0]}") from None
     try:
         _check_resources(ray, cpus_per_trial, gpus_per_trial, max(map(worker_cpus, configs or ()), default=0))
     except UserError:
@@ -210,11 +214,7 @@ def start_ray(address: str | None = None) -> bool:
     # "local", not None: with None, Ray joins the cluster that its file /tmp/ray/ray_current_cluster names, left
     # by the last `ray start` or by a test's ray.cluster_utils.Cluster, alive or dying
     target = address or os.environ.get("RAY_ADDRESS") or "local"
-    try:
-        ray.init(address=target, include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False)
-    except (ConnectionError, ValueError, RuntimeError) as e:
-        given = f"--address {address!r}" if address else f"RAY_ADDRESS {target!r}"
-        raise UserError(f"cannot reach Ray at {given}: {str(e).splitlines()[0]}") from None
+    ray.init(address=target, include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False)
     return True
 
 
