@@ -22,28 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from proxima.base import trust
+from proxima.base import files, trust
 from proxima.base.errors import EnvError, NonFiniteError, UserError
-from proxima.base.files import (
-    CHECKPOINT,
-    LEARNING_CURVES,
-    LOCK,
-    METRICS,
-    REPORT,
-    RESULTS_JSON,
-    RESULTS_MD,
-    SWEEP_JSON,
-    TRIAL_JSON,
-    WRITER_WAIT_S,
-    inside,
-    links_inside,
-    lock_directory,
-    read_json,
-    read_jsonl,
-    remove_stopped_run,
-    write_json,
-    write_text,
-)
 from proxima.run import checkpoint
 from proxima.run.callbacks import Callback, Checkpointing
 from proxima.run.config import PPOArgs, resolve_args, show_value
@@ -177,13 +157,15 @@ def sweep(
             "cpus_per_trial": cpus_per_trial, "gpus_per_trial": gpus_per_trial, "max_concurrent": max_concurrent,
             "executor": executor, "batched": batched,
             "trials": trials, **({"groups": groups} if batched else {})}  # fmt: skip
-    with lock_directory(out, "sweep directory", "--output-dir"):  # removed again where made and left empty
+    with files.lock_directory(
+        out, "sweep directory", "--output-dir"
+    ):  # removed again where made and left empty
         check_output_dir_free(out)  # again, held: of two sweeps started into it, the second finds it taken
-        write_json(os.path.join(out, SWEEP_JSON), plan)
+        files.write_json(os.path.join(out, files.SWEEP_JSON), plan)
         try:
             return _run(out, _located(plan, out), executor, address, max_concurrent)
         except UserError:  # Ray was out of reach or has no node for a trial: refused before any trial ran
-            os.remove(os.path.join(out, SWEEP_JSON))
+            os.remove(os.path.join(out, files.SWEEP_JSON))
             raise
 
 
@@ -246,7 +228,7 @@ def _plan_trials(
 
 def check_output_dir_free(out: str) -> None:
     """Refuse a sweep's or a search's ``out`` that holds anything but its lock."""
-    if os.path.exists(out) and (not os.path.isdir(out) or set(os.listdir(out)) - {LOCK}):
+    if os.path.exists(out) and (not os.path.isdir(out) or set(os.listdir(out)) - {files.LOCK}):
         raise UserError(f"output directory {out!r} already exists and is not empty; give a new --output-dir")
 
 
@@ -255,10 +237,10 @@ def resume_sweep(output_dir: str, executor: str | None = None, address: str | No
     """Finish the sweep in ``output_dir``: trials that finished or failed are not run again, interrupted
     ones resume from their checkpoints, the others start. sweep.json's settings name no code that is imported
     unless ``trust_code`` (docs/SECURITY.md): registered env ids and proxima's own encoders need no switch."""
-    path = os.path.join(output_dir, SWEEP_JSON)
+    path = os.path.join(output_dir, files.SWEEP_JSON)
     if not os.path.isdir(output_dir):
         raise UserError(f"sweep directory {output_dir!r} does not exist; give a directory written by proxima sweep")  # fmt: skip
-    with lock_directory(output_dir, "sweep directory", None):  # before the plan is read
+    with files.lock_directory(output_dir, "sweep directory", None):  # before the plan is read
         plan = read_plan(
             path, "sweep", VERSION, "run the sweep again, or finish it with the proxima that started it"
         )
@@ -273,7 +255,7 @@ def resume_sweep(output_dir: str, executor: str | None = None, address: str | No
 def read_plan(path: str, kind: str, version: int, again: str) -> dict:
     """The plan in ``path`` (a sweep's, a search's), of this proxima's ``version``: before 1.0 a plan of another
     version is refused, not converted (``again``: what to do instead)."""
-    plan = read_json(path)
+    plan = files.read_json(path)
     if plan.get("format") != f"proxima-{kind}":
         raise UserError(f"{path} is not a proxima {kind} plan")
     if plan.get("version") != version:
@@ -286,13 +268,13 @@ def _located(plan: dict, out: str) -> dict:
     writes what the plan names, and the report reads it: each name and run directory must lie inside ``out``,
     and no symbolic link in a run directory may lead out of it."""
     located = copy.deepcopy(plan)
-    what = os.path.join(out, SWEEP_JSON)
+    what = os.path.join(out, files.SWEEP_JSON)
     for trial in located["trials"] + located.get("groups", []):
-        inside(out, trial["name"], what)  # the report's and Tune's folder names
+        files.inside(out, trial["name"], what)  # the report's and Tune's folder names
         run = trial["config"]["run"]
-        run["run_dir"] = inside(out, run["run_dir"], what)
+        run["run_dir"] = files.inside(out, run["run_dir"], what)
         if os.path.isdir(run["run_dir"]):
-            links_inside(run["run_dir"])
+            files.links_inside(run["run_dir"])
     return located
 
 
@@ -345,21 +327,21 @@ def run_trial(config: dict, report: Callable[[dict], None] | None = None, node: 
     trial of the sweep killed before, whose Ray worker is not yet stopped) and, refused, writes no row: the
     sweep's ``--resume`` runs it again."""
     run_dir = config["run"]["run_dir"]
-    with lock_directory(run_dir, instead=None, wait_s=WRITER_WAIT_S):
+    with files.lock_directory(run_dir, instead=None, wait_s=files.WRITER_WAIT_S):
         row = trial_row(run_dir)
         if row is not None:
             return row
         batched = config["run"]["num_seeds"] > 1
         callbacks: list[Callback] = [MetricsToTune(report, batched)] if report is not None else []
         callbacks += [StopWhenAsked(stop)] if stop is not None else []
-        ckpt = os.path.join(run_dir, CHECKPOINT)
+        ckpt = os.path.join(run_dir, files.CHECKPOINT)
         try:
             if os.path.exists(ckpt) and not checkpoint.finished(run_dir):
                 # config.json names only what the plan does, which the user gave or --resume checked (docs/SECURITY.md)
                 named = trust.names_of(PPOArgs.from_json(config))
                 run_to_end(resuming(run_dir, quiet=True, callbacks=callbacks, named=named))
             elif not os.path.exists(ckpt):  # stopped before its first checkpoint: start again
-                remove_stopped_run(run_dir, batched)
+                files.remove_stopped_run(run_dir, batched)
                 train(PPOArgs.from_json(config), callbacks=callbacks)
             row = {"status": "finished"}
         except (NonFiniteError, EnvError, UserError) as e:
@@ -368,10 +350,10 @@ def run_trial(config: dict, report: Callable[[dict], None] | None = None, node: 
         for seed_dir in seed_dirs:  # the group's row last: a kill before it leaves the trial to run again
             own = {"final_return": final_return(seed_dir)} if row["status"] == "finished" else {}
             os.makedirs(seed_dir, exist_ok=True)
-            write_json(os.path.join(seed_dir, TRIAL_JSON),
+            files.write_json(os.path.join(seed_dir, files.TRIAL_JSON),
                        _finite({**row, **own, "wall_s": _elapsed(seed_dir), "node": node}))  # fmt: skip
         if batched:
-            write_json(os.path.join(run_dir, TRIAL_JSON),
+            files.write_json(os.path.join(run_dir, files.TRIAL_JSON),
                        _finite({**row, "wall_s": _elapsed(seed_dirs[0]), "node": node}))  # fmt: skip
         written = trial_row(run_dir)
         assert written is not None  # the row written just now
@@ -434,7 +416,7 @@ def summarize(out: str, plan: dict, errors: dict[str, str] | None = None) -> Swe
     write_results(out, {"title": plan["title"], "settings": settings, "trials": rows}, table, bool(groups))
     if groups:
         try:
-            plot_runs(groups, os.path.join(out, LEARNING_CURVES), title=plan["title"])
+            plot_runs(groups, os.path.join(out, files.LEARNING_CURVES), title=plan["title"])
         except UserError as e:  # no matplotlib: the table and results.json are what matter
             print(f"note: no learning_curves.png: {e}", flush=True)
     return SweepResults(out, rows, settings)
@@ -443,11 +425,11 @@ def summarize(out: str, plan: dict, errors: dict[str, str] | None = None) -> Swe
 def write_results(out: str, results: dict, table: str, trained: bool) -> None:
     """A sweep's or a search's ``results.json`` (NaN as null) and ``results.md``; where it trained any run,
     ``report.html`` (``proxima report``'s page of every run), a view of the runs: the tables are the result."""
-    write_json(os.path.join(out, RESULTS_JSON), _finite(results))
-    write_text(os.path.join(out, RESULTS_MD), table)
+    files.write_json(os.path.join(out, files.RESULTS_JSON), _finite(results))
+    files.write_text(os.path.join(out, files.RESULTS_MD), table)
     if trained:
         try:
-            write_report([out], os.path.join(out, REPORT))
+            write_report([out], os.path.join(out, files.REPORT))
         except (UserError, OSError) as e:
             print(f"note: no report.html: {e}", flush=True)
 
@@ -498,14 +480,14 @@ def default_output_dir(env_id: str, kind: str = "sweep") -> str:
 def trial_row(run_dir: str) -> dict | None:
     """A trial's ``trial.json`` (a sweep's: finished or failed; a search's: stopped too), or None if it has not
     ended."""
-    path = os.path.join(run_dir, TRIAL_JSON)
-    return read_json(path) if os.path.exists(path) else None
+    path = os.path.join(run_dir, files.TRIAL_JSON)
+    return files.read_json(path) if os.path.exists(path) else None
 
 
 def _elapsed(run_dir: str) -> float | None:
     """Training time over every part of the run (a resumed run's clock goes on), from ``metrics.jsonl``."""
     try:
-        lines = read_jsonl(os.path.join(run_dir, METRICS))
+        lines = files.read_jsonl(os.path.join(run_dir, files.METRICS))
         return lines[-1]["time_s"] if lines else None
     except (UserError, KeyError):
         return None

@@ -36,25 +36,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from proxima.algo.schedules import ADJUSTABLE
-from proxima.base import trust
+from proxima.base import files, trust
 from proxima.base.errors import EnvError, NonFiniteError, TrainingInterrupted, UserError
-from proxima.base.files import (
-    BEST_PRESET,
-    CHECKPOINT,
-    EPISODES,
-    METRICS,
-    PERTURBATIONS,
-    TRIAL_JSON,
-    TUNE_JSON,
-    WRITER_WAIT_S,
-    inside,
-    links_inside,
-    lock_directory,
-    read_json,
-    read_jsonl,
-    remove_stopped_run,
-    write_json,
-)
 from proxima.run import checkpoint
 from proxima.run.agent import Agent
 from proxima.run.callbacks import Callback, UpdateResult
@@ -246,9 +229,9 @@ def tune(
             raise UserError("--search optuna needs Optuna: pip install 'proxima[ray]' (make installs it)") from None  # fmt: skip
     out = os.path.abspath(output_dir or default_output_dir(base.env.env_id, "tune"))
     check_output_dir_free(out)
-    with lock_directory(out, "tune directory", "--output-dir"):
+    with files.lock_directory(out, "tune directory", "--output-dir"):
         check_output_dir_free(out)  # again, held: of two searches started into it, the second finds it taken
-        write_json(os.path.join(out, TUNE_JSON), plan)
+        files.write_json(os.path.join(out, files.TUNE_JSON), plan)
         return _run(out, plan, address)
 
 
@@ -304,19 +287,19 @@ def resume_tune(output_dir: str, address: str | None = None, *, trust_code: bool
     runs' checkpoints (to their end: the new scheduler knows nothing of them), and the samples not yet drawn
     are drawn anew. tune.json's settings name no code that is imported unless ``trust_code``
     (docs/SECURITY.md): registered env ids and proxima's own encoders need no switch."""
-    path = os.path.join(output_dir, TUNE_JSON)
+    path = os.path.join(output_dir, files.TUNE_JSON)
     if not os.path.isdir(output_dir) or not os.path.exists(path):
-        raise UserError(f"{output_dir!r} is not a tune directory (no {TUNE_JSON}); give one written by proxima tune")  # fmt: skip
-    with lock_directory(output_dir, "tune directory", None):  # before the plan is read
+        raise UserError(f"{output_dir!r} is not a tune directory (no {files.TUNE_JSON}); give one written by proxima tune")  # fmt: skip
+    with files.lock_directory(output_dir, "tune directory", None):  # before the plan is read
         plan = read_plan(path, "tune", VERSION, "run the search again")
         out = os.path.abspath(output_dir)
         # before anything runs: a resume removes and writes what tune.json names
         for sample in plan["samples"]:
-            inside(out, sample["name"], path)  # Tune's folder name
+            files.inside(out, sample["name"], path)  # Tune's folder name
             for seed in plan["seeds"]:
                 run_dir = _run_dir(out, sample["name"], seed)
                 if os.path.isdir(run_dir):
-                    links_inside(run_dir)
+                    files.links_inside(run_dir)
         if not isinstance(plan.get("base"), dict):
             raise UserError(f"{path} holds no base settings (a dict under 'base'); the plan is corrupt")
         base = PPOArgs.from_json(plan["base"], path)
@@ -344,7 +327,9 @@ def _run(out: str, plan: dict, address: str | None) -> TuneResults:
             for seed in plan["seeds"]:
                 run_dir = _run_dir(out, name, seed)
                 if os.path.isdir(run_dir) and trial_row(run_dir) is None:
-                    write_json(os.path.join(run_dir, TRIAL_JSON), {"status": "failed", "error": error})
+                    files.write_json(
+                        os.path.join(run_dir, files.TRIAL_JSON), {"status": "failed", "error": error}
+                    )
         # a trial that Tune has just stopped writes its rows as it unwinds, after Tune has told this process
         deadline = time.monotonic() + 10.0
         while not all(rows := _rows(out, plan, name)) and time.monotonic() <= deadline:
@@ -379,7 +364,7 @@ def _run(out: str, plan: dict, address: str | None) -> TuneResults:
                 name = names[trial.trial_id] = f"s{first + len(names):03d}"
                 started[name] = {"name": name, "settings": dict(trial.config)}
                 plan["samples"].append(started[name])
-                write_json(os.path.join(out, TUNE_JSON), plan)
+                files.write_json(os.path.join(out, files.TUNE_JSON), plan)
             return names[trial.trial_id]
 
         space = {name: domain(spec) for name, spec in plan["space"].items()}
@@ -396,11 +381,11 @@ def _rows_of_stopped(out: str, plan: dict) -> None:
     for sample in plan["samples"]:
         for seed in plan["seeds"]:
             run_dir = _run_dir(out, sample["name"], seed)
-            if os.path.exists(os.path.join(run_dir, METRICS)) and trial_row(run_dir) is None:
+            if os.path.exists(os.path.join(run_dir, files.METRICS)) and trial_row(run_dir) is None:
                 score = Score(plan["metric"])
                 score.from_logs(run_dir)
                 row = {"status": "stopped", "score": score.value, "settings": sample["settings"]}
-                write_json(os.path.join(run_dir, TRIAL_JSON), _finite(row))
+                files.write_json(os.path.join(run_dir, files.TRIAL_JSON), _finite(row))
 
 
 def make_searcher(plan: dict, done: list[tuple[dict, float]]):
@@ -446,7 +431,7 @@ def _scheduler(plan: dict, space: dict):
 
 def _run_dir(out: str, sample: str, seed: int) -> str:
     """The run directory of a sample's seed: inside ``out``, whatever tune.json says (``files.inside``)."""
-    return inside(out, f"{sample}__seed{seed}", os.path.join(out, TUNE_JSON))
+    return files.inside(out, f"{sample}__seed{seed}", os.path.join(out, files.TUNE_JSON))
 
 
 class Score(Callback):
@@ -466,7 +451,7 @@ class Score(Callback):
         from proxima.run.plotting import read_episodes
 
         if self.metric == "eval_return":
-            evaluations = [r["eval_return"] for r in read_jsonl(os.path.join(run_dir, METRICS)) if "eval_return" in r]  # fmt: skip
+            evaluations = [r["eval_return"] for r in files.read_jsonl(os.path.join(run_dir, files.METRICS)) if "eval_return" in r]  # fmt: skip
             self.value = evaluations[-1] if evaluations else None
         else:
             self.returns.extend(read_episodes(run_dir)[1][-WINDOW:].tolist())
@@ -492,7 +477,7 @@ class Perturb(Callback):
             return
         line = {"update": run.updates_done, "global_step": run.global_step, "from": self.origin,
                 "settings": self.settings}  # fmt: skip
-        with open(os.path.join(run.run_dir, PERTURBATIONS), "a") as f:
+        with open(os.path.join(run.run_dir, files.PERTURBATIONS), "a") as f:
             f.write(json.dumps(line) + "\n")
         run.console.message(f"PBT: continuing from {self.origin} with {label(self.settings)}")
 
@@ -506,7 +491,7 @@ def run_sample(out: str, plan: dict, name: str, settings: dict, report=None, nod
     The sample holds its runs' directories from start to end, as a sweep's trial does (``run_trial``): it waits
     a while for another holder to let go (the trial's last process, which PBT or ASHA stopped); refused, the
     sample fails with the line that names the holder."""
-    with holding([_run_dir(out, name, seed) for seed in plan["seeds"]], wait_s=WRITER_WAIT_S):
+    with holding([_run_dir(out, name, seed) for seed in plan["seeds"]], wait_s=files.WRITER_WAIT_S):
         exploiting = plan["scheduler"] == "pbt" and report is not None
         runs = _seed_runs(out, plan, name, settings, exploiting, stop)
         cpu_start = time.process_time()
@@ -534,7 +519,7 @@ def run_sample(out: str, plan: dict, name: str, settings: dict, report=None, nod
                     row = {"status": status, "score": score.value, "settings": settings, "node": node,
                            "updates": getattr(sample.last.get(k), "updates_done", None),
                         "sample_cpu_s": time.process_time() - cpu_start, **({"error": error} if error else {})}  # fmt: skip
-                    write_json(os.path.join(run_dir, TRIAL_JSON), _finite(row))
+                    files.write_json(os.path.join(run_dir, files.TRIAL_JSON), _finite(row))
         return {"status": status, "error": error}
 
 
@@ -554,19 +539,19 @@ def _seed_runs(out: str, plan: dict, name: str, settings: dict, exploiting: bool
         made: contextlib.AbstractContextManager[Run] | None = None
         if exploit is not None:
             origin, source = exploit
-            for f in (CHECKPOINT, METRICS, EPISODES):
+            for f in (files.CHECKPOINT, files.METRICS, files.EPISODES):
                 shutil.copyfile(os.path.join(source, f"seed{seed}", f), os.path.join(run_dir, f))
-            if os.path.exists(os.path.join(run_dir, TRIAL_JSON)):
-                os.remove(os.path.join(run_dir, TRIAL_JSON))  # written as PBT paused it
+            if os.path.exists(os.path.join(run_dir, files.TRIAL_JSON)):
+                os.remove(os.path.join(run_dir, files.TRIAL_JSON))  # written as PBT paused it
             adjustable = {k: v for k, v in typed.items() if k in ADJUSTABLE}
             callbacks.append(Perturb(adjustable, origin if origin != name else None))
             made = resumed_run(run_dir, quiet=True, callbacks=callbacks, named=named)
         elif checkpoint.finished(run_dir):  # ended before its row was written
             score.from_logs(run_dir)
-        elif os.path.exists(os.path.join(run_dir, CHECKPOINT)):
+        elif os.path.exists(os.path.join(run_dir, files.CHECKPOINT)):
             made = resumed_run(run_dir, quiet=True, callbacks=callbacks, named=named)
         else:  # stopped before its first checkpoint: start again
-            remove_stopped_run(run_dir)
+            files.remove_stopped_run(run_dir)
             args, env = checked(base.replace(**typed, seed=seed, run_dir=run_dir))
             made = new_run(args, run_dir, callbacks, env)
         runs.append((run_dir, score, made))
@@ -646,12 +631,12 @@ class Sample:
         self.mark = mark
         directory = tempfile.mkdtemp(prefix="proxima-pbt-")
         try:
-            write_json(os.path.join(directory, "origin.json"), {"sample": self.name})
+            files.write_json(os.path.join(directory, "origin.json"), {"sample": self.name})
             for k, run in runs.items():
                 run.save_checkpoint()
                 seed_dir = os.path.join(directory, f"seed{plan['seeds'][k]}")
                 os.makedirs(seed_dir)
-                for f in (CHECKPOINT, METRICS, EPISODES):
+                for f in (files.CHECKPOINT, files.METRICS, files.EPISODES):
                     shutil.copyfile(os.path.join(run.run_dir, f), os.path.join(seed_dir, f))
             self.report(metrics, checkpoint=tune.Checkpoint.from_directory(directory))
         finally:
@@ -680,7 +665,7 @@ def _exploited(out: str, plan: dict, name: str) -> tuple[str, str] | None:
     if found is None:
         return None
     local = found.to_directory(tempfile.mkdtemp(prefix="proxima-pbt-in-"))
-    return read_json(os.path.join(local, "origin.json"))["sample"], local
+    return files.read_json(os.path.join(local, "origin.json"))["sample"], local
 
 
 # ---- results ----------------------------------------------------------------------------------------------
@@ -713,7 +698,7 @@ def summarize(out: str, plan: dict) -> TuneResults:
             "score_std": float(np.std(known)) if known else None,
             "scores": scores, "runs": [os.path.basename(r) for r in runs],
             "cpu_s": (ended[0] or {}).get("sample_cpu_s"),
-            "perturbations": sum(_count_lines(os.path.join(r, PERTURBATIONS)) for r in runs),
+            "perturbations": sum(_count_lines(os.path.join(r, files.PERTURBATIONS)) for r in runs),
         })  # fmt: skip
     sign = 1 if plan["mode"] == "max" else -1
     rows.sort(
@@ -722,8 +707,8 @@ def summarize(out: str, plan: dict) -> TuneResults:
     best = next((r for r in rows if r["status"] == "finished" and r["score_mean"] is not None), None)
     preset = None
     if best is not None:
-        preset = os.path.join(out, BEST_PRESET)
-        write_json(preset, best_preset(plan, best))
+        preset = os.path.join(out, files.BEST_PRESET)
+        files.write_json(preset, best_preset(plan, best))
     trained = any(os.path.isdir(os.path.join(out, r)) for row in rows for r in row["runs"])
     write_results(out, {"title": plan["title"], "samples": rows}, results_table(plan, rows), trained)
     return TuneResults(out, rows, preset, plan)
