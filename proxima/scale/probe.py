@@ -226,6 +226,11 @@ MEMORY_PROBES = [
 MULTIAGENT_ALGOS = ("ippo", "mappo")
 
 
+def _centralized_critic(args: PPOArgs) -> bool:
+    """Whether the agent's critic sees the global state (MAPPO's) rather than only its agent's view (IPPO's)."""
+    return args.algorithm.algo == "mappo"
+
+
 def _games(env_id: str, own: list[list[float]]):
     """The packed rows, as the probe env ``env_id`` gives them, of one game per entry of ``own`` (each agent's
     own observation): game-major, agent by agent."""
@@ -261,7 +266,7 @@ def _central_values(model: ActorCritic, args: PPOArgs):
     reward = bits.sum(dim=1).repeat_interleave(2)
     error = float(((values - reward) ** 2).mean())
     learned = f"V = {_fmt(values)} (squared error {error:.4f})"
-    mappo = args.algorithm.algo == "mappo"  # its critic sees the global state
+    mappo = _centralized_critic(args)
     expected = "V(bits 00, 01, 10, 11) = 0, 1, 1, 2 ± 0.05: the state's" if mappo else (
         "V = own bit + 0.5 ± 0.05 (squared error 0.25): its own view's")  # fmt: skip
     target = reward if mappo else bits.reshape(-1) + 0.5
