@@ -9,7 +9,7 @@ import torch
 
 import proxima
 from proxima.base.spaces import ObsLayout
-from proxima.envs.probes import probe_images
+from proxima.envs.native import probe_images
 from proxima.policy import encoders
 from proxima.policy.encoders import NatureCNN, encoder_for, hardware_notes, resolve_precision
 

@@ -14,6 +14,7 @@ some episode ended (one ``any()`` check: cheap on a CPU, a host synchronisation 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -483,22 +484,26 @@ class ProbeMemory(_NativeProbe):
         return torch.stack((torch.zeros_like(cue), steps, cue), dim=1), reward, last
 
 
-class _ImageProbe(_NativeProbe):
-    """A 1x36x36 uint8 image, one half bright (255) and the other dark, at random; one step. The smallest image
-    the Nature CNN takes, so that the pixel path trains in seconds. State: (the bright half: 0 left, 1 right,
-    steps taken)."""
+def probe_images(right: Tensor | Sequence[bool] = (False, True)) -> Tensor:
+    """The image probes' observations, ``(N, 1, 36, 36)`` uint8: the right half bright (255) where ``right``,
+    else the left half (by default the two: left half bright, then right half)."""
+    right = torch.as_tensor(right)
+    bright = (torch.arange(36, device=right.device) >= 18).unsqueeze(0) == right.unsqueeze(1)  # (N, columns)
+    return torch.where(bright, 255, 0).to(torch.uint8)[:, None, None, :].expand(-1, 1, 36, 36).contiguous()
 
-    size = 36
-    single_observation_space = gym.spaces.Box(0, 255, shape=(1, size, size), dtype=np.uint8)
+
+class _ImageProbe(_NativeProbe):
+    """A 1x36x36 image, one half bright and the other dark, at random (``probe_images``); one step. The smallest
+    image the Nature CNN takes, so that the pixel path trains in seconds. State: (the bright half: 0 left, 1
+    right, steps taken)."""
+
+    single_observation_space = gym.spaces.Box(0, 255, shape=(1, 36, 36), dtype=np.uint8)
 
     def _first_obs(self, reset: Tensor) -> Tensor:
         return self._coin(reset).double()
 
     def _observe(self, state: Tensor) -> Tensor:
-        right = torch.arange(self.size, device=state.device) >= self.size // 2
-        bright = right.unsqueeze(0) == state[:, :1].bool()  # (N, columns)
-        rows = torch.where(bright, 255, 0).to(torch.uint8)
-        return rows[:, None, None, :].expand(-1, 1, self.size, self.size).contiguous()
+        return probe_images(state[:, 0].bool())
 
 
 class ProbeImageValue(_ImageProbe):

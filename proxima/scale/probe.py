@@ -167,7 +167,7 @@ PROBES = [
 
 
 def _images():
-    from proxima.envs.probes import probe_images
+    from proxima.envs.native import probe_images
 
     return torch.as_tensor(probe_images())
 
