@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import cast
 
 import gymnasium as gym
 import numpy as np
@@ -49,6 +50,30 @@ def action_count(space: gym.Space) -> int | None:
     if isinstance(space, gym.spaces.MultiDiscrete) and space.nvec.ndim == 1:
         return int(space.nvec.sum())
     return None
+
+
+def row_actions(spaces: list[gym.Space], label: str) -> tuple[gym.Space, tuple[int, ...] | None]:
+    """The one action space of every row of agents acting in ``spaces``, and ``AgentSpec.action_dims``: the
+    agents' own space where they share it; else ``Discrete(max n)`` (a kind's missing actions are to be masked
+    off) or ``Box(max dim)``, bounds taken over the agents that have each dim, each agent's actions its first
+    dims, and its dims where they differ."""
+    first = spaces[0]
+    if all(s == first for s in spaces):
+        return first, None
+    if all(isinstance(s, gym.spaces.Discrete) for s in spaces):
+        return gym.spaces.Discrete(max(int(cast(gym.spaces.Discrete, s).n) for s in spaces)), None
+    if not all(isinstance(s, gym.spaces.Box) for s in spaces):
+        kinds = ", ".join(sorted({type(s).__name__ for s in spaces}))
+        raise UserError(
+            f"{label}'s agents have action spaces of different types ({kinds}); agents of different kinds need "
+            "all Discrete or all Box actions"
+        )
+    sizes = [int(np.prod(cast(tuple[int, ...], s.shape))) for s in spaces]
+    low, high = np.full(max(sizes), np.inf), np.full(max(sizes), -np.inf)
+    for s, n in zip(cast(list[gym.spaces.Box], spaces), sizes, strict=True):
+        low[:n], high[:n] = np.minimum(low[:n], s.low.reshape(-1)), np.maximum(high[:n], s.high.reshape(-1))
+    box = gym.spaces.Box(low.astype(np.float32), high.astype(np.float32), dtype=np.float32)
+    return box, tuple(sizes) if len(set(sizes)) > 1 else None
 
 
 @dataclass(frozen=True)

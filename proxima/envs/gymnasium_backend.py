@@ -63,13 +63,6 @@ def _unknown_id(error: Exception, env_id: str) -> bool:
     )
 
 
-def check_env_id(env_id: str) -> None:
-    """A ``UserError`` for an id Gymnasium cannot even parse (``::``, ``a:b:c``, ``:Name``, ``module:``)."""
-    parts = env_id.split(":")
-    if not env_id or len(parts) > 2 or not all(p.strip() for p in parts):
-        raise UserError(f"malformed env id {env_id!r}; give {ENV_ID_FORMS}")
-
-
 def make_single_env(
     env_id: str, kwargs: dict, render_mode: str | None = None, disable_env_checker: bool = False
 ) -> gym.Env:
@@ -80,7 +73,9 @@ def make_single_env(
     asked for: many envs outside Gymnasium take no such argument. ``kwargs``: the env's own (env_kwargs);
     ``disable_env_checker``: gym.make's (when true; else the registration's).
     """
-    check_env_id(env_id)
+    parts = env_id.split(":")  # refused here: what Gymnasium cannot even parse (``::``, ``a:b:c``, ``:Name``)
+    if not env_id or len(parts) > 2 or not all(p.strip() for p in parts):
+        raise UserError(f"malformed env id {env_id!r}; give {ENV_ID_FORMS}")
 
     def make(**given) -> gym.Env:
         try:
@@ -168,13 +163,12 @@ def check_step_api(env: gym.Env, env_id: str) -> tuple[dict, dict]:
     if env.render_mode is not None:
         try:
             frame = env.render()
+            wrong = None if isinstance(frame, np.ndarray) and frame.ndim == 3 else f"gave {_shape_of(frame)}"
         except Exception as e:  # an env that takes render_mode but never implemented render()
+            wrong = f"raised {raised(e)}"
+        if wrong:
             raise UserError(
-                f"{env_id} cannot render {env.render_mode} frames (render() raised {raised(e)}), which video needs"
-            ) from e
-        if not (isinstance(frame, np.ndarray) and frame.ndim == 3):
-            raise UserError(
-                f"{env_id} cannot render {env.render_mode} frames (render() gave {_shape_of(frame)}), which video needs"
+                f"{env_id} cannot render {env.render_mode} frames (render() {wrong}), which video needs"
             )
     result = env.step(_valid_action(env.action_space, *reset))
     if not (isinstance(result, tuple) and len(result) == 5):
@@ -235,7 +229,18 @@ def find_obs_layout(env_id: str, env: gym.Env, reset_info: dict, step_info: dict
 def _check_obs(obs, env: gym.Env, env_id: str, where: str) -> None:
     space = env.observation_space
     if not isinstance(space, gym.spaces.Box):
-        _check_indices(obs, space, env_id, where)
+        # a Discrete or MultiDiscrete part that is not one of its values, said here in one line before Gymnasium's
+        # checker in the sub-envs warns of it; whatever else is wrong is left to the encoders and the sub-envs
+        try:
+            layout = ObsLayout(space)
+        except UserError:
+            return
+        try:
+            layout.pack(obs)
+        except UserError as e:
+            raise UserError(f"{env_id}'s {where}: {e}") from None
+        except Exception:
+            pass
         return
     try:
         size = np.asarray(obs, dtype=space.dtype).size
@@ -249,22 +254,6 @@ def _check_obs(obs, env: gym.Env, env_id: str, where: str) -> None:
             f"{env_id}'s {where} returned an observation of shape {np.shape(obs)}, but its observation_space "
             f"declares shape {space.shape}"
         )
-
-
-def _check_indices(obs, space: gym.Space, env_id: str, where: str) -> None:
-    """A ``UserError`` where a Discrete or MultiDiscrete part of ``obs`` is not one of its values (here, in one
-    line, before Gymnasium's checker in the sub-envs warns of it). Whatever else is wrong with a space or an
-    observation is left to the encoders and the sub-envs to refuse."""
-    try:
-        layout = ObsLayout(space)
-    except UserError:
-        return
-    try:
-        layout.pack(obs)
-    except UserError as e:
-        raise UserError(f"{env_id}'s {where}: {e}") from None
-    except Exception:
-        return
 
 
 def _shape_of(value) -> str:
@@ -520,20 +509,25 @@ class VectorEnvAdapter(Unrestorable):
         )
 
     def keep_infos(self, keys: InfoKeys) -> None:
-        """From now on each ``Step.infos`` holds the info of the step that ended each episode: the ``keys`` that
-        it has, or all of it with "all" (``proxima.envs.interface``)."""
         self._infos = keys
 
     def call(self, name: str, *args, **kwargs) -> tuple:
         """Gymnasium's ``VectorEnv.call``: ``name(*args, **kwargs)`` on each sub-env (the attribute's value where
         it is not callable), the results in env order. ``name`` is looked up through the wrappers to the env."""
-        return call_envs(self._calls(), name, *args, **kwargs)
+        envs = self._calls()
+        _check_attr(envs, name)
+        with _workers_quiet():
+            return env_call(envs.call, name, *args, **kwargs)
 
     def set_attr(self, name: str, values) -> None:
         """Gymnasium's ``VectorEnv.set_attr``: a list or tuple gives each env its own value, anything else goes
         to every env. Only an attribute that the env or a wrapper already has (a typo would make a new one on
         the outermost wrapper, which the env never reads)."""
-        set_env_attr(self._calls(), name, values)
+        envs = self._calls()
+        values = per_env_values(values, envs.num_envs)
+        _check_attr(envs, name)
+        with _workers_quiet():
+            env_call(envs.set_attr, name, values)
 
     def _calls(self) -> EnvCalls:
         # VectorEnv declares neither, and a VectorWrapper passes neither on
@@ -603,8 +597,12 @@ class GymnasiumVecEnv(VectorEnvAdapter):
             make = EnvMaker(env_id, env_kwargs or {}, factory)
             probe = make(render_mode="rgb_array" if videos else None, checked=True)
             try:
-                infos = _with_env_errors(env_id, lambda: check_step_api(probe, env_id))
+                infos = check_step_api(probe, env_id)
                 layout = find_obs_layout(env_id, probe, *infos)
+            except (UserError, EnvError):
+                raise
+            except Exception as e:
+                raise EnvError(f"{env_id} raised {raised(e)}") from e
             finally:
                 _close_quietly(probe, env_id)
         fns = [
@@ -640,22 +638,6 @@ class GymnasiumVecEnv(VectorEnvAdapter):
         self._run(self.envs.close)
 
 
-def call_envs(envs: EnvCalls, name: str, *args, **kwargs) -> tuple:
-    """``envs.call`` (``GymnasiumVecEnv.call``), for any Gymnasium vector env: a name no sub-env has is a
-    one-line ``UserError``, an exception raised in the env an ``EnvError``."""
-    _check_attr(envs, name)
-    with _workers_quiet():
-        return env_call(envs.call, name, *args, **kwargs)
-
-
-def set_env_attr(envs: EnvCalls, name: str, values) -> None:
-    """``envs.set_attr`` (``GymnasiumVecEnv.set_attr``), for any Gymnasium vector env."""
-    values = per_env_values(values, envs.num_envs)
-    _check_attr(envs, name)
-    with _workers_quiet():
-        env_call(envs.set_attr, name, values)
-
-
 @contextlib.contextmanager
 def _workers_quiet():
     """AsyncVectorEnv reports a worker's exception as warnings (its traceback included) before raising it again
@@ -671,15 +653,6 @@ def _check_attr(envs: EnvCalls, name: str) -> None:
             f"the env has no attribute {name!r}; call and set_attr reach a method or attribute that the env "
             "(or one of its wrappers) defines: define it in the env's __init__"
         )
-
-
-def _with_env_errors(env_id: str, fn):
-    try:
-        return fn()
-    except (UserError, EnvError):
-        raise
-    except Exception as e:
-        raise EnvError(f"{env_id} raised {raised(e)}") from e
 
 
 def _env_factory(
@@ -699,7 +672,7 @@ def _env_factory(
             signal.signal(signal.SIGINT, signal.SIG_IGN)
         if video_dir is None:
             return _Tidy(make(), make.env_id, layout)
-        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # rgb_array needs no display; keeps SDL quiet
+        quiet_display()
         trigger = None if video_episodes is None else (lambda episode: episode < video_episodes)
 
         def record(env: gym.Env) -> gym.Env:

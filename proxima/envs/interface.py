@@ -178,6 +178,13 @@ class AgentSpec:
     """where agents' Box actions differ in size: each agent's, the first components of the rows'
     ``Box(max dim)``; None where every agent acts with every component"""
 
+    @classmethod
+    def grouped(cls, names: tuple[str, ...], keys: list, num_envs: int, **fields) -> AgentSpec:
+        """The agents ``names`` whose spaces are described by ``keys``: agents of equal keys share a kind,
+        numbered in the order of their first agents."""
+        firsts = [keys.index(key) for key in keys]
+        return cls(names, tuple(sorted(set(firsts)).index(first) for first in firsts), num_envs, **fields)
+
     @property
     def num_agents(self) -> int:
         return len(self.names)
@@ -200,15 +207,9 @@ class AgentSpec:
         return names if len(set(names)) == len(names) else [f"kind{k}" for k in range(self.num_kinds)]
 
     def to_json(self) -> dict:
-        turns = {"turns": True} if self.turns else {}
+        out = {"names": list(self.names), "kinds": list(self.kinds), "num_envs": self.num_envs}
         dims = {} if self.action_dims is None else {"action_dims": list(self.action_dims)}
-        return {
-            "names": list(self.names),
-            "kinds": list(self.kinds),
-            "num_envs": self.num_envs,
-            **turns,
-            **dims,
-        }
+        return {**out, **({"turns": True} if self.turns else {}), **dims}
 
 
 def agent_rows(obs: gym.Space, agents: int, state: gym.Space, mask: int | None = None) -> ObsLayout:

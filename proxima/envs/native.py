@@ -100,12 +100,9 @@ class NativeVecEnv(NoEnvObjects):
         self._seed = row_seeds(seed, num_envs)
         self.rng = CounterRNG(num_envs, self.device)
         self.state = torch.zeros(num_envs, self.state_dim, dtype=torch.float64, device=self.device)
-        if isinstance(self.single_action_space, gym.spaces.Box):
-            self._action_low = torch.as_tensor(
-                self.single_action_space.low, dtype=torch.float64, device=self.device
-            )
-            self._action_high = torch.as_tensor(
-                self.single_action_space.high, dtype=torch.float64, device=self.device
+        if isinstance(space := self.single_action_space, gym.spaces.Box):
+            self._action_low, self._action_high = (
+                torch.as_tensor(b, dtype=torch.float64, device=self.device) for b in (space.low, space.high)
             )
         self.elapsed = torch.zeros(num_envs, dtype=torch.int64, device=self.device)
         self.obs_layout = ObsLayout(self.single_observation_space)
@@ -611,28 +608,19 @@ class ProbeCentralCritic(_MultiAgentProbe):
         return own.sum(dim=1, keepdim=True).expand_as(own)
 
 
-PROBE_ENVS = {
-    **{
-        f"proxima/Probe{i}-v0": cls for i, cls in enumerate([Probe1, Probe2, Probe3, Probe4, Probe5], start=1)
-    },
-    "proxima/ProbeContinuous-v0": ProbeContinuous,
-    "proxima/ProbeMemory-v0": ProbeMemory,
-}
+def _ids(*probes: type) -> dict:
+    return {f"proxima/{cls.__name__}-v0": cls for cls in probes}
+
+
+PROBE_ENVS = _ids(Probe1, Probe2, Probe3, Probe4, Probe5, ProbeContinuous, ProbeMemory)
 # Multi-agent VecEnvs (AgentSpec): served by this backend only; they are not Gymnasium envs.
-MULTIAGENT_PROBE_ENVS = {
-    "proxima/ProbeCoordination-v0": ProbeCoordination,
-    "proxima/ProbeCentralCritic-v0": ProbeCentralCritic,
-}
-IMAGE_PROBE_ENVS = {
-    "proxima/ProbeImageValue-v0": ProbeImageValue,
-    "proxima/ProbeImagePolicy-v0": ProbeImagePolicy,
-}
-# Served by this backend: the vector probes but the memory one. The memory and image probes are served by
-# Gymnasium's backend only (proxima.envs.probes), as their probe budgets were set there.
-NATIVE_PROBES = [env_id for env_id in PROBE_ENVS if env_id != "proxima/ProbeMemory-v0"]
+MULTIAGENT_PROBE_ENVS = _ids(ProbeCoordination, ProbeCentralCritic)
+IMAGE_PROBE_ENVS = _ids(ProbeImageValue, ProbeImagePolicy)
 
 NATIVE_ENVS: dict[str, type[NativeVecEnv] | type[_MultiAgentProbe]] = {
-    **{env_id: PROBE_ENVS[env_id] for env_id in NATIVE_PROBES},
+    # the vector probes but the memory one: the memory and image probes are served by Gymnasium's backend only
+    # (proxima.envs.probes), as their probe budgets were set there
+    **_ids(Probe1, Probe2, Probe3, Probe4, Probe5, ProbeContinuous),
     **MULTIAGENT_PROBE_ENVS,
     "CartPole-v1": CartPole,
     "proxima/CartPoleNoVelocity-v1": CartPoleNoVelocity,

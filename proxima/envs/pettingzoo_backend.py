@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 from proxima.base.errors import EnvError, UserError
-from proxima.base.spaces import MASK_KEY, ObsLayout, action_count
+from proxima.base.spaces import MASK_KEY, ObsLayout, action_count, row_actions
 from proxima.envs.gymnasium_backend import _close_quietly, _shape_of, construct
 from proxima.envs.gymnasium_backend import _reward as one_reward
 from proxima.envs.interface import (
@@ -51,10 +51,6 @@ PREFIX = "pettingzoo:"
 ID_FORM = (
     "pettingzoo:MODULE, a module with parallel_env() or an AEC env(), e.g. pettingzoo:mpe2.simple_spread_v3"
 )
-
-
-def handles(env_id: str) -> bool:
-    return env_id.startswith(PREFIX)
 
 
 def is_pettingzoo_env(obj) -> bool:
@@ -215,39 +211,6 @@ class _Kind:
         return cast(np.ndarray, gym.spaces.flatten(self.own, obs))  # a Box's values, as self.flat
 
 
-def _row_action_space(spaces: list[gym.Space], label: str) -> gym.Space:
-    """The one action space of every row: the agents' own where they share it; else ``Discrete(max n)`` or
-    ``Box(max dim)``, bounds taken over the agents that have each dim."""
-    first = spaces[0]
-    if all(s == first for s in spaces):
-        return first
-    discrete = [s for s in spaces if isinstance(s, gym.spaces.Discrete)]
-    boxes = [s for s in spaces if isinstance(s, gym.spaces.Box)]
-    if len(discrete) == len(spaces):
-        return gym.spaces.Discrete(max(int(s.n) for s in discrete))
-    if len(boxes) == len(spaces):
-        size = max(int(np.prod(s.shape)) for s in boxes)
-        low, high = np.full(size, np.inf), np.full(size, -np.inf)
-        for s in boxes:
-            n = int(np.prod(s.shape))
-            low[:n] = np.minimum(low[:n], s.low.reshape(-1))
-            high[:n] = np.maximum(high[:n], s.high.reshape(-1))
-        return gym.spaces.Box(low.astype(np.float32), high.astype(np.float32), dtype=np.float32)
-    raise UserError(
-        f"{label}'s agents have action spaces of different types ({', '.join(sorted({type(s).__name__ for s in spaces}))}); "
-        "agents of different kinds need all Discrete or all Box actions"
-    )
-
-
-def _box_sizes(spaces: list[gym.Space]) -> tuple[int, ...] | None:
-    """Each agent's number of Box action components where they differ (``AgentSpec.action_dims``)."""
-    boxes = [s for s in spaces if isinstance(s, gym.spaces.Box)]
-    if len(boxes) != len(spaces):
-        return None
-    sizes = tuple(int(np.prod(s.shape)) for s in boxes)
-    return sizes if len(set(sizes)) > 1 else None
-
-
 def _padded_box(kinds: list[_Kind]) -> gym.spaces.Box:
     """One flat Box that holds every kind's observation, each zero-padded to the largest."""
     size = max(k.size for k in kinds)
@@ -309,25 +272,17 @@ class PettingZooVecEnv(Unrestorable):
             obs_spaces = [game.observation_space(a) for a in names]
             act_spaces = [game.action_space(a) for a in names]
         masks = self._find_masks(obs_spaces)
-        self._kinds: list[_Kind] = []
-        firsts: list[int] = []  # the first agent of each kind
-        kinds = []
-        for i, (o, a, m) in enumerate(zip(obs_spaces, act_spaces, masks, strict=True)):
-            same = [k for k, f in enumerate(firsts) if obs_spaces[f] == o and act_spaces[f] == a]
-            kinds.append(same[0] if same else len(firsts))
-            firsts += [] if same else [i]
-            kind = _Kind(o, a, m)
-            if m == "obs" and int(np.prod(o[MASK_KEY].shape)) != kind.count:
+        self._kinds = [_Kind(*spaces) for spaces in zip(obs_spaces, act_spaces, masks, strict=True)]
+        for name, o, a, kind in zip(names, obs_spaces, act_spaces, self._kinds, strict=True):
+            if kind.mask == "obs" and int(np.prod(o[MASK_KEY].shape)) != kind.count:
                 raise UserError(
-                    f"{label}'s {MASK_KEY} for {names[i]} is {o[MASK_KEY]}, but its action space {a} needs "
+                    f"{label}'s {MASK_KEY} for {name} is {o[MASK_KEY]}, but its action space {a} needs "
                     f"{kind.count} booleans (masks are for Discrete and MultiDiscrete actions)"
                 )
-            self._kinds.append(kind)
         self._turns = isinstance(game, Turns)
-        self.single_action_space = _row_action_space(act_spaces, label)
-        self.agents = AgentSpec(
-            names, tuple(kinds), num_envs, turns=self._turns, action_dims=_box_sizes(act_spaces)
-        )
+        self.single_action_space, action_dims = row_actions(act_spaces, label)
+        pairs = list(zip(obs_spaces, act_spaces, strict=True))
+        self.agents = AgentSpec.grouped(names, pairs, num_envs, turns=self._turns, action_dims=action_dims)
         count = action_count(self.single_action_space)
         # masks: the env's own, and the actions a kind lacks where kinds share Discrete(max n)
         self._masked = any(masks) or any(k.count != count for k in self._kinds)
@@ -359,15 +314,13 @@ class PettingZooVecEnv(Unrestorable):
         self._said_missing = False
         self.alive = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
 
-    def _movers(self, e: int) -> list[str]:
-        """The agents of game ``e`` whose next action counts: the one to move in a turn-based game."""
-        return [self.games[e].mover] if self._turns else self._present[e]
-
     def _alive_rows(self) -> Tensor:
+        """The rows whose next action counts: the agents present, in a turn-based game the one to move."""
         A, index = len(self._names), self._index
         alive = np.zeros(self.num_envs, dtype=bool)
-        for e in range(len(self.games)):
-            alive[[e * A + index[name] for name in self._movers(e)]] = True
+        for e, game in enumerate(self.games):
+            movers = [game.mover] if self._turns else self._present[e]
+            alive[[e * A + index[name] for name in movers]] = True
         self.alive = self._tensor(alive)
         return self.alive
 
@@ -613,9 +566,9 @@ class PettingZooVecEnv(Unrestorable):
             out.append(env_actions(mine, space))
         return out
 
-    def keep_infos(self, keys: InfoKeys) -> None:
-        """From now on ``Step.infos`` holds, for each row whose agent left or whose game ended, its agent's info
-        at that step (its ``keys``, or all of it)."""
+    def keep_infos(
+        self, keys: InfoKeys
+    ) -> None:  # the infos of the rows whose agent left or whose game ended
         self._infos = keys
 
     def call(self, name: str, *args, **kwargs) -> tuple:
@@ -655,7 +608,7 @@ def _make(env_id: str, num_envs: int, *, env_kwargs: dict | None = None, **kwarg
 register_backend(
     "pettingzoo",
     _make,
-    handles=handles,
+    handles=lambda env_id: env_id.startswith(PREFIX),
     features=("video", "env_kwargs"),
     exclusive=True,
     instead={"asynchronous": GAMES_ON_WORKERS},

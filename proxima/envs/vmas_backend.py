@@ -32,6 +32,7 @@ import torch
 from torch import Tensor
 
 from proxima.base.errors import EnvError, UserError, raised
+from proxima.base.spaces import row_actions
 from proxima.envs.interface import AgentSpec, NoEnvObjects, Seeds, Step, VideoDirs, agent_rows, one_seed
 from proxima.envs.recorder import GameRecorder, game_zero_dir
 from proxima.envs.registry import GAMES_ON_WORKERS, register_backend
@@ -179,35 +180,30 @@ class VmasVecEnv(NoEnvObjects):
         agents, size = len(self.obs_sizes), max(self.obs_sizes)
         self.num_games, self.num_agents, self.obs_size = num_envs, agents, size
         self.num_envs = num_envs * agents
-        kinds: dict = {}
-        keys = [(n, _action_key(space)) for n, space in zip(self.obs_sizes, action_spaces, strict=True)]
         self.continuous = env.continuous_actions
-        sizes = tuple(int(space.shape[0]) for space in action_spaces) if self.continuous else ()
-        self.agents = AgentSpec(
-            names=tuple(agent.name for agent in env.agents),
-            kinds=tuple(kinds.setdefault(key, len(kinds)) for key in keys),
-            num_envs=num_envs,
-            action_dims=sizes if len(set(sizes)) > 1 else None,
-        )
-        self._mask = None
-        mask_size = None
+        spaces: list[gym.Space] = [  # VMAS's are gym's, not Gymnasium's
+            gym.spaces.Box(s.low, s.high, dtype=np.float32)
+            if self.continuous
+            else gym.spaces.Discrete(int(s.n))
+            for s in action_spaces
+        ]
+        # the space covers every agent's range; each agent's actions are clipped to its own in step()
+        self.single_action_space, action_dims = row_actions(spaces, self.env_id)
+        keys = [(n, _action_key(space)) for n, space in zip(self.obs_sizes, action_spaces, strict=True)]
+        names = tuple(agent.name for agent in env.agents)
+        self.agents = AgentSpec.grouped(names, keys, num_envs, action_dims=action_dims)
+        self._mask = mask_size = None
         if self.continuous:
-            self.action_dims = list(sizes)
-            dim = max(self.action_dims)
+            self.action_dims = [int(space.shape[0]) for space in action_spaces]
             # each agent's own range (inf, -inf where it has no such dim: those components are dropped)
-            low = torch.full((agents, dim), torch.inf, dtype=torch.float32)
-            high = torch.full((agents, dim), -torch.inf, dtype=torch.float32)
+            low = torch.full((agents, max(self.action_dims)), torch.inf, dtype=torch.float32)
+            high = -low
             for a, space in enumerate(action_spaces):
                 low[a, : self.action_dims[a]] = torch.as_tensor(space.low)
                 high[a, : self.action_dims[a]] = torch.as_tensor(space.high)
-            # the space covers every agent's range; each agent's actions are clipped to its own in step()
-            self.single_action_space: gym.Space = gym.spaces.Box(
-                low.min(0).values.numpy(), high.max(0).values.numpy(), (dim,), np.float32
-            )
             self._low, self._high = low.to(self.device), high.to(self.device)
         else:
             counts = [int(space.n) for space in action_spaces]
-            self.single_action_space = gym.spaces.Discrete(max(counts))
             if len(set(counts)) > 1:  # the extra actions of agents with fewer are masked off
                 mask = torch.arange(max(counts)).unsqueeze(0) < torch.tensor(counts).unsqueeze(1)
                 self._mask = mask.to(self.device, torch.float32).unsqueeze(0)  # (1, A, n)
