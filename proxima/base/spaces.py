@@ -52,6 +52,23 @@ def action_count(space: gym.Space) -> int | None:
     return None
 
 
+def mask_count(label: str, actions: gym.Space, size: int | None = None) -> int:
+    """``action_count(actions)`` for the action mask that ``label`` gives, of ``size`` values where known; a
+    one-line ``UserError`` where those actions cannot be masked, or the mask does not fit them."""
+    count = action_count(actions)
+    if count is None:
+        raise UserError(
+            f"{label} gives an {MASK_KEY}, but its action space {actions} cannot be masked; masks are for "
+            "Discrete and MultiDiscrete actions"
+        )
+    if size is not None and size != count:
+        raise UserError(
+            f"{label}'s {MASK_KEY} has {size} values, but its action space {actions} needs {count} "
+            "(one boolean per action; per dimension, side by side, for a MultiDiscrete)"
+        )
+    return count
+
+
 def row_actions(spaces: list[gym.Space], label: str) -> tuple[gym.Space, tuple[int, ...] | None]:
     """The one action space of every row of agents acting in ``spaces``, and ``AgentSpec.action_dims``: the
     agents' own space where they share it; else ``Discrete(max n)`` (a kind's missing actions are to be masked

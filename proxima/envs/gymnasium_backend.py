@@ -24,7 +24,7 @@ from gymnasium.vector import AutoresetMode
 from torch import Tensor
 
 from proxima.base.errors import EnvError, UserError, raised
-from proxima.base.spaces import MASK_KEY, ObsLayout, action_count
+from proxima.base.spaces import MASK_KEY, ObsLayout, action_count, mask_count
 from proxima.envs.atari import atari_game, make_atari_env
 from proxima.envs.interface import (
     EnvCalls,
@@ -212,18 +212,7 @@ def find_obs_layout(env_id: str, env: gym.Env, reset_info: dict, step_info: dict
         )
     else:
         return ObsLayout(space)
-    count = action_count(actions)
-    if count is None:
-        raise UserError(
-            f"{env_id} gives an {MASK_KEY}, but its action space {actions} cannot be masked; masks are for "
-            "Discrete and MultiDiscrete actions"
-        )
-    if size != count:
-        raise UserError(
-            f"{env_id}'s {MASK_KEY} has {size} values, but its action space {actions} needs {count} "
-            "(one boolean per action; per dimension, side by side, for a MultiDiscrete)"
-        )
-    return ObsLayout(space, mask, count)
+    return ObsLayout(space, mask, mask_count(env_id, actions, size))
 
 
 def _check_obs(obs, env: gym.Env, env_id: str, where: str) -> None:

@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 from proxima.base.errors import EnvError, UserError
-from proxima.base.spaces import MASK_KEY, ObsLayout, action_count, row_actions
+from proxima.base.spaces import MASK_KEY, ObsLayout, action_count, mask_count, row_actions
 from proxima.envs.gymnasium_backend import _close_quietly, _shape_of, construct
 from proxima.envs.gymnasium_backend import _reward as one_reward
 from proxima.envs.interface import (
@@ -273,12 +273,10 @@ class PettingZooVecEnv(Unrestorable):
             act_spaces = [game.action_space(a) for a in names]
         masks = self._find_masks(obs_spaces)
         self._kinds = [_Kind(*spaces) for spaces in zip(obs_spaces, act_spaces, masks, strict=True)]
-        for name, o, a, kind in zip(names, obs_spaces, act_spaces, self._kinds, strict=True):
-            if kind.mask == "obs" and int(np.prod(o[MASK_KEY].shape)) != kind.count:
-                raise UserError(
-                    f"{label}'s {MASK_KEY} for {name} is {o[MASK_KEY]}, but its action space {a} needs "
-                    f"{kind.count} booleans (masks are for Discrete and MultiDiscrete actions)"
-                )
+        for name, o, kind in zip(names, obs_spaces, self._kinds, strict=True):
+            if kind.mask:  # the env's own: it must fit the agent's actions
+                size = int(np.prod(o[MASK_KEY].shape)) if kind.mask == "obs" else None
+                mask_count(f"{label}'s {name}", kind.action_space, size)
         self._turns = isinstance(game, Turns)
         self.single_action_space, action_dims = row_actions(act_spaces, label)
         pairs = list(zip(obs_spaces, act_spaces, strict=True))
@@ -286,11 +284,6 @@ class PettingZooVecEnv(Unrestorable):
         count = action_count(self.single_action_space)
         # masks: the env's own, and the actions a kind lacks where kinds share Discrete(max n)
         self._masked = any(masks) or any(k.count != count for k in self._kinds)
-        if self._masked and count is None:
-            raise UserError(
-                f"{label} gives an {MASK_KEY}, but its action space {self.single_action_space} cannot be "
-                "masked; masks are for Discrete and MultiDiscrete actions"
-            )
         self._default_mask = []  # a kind's own actions: for its rows where the env gives no mask
         for k in self._kinds:
             default = np.zeros(count or 0, dtype=np.float32)
@@ -302,7 +295,7 @@ class PettingZooVecEnv(Unrestorable):
         self._obs_size = int(np.prod(obs_box.shape))
         self._state_fn, state_size = self._find_state()
         state_box = gym.spaces.Box(-np.inf, np.inf, (state_size,), dtype=np.float32)
-        # a mask on actions that cannot be masked (count None) is refused above
+        # a mask on actions that cannot be masked (count None) is refused above, agent by agent
         self.obs_layout = agent_rows(obs_box, len(names), state_box, count if self._masked else None)
         self.single_observation_space = self.obs_layout.space
         self._spans = {p.path[0]: p.span for p in self.obs_layout.parts}
@@ -397,11 +390,7 @@ class PettingZooVecEnv(Unrestorable):
         if given is None:
             return default
         given = np.asarray(given).reshape(-1)
-        if given.size != kind.count:
-            raise UserError(
-                f"{self.label}'s {MASK_KEY} for {self._names[i]} has {given.size} values; its action space "
-                f"{kind.action_space} needs {kind.count}"
-            )
+        mask_count(f"{self.label}'s {self._names[i]}", kind.action_space, given.size)
         mask = default.copy()
         mask[: given.size] = given
         return mask
@@ -509,22 +498,18 @@ class PettingZooVecEnv(Unrestorable):
             self._check_agents(e, now, obs, terms, truncs)
             left = [name for name in acting if name not in now]
             ended = not now
-            if ended:  # every agent of the game is gone: a game with no flag on one ended without saying why
-                for name in acting:
-                    row = e * A + index[name]
-                    truncated[row] |= not (terminated[row] or truncated[row])
-            else:  # an agent that left without a flag terminated
-                for name in left:
-                    row = e * A + index[name]
-                    terminated[row] |= not truncated[row]
             if left:
                 state = self._state_fn(game, obs)
-                for name in left:
-                    row = e * A + index[name]
-                    final_rows[row] = np.zeros(self.obs_layout.shape[0], dtype=np.float32)
-                    self._row(final_rows[row], index[name], obs, infos, state, final=True)
-                    if self._infos is not None:
-                        ended_infos[row] = kept_info(infos.get(name, {}), self._infos)
+            for name in left:
+                row = e * A + index[name]
+                # without a flag, an agent that left a game that goes on terminated, and a game whose agents are
+                # all gone ended without saying why
+                if not (terminated[row] or truncated[row]):
+                    (truncated if ended else terminated)[row] = True
+                final_rows[row] = np.zeros(self.obs_layout.shape[0], dtype=np.float32)
+                self._row(final_rows[row], index[name], obs, infos, state, final=True)
+                if self._infos is not None:
+                    ended_infos[row] = kept_info(infos.get(name, {}), self._infos)
             if ended:
                 over[e * A : (e + 1) * A] = True
                 if e == 0 and self._video is not None:

@@ -110,6 +110,11 @@ def _refusal(backend: Backend, env_id: str, feature: str, suggest: bool = True) 
     return UserError(f"the {backend.name} backend cannot do {flag}; it needs the {' or '.join(able)} backend")
 
 
+def _wanted(asynchronous: bool, video: bool, env_kwargs: bool) -> list[str]:
+    asked = {"asynchronous": asynchronous, "video": video, "env_kwargs": env_kwargs}
+    return [feature for feature, on in asked.items() if on]
+
+
 def resolve_backend(
     env_id: str,
     backend: str = "auto",
@@ -125,13 +130,12 @@ def resolve_backend(
     what it offers instead, unless ``suggest`` is False (a run that uses it already)."""
     if backend != "auto":
         return get_backend(backend).name
-    asked = (("asynchronous", asynchronous), ("video", video), ("env_kwargs", env_kwargs))
-    wanted = {name for name, on in asked if on}
+    wanted = _wanted(asynchronous, video, env_kwargs)
     for candidate in reversed(_BACKENDS.values()):
         if candidate.auto_takes(env_id, num_envs, wanted):
             return candidate.name
         if candidate.exclusive(env_id) and candidate.handles(env_id):
-            lacking = [name for name, on in asked if on and name not in candidate.features]
+            lacking = [name for name in wanted if name not in candidate.features]
             if lacking:
                 raise _refusal(candidate, env_id, lacking[0], suggest)
             return candidate.name  # below its min_envs, but no other backend runs the id
@@ -162,13 +166,9 @@ def make_vec_env(
             f"make_vec_env takes an env id string, got {type(env_id).__name__}; for an env object or a "
             "function that makes one, use proxima.envs.make_envs"
         )
+    video, kwargs = video_dir is not None, bool(env_kwargs)
     name = resolve_backend(
-        env_id,
-        backend,
-        asynchronous=asynchronous,
-        video=video_dir is not None,
-        num_envs=num_envs,
-        env_kwargs=bool(env_kwargs),
+        env_id, backend, asynchronous=asynchronous, video=video, num_envs=num_envs, env_kwargs=kwargs
     )
     chosen = _BACKENDS[name]
     if num_envs < 1:
@@ -178,8 +178,7 @@ def make_vec_env(
         raise UserError(
             f"no {name} implementation of {env_id!r}{listed} (use --env-backend gymnasium for any other id)"
         )
-    asked_for = {"asynchronous": asynchronous, "video": video_dir is not None, "env_kwargs": env_kwargs}
-    lacking = [feature for feature, asked in asked_for.items() if asked and feature not in chosen.features]
+    lacking = [feature for feature in _wanted(asynchronous, video, kwargs) if feature not in chosen.features]
     if lacking:
         raise _refusal(chosen, env_id, lacking[0])
     return chosen.make(

@@ -24,7 +24,7 @@ import torch
 
 from proxima.base import trust
 from proxima.base.errors import EnvError, UserError
-from proxima.base.spaces import MASK_KEY, ObsLayout, action_count
+from proxima.base.spaces import MASK_KEY, ObsLayout, mask_count
 from proxima.envs.gymnasium_backend import GymnasiumVecEnv, VectorEnvAdapter, construct
 from proxima.envs.interface import Seeds, VideoDirs
 from proxima.envs.pettingzoo_backend import PettingZooVecEnv, is_pettingzoo_env
@@ -209,11 +209,8 @@ def _layout(space: gym.Space, actions: gym.Space, label: str) -> ObsLayout:
     """A Box travels as it is; another space is packed (``proxima.base.spaces``), its Dict ``action_mask`` too. A mask
     in the info cannot be read from a vector env's batched info reliably: refused."""
     if isinstance(space, gym.spaces.Dict) and MASK_KEY in space.spaces:
-        count = action_count(actions)
-        mask_shape = cast(tuple[int, ...], space[MASK_KEY].shape)  # a mask's space has a shape
-        if count is None or int(np.prod(mask_shape)) != count:
-            raise UserError(f"{label}'s {MASK_KEY} does not fit its action space {actions}")
-        return ObsLayout(space, MASK_KEY, count)
+        size = int(np.prod(cast(tuple[int, ...], space[MASK_KEY].shape)))  # a mask's space has a shape
+        return ObsLayout(space, MASK_KEY, mask_count(label, actions, size))
     return ObsLayout(space)
 
 

@@ -244,8 +244,7 @@ class VmasVecEnv(NoEnvObjects):
     def _per_row(self, flags: Tensor) -> Tensor:
         return flags.unsqueeze(1).expand(-1, self.num_agents).reshape(-1)
 
-    def reset(self, seed: Seeds = None) -> Tensor:
-        """Reset every game; the batch is seeded as one with ``seed`` (the seed given at construction, if none)."""
+    def reset(self, seed: Seeds = None) -> Tensor:  # the batch is seeded as one
         seed, self._seed = one_seed(self._seed if seed is None else seed, "vmas"), None
         with self._own_rng():
             observations = self.env.reset(seed=seed)
@@ -339,11 +338,9 @@ class VmasVecEnv(NoEnvObjects):
                 state[f"object.{path}"] = _text(home_of[id(value)])
             elif id(value) in first:
                 state[f"alias.{path}"] = _text(first[id(value)])
-            else:
+            else:  # a copy of its own: checkpoints refuse shared memory
                 first[id(value)] = path
-                state[f"tensor.{path}"] = (
-                    value.detach().clone().contiguous()
-                )  # checkpoints refuse shared memory
+                state[f"tensor.{path}"] = value.detach().clone().contiguous()
         state.update(_rng_tensors(self._rng))
         return state
 
@@ -351,9 +348,8 @@ class VmasVecEnv(NoEnvObjects):
         self._seed = None  # the restored generators replace the construction seed's
         leaves, homes = _world_tree(self.env)
         saved = {key.split(".", 1)[1] for key in state if key.startswith(LEAF_KINDS)}
-        for path in (
-            saved - leaves.keys()
-        ):  # an attribute that a scenario adds mid-episode (football's rewards)
+        # an attribute that a scenario adds mid-episode (football's rewards)
+        for path in saved - leaves.keys():
             parent, _, name = path.rpartition(".")
             if parent in homes and _descend(homes[parent]) and name.isidentifier():
                 leaves[path] = (homes[parent], name, None)
