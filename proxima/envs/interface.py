@@ -230,8 +230,7 @@ def alive_after_reset(envs) -> Tensor:
     return torch.ones(envs.num_envs, dtype=torch.bool, device=envs.device)
 
 
-def agent_spec(envs) -> AgentSpec | None:
-    """The env's ``AgentSpec`` where it is multi-agent, else None."""
+def agent_spec(envs) -> AgentSpec | None:  # None for a single-agent env
     return getattr(envs, "agents", None)
 
 
@@ -240,7 +239,6 @@ InfoKeys = tuple[str, ...] | Literal["all"]
 
 
 def kept_info(info: dict, keys: InfoKeys) -> dict:
-    """What ``keep_infos(keys)`` keeps of an ended episode's ``info``."""
     return dict(info) if keys == "all" else {k: info[k] for k in keys if k in info}
 
 

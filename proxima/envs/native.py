@@ -353,15 +353,9 @@ class Acrobot(NativeVecEnv):
         k4 = self._derivatives(state + dt * k3, torque)
         ns = state + dt / 6.0 * (k1 + 2 * k2 + 2 * k3 + k4)
         theta1, theta2 = _wrap(ns[:, 0]), _wrap(ns[:, 1])
-        ns = torch.stack(
-            (
-                theta1,
-                theta2,
-                ns[:, 2].clamp(-self.max_vel_1, self.max_vel_1),
-                ns[:, 3].clamp(-self.max_vel_2, self.max_vel_2),
-            ),
-            dim=1,
-        )
+        velocity1 = ns[:, 2].clamp(-self.max_vel_1, self.max_vel_1)
+        velocity2 = ns[:, 3].clamp(-self.max_vel_2, self.max_vel_2)
+        ns = torch.stack((theta1, theta2, velocity1, velocity2), dim=1)
         terminated = -torch.cos(theta1) - torch.cos(theta2 + theta1) > 1.0
         reward = torch.where(terminated, 0.0, -1.0).to(torch.float32)
         return ns, reward, terminated
@@ -389,8 +383,7 @@ class _NativeProbe(NativeVecEnv):
     def _first_obs(self, reset: Tensor) -> Tensor:
         return torch.zeros(self.num_envs, dtype=torch.float64, device=self.device)
 
-    def _coin(self, reset: Tensor) -> Tensor:
-        """True or False with probability 1/2 per env, from its own stream."""
+    def _coin(self, reset: Tensor) -> Tensor:  # each env's own fair coin
         return self.rng.uniform(1, 0.0, 1.0, advance=reset)[:, 0] < 0.5
 
     def _initial_state(self, reset: Tensor) -> Tensor:
@@ -574,8 +567,7 @@ class _MultiAgentProbe(NoEnvObjects):
         self.own = state["own"].to(self.device, torch.float32)
         self.rng.load_state_dict(state)
 
-    def _draw(self) -> Tensor:
-        """Every game's next observations, ``(games, agents)``."""
+    def _draw(self) -> Tensor:  # every game's next observations, (games, agents)
         return torch.zeros_like(self.own)
 
     def _reward(self, own: Tensor, actions: Tensor) -> Tensor:

@@ -16,7 +16,6 @@ only when an env of it is made.
 
 from __future__ import annotations
 
-import importlib
 import sys
 import warnings
 from typing import cast
@@ -45,7 +44,7 @@ from proxima.envs.interface import (
     per_env_values,
 )
 from proxima.envs.recorder import GameRecorder, game_zero_dir, quiet_display
-from proxima.envs.registry import GAMES_ON_WORKERS, register_backend
+from proxima.envs.registry import GAMES_ON_WORKERS, module_factory, register_backend
 
 PREFIX = "pettingzoo:"
 ID_FORM = (
@@ -61,21 +60,6 @@ def is_pettingzoo_env(obj) -> bool:
         return False
     kinds = (module.ParallelEnv, module.AECEnv)
     return isinstance(obj, kinds) or (isinstance(obj, type) and issubclass(obj, kinds))
-
-
-def id_factory(env_id: str):
-    """The function that makes one ParallelEnv of ``env_id`` (``pettingzoo:MODULE``) with its kwargs."""
-    name = env_id[len(PREFIX) :]
-    if not name.strip() or ":" in name:
-        raise UserError(f"malformed PettingZoo id {env_id!r}; give {ID_FORM}")
-    try:
-        module = importlib.import_module(name)
-    except ImportError as e:
-        raise UserError(f"cannot import {name!r} for {env_id} ({e}); give {ID_FORM}") from None
-    make = getattr(module, "parallel_env", None) or getattr(module, "env", None)
-    if not callable(make):
-        raise UserError(f"{name} has neither parallel_env() nor env(); give {ID_FORM}")
-    return make
 
 
 def as_parallel(env, label: str):
@@ -587,7 +571,8 @@ class PettingZooVecEnv(Unrestorable):
 
 def _make(env_id: str, num_envs: int, *, env_kwargs: dict | None = None, **kwargs) -> PettingZooVecEnv:
     kwargs.pop("asynchronous", None)  # the registry refuses --async-envs for this backend before here
-    return PettingZooVecEnv(env_id, num_envs, id_factory(env_id), env_kwargs=env_kwargs, **kwargs)
+    make = module_factory(env_id, ("parallel_env", "env"), ID_FORM)
+    return PettingZooVecEnv(env_id, num_envs, make, env_kwargs=env_kwargs, **kwargs)
 
 
 register_backend(

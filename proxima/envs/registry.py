@@ -15,6 +15,7 @@ what it cannot do is refused by name, where passing its id on would end in Gymna
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
@@ -191,3 +192,19 @@ def make_vec_env(
         video_episodes=video_episodes,
         **({"env_kwargs": env_kwargs} if env_kwargs else {}),  # only then: backends of before take none
     )
+
+
+def module_factory(env_id: str, makers: tuple[str, str], form: str):
+    """The function that makes one env of ``env_id`` (``PREFIX:MODULE``) with its kwargs: the first of ``makers``
+    that MODULE has; ``form`` says what to give instead."""
+    name = env_id.partition(":")[2]
+    if not name.strip() or ":" in name:
+        raise UserError(f"malformed PettingZoo id {env_id!r}; give {form}")
+    try:
+        module = importlib.import_module(name)
+    except ImportError as e:
+        raise UserError(f"cannot import {name!r} for {env_id} ({e}); give {form}") from None
+    make = getattr(module, makers[0], None) or getattr(module, makers[1], None)
+    if not callable(make):
+        raise UserError(f"{name} has neither {makers[0]}() nor {makers[1]}(); give {form}")
+    return make

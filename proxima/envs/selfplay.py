@@ -19,7 +19,6 @@ own ids, makes every part of proxima that builds envs from a run's id (evaluatio
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterable, Sequence
 from typing import cast
 
@@ -31,10 +30,14 @@ from torch import Tensor
 from proxima.base.errors import UserError
 from proxima.base.spaces import ObsLayout
 from proxima.envs.interface import Seeds, Step, Unrestorable, one_seed
-from proxima.envs.registry import register_backend
+from proxima.envs.registry import module_factory, register_backend
 
 PREFIX = "selfplay:"
 MASK = "action_mask"
+ID_FORM = (
+    "selfplay:MODULE of a PettingZoo AEC env, such as selfplay:pettingzoo.classic.connect_four_v3 (needs the "
+    "multiagent extra)"
+)
 
 Policy = Callable[[Tensor], Tensor]
 """An opponent: packed observations ``(B, D)`` of the seat to move -> its actions ``(B,)``."""
@@ -51,20 +54,8 @@ class SelfPlayVecEnv(Unrestorable):
         self, env_id: str, num_envs: int, *, seed: int | None = None, device="cpu", env_kwargs=None, **_
     ):
         self.env_id, self.num_envs, self.device = env_id, num_envs, torch.device(device)
-        module_name = env_id[len(PREFIX) :]
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as e:
-            raise UserError(
-                f"{env_id}: cannot import {module_name!r} ({e}); give selfplay:MODULE of a PettingZoo AEC env, "
-                "such as selfplay:pettingzoo.classic.connect_four_v3 (needs the multiagent extra)"
-            ) from None
         # raw_env: the wrappers only police illegal moves, and every move here obeys the mask
-        make = getattr(module, "raw_env", None) or getattr(module, "env", None)
-        if make is None:
-            raise UserError(
-                f"{env_id}: module {module_name} has no env() or raw_env() of a PettingZoo AEC env"
-            )
+        make = module_factory(env_id, ("raw_env", "env"), ID_FORM)
         self.games = [make(**(env_kwargs or {})) for _ in range(num_envs)]
         game = self.games[0]
         self.names = tuple(game.possible_agents)
@@ -117,7 +108,7 @@ class SelfPlayVecEnv(Unrestorable):
         for i, game in enumerate(self.games):
             game.reset(seed=None if seed is None else seed + i)
             self._draw_opponent(i)
-        self._opponents_move(self._waiting(range(self.num_envs)), None, None, None)
+        self._opponents_move(self._waiting(range(self.num_envs)))
         return self._observe()
 
     @torch.no_grad()
@@ -127,9 +118,10 @@ class SelfPlayVecEnv(Unrestorable):
         ended = np.zeros(self.num_envs, dtype=bool)
         truncated = np.zeros(self.num_envs, dtype=bool)
         final: dict[int, np.ndarray] = {}
+        ends = (reward, ended, truncated, final)
         for i in range(self.num_envs):
-            self._move(i, int(moves[i]), reward, ended, truncated, final)
-        self._opponents_move(self._waiting(range(self.num_envs)), reward, ended, (truncated, final))
+            self._move(i, int(moves[i]), ends)
+        self._opponents_move(self._waiting(range(self.num_envs)), ends)
         obs = self._observe()
         final_obs = obs.clone()
         for i, packed in final.items():
@@ -149,20 +141,21 @@ class SelfPlayVecEnv(Unrestorable):
     def _learner(self, i: int) -> str:
         return self.names[self.seats[i]]
 
-    def _waiting(self, games) -> list[int]:
-        """The games among ``games`` where the opponent is to move."""
+    def _waiting(self, games) -> list[int]:  # those where the opponent is to move
         return [i for i in games if self.games[i].agent_selection != self._learner(i)]
 
     def _draw_opponent(self, i: int) -> None:
         self.opponents[i] = self._pool[self._rng.choice(len(self._pool), p=self._probs)]
 
-    def _move(self, i, action, reward, ended, truncated, final) -> None:
-        """Play ``action`` for whoever is to move in game ``i``; where the game ends, note its end (from the
-        learner's seat) and start the next episode, with the other seat and a new opponent."""
+    def _move(self, i: int, action: int, ends: tuple | None) -> None:
+        """Play ``action`` for whoever is to move in game ``i``; where the game ends, note its end in ``ends``
+        (``step``'s reward, ended, truncated and final, from the learner's seat) and start the next episode,
+        with the other seat and a new opponent."""
         game, learner = self.games[i], self._learner(i)
         game.step(action)
-        if ended is None:  # an opening move of the opponent, at reset: no episode to report on
+        if ends is None:  # an opening move of the opponent, at reset: no episode to report on
             return
+        reward, ended, truncated, final = ends
         if not ended[i]:
             reward[i] += game.rewards[learner]
         if not any(game.terminations.values()) and not any(game.truncations.values()):
@@ -175,10 +168,9 @@ class SelfPlayVecEnv(Unrestorable):
         game.reset()
         self._draw_opponent(i)
 
-    def _opponents_move(self, waiting: list[int], reward, ended, rest) -> None:
+    def _opponents_move(self, waiting: list[int], ends: tuple | None = None) -> None:
         """Every game in ``waiting`` gets its opponent's move: one batched call per opponent. A game that ends
         and whose next episode the opponent opens moves again."""
-        truncated, final = rest if rest is not None else (None, None)
         while waiting:
             groups: dict[int, list[int]] = {}
             for i in waiting:
@@ -188,7 +180,7 @@ class SelfPlayVecEnv(Unrestorable):
                 obs = self._pack([game.observe(game.agent_selection) for game in games])
                 actions = self.opponents[members[0]](torch.as_tensor(obs, device=self.device))
                 for i, action in zip(members, actions.reshape(-1).tolist(), strict=True):
-                    self._move(i, int(action), reward, ended, truncated, final)
+                    self._move(i, int(action), ends)
             waiting = self._waiting(waiting)
 
     def _observe(self) -> Tensor:
@@ -213,7 +205,6 @@ def _choose(allowed: Tensor, generator: torch.Generator) -> Tensor:
 
 
 def random_player(layout: ObsLayout, generator: torch.Generator) -> Policy:
-    """A uniformly random legal move."""
     return lambda obs: _choose(_mask(layout, obs), generator)
 
 
@@ -289,7 +280,6 @@ PLAYERS = {"random": random_player, "lookahead": lookahead_player}
 
 
 def make_player(name: str, layout: ObsLayout, generator: torch.Generator) -> Policy:
-    """A built-in opponent by name (``PLAYERS``)."""
     if name not in PLAYERS:
         raise UserError(f"unknown opponent {name!r}; accepted: {', '.join(PLAYERS)}")
     return PLAYERS[name](layout, generator)

@@ -39,8 +39,7 @@ ENV_FORMS = (
 )
 
 
-def is_env_object(env) -> bool:
-    """Whether ``env`` is something other than an id string that ``make_envs`` takes."""
+def is_env_object(env) -> bool:  # what make_envs takes besides an id string
     return env is not None and not isinstance(env, str)
 
 

@@ -287,8 +287,7 @@ class VmasVecEnv(NoEnvObjects):
         if self._video is not None:  # the episode under way, as far as it went
             self._video.save()
 
-    def _reset_ended(self, done: Tensor) -> list[Tensor]:
-        """Reset the games that ended; every game's observations after it."""
+    def _reset_ended(self, done: Tensor) -> list[Tensor]:  # every game's observations after it
         if done.all():
             return self.env.reset()
         for index in done.nonzero().flatten().tolist():
