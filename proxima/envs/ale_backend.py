@@ -27,13 +27,6 @@ from proxima.envs.atari import FRAME_SKIP, NOOP_MAX, SIZE, STACK, atari_game
 from proxima.envs.interface import NoEnvObjects, Seeds, Step, Unrestorable, row_seeds
 from proxima.envs.registry import register_backend
 
-
-def env_threads(num_envs: int) -> int:
-    """C++ threads stepping the games: one per core the process may use, never more than games. The learner
-    waits while the envs step, so they do not compete with torch for the cores."""
-    return max(1, min(num_envs, len(os.sched_getaffinity(0))))
-
-
 NO_ENV_OBJECTS = (
     "the ale backend's games run inside ale-py's C++ vector env, with no Python object per env for call and "
     "set_attr to reach; use --env-backend gymnasium (env_backend='gymnasium') to call env methods or set env "
@@ -46,41 +39,24 @@ class AleVecEnv(NoEnvObjects, Unrestorable):  # the emulators' state is in C++
 
     no_env_objects = NO_ENV_OBJECTS
 
-    def __init__(
-        self,
-        env_id: str,
-        num_envs: int,
-        *,
-        seed: Seeds = None,
-        device: torch.device | str = "cpu",
-        noop_max: int = NOOP_MAX,
-        **_,
-    ):
+    def __init__(self, env_id: str, num_envs: int, *, seed: Seeds = None, device: torch.device | str = "cpu",
+                 noop_max: int = NOOP_MAX, **_):  # fmt: skip
         from ale_py.vector_env import AtariVectorEnv
 
         game = atari_game(env_id)
         if game is None:  # --env-backend ale named for an id of another backend
             raise UserError(f"the ale backend runs ALE game ids only, not {env_id!r}")
+        # C++ threads: one per core the process may use, never more than games (the learner waits while the envs
+        # step, so they do not compete with torch for the cores). episodic_life would reset the whole game at a
+        # lost life in C++; life_loss_info does not.
+        threads = max(1, min(num_envs, len(os.sched_getaffinity(0))))
         self.envs = AtariVectorEnv(
-            game["game"],
-            num_envs,
-            num_threads=env_threads(num_envs),
-            repeat_action_probability=game["repeat_action_probability"],
-            full_action_space=game["full_action_space"],
-            max_num_frames_per_episode=game["max_num_frames_per_episode"],
-            autoreset_mode="SameStep",
-            img_height=SIZE,
-            img_width=SIZE,
-            grayscale=True,
-            stack_num=STACK,
-            frameskip=FRAME_SKIP,
-            maxpool=True,
-            noop_max=noop_max,
-            use_fire_reset=True,
-            episodic_life=False,  # in C++ that resets the whole game at a lost life; life_loss_info does not
-            life_loss_info=True,
-            reward_clipping=False,
-        )
+            game["game"], num_envs, num_threads=threads, repeat_action_probability=game["repeat_action_probability"],
+            full_action_space=game["full_action_space"], autoreset_mode="SameStep",
+            max_num_frames_per_episode=game["max_num_frames_per_episode"], img_height=SIZE, img_width=SIZE,
+            grayscale=True, stack_num=STACK, frameskip=FRAME_SKIP, maxpool=True, noop_max=noop_max,
+            use_fire_reset=True, episodic_life=False, life_loss_info=True, reward_clipping=False,
+        )  # fmt: skip
         self.num_envs = num_envs
         self.single_observation_space = self.envs.single_observation_space
         self.single_action_space = self.envs.single_action_space

@@ -13,6 +13,7 @@ import inspect
 import os
 import re
 import signal
+import types
 import warnings
 from typing import cast
 
@@ -63,9 +64,8 @@ def _unknown_id(error: Exception, env_id: str) -> bool:
     )
 
 
-def make_single_env(
-    env_id: str, kwargs: dict, render_mode: str | None = None, disable_env_checker: bool = False
-) -> gym.Env:
+def make_single_env(env_id: str, kwargs: dict, render_mode: str | None = None,
+                    disable_env_checker: bool = False) -> gym.Env:  # fmt: skip
     """``gymnasium.make`` with its errors turned into one-line messages.
 
     Accepts any registered id, and ``module:EnvName-v0``, which Gymnasium handles by importing ``module``
@@ -107,20 +107,16 @@ def _registered_signature(env_id: str) -> inspect.Signature | None:
         return None
 
 
-def _refuse_unknown_kwargs(error: TypeError, env_id: str, kwargs: dict) -> None:
-    """A constructor that does not take one of the ``env_kwargs`` given: the user's mistake, in one line. (Of
-    the given ones only: a call inside the constructor can raise the same TypeError, the env's own bug.)"""
+def _refuse_kwargs(error: TypeError, make, kwargs: dict, label: str) -> None:
+    """``env_kwargs`` that the constructor does not take (of the given ones only: a call inside the constructor
+    can raise the same TypeError, the env's own bug), or that do not fit its signature (a required argument
+    missing): the user's mistake, in one line. A TypeError from inside a constructor that they fit is the env's."""
     # gym.make words it "... raised from the environment creator for ID with kwargs ...": take the name alone
     found = re.search(r"unexpected keyword argument '([^']*)'", str(error))
     if found and found[1] in kwargs:
         raise UserError(
-            f"{env_id}'s constructor takes no argument {found[1]!r}; give env_kwargs that its __init__ accepts"
+            f"{label}'s constructor takes no argument {found[1]!r}; give env_kwargs that its __init__ accepts"
         ) from None
-
-
-def _refuse_unbound(make, kwargs: dict, label: str) -> None:
-    """A constructor whose signature ``kwargs`` do not fit (a required argument missing): the user's mistake,
-    in one line. A TypeError from inside a constructor that they do fit is the env's own."""
     try:
         inspect.signature(make).bind(**kwargs)
     except TypeError as e:
@@ -273,17 +269,6 @@ STAT_KEYS = ("score", "game_over")
 END_INFO = "proxima_episode_info"
 
 
-class EpisodeInfo:
-    """An ended episode's info on its way through the vector env: in a plain object, which Gymnasium's info
-    batching stores as it is (a dict it would split by key, and arrays it would stack, failing on shapes that
-    change from episode to episode)."""
-
-    __slots__ = ("info",)
-
-    def __init__(self, info: dict):
-        self.info = info
-
-
 class _Tidy(gym.Wrapper):
     """Each sub-env's results as the vector env needs them, whatever the env returns: the observation as a
     fresh array of the space's dtype and shape (a list, float64 values in a float32 space, or one array
@@ -339,7 +324,10 @@ class _Tidy(gym.Wrapper):
         stats = {key: info[key] for key in self._keep if key in info} if info else {}
         final = bool(terminated) or bool(truncated)
         if final and self.info_keys is not None:
-            stats[END_INFO] = EpisodeInfo(kept_info(info if isinstance(info, dict) else {}, self.info_keys))
+            # in a plain object, which Gymnasium's info batching stores as it is (a dict it would split by key, and
+            # arrays it would stack, failing on shapes that change from episode to episode)
+            kept = kept_info(info if isinstance(info, dict) else {}, self.info_keys)
+            stats[END_INFO] = types.SimpleNamespace(info=kept)
         return self._obs(obs, info, final), reward, bool(terminated), bool(truncated), stats
 
     def keep_infos(self, keys: InfoKeys) -> None:
@@ -462,15 +450,10 @@ class VectorEnvAdapter(Unrestorable):
             kept = torch.as_tensor(~done, device=self.device)
             if not _same(obs_t[kept], final_obs[kept]):  # a vector env that reset more than the ended ones
                 raise EnvError(f"{self.label} reset envs whose episode had not ended; {PARTIAL_RESET}")
-        return Step(
-            obs_t,
-            torch.as_tensor(np.asarray(reward), dtype=torch.float32, device=self.device),
-            torch.as_tensor(terminated, device=self.device),
-            torch.as_tensor(truncated, device=self.device),
-            final_obs,
-            *self._stats(end_info, info),
-            None if self._infos is None else self._ended_infos(end_info, done),
-        )
+        reward_t = torch.as_tensor(np.asarray(reward), dtype=torch.float32, device=self.device)
+        return Step(obs_t, reward_t, torch.as_tensor(terminated, device=self.device),
+                    torch.as_tensor(truncated, device=self.device), final_obs, *self._stats(end_info, info),
+                    None if self._infos is None else self._ended_infos(end_info, done))  # fmt: skip
 
     def _ended_infos(self, info: dict, done: np.ndarray) -> dict[int, dict]:
         """Env index -> the kept keys of its info at the step its episode ended, from a vector env's batched info
@@ -558,19 +541,9 @@ class GymnasiumVecEnv(VectorEnvAdapter):
 
     packed_by_envs = True
 
-    def __init__(
-        self,
-        env_id: str,
-        num_envs: int,
-        *,
-        asynchronous: bool = False,
-        seed: Seeds = None,
-        device: torch.device | str = "cpu",
-        video_dir: VideoDirs = None,
-        video_episodes: int | None = None,
-        env_kwargs: dict | None = None,
-        factory=None,
-    ):
+    def __init__(self, env_id: str, num_envs: int, *, asynchronous: bool = False, seed: Seeds = None,
+                 device: torch.device | str = "cpu", video_dir: VideoDirs = None,
+                 video_episodes: int | None = None, env_kwargs: dict | None = None, factory=None):  # fmt: skip
         """``factory``: a callable that returns a ``gymnasium.Env``, called (with ``env_kwargs``) once per
         sub-env and once for the checks; ``env_id`` then only names it in messages (proxima.envs.user).
         ``video_dir``: env 0's directory, or env index -> directory (``video_dirs``)."""
@@ -608,10 +581,8 @@ class GymnasiumVecEnv(VectorEnvAdapter):
 
     def _ended_infos(self, info: dict, done: np.ndarray) -> dict[int, dict]:
         """Env index -> the info ``_Tidy`` kept, for the envs whose episode ended in this step."""
-        if END_INFO not in info:
-            return {}
-        kept = info[END_INFO]
-        return {int(i): kept[i].info for i in np.flatnonzero(info[f"_{END_INFO}"])}
+        kept = info.get(END_INFO, ())
+        return {int(i): kept[i].info for i in np.flatnonzero(info.get(f"_{END_INFO}", ()))}
 
     def keep_infos(self, keys: InfoKeys) -> None:
         super().keep_infos(keys)
@@ -776,8 +747,7 @@ def construct(make, label: str, render_mode: str | None, kwargs: dict):
             raise UserError(
                 f"{label} cannot render: its constructor takes no render_mode argument, which video needs"
             ) from None
-        _refuse_unknown_kwargs(e, label, kwargs)
-        _refuse_unbound(make, kwargs, label)
+        _refuse_kwargs(e, make, kwargs, label)
         raise EnvError(f"{label}'s constructor raised {raised(e)}") from e
     except (UserError, EnvError):
         raise

@@ -208,19 +208,9 @@ def _padded_box(kinds: list[_Kind]) -> gym.spaces.Box:
 class PettingZooVecEnv(Unrestorable):
     """E copies of a PettingZoo ParallelEnv as E * A agent rows (see the module's doc)."""
 
-    def __init__(
-        self,
-        label: str,
-        num_envs: int,
-        make,
-        *,
-        env_kwargs: dict | None = None,
-        seed: Seeds = None,
-        device: torch.device | str = "cpu",
-        video_dir: VideoDirs = None,
-        video_episodes: int | None = None,
-        first=None,
-    ):
+    def __init__(self, label: str, num_envs: int, make, *, env_kwargs: dict | None = None, seed: Seeds = None,
+                 device: torch.device | str = "cpu", video_dir: VideoDirs = None,
+                 video_episodes: int | None = None, first=None):  # fmt: skip
         """``make(**env_kwargs)`` returns one ParallelEnv (or a parallelizable AEC env); ``first``: one it already
         made, used as game 0 where no video asks for a rendering one."""
         self.label, self._seed = label, one_seed(seed, "pettingzoo")
@@ -228,17 +218,13 @@ class PettingZooVecEnv(Unrestorable):
         if video_dir is not None:
             quiet_display()  # before the games: one may open its renderer when it is made
         kwargs = env_kwargs or {}
-        if first is not None and video_dir is not None:
+        if first is not None and video_dir is not None:  # game 0 is made again, to render
             first.close()
             first = None
-        self.games = []
-        for e in range(num_envs):
-            if e == 0 and first is not None:
-                game = as_parallel(first, label)
-            else:
-                render = "rgb_array" if e == 0 and video_dir else None
-                game = as_parallel(construct(make, label, render, kwargs), label)
-            self.games.append(game)
+        render = "rgb_array" if video_dir else None  # game 0's
+        made = [first] if first is not None else [construct(make, label, render, kwargs)]
+        made += [construct(make, label, None, kwargs) for _ in range(num_envs - 1)]
+        self.games = [as_parallel(game, label) for game in made]
         game = self.games[0]
         self._video = None
         if video_dir is not None:
@@ -268,11 +254,10 @@ class PettingZooVecEnv(Unrestorable):
         count = action_count(self.single_action_space)
         # masks: the env's own, and the actions a kind lacks where kinds share Discrete(max n)
         self._masked = any(masks) or any(k.count != count for k in self._kinds)
-        self._default_mask = []  # a kind's own actions: for its rows where the env gives no mask
-        for k in self._kinds:
-            default = np.zeros(count or 0, dtype=np.float32)
-            default[: k.count or 0] = 1
-            self._default_mask.append(default)
+        # a kind's own actions: for its rows where the env gives no mask
+        self._default_mask = [
+            (np.arange(count or 0) < (k.count or 0)).astype(np.float32) for k in self._kinds
+        ]
         own = self._kinds[0].own  # kept as it is (an image stays an image) where every agent has it
         shared = all(k.own == own for k in self._kinds)
         obs_box = own if isinstance(own, gym.spaces.Box) and shared else _padded_box(self._kinds)
@@ -449,12 +434,8 @@ class PettingZooVecEnv(Unrestorable):
         missing = [a for a in now if a not in obs]
         if missing and not self._said_missing:
             self._said_missing = True
-            warnings.warn(
-                f"{self.label}'s step() gave no observation for {missing[0]}, which is still in env.agents; its "
-                "row observes zeros",
-                RuntimeWarning,
-                stacklevel=2,
-            )
+            warnings.warn(f"{self.label}'s step() gave no observation for {missing[0]}, which is still in "
+                          "env.agents; its row observes zeros", RuntimeWarning, stacklevel=2)  # fmt: skip
 
     def step(self, actions: Tensor) -> Step:
         A, E, index = len(self._names), len(self.games), self._index
@@ -510,17 +491,9 @@ class PettingZooVecEnv(Unrestorable):
             final_obs = obs_t.clone()
             rows = list(final_rows)
             final_obs[rows] = self._tensor(np.stack([final_rows[r] for r in rows]))
-        return Step(
-            obs_t,
-            self._tensor(reward),
-            self._tensor(terminated),
-            self._tensor(truncated),
-            final_obs,
-            None,
-            self._tensor(over),
-            None if self._infos is None else ended_infos,
-            None if bool(alive.all()) else alive,
-        )
+        return Step(obs_t, self._tensor(reward), self._tensor(terminated), self._tensor(truncated), final_obs,
+                    None, self._tensor(over), None if self._infos is None else ended_infos,
+                    None if bool(alive.all()) else alive)  # fmt: skip
 
     def _agent_actions(self, actions: np.ndarray) -> list[np.ndarray]:
         """Each agent's actions in every game, ``(E, *its action shape)``, as its env takes them: a Box agent's
@@ -543,11 +516,8 @@ class PettingZooVecEnv(Unrestorable):
     def call(self, name: str, *args, **kwargs) -> tuple:
         """``name(*args, **kwargs)`` on each game (the attribute's value where it is not callable), in order."""
         self._check_attr(name)
-        results = []
-        for game in self.games:
-            attr = getattr(game, name)
-            results.append(env_call(attr, *args, **kwargs) if callable(attr) else attr)
-        return tuple(results)
+        attrs = [getattr(game, name) for game in self.games]
+        return tuple(env_call(attr, *args, **kwargs) if callable(attr) else attr for attr in attrs)
 
     def set_attr(self, name: str, values) -> None:
         values = per_env_values(values, len(self.games))

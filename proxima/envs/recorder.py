@@ -36,9 +36,8 @@ class GameRecorder:
     closes), ``redraw`` where the game was put in another state mid-episode (a resume). ``render()`` returns the
     game's current frame, ``(H, W, 3)``; ``label`` names the game in the error where it cannot."""
 
-    def __init__(
-        self, video_dir: str, episodes: int | None, render: Callable[[], object], fps: float, label: str
-    ):
+    def __init__(self, video_dir: str, episodes: int | None, render: Callable[[], object], fps: float,
+                 label: str):  # fmt: skip
         from gymnasium.utils.save_video import capped_cubic_video_schedule
 
         quiet_display()
@@ -57,8 +56,7 @@ class GameRecorder:
             if len(self.frames) == MAX_FRAMES:
                 self.save()
 
-    def redraw(self) -> None:
-        """The episode's video starts again from the game as it is now."""
+    def redraw(self) -> None:  # the episode's video starts again from the game as it is now
         if self.frames is not None:
             self.frames = [self._frame()]
 

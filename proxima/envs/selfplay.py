@@ -50,9 +50,8 @@ def is_selfplay_id(env_id: str) -> bool:
 class SelfPlayVecEnv(Unrestorable):
     """``num_envs`` games of a two-player AEC env, one row per game, from the learner's seat (module doc)."""
 
-    def __init__(
-        self, env_id: str, num_envs: int, *, seed: int | None = None, device="cpu", env_kwargs=None, **_
-    ):
+    def __init__(self, env_id: str, num_envs: int, *, seed: int | None = None, device="cpu", env_kwargs=None,
+                 **_):  # fmt: skip
         self.env_id, self.num_envs, self.device = env_id, num_envs, torch.device(device)
         # raw_env: the wrappers only police illegal moves, and every move here obeys the mask
         make = module_factory(env_id, ("raw_env", "env"), ID_FORM)
@@ -87,11 +86,8 @@ class SelfPlayVecEnv(Unrestorable):
         (None: uniformly); games in play finish against the opponent they have."""
         if not policies:
             raise UserError("set_opponents needs at least one opponent policy")
-        p = (
-            np.full(len(policies), 1 / len(policies))
-            if probs is None
-            else np.asarray(probs, dtype=np.float64)
-        )
+        uniform = np.full(len(policies), 1 / len(policies))
+        p = uniform if probs is None else np.asarray(probs, dtype=np.float64)
         if p.shape != (len(policies),) or (p < 0).any() or not p.sum() > 0:
             raise UserError(f"set_opponents takes one non-negative probability per policy, got {probs}")
         self._pool, self._probs = list(policies), p / p.sum()

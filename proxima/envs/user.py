@@ -116,18 +116,9 @@ def load_env_factory(path: str, what: str = "the run"):
     return found
 
 
-def make_envs(
-    env,
-    num_envs: int,
-    *,
-    env_kwargs: dict | None = None,
-    backend: str = "auto",
-    seed: Seeds = None,
-    asynchronous: bool = False,
-    device: torch.device | str = "cpu",
-    video_dir: VideoDirs = None,
-    video_episodes: int | None = None,
-):
+def make_envs(env, num_envs: int, *, env_kwargs: dict | None = None, backend: str = "auto", seed: Seeds = None,
+              asynchronous: bool = False, device: torch.device | str = "cpu", video_dir: VideoDirs = None,
+              video_episodes: int | None = None):  # fmt: skip
     """``num_envs`` envs of ``env`` behind the ``VecEnv`` interface: an id (``make_vec_env``), a factory that
     returns a ``gymnasium.Env`` (called with ``env_kwargs`` once per sub-env), or a ``VectorEnv`` (used as it
     is: it brings its own envs, so ``num_envs`` must be its count)."""

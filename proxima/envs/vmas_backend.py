@@ -42,29 +42,13 @@ PREFIX = "vmas:"
 # BenchMARL's task configs (benchmarl/conf/task/vmas/<task>.yaml), so that runs compare with its published
 # results; they differ from the scenarios' own defaults in n_agents and shared_rew. --env-kwargs override them.
 TASK_DEFAULTS: dict[str, dict[str, Any]] = {
-    "navigation": {
-        "max_steps": 100,
-        "n_agents": 3,
-        "collisions": True,
-        "agents_with_same_goal": 1,
-        "split_goals": False,
-        "observe_all_goals": False,
-        "shared_rew": False,
-        "lidar_range": 0.35,
-        "agent_radius": 0.1,
-    },
+    "navigation": {"max_steps": 100, "n_agents": 3, "collisions": True, "agents_with_same_goal": 1,
+                   "split_goals": False, "observe_all_goals": False, "shared_rew": False, "lidar_range": 0.35,
+                   "agent_radius": 0.1},
     "balance": {"max_steps": 100, "n_agents": 4, "random_package_pos_on_line": True, "package_mass": 5},
-    "sampling": {
-        "max_steps": 100,
-        "n_agents": 3,
-        "shared_rew": False,
-        "n_gaussians": 3,
-        "lidar_range": 0.2,
-        "cov": 0.05,
-        "collisions": True,
-        "spawn_same_pos": False,
-    },
-}
+    "sampling": {"max_steps": 100, "n_agents": 3, "shared_rew": False, "n_gaussians": 3, "lidar_range": 0.2,
+                 "cov": 0.05, "collisions": True, "spawn_same_pos": False},
+}  # fmt: skip
 # Most VMAS scenarios never end by themselves: without a time limit an episode would never end, so every
 # scenario gets BenchMARL's most common horizon unless --env-kwargs says otherwise ("max_steps": null: none).
 DEFAULT_MAX_STEPS = 100
@@ -94,30 +78,17 @@ def _vmas():
     return vmas
 
 
-def scenario_names() -> list[str]:
-    vmas = _vmas()
-    return sorted({*vmas.scenarios, *vmas.mpe_scenarios, *vmas.debug_scenarios})
-
-
 class VmasVecEnv(NoEnvObjects):
     """``num_envs`` games of one VMAS scenario, ``num_envs * n_agents`` rows (``AgentSpec``)."""
 
     no_env_objects = NO_ENV_OBJECTS
 
-    def __init__(
-        self,
-        env_id: str,
-        num_envs: int,
-        *,
-        seed: int | None = None,
-        device: torch.device | str = "cpu",
-        env_kwargs: dict | None = None,
-        video_dir: VideoDirs = None,
-        video_episodes: int | None = None,
-        **unused,
-    ):
+    def __init__(self, env_id: str, num_envs: int, *, seed: int | None = None,
+                 device: torch.device | str = "cpu", env_kwargs: dict | None = None,
+                 video_dir: VideoDirs = None, video_episodes: int | None = None, **unused):  # fmt: skip
         scenario = env_id.removeprefix(PREFIX)
-        names = scenario_names()
+        vmas = _vmas()
+        names = sorted({*vmas.scenarios, *vmas.mpe_scenarios, *vmas.debug_scenarios})
         if scenario not in names:
             raise UserError(
                 f"unknown VMAS scenario {scenario!r} in {env_id!r}; accepted: vmas:{', vmas:'.join(names)}"
@@ -147,15 +118,10 @@ class VmasVecEnv(NoEnvObjects):
             warnings.simplefilter("always")
             try:
                 self.env = vmas.make_env(
-                    scenario,
-                    num_envs=num_envs,
-                    device=self.device,
-                    continuous_actions=continuous,
-                    seed=0 if self._seed is None else self._seed,
-                    max_steps=max_steps,
-                    terminated_truncated=True,
+                    scenario, num_envs=num_envs, device=self.device, continuous_actions=continuous,
+                    seed=0 if self._seed is None else self._seed, max_steps=max_steps, terminated_truncated=True,
                     **kwargs,
-                )
+                )  # fmt: skip
             except Exception as e:
                 raise UserError(
                     f"VMAS could not make {self.env_id} with settings {kwargs}: {raised(e)}"
@@ -270,13 +236,8 @@ class VmasVecEnv(NoEnvObjects):
                 )
             if restart and self._video is not None:
                 self._video.start()
-        return Step(
-            obs,
-            torch.stack(rewards, dim=1).reshape(-1).to(torch.float32),
-            self._per_row(terminated),
-            self._per_row(truncated),
-            final_obs,
-        )
+        reward = torch.stack(rewards, dim=1).reshape(-1).to(torch.float32)
+        return Step(obs, reward, self._per_row(terminated), self._per_row(truncated), final_obs)
 
     def _draw(self):
         """Game 0 as VMAS draws it (pyglet, headless through EGL, for rgb_array)."""
