@@ -30,7 +30,7 @@ from proxima.policy.distributions import DiagGaussianHead
 from proxima.policy.networks import ActorCritic
 from proxima.policy.stacked import plain_mlps
 from proxima.run.agent import Agent
-from proxima.run.config import EnvSettings, PPOArgs
+from proxima.run.config import PPOArgs
 from proxima.run.evaluate import deterministic_returns, run_episodes
 from proxima.run.health import HealthMonitor, HealthWarning
 from proxima.run.logger import RunLogger, info_number, log_session
@@ -360,28 +360,20 @@ class Evaluation(Callback):
         self.candidates = state["candidates"]
 
 
-class Health(Callback):
-    """Warnings on the debug variables that usually mean trouble (docs/HEALTH.md), and a count at the end."""
+class Health(HealthMonitor, Callback):
+    """Warnings on the debug variables that usually mean trouble (docs/HEALTH.md), and a count at the end; its
+    state is the monitor's."""
 
     state_key = "health"
 
-    def __init__(self, monitor: HealthMonitor):
-        self.monitor = monitor
-
     def on_update_end(self, run: RunView, result: UpdateResult) -> None:
-        result.warnings += self.monitor.check(
+        result.warnings += self.check(
             run.updates_done, result.record, result.return_spread, result.value_spread
         )
 
     def on_train_end(self, run: RunView) -> None:
-        for line in self.monitor.summary(run.updates_done):
+        for line in self.summary(run.updates_done):
             run.console.message(f"health: {line}")
-
-    def state_dict(self) -> dict:
-        return self.monitor.state_dict()
-
-    def load_state_dict(self, state: dict) -> None:
-        self.monitor.load_state_dict(state)
 
 
 class Logging(Callback):
@@ -430,28 +422,23 @@ class Logging(Callback):
             values = [info[key] for info in infos if key in info]
             numbers = [x for x in map(info_number, values) if x is not None]
             result.record[f"info/{key}"] = float(np.mean(numbers)) if numbers else None
-            if key in self._info_said or not infos:
+            if key in self._info_said or not infos or len(numbers) == len(values) > 0:
                 continue
+            self._info_said.add(key)
             if not values:
-                self._info_said.add(key)
-                seen = sorted({k for info in infos for k in info})
-                had = (
-                    f"of the keys asked for, they had {', '.join(map(repr, seen))}"
-                    if seen
-                    else "nor any other key asked for"
-                )
+                seen = ", ".join(map(repr, sorted({k for info in infos for k in info})))
+                had = f"of the keys asked for, they had {seen}" if seen else "nor any other key asked for"
                 reports = getattr(run.collector, "reports_infos", True)
                 where = (
-                    "this env backend reports no info"
-                    if not reports
-                    else "proxima check-env lists the env's keys"
+                    "proxima check-env lists the env's keys"
+                    if reports
+                    else "this env backend reports no info"
                 )
                 run.console.message(
                     f"note: --log-info {key}: none of the {len(infos)} episodes that ended in update "
                     f"{run.updates_done} had info[{key!r}] ({had}; {where}); info/{key} stays empty until one does"
                 )
-            elif len(numbers) < len(values):
-                self._info_said.add(key)
+            else:
                 bad = next(v for v in values if info_number(v) is None)
                 shown = repr(bad) if len(repr(bad)) <= 40 else repr(bad)[:37] + "..."
                 run.console.message(
@@ -646,30 +633,19 @@ class ReportPageWriter(Callback):
         self.cost = self.written - start
 
 
-class SelfPlay(Callback):
+class SelfPlay(OpponentPool, Callback):
     """The opponents of a ``selfplay:`` env: snapshots of the agent every ``--self-play-every`` updates, in
-    ``RUN_DIR/snapshots`` (``proxima.run.selfplay``)."""
+    ``RUN_DIR/snapshots`` (``proxima.run.selfplay``); its state is the pool's."""
 
     state_key = "self_play"
 
-    def __init__(self, env: EnvSettings):
-        self.pool = OpponentPool(
-            env.self_play_every, env.self_play_pool, env.self_play_latest, env.self_play_random_moves
-        )
-
     def on_train_start(self, run: RunView) -> None:
-        self.pool.open(run.envs, run.run_dir, run.device)
+        self.open(run.envs, run.run_dir, run.device)
 
     def on_update_end(self, run: RunView, result: UpdateResult) -> None:
-        if run.updates_done % self.pool.every == 0:
-            self.pool.add(run.agent, run.updates_done, run.run_dir, run.global_step, run.device)
-        result.record["self_play_opponents"] = len(self.pool.members)
-
-    def state_dict(self) -> dict:
-        return self.pool.state_dict()
-
-    def load_state_dict(self, state: dict) -> None:
-        self.pool.load_state_dict(state)
+        if run.updates_done % self.every == 0:
+            self.add(run.agent, run.updates_done, run.run_dir, run.global_step, run.device)
+        result.record["self_play_opponents"] = len(self.members)
 
 
 class StdCap(Callback):
@@ -698,12 +674,15 @@ def default_callbacks(run: RunView, user: Sequence[Callback] = ()) -> list[Callb
         rescore = (r.rescore_best, r.rescore_episodes)
         callbacks.append(Evaluation(r.eval_every, r.eval_episodes, r.stop_return, r.save_best, *rescore))
     if is_selfplay_id(env.env_id):
-        callbacks.append(SelfPlay(env))
+        callbacks.append(
+            SelfPlay(
+                env.self_play_every, env.self_play_pool, env.self_play_latest, env.self_play_random_moves
+            )
+        )
     callbacks += list(user)
     action_dim = int(np.prod(head.action_shape or (1,)))
-    monitor = HealthMonitor(args.num_updates, head.discrete, action_dim, run.model.critic is not None)
     callbacks += [
-        Health(monitor),
+        Health(args.num_updates, head.discrete, action_dim, run.model.critic is not None),
         Logging(r.log_info),
         NonFiniteStop(),
         Progress(),

@@ -82,10 +82,9 @@ def snapshot(header: dict, states: dict) -> tuple[dict[str, Tensor], dict]:
     return tensors, {"format": FORMAT, "version": VERSION, **header, "components": parts}
 
 
-def kept(meta: dict, states: dict) -> tuple[dict[str, Tensor], dict]:
-    """``read_group``'s ``(meta, states)`` of one run as its ``snapshot`` was: a batched run's seed that had
-    finished, whose state no longer changes and whose callbacks do not start again."""
-    return snapshot(meta, states)  # meta holds the format and version that snapshot puts first
+# read_group's (meta, states) of a batched run's seed that had finished (whose state no longer changes and whose
+# callbacks do not start again) as its snapshot was: meta holds the format and version that snapshot puts first
+kept = snapshot
 
 
 def save_group(path: str, snapshots: dict[str, tuple[dict[str, Tensor], dict]]) -> None:
@@ -218,7 +217,7 @@ def _versioned(path: str, kind: str, what: str) -> dict:
         who = (
             "a newer proxima wrote it: upgrade proxima"
             if meta["version"] > VERSION
-            else ("an older proxima wrote it: finish the run with that version, or train it again")
+            else "an older proxima wrote it: finish the run with that version, or train it again"
         )
         raise UserError(
             f"{path} has checkpoint version {meta['version']}; this proxima reads version {VERSION} only ({who})"

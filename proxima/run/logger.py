@@ -23,24 +23,11 @@ import torch
 from proxima.base.errors import UserError
 from proxima.base.files import EPISODES, FULL_DISK, MACHINE_JSON, METRICS, REFUSED, writing
 
-# metrics.jsonl key -> TensorBoard tag (detail 12's debug variables, docs/SEEDS.md, plus episode statistics)
-TB_TAGS = {
-    "learning_rate": "charts/learning_rate",
-    "value_loss": "losses/value_loss",
-    "policy_loss": "losses/policy_loss",
-    "entropy": "losses/entropy",
-    "old_approx_kl": "losses/old_approx_kl",
-    "approx_kl": "losses/approx_kl",
-    "clipfrac": "losses/clipfrac",
-    "explained_variance": "losses/explained_variance",
-    "sps": "charts/SPS",
-    "episodic_return": "charts/episodic_return",
-    "episodic_length": "charts/episodic_length",
-    "eval_return": "charts/eval_return",
-    "grad_norm": "losses/grad_norm",
-}
-
-
+# metrics.jsonl key -> TensorBoard tag of detail 12's debug variables (docs/SEEDS.md); every other number of a
+# record (episode statistics, the learning rate, a callback's own) goes under charts/
+LOSSES = ("value_loss", "policy_loss", "entropy", "old_approx_kl", "approx_kl", "clipfrac", "explained_variance",
+          "grad_norm")  # fmt: skip
+TB_TAGS = {"sps": "charts/SPS", **{key: f"losses/{key}" for key in LOSSES}}
 NOT_SCALARS = {"global_step", "time_s"}  # the x-axis, and a time TensorBoard records itself
 
 

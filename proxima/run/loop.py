@@ -46,7 +46,7 @@ from proxima.base.files import (
     load_module_state,
     seed_run_dirs,
     write_checkpoint,
-)
+)  # fmt: skip
 from proxima.base.spaces import space_to_json
 from proxima.envs.interface import agent_spec, obs_layout
 from proxima.envs.user import describe_env, is_env_object, load_env_factory
@@ -55,17 +55,13 @@ from proxima.policy.encoders import choose_encoder, resolve_precision
 from proxima.policy.networks import NetworkSpec, make_policy
 from proxima.run import checkpoint
 from proxima.run.agent import Agent
-from proxima.run.callbacks import (
-    Callback,
-    UpdateResult,
-    wanted_infos,
-)
+from proxima.run.callbacks import Callback, UpdateResult, wanted_infos
 from proxima.run.config import PPOArgs, show_value
 from proxima.run.health import check_rollout, spreads
 from proxima.run.logger import RunLogger
-from proxima.run.multiagent import MultiAgentCollector, MultiAgentRecurrentCollector, check_agents
+from proxima.run.multiagent import check_agents, collector_of
 from proxima.run.progress import ProgressReport
-from proxima.run.rollout import Collector, RecurrentCollector, RolloutCollector
+from proxima.run.rollout import Collector
 from proxima.run.threads import choose_threads
 
 # what training, resuming and steps are: (run, result) after each update, then the agent (a batched run's
@@ -219,24 +215,21 @@ class Run:
         )
 
     def _make_collector(self) -> Collector:
-        args, envs = self.args, self.envs
-        own = getattr(envs, "make_collector", None)
+        algo, seed, own = self.args.algorithm, self.args.run.seed, getattr(self.envs, "make_collector", None)
         if own is not None:  # envs on Ray actors (proxima.scale.rollout_workers) bring their collector
             return own(
-                args.algorithm.num_steps, args.algorithm.gamma, self.model, args.run.seed, say=self._say
+                algo.num_steps, algo.gamma, self.model, seed, say=lambda text: self.console.message(text)
             )
-        options: dict = {"seed": args.run.seed, "generator": self.streams.actions}
-        if agent_spec(envs) is None:
-            collector: type[RolloutCollector] = (
-                RecurrentCollector if args.network.recurrent else RolloutCollector
-            )
-        else:
-            collector = MultiAgentRecurrentCollector if args.network.recurrent else MultiAgentCollector
-            options["team_reward"] = args.env.team_reward
-        return collector(envs, args.algorithm.num_steps, args.algorithm.gamma, self.model, **options)
-
-    def _say(self, text: str) -> None:
-        self.console.message(text)
+        collector, options = collector_of(self.envs, self.args)
+        return collector(
+            self.envs,
+            algo.num_steps,
+            algo.gamma,
+            self.model,
+            seed=seed,
+            generator=self.streams.actions,
+            **options,
+        )
 
     def set(self, **values) -> None:
         """``RunView.set``: ``run.set(ent_coef=0.001, learning_rate=1e-4)`` in a callback's ``on_update_end``. A
@@ -296,7 +289,6 @@ class Run:
         episode_returns, episode_lengths = buf.finished_episodes()
         samples, _ = batch.samples()
         values, returns = samples.values, samples.returns
-        return_spread, value_spread = spreads(values, returns)
         record = {
             "global_step": self.global_step,
             "learning_rate": learning_rate,
@@ -312,8 +304,7 @@ class Run:
             record,
             episode_returns,
             episode_lengths,
-            return_spread=return_spread,
-            value_spread=value_spread,
+            *spreads(values, returns),
             episode_infos=buf.finished_infos(),
         )
 
@@ -566,14 +557,9 @@ def thread_notes(args: PPOArgs, envs, saved: int | None = None) -> list[str]:
     )
     torch.set_num_threads(count)
     if saved is not None and count != saved:
-        why = rethreaded(saved, count)
+        why = (f"note: the run trained with {saved} torch thread(s) and goes on with {count}: its updates round "
+               "differently from here on, so it will not be the run it would have been uninterrupted")  # fmt: skip
     return [why] if why else []
-
-
-def rethreaded(saved: int, count: int) -> str:
-    """The note for a run resumed with another thread count than it trained with."""
-    return (f"note: the run trained with {saved} torch thread(s) and goes on with {count}: its updates round "
-            "differently from here on, so it will not be the run it would have been uninterrupted")  # fmt: skip
 
 
 def take_env(env, args: PPOArgs | None, overrides: dict):
@@ -581,18 +567,15 @@ def take_env(env, args: PPOArgs | None, overrides: dict):
     string, with the ``args`` and ``overrides`` that record it: its label as ``env_id`` and ``env_factory``."""
     if args is not None and is_env_object(args.env.env_id):
         env, args = (args.env.env_id if env is None else env), args.replace(env_id="")
-    if is_env_object(overrides.get("env_id")):
-        if env is not None:
-            raise UserError("give the env once: as env= or as env_id=, not both")
-        env = overrides.pop("env_id")
-    if env is None:
-        return None, args, overrides
-    if isinstance(env, str):
-        if "env_id" in overrides:
-            raise UserError("give the env once: as env= or as env_id=, not both")
-        return None, args, {**overrides, "env_id": env}
-    if overrides.get("env_id"):
+    given = is_env_object(overrides.get("env_id"))
+    if given:
+        env, given = overrides.pop("env_id"), env is not None
+    elif env is not None:
+        given = "env_id" in overrides if isinstance(env, str) else bool(overrides.get("env_id"))
+    if given:
         raise UserError("give the env once: as env= or as env_id=, not both")
+    if env is None or isinstance(env, str):
+        return None, args, overrides if env is None else {**overrides, "env_id": env}
     label, factory = describe_env(env)
     overrides = {**overrides, "env_id": label, "env_factory": factory}
     if isinstance(env, gym.vector.VectorEnv):

@@ -89,11 +89,8 @@ class RolloutCollector:
 
     @torch.no_grad()
     def collect(self, model: Policy) -> tuple[Tensor, Tensor]:
-        """Fill the buffer; return ``(next_value, next_done)`` for bootstrapping at the rollout's end.
-
-        The buffer holds observations and rewards as the networks see them: normalized and scaled when
-        those are on (with the statistics of the moment they were collected), raw otherwise.
-        """
+        """``Collector.collect``. The buffer holds observations and rewards as the networks see them: normalized
+        and scaled when those are on (with the statistics of the moment they were collected), raw otherwise."""
         buf, norm = self.buffer, model.normalization
         if self._infos is not None:
             buf.episode_infos = {}
@@ -119,12 +116,7 @@ class RolloutCollector:
                 self._discounted_return.mul_(self.gamma).add_(step.reward)
                 if self.returns_seen is not None:
                     self.returns_seen[t] = self._discounted_return
-                reward = norm.reward(
-                    reward,
-                    self._discounted_return,
-                    update=not self.frozen_stats,
-                    rows=rows,
-                )
+                reward = norm.reward(reward, self._discounted_return, update=not self.frozen_stats, rows=rows)
                 self._discounted_return.masked_fill_(done, 0.0)
             # A time-limit truncation is not the end of the task: the return goes on past the cut, so the
             # target for this step is r + gamma * V(final_obs). A termination's future is worth 0.
