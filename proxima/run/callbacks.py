@@ -7,6 +7,7 @@ after ``Evaluation`` and before the built-in ones that log and checkpoint (docs/
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
@@ -242,11 +243,10 @@ class Evaluation(Callback):
             backend = resolve_backend(
                 source, backend, num_envs=self.episodes, env_kwargs=bool(args.env.env_kwargs)
             )
-
-        def make(n: int):
-            return make_envs(source, n, env_kwargs=args.env.env_kwargs, backend=backend, device=device)
-
-        self.make, self.envs = make, make(self.episodes)
+        self.make = functools.partial(
+            make_envs, source, env_kwargs=args.env.env_kwargs, backend=backend, device=device
+        )
+        self.envs = self.make(self.episodes)
         self.seed, self.env_id = seeding.evaluation(args.run.seed), args.env.env_id
         self.rescore_seed = seeding.rescore(args.run.seed)
 
@@ -268,22 +268,19 @@ class Evaluation(Callback):
             self.best_return = value
             run.agent.save(os.path.join(run.run_dir, BEST), global_step=run.global_step, eval_return=value)
         if self.rescore and (len(self.candidates) < self.rescore or value > self.candidates[-1][0]):
-            self.keep_candidate(run, value)
+            # a candidate for rescoring, pushing the last one out of the K best
+            run.agent.save(
+                self._candidate_dir(run, run.global_step), global_step=run.global_step, eval_return=value
+            )
+            self.candidates.append([value, run.global_step])
+            self.candidates.sort(key=lambda c: -c[0])  # stable: of equal evaluations the earlier agent stays
+            for _, step in self.candidates[self.rescore :]:
+                shutil.rmtree(self._candidate_dir(run, step), ignore_errors=True)
+            del self.candidates[self.rescore :]
         if self.stop_return is not None and value >= self.stop_return:
             run.console.message(f"stopping: eval_return {value:.1f} >= stop_return {self.stop_return}")
             return True
         return False
-
-    def keep_candidate(self, run: RunView, value: float) -> None:
-        """Save the agent among the candidates for rescoring, dropping the one it pushes out of the K best."""
-        run.agent.save(
-            self._candidate_dir(run, run.global_step), global_step=run.global_step, eval_return=value
-        )
-        self.candidates.append([value, run.global_step])
-        self.candidates.sort(key=lambda c: -c[0])  # stable: among equal evaluations the earlier agent stays
-        for _, step in self.candidates[self.rescore :]:
-            shutil.rmtree(self._candidate_dir(run, step), ignore_errors=True)
-        del self.candidates[self.rescore :]
 
     def candidate_agents(self, run: RunView) -> dict:
         """The agents kept for rescoring, by the step they were saved at (best evaluation first)."""
@@ -574,13 +571,10 @@ class TensorBoardVideos(Callback):
     def on_train_start(self, run: RunView) -> None:
         self.done.update(self._videos(run))
 
-    def on_update_end(self, run: RunView, result: UpdateResult) -> None:
-        self._log(run, final=False)
-
     def on_train_end(self, run: RunView) -> None:
-        self._log(run, final=True)
+        self.on_update_end(run, None, final=True)
 
-    def _log(self, run: RunView, final: bool) -> None:
+    def on_update_end(self, run: RunView, result: UpdateResult | None, final: bool = False) -> None:
         for path in self._videos(run):
             size = os.path.getsize(path)
             if final or self.sizes.get(path) == size:

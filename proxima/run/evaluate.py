@@ -146,7 +146,7 @@ def evaluate(
             )
     if env_kwargs is None and (own or isinstance(env, str)):
         env_kwargs = source.get("env_kwargs")  # another id too: re-registered under a module:ID, say
-    name = env if isinstance(env, str) else describe_env(env)[0]
+    env_id = env if isinstance(env, str) else describe_env(env)[0]
     n = env.num_envs if isinstance(env, gym.vector.VectorEnv) else min(episodes, max_envs)
     if video_episodes is not None and not isinstance(env, gym.vector.VectorEnv):
         n = min(n, max(1, episodes // video_episodes))  # env 0's share of the episodes is then video_episodes
@@ -156,19 +156,14 @@ def evaluate(
     share = -(-episodes // (n * per_game))  # env 0's games: no stray start recorded after the last
     try:
         envs = make_envs(
-            env,
-            n,
-            env_kwargs=env_kwargs,
+            env, n, env_kwargs=env_kwargs, device=agent.device, video_dir=video_dir,
             backend="gymnasium" if agents is None else "auto",  # many agents: the backend that has the id
-            device=agent.device,
-            video_dir=video_dir,
             video_episodes=share if video_episodes is None else min(video_episodes, share),
-        )
+        )  # fmt: skip
     except UserError as e:
         if isinstance(env, str) and env == agent.env_id and str(e).startswith("unknown env id"):
             raise UserError(f"{e}{unknown_id_hint(env, source)}") from None
         raise
-    env_id = name
     try:
         if obs_layout(envs).describe() != agent.layout.describe():
             raise UserError(
@@ -179,16 +174,10 @@ def evaluate(
             raise UserError(
                 f"{env_id} has actions {envs.single_action_space}, but the agent was trained on {agent.action_space}"
             )
-        generator = action_generator(seed, agent.device, deterministic)
         return run_episodes(
-            agent.model,
-            envs,
-            episodes,
-            deterministic=deterministic,
-            seed=seed,
-            name=env_id,
-            generator=generator,
-        )
+            agent.model, envs, episodes, deterministic=deterministic, seed=seed, name=env_id,
+            generator=action_generator(seed, agent.device, deterministic),
+        )  # fmt: skip
     finally:
         envs.close()
 

@@ -10,7 +10,6 @@ its ``forward`` takes observations already normalized and returns logits. A JSON
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import importlib.util
 import os
@@ -190,13 +189,6 @@ def policy_of(agent: Agent) -> ExportedPolicy:
     return ExportedPolicy(model.eval(), agent.observation_space, agent.action_space).eval()
 
 
-def _check_format(format: str) -> None:
-    if format not in FORMATS:
-        raise UserError(f"unknown export format {format!r}; accepted: {', '.join(FORMATS)}")
-    if format == "onnx" and importlib.util.find_spec("onnx") is None:
-        raise UserError("ONNX export needs the onnx package: pip install 'proxima[export]'")
-
-
 def export(
     agent_or_run_dir: Agent | str,
     format: str = "onnx",
@@ -213,7 +205,10 @@ def export(
     ``encoder``, ``trust_code``: as ``proxima.load``'s, for a run directory whose agent.json names an encoder
     class (docs/SECURITY.md).
     """
-    _check_format(format)
+    if format not in FORMATS:
+        raise UserError(f"unknown export format {format!r}; accepted: {', '.join(FORMATS)}")
+    if format == "onnx" and importlib.util.find_spec("onnx") is None:
+        raise UserError("ONNX export needs the onnx package: pip install 'proxima[export]'")
     if isinstance(agent_or_run_dir, Agent):
         agent, default_dir = agent_or_run_dir, "."
     else:
@@ -257,31 +252,20 @@ def _write_onnx(policy: ExportedPolicy, path: str) -> dict:
 
     names = [p.name for p in policy.input_ports], [p.name for p in policy.output_ports]
     axes = {p.name: {p.batch_axis: BATCH} for p in (*policy.input_ports, *policy.output_ports)}
-    with torch.no_grad(), warnings.catch_warnings(), _unsupported_as_user_error():
+    with torch.no_grad(), warnings.catch_warnings():
         _quiet_tracing()
-        # the TorchScript-based exporter (dynamo=False): it needs no onnxscript, and its batch axis stays dynamic
-        torch.onnx.export(
-            policy,
-            policy.example_inputs(),
-            path,
-            input_names=names[0],
-            output_names=names[1],
-            dynamic_axes=axes,
-            opset_version=OPSET,
-            dynamo=False,
-        )
+        try:  # the TorchScript-based exporter (dynamo=False): it needs no onnxscript, its batch axis stays dynamic
+            torch.onnx.export(
+                policy, policy.example_inputs(), path, input_names=names[0], output_names=names[1],
+                dynamic_axes=axes, opset_version=OPSET, dynamo=False,
+            )  # fmt: skip
+        except torch.onnx.errors.OnnxExporterError as e:  # an operator ONNX has no translation for (a user's)
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise UserError(
+                f"the policy cannot be written as ONNX ({first}); --format torchscript can"
+            ) from e
     onnx.checker.check_model(path)
     return {"opset": OPSET}
-
-
-@contextlib.contextmanager
-def _unsupported_as_user_error():
-    """An operator ONNX has no translation for (in a user's encoder or activation): one line, with the way out."""
-    try:
-        yield
-    except torch.onnx.errors.OnnxExporterError as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise UserError(f"the policy cannot be written as ONNX ({first}); --format torchscript can") from e
 
 
 def _write_torchscript(policy: ExportedPolicy, path: str) -> dict:
@@ -333,15 +317,8 @@ def _as_tuple(out) -> tuple:
 def describe(agent: Agent, policy: ExportedPolicy, format: str, detail: dict) -> dict:
     """The JSON beside the file: what a program that runs it needs to know."""
     net = agent.model.spec.network
-    recurrent = None
-    if policy.recurrent:
-        recurrent = {
-            "type": net.recurrent,
-            "layers": net.lstm_layers,
-            "hidden_size": net.lstm_hidden_size,
-            "state": ["h", "c"],
-            "initial_state": "zeros",
-        }
+    recurrent = {"type": net.recurrent, "layers": net.lstm_layers, "hidden_size": net.lstm_hidden_size,
+                 "state": ["h", "c"], "initial_state": "zeros"} if policy.recurrent else None  # fmt: skip
     return {
         "format": FORMAT,
         "version": VERSION,

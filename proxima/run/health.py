@@ -96,10 +96,8 @@ class HealthMonitor:
     """
 
     def __init__(self, num_updates: int, discrete: bool, action_dim: int, has_critic: bool):
-        self.num_updates = num_updates
-        self.discrete = discrete
-        self.action_dim = action_dim
-        self.has_critic = has_critic
+        self.num_updates, self.discrete = num_updates, discrete
+        self.action_dim, self.has_critic = action_dim, has_critic
         self.first_entropy: float | None = None
         self.streaks: dict[str, int] = {}
         self.counts: dict[str, int] = {}
@@ -118,11 +116,7 @@ class HealthMonitor:
         return self.first_entropy - entropy > math.log(10) * self.action_dim
 
     def check(
-        self,
-        update: int,
-        record: dict,
-        return_spread: float | None = None,
-        value_spread: float | None = None,
+        self, update: int, record: dict, return_spread: float | None = None, value_spread: float | None = None
     ) -> list[HealthWarning]:
         """``return_spread``: std / mean |value target| of the update's batch; ``value_spread``: std of the
         batch's predicted values / std of its targets (None: unknown)."""

@@ -155,12 +155,8 @@ def steps(run: Driven[M]) -> Generator[tuple[M, UpdateResult], None, Any]:
 def _callbacks(member: Run, result: UpdateResult, elapsed: float) -> bool:
     """``member``'s callbacks on its result: whether they stop it."""
     member.elapsed = elapsed
-    result.record = {
-        "global_step": member.global_step,
-        "time_s": elapsed,
-        "sps": member.global_step / elapsed,
-        **result.record,
-    }
+    step = member.global_step
+    result.record = {"global_step": step, "time_s": elapsed, "sps": step / elapsed, **result.record}
     # a list, not any()'s shortcut: each callback sees every update
     return any([callback.on_update_end(member, result) for callback in member.callbacks])
 
@@ -172,31 +168,18 @@ class Run:
     ``args`` ask and logs in ``run_dir``; the rest of what it holds is ``RunView``'s to describe."""
 
     def __init__(
-        self,
-        args: PPOArgs,
-        envs,
-        run_dir: str,
-        device: torch.device,
-        console: ProgressReport | None = None,
-        logger: RunLogger | None = None,
-        env: object = None,
-    ):
+        self, args: PPOArgs, envs, run_dir: str, device: torch.device, console: ProgressReport | None = None,
+        logger: RunLogger | None = None, env: object = None,
+    ):  # fmt: skip
         self.args, self.envs, self.run_dir, self.device, self.env = args, envs, run_dir, device, env
-        head = make_head(envs.single_action_space, args.network.action_dist)
+        head, algo = make_head(envs.single_action_space, args.network.action_dist), args.algorithm
         self.model = make_policy(network_spec(args, envs), head).to(device)
-        self.optimizer = make_adam(
-            self.model.param_groups(args.algorithm.learning_rate, args.algorithm.value_learning_rate),
-            args.algorithm.learning_rate,
-            eps=args.algorithm.adam_eps,
-        )
+        groups = self.model.param_groups(algo.learning_rate, algo.value_learning_rate)
+        self.optimizer = make_adam(groups, algo.learning_rate, eps=algo.adam_eps)
         self.settings = UpdateSettings.from_args(args)
         self.schedules = Schedules.from_args(args)
-        value_lr = args.algorithm.value_learning_rate
-        self._value_lr_ratio = (
-            value_lr / args.algorithm.learning_rate
-            if value_lr is not None and len(self.optimizer.param_groups) > 1
-            else None
-        )
+        value_lr = algo.value_learning_rate if len(self.optimizer.param_groups) > 1 else None
+        self._value_lr_ratio = None if value_lr is None else value_lr / algo.learning_rate
         self._lrs: list[float] | None = None  # the rates _apply put into the optimizer
         self.streams = seeding.RunStreams(args.run.seed, device)  # after the initialization, which drew
         self.collector: Collector = self._make_collector()
@@ -363,13 +346,8 @@ class Run:
                 if key in states:
                     raise ValueError(f"two checkpoint components are named {key!r}")
                 states[key] = callback.state_dict()
-        counters = {
-            "update": self.updates_done,
-            "global_step": self.global_step,
-            "elapsed_s": self.elapsed,
-            "torch_threads": torch.get_num_threads(),
-        }
-        return {**counters, "finished": finished, "spaces": self.spaces()}, states
+        return {"update": self.updates_done, "global_step": self.global_step, "elapsed_s": self.elapsed,
+                "torch_threads": torch.get_num_threads(), "finished": finished, "spaces": self.spaces()}, states  # fmt: skip
 
     def save_checkpoint(self, finished: bool = False) -> None:
         """Write ``RUN_DIR/checkpoint.safetensors`` (atomically) as the run stands."""
@@ -384,7 +362,7 @@ class Run:
         with checkpoint.fitting(path):
             self.load_state_dict(meta, states)
             for callback in self.callbacks:
-                if callback.state_key is not None and callback.state_key in states:
+                if callback.state_key in states:
                     callback.load_state_dict(states[callback.state_key])
 
     def spaces(self) -> dict:
@@ -411,12 +389,8 @@ class Run:
             self.collector.load_state_dict(states["collector"])
         else:  # new episodes, from a seed the run has not used yet
             self.collector.restart(seed=seeding.resumed_episodes(self.args.run.seed, meta["global_step"]))
-        self.updates_done, self.global_step, self.elapsed = (
-            meta["update"],
-            meta["global_step"],
-            meta["elapsed_s"],
-        )
-        self._lrs = None  # the optimizer's rates are the checkpoint's
+        self.updates_done, self.global_step = meta["update"], meta["global_step"]
+        self.elapsed, self._lrs = meta["elapsed_s"], None  # the optimizer's rates are the checkpoint's
         self._apply()
         self.notes.append(
             f"resuming {self.run_dir} after update {self.updates_done} of {self.args.num_updates}"
@@ -470,11 +444,10 @@ def init_from_agent(run: Run, source: str) -> None:
             raise UserError(
                 f"--init-from {source}: its agent's {name} is {theirs}, this run's env has {ours}"
             )
-
-    def described(spec: NetworkSpec) -> dict:
-        return {**dataclasses.asdict(spec), **dataclasses.asdict(spec.network), "network": None}
-
-    their_net, our_net = described(agent.model.spec), described(run.model.spec)
+    their_net, our_net = (
+        {**dataclasses.asdict(spec), **dataclasses.asdict(spec.network), "network": None}
+        for spec in (agent.model.spec, run.model.spec)
+    )
     # the precision a CNN computes in is not part of what it is, nor the statistics' horizon
     for name in our_net:
         if name not in ("precision", "value_norm_horizon") and their_net.get(name) != our_net[name]:
