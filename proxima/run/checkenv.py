@@ -57,18 +57,16 @@ def check_env(
         backend = factory_backend(source, env_kwargs)
     if backend not in ("gymnasium", "native"):  # a backend of its own: what its vector env says
         return _own_backend(source, env_id, env_kwargs, backend, num_envs)
-    report: list[str] = []
-    found: list[str] = []  # what Gymnasium's checker said
-    problems: list[str] = []
     env = EnvMaker(env_id, env_kwargs or {}, factory)(checked=True)  # a bad id or constructor: one line
     try:
-        report += [f"observation space: {env.observation_space}", f"action space: {env.action_space}"]
         limit = _time_limit(env)
-        report.append(
+        report = [
+            f"observation space: {env.observation_space}",
+            f"action space: {env.action_space}",
             f"time limit: {limit} steps (truncated episodes bootstrap from V(final_obs))"
             if limit
-            else "time limit: none: episodes end only when the env says so"
-        )
+            else "time limit: none: episodes end only when the env says so",
+        ]
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -76,22 +74,24 @@ def check_env(
             layout = find_obs_layout(env_id, env, *infos)
             check_spaces(layout, env.action_space)
         except (UserError, EnvError) as e:
-            return report, found, [str(e)]
+            return report, [], [str(e)]
         except Exception as e:  # the env's own reset or step raised
-            return report, found, [f"{env_id} raised {raised(e)}"]
-        head = make_head(env.action_space)
-        report += _observations(
-            layout, "action_masks()" if isinstance(env, MaskMethod) and env.supplied else None
-        )
-        report.append(f"action head: {type(head).__name__}")
-        report.append(f"backend: {backend} (auto's choice at {num_envs} envs; --env-backend picks another)")
-        steps_problems, end_keys = _random_steps(source, env_id, env_kwargs, backend, num_envs)
-        problems += steps_problems
-        report += _info_keys(end_keys)
-        found += _gymnasium_check(env)
+            return report, [], [f"{env_id} raised {raised(e)}"]
+        report += [
+            *_observations(
+                layout, "action_masks()" if isinstance(env, MaskMethod) and env.supplied else None
+            ),
+            f"action head: {type(make_head(env.action_space)).__name__}",
+            f"backend: {backend} (auto's choice at {num_envs} envs; --env-backend picks another)",
+        ]
+        problems, end_keys = _random_steps(source, env_id, env_kwargs, backend, num_envs)
+        return (
+            report + _info_keys(end_keys),
+            _gymnasium_check(env),
+            problems,
+        )  # and what Gymnasium's checker says
     finally:
         env.close()
-    return report, found, problems
 
 
 def _own_backend(env, env_id: str, env_kwargs: dict | None, backend: str, num_envs: int):

@@ -61,17 +61,9 @@ class MultiAgentBuffer(RolloutBuffer):
         if not self.spec.turns:
             return super().advantages(estimator, next_value, next_done, gamma, gae_lambda)
         advantages = estimate_advantages(
-            estimator,
-            self.rewards,
-            self.values,
-            self.dones,
-            next_value,
-            next_done,
-            gamma,
-            gae_lambda,
-            acting=self.valid,
-            next_acting=self.next_valid,
-        )
+            estimator, self.rewards, self.values, self.dones, next_value, next_done, gamma, gae_lambda,
+            acting=self.valid, next_acting=self.next_valid,
+        )  # fmt: skip
         self.valid &= ~open_moves(self.valid, self.dones, next_done, self.next_valid)
         return advantages
 
@@ -95,12 +87,9 @@ class MultiAgentBuffer(RolloutBuffer):
 
     def diagnostics(self, model, batch: Batch) -> dict:
         """The debug variables of each network: one per kind of agent, or one per agent (``--no-share-params``)."""
-        agents = self.spec
-        groups, names = (
-            (list(agents.kinds), agents.kind_names())
-            if model.spec.network.share_params
-            else (list(range(agents.num_agents)), list(agents.names))
-        )
+        agents, shared = self.spec, model.spec.network.share_params
+        groups = list(agents.kinds) if shared else list(range(agents.num_agents))
+        names = agents.kind_names() if shared else list(agents.names)
         return group_diagnostics(model, batch, groups, names) if len(names) > 1 else {}
 
     def breakdown(self) -> dict:

@@ -190,13 +190,8 @@ def _own_video(run_dir: str, relative) -> str | None:
 def _episode_number(path: str) -> tuple:
     """Evaluation videos first, then training's by part of the run (videos/resumed-after-update-N/) and episode
     (Gymnasium's rl-video-episode-N.mp4)."""
-    resumed = re.search(r"resumed-after-update-(\d+)", path)
-    found = re.search(r"(\d+)\.mp4$", path)
-    return (
-        EVAL_VIDEOS not in path,
-        int(resumed.group(1)) if resumed else 0,
-        int(found.group(1)) if found else 0,
-    )
+    numbers = (re.search(pattern, path) for pattern in (r"resumed-after-update-(\d+)", r"(\d+)\.mp4$"))
+    return (EVAL_VIDEOS not in path, *(int(found.group(1)) if found else 0 for found in numbers))
 
 
 def find_runs(paths: list[str]) -> tuple[list[RunData], str, list[dict]]:
@@ -341,34 +336,23 @@ def _chart(key: str, title: str, xlabel: str, runs: list[RunData], groups: list[
         members = [c for r, c in zip(runs, curves, strict=True) if r.group == name and len(c[0])]
         if len(members) > 1:
             bands.append({"group": g, "table": _band(members)})
-    markers = []
-    if xlabel == "env steps":
-        for i, r in enumerate(runs):
-            for m in r.metrics:
-                for w in m.get("warnings", ()):
-                    if WARNING_CHART.get(w["kind"], w["kind"]) == key:
-                        markers.append(
-                            {"x": m["global_step"], "run": i, "kind": w["kind"], "text": w["text"]}
-                        )
+    markers = [
+        {"x": m["global_step"], "run": i, "kind": w["kind"], "text": w["text"]}
+        for i, r in enumerate(runs) if xlabel == "env steps"
+        for m in r.metrics for w in m.get("warnings", ()) if WARNING_CHART.get(w["kind"], w["kind"]) == key
+    ]  # fmt: skip
     return {"key": key, "title": title, "xlabel": xlabel, "healthy": HEALTHY.get(key, ""), "tables": tables,
             "bands": bands, "markers": markers}  # fmt: skip
 
 
 def _charts(runs: list[RunData], groups: list[str]) -> list[dict]:
     many = len(runs) > 1
-
-    def episodes_curve(r: RunData):
-        # one run: every episode (the envelope); several: each run's running mean, which overlays readably
-        return r.steps, (_running_return(r) if many else r.returns)
-
-    def time_curve(r: RunData):
-        return _seconds_at(r, r.steps), _running_return(r)
-
+    # one run: every episode (the envelope); several: each run's running mean, which overlays readably
     charts = [
         _chart("episodic_return", "episodic return" + (f" (mean of the last {WINDOW})" if many else ""),
-               "env steps", runs, groups, episodes_curve),
+               "env steps", runs, groups, lambda r: (r.steps, _running_return(r) if many else r.returns)),
         _chart("episodic_return", f"episodic return against training time (mean of the last {WINDOW})",
-               "training seconds", runs, groups, time_curve),
+               "training seconds", runs, groups, lambda r: (_seconds_at(r, r.steps), _running_return(r))),
     ]  # fmt: skip
     if not many:
         charts.insert(1, _chart("episodic_return", f"episodic return, mean of the last {WINDOW}", "env steps",

@@ -127,8 +127,7 @@ def play_against(
     n = min(episodes, max_games)
     envs = make_envs(agent.env_id, n, env_kwargs=agent.env_source.get("env_kwargs"), device=agent.device)
     try:
-        generator = torch.Generator(device=agent.device)
-        generator.manual_seed(seed)
+        generator = torch.Generator(device=agent.device).manual_seed(seed)
         envs.set_opponents([make_player(opponent, envs.obs_layout, generator)])
         watched = Tactics(agent.model, envs.obs_layout) if connect_four_part(envs.obs_layout) else None
         returns = run_episodes(
@@ -179,14 +178,8 @@ class Tactics:
         self.blocked += int(threats.gather(1, chosen).squeeze(1)[must_block].sum())
 
     def summary(self) -> dict:
-        return {
-            "wins": self.wins,
-            "wins_taken": self.wins_taken,
-            "win_taken_rate": self.wins_taken / max(self.wins, 1),
-            "threats": self.threats,
-            "blocked": self.blocked,
-            "blocked_rate": self.blocked / max(self.threats, 1),
-        }
+        return {"wins": self.wins, "wins_taken": self.wins_taken, "win_taken_rate": self.wins_taken / max(self.wins, 1),
+                "threats": self.threats, "blocked": self.blocked, "blocked_rate": self.blocked / max(self.threats, 1)}  # fmt: skip
 
 
 def _counts(returns: np.ndarray) -> dict:
