@@ -44,14 +44,12 @@ class Agent:
     def __init__(
         self, model: ActorCritic, env_id: str, observation_space: gym.Space, action_space: gym.Space
     ):
-        self.model = model
-        self.env_id = env_id
+        self.model, self.env_id = model, env_id
         # How to make the env again besides its id, where there is more to it (docs/ENVS.md): "env_kwargs",
         # "env_factory" (PPOArgs' fields), "module" (the module whose code registered a plain id).
         self.env_source: dict = {}
         self.source = "the agent's agent.json"  # the file it was loaded from, which errors name
-        self.observation_space = observation_space
-        self.action_space = action_space
+        self.observation_space, self.action_space = observation_space, action_space
         self.layout = model.spec.layout()
 
     @property
@@ -160,11 +158,10 @@ class Agent:
             memory = tuple(
                 torch.as_tensor(np.asarray(s), dtype=torch.float32, device=self.device) for s in state
             )
-            starts = torch.zeros(n, device=self.device)
-            if episode_start is not None:
-                starts = torch.as_tensor(
-                    np.asarray(episode_start).reshape(n), dtype=torch.float32, device=self.device
-                )
+            starts = torch.as_tensor(
+                np.zeros(n) if episode_start is None else np.asarray(episode_start).reshape(n),
+                dtype=torch.float32, device=self.device,
+            )  # fmt: skip
         actions, memory = self.model.predict_recurrent(obs, starts, memory, deterministic, generator)
         return actions, tuple(m.cpu().numpy() for m in memory)
 
@@ -246,8 +243,7 @@ class Agent:
             check_shapes(shapes_of(tensors), shapes_of(model.state_dict()), path, source)
         load_module_state(model, tensors, path)
         agent = cls(model.to(device).eval(), meta["env_id"], observation_space, action_space)
-        agent.env_source = env_source
-        agent.source = source
+        agent.env_source, agent.source = env_source, source
         return agent
 
 

@@ -167,14 +167,8 @@ class Callback:
         """Restore what ``state_dict`` returned, when a run with this ``state_key`` resumes."""
 
 
-SB3_HOOKS = (
-    "_on_step",
-    "on_step",
-    "_on_rollout_end",
-    "on_rollout_end",
-    "_on_training_start",
-    "_on_training_end",
-)
+SB3_HOOKS = ("_on_step", "on_step", "_on_rollout_end", "on_rollout_end", "_on_training_start",
+             "_on_training_end")  # fmt: skip
 
 
 def user_callbacks(callbacks) -> list[Callback]:

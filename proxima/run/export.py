@@ -101,7 +101,6 @@ class ExportedPolicy(nn.Module):
         self.layout = model.spec.layout()
         self.recurrent = model.lstm is not None
         self.env_actions = EnvActions(action_space)
-        self.packed_dtype = self.layout.dtype
         inputs: list[Port] = []
         self.sources: list[int | None] = []  # for each part of the packed vector, which input holds it
         if not self.layout.packed:
@@ -124,8 +123,7 @@ class ExportedPolicy(nn.Module):
         self.mask_input = next((i for i, p in enumerate(inputs) if p.name == MASK_KEY), None)
         self.n_obs_inputs = len(inputs)
         outputs = [Port("action", np.dtype(action_space.dtype).name, tuple(model.head.action_shape))]
-        if self.recurrent:
-            # the batch axis goes between
+        if self.recurrent:  # the batch axis goes between
             state = (model.spec.network.lstm_layers, model.spec.network.lstm_hidden_size)
             inputs += [Port("h", "float32", state, 1), Port("c", "float32", state, 1)]
             inputs.append(Port("episode_start", "bool", ()))
@@ -140,9 +138,9 @@ class ExportedPolicy(nn.Module):
         # as ObsLayout.pack: each leaf flattened after its batch axis, side by side, in the packed dtype
         return torch.cat(
             [
-                leaves[i].reshape(batch, -1).to(self.packed_dtype)
+                leaves[i].reshape(batch, -1).to(self.layout.dtype)
                 if i is not None
-                else leaves[0].new_zeros((batch, part.size), dtype=self.packed_dtype)
+                else leaves[0].new_zeros((batch, part.size), dtype=self.layout.dtype)
                 for i, part in zip(self.sources, self.layout.parts, strict=True)
             ],
             dim=-1,

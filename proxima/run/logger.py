@@ -70,8 +70,7 @@ class RunLogger:
                 raise UserError(
                     f"{path} is shorter than its checkpoint says; the run directory was changed after it"
                 )
-        self._metrics = self._open(METRICS, resume_from)
-        self._episodes = self._open(EPISODES, resume_from)
+        self._metrics, self._episodes = (self._open(name, resume_from) for name in (METRICS, EPISODES))
         self._writer = None
         if self._tensorboard:
             from torch.utils.tensorboard import SummaryWriter
@@ -117,11 +116,7 @@ class RunLogger:
             with writing(os.path.join(self.run_dir, name), None):
                 f.flush()
                 os.fsync(f.fileno())
-        return {
-            "global_step": global_step,
-            METRICS: self._metrics.tell(),
-            EPISODES: self._episodes.tell(),
-        }
+        return {"global_step": global_step, METRICS: self._metrics.tell(), EPISODES: self._episodes.tell()}
 
     def text(self, tag: str, text: str, global_step: int) -> None:
         if self._writer is not None:

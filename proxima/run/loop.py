@@ -124,8 +124,15 @@ def steps(run: Driven[M]) -> Generator[tuple[M, UpdateResult], None, Any]:
             stopping: list[M] = []
             interrupted: list[TrainingInterrupted] = []
             for at, result in updated:
-                try:
-                    if _callbacks(at, result, elapsed):
+                at.elapsed, step = elapsed, at.global_step
+                result.record = {
+                    "global_step": step,
+                    "time_s": elapsed,
+                    "sps": step / elapsed,
+                    **result.record,
+                }
+                try:  # a list, not any()'s shortcut: each callback sees every update
+                    if any([callback.on_update_end(at, result) for callback in at.callbacks]):
                         run.stopping(at, result)
                         stopping.append(at)
                 except TrainingInterrupted as e:
@@ -152,20 +159,9 @@ def steps(run: Driven[M]) -> Generator[tuple[M, UpdateResult], None, Any]:
     return run.trained()
 
 
-def _callbacks(member: Run, result: UpdateResult, elapsed: float) -> bool:
-    """``member``'s callbacks on its result: whether they stop it."""
-    member.elapsed = elapsed
-    step = member.global_step
-    result.record = {"global_step": step, "time_s": elapsed, "sps": step / elapsed, **result.record}
-    # a list, not any()'s shortcut: each callback sees every update
-    return any([callback.on_update_end(member, result) for callback in member.callbacks])
-
-
 class Run:
     """One training run: its parts (envs, model, optimizer, schedules, collector), its counters, and one
-    iteration of the loop; to its callbacks, a ``proxima.run.callbacks.RunView``. ``checkpoint_state`` is what
-    a checkpoint holds of it and of its callbacks. ``console`` and ``logger`` default to a progress report as
-    ``args`` ask and logs in ``run_dir``; the rest of what it holds is ``RunView``'s to describe."""
+    iteration of the loop; to its callbacks, a ``proxima.run.callbacks.RunView``, which describes what it holds."""
 
     def __init__(
         self, args: PPOArgs, envs, run_dir: str, device: torch.device, console: ProgressReport | None = None,
@@ -264,8 +260,7 @@ class Run:
         return self.result(buf, batch, stats, learning_rate, in_force)
 
     def result(self, buf, batch, stats: dict, learning_rate: float, in_force: dict) -> UpdateResult:
-        """Count the update done and return what the callbacks get of it: its record (the update's ``stats``
-        and the rollout's episodes) and the episodes themselves."""
+        """Count the update done; return what the callbacks get of it."""
         self.updates_done += 1
         self.global_step += self.args.batch_size
         self._apply()  # the next update's values, in place for the callbacks and the checkpoint
@@ -404,8 +399,7 @@ class Run:
 
 
 def rollout(collector: Collector, model, args: PPOArgs, update: int) -> tuple:
-    """Update ``update``'s rollout, checked for NaNs, and its advantages and returns (the value targets):
-    ``(buffer, advantages, returns)``."""
+    """``(buffer, advantages, returns)`` of update ``update``'s rollout, checked for NaNs (returns: the value targets)."""
     next_value, next_done = collector.collect(model)
     buf = collector.buffer
     check_rollout(buf, update)
@@ -422,8 +416,8 @@ def finish(run: Run) -> None:
 
 
 def init_from_agent(run: Run, source: str) -> None:
-    """Start ``run`` from the agent saved in ``source`` (a run directory, or its ``best``): its weights and
-    normalization statistics. Its spaces and network must be the run's; the first difference is named."""
+    """Start ``run`` from the weights and normalization statistics of the agent saved in ``source`` (a run
+    directory, or its ``best``), whose spaces and network must be the run's."""
     seeds = seed_run_dirs(source)
     if seeds:
         raise UserError(
@@ -459,8 +453,7 @@ def init_from_agent(run: Run, source: str) -> None:
 
 
 def network_spec(args: PPOArgs, envs) -> NetworkSpec:
-    """The run's network settings, with the encoder that ``auto`` (or the name given) stands for on these envs,
-    and what the envs and the algorithm decide."""
+    """The run's network settings, with what the envs and the algorithm decide (the encoder ``auto`` stands for)."""
     layout, agents = obs_layout(envs), agent_spec(envs)
     check_agents(args, agents)
     return NetworkSpec(

@@ -55,18 +55,11 @@ class RolloutCollector:
     are present at a step, the reward learned from, what a step leaves for the next, and its own state."""
 
     def __init__(
-        self,
-        envs: VecEnv,
-        num_steps: int,
-        gamma: float,
-        model: Policy,
-        seed: Seeds = None,
-        frozen_stats: bool = False,
-        generator: torch.Generator | None = None,
-    ):
-        self.envs = envs
+        self, envs: VecEnv, num_steps: int, gamma: float, model: Policy, seed: Seeds = None,
+        frozen_stats: bool = False, generator: torch.Generator | None = None,
+    ):  # fmt: skip
+        self.envs, self.gamma, self.frozen_stats = envs, gamma, frozen_stats
         self.generator = generator  # the actions' draws (the run's RunStreams.actions)
-        self.gamma = gamma
         n, device, head, layout = envs.num_envs, envs.device, model.head, obs_layout(envs)
         obs_dtype = model.normalization.obs_dtype(layout.dtype)
         self.buffer = self.new_buffer(
@@ -78,13 +71,8 @@ class RolloutCollector:
         self._episode_length = torch.zeros(n, dtype=torch.int64, device=device)
         self._discounted_return = torch.zeros(n, device=device)  # for reward scaling only
         self._infos: InfoKeys | None = None  # keep_infos' keys: None until the run asks for infos
-        self.frozen_stats = frozen_stats
-        norm = model.normalization
-        self.raw_obs = (
-            torch.zeros((num_steps, n, *layout.shape), dtype=layout.dtype)
-            if frozen_stats and norm.norm_obs
-            else None
-        )
+        norm, raw_shape = model.normalization, (num_steps, n, *layout.shape)
+        self.raw_obs = torch.zeros(raw_shape, dtype=layout.dtype) if frozen_stats and norm.norm_obs else None
         self.returns_seen = torch.zeros(num_steps, n) if frozen_stats and norm.norm_reward else None
 
     @torch.no_grad()
