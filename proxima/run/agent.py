@@ -57,14 +57,9 @@ class Agent:
         return next(self.model.parameters()).device
 
     def predict(
-        self,
-        obs,
-        state=None,
-        episode_start=None,
-        deterministic: bool = False,
-        action_mask=None,
+        self, obs, state=None, episode_start=None, deterministic: bool = False, action_mask=None,
         generator=None,
-    ):
+    ):  # fmt: skip
         """Actions for one raw observation or a batch of them, sampled or, if ``deterministic``, the most
         probable (the Gaussian's mean). A Box observation is an array ``(*shape)`` or ``(B, *shape)``; a Dict
         or Tuple one is a dict or tuple of such arrays, each with the batch axis for a batch. ``action_mask``:

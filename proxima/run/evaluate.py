@@ -28,16 +28,9 @@ EPISODE_STEP_LIMIT = 100_000
 
 @torch.no_grad()
 def run_episodes(
-    model: Player,
-    envs: VecEnv,
-    episodes: int,
-    *,
-    deterministic: bool,
-    seed: Seeds,
-    name: str = "the env",
-    quota: np.ndarray | None = None,
-    generator: torch.Generator | None = None,
-) -> np.ndarray:
+    model: Player, envs: VecEnv, episodes: int, *, deterministic: bool, seed: Seeds, name: str = "the env",
+    quota: np.ndarray | None = None, generator: torch.Generator | None = None,
+) -> np.ndarray:  # fmt: skip
     """Returns of exactly ``episodes`` complete episodes of ``model`` in ``envs``, ordered by env; sampled
     actions draw from ``generator`` (``action_generator``).
 
@@ -96,18 +89,10 @@ def episode_quota(episodes: int, envs: int) -> np.ndarray:
 
 
 def evaluate(
-    agent: Agent,
-    episodes: int = 10,
-    *,
-    deterministic: bool = False,
-    seed: int = 0,
-    env_id: str | None = None,
-    max_envs: int = 16,
-    video_dir: str | None = None,
-    video_episodes: int | None = None,
-    env=None,
+    agent: Agent, episodes: int = 10, *, deterministic: bool = False, seed: int = 0, env_id: str | None = None,
+    max_envs: int = 16, video_dir: str | None = None, video_episodes: int | None = None, env=None,
     env_kwargs: dict | None = None,
-) -> np.ndarray:
+) -> np.ndarray:  # fmt: skip
     """Returns of exactly ``episodes`` complete episodes on Gymnasium's own implementation of the env, run in
     up to ``max_envs`` envs at once; with ``video_dir``, every episode env 0 plays is recorded there as an
     MP4 (through the env's rgb_array rendering).
@@ -205,13 +190,9 @@ def _observations(layout) -> str:
 
 
 def deterministic_returns(
-    models: list[ActorCritic],
-    envs: Callable[[int], VecEnv],
-    episodes: int,
-    rows: int,
-    seeds: list[int],
+    models: list[ActorCritic], envs: Callable[[int], VecEnv], episodes: int, rows: int, seeds: list[int],
     name: str,
-) -> list[np.ndarray]:
+) -> list[np.ndarray]:  # fmt: skip
     """Each model's returns of ``episodes`` deterministic episodes on ``rows`` envs seeded ``seeds[j]`` + k, as
     ``run_episodes`` gives them for one model alone, from one vector env of all (``envs(n)`` makes one of
     ``n`` envs) and one stacked forward pass per step."""

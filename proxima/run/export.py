@@ -188,13 +188,9 @@ def policy_of(agent: Agent) -> ExportedPolicy:
 
 
 def export(
-    agent_or_run_dir: Agent | str,
-    format: str = "onnx",
-    output: str | None = None,
-    *,
-    encoder=None,
+    agent_or_run_dir: Agent | str, format: str = "onnx", output: str | None = None, *, encoder=None,
     trust_code: bool = False,
-) -> str:
+) -> str:  # fmt: skip
     """Write the deterministic policy of an agent (or of the run directory ``proxima train`` wrote) as one file
     in ``format`` (``"onnx"`` or ``"torchscript"``), and ``OUTPUT.json`` beside it; returns the file's path.
 

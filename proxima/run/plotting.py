@@ -104,9 +104,7 @@ def plot_runs(groups: dict[str, list[str]], output: str, title: str = "", points
     fig.tight_layout()
     try:
         with replacing(output) as (fd, tmp):
-            os.close(fd)  # matplotlib writes to a path
-            fig.savefig(
-                tmp, format=os.path.splitext(output)[1][1:] or None
-            )  # not from tmp's name, which may be cut
+            os.close(fd)  # matplotlib writes to a path, in the format of output's name (tmp's may be cut)
+            fig.savefig(tmp, format=os.path.splitext(output)[1][1:] or None)
     finally:
         plt.close(fig)

@@ -51,11 +51,9 @@ class ProgressReport:
         if self.quiet:
             return True
         if update % self.every == 0 or update == self.num_updates or force:
-            ret = record["episodic_return"]
-            line = f"global_step={record['global_step']}{self.each} "
-            line += (
-                f"episodic_return={'n/a' if ret is None else f'{ret:.1f}'} SPS={record['sps']:.0f}{self.all}"
-            )
+            ret = "n/a" if record["episodic_return"] is None else f"{record['episodic_return']:.1f}"
+            line = f"global_step={record['global_step']}{self.each} episodic_return={ret} "
+            line += f"SPS={record['sps']:.0f}{self.all}"
             if "eval_return" in record:
                 line += f" eval_return={record['eval_return']:.1f}"
             print(line, file=self.stream, flush=True)

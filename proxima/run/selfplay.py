@@ -39,11 +39,6 @@ def snapshot_dir(run_dir: str, update: int) -> str:
     return os.path.join(run_dir, SNAPSHOTS, f"{update:06d}")
 
 
-def agent_policy(agent: Agent) -> Policy:
-    """The agent's sampled moves, on packed observations (the opponents obey the mask as the learner does)."""
-    return lambda obs: agent.model.predict(obs, False)
-
-
 class OpponentPool:
     """The opponents of a self-play run: ``"random"`` and the updates whose snapshots it holds, oldest first."""
 
@@ -66,7 +61,8 @@ class OpponentPool:
     def _policy(self, member, envs, run_dir: str, device) -> Policy:
         if member == RANDOM:
             return envs.random_player
-        policy = agent_policy(Agent.load(snapshot_dir(run_dir, member), device=device))
+        # the snapshot's sampled moves, on packed observations (the opponents obey the mask as the learner does)
+        policy: Policy = Agent.load(snapshot_dir(run_dir, member), device=device).model.predict
         return policy if not self.random_moves else self._sometimes_random(policy, envs)
 
     def _sometimes_random(self, policy: Policy, envs) -> Policy:
@@ -105,14 +101,9 @@ class OpponentPool:
 
 
 def play_against(
-    agent: Agent,
-    opponent: str,
-    episodes: int,
-    *,
-    seed: int = 0,
-    deterministic: bool = False,
+    agent: Agent, opponent: str, episodes: int, *, seed: int = 0, deterministic: bool = False,
     max_games: int = 100,
-) -> tuple[np.ndarray, dict]:
+) -> tuple[np.ndarray, dict]:  # fmt: skip
     """``episodes`` games of a self-play agent against a built-in player (``"random"``, ``"lookahead"``), in
     ``max_games`` games at once, each alternating seats from game to game and game ``i`` starting in seat
     ``i % 2``: half the games in each seat where every game plays an even number of them. Returns the

@@ -104,8 +104,6 @@ def video_summary(
 
 
 def log_video(writer, tag: str, frames: np.ndarray, fps: float, step: int, **options) -> None:
-    """Write ``frames`` to a torch ``SummaryWriter`` as a video at ``step`` (``options``: ``video_summary``'s).
-
-    Not ``writer.add_video``: it needs moviepy 1.x's API, which moviepy 2 removed (pytorch/pytorch#147317).
-    """
+    """Write ``frames`` to a torch ``SummaryWriter`` as a video at ``step`` (``options``: ``video_summary``'s), not
+    through ``writer.add_video``, which needs moviepy 1.x (the module's docstring)."""
     writer._get_file_writer().add_summary(video_summary(tag, frames, fps, **options), step)
