@@ -267,8 +267,7 @@ class Run:
         episode_returns, episode_lengths = buf.finished_episodes()
         samples, _ = batch.samples()
         values, returns = samples.values, samples.returns
-        record = {
-            "global_step": self.global_step,
+        record = {  # after steps' global_step, time_s and sps
             "learning_rate": learning_rate,
             # the values in force of the settings that changed or change (a run without any logs none of them)
             **{name: in_force[name] for name in ADJUSTABLE[1:] if name in in_force},
