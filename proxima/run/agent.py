@@ -23,6 +23,7 @@ from proxima.base.files import (
     make_dirs,
     read_json,
     read_tensors,
+    seed_run_dirs,
     shapes_of,
     tensor_shapes,
     write_json,
@@ -164,16 +165,10 @@ class Agent:
         """Write ``model.safetensors`` and ``agent.json`` into ``directory`` (made if it does not exist)."""
         make_dirs(directory)
         write_tensors(os.path.join(directory, WEIGHTS), self.model.state_dict())
-        meta = {
-            "format": FORMAT,
-            "version": VERSION,
-            "env_id": self.env_id,
-            "observation_space": space_to_json(self.observation_space),
-            "action_space": space_to_json(self.action_space),
-            "network": self.model.spec.to_json(),
-            **({"env_source": self.env_source} if self.env_source else {}),
-            **extra,
-        }
+        meta = {"format": FORMAT, "version": VERSION, "env_id": self.env_id,
+                "observation_space": space_to_json(self.observation_space),
+                "action_space": space_to_json(self.action_space), "network": self.model.spec.to_json(),
+                **({"env_source": self.env_source} if self.env_source else {}), **extra}  # fmt: skip
         write_json(os.path.join(directory, AGENT_JSON), meta)
 
     @classmethod
@@ -291,10 +286,10 @@ def _no_agent_yet(run_dir: str) -> None:
 
     there = set(os.listdir(run_dir))
     if SEEDS_JSON in there:
-        seeds = sorted(d for d in there if d.startswith("seed") and os.path.isdir(os.path.join(run_dir, d)))
+        seeds = seed_run_dirs(run_dir)
         raise UserError(
             f"{run_dir} holds a batched run (--num-seeds), whose agents are its seeds': give one of "
-            f"{', '.join(os.path.join(run_dir, d) for d in seeds[:3])}{', ...' if len(seeds) > 3 else ''}"
+            f"{', '.join(seeds[:3])}{', ...' if len(seeds) > 3 else ''}"
         )
     if CONFIG_JSON not in there:
         return

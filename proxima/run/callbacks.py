@@ -710,17 +710,10 @@ def _init_wandb(args, run_dir: str, run_id: str | None = None, group: str | None
     batched: dict[str, Any] = {} if group is None else {"group": group, "reinit": "create_new"}
     try:
         run = wandb.init(
-            project=args.run.wandb_project_name,
-            entity=args.run.wandb_entity,
-            sync_tensorboard=group is None,
-            config=args.to_json(),
-            name=os.path.basename(os.path.normpath(run_dir)),
-            dir=run_dir,
-            save_code=False,
-            id=run_id,
-            resume="allow" if run_id else None,
-            **batched,
-        )
+            project=args.run.wandb_project_name, entity=args.run.wandb_entity, sync_tensorboard=group is None,
+            config=args.to_json(), name=os.path.basename(os.path.normpath(run_dir)), dir=run_dir, save_code=False,
+            id=run_id, resume="allow" if run_id else None, **batched,
+        )  # fmt: skip
     except wandb.errors.UsageError as e:  # no API key, most often
         raise UserError(
             f"--track could not start Weights & Biases ({str(e).splitlines()[0]}): log in with `wandb login` (or "

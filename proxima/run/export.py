@@ -314,18 +314,9 @@ def describe(agent: Agent, policy: ExportedPolicy, format: str, detail: dict) ->
     recurrent = {"type": net.recurrent, "layers": net.lstm_layers, "hidden_size": net.lstm_hidden_size,
                  "state": ["h", "c"], "initial_state": "zeros"} if policy.recurrent else None  # fmt: skip
     return {
-        "format": FORMAT,
-        "version": VERSION,
-        "file_format": format,
-        **detail,
-        "proxima_version": __version__,
-        "env_id": agent.env_id,
-        "policy": "deterministic",
-        "observation_space": space_to_json(agent.observation_space),
-        "action_space": space_to_json(agent.action_space),
-        "inputs": [p.to_json() for p in policy.input_ports],
-        "outputs": [p.to_json() for p in policy.output_ports],
-        "action_mask": policy.mask_input is not None,
-        "recurrent": recurrent,
-        "norm_obs": net.norm_obs,
-    }
+        "format": FORMAT, "version": VERSION, "file_format": format, **detail, "proxima_version": __version__,
+        "env_id": agent.env_id, "policy": "deterministic", "observation_space": space_to_json(agent.observation_space),
+        "action_space": space_to_json(agent.action_space), "inputs": [p.to_json() for p in policy.input_ports],
+        "outputs": [p.to_json() for p in policy.output_ports], "action_mask": policy.mask_input is not None,
+        "recurrent": recurrent, "norm_obs": net.norm_obs,
+    }  # fmt: skip

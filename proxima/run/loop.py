@@ -125,12 +125,8 @@ def steps(run: Driven[M]) -> Generator[tuple[M, UpdateResult], None, Any]:
             interrupted: list[TrainingInterrupted] = []
             for at, result in updated:
                 at.elapsed, step = elapsed, at.global_step
-                result.record = {
-                    "global_step": step,
-                    "time_s": elapsed,
-                    "sps": step / elapsed,
-                    **result.record,
-                }
+                result.record = {"global_step": step, "time_s": elapsed, "sps": step / elapsed,
+                                 **result.record}  # fmt: skip
                 try:  # a list, not any()'s shortcut: each callback sees every update
                     if any([callback.on_update_end(at, result) for callback in at.callbacks]):
                         run.stopping(at, result)
@@ -200,15 +196,8 @@ class Run:
                 algo.num_steps, algo.gamma, self.model, seed, say=lambda text: self.console.message(text)
             )
         collector, options = collector_of(self.envs, self.args)
-        return collector(
-            self.envs,
-            algo.num_steps,
-            algo.gamma,
-            self.model,
-            seed=seed,
-            generator=self.streams.actions,
-            **options,
-        )
+        return collector(self.envs, algo.num_steps, algo.gamma, self.model, seed=seed,
+                         generator=self.streams.actions, **options)  # fmt: skip
 
     def set(self, **values) -> None:
         """``RunView.set``: ``run.set(ent_coef=0.001, learning_rate=1e-4)`` in a callback's ``on_update_end``. A
@@ -277,13 +266,8 @@ class Run:
             "episodic_length": float(np.mean(episode_lengths)) if episode_lengths else None,
             **buf.breakdown(),  # a multi-agent run's: each agent's episodic return
         }
-        return UpdateResult(
-            record,
-            episode_returns,
-            episode_lengths,
-            *spreads(values, returns),
-            episode_infos=buf.finished_infos(),
-        )
+        return UpdateResult(record, episode_returns, episode_lengths, *spreads(values, returns),
+                            episode_infos=buf.finished_infos())  # fmt: skip
 
     # --- the seams of steps (a SeedGroup has its own) --------------------------------------------------------
     def start(self) -> list[Run]:

@@ -160,18 +160,14 @@ def read_run(run_dir: str, label: str | None = None) -> RunData:
         videos += [_own_video(run_dir, os.path.relpath(os.path.join(root, f), run_dir)) for f in files]
     own = [v for v in videos if v is not None]
     return RunData(
-        run_dir=run_dir,
-        label=label or os.path.basename(os.path.normpath(run_dir)),
-        config=config,
+        run_dir=run_dir, label=label or os.path.basename(os.path.normpath(run_dir)), config=config,
         metrics=read_jsonl(os.path.join(run_dir, METRICS)),
         steps=np.array([e["global_step"] for e in episodes], dtype=np.float64),
         returns=np.array([e["return"] for e in episodes], dtype=np.float64),
-        machine=machine,
-        evaluation=evaluation,
-        status=_status(run_dir, machine),
+        machine=machine, evaluation=evaluation, status=_status(run_dir, machine),
         videos=sorted((v for v in own if os.path.isfile(v)), key=_episode_number),
         perturbations=read_jsonl(os.path.join(run_dir, PERTURBATIONS)),  # [] where none was written
-    )
+    )  # fmt: skip
 
 
 def _own_video(run_dir: str, relative) -> str | None:

@@ -146,13 +146,8 @@ class RolloutCollector:
         self.next_obs = env_call(self.envs.reset, seed=seed)
 
     # what state_dict saves of the collector, each by its name without the leading _
-    _STATE: tuple[str, ...] = (
-        "next_obs",
-        "next_done",
-        "_episode_return",
-        "_episode_length",
-        "_discounted_return",
-    )
+    _STATE: tuple[str, ...] = ("next_obs", "next_done", "_episode_return", "_episode_length",
+                               "_discounted_return")  # fmt: skip
 
     def state_dict(self) -> dict | None:
         env_state = self.envs.state_dict()
