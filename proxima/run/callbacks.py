@@ -314,14 +314,12 @@ class Evaluation(Callback):
         through vmap, a CNN's or a critic-less agent's took longer than apart), as a self-play env's (one seed
         for all its games, whose opponents draw from one generator)."""
         assert self.envs is not None, "opened in on_train_start"
-        rows = self.envs.num_envs
-        seeds = [self.rescore_seed] * len(models)
-        if len(models) > 1 and plain_mlps(models[0]) and not is_selfplay_id(self.env_id):
-            return deterministic_returns(models, self._made, self.rescore_episodes, rows, seeds, self.env_id)
-        return [
-            run_episodes(m, self.envs, self.rescore_episodes, deterministic=True, seed=s, name=self.env_id)
-            for m, s in zip(models, seeds, strict=True)
-        ]
+        envs, episodes, seed, name = self.envs, self.rescore_episodes, self.rescore_seed, self.env_id
+        if len(models) > 1 and plain_mlps(models[0]) and not is_selfplay_id(name):
+            return deterministic_returns(
+                models, self._made, episodes, envs.num_envs, [seed] * len(models), name
+            )
+        return [run_episodes(m, envs, episodes, deterministic=True, seed=seed, name=name) for m in models]
 
     def _made(self, n: int):
         """A vector env of ``n`` envs, closed with the evaluation's (or when a later rescoring makes another)."""
@@ -537,11 +535,9 @@ class LearningCurve(Callback):
     def on_train_end(self, run: RunView) -> None:
         from proxima.run.plotting import plot_runs
 
+        name = os.path.basename(os.path.normpath(run.run_dir))
         try:
-            plot_runs(
-                {os.path.basename(os.path.normpath(run.run_dir)): [run.run_dir]},
-                os.path.join(run.run_dir, LEARNING_CURVE),
-            )
+            plot_runs({name: [run.run_dir]}, os.path.join(run.run_dir, LEARNING_CURVE))
         except (UserError, DiskFullError) as e:  # matplotlib is an extra; the run itself is complete
             run.console.message(f"no learning_curve.png: {e}")
 

@@ -60,13 +60,9 @@ def check_env(
     env = EnvMaker(env_id, env_kwargs or {}, factory)(checked=True)  # a bad id or constructor: one line
     try:
         limit = _time_limit(env)
-        report = [
-            f"observation space: {env.observation_space}",
-            f"action space: {env.action_space}",
-            f"time limit: {limit} steps (truncated episodes bootstrap from V(final_obs))"
-            if limit
-            else "time limit: none: episodes end only when the env says so",
-        ]
+        report = [f"observation space: {env.observation_space}", f"action space: {env.action_space}",
+                  f"time limit: {limit} steps (truncated episodes bootstrap from V(final_obs))" if limit
+                  else "time limit: none: episodes end only when the env says so"]  # fmt: skip
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -77,21 +73,14 @@ def check_env(
             return report, [], [str(e)]
         except Exception as e:  # the env's own reset or step raised
             return report, [], [f"{env_id} raised {raised(e)}"]
-        report += [
-            *_observations(
-                layout, "action_masks()" if isinstance(env, MaskMethod) and env.supplied else None
-            ),
-            f"action head: {type(make_head(env.action_space)).__name__}",
-            f"backend: {backend} (auto's choice at {num_envs} envs; --env-backend picks another)",
-        ]
+        masks = "action_masks()" if isinstance(env, MaskMethod) and env.supplied else None
+        report += [*_observations(layout, masks), f"action head: {type(make_head(env.action_space)).__name__}",
+                   f"backend: {backend} (auto's choice at {num_envs} envs; --env-backend picks another)"]  # fmt: skip
         problems, end_keys = _random_steps(source, env_id, env_kwargs, backend, num_envs)
-        return (
-            report + _info_keys(end_keys),
-            _gymnasium_check(env),
-            problems,
-        )  # and what Gymnasium's checker says
+        found = _gymnasium_check(env)  # what Gymnasium's checker says
     finally:
         env.close()
+    return report + _info_keys(end_keys), found, problems
 
 
 def _own_backend(env, env_id: str, env_kwargs: dict | None, backend: str, num_envs: int):

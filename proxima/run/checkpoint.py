@@ -91,12 +91,8 @@ def save_group(path: str, snapshots: dict[str, tuple[dict[str, Tensor], dict]]) 
     """Several runs' ``snapshot``s in one file (a batched run's seeds, by name), so that they are always of one
     moment: a process killed between two seeds' own checkpoints leaves them of two updates."""
     tensors = {f"{name}/{key}": t.clone() for name, (part, _) in snapshots.items() for key, t in part.items()}
-    meta = {
-        "format": GROUP_FORMAT,
-        "version": VERSION,
-        "runs": {name: m for name, (_, m) in snapshots.items()},
-    }
-    write_checkpoint(path, tensors, meta)
+    runs = {name: meta for name, (_, meta) in snapshots.items()}
+    write_checkpoint(path, tensors, {"format": GROUP_FORMAT, "version": VERSION, "runs": runs})
 
 
 # What every run's header holds beside its format: the counters and their types, and the components of a

@@ -414,26 +414,18 @@ def report_data(runs: list[RunData], title: str, probes: list[dict], live: bool 
     the run is in progress (any other page of a run in progress is as of the moment it was written)."""
     groups = list(dict.fromkeys(r.group for r in runs))
     videos, videos_left = _videos(runs)
+    in_progress = any(r.status == "in progress" for r in runs)
+    shown = [{"label": r.label, "run_dir": r.run_dir, "group": groups.index(r.group), "status": r.status,
+              "summary": _summary(r), "settings": _settings(r.config), "machine": r.machine,
+              "evaluation": r.evaluation} for r in runs]  # fmt: skip
     return {
         "title": title,
         "generated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "in_progress": any(r.status == "in progress" for r in runs),
-        "reload_s": REWRITE_S if live and any(r.status == "in progress" for r in runs) else None,
+        "in_progress": in_progress,
+        "reload_s": REWRITE_S if live and in_progress else None,
         "window": WINDOW,
         "groups": groups,
-        "runs": [
-            {
-                "label": r.label,
-                "run_dir": r.run_dir,
-                "group": groups.index(r.group),
-                "status": r.status,
-                "summary": _summary(r),
-                "settings": _settings(r.config),
-                "machine": r.machine,
-                "evaluation": r.evaluation,
-            }
-            for r in runs
-        ],  # fmt: skip
+        "runs": shown,
         "charts": _charts(runs, groups),
         "probes": probes,
         "videos": videos,

@@ -28,20 +28,16 @@ class Collector(Protocol):
     def collect(self, model: Policy) -> tuple[Tensor, Tensor]:
         """Fill ``buffer`` with the next rollout under ``model``; return ``(next_value, next_done)``, what the
         advantages bootstrap from at its end."""
-        ...
 
     def keep_infos(self, keys: InfoKeys) -> bool:
         """Keep each ended episode's info (``keys`` of it, or "all") from the next rollout on; return whether the
         envs report infos at all."""
-        ...
 
     def restart(self, seed: Seeds) -> None:
         """Fresh episodes from ``seed`` (a resumed run whose envs could not be saved)."""
-        ...
 
     def state_dict(self) -> dict | None:
         """What the next rollout continues from, the envs included; None if the envs cannot be captured."""
-        ...
 
     def load_state_dict(self, state: dict) -> None: ...
 
