@@ -658,20 +658,12 @@ def default_callbacks(run: RunView, user: Sequence[Callback] = ()) -> list[Callb
         rescore = (r.rescore_best, r.rescore_episodes)
         callbacks.append(Evaluation(r.eval_every, r.eval_episodes, r.stop_return, r.save_best, *rescore))
     if is_selfplay_id(env.env_id):
-        callbacks.append(
-            SelfPlay(
-                env.self_play_every, env.self_play_pool, env.self_play_latest, env.self_play_random_moves
-            )
-        )
+        pool = (env.self_play_every, env.self_play_pool, env.self_play_latest, env.self_play_random_moves)
+        callbacks.append(SelfPlay(*pool))
     callbacks += list(user)
     action_dim = int(np.prod(head.action_shape or (1,)))
-    callbacks += [
-        Health(args.num_updates, head.discrete, action_dim, run.model.critic is not None),
-        Logging(r.log_info),
-        NonFiniteStop(),
-        Progress(),
-        Checkpointing(r.checkpoint_every),
-    ]
+    health = Health(args.num_updates, head.discrete, action_dim, run.model.critic is not None)
+    callbacks += [health, Logging(r.log_info), NonFiniteStop(), Progress(), Checkpointing(r.checkpoint_every)]
     if env.capture_video:
         callbacks.append(TensorBoardVideos())
     if r.plot:

@@ -477,14 +477,13 @@ def check_run_dir_free(run_dir: str) -> None:
 
 def setup(args: PPOArgs) -> tuple[torch.device, list[str]]:
     """The device and the seeds; returns the device and notes for the console."""
-    notes = []
     device = torch.device("cuda" if args.run.cuda and torch.cuda.is_available() else "cpu")
-    if args.run.cuda and device.type == "cpu":
-        notes.append(
-            "note: no GPU is available, so training runs on the CPU (--no-cuda says so and hides this)"
-        )
     seeding.seed_globals(args.run.seed, args.run.torch_deterministic)
-    return device, notes
+    if args.run.cuda and device.type == "cpu":
+        return device, [
+            "note: no GPU is available, so training runs on the CPU (--no-cuda says so and hides this)"
+        ]
+    return device, []
 
 
 def resolve_args_precision(args: PPOArgs, envs, device: torch.device) -> PPOArgs:
@@ -542,15 +541,13 @@ def env_of(args: PPOArgs, env, what: str = "the run"):
     if env is None and args.env.env_factory is not None:
         env = load_env_factory(args.env.env_factory, what)
     if isinstance(env, gym.vector.VectorEnv):
-        for asked, flag in (
-            (args.run.eval_every, "--eval-every"),
-            (args.env.rollout_workers, "--rollout-workers"),
-        ):
-            if asked:
-                raise UserError(
-                    f"{flag} makes envs of its own, which a VectorEnv instance cannot give; pass env= a class or "
-                    "function that returns one gymnasium.Env instead"
-                )
+        asked = [flag for flag, on in (("--eval-every", args.run.eval_every),
+                                       ("--rollout-workers", args.env.rollout_workers)) if on]  # fmt: skip
+        if asked:
+            raise UserError(
+                f"{asked[0]} makes envs of its own, which a VectorEnv instance cannot give; pass env= a class or "
+                "function that returns one gymnasium.Env instead"
+            )
         if env.num_envs != args.env.num_envs:
             raise UserError(
                 f"num_envs is {args.env.num_envs}, but the VectorEnv given has {env.num_envs} envs"
