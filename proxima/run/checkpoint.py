@@ -74,9 +74,8 @@ def _join(tree, tensors: dict[str, Tensor], component: str):
 
 
 def snapshot(header: dict, states: dict) -> tuple[dict[str, Tensor], dict]:
-    """A run's state as a checkpoint file holds it, ``(tensors, meta)``, of what the run assembles
-    (``Run.checkpoint_state``): its ``header`` (the counters of ``COUNTERS`` and the spaces) and its
-    components' ``states`` by name."""
+    """A run's state as a checkpoint file holds it, ``(tensors, meta)``, of ``Run.checkpoint_state``'s ``header``
+    (the counters of ``COUNTERS`` and the spaces) and its components' ``states`` by name."""
     tensors: dict[str, Tensor] = {}
     parts = {name: _split(state, name, tensors) for name, state in states.items()}
     return tensors, {"format": FORMAT, "version": VERSION, **header, "components": parts}
@@ -170,8 +169,7 @@ def read_group(path: str) -> dict[str, tuple[dict, dict]]:
 
 
 def read(path: str) -> tuple[dict, dict]:
-    """``(meta, states)`` of a checkpoint file: its header and each component's state; a ``UserError`` for
-    a file that is not a checkpoint this proxima can read."""
+    """``(meta, states)`` of a checkpoint file; a ``UserError`` for one that this proxima cannot read."""
     meta = read_header(path)
     return meta, _states(meta, read_tensors(path), path)
 
@@ -249,8 +247,7 @@ def check_fits(path: str, meta: dict, states: dict, spaces: dict, own: dict, env
 
 @contextlib.contextmanager
 def fitting(path: str) -> Iterator[None]:
-    """Loading ``path``'s states into a run and its callbacks: what a state that does not fit raises there
-    becomes one line."""
+    """Loading ``path``'s states into a run and its callbacks: a state that does not fit raises one line."""
     try:
         yield
     except (KeyError, ValueError, TypeError, IndexError, AttributeError, OverflowError, RuntimeError) as e:
@@ -281,8 +278,7 @@ def _check_like(saved, own, path: str, where: str) -> None:
 
 
 def last_checkpoint_note(run_dir: str, resumable: bool = True, how: str = "continue with") -> str:
-    """What survives of a failed run, in words; with ``resumable``, how to continue it (``how``, then the
-    command)."""
+    """What survives of a failed run, in words; with ``resumable``, how to continue it (``how``, the command)."""
     path = os.path.join(run_dir, CHECKPOINT)
     try:
         meta = read_header(path)

@@ -292,11 +292,9 @@ def _check_file(policy: ExportedPolicy, path: str, format: str) -> None:
         return
     for port, want, have in zip(policy.output_ports, expected, got, strict=True):
         want = want.numpy()
-        exact = not np.issubdtype(want.dtype, np.floating)
-        if (
-            have.shape != want.shape
-            or have.dtype != want.dtype
-            or not np.allclose(have, want, rtol=0, atol=0 if exact else 1e-4)
+        atol = 1e-4 if np.issubdtype(want.dtype, np.floating) else 0  # integers exactly
+        if (have.shape, have.dtype) != (want.shape, want.dtype) or not np.allclose(
+            have, want, rtol=0, atol=atol
         ):
             raise UserError(
                 f"the exported {format} file's {port.name!r} differs from the policy's on 3 observations other than the "

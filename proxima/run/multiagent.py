@@ -180,8 +180,7 @@ class MultiAgentRecurrentCollector(MultiAgentCollector, RecurrentCollector):
 
 
 def collector_of(envs, args: PPOArgs) -> tuple[type[RolloutCollector], dict]:
-    """The class of ``envs``' collector under ``args`` and the options it takes: a ``MultiAgentCollector`` (with
-    ``--team-reward``) where they are a multi-agent env."""
+    """The class of ``envs``' collector under ``args`` and its options (``--team-reward``'s, of many agents)."""
     recurrent = args.network.recurrent
     if agent_spec(envs) is None:
         return (RecurrentCollector if recurrent else RolloutCollector), {}

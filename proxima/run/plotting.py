@@ -21,9 +21,8 @@ def read_episodes(run_dir: str) -> tuple[np.ndarray, np.ndarray]:
     if not os.path.isfile(path):
         raise UserError(f"{run_dir!r} is not a proxima run directory (no readable episodes.jsonl)")
     rows = read_jsonl(path)
-    steps = np.array([r["global_step"] for r in rows], dtype=np.int64)
-    returns = np.array([r["return"] for r in rows], dtype=np.float64)
-    return steps, returns
+    return (np.array([r["global_step"] for r in rows], dtype=np.int64),
+            np.array([r["return"] for r in rows], dtype=np.float64))  # fmt: skip
 
 
 def learning_curve(run_dir: str, grid: np.ndarray, window: int = 20) -> np.ndarray:

@@ -28,16 +28,11 @@ class ProgressReport:
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+            fields = f"steps{self.each} · {{task.fields[sps]}} steps/s{self.all} · mean return {{task.fields[ret]}}"
             self.bar = Progress(
-                TextColumn("[bold]training"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn(
-                    f"steps{self.each} · {{task.fields[sps]}} steps/s{self.all} · mean return {{task.fields[ret]}}"
-                ),
-                TimeRemainingColumn(),
-                console=Console(file=self.stream),
-            )
+                TextColumn("[bold]training"), BarColumn(), MofNCompleteColumn(), TextColumn(fields),
+                TimeRemainingColumn(), console=Console(file=self.stream),
+            )  # fmt: skip
             self.task = self.bar.add_task("training", total=total_steps, sps="-", ret="-")
             self.bar.start()
 

@@ -285,9 +285,7 @@ def _numbers(a: np.ndarray) -> list:
 
 
 def _metric(run: RunData, key: str) -> tuple[np.ndarray, np.ndarray]:
-    rows = [
-        m for m in run.metrics if isinstance(m.get(key), int | float) and not isinstance(m.get(key), bool)
-    ]
+    rows = [m for m in run.metrics if type(m.get(key)) in (int, float)]  # JSON's numbers, not its booleans
     return (np.array([m["global_step"] for m in rows], dtype=np.float64),
             np.array([m[key] for m in rows], dtype=np.float64))  # fmt: skip
 
@@ -320,8 +318,7 @@ def _band(curves: list[tuple[np.ndarray, np.ndarray]]) -> list:
 
 
 def _chart(key: str, title: str, xlabel: str, runs: list[RunData], groups: list[str], curve) -> dict | None:
-    """One chart: a line per run (``curve(run) -> (x, y)``), and with several runs in a group its mean and band.
-    None when no run has the variable."""
+    """One chart: a line per run (``curve(run) -> (x, y)``), a mean and band per group of several; None if none has it."""
     curves = [curve(r) for r in runs]
     if not any(len(x) for x, _ in curves):
         return None
@@ -451,9 +448,8 @@ def render(data: dict) -> str:
 
 
 def write_report(paths: list[str], output: str, status: str | None = None, live: bool = False) -> str:
-    """Read the runs under ``paths`` and write their page to ``output`` (atomically); return ``output``.
-    ``status`` overrides every run's (a run's own last page, written as it stops on an error); ``live``: see
-    ``report_data``."""
+    """Write the page of the runs under ``paths`` to ``output`` (atomically), and return it. ``status`` overrides
+    every run's (a run's own last page, written as it stops on an error); ``live``: see ``report_data``."""
     if not output.endswith((".html", ".htm")):
         raise UserError(f"--output must be an .html file, got {output!r}")
     runs, title, probes = find_runs(paths)  # first: a missing run's directory is the one to name

@@ -18,7 +18,6 @@ import numpy as np
 import torch
 
 from proxima.base.errors import UserError
-from proxima.base.files import make_dirs
 from proxima.envs import make_envs
 from proxima.envs.selfplay import (
     Policy,
@@ -74,9 +73,7 @@ class OpponentPool:
 
     def add(self, agent: Agent, update: int, run_dir: str, global_step: int, device) -> None:
         """Save ``agent`` as the snapshot of ``update``, load it back into the pool, and give the envs the pool."""
-        directory = snapshot_dir(run_dir, update)
-        make_dirs(directory)
-        agent.save(directory, global_step=global_step, update=update)
+        agent.save(snapshot_dir(run_dir, update), global_step=global_step, update=update)  # made if need be
         self.members.append(update)
         self.policies[update] = self._policy(update, self.envs, run_dir, device)
         for gone in self.members[: -self.size]:
