@@ -318,7 +318,7 @@ def _band(curves: list[tuple[np.ndarray, np.ndarray]]) -> list:
 
 
 def _chart(key: str, title: str, xlabel: str, runs: list[RunData], groups: list[str], curve) -> dict | None:
-    """One chart: a line per run (``curve(run) -> (x, y)``), a mean and band per group of several; None if none has it."""
+    """A chart's line per run (``curve(run) -> (x, y)``), mean and band per group of several; None if none has it."""
     curves = [curve(r) for r in runs]
     if not any(len(x) for x, _ in curves):
         return None
