@@ -120,9 +120,8 @@ class HealthMonitor:
     ) -> list[HealthWarning]:
         """``return_spread``: std / mean |value target| of the update's batch; ``value_spread``: std of the
         batch's predicted values / std of its targets (None: unknown)."""
-        kl, clipfrac, entropy, ev = (
-            record.get(k) for k in ("approx_kl", "clipfrac", "entropy", "explained_variance")
-        )
+        names = ("approx_kl", "clipfrac", "entropy", "explained_variance")
+        kl, clipfrac, entropy, ev = map(record.get, names)
         flat = return_spread is not None and return_spread < FLAT_RETURNS
         critic = None if flat else self.has_critic  # None: no evidence either way
         cues = {  # kind: (unhealthy now, or None for no evidence; updates in a row needed; message)

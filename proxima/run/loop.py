@@ -241,9 +241,7 @@ class Run:
         in_force = self._apply()
         learning_rate = self.optimizer.param_groups[0]["lr"]
         buf, advantages, returns = rollout(self.collector, self.model, args, self.updates_done + 1)
-        batch = (
-            buf.sequences(advantages, returns) if args.network.recurrent else buf.flatten(advantages, returns)
-        )
+        batch = (buf.sequences if args.network.recurrent else buf.flatten)(advantages, returns)
         stats = update(self.model, self.optimizer, batch, self.settings, self.streams.minibatches)
         stats.update(buf.diagnostics(self.model, batch))  # a multi-agent run's: each network's
         return self.result(buf, batch, stats, learning_rate, in_force)

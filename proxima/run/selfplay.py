@@ -53,8 +53,7 @@ class OpponentPool:
                 "self-play gives its opponents to envs of this process (selfplay: ids); drop --rollout-workers"
             )
         self.envs = envs
-        for member in self.members:
-            self.policies[member] = self._policy(member, envs, run_dir, device)
+        self.policies = {member: self._policy(member, envs, run_dir, device) for member in self.members}
         self._install()
 
     def _policy(self, member, envs, run_dir: str, device) -> Policy:
