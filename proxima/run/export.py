@@ -178,9 +178,8 @@ class ExportedPolicy(nn.Module):
 def policy_of(agent: Agent) -> ExportedPolicy:
     """The exported policy of ``agent``, on the CPU in float32, whatever device and ``--precision`` it trained
     with: a bfloat16 CNN's convolutions then compute in float32 (an ONNX runtime's CPU kernels have no bf16)."""
-    spec = dataclasses.replace(
-        agent.model.spec, network=dataclasses.replace(agent.model.spec.network, precision="float32")
-    )
+    spec = agent.model.spec
+    spec = dataclasses.replace(spec, network=dataclasses.replace(spec.network, precision="float32"))
     model = make_policy(spec, make_head(agent.action_space, spec.network.action_dist))
     model.load_state_dict({k: v.detach().cpu() for k, v in agent.model.state_dict().items()})
     model.requires_grad_(False)  # a user's call of the TorchScript file returns plain tensors
