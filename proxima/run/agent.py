@@ -125,8 +125,7 @@ class Agent:
             return obs
         value = obs[given.path[0]]
         batch = (len(value),) if np.ndim(value) > len(given.shape) else ()
-        space = self.observation_space["state"]
-        return {**obs, "state": np.zeros((*batch, *state.shape), dtype=space.dtype)}
+        return {**obs, "state": np.zeros((*batch, *state.shape), dtype=self.observation_space["state"].dtype)}
 
     def _box_obs(self, obs) -> tuple[np.ndarray, bool]:
         """A Box observation, or a batch of them, as an array of the space's dtype, and whether it is one. One

@@ -553,10 +553,9 @@ class TensorBoardVideos(Callback):
         self.sizes: dict[str, int] = {}
 
     def _videos(self, run: RunView) -> list[str]:
-        found = []
-        for root, _, files in os.walk(os.path.join(run.run_dir, VIDEOS)):
-            found += [os.path.join(root, f) for f in files if f.endswith(".mp4")]
-        return sorted(set(found) - self.done, key=os.path.getmtime)
+        walk = os.walk(os.path.join(run.run_dir, VIDEOS))
+        found = {os.path.join(root, f) for root, _, files in walk for f in files if f.endswith(".mp4")}
+        return sorted(found - self.done, key=os.path.getmtime)
 
     def on_train_start(self, run: RunView) -> None:
         self.done.update(self._videos(run))
@@ -585,10 +584,8 @@ class ReportPageWriter(Callback):
     COST_RATIO = 50
 
     def __init__(self, every_s: float):
-        self.every_s = every_s
-        self.written = 0.0
-        self.cost = 0.0
-        self.ended = False
+        self.every_s, self.ended = every_s, False
+        self.written = self.cost = 0.0
 
     def on_train_start(self, run: RunView) -> None:
         self.written = time.monotonic()  # the first page after every_s: a short run gets only its final one

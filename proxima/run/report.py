@@ -397,10 +397,8 @@ def _videos(runs: list[RunData]) -> tuple[list[dict], int]:
                 left += 1
                 continue
             with open(path, "rb") as f:
-                data = base64.b64encode(f.read()).decode()
-            chosen.append(
-                {"run": i, "name": os.path.relpath(path, r.run_dir), "src": f"data:video/mp4;base64,{data}"}
-            )
+                src = "data:video/mp4;base64," + base64.b64encode(f.read()).decode()
+            chosen.append({"run": i, "name": os.path.relpath(path, r.run_dir), "src": src})
             total += size
         left += len(set(r.videos) - set(order))
     return chosen, left
