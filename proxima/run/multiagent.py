@@ -135,11 +135,9 @@ class MultiAgentCollector(RolloutCollector):
     buffer: MultiAgentBuffer
 
     def __init__(self, envs, num_steps: int, gamma: float, model, team_reward: bool = False, **options):
-        super().__init__(envs, num_steps, gamma, model, **options)
-        agents = agent_spec(envs)
-        assert agents is not None, "a multi-agent collector steps multi-agent envs"
+        super().__init__(envs, num_steps, gamma, model, **options)  # new_buffer checks that envs has agents
         self.alive = alive_after_reset(envs)
-        self.team = agents.num_agents if team_reward else None  # check_agents refuses it for one agent
+        self.team = self.buffer.agents if team_reward else None  # check_agents refuses it for one agent
         # a turn-based game's team: a waiting player shares it
         self._in_game = torch.ones(envs.num_envs, dtype=torch.bool, device=envs.device)
 
