@@ -62,11 +62,13 @@ $(MERMAID):
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -n auto --dist loadgroup -m "not slow and not serial"
 
-# ruff (with C901's complexity limit), mypy, then the import layers (import-linter): no cycles, envs never
-# import the policy, the CLI on top. .pre-commit-config.yaml runs the same four (docs/CONTRIBUTING.md).
+# ruff (with C901's complexity limit), no hand layout in proxima/, mypy, then the import layers (import-linter):
+# no cycles, envs never import the policy, the CLI on top. .pre-commit-config.yaml runs the same five
+# (docs/DEVELOPMENT.md, Checks).
 lint: $(STAMP)
 	$(VENV)/bin/ruff check proxima tests benchmarks
 	$(VENV)/bin/ruff format --check proxima tests benchmarks
+	! grep -rn 'fmt: skip\|fmt: off' proxima  # ruff format lays out the package: its wc -l counts code, not packing
 	$(VENV)/bin/mypy  # the whole package at the strictness in pyproject.toml [tool.mypy]: zero errors
 	$(VENV)/bin/lint-imports  # the layers in pyproject.toml and docs/ARCHITECTURE.md
 

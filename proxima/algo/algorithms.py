@@ -44,19 +44,41 @@ class Algorithm:
 # homework does (docs/SEEDS.md); PPO keeps the settings of CleanRL's ppo.py.
 _ONE_STEP_ON_RETURNS = {"advantage": "returns", "norm_adv": False, "update_epochs": 1, "num_minibatches": 1}
 
-ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in (
-    Algorithm("ppo", "the clipped surrogate", ppo_policy_loss),
-    Algorithm("vpg", "policy gradient with a learned value baseline", pg_policy_loss,
-              defaults={"exp_name": "vpg", **_ONE_STEP_ON_RETURNS}),
-    Algorithm("reinforce", "policy gradient on rewards-to-go, no critic", pg_policy_loss, has_critic=False,
-              defaults={"exp_name": "reinforce", **_ONE_STEP_ON_RETURNS}),
-    # Many agents (Yu et al. 2022): PPO per agent, with the critic on the agent's own observation (IPPO) or on
-    # the global state (MAPPO). Both share the agents' networks unless --no-share-params.
-    Algorithm("ippo", "PPO for each agent, its critic on its own observation", ppo_policy_loss,
-              multi_agent=True, defaults={"exp_name": "ippo"}),
-    Algorithm("mappo", "PPO for each agent, one critic on the global state", ppo_policy_loss,
-              multi_agent=True, defaults={"exp_name": "mappo", "centralized_critic": True}),
-)}  # fmt: skip
+ALGORITHMS: dict[str, Algorithm] = {
+    a.name: a
+    for a in (
+        Algorithm("ppo", "the clipped surrogate", ppo_policy_loss),
+        Algorithm(
+            "vpg",
+            "policy gradient with a learned value baseline",
+            pg_policy_loss,
+            defaults={"exp_name": "vpg", **_ONE_STEP_ON_RETURNS},
+        ),
+        Algorithm(
+            "reinforce",
+            "policy gradient on rewards-to-go, no critic",
+            pg_policy_loss,
+            has_critic=False,
+            defaults={"exp_name": "reinforce", **_ONE_STEP_ON_RETURNS},
+        ),
+        # Many agents (Yu et al. 2022): PPO per agent, with the critic on the agent's own observation (IPPO) or on
+        # the global state (MAPPO). Both share the agents' networks unless --no-share-params.
+        Algorithm(
+            "ippo",
+            "PPO for each agent, its critic on its own observation",
+            ppo_policy_loss,
+            multi_agent=True,
+            defaults={"exp_name": "ippo"},
+        ),
+        Algorithm(
+            "mappo",
+            "PPO for each agent, one critic on the global state",
+            ppo_policy_loss,
+            multi_agent=True,
+            defaults={"exp_name": "mappo", "centralized_critic": True},
+        ),
+    )
+}
 ALGOS = tuple(ALGORITHMS)
 
 

@@ -119,8 +119,22 @@ class Adam:
                 steps = [torch.tensor(count, device=p.device) for p in params]
             # torch.optim.Adam's defaults but for betas, lr and eps: no weight decay, AMSGrad or gradient scaler
             beta1, beta2 = group["betas"]
-            adam(parts[0], parts[1], parts[2], parts[3], [], steps, fused=True, amsgrad=False, beta1=beta1,
-                 beta2=beta2, lr=group["lr"], weight_decay=0.0, eps=group["eps"], maximize=False)  # fmt: skip
+            adam(
+                parts[0],
+                parts[1],
+                parts[2],
+                parts[3],
+                [],
+                steps,
+                fused=True,
+                amsgrad=False,
+                beta1=beta1,
+                beta2=beta2,
+                lr=group["lr"],
+                weight_decay=0.0,
+                eps=group["eps"],
+                maximize=False,
+            )
             if rows is not None:  # the stepped rows written back: weights and moments
                 for targets, stepped in zip([params, *moments], (parts[0], parts[2], parts[3]), strict=True):
                     for target, part in zip(targets, stepped, strict=True):

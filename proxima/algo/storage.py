@@ -102,8 +102,17 @@ class RolloutBuffer:
     memory: tuple[Tensor, ...]
     # What a rollout is, as a rollout worker's slice carries it back to be joined along the rows
     # (proxima.scale.rollout_workers): the tensors of its steps, (num_steps, rows, ...), and of its end, (rows, ...)
-    STEPS: tuple[str, ...] = ("obs", "actions", "logprobs", "values", "rewards", "dones",
-                              "episode_returns", "episode_lengths", "episode_ended")  # fmt: skip
+    STEPS: tuple[str, ...] = (
+        "obs",
+        "actions",
+        "logprobs",
+        "values",
+        "rewards",
+        "dones",
+        "episode_returns",
+        "episode_lengths",
+        "episode_ended",
+    )
     END: tuple[str, ...] = ()
 
     def __init__(

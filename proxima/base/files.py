@@ -67,8 +67,26 @@ LOCK = ".lock"
 # What `proxima train` writes into RUN_DIR, and the other commands beside it; besides, TensorBoard's event files,
 # W&B's folder and the atomic writes' temporary files (_atomic)
 WANDB = "wandb"  # --track's: W&B's own folder
-RUN_FILES = (CONFIG_JSON, METRICS, EPISODES, MACHINE_JSON, CHECKPOINT, VIDEOS, LEARNING_CURVE, REPORT, EVAL_JSON,
-             EVAL_VIDEOS, PROBES_JSON, BEST, CANDIDATES, WEIGHTS, AGENT_JSON, TRIAL_JSON, LOCK, WANDB)  # fmt: skip
+RUN_FILES = (
+    CONFIG_JSON,
+    METRICS,
+    EPISODES,
+    MACHINE_JSON,
+    CHECKPOINT,
+    VIDEOS,
+    LEARNING_CURVE,
+    REPORT,
+    EVAL_JSON,
+    EVAL_VIDEOS,
+    PROBES_JSON,
+    BEST,
+    CANDIDATES,
+    WEIGHTS,
+    AGENT_JSON,
+    TRIAL_JSON,
+    LOCK,
+    WANDB,
+)
 _RUN_FILE_PREFIXES = ("events.out.tfevents.", ".tmp-")
 
 
@@ -233,9 +251,13 @@ def _size(n: int) -> str:
 
 NAME_MAX = 255  # the longest file name of ext4, XFS, btrfs, tmpfs, NTFS, APFS (in bytes or characters)
 _NEW_FILE_FLAGS = (
-    os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    os.O_RDWR
+    | os.O_CREAT
+    | os.O_EXCL
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_CLOEXEC", 0)
     | getattr(os, "O_BINARY", 0)
-)  # fmt: skip
+)
 
 
 def temporary_beside(path: str) -> tuple[int, str]:
@@ -391,9 +413,18 @@ def _safetensors(path: str):
 
 
 # safetensors' names of the dtypes a network holds (its header names each tensor's dtype so)
-_DTYPE_CODES = {torch.float64: "F64", torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
-                torch.int64: "I64", torch.int32: "I32", torch.int16: "I16", torch.int8: "I8", torch.uint8: "U8",
-                torch.bool: "BOOL"}  # fmt: skip
+_DTYPE_CODES = {
+    torch.float64: "F64",
+    torch.float32: "F32",
+    torch.float16: "F16",
+    torch.bfloat16: "BF16",
+    torch.int64: "I64",
+    torch.int32: "I32",
+    torch.int16: "I16",
+    torch.int8: "I8",
+    torch.uint8: "U8",
+    torch.bool: "BOOL",
+}
 _DTYPE_NAMES = {code: str(dtype).removeprefix("torch.") for dtype, code in _DTYPE_CODES.items()}
 
 Shapes = dict[str, tuple[tuple[int, ...], str]]  # each tensor's shape and safetensors dtype code, by name
@@ -470,8 +501,22 @@ LOCK_POLL_S = 0.1
 # The files that only a directory's writer replaces (atomically): a temporary file of one of them that is there
 # when the lock is taken was left by a writer killed mid-write. eval.json, probes.json and report.html are not
 # among them: `proxima eval`, `probe` and `report` write them without the lock, maybe at this very moment.
-_WRITER_FILES = frozenset((CONFIG_JSON, CHECKPOINT, WEIGHTS, AGENT_JSON, MACHINE_JSON, SEEDS_JSON, TRIAL_JSON,
-                           RESULTS_JSON, SWEEP_JSON, TUNE_JSON, BEST_PRESET, STOP_JSON))  # fmt: skip
+_WRITER_FILES = frozenset(
+    (
+        CONFIG_JSON,
+        CHECKPOINT,
+        WEIGHTS,
+        AGENT_JSON,
+        MACHINE_JSON,
+        SEEDS_JSON,
+        TRIAL_JSON,
+        RESULTS_JSON,
+        SWEEP_JSON,
+        TUNE_JSON,
+        BEST_PRESET,
+        STOP_JSON,
+    )
+)
 _TEMPORARY = re.compile(r"\.tmp-[0-9a-f]{12}(.+)\Z", re.DOTALL)  # temporary_beside's names
 _NO_LOCKS = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS}  # a file system without flock
 
@@ -651,9 +696,12 @@ def _take(directory: str, what: str, instead: str | None, wait_s: float, waiting
 
 
 _LOCK_FLAGS = (
-    os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    os.O_RDWR
+    | os.O_CREAT
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_CLOEXEC", 0)
     | getattr(os, "O_NONBLOCK", 0)
-)  # fmt: skip
+)
 
 
 def _holder(path: str) -> str:

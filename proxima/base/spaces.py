@@ -294,8 +294,13 @@ def space_to_json(space: gym.Space) -> dict:
     if isinstance(space, gym.spaces.Box):
         # JSON has no infinity: an unbounded side is written as null
         bound = lambda a: [float(x) if np.isfinite(x) else None for x in a.reshape(-1)]  # noqa: E731
-        return {"type": "Box", "shape": list(space.shape), "low": bound(space.low), "high": bound(space.high),
-                "dtype": np.dtype(space.dtype).name}  # fmt: skip
+        return {
+            "type": "Box",
+            "shape": list(space.shape),
+            "low": bound(space.low),
+            "high": bound(space.high),
+            "dtype": np.dtype(space.dtype).name,
+        }
     if isinstance(space, gym.spaces.MultiDiscrete):
         return {"type": "MultiDiscrete", "nvec": space.nvec.tolist(), "start": space.start.tolist()}
     if isinstance(space, gym.spaces.MultiBinary):

@@ -106,9 +106,12 @@ def check(
                 f"{source} names the {SETTINGS[setting][0]} {name!r}, which would import the module {module!r}; "
                 "proxima runs no code because a run's files name it (docs/SECURITY.md): name it yourself with "
                 f"{SETTINGS[setting][1]}"
-                + (f", or add {TRUST_FLAG} (Python: `trust_code=True`) if you trust where these files came from"
-                   if switch else "")
-            )  # fmt: skip
+                + (
+                    f", or add {TRUST_FLAG} (Python: `trust_code=True`) if you trust where these files came from"
+                    if switch
+                    else ""
+                )
+            )
         remember(setting, name)
 
 

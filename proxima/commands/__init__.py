@@ -68,10 +68,19 @@ proxima --version prints the version.
 
 # Each command's module in this package, imported when the command runs: the CLI starts fast
 COMMANDS = {
-    "train": "train", "eval": "eval", "presets": "presets", "solve": "solve", "compare": "compare",
-    "plot": "plot", "probe": "probe", "report": "report", "sweep": "sweep", "tune": "tune",
-    "export": "export", "check-env": "check_env",
-}  # fmt: skip
+    "train": "train",
+    "eval": "eval",
+    "presets": "presets",
+    "solve": "solve",
+    "compare": "compare",
+    "plot": "plot",
+    "probe": "probe",
+    "report": "report",
+    "sweep": "sweep",
+    "tune": "tune",
+    "export": "export",
+    "check-env": "check_env",
+}
 
 
 def _working_directory_on_path(command: str, rest: list[str], own_process: bool) -> None:

@@ -322,11 +322,17 @@ def _one_line_help(info: tyro.constructors.StructTypeInfo):
     if spec is None:
         return None
     docs, annotated = field_docs(typing.cast(Any, info.type)), typing.cast(Any, Annotated)
-    return dataclasses.replace(spec, fields=tuple(
-        dataclasses.replace(f, helptext=docs.get(f.name),
-                            type=annotated[f.type, tyro.conf.Suppress] if f.name in _hidden else f.type)
-        for f in spec.fields
-    ))  # fmt: skip
+    return dataclasses.replace(
+        spec,
+        fields=tuple(
+            dataclasses.replace(
+                f,
+                helptext=docs.get(f.name),
+                type=annotated[f.type, tyro.conf.Suppress] if f.name in _hidden else f.type,
+            )
+            for f in spec.fields
+        ),
+    )
 
 
 def _number(kind: type, convert: Callable[[str], Any]):
@@ -338,10 +344,14 @@ def _number(kind: type, convert: Callable[[str], Any]):
             raise ValueError(values[0]) from None
 
     return tyro.constructors.PrimitiveConstructorSpec(
-        nargs=1, metavar=kind.__name__.upper(), instance_from_str=make,
-        is_instance=lambda value: isinstance(value, (int, float) if kind is float else kind) and not isinstance(value, bool),
+        nargs=1,
+        metavar=kind.__name__.upper(),
+        instance_from_str=make,
+        is_instance=lambda value: (
+            isinstance(value, (int, float) if kind is float else kind) and not isinstance(value, bool)
+        ),
         str_from_instance=lambda value: [str(value)],
-    )  # fmt: skip
+    )
 
 
 def _integer(text: str) -> int:

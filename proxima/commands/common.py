@@ -54,10 +54,15 @@ def command_flags(defaults: PPOArgs, instructions: dict[str, str | None], own: t
     from proxima.run.config import GROUPS
 
     instruction_fields = [
-        (n, Annotated[str | None, tyro.conf.arg(metavar=INSTRUCTION_FLAGS[n][0], help=INSTRUCTION_FLAGS[n][1])],
-         dataclasses.field(default=value))
+        (
+            n,
+            Annotated[
+                str | None, tyro.conf.arg(metavar=INSTRUCTION_FLAGS[n][0], help=INSTRUCTION_FLAGS[n][1])
+            ],
+            dataclasses.field(default=value),
+        )
         for n, value in instructions.items()
-    ]  # fmt: skip
+    ]
     made = dataclasses.make_dataclass("instructions", instruction_fields, frozen=True)
     made.__doc__ = "what to start from, rather than settings"
     groups = [(g, cls, dataclasses.field(default=getattr(defaults, g))) for g, cls in GROUPS.items()]
@@ -117,8 +122,11 @@ def print_results(results, command: str) -> int:
     """The table and where it is; exit status 1 if a run failed (each failure was said as it happened)."""
     out = results.output_dir
     print(f"\n{results}", end="")
-    written = [f"{out}/{f}" for f in (files.RESULTS_MD, files.RESULTS_JSON, files.LEARNING_CURVES, files.REPORT)
-               if os.path.exists(f"{out}/{f}")]  # fmt: skip
+    written = [
+        f"{out}/{f}"
+        for f in (files.RESULTS_MD, files.RESULTS_JSON, files.LEARNING_CURVES, files.REPORT)
+        if os.path.exists(f"{out}/{f}")
+    ]
     print(f"wrote {', '.join(written)}")
     failed = sum(t["status"] == "failed" for t in results.trials)
     missing = sum(t["status"] == "not run" for t in results.trials)

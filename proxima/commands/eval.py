@@ -83,9 +83,16 @@ def run(argv: list[str]) -> int:
     video_dir = os.path.join(staging, files.EVAL_VIDEOS) if staging else None
     try:
         returns = evaluate(
-            agent, args.episodes, deterministic=args.deterministic, seed=args.seed, video_dir=video_dir,
-            video_episodes=args.video_episodes, env_id=args.env_id, env_kwargs=args.env_kwargs, env=env,
-        )  # fmt: skip
+            agent,
+            args.episodes,
+            deterministic=args.deterministic,
+            seed=args.seed,
+            video_dir=video_dir,
+            video_episodes=args.video_episodes,
+            env_id=args.env_id,
+            env_kwargs=args.env_kwargs,
+            env=env,
+        )
     except BaseException as e:
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
@@ -112,8 +119,14 @@ def run(argv: list[str]) -> int:
     # on another env than the run's, eval.json says which, and the report shows it beside the score
     other = {"env_id": args.env_id} if args.env_id not in (None, agent.env_id) else {}
     other |= {"env_kwargs": args.env_kwargs} if args.env_kwargs else {}
-    save_evaluation(args.run_dir, returns, deterministic=args.deterministic, seed=args.seed,
-                    videos=[os.path.join(files.EVAL_VIDEOS, f) for f in videos], **other)  # fmt: skip
+    save_evaluation(
+        args.run_dir,
+        returns,
+        deterministic=args.deterministic,
+        seed=args.seed,
+        videos=[os.path.join(files.EVAL_VIDEOS, f) for f in videos],
+        **other,
+    )
     return 0
 
 

@@ -87,8 +87,14 @@ def run(argv: list[str]) -> int:
         f"({process_seconds():.1f} s with the evaluation); run directory: {args.run.run_dir}",
         flush=True,
     )  # before eval.json, whose write may fail
-    save_evaluation(args.run.run_dir, returns, deterministic=deterministic, seed=args.run.seed, threshold=threshold,
-                    solved=bool(solved))  # fmt: skip
+    save_evaluation(
+        args.run.run_dir,
+        returns,
+        deterministic=deterministic,
+        seed=args.run.seed,
+        threshold=threshold,
+        solved=bool(solved),
+    )
     return 0 if solved else 1
 
 

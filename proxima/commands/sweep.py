@@ -80,10 +80,16 @@ def run(argv: list[str]) -> int:
     out = flags.output_dir or default_output_dir(settings[0][1].env.env_id)
     try:
         results = sweep(
-            seeds=parse_seeds(flags.seeds), settings=settings, executor=flags.executor,
-            cpus_per_trial=flags.cpus_per_trial, gpus_per_trial=flags.gpus_per_trial,
-            max_concurrent=flags.max_concurrent, address=flags.address, output_dir=out, batched=flags.batched,
-        )  # fmt: skip
+            seeds=parse_seeds(flags.seeds),
+            settings=settings,
+            executor=flags.executor,
+            cpus_per_trial=flags.cpus_per_trial,
+            gpus_per_trial=flags.gpus_per_trial,
+            max_concurrent=flags.max_concurrent,
+            address=flags.address,
+            output_dir=out,
+            batched=flags.batched,
+        )
     except TrainingInterrupted as e:
         return interrupted(e, "sweep", out)
     return print_results(results, "sweep")
@@ -103,8 +109,10 @@ def _grid_settings(argv: list[str], grid: list[str]):
         if not equals or not values.strip():
             raise UserError(f"--grid expects NAME=V1,V2,..., got {item!r}")
         if name not in GROUP_OF or name in ("seed", "run_dir"):
-            raise UserError(f"--grid: {name!r} is not a setting a sweep can vary; accepted: the names of the "
-                            "train flags (proxima train --help), such as learning_rate, apart from seed and run_dir")  # fmt: skip
+            raise UserError(
+                f"--grid: {name!r} is not a setting a sweep can vary; accepted: the names of the "
+                "train flags (proxima train --help), such as learning_rate, apart from seed and run_dir"
+            )
         if name in axes:
             raise UserError("--grid names a setting twice; give all its values in one --grid NAME=V1,V2")
         axes[name] = [value.strip() for value in values.split(",")]

@@ -51,10 +51,16 @@ def run(argv: list[str]) -> int:
         )
         args = parse(ResumeArgs, argv, "proxima train")
         named = {name: getattr(args, name) for name in trust.SETTINGS if getattr(args, name) is not None}
-        run_to_end(resuming(
-            args.resume, quiet=args.quiet, total_timesteps=args.total_timesteps, torch_threads=args.torch_threads,
-            trust_code=args.trust_code, named=named,
-        ))  # fmt: skip
+        run_to_end(
+            resuming(
+                args.resume,
+                quiet=args.quiet,
+                total_timesteps=args.total_timesteps,
+                torch_threads=args.torch_threads,
+                trust_code=args.trust_code,
+                named=named,
+            )
+        )
     else:
         flags, args = parse_command(argv, "proxima train", TrainFlags, instructions=("config", "resume"))
         train(args, resume_if_exists=flags.resume_if_exists)

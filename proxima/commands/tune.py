@@ -81,12 +81,23 @@ def run(argv: list[str]) -> int:
     out = flags.output_dir or default_output_dir(base.env.env_id, "tune")
     try:
         results = tune(
-            base, space={n: ":".join(map(str, spec)) if spec[0] != "choice" else spec[1] for n, spec in space.items()},
-            search=flags.search, num_samples=flags.num_samples, metric=flags.metric, mode=flags.mode,
-            seeds=flags.seeds, scheduler=flags.scheduler, perturbation_interval=flags.perturbation_interval,
-            cpus_per_trial=flags.cpus_per_trial, gpus_per_trial=flags.gpus_per_trial,
-            max_concurrent=flags.max_concurrent, address=flags.address, output_dir=out,
-        )  # fmt: skip
+            base,
+            space={
+                n: ":".join(map(str, spec)) if spec[0] != "choice" else spec[1] for n, spec in space.items()
+            },
+            search=flags.search,
+            num_samples=flags.num_samples,
+            metric=flags.metric,
+            mode=flags.mode,
+            seeds=flags.seeds,
+            scheduler=flags.scheduler,
+            perturbation_interval=flags.perturbation_interval,
+            cpus_per_trial=flags.cpus_per_trial,
+            gpus_per_trial=flags.gpus_per_trial,
+            max_concurrent=flags.max_concurrent,
+            address=flags.address,
+            output_dir=out,
+        )
     except TrainingInterrupted as e:
         return interrupted(e, "tune", out)
     return _tune_done(results)
@@ -98,6 +109,8 @@ def _tune_done(results) -> int:
     if results.best_preset is None:
         print(f"proxima tune: no sample finished (see {out}/results.md)", file=sys.stderr)
         return 1
-    print(f"wrote {out}/results.md, {out}/results.json, {out}/report.html; the best settings: {results.best_preset} "
-          f"(proxima train --config {results.best_preset})")  # fmt: skip
+    print(
+        f"wrote {out}/results.md, {out}/results.json, {out}/report.html; the best settings: {results.best_preset} "
+        f"(proxima train --config {results.best_preset})"
+    )
     return 0

@@ -39,8 +39,16 @@ class AleVecEnv(NoEnvObjects, Unrestorable):  # the emulators' state is in C++
 
     no_env_objects = NO_ENV_OBJECTS
 
-    def __init__(self, env_id: str, num_envs: int, *, seed: Seeds = None, device: torch.device | str = "cpu",
-                 noop_max: int = NOOP_MAX, **_):  # fmt: skip
+    def __init__(
+        self,
+        env_id: str,
+        num_envs: int,
+        *,
+        seed: Seeds = None,
+        device: torch.device | str = "cpu",
+        noop_max: int = NOOP_MAX,
+        **_,
+    ):
         from ale_py.vector_env import AtariVectorEnv
 
         game = atari_game(env_id)
@@ -51,12 +59,25 @@ class AleVecEnv(NoEnvObjects, Unrestorable):  # the emulators' state is in C++
         # lost life in C++; life_loss_info does not.
         threads = max(1, min(num_envs, len(os.sched_getaffinity(0))))
         self.envs = AtariVectorEnv(
-            game["game"], num_envs, num_threads=threads, repeat_action_probability=game["repeat_action_probability"],
-            full_action_space=game["full_action_space"], autoreset_mode="SameStep",
-            max_num_frames_per_episode=game["max_num_frames_per_episode"], img_height=SIZE, img_width=SIZE,
-            grayscale=True, stack_num=STACK, frameskip=FRAME_SKIP, maxpool=True, noop_max=noop_max,
-            use_fire_reset=True, episodic_life=False, life_loss_info=True, reward_clipping=False,
-        )  # fmt: skip
+            game["game"],
+            num_envs,
+            num_threads=threads,
+            repeat_action_probability=game["repeat_action_probability"],
+            full_action_space=game["full_action_space"],
+            autoreset_mode="SameStep",
+            max_num_frames_per_episode=game["max_num_frames_per_episode"],
+            img_height=SIZE,
+            img_width=SIZE,
+            grayscale=True,
+            stack_num=STACK,
+            frameskip=FRAME_SKIP,
+            maxpool=True,
+            noop_max=noop_max,
+            use_fire_reset=True,
+            episodic_life=False,
+            life_loss_info=True,
+            reward_clipping=False,
+        )
         self.num_envs = num_envs
         self.single_observation_space = self.envs.single_observation_space
         self.single_action_space = self.envs.single_action_space

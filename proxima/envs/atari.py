@@ -136,8 +136,13 @@ class ClipReward(gym.Wrapper):
         return obs, float(np.sign(reward)), terminated, truncated, {**info, "score": float(reward)}
 
 
-def make_atari_env(env_id: str, render_mode: str | None = None, *, noop_max: int = NOOP_MAX,
-                   record: Callable[[gym.Env], gym.Env] | None = None) -> gym.Env:  # fmt: skip
+def make_atari_env(
+    env_id: str,
+    render_mode: str | None = None,
+    *,
+    noop_max: int = NOOP_MAX,
+    record: Callable[[gym.Env], gym.Env] | None = None,
+) -> gym.Env:
     """One Atari env with the full preprocessing of the module docstring. ``record`` wraps the env of whole
     games (inside the life-loss wrapper, so that a video is one game), with ``render_mode="rgb_array"``
     giving the real RGB screen."""

@@ -64,8 +64,9 @@ def _unknown_id(error: Exception, env_id: str) -> bool:
     )
 
 
-def make_single_env(env_id: str, kwargs: dict, render_mode: str | None = None,
-                    disable_env_checker: bool = False) -> gym.Env:  # fmt: skip
+def make_single_env(
+    env_id: str, kwargs: dict, render_mode: str | None = None, disable_env_checker: bool = False
+) -> gym.Env:
     """``gymnasium.make`` with its errors turned into one-line messages.
 
     Accepts any registered id, and ``module:EnvName-v0``, which Gymnasium handles by importing ``module``
@@ -451,9 +452,15 @@ class VectorEnvAdapter(Unrestorable):
             if not _same(obs_t[kept], final_obs[kept]):  # a vector env that reset more than the ended ones
                 raise EnvError(f"{self.label} reset envs whose episode had not ended; {PARTIAL_RESET}")
         reward_t = torch.as_tensor(np.asarray(reward), dtype=torch.float32, device=self.device)
-        return Step(obs_t, reward_t, torch.as_tensor(terminated, device=self.device),
-                    torch.as_tensor(truncated, device=self.device), final_obs, *self._stats(end_info, info),
-                    None if self._infos is None else self._ended_infos(end_info, done))  # fmt: skip
+        return Step(
+            obs_t,
+            reward_t,
+            torch.as_tensor(terminated, device=self.device),
+            torch.as_tensor(truncated, device=self.device),
+            final_obs,
+            *self._stats(end_info, info),
+            None if self._infos is None else self._ended_infos(end_info, done),
+        )
 
     def _ended_infos(self, info: dict, done: np.ndarray) -> dict[int, dict]:
         """Env index -> the kept keys of its info at the step its episode ended, from a vector env's batched info
@@ -541,9 +548,19 @@ class GymnasiumVecEnv(VectorEnvAdapter):
 
     packed_by_envs = True
 
-    def __init__(self, env_id: str, num_envs: int, *, asynchronous: bool = False, seed: Seeds = None,
-                 device: torch.device | str = "cpu", video_dir: VideoDirs = None,
-                 video_episodes: int | None = None, env_kwargs: dict | None = None, factory=None):  # fmt: skip
+    def __init__(
+        self,
+        env_id: str,
+        num_envs: int,
+        *,
+        asynchronous: bool = False,
+        seed: Seeds = None,
+        device: torch.device | str = "cpu",
+        video_dir: VideoDirs = None,
+        video_episodes: int | None = None,
+        env_kwargs: dict | None = None,
+        factory=None,
+    ):
         """``factory``: a callable that returns a ``gymnasium.Env``, called (with ``env_kwargs``) once per
         sub-env and once for the checks; ``env_id`` then only names it in messages (proxima.envs.user).
         ``video_dir``: env 0's directory, or env index -> directory (``video_dirs``)."""

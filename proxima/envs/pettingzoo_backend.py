@@ -208,9 +208,19 @@ def _padded_box(kinds: list[_Kind]) -> gym.spaces.Box:
 class PettingZooVecEnv(Unrestorable):
     """E copies of a PettingZoo ParallelEnv as E * A agent rows (see the module's doc)."""
 
-    def __init__(self, label: str, num_envs: int, make, *, env_kwargs: dict | None = None, seed: Seeds = None,
-                 device: torch.device | str = "cpu", video_dir: VideoDirs = None,
-                 video_episodes: int | None = None, first=None):  # fmt: skip
+    def __init__(
+        self,
+        label: str,
+        num_envs: int,
+        make,
+        *,
+        env_kwargs: dict | None = None,
+        seed: Seeds = None,
+        device: torch.device | str = "cpu",
+        video_dir: VideoDirs = None,
+        video_episodes: int | None = None,
+        first=None,
+    ):
         """``make(**env_kwargs)`` returns one ParallelEnv (or a parallelizable AEC env); ``first``: one it already
         made, used as game 0 where no video asks for a rendering one."""
         self.label, self._seed = label, one_seed(seed, "pettingzoo")
@@ -434,8 +444,12 @@ class PettingZooVecEnv(Unrestorable):
         missing = [a for a in now if a not in obs]
         if missing and not self._said_missing:
             self._said_missing = True
-            warnings.warn(f"{self.label}'s step() gave no observation for {missing[0]}, which is still in "
-                          "env.agents; its row observes zeros", RuntimeWarning, stacklevel=2)  # fmt: skip
+            warnings.warn(
+                f"{self.label}'s step() gave no observation for {missing[0]}, which is still in "
+                "env.agents; its row observes zeros",
+                RuntimeWarning,
+                stacklevel=2,
+            )
 
     def step(self, actions: Tensor) -> Step:
         A, E, index = len(self._names), len(self.games), self._index
@@ -491,9 +505,17 @@ class PettingZooVecEnv(Unrestorable):
             final_obs = obs_t.clone()
             rows = list(final_rows)
             final_obs[rows] = self._tensor(np.stack([final_rows[r] for r in rows]))
-        return Step(obs_t, self._tensor(reward), self._tensor(terminated), self._tensor(truncated), final_obs,
-                    None, self._tensor(over), None if self._infos is None else ended_infos,
-                    None if bool(alive.all()) else alive)  # fmt: skip
+        return Step(
+            obs_t,
+            self._tensor(reward),
+            self._tensor(terminated),
+            self._tensor(truncated),
+            final_obs,
+            None,
+            self._tensor(over),
+            None if self._infos is None else ended_infos,
+            None if bool(alive.all()) else alive,
+        )
 
     def _agent_actions(self, actions: np.ndarray) -> list[np.ndarray]:
         """Each agent's actions in every game, ``(E, *its action shape)``, as its env takes them: a Box agent's

@@ -36,8 +36,9 @@ class GameRecorder:
     closes), ``redraw`` where the game was put in another state mid-episode (a resume). ``render()`` returns the
     game's current frame, ``(H, W, 3)``; ``label`` names the game in the error where it cannot."""
 
-    def __init__(self, video_dir: str, episodes: int | None, render: Callable[[], object], fps: float,
-                 label: str):  # fmt: skip
+    def __init__(
+        self, video_dir: str, episodes: int | None, render: Callable[[], object], fps: float, label: str
+    ):
         from gymnasium.utils.save_video import capped_cubic_video_schedule
 
         quiet_display()

@@ -47,11 +47,16 @@ class Backend:
 _BACKENDS: dict[str, Backend] = {}
 
 
-def register_backend(name: str, make: Callable[..., VecEnv], *,
-                     handles: Callable[[str], bool] | Collection[str] | None = None,
-                     features: Collection[str] = (), min_envs: Mapping[str, int] | None = None,
-                     exclusive: bool | Collection[str] = False,
-                     instead: Mapping[str, str] | None = None) -> Backend:  # fmt: skip
+def register_backend(
+    name: str,
+    make: Callable[..., VecEnv],
+    *,
+    handles: Callable[[str], bool] | Collection[str] | None = None,
+    features: Collection[str] = (),
+    min_envs: Mapping[str, int] | None = None,
+    exclusive: bool | Collection[str] = False,
+    instead: Mapping[str, str] | None = None,
+) -> Backend:
     """Add (or replace) the backend ``name``. ``handles``: a predicate on env ids, or a collection of ids
     (None: every id). ``features``: which of ``FEATURES`` it supports. ``min_envs``: env id -> the fewest envs
     at which ``auto`` picks this backend. ``exclusive``: no other backend runs the ids it handles (True), or
@@ -107,8 +112,16 @@ def _wanted(asynchronous: bool, video: bool, env_kwargs: bool) -> list[str]:
     return [feature for feature, on in asked.items() if on]
 
 
-def resolve_backend(env_id: str, backend: str = "auto", *, asynchronous: bool = False, video: bool = False,
-                    num_envs: int | None = None, env_kwargs: bool = False, suggest: bool = True) -> str:  # fmt: skip
+def resolve_backend(
+    env_id: str,
+    backend: str = "auto",
+    *,
+    asynchronous: bool = False,
+    video: bool = False,
+    num_envs: int | None = None,
+    env_kwargs: bool = False,
+    suggest: bool = True,
+) -> str:
     """The backend that runs ``env_id``: ``backend`` itself unless it is ``auto`` (the module's doc), for
     ``num_envs`` envs (None: any count). The refusal of a feature that an ``exclusive`` backend lacks names
     what it offers instead, unless ``suggest`` is False (a run that uses it already)."""
@@ -129,9 +142,18 @@ def resolve_backend(env_id: str, backend: str = "auto", *, asynchronous: bool = 
     )
 
 
-def make_vec_env(env_id: str, num_envs: int, *, backend: str = "auto", seed: Seeds = None,
-                 asynchronous: bool = False, device: torch.device | str = "cpu", video_dir: VideoDirs = None,
-                 video_episodes: int | None = None, env_kwargs: dict | None = None) -> VecEnv:  # fmt: skip
+def make_vec_env(
+    env_id: str,
+    num_envs: int,
+    *,
+    backend: str = "auto",
+    seed: Seeds = None,
+    asynchronous: bool = False,
+    device: torch.device | str = "cpu",
+    video_dir: VideoDirs = None,
+    video_episodes: int | None = None,
+    env_kwargs: dict | None = None,
+) -> VecEnv:
     """Build ``num_envs`` copies of ``env_id`` behind the ``VecEnv`` interface on ``backend`` (``resolve_backend``);
     the first ``reset()`` uses ``seed`` (an int, or one int per env: ``VecEnv.reset``). ``asynchronous``: each
     copy in its own process (Gymnasium's AsyncVectorEnv), which pays off only when one env step costs far more
@@ -158,8 +180,16 @@ def make_vec_env(env_id: str, num_envs: int, *, backend: str = "auto", seed: See
     if lacking:
         raise _refusal(chosen, env_id, lacking[0])
     # env_kwargs only where given: backends of before take none
-    return chosen.make(env_id, num_envs, seed=seed, device=device, asynchronous=asynchronous, video_dir=video_dir,
-                       video_episodes=video_episodes, **({"env_kwargs": env_kwargs} if env_kwargs else {}))  # fmt: skip
+    return chosen.make(
+        env_id,
+        num_envs,
+        seed=seed,
+        device=device,
+        asynchronous=asynchronous,
+        video_dir=video_dir,
+        video_episodes=video_episodes,
+        **({"env_kwargs": env_kwargs} if env_kwargs else {}),
+    )
 
 
 def module_factory(env_id: str, makers: tuple[str, str], form: str):

@@ -50,8 +50,9 @@ def is_selfplay_id(env_id: str) -> bool:
 class SelfPlayVecEnv(Unrestorable):
     """``num_envs`` games of a two-player AEC env, one row per game, from the learner's seat (module doc)."""
 
-    def __init__(self, env_id: str, num_envs: int, *, seed: int | None = None, device="cpu", env_kwargs=None,
-                 **_):  # fmt: skip
+    def __init__(
+        self, env_id: str, num_envs: int, *, seed: int | None = None, device="cpu", env_kwargs=None, **_
+    ):
         self.env_id, self.num_envs, self.device = env_id, num_envs, torch.device(device)
         # raw_env: the wrappers only police illegal moves, and every move here obeys the mask
         make = module_factory(env_id, ("raw_env", "env"), ID_FORM)
@@ -124,9 +125,12 @@ class SelfPlayVecEnv(Unrestorable):
             final_obs[i] = torch.as_tensor(packed, device=self.device)
         terminated = torch.as_tensor(ended & ~truncated, device=self.device)
         return Step(
-            obs, torch.as_tensor(reward, device=self.device), terminated,
-            torch.as_tensor(truncated, device=self.device), final_obs,
-        )  # fmt: skip
+            obs,
+            torch.as_tensor(reward, device=self.device),
+            terminated,
+            torch.as_tensor(truncated, device=self.device),
+            final_obs,
+        )
 
     def close(self) -> None:
         for game in self.games:

@@ -116,33 +116,59 @@ def load_env_factory(path: str, what: str = "the run"):
     return found
 
 
-def make_envs(env, num_envs: int, *, env_kwargs: dict | None = None, backend: str = "auto", seed: Seeds = None,
-              asynchronous: bool = False, device: torch.device | str = "cpu", video_dir: VideoDirs = None,
-              video_episodes: int | None = None):  # fmt: skip
+def make_envs(
+    env,
+    num_envs: int,
+    *,
+    env_kwargs: dict | None = None,
+    backend: str = "auto",
+    seed: Seeds = None,
+    asynchronous: bool = False,
+    device: torch.device | str = "cpu",
+    video_dir: VideoDirs = None,
+    video_episodes: int | None = None,
+):
     """``num_envs`` envs of ``env`` behind the ``VecEnv`` interface: an id (``make_vec_env``), a factory that
     returns a ``gymnasium.Env`` (called with ``env_kwargs`` once per sub-env), or a ``VectorEnv`` (used as it
     is: it brings its own envs, so ``num_envs`` must be its count)."""
     if isinstance(env, str):
         return make_vec_env(
-            env, num_envs, backend=backend, seed=seed, asynchronous=asynchronous, device=device,
-            video_dir=video_dir, video_episodes=video_episodes, env_kwargs=env_kwargs,
-        )  # fmt: skip
+            env,
+            num_envs,
+            backend=backend,
+            seed=seed,
+            asynchronous=asynchronous,
+            device=device,
+            video_dir=video_dir,
+            video_episodes=video_episodes,
+            env_kwargs=env_kwargs,
+        )
     label, _ = describe_env(env)
     first = _made_pettingzoo_env(env, label, env_kwargs, backend)
     if first is not None:
         if asynchronous:
             raise UserError("the pettingzoo backend cannot do --async-envs; drop it")
         return PettingZooVecEnv(
-            label, num_envs, env, env_kwargs=env_kwargs, seed=seed, device=device, video_dir=video_dir,
-            video_episodes=video_episodes, first=first,
-        )  # fmt: skip
+            label,
+            num_envs,
+            env,
+            env_kwargs=env_kwargs,
+            seed=seed,
+            device=device,
+            video_dir=video_dir,
+            video_episodes=video_episodes,
+            first=first,
+        )
     if backend not in ("auto", "gymnasium"):
         raise UserError(
             f"an env object runs on the gymnasium or pettingzoo backend, not {backend!r}: drop --env-backend"
         )
     if isinstance(env, gym.vector.VectorEnv):
-        refused = [what for what, on in (("video", video_dir), ("--async-envs", asynchronous),
-                                         ("env_kwargs", env_kwargs)) if on]  # fmt: skip
+        refused = [
+            what
+            for what, on in (("video", video_dir), ("--async-envs", asynchronous), ("env_kwargs", env_kwargs))
+            if on
+        ]
         if refused:
             raise UserError(
                 f"a VectorEnv you built comes as it is: proxima cannot add {refused[0]} to it; give env= a "
@@ -153,9 +179,16 @@ def make_envs(env, num_envs: int, *, env_kwargs: dict | None = None, backend: st
         layout = _layout(env.single_observation_space, env.single_action_space, label)
         return VectorEnvAdapter(env, layout, device=device, seed=seed, label=label)
     return GymnasiumVecEnv(
-        label, num_envs, asynchronous=asynchronous, seed=seed, device=device, video_dir=video_dir,
-        video_episodes=video_episodes, env_kwargs=env_kwargs, factory=env,
-    )  # fmt: skip
+        label,
+        num_envs,
+        asynchronous=asynchronous,
+        seed=seed,
+        device=device,
+        video_dir=video_dir,
+        video_episodes=video_episodes,
+        env_kwargs=env_kwargs,
+        factory=env,
+    )
 
 
 def factory_backend(env, env_kwargs: dict | None, backend: str = "auto") -> str:

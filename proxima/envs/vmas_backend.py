@@ -42,13 +42,29 @@ PREFIX = "vmas:"
 # BenchMARL's task configs (benchmarl/conf/task/vmas/<task>.yaml), so that runs compare with its published
 # results; they differ from the scenarios' own defaults in n_agents and shared_rew. --env-kwargs override them.
 TASK_DEFAULTS: dict[str, dict[str, Any]] = {
-    "navigation": {"max_steps": 100, "n_agents": 3, "collisions": True, "agents_with_same_goal": 1,
-                   "split_goals": False, "observe_all_goals": False, "shared_rew": False, "lidar_range": 0.35,
-                   "agent_radius": 0.1},
+    "navigation": {
+        "max_steps": 100,
+        "n_agents": 3,
+        "collisions": True,
+        "agents_with_same_goal": 1,
+        "split_goals": False,
+        "observe_all_goals": False,
+        "shared_rew": False,
+        "lidar_range": 0.35,
+        "agent_radius": 0.1,
+    },
     "balance": {"max_steps": 100, "n_agents": 4, "random_package_pos_on_line": True, "package_mass": 5},
-    "sampling": {"max_steps": 100, "n_agents": 3, "shared_rew": False, "n_gaussians": 3, "lidar_range": 0.2,
-                 "cov": 0.05, "collisions": True, "spawn_same_pos": False},
-}  # fmt: skip
+    "sampling": {
+        "max_steps": 100,
+        "n_agents": 3,
+        "shared_rew": False,
+        "n_gaussians": 3,
+        "lidar_range": 0.2,
+        "cov": 0.05,
+        "collisions": True,
+        "spawn_same_pos": False,
+    },
+}
 # Most VMAS scenarios never end by themselves: without a time limit an episode would never end, so every
 # scenario gets BenchMARL's most common horizon unless --env-kwargs says otherwise ("max_steps": null: none).
 DEFAULT_MAX_STEPS = 100
@@ -83,9 +99,18 @@ class VmasVecEnv(NoEnvObjects):
 
     no_env_objects = NO_ENV_OBJECTS
 
-    def __init__(self, env_id: str, num_envs: int, *, seed: int | None = None,
-                 device: torch.device | str = "cpu", env_kwargs: dict | None = None,
-                 video_dir: VideoDirs = None, video_episodes: int | None = None, **unused):  # fmt: skip
+    def __init__(
+        self,
+        env_id: str,
+        num_envs: int,
+        *,
+        seed: int | None = None,
+        device: torch.device | str = "cpu",
+        env_kwargs: dict | None = None,
+        video_dir: VideoDirs = None,
+        video_episodes: int | None = None,
+        **unused,
+    ):
         scenario = env_id.removeprefix(PREFIX)
         vmas = _vmas()
         names = sorted({*vmas.scenarios, *vmas.mpe_scenarios, *vmas.debug_scenarios})
@@ -118,10 +143,15 @@ class VmasVecEnv(NoEnvObjects):
             warnings.simplefilter("always")
             try:
                 self.env = vmas.make_env(
-                    scenario, num_envs=num_envs, device=self.device, continuous_actions=continuous,
-                    seed=0 if self._seed is None else self._seed, max_steps=max_steps, terminated_truncated=True,
+                    scenario,
+                    num_envs=num_envs,
+                    device=self.device,
+                    continuous_actions=continuous,
+                    seed=0 if self._seed is None else self._seed,
+                    max_steps=max_steps,
+                    terminated_truncated=True,
                     **kwargs,
-                )  # fmt: skip
+                )
             except Exception as e:
                 raise UserError(
                     f"VMAS could not make {self.env_id} with settings {kwargs}: {raised(e)}"

@@ -308,10 +308,14 @@ class TanhGaussianHead(BoundedHead):
     def __init__(self, low, high):
         super().__init__(low, high)
         self.register_buffer("half_scale", self.scale / 2, persistent=False)
-        self.register_buffer("nodes", torch.as_tensor(_HERMITE_NODES * math.sqrt(2), dtype=torch.float32),
-                             persistent=False)  # fmt: skip
-        self.register_buffer("weights", torch.as_tensor(_HERMITE_WEIGHTS / math.sqrt(math.pi),
-                             dtype=torch.float32), persistent=False)  # fmt: skip
+        self.register_buffer(
+            "nodes", torch.as_tensor(_HERMITE_NODES * math.sqrt(2), dtype=torch.float32), persistent=False
+        )
+        self.register_buffer(
+            "weights",
+            torch.as_tensor(_HERMITE_WEIGHTS / math.sqrt(math.pi), dtype=torch.float32),
+            persistent=False,
+        )
 
     def _mean_std(self, params: Tensor) -> tuple[Tensor, Tensor]:
         mean, x = params.chunk(2, dim=-1)

@@ -297,22 +297,45 @@ class EncoderType:
 
 
 # The built-ins, in the order that --encoder auto tries them (encoder_for)
-ENCODERS: dict[str, EncoderType] = {e.name: e for e in (
-    EncoderType("flatten-mlp", lambda layout: FlattenEncoder(layout.shape),
-                lambda layout: not layout.packed and len(layout.shape) >= 1 and not is_image(layout.space),
-                "Box observations of 1 or more dimensions"),
-    EncoderType("nature-cnn", lambda layout, precision: NatureCNN(layout.shape, precision),
-                lambda layout: not layout.packed and is_image(layout.space),
-                "images (C, H, W) or (H, W, C<=4) of at least 36x36", takes_precision=True),
-    EncoderType("multi-input", MultiInputEncoder, lambda layout: layout.packed, f"{ACCEPTED} observations",
-                takes_precision=True),
-    EncoderType("board-cnn", BoardCNN, _has_board,
-                "Dict observations with a board, a part of shape (H, W, planes) that is not an image",
-                takes_precision=True),
-    EncoderType("drop-columns", DropColumns, _has_board,
-                "Dict observations with the board of a game whose moves drop pieces into columns (H, W, planes)",
-                takes_precision=True),
-)}  # fmt: skip
+ENCODERS: dict[str, EncoderType] = {
+    e.name: e
+    for e in (
+        EncoderType(
+            "flatten-mlp",
+            lambda layout: FlattenEncoder(layout.shape),
+            lambda layout: not layout.packed and len(layout.shape) >= 1 and not is_image(layout.space),
+            "Box observations of 1 or more dimensions",
+        ),
+        EncoderType(
+            "nature-cnn",
+            lambda layout, precision: NatureCNN(layout.shape, precision),
+            lambda layout: not layout.packed and is_image(layout.space),
+            "images (C, H, W) or (H, W, C<=4) of at least 36x36",
+            takes_precision=True,
+        ),
+        EncoderType(
+            "multi-input",
+            MultiInputEncoder,
+            lambda layout: layout.packed,
+            f"{ACCEPTED} observations",
+            takes_precision=True,
+        ),
+        EncoderType(
+            "board-cnn",
+            BoardCNN,
+            _has_board,
+            "Dict observations with a board, a part of shape (H, W, planes) that is not an image",
+            takes_precision=True,
+        ),
+        EncoderType(
+            "drop-columns",
+            DropColumns,
+            _has_board,
+            "Dict observations with the board of a game whose moves drop pieces into columns (H, W, planes)",
+            takes_precision=True,
+        ),
+    )
+}
 
 
 def register_encoder(encoder: EncoderType) -> None:

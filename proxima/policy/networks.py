@@ -140,8 +140,10 @@ def lstm_by_steps(
     these ops over the stacked LSTMs of ``--num-seeds``; they round differently from the kernel."""
     outputs: list[Tensor] = []
     size = lstm.hidden_size
-    weights = [[getattr(lstm, f"{name}_l{k}") for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
-               for k in range(lstm.num_layers)]  # fmt: skip
+    weights = [
+        [getattr(lstm, f"{name}_l{k}") for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+        for k in range(lstm.num_layers)
+    ]
     # the first layer's input products (and both biases) for every step at once; the others depend on the step
     # before. As few ops a step as can be: under vmap each op costs far more than its arithmetic.
     w_ih, _, b_ih, b_hh = weights[0]
@@ -267,8 +269,11 @@ class NetworkSettings:
                     f"{name} must be positive layer widths (none: the heads sit on the encoder's features), got {sizes}"
                 )
         if self.shared_network:
-            given = [f"--{n.replace('_', '-')}" for n in ("critic_hidden_sizes", "critic_activation")
-                     if getattr(self, n) is not None]  # fmt: skip
+            given = [
+                f"--{n.replace('_', '-')}"
+                for n in ("critic_hidden_sizes", "critic_activation")
+                if getattr(self, n) is not None
+            ]
             if given:
                 raise UserError(
                     f"--shared-network gives the critic the actor's trunk and a linear head, so {given[0]} would "
@@ -388,9 +393,14 @@ class ActorCritic(nn.Module):
         self.head = head
         net, full = spec.network, spec.layout()
         self.normalization = Normalization(
-            spec.obs_shape, net.norm_obs, net.norm_reward, net.clip_obs, net.clip_reward,
-            norm_value=net.norm_value and spec.has_critic, elements=full.norm_elements(),
-        )  # fmt: skip
+            spec.obs_shape,
+            net.norm_obs,
+            net.norm_reward,
+            net.clip_obs,
+            net.clip_reward,
+            norm_value=net.norm_value and spec.has_critic,
+            elements=full.norm_elements(),
+        )
         # before the encoder: a subclass's networks of its own draw their initial weights first
         layout, critic_features = self._inputs(full)
         self.encoder = make_encoder(choose_encoder(net.encoder, layout), layout, net.precision)

@@ -58,9 +58,14 @@ class Agent:
         return next(self.model.parameters()).device
 
     def predict(
-        self, obs, state=None, episode_start=None, deterministic: bool = False, action_mask=None,
+        self,
+        obs,
+        state=None,
+        episode_start=None,
+        deterministic: bool = False,
+        action_mask=None,
         generator=None,
-    ):  # fmt: skip
+    ):
         """Actions for one raw observation or a batch of them, sampled or, if ``deterministic``, the most
         probable (the Gaussian's mean). A Box observation is an array ``(*shape)`` or ``(B, *shape)``; a Dict
         or Tuple one is a dict or tuple of such arrays, each with the batch axis for a batch. ``action_mask``:
@@ -155,8 +160,9 @@ class Agent:
             )
             starts = torch.as_tensor(
                 np.zeros(n) if episode_start is None else np.asarray(episode_start).reshape(n),
-                dtype=torch.float32, device=self.device,
-            )  # fmt: skip
+                dtype=torch.float32,
+                device=self.device,
+            )
         actions, memory = self.model.predict_recurrent(obs, starts, memory, deterministic, generator)
         return actions, tuple(m.cpu().numpy() for m in memory)
 
@@ -164,10 +170,16 @@ class Agent:
         """Write ``model.safetensors`` and ``agent.json`` into ``directory`` (made if it does not exist)."""
         make_dirs(directory)
         write_tensors(os.path.join(directory, WEIGHTS), self.model.state_dict())
-        meta = {"format": FORMAT, "version": VERSION, "env_id": self.env_id,
-                "observation_space": space_to_json(self.observation_space),
-                "action_space": space_to_json(self.action_space), "network": self.model.spec.to_json(),
-                **({"env_source": self.env_source} if self.env_source else {}), **extra}  # fmt: skip
+        meta = {
+            "format": FORMAT,
+            "version": VERSION,
+            "env_id": self.env_id,
+            "observation_space": space_to_json(self.observation_space),
+            "action_space": space_to_json(self.action_space),
+            "network": self.model.spec.to_json(),
+            **({"env_source": self.env_source} if self.env_source else {}),
+            **extra,
+        }
         write_json(os.path.join(directory, AGENT_JSON), meta)
 
     @classmethod
@@ -243,9 +255,13 @@ def check_spec(spec: NetworkSpec, observation_space: gym.Space, action_space: gy
     from proxima.run.config import check_fields
 
     ints = lambda v: isinstance(v, tuple) and all(isinstance(n, int) and n > 0 for n in v)  # noqa: E731
-    kinds = {"logits_dim": lambda v: isinstance(v, int) and v > 0, "obs_shape": ints,
-             "has_critic": lambda v: isinstance(v, bool), "obs_layout": lambda v: isinstance(v, dict | None),
-             "agents": lambda v: isinstance(v, dict | None)}  # fmt: skip
+    kinds = {
+        "logits_dim": lambda v: isinstance(v, int) and v > 0,
+        "obs_shape": ints,
+        "has_critic": lambda v: isinstance(v, bool),
+        "obs_layout": lambda v: isinstance(v, dict | None),
+        "agents": lambda v: isinstance(v, dict | None),
+    }
     for name, fits in kinds.items():
         if not fits(getattr(spec, name)):
             raise UserError(

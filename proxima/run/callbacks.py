@@ -167,8 +167,14 @@ class Callback:
         """Restore what ``state_dict`` returned, when a run with this ``state_key`` resumes."""
 
 
-SB3_HOOKS = ("_on_step", "on_step", "_on_rollout_end", "on_rollout_end", "_on_training_start",
-             "_on_training_end")  # fmt: skip
+SB3_HOOKS = (
+    "_on_step",
+    "on_step",
+    "_on_rollout_end",
+    "on_rollout_end",
+    "_on_training_start",
+    "_on_training_end",
+)
 
 
 def user_callbacks(callbacks) -> list[Callback]:
@@ -213,9 +219,14 @@ class Evaluation(Callback):
     state_key = "evaluation"
 
     def __init__(
-        self, every: int, episodes: int, stop_return: float | None = None, save_best: bool = False,
-        rescore: int = 0, rescore_episodes: int = 100,
-    ):  # fmt: skip
+        self,
+        every: int,
+        episodes: int,
+        stop_return: float | None = None,
+        save_best: bool = False,
+        rescore: int = 0,
+        rescore_episodes: int = 100,
+    ):
         self.every, self.episodes, self.stop_return, self.save_best = every, episodes, stop_return, save_best
         self.rescore, self.rescore_episodes = rescore, rescore_episodes
         self.best_return: float | None = None  # the eval_return of RUN_DIR/best
@@ -297,9 +308,13 @@ class Evaluation(Callback):
         ]
         winner = max(scored, key=lambda c: c["rescore_return"])  # the first of equals: the higher evaluation
         agents[winner["global_step"]].save(
-            os.path.join(run.run_dir, BEST), global_step=winner["global_step"], eval_return=winner["eval_return"],
-            rescore_return=winner["rescore_return"], rescore_episodes=self.rescore_episodes, rescored=scored,
-        )  # fmt: skip
+            os.path.join(run.run_dir, BEST),
+            global_step=winner["global_step"],
+            eval_return=winner["eval_return"],
+            rescore_return=winner["rescore_return"],
+            rescore_episodes=self.rescore_episodes,
+            rescored=scored,
+        )
         shutil.rmtree(os.path.join(run.run_dir, CANDIDATES))
         self.candidates = []  # a run continued to more steps (--total-timesteps) rescores its own agents
         run.console.message(
@@ -695,10 +710,17 @@ def _init_wandb(args, run_dir: str, run_id: str | None = None, group: str | None
     batched: dict[str, Any] = {} if group is None else {"group": group, "reinit": "create_new"}
     try:
         run = wandb.init(
-            project=args.run.wandb_project_name, entity=args.run.wandb_entity, sync_tensorboard=group is None,
-            config=args.to_json(), name=os.path.basename(os.path.normpath(run_dir)), dir=run_dir, save_code=False,
-            id=run_id, resume="allow" if run_id else None, **batched,
-        )  # fmt: skip
+            project=args.run.wandb_project_name,
+            entity=args.run.wandb_entity,
+            sync_tensorboard=group is None,
+            config=args.to_json(),
+            name=os.path.basename(os.path.normpath(run_dir)),
+            dir=run_dir,
+            save_code=False,
+            id=run_id,
+            resume="allow" if run_id else None,
+            **batched,
+        )
     except wandb.errors.UsageError as e:  # no API key, most often
         raise UserError(
             f"--track could not start Weights & Biases ({str(e).splitlines()[0]}): log in with `wandb login` (or "

@@ -60,9 +60,13 @@ def check_env(
     env = EnvMaker(env_id, env_kwargs or {}, factory)(checked=True)  # a bad id or constructor: one line
     try:
         limit = _time_limit(env)
-        report = [f"observation space: {env.observation_space}", f"action space: {env.action_space}",
-                  f"time limit: {limit} steps (truncated episodes bootstrap from V(final_obs))" if limit
-                  else "time limit: none: episodes end only when the env says so"]  # fmt: skip
+        report = [
+            f"observation space: {env.observation_space}",
+            f"action space: {env.action_space}",
+            f"time limit: {limit} steps (truncated episodes bootstrap from V(final_obs))"
+            if limit
+            else "time limit: none: episodes end only when the env says so",
+        ]
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -74,8 +78,11 @@ def check_env(
         except Exception as e:  # the env's own reset or step raised
             return report, [], [f"{env_id} raised {raised(e)}"]
         masks = "action_masks()" if isinstance(env, MaskMethod) and env.supplied else None
-        report += [*_observations(layout, masks), f"action head: {type(make_head(env.action_space)).__name__}",
-                   f"backend: {backend} (auto's choice at {num_envs} envs; --env-backend picks another)"]  # fmt: skip
+        report += [
+            *_observations(layout, masks),
+            f"action head: {type(make_head(env.action_space)).__name__}",
+            f"backend: {backend} (auto's choice at {num_envs} envs; --env-backend picks another)",
+        ]
         problems, end_keys = _random_steps(source, env_id, env_kwargs, backend, num_envs)
         found = _gymnasium_check(env)  # what Gymnasium's checker says
     finally:

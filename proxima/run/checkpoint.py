@@ -105,8 +105,11 @@ def check_header(meta: dict, path: str) -> None:
     and every component of a run: what a resume reads of it, before it reads any."""
     for key, kind in COUNTERS.items():
         value = meta.get(key)
-        fits = isinstance(value, bool) if kind is bool else (
-            isinstance(value, int | float if kind is float else int) and not isinstance(value, bool))  # fmt: skip
+        fits = (
+            isinstance(value, bool)
+            if kind is bool
+            else (isinstance(value, int | float if kind is float else int) and not isinstance(value, bool))
+        )
         if not fits:
             said = "missing" if key not in meta else f"{value!r}"
             raise UserError(

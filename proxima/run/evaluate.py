@@ -28,9 +28,16 @@ EPISODE_STEP_LIMIT = 100_000
 
 @torch.no_grad()
 def run_episodes(
-    model: Player, envs: VecEnv, episodes: int, *, deterministic: bool, seed: Seeds, name: str = "the env",
-    quota: np.ndarray | None = None, generator: torch.Generator | None = None,
-) -> np.ndarray:  # fmt: skip
+    model: Player,
+    envs: VecEnv,
+    episodes: int,
+    *,
+    deterministic: bool,
+    seed: Seeds,
+    name: str = "the env",
+    quota: np.ndarray | None = None,
+    generator: torch.Generator | None = None,
+) -> np.ndarray:
     """Returns of exactly ``episodes`` complete episodes of ``model`` in ``envs``, ordered by env; sampled
     actions draw from ``generator`` (``action_generator``).
 
@@ -89,10 +96,18 @@ def episode_quota(episodes: int, envs: int) -> np.ndarray:
 
 
 def evaluate(
-    agent: Agent, episodes: int = 10, *, deterministic: bool = False, seed: int = 0, env_id: str | None = None,
-    max_envs: int = 16, video_dir: str | None = None, video_episodes: int | None = None, env=None,
+    agent: Agent,
+    episodes: int = 10,
+    *,
+    deterministic: bool = False,
+    seed: int = 0,
+    env_id: str | None = None,
+    max_envs: int = 16,
+    video_dir: str | None = None,
+    video_episodes: int | None = None,
+    env=None,
     env_kwargs: dict | None = None,
-) -> np.ndarray:  # fmt: skip
+) -> np.ndarray:
     """Returns of exactly ``episodes`` complete episodes on Gymnasium's own implementation of the env, run in
     up to ``max_envs`` envs at once; with ``video_dir``, every episode env 0 plays is recorded there as an
     MP4 (through the env's rgb_array rendering).
@@ -141,10 +156,14 @@ def evaluate(
     share = -(-episodes // (n * per_game))  # env 0's games: no stray start recorded after the last
     try:
         envs = make_envs(
-            env, n, env_kwargs=env_kwargs, device=agent.device, video_dir=video_dir,
+            env,
+            n,
+            env_kwargs=env_kwargs,
+            device=agent.device,
+            video_dir=video_dir,
             backend="gymnasium" if agents is None else "auto",  # many agents: the backend that has the id
             video_episodes=share if video_episodes is None else min(video_episodes, share),
-        )  # fmt: skip
+        )
     except UserError as e:
         if isinstance(env, str) and env == agent.env_id and str(e).startswith("unknown env id"):
             raise UserError(f"{e}{unknown_id_hint(env, source)}") from None
@@ -160,9 +179,14 @@ def evaluate(
                 f"{env_id} has actions {envs.single_action_space}, but the agent was trained on {agent.action_space}"
             )
         return run_episodes(
-            agent.model, envs, episodes, deterministic=deterministic, seed=seed, name=env_id,
+            agent.model,
+            envs,
+            episodes,
+            deterministic=deterministic,
+            seed=seed,
+            name=env_id,
             generator=action_generator(seed, agent.device, deterministic),
-        )  # fmt: skip
+        )
     finally:
         envs.close()
 
@@ -170,16 +194,19 @@ def evaluate(
 def save_evaluation(run_dir: str, returns: np.ndarray, *, deterministic: bool, seed: int, **extra) -> None:
     """``RUN_DIR/eval.json``: the last evaluation on Gymnasium's env (``proxima eval``, ``proxima solve``), which
     ``proxima report`` shows; ``extra`` adds keys (a threshold, the videos)."""
-    write_json(os.path.join(run_dir, EVAL_JSON), {
-        "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "episodes": len(returns),
-        "deterministic": deterministic,
-        "seed": seed,
-        "mean": float(returns.mean()),
-        "std": float(returns.std()),
-        "returns": [float(r) for r in returns],
-        **extra,
-    })  # fmt: skip
+    write_json(
+        os.path.join(run_dir, EVAL_JSON),
+        {
+            "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "episodes": len(returns),
+            "deterministic": deterministic,
+            "seed": seed,
+            "mean": float(returns.mean()),
+            "std": float(returns.std()),
+            "returns": [float(r) for r in returns],
+            **extra,
+        },
+    )
 
 
 def _observations(layout) -> str:
@@ -190,15 +217,24 @@ def _observations(layout) -> str:
 
 
 def deterministic_returns(
-    models: list[ActorCritic], envs: Callable[[int], VecEnv], episodes: int, rows: int, seeds: list[int],
+    models: list[ActorCritic],
+    envs: Callable[[int], VecEnv],
+    episodes: int,
+    rows: int,
+    seeds: list[int],
     name: str,
-) -> list[np.ndarray]:  # fmt: skip
+) -> list[np.ndarray]:
     """Each model's returns of ``episodes`` deterministic episodes on ``rows`` envs seeded ``seeds[j]`` + k, as
     ``run_episodes`` gives them for one model alone, from one vector env of all (``envs(n)`` makes one of
     ``n`` envs) and one stacked forward pass per step."""
     quota = episode_quota(episodes, rows)
     returns = run_episodes(
-        StackedPolicies(models, rows), envs(len(models) * rows), episodes * len(models), deterministic=True,
-        seed=[s + k for s in seeds for k in range(rows)], name=name, quota=np.tile(quota, len(models)),
-    )  # fmt: skip
+        StackedPolicies(models, rows),
+        envs(len(models) * rows),
+        episodes * len(models),
+        deterministic=True,
+        seed=[s + k for s in seeds for k in range(rows)],
+        name=name,
+        quota=np.tile(quota, len(models)),
+    )
     return list(returns.reshape(len(models), episodes))

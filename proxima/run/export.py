@@ -187,9 +187,13 @@ def policy_of(agent: Agent) -> ExportedPolicy:
 
 
 def export(
-    agent_or_run_dir: Agent | str, format: str = "onnx", output: str | None = None, *, encoder=None,
+    agent_or_run_dir: Agent | str,
+    format: str = "onnx",
+    output: str | None = None,
+    *,
+    encoder=None,
     trust_code: bool = False,
-) -> str:  # fmt: skip
+) -> str:
     """Write the deterministic policy of an agent (or of the run directory ``proxima train`` wrote) as one file
     in ``format`` (``"onnx"`` or ``"torchscript"``), and ``OUTPUT.json`` beside it; returns the file's path.
 
@@ -249,9 +253,15 @@ def _write_onnx(policy: ExportedPolicy, path: str) -> dict:
         _quiet_tracing()
         try:  # the TorchScript-based exporter (dynamo=False): it needs no onnxscript, its batch axis stays dynamic
             torch.onnx.export(
-                policy, policy.example_inputs(), path, input_names=names[0], output_names=names[1],
-                dynamic_axes=axes, opset_version=OPSET, dynamo=False,
-            )  # fmt: skip
+                policy,
+                policy.example_inputs(),
+                path,
+                input_names=names[0],
+                output_names=names[1],
+                dynamic_axes=axes,
+                opset_version=OPSET,
+                dynamo=False,
+            )
         except torch.onnx.errors.OnnxExporterError as e:  # an operator ONNX has no translation for (a user's)
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise UserError(
@@ -308,12 +318,30 @@ def _as_tuple(out) -> tuple:
 def describe(agent: Agent, policy: ExportedPolicy, format: str, detail: dict) -> dict:
     """The JSON beside the file: what a program that runs it needs to know."""
     net = agent.model.spec.network
-    recurrent = {"type": net.recurrent, "layers": net.lstm_layers, "hidden_size": net.lstm_hidden_size,
-                 "state": ["h", "c"], "initial_state": "zeros"} if policy.recurrent else None  # fmt: skip
+    recurrent = (
+        {
+            "type": net.recurrent,
+            "layers": net.lstm_layers,
+            "hidden_size": net.lstm_hidden_size,
+            "state": ["h", "c"],
+            "initial_state": "zeros",
+        }
+        if policy.recurrent
+        else None
+    )
     return {
-        "format": FORMAT, "version": VERSION, "file_format": format, **detail, "proxima_version": __version__,
-        "env_id": agent.env_id, "policy": "deterministic", "observation_space": space_to_json(agent.observation_space),
-        "action_space": space_to_json(agent.action_space), "inputs": [p.to_json() for p in policy.input_ports],
-        "outputs": [p.to_json() for p in policy.output_ports], "action_mask": policy.mask_input is not None,
-        "recurrent": recurrent, "norm_obs": net.norm_obs,
-    }  # fmt: skip
+        "format": FORMAT,
+        "version": VERSION,
+        "file_format": format,
+        **detail,
+        "proxima_version": __version__,
+        "env_id": agent.env_id,
+        "policy": "deterministic",
+        "observation_space": space_to_json(agent.observation_space),
+        "action_space": space_to_json(agent.action_space),
+        "inputs": [p.to_json() for p in policy.input_ports],
+        "outputs": [p.to_json() for p in policy.output_ports],
+        "action_mask": policy.mask_input is not None,
+        "recurrent": recurrent,
+        "norm_obs": net.norm_obs,
+    }

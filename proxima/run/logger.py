@@ -25,8 +25,16 @@ from proxima.base.files import EPISODES, FULL_DISK, MACHINE_JSON, METRICS, REFUS
 
 # metrics.jsonl key -> TensorBoard tag of detail 12's debug variables (docs/SEEDS.md); every other number of a
 # record (episode statistics, the learning rate, a callback's own) goes under charts/
-LOSSES = ("value_loss", "policy_loss", "entropy", "old_approx_kl", "approx_kl", "clipfrac", "explained_variance",
-          "grad_norm")  # fmt: skip
+LOSSES = (
+    "value_loss",
+    "policy_loss",
+    "entropy",
+    "old_approx_kl",
+    "approx_kl",
+    "clipfrac",
+    "explained_variance",
+    "grad_norm",
+)
 TB_TAGS = {"sps": "charts/SPS", **{key: f"losses/{key}" for key in LOSSES}}
 NOT_SCALARS = {"global_step", "time_s"}  # the x-axis, and a time TensorBoard records itself
 
@@ -198,21 +206,23 @@ def log_session(run_dir: str, global_step: int, device: str, torch_threads: int)
             sessions = json.load(f)["sessions"]
     except (OSError, ValueError, KeyError, TypeError):  # the first part of the run (or an unreadable file)
         sessions = []
-    sessions.append({
-        "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "from_step": global_step,
-        "host": platform.node(),
-        "pid": os.getpid(),  # with the host: whether the run's process still lives (proxima report)
-        "platform": platform.platform(),
-        "cpu": _cpu_model(),
-        "cores": os.cpu_count(),
-        "device": device,
-        "torch_threads": torch_threads,
-        "python": platform.python_version(),
-        "proxima": __version__,  # not the installed metadata: a checkout run through PYTHONPATH has none
-        "torch": torch.__version__,
-        "gymnasium": gymnasium.__version__,
-    })  # fmt: skip
+    sessions.append(
+        {
+            "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "from_step": global_step,
+            "host": platform.node(),
+            "pid": os.getpid(),  # with the host: whether the run's process still lives (proxima report)
+            "platform": platform.platform(),
+            "cpu": _cpu_model(),
+            "cores": os.cpu_count(),
+            "device": device,
+            "torch_threads": torch_threads,
+            "python": platform.python_version(),
+            "proxima": __version__,  # not the installed metadata: a checkout run through PYTHONPATH has none
+            "torch": torch.__version__,
+            "gymnasium": gymnasium.__version__,
+        }
+    )
     write_json(path, {"sessions": sessions})
 
 

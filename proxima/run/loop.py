@@ -46,7 +46,7 @@ from proxima.base.files import (
     load_module_state,
     seed_run_dirs,
     write_checkpoint,
-)  # fmt: skip
+)
 from proxima.base.spaces import space_to_json
 from proxima.envs.interface import agent_spec, obs_layout
 from proxima.envs.user import describe_env, is_env_object, load_env_factory
@@ -125,8 +125,12 @@ def steps(run: Driven[M]) -> Generator[tuple[M, UpdateResult], None, Any]:
             interrupted: list[TrainingInterrupted] = []
             for at, result in updated:
                 at.elapsed, step = elapsed, at.global_step
-                result.record = {"global_step": step, "time_s": elapsed, "sps": step / elapsed,
-                                 **result.record}  # fmt: skip
+                result.record = {
+                    "global_step": step,
+                    "time_s": elapsed,
+                    "sps": step / elapsed,
+                    **result.record,
+                }
                 try:  # a list, not any()'s shortcut: each callback sees every update
                     if any([callback.on_update_end(at, result) for callback in at.callbacks]):
                         run.stopping(at, result)
@@ -160,9 +164,15 @@ class Run:
     iteration of the loop; to its callbacks, a ``proxima.run.callbacks.RunView``, which describes what it holds."""
 
     def __init__(
-        self, args: PPOArgs, envs, run_dir: str, device: torch.device, console: ProgressReport | None = None,
-        logger: RunLogger | None = None, env: object = None,
-    ):  # fmt: skip
+        self,
+        args: PPOArgs,
+        envs,
+        run_dir: str,
+        device: torch.device,
+        console: ProgressReport | None = None,
+        logger: RunLogger | None = None,
+        env: object = None,
+    ):
         self.args, self.envs, self.run_dir, self.device, self.env = args, envs, run_dir, device, env
         head, algo = make_head(envs.single_action_space, args.network.action_dist), args.algorithm
         self.model = make_policy(network_spec(args, envs), head).to(device)
@@ -196,8 +206,15 @@ class Run:
                 algo.num_steps, algo.gamma, self.model, seed, say=lambda text: self.console.message(text)
             )
         collector, options = collector_of(self.envs, self.args)
-        return collector(self.envs, algo.num_steps, algo.gamma, self.model, seed=seed,
-                         generator=self.streams.actions, **options)  # fmt: skip
+        return collector(
+            self.envs,
+            algo.num_steps,
+            algo.gamma,
+            self.model,
+            seed=seed,
+            generator=self.streams.actions,
+            **options,
+        )
 
     def set(self, **values) -> None:
         """``RunView.set``: ``run.set(ent_coef=0.001, learning_rate=1e-4)`` in a callback's ``on_update_end``. A
@@ -264,8 +281,13 @@ class Run:
             "episodic_length": float(np.mean(episode_lengths)) if episode_lengths else None,
             **buf.breakdown(),  # a multi-agent run's: each agent's episodic return
         }
-        return UpdateResult(record, episode_returns, episode_lengths, *spreads(values, returns),
-                            episode_infos=buf.finished_infos())  # fmt: skip
+        return UpdateResult(
+            record,
+            episode_returns,
+            episode_lengths,
+            *spreads(values, returns),
+            episode_infos=buf.finished_infos(),
+        )
 
     # --- the seams of steps (a SeedGroup has its own) --------------------------------------------------------
     def start(self) -> list[Run]:
@@ -322,8 +344,14 @@ class Run:
                 if key in states:
                     raise ValueError(f"two checkpoint components are named {key!r}")
                 states[key] = callback.state_dict()
-        return {"update": self.updates_done, "global_step": self.global_step, "elapsed_s": self.elapsed,
-                "torch_threads": torch.get_num_threads(), "finished": finished, "spaces": self.spaces()}, states  # fmt: skip
+        return {
+            "update": self.updates_done,
+            "global_step": self.global_step,
+            "elapsed_s": self.elapsed,
+            "torch_threads": torch.get_num_threads(),
+            "finished": finished,
+            "spaces": self.spaces(),
+        }, states
 
     def save_checkpoint(self, finished: bool = False) -> None:
         """Write ``RUN_DIR/checkpoint.safetensors`` (atomically) as the run stands."""
@@ -503,8 +531,10 @@ def thread_notes(args: PPOArgs, envs, saved: int | None = None) -> list[str]:
     )
     torch.set_num_threads(count)
     if saved is not None and count != saved:
-        why = (f"note: the run trained with {saved} torch thread(s) and goes on with {count}: its updates round "
-               "differently from here on, so it will not be the run it would have been uninterrupted")  # fmt: skip
+        why = (
+            f"note: the run trained with {saved} torch thread(s) and goes on with {count}: its updates round "
+            "differently from here on, so it will not be the run it would have been uninterrupted"
+        )
     return [why] if why else []
 
 
@@ -539,8 +569,14 @@ def env_of(args: PPOArgs, env, what: str = "the run"):
     if env is None and args.env.env_factory is not None:
         env = load_env_factory(args.env.env_factory, what)
     if isinstance(env, gym.vector.VectorEnv):
-        asked = [flag for flag, on in (("--eval-every", args.run.eval_every),
-                                       ("--rollout-workers", args.env.rollout_workers)) if on]  # fmt: skip
+        asked = [
+            flag
+            for flag, on in (
+                ("--eval-every", args.run.eval_every),
+                ("--rollout-workers", args.env.rollout_workers),
+            )
+            if on
+        ]
         if asked:
             raise UserError(
                 f"{asked[0]} makes envs of its own, which a VectorEnv instance cannot give; pass env= a class or "

@@ -61,9 +61,17 @@ class MultiAgentBuffer(RolloutBuffer):
         if not self.spec.turns:
             return super().advantages(estimator, next_value, next_done, gamma, gae_lambda)
         advantages = estimate_advantages(
-            estimator, self.rewards, self.values, self.dones, next_value, next_done, gamma, gae_lambda,
-            acting=self.valid, next_acting=self.next_valid,
-        )  # fmt: skip
+            estimator,
+            self.rewards,
+            self.values,
+            self.dones,
+            next_value,
+            next_done,
+            gamma,
+            gae_lambda,
+            acting=self.valid,
+            next_acting=self.next_valid,
+        )
         self.valid &= ~open_moves(self.valid, self.dones, next_done, self.next_valid)
         return advantages
 

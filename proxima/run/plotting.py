@@ -21,8 +21,10 @@ def read_episodes(run_dir: str) -> tuple[np.ndarray, np.ndarray]:
     if not os.path.isfile(path):
         raise UserError(f"{run_dir!r} is not a proxima run directory (no readable episodes.jsonl)")
     rows = read_jsonl(path)
-    return (np.array([r["global_step"] for r in rows], dtype=np.int64),
-            np.array([r["return"] for r in rows], dtype=np.float64))  # fmt: skip
+    return (
+        np.array([r["global_step"] for r in rows], dtype=np.int64),
+        np.array([r["return"] for r in rows], dtype=np.float64),
+    )
 
 
 def learning_curve(run_dir: str, grid: np.ndarray, window: int = 20) -> np.ndarray:

@@ -30,9 +30,13 @@ class ProgressReport:
 
             fields = f"steps{self.each} · {{task.fields[sps]}} steps/s{self.all} · mean return {{task.fields[ret]}}"
             self.bar = Progress(
-                TextColumn("[bold]training"), BarColumn(), MofNCompleteColumn(), TextColumn(fields),
-                TimeRemainingColumn(), console=Console(file=self.stream),
-            )  # fmt: skip
+                TextColumn("[bold]training"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn(fields),
+                TimeRemainingColumn(),
+                console=Console(file=self.stream),
+            )
             self.task = self.bar.add_task("training", total=total_steps, sps="-", ret="-")
             self.bar.start()
 

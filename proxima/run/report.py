@@ -55,9 +55,20 @@ from proxima.run.plotting import held, mean_of_last, on_grid
 # Charts against env steps, in the page's order: the debug variables (detail 12 in docs/SEEDS.md) and the
 # episodes.
 CHARTS = (
-    "episodic_return", "eval_return", "episodic_length", "value_loss", "policy_loss", "entropy", "approx_kl",
-    "old_approx_kl", "clipfrac", "explained_variance", "learning_rate", "grad_norm", "sps",
-)  # fmt: skip
+    "episodic_return",
+    "eval_return",
+    "episodic_length",
+    "value_loss",
+    "policy_loss",
+    "entropy",
+    "approx_kl",
+    "old_approx_kl",
+    "clipfrac",
+    "explained_variance",
+    "learning_rate",
+    "grad_norm",
+    "sps",
+)
 NOT_CHARTED = {"global_step", "time_s"}  # the x-axes
 # a warning kind marks the chart of the same name, else this one
 WARNING_CHART = {"flat_critic": "value_loss"}
@@ -69,10 +80,25 @@ WINDOW = 20  # episodes in a return's running mean, as in the plots and the swee
 # Settings that do not change what a run learns (where it writes, what it logs and prints, how often it saves):
 # not marked as non-default, and runs that differ only in them and their seed form one group.
 NOT_SETTINGS = {
-    "run_dir", "quiet", "exp_name", "seed", "cuda", "torch_threads", "track", "wandb_project_name", "wandb_entity",
-    "checkpoint_every", "plot", "report", "capture_video", "save_best", "eval_episodes",
-    "rescore_best", "rescore_episodes", "log_info",
-}  # fmt: skip
+    "run_dir",
+    "quiet",
+    "exp_name",
+    "seed",
+    "cuda",
+    "torch_threads",
+    "track",
+    "wandb_project_name",
+    "wandb_entity",
+    "checkpoint_every",
+    "plot",
+    "report",
+    "capture_video",
+    "save_best",
+    "eval_episodes",
+    "rescore_best",
+    "rescore_episodes",
+    "log_info",
+}
 
 
 @dataclass
@@ -152,22 +178,28 @@ def read_run(run_dir: str, label: str | None = None) -> RunData:
     videos = [_own_video(run_dir, v) for v in listed]
     foreign = [v for v, path in zip(listed, videos, strict=True) if path is None]
     if foreign:
-        print(f"note: {os.path.join(run_dir, EVAL_JSON)} lists {foreign[0]!r}"
-              + (f" and {len(foreign) - 1} more" if len(foreign) > 1 else "")
-              + f", not a video that proxima wrote in {os.path.join(run_dir, EVAL_VIDEOS)}: not embedded",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"note: {os.path.join(run_dir, EVAL_JSON)} lists {foreign[0]!r}"
+            + (f" and {len(foreign) - 1} more" if len(foreign) > 1 else "")
+            + f", not a video that proxima wrote in {os.path.join(run_dir, EVAL_VIDEOS)}: not embedded",
+            file=sys.stderr,
+        )
     for root, _, files in os.walk(os.path.join(run_dir, VIDEOS)):
         videos += [_own_video(run_dir, os.path.relpath(os.path.join(root, f), run_dir)) for f in files]
     own = [v for v in videos if v is not None]
     return RunData(
-        run_dir=run_dir, label=label or os.path.basename(os.path.normpath(run_dir)), config=config,
+        run_dir=run_dir,
+        label=label or os.path.basename(os.path.normpath(run_dir)),
+        config=config,
         metrics=read_jsonl(os.path.join(run_dir, METRICS)),
         steps=np.array([e["global_step"] for e in episodes], dtype=np.float64),
         returns=np.array([e["return"] for e in episodes], dtype=np.float64),
-        machine=machine, evaluation=evaluation, status=_status(run_dir, machine),
+        machine=machine,
+        evaluation=evaluation,
+        status=_status(run_dir, machine),
         videos=sorted((v for v in own if os.path.isfile(v)), key=_episode_number),
         perturbations=read_jsonl(os.path.join(run_dir, PERTURBATIONS)),  # [] where none was written
-    )  # fmt: skip
+    )
 
 
 def _own_video(run_dir: str, relative) -> str | None:
@@ -286,8 +318,10 @@ def _numbers(a: np.ndarray) -> list:
 
 def _metric(run: RunData, key: str) -> tuple[np.ndarray, np.ndarray]:
     rows = [m for m in run.metrics if type(m.get(key)) in (int, float)]  # JSON's numbers, not its booleans
-    return (np.array([m["global_step"] for m in rows], dtype=np.float64),
-            np.array([m[key] for m in rows], dtype=np.float64))  # fmt: skip
+    return (
+        np.array([m["global_step"] for m in rows], dtype=np.float64),
+        np.array([m[key] for m in rows], dtype=np.float64),
+    )
 
 
 def _running_return(run: RunData) -> np.ndarray:
@@ -331,27 +365,66 @@ def _chart(key: str, title: str, xlabel: str, runs: list[RunData], groups: list[
             bands.append({"group": g, "table": _band(members)})
     markers = [
         {"x": m["global_step"], "run": i, "kind": w["kind"], "text": w["text"]}
-        for i, r in enumerate(runs) if xlabel == "env steps"
-        for m in r.metrics for w in m.get("warnings", ()) if WARNING_CHART.get(w["kind"], w["kind"]) == key
-    ]  # fmt: skip
-    return {"key": key, "title": title, "xlabel": xlabel, "healthy": HEALTHY.get(key, ""), "tables": tables,
-            "bands": bands, "markers": markers}  # fmt: skip
+        for i, r in enumerate(runs)
+        if xlabel == "env steps"
+        for m in r.metrics
+        for w in m.get("warnings", ())
+        if WARNING_CHART.get(w["kind"], w["kind"]) == key
+    ]
+    return {
+        "key": key,
+        "title": title,
+        "xlabel": xlabel,
+        "healthy": HEALTHY.get(key, ""),
+        "tables": tables,
+        "bands": bands,
+        "markers": markers,
+    }
 
 
 def _charts(runs: list[RunData], groups: list[str]) -> list[dict]:
     many = len(runs) > 1
     # one run: every episode (the envelope); several: each run's running mean, which overlays readably
     charts = [
-        _chart("episodic_return", "episodic return" + (f" (mean of the last {WINDOW})" if many else ""),
-               "env steps", runs, groups, lambda r: (r.steps, _running_return(r) if many else r.returns)),
-        _chart("episodic_return", f"episodic return against training time (mean of the last {WINDOW})",
-               "training seconds", runs, groups, lambda r: (_seconds_at(r, r.steps), _running_return(r))),
-    ]  # fmt: skip
+        _chart(
+            "episodic_return",
+            "episodic return" + (f" (mean of the last {WINDOW})" if many else ""),
+            "env steps",
+            runs,
+            groups,
+            lambda r: (r.steps, _running_return(r) if many else r.returns),
+        ),
+        _chart(
+            "episodic_return",
+            f"episodic return against training time (mean of the last {WINDOW})",
+            "training seconds",
+            runs,
+            groups,
+            lambda r: (_seconds_at(r, r.steps), _running_return(r)),
+        ),
+    ]
     if not many:
-        charts.insert(1, _chart("episodic_return", f"episodic return, mean of the last {WINDOW}", "env steps",
-                                runs, groups, lambda r: (r.steps, _running_return(r))))  # fmt: skip
-    others = sorted({k for r in runs for m in r.metrics for k, v in m.items()
-                     if isinstance(v, int | float) and k not in NOT_CHARTED} - set(CHARTS))  # fmt: skip
+        charts.insert(
+            1,
+            _chart(
+                "episodic_return",
+                f"episodic return, mean of the last {WINDOW}",
+                "env steps",
+                runs,
+                groups,
+                lambda r: (r.steps, _running_return(r)),
+            ),
+        )
+    others = sorted(
+        {
+            k
+            for r in runs
+            for m in r.metrics
+            for k, v in m.items()
+            if isinstance(v, int | float) and k not in NOT_CHARTED
+        }
+        - set(CHARTS)
+    )
     for key in [*CHARTS[1:], *others]:
         charts.append(_chart(key, key, "env steps", runs, groups, lambda r, k=key: _metric(r, k)))
     return [c for c in charts if c is not None]
@@ -376,11 +449,16 @@ def _summary(run: RunData) -> dict:
     evals = [m["eval_return"] for m in run.metrics if m.get("eval_return") is not None]
     warnings = [{"step": m["global_step"], **w} for m in run.metrics for w in m.get("warnings", ())]
     return {
-        "steps": steps, "seconds": seconds, "sps": steps / seconds if seconds else None,
-        "episodes": len(run.returns), "final_return": final, "last_eval": evals[-1] if evals else None,
-        "best_eval": max(evals) if evals else None, "warnings": warnings,
+        "steps": steps,
+        "seconds": seconds,
+        "sps": steps / seconds if seconds else None,
+        "episodes": len(run.returns),
+        "final_return": final,
+        "last_eval": evals[-1] if evals else None,
+        "best_eval": max(evals) if evals else None,
+        "warnings": warnings,
         "perturbations": run.perturbations,
-    }  # fmt: skip
+    }
 
 
 def _videos(runs: list[RunData]) -> tuple[list[dict], int]:
@@ -410,9 +488,19 @@ def report_data(runs: list[RunData], title: str, probes: list[dict], live: bool 
     groups = list(dict.fromkeys(r.group for r in runs))
     videos, videos_left = _videos(runs)
     in_progress = any(r.status == "in progress" for r in runs)
-    shown = [{"label": r.label, "run_dir": r.run_dir, "group": groups.index(r.group), "status": r.status,
-              "summary": _summary(r), "settings": _settings(r.config), "machine": r.machine,
-              "evaluation": r.evaluation} for r in runs]  # fmt: skip
+    shown = [
+        {
+            "label": r.label,
+            "run_dir": r.run_dir,
+            "group": groups.index(r.group),
+            "status": r.status,
+            "summary": _summary(r),
+            "settings": _settings(r.config),
+            "machine": r.machine,
+            "evaluation": r.evaluation,
+        }
+        for r in runs
+    ]
     return {
         "title": title,
         "generated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

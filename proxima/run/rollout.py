@@ -51,9 +51,15 @@ class RolloutCollector:
     are present at a step, the reward learned from, what a step leaves for the next, and its own state."""
 
     def __init__(
-        self, envs: VecEnv, num_steps: int, gamma: float, model: Policy, seed: Seeds = None,
-        frozen_stats: bool = False, generator: torch.Generator | None = None,
-    ):  # fmt: skip
+        self,
+        envs: VecEnv,
+        num_steps: int,
+        gamma: float,
+        model: Policy,
+        seed: Seeds = None,
+        frozen_stats: bool = False,
+        generator: torch.Generator | None = None,
+    ):
         self.envs, self.gamma, self.frozen_stats = envs, gamma, frozen_stats
         self.generator = generator  # the actions' draws (the run's RunStreams.actions)
         n, device, head, layout = envs.num_envs, envs.device, model.head, obs_layout(envs)
@@ -142,8 +148,13 @@ class RolloutCollector:
         self.next_obs = env_call(self.envs.reset, seed=seed)
 
     # what state_dict saves of the collector, each by its name without the leading _
-    _STATE: tuple[str, ...] = ("next_obs", "next_done", "_episode_return", "_episode_length",
-                               "_discounted_return")  # fmt: skip
+    _STATE: tuple[str, ...] = (
+        "next_obs",
+        "next_done",
+        "_episode_return",
+        "_episode_length",
+        "_discounted_return",
+    )
 
     def state_dict(self) -> dict | None:
         env_state = self.envs.state_dict()

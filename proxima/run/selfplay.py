@@ -97,9 +97,14 @@ class OpponentPool:
 
 
 def play_against(
-    agent: Agent, opponent: str, episodes: int, *, seed: int = 0, deterministic: bool = False,
+    agent: Agent,
+    opponent: str,
+    episodes: int,
+    *,
+    seed: int = 0,
+    deterministic: bool = False,
     max_games: int = 100,
-) -> tuple[np.ndarray, dict]:  # fmt: skip
+) -> tuple[np.ndarray, dict]:
     """``episodes`` games of a self-play agent against a built-in player (``"random"``, ``"lookahead"``), in
     ``max_games`` games at once, each alternating seats from game to game and game ``i`` starting in seat
     ``i % 2``: half the games in each seat where every game plays an even number of them. Returns the
@@ -118,9 +123,14 @@ def play_against(
         envs.set_opponents([make_player(opponent, envs.obs_layout, generator)])
         watched = Tactics(agent.model, envs.obs_layout) if connect_four_part(envs.obs_layout) else None
         returns = run_episodes(
-            watched or agent.model, envs, episodes, deterministic=deterministic, seed=seed, name=agent.env_id,
+            watched or agent.model,
+            envs,
+            episodes,
+            deterministic=deterministic,
+            seed=seed,
+            name=agent.env_id,
             generator=action_generator(seed, agent.device, deterministic),
-        )  # fmt: skip
+        )
     finally:
         envs.close()
     quota = episode_quota(episodes, n)  # as run_episodes shares the games among the envs
@@ -165,8 +175,14 @@ class Tactics:
         self.blocked += int(threats.gather(1, chosen).squeeze(1)[must_block].sum())
 
     def summary(self) -> dict:
-        return {"wins": self.wins, "wins_taken": self.wins_taken, "win_taken_rate": self.wins_taken / max(self.wins, 1),
-                "threats": self.threats, "blocked": self.blocked, "blocked_rate": self.blocked / max(self.threats, 1)}  # fmt: skip
+        return {
+            "wins": self.wins,
+            "wins_taken": self.wins_taken,
+            "win_taken_rate": self.wins_taken / max(self.wins, 1),
+            "threats": self.threats,
+            "blocked": self.blocked,
+            "blocked_rate": self.blocked / max(self.threats, 1),
+        }
 
 
 def _counts(returns: np.ndarray) -> dict:

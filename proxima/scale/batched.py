@@ -57,10 +57,12 @@ class SeedModel:
         # the live seeds' head parameters (a Gaussian's log-std), one row per row: no step of a rollout changes them
         live = torch.tensor(self.live, device=device)
         self._head_rows = {
-            name: self.stacked.params[f"model.head.{name}"].detach().index_select(0, live)
+            name: self.stacked.params[f"model.head.{name}"]
+            .detach()
+            .index_select(0, live)
             .repeat_interleave(rows, 0)
             for name, _ in cast(nn.Module, self.head).named_parameters()
-        }  # fmt: skip
+        }
         computed, self._weights = list(range(n)), None
         # Batched matmuls round each seed's rows alike whatever the other seeds (vmap's batched convolutions do
         # not: there every seed goes on through the forward passes). But torch's batched matmul of a single
@@ -207,8 +209,13 @@ def clip_grad_norms(params: list[Tensor], max_norm: float) -> Tensor:
     return norms
 
 
-def update_seeds(stacked: StackedModels, optimizer: Adam, batch: Batch, settings: UpdateSettings,
-                 generators: list[torch.Generator]) -> list[dict | None]:  # fmt: skip
+def update_seeds(
+    stacked: StackedModels,
+    optimizer: Adam,
+    batch: Batch,
+    settings: UpdateSettings,
+    generators: list[torch.Generator],
+) -> list[dict | None]:
     """``proxima.algo.update.learn`` for every seed at once, each in its own minibatch order (``generators[j]``,
     its run's ``RunStreams.minibatches``); each seed's debug variables (None for a finished seed)."""
     return learn(SeedLearner(stacked, optimizer, batch, settings, generators), settings)
@@ -218,8 +225,14 @@ class SeedLearner:
     """The stacked seeds as ``learn``'s members: one batched loss and backward pass per minibatch, vmapped over
     ``functional_call``; a seed whose ``--target-kl`` stopped its epochs, or that finished, is left out."""
 
-    def __init__(self, stacked: StackedModels, optimizer: Adam, batch: Batch, settings: UpdateSettings,
-                 generators: list[torch.Generator]):  # fmt: skip
+    def __init__(
+        self,
+        stacked: StackedModels,
+        optimizer: Adam,
+        batch: Batch,
+        settings: UpdateSettings,
+        generators: list[torch.Generator],
+    ):
         self.stacked, self.optimizer, self.settings = stacked, optimizer, settings
         self.generators = generators
         # A minibatch is gathered from the seeds' units (samples; a recurrent agent's env sequences, on the axis
@@ -288,7 +301,13 @@ def _alone(loss_of: Callable) -> Callable:
     minibatch's), an MLP agent through its solo run's kernels (an LSTM stays ``lstm_by_steps``)."""
 
     def one(params, buffers, fields, scale):
-        return one_member(loss_of({k: v[0] for k, v in params.items()}, {k: v[0] for k, v in buffers.items()},
-                                  tuple(x[0] for x in fields), None if scale is None else scale[0]))  # fmt: skip
+        return one_member(
+            loss_of(
+                {k: v[0] for k, v in params.items()},
+                {k: v[0] for k, v in buffers.items()},
+                tuple(x[0] for x in fields),
+                None if scale is None else scale[0],
+            )
+        )
 
     return one

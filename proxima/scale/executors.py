@@ -38,8 +38,11 @@ class TrialsStopped(TrainingInterrupted):
     the others did not start."""
 
     def __init__(self, signum: int):
-        KeyboardInterrupt.__init__(self, f"stopped by {signal.Signals(signum).name}; each run that was training saved "
-                                   "a checkpoint after its update")  # fmt: skip
+        KeyboardInterrupt.__init__(
+            self,
+            f"stopped by {signal.Signals(signum).name}; each run that was training saved "
+            "a checkpoint after its update",
+        )
         self.run_dir = ""  # no one run to resume: the CLI says how to resume the sweep
         self.exit_status = 128 + signum
 
@@ -131,7 +134,11 @@ def run_ray(
     try:
         started = start_ray(address)
     except (ConnectionError, ValueError, RuntimeError) as e:
-        given = f"--address {address!r}" if address else f"RAY_ADDRESS {os.environ.get('RAY_ADDRESS') or 'local'!r}"  # fmt: skip
+        given = (
+            f"--address {address!r}"
+            if address
+            else f"RAY_ADDRESS {os.environ.get('RAY_ADDRESS') or 'local'!r}"
+        )
         raise UserError(f"cannot reach Ray at {given}: {str(e).splitlines()[0]}") from None
     try:
         _check_resources(ray, cpus_per_trial, gpus_per_trial, max(map(worker_cpus, configs or ()), default=0))
@@ -172,21 +179,31 @@ def run_ray(
     tuner = tune.Tuner(
         tune.with_resources(
             _trainable(trial_fn, grid, stopping.file),
-            lambda params: trial_resources(cpus_per_trial, gpus_per_trial, worker_cpus(params["config"] if grid else params)),
+            lambda params: trial_resources(
+                cpus_per_trial, gpus_per_trial, worker_cpus(params["config"] if grid else params)
+            ),
         ),
         param_space={"config": tune.grid_search(configs)} if configs is not None else param_space,
         tune_config=tune.TuneConfig(
-            max_concurrent_trials=max_concurrent, search_alg=search_alg, scheduler=scheduler, num_samples=num_samples,
-            metric=metric, mode=mode,
+            max_concurrent_trials=max_concurrent,
+            search_alg=search_alg,
+            scheduler=scheduler,
+            num_samples=num_samples,
+            metric=metric,
+            mode=mode,
             # Tune's names and folders (RUN_DIR/../tune-N/) are the runs' own
-            trial_name_creator=name_of, trial_dirname_creator=name_of,
+            trial_name_creator=name_of,
+            trial_dirname_creator=name_of,
         ),
         run_config=tune.RunConfig(
-            name=f"tune-{attempt}", storage_path=os.path.abspath(storage), verbose=0, callbacks=[Notify()],
+            name=f"tune-{attempt}",
+            storage_path=os.path.abspath(storage),
+            verbose=0,
+            callbacks=[Notify()],
             stop=StopTheRest(),
             failure_config=tune.FailureConfig(max_failures=0),  # a NaN would recur: proxima says why instead
         ),
-    )  # fmt: skip
+    )
     logger = logging.getLogger("ray.tune")
     level = logger.level
     if quiet:
@@ -264,13 +281,17 @@ def _check_resources(ray, cpus_per_trial: int, gpus_per_trial: float, worker_cpu
     ):
         largest = max((node.get(name, 0) for node in nodes), default=0)
         if asked > largest:
-            raise UserError(f"{flag} {asked:g} is more than any Ray node has (the largest has {largest:g} "
-                            f"{name}s); give at most {largest:g}")  # fmt: skip
+            raise UserError(
+                f"{flag} {asked:g} is more than any Ray node has (the largest has {largest:g} "
+                f"{name}s); give at most {largest:g}"
+            )
     total = sum(node.get("CPU", 0) for node in nodes)
     if cpus_per_trial + worker_cpus > total:
-        raise UserError(f"a trial needs {cpus_per_trial + worker_cpus} CPUs ({cpus_per_trial} of its own, "
-                        f"{worker_cpus} for its rollout workers' actors), more than the {total:g} of the Ray "
-                        "cluster; give fewer --rollout-workers or a smaller --cpus-per-trial")  # fmt: skip
+        raise UserError(
+            f"a trial needs {cpus_per_trial + worker_cpus} CPUs ({cpus_per_trial} of its own, "
+            f"{worker_cpus} for its rollout workers' actors), more than the {total:g} of the Ray "
+            "cluster; give fewer --rollout-workers or a smaller --cpus-per-trial"
+        )
 
 
 def _name(trial) -> str:

@@ -54,8 +54,16 @@ def _verdict(expected: str, learned: str, policy_ok: bool, value_ok: bool | None
     return expected, learned, passed, VALUE_LAGS if policy_ok and value_ok is False else None
 
 
-def _with_values(model: ActorCritic, args: PPOArgs, expected: str, learned: str, policy_ok: bool, values: Tensor,
-                 value: float, atol: float):  # fmt: skip
+def _with_values(
+    model: ActorCritic,
+    args: PPOArgs,
+    expected: str,
+    learned: str,
+    policy_ok: bool,
+    values: Tensor,
+    value: float,
+    atol: float,
+):
     """A policy probe's answer, with V = ``value`` ± ``atol`` checked too where the values can be (a critic,
     unscaled rewards)."""
     if model.critic is None or args.network.norm_reward:
@@ -151,19 +159,55 @@ def _continuous(model: ActorCritic, args: PPOArgs):
 
 
 PROBES = [
-    Probe("1", "proxima/Probe1-v0", "constant reward: V(0) = 1", "value loss or optimizer", 10_000,
-          _values([0.0], lambda a: [1.0], 1e-4)),
-    Probe("2", "proxima/Probe2-v0", "reward = observation: V(±1) = ±1", "backprop or network", 10_000,
-          _values([-1.0, 1.0], lambda a: [-1.0, 1.0], 1e-4)),
-    Probe("3", "proxima/Probe3-v0", "reward one step later: V(0) = gamma", "discounting", 20_000,
-          _values([0.0, 1.0], lambda a: [a.algorithm.gamma, 1.0], 1e-3, episode=True)),
-    Probe("4", "proxima/Probe4-v0", "the better of two actions", "advantages or policy loss", 30_000,
-          _policy([0.0], [1], 1.0, 1e-2)),
-    Probe("5", "proxima/Probe5-v0", "the action that matches the observation", "batching or stale data", 30_000,
-          _policy([0.0, 1.0], [0, 1], 1.0, 1e-2)),
-    Probe("continuous", "proxima/ProbeContinuous-v0", "a Box policy's mean to a target of 0.5",
-          "continuous head: log-probs or std", 50_000, _continuous),
-]  # fmt: skip
+    Probe(
+        "1",
+        "proxima/Probe1-v0",
+        "constant reward: V(0) = 1",
+        "value loss or optimizer",
+        10_000,
+        _values([0.0], lambda a: [1.0], 1e-4),
+    ),
+    Probe(
+        "2",
+        "proxima/Probe2-v0",
+        "reward = observation: V(±1) = ±1",
+        "backprop or network",
+        10_000,
+        _values([-1.0, 1.0], lambda a: [-1.0, 1.0], 1e-4),
+    ),
+    Probe(
+        "3",
+        "proxima/Probe3-v0",
+        "reward one step later: V(0) = gamma",
+        "discounting",
+        20_000,
+        _values([0.0, 1.0], lambda a: [a.algorithm.gamma, 1.0], 1e-3, episode=True),
+    ),
+    Probe(
+        "4",
+        "proxima/Probe4-v0",
+        "the better of two actions",
+        "advantages or policy loss",
+        30_000,
+        _policy([0.0], [1], 1.0, 1e-2),
+    ),
+    Probe(
+        "5",
+        "proxima/Probe5-v0",
+        "the action that matches the observation",
+        "batching or stale data",
+        30_000,
+        _policy([0.0, 1.0], [0, 1], 1.0, 1e-2),
+    ),
+    Probe(
+        "continuous",
+        "proxima/ProbeContinuous-v0",
+        "a Box policy's mean to a target of 0.5",
+        "continuous head: log-probs or std",
+        50_000,
+        _continuous,
+    ),
+]
 
 
 def _images():
@@ -193,11 +237,23 @@ def _image_policy(model: ActorCritic, args: PPOArgs):
 # Probes 2 and 5 in pixels (1x36x36 uint8, one half bright): run for agents whose env gives images, where the
 # encoder is the CNN; they catch what the vector probes cannot: no /255, /255 twice, a CNN that never learns.
 IMAGE_PROBES = [
-    Probe("image-value", "proxima/ProbeImageValue-v0", "reward = which half is bright: V = ±1", "image encoder",
-          10_000, _image_values),
-    Probe("image-policy", "proxima/ProbeImagePolicy-v0", "the action that names the bright half",
-          "image encoder or policy head", 20_000, _image_policy),
-]  # fmt: skip
+    Probe(
+        "image-value",
+        "proxima/ProbeImageValue-v0",
+        "reward = which half is bright: V = ±1",
+        "image encoder",
+        10_000,
+        _image_values,
+    ),
+    Probe(
+        "image-policy",
+        "proxima/ProbeImagePolicy-v0",
+        "the action that names the bright half",
+        "image encoder or policy head",
+        20_000,
+        _image_policy,
+    ),
+]
 
 
 def _memory(model: ActorCritic, args: PPOArgs):
@@ -215,9 +271,15 @@ def _memory(model: ActorCritic, args: PPOArgs):
 
 # For recurrent agents (--recurrent lstm), after probes 1-5 and the continuous one, whose answers need no memory.
 MEMORY_PROBES = [
-    Probe("memory", "proxima/ProbeMemory-v0", "the action named by the first of four observations",
-          "LSTM: its state, its reset at episode starts, or the replay of sequences", 60_000, _memory),
-]  # fmt: skip
+    Probe(
+        "memory",
+        "proxima/ProbeMemory-v0",
+        "the action named by the first of four observations",
+        "LSTM: its state, its reset at episode starts, or the replay of sequences",
+        60_000,
+        _memory,
+    ),
+]
 
 
 # Multi-agent probes (docs/MULTIAGENT.md): envs of two agents whose rows the trainer sees through AgentSpec. Their
@@ -267,19 +329,34 @@ def _central_values(model: ActorCritic, args: PPOArgs):
     error = float(((values - reward) ** 2).mean())
     learned = f"V = {_fmt(values)} (squared error {error:.4f})"
     mappo = _centralized_critic(args)
-    expected = "V(bits 00, 01, 10, 11) = 0, 1, 1, 2 ± 0.05: the state's" if mappo else (
-        "V = own bit + 0.5 ± 0.05 (squared error 0.25): its own view's")  # fmt: skip
+    expected = (
+        "V(bits 00, 01, 10, 11) = 0, 1, 1, 2 ± 0.05: the state's"
+        if mappo
+        else ("V = own bit + 0.5 ± 0.05 (squared error 0.25): its own view's")
+    )
     target = reward if mappo else bits.reshape(-1) + 0.5
     return expected, learned, bool(((values - target).abs() <= 0.05).all()), None
 
 
 # For multi-agent agents (--algo ippo or mappo, or a multi-agent env), in place of the single-agent probes.
 MULTIAGENT_PROBES = [
-    Probe("coordination", "proxima/ProbeCoordination-v0", "two agents paid only for choosing the same action",
-          "per-agent rows: their rewards, advantages or shared policy", 30_000, _coordination),
-    Probe("central-critic", "proxima/ProbeCentralCritic-v0", "a reward only the global state predicts",
-          "critic's input (MAPPO's must read the state; IPPO's only its agent's view)", 30_000, _central_values),
-]  # fmt: skip
+    Probe(
+        "coordination",
+        "proxima/ProbeCoordination-v0",
+        "two agents paid only for choosing the same action",
+        "per-agent rows: their rewards, advantages or shared policy",
+        30_000,
+        _coordination,
+    ),
+    Probe(
+        "central-critic",
+        "proxima/ProbeCentralCritic-v0",
+        "a reward only the global state predicts",
+        "critic's input (MAPPO's must read the state; IPPO's only its agent's view)",
+        30_000,
+        _central_values,
+    ),
+]
 PROBE_NAMES = [p.name for p in PROBES + IMAGE_PROBES + MEMORY_PROBES + MULTIAGENT_PROBES]
 
 
@@ -347,8 +424,10 @@ def run_probes(
         # Probes 1 to 3 check a critic that learns its values. A normalized one gets probe 1's constant value
         # from its statistics alone, whatever its value loss does: it would hide a broken value loss.
         if args.network.norm_value and get_algorithm(args.algorithm.algo).has_critic and not args.run.quiet:
-            print("probing the critic without value normalization (--no-norm-value): with value normalization, "
-                  "probe 1 passes whatever the value loss does; give --norm-value to probe the critic as configured")  # fmt: skip
+            print(
+                "probing the critic without value normalization (--no-norm-value): with value normalization, "
+                "probe 1 passes whatever the value loss does; give --norm-value to probe the critic as configured"
+            )
         norm_value = False
 
     every = PROBES + IMAGE_PROBES + MEMORY_PROBES + MULTIAGENT_PROBES
@@ -363,11 +442,22 @@ def run_probes(
             if probe in MULTIAGENT_PROBES:  # batched torch envs, not Gymnasium's (which takes any id)
                 backend = "native"
             probe_args = args.replace(
-                env_id=probe.env_id, env_backend=backend, norm_value=norm_value, total_timesteps=timesteps or probe.timesteps,
-                run_dir=f"{run_dir or tmp}/probe-{probe.name}", quiet=True, plot=False, report=False, checkpoint_every=0,
-                track=False, capture_video=False, eval_every=0, stop_return=None, save_best=False,
+                env_id=probe.env_id,
+                env_backend=backend,
+                norm_value=norm_value,
+                total_timesteps=timesteps or probe.timesteps,
+                run_dir=f"{run_dir or tmp}/probe-{probe.name}",
+                quiet=True,
+                plot=False,
+                report=False,
+                checkpoint_every=0,
+                track=False,
+                capture_video=False,
+                eval_every=0,
+                stop_return=None,
+                save_best=False,
                 **({} if probe.name == "continuous" else BOX_ONLY),
-            ).validate()  # fmt: skip
+            ).validate()
             if not args.run.quiet:  # a probe takes seconds: say what is running
                 print(
                     f"probe {probe.name}: {probe.tests}, {probe_args.algorithm.total_timesteps} steps",
@@ -379,11 +469,23 @@ def run_probes(
             expected, learned, passed, blame = probe.check(model, probe_args)
             results.append(ProbeResult(probe, expected, learned, passed, blame or probe.blame))
     if run_dir is not None:  # the table, for `proxima report RUN_DIR`
-        write_json(os.path.join(run_dir, PROBES_JSON), {"probes": [
-            {"name": r.probe.name, "tests": r.probe.tests, "expected": r.expected, "learned": r.learned,
-             "passed": r.passed, "points_to": r.blame, "run_dir": f"probe-{r.probe.name}"}
-            for r in results
-        ]})  # fmt: skip
+        write_json(
+            os.path.join(run_dir, PROBES_JSON),
+            {
+                "probes": [
+                    {
+                        "name": r.probe.name,
+                        "tests": r.probe.tests,
+                        "expected": r.expected,
+                        "learned": r.learned,
+                        "passed": r.passed,
+                        "points_to": r.blame,
+                        "run_dir": f"probe-{r.probe.name}",
+                    }
+                    for r in results
+                ]
+            },
+        )
     return results
 
 
@@ -394,9 +496,13 @@ def print_table(results: list[ProbeResult], args: PPOArgs | None = None) -> None
     table = Table("probe", "tests", "expected", "learned", "result", "points to")
     for r in results:
         table.add_row(
-            r.probe.name, r.probe.tests, r.expected, r.learned, {True: "pass", False: "FAIL", None: "n/a"}[r.passed],
+            r.probe.name,
+            r.probe.tests,
+            r.expected,
+            r.learned,
+            {True: "pass", False: "FAIL", None: "n/a"}[r.passed],
             r.blame if r.passed is False else "",
-        )  # fmt: skip
+        )
     console = Console(width=200) if not Console().is_terminal else Console()
     console.print(table)
     failed = [r for r in results if r.passed is False]

@@ -61,10 +61,27 @@ class SliceCollector(RolloutCollector):
     padded to all rows of the ``total`` envs, and frozen statistics (``frozen_stats``). It goes before the
     collector that the envs would have in one process (``proxima.run.multiagent.collector_of``): ``slicing``."""
 
-    def __init__(self, envs, num_steps: int, gamma: float, model: ActorCritic, seed: int, offset: int, count: int,
-                 total: int, **options):  # fmt: skip
-        super().__init__(envs, num_steps, gamma, model, seed=seeding.training_envs(seed, offset), frozen_stats=True,
-                         **options)  # fmt: skip
+    def __init__(
+        self,
+        envs,
+        num_steps: int,
+        gamma: float,
+        model: ActorCritic,
+        seed: int,
+        offset: int,
+        count: int,
+        total: int,
+        **options,
+    ):
+        super().__init__(
+            envs,
+            num_steps,
+            gamma,
+            model,
+            seed=seeding.training_envs(seed, offset),
+            frozen_stats=True,
+            **options,
+        )
         n = envs.num_envs
         per_env = n // count  # rows of an env, env-major
         first = offset * per_env
@@ -128,9 +145,14 @@ class RolloutWorker:
         it raised."""
         env = self.args.env
         # seeded again by the collector's first reset
-        self.envs = envs = make_envs(env.env_id if self.env is None else self.env, self.count,
-                                     env_kwargs=env.env_kwargs, backend=env.env_backend, asynchronous=env.async_envs,
-                                     seed=seeding.training_envs(self.args.run.seed, self.offset))  # fmt: skip
+        self.envs = envs = make_envs(
+            env.env_id if self.env is None else self.env,
+            self.count,
+            env_kwargs=env.env_kwargs,
+            backend=env.env_backend,
+            asynchronous=env.async_envs,
+            seed=seeding.training_envs(self.args.run.seed, self.offset),
+        )
         spaces = envs.single_observation_space, envs.single_action_space, obs_layout(envs)
         return *spaces, envs.num_envs, agent_spec(envs)
 
@@ -144,8 +166,17 @@ class RolloutWorker:
             net_spec, make_head(self.envs.single_action_space, net_spec.network.action_dist)
         )
         collector, options = collector_of(self.envs, self.args)
-        self.collector = slicing(collector)(self.envs, algo.num_steps, algo.gamma, self.model, seed, self.offset,
-                                            self.count, env.num_envs, **options)  # fmt: skip
+        self.collector = slicing(collector)(
+            self.envs,
+            algo.num_steps,
+            algo.gamma,
+            self.model,
+            seed,
+            self.offset,
+            self.count,
+            env.num_envs,
+            **options,
+        )
         if state is not None:
             self.collector.load_state_dict(state)
         if self.infos is not None:
@@ -172,12 +203,15 @@ class RolloutWorker:
         next_value, next_done = self.collector.collect(self.model)
         buf, c = self.collector.buffer, self.collector
         return {
-            **{name: getattr(buf, name) for name in (*buf.STEPS, *buf.END)}, "next_value": next_value,
-            "next_done": next_done, "raw_obs": c.raw_obs, "returns_seen": c.returns_seen,
+            **{name: getattr(buf, name) for name in (*buf.STEPS, *buf.END)},
+            "next_value": next_value,
+            "next_done": next_done,
+            "raw_obs": c.raw_obs,
+            "returns_seen": c.returns_seen,
             "state": c.state_dict(),  # where the next rollout starts: a replacement's starting point
             "episode_infos": None if buf.episode_infos is None else list(buf.episode_infos.items()),
             "rollout_s": time.perf_counter() - start,
-        }  # fmt: skip
+        }
 
     def close(self) -> None:
         if self.envs is not None:
@@ -189,8 +223,9 @@ class WorkerPool:
     (``VecEnv``'s attributes, so ``Run`` builds the model from it as from local envs). ``count`` is each actor's
     share of the envs."""
 
-    def make_collector(self, num_steps: int, gamma: float, model: ActorCritic, seed: int,
-                       say: Callable[[str], None] = print) -> RayCollector:  # fmt: skip
+    def make_collector(
+        self, num_steps: int, gamma: float, model: ActorCritic, seed: int, say: Callable[[str], None] = print
+    ) -> RayCollector:
         """The collector of these envs: ``Run`` takes it from envs that bring their own, so the loop does not
         know about Ray."""
         return RayCollector(self, num_steps, gamma, model, seed, say=say)
@@ -207,8 +242,14 @@ class WorkerPool:
             backend = factory_backend(env, args.env.env_kwargs, args.env.env_backend)
         else:
             # suggest=False: what a game backend offers instead of --async-envs is these workers
-            backend = resolve_backend(args.env.env_id, args.env.env_backend, asynchronous=args.env.async_envs,
-                                      num_envs=args.env.num_envs, env_kwargs=bool(args.env.env_kwargs), suggest=False)  # fmt: skip
+            backend = resolve_backend(
+                args.env.env_id,
+                args.env.env_backend,
+                asynchronous=args.env.async_envs,
+                num_envs=args.env.num_envs,
+                env_kwargs=bool(args.env.env_kwargs),
+                suggest=False,
+            )
         self.env = env
         self.ray, self.args = ray, args.replace(env_backend=backend)
         self._started = start_ray()  # RAY_ADDRESS or a new local instance
@@ -286,8 +327,15 @@ class RayCollector:
     """The collector of a run with ``--rollout-workers``: the same ``collect`` and ``buffer`` as
     ``RolloutCollector``, filled by the actors' slices."""
 
-    def __init__(self, pool: WorkerPool, num_steps: int, gamma: float, model: ActorCritic, seed: int,
-                 say: Callable[[str], None] = print):  # fmt: skip
+    def __init__(
+        self,
+        pool: WorkerPool,
+        num_steps: int,
+        gamma: float,
+        model: ActorCritic,
+        seed: int,
+        say: Callable[[str], None] = print,
+    ):
         self.pool, self.say, self.seed = pool, say, seed
         n, layout, head = pool.num_envs, pool.obs_layout, model.head
         obs_dtype = model.normalization.obs_dtype(layout.dtype)
@@ -339,8 +387,10 @@ class RayCollector:
         # of the last update
         self.bytes = {"weights": _nbytes(state), "slices": sum(_nbytes(s) for s in slices)}
         device = buf.obs.device
-        return (torch.cat([s["next_value"] for s in slices]).to(device),
-                torch.cat([s["next_done"] for s in slices]).to(device))  # fmt: skip
+        return (
+            torch.cat([s["next_value"] for s in slices]).to(device),
+            torch.cat([s["next_done"] for s in slices]).to(device),
+        )
 
     def _slice(self, k: int, ref, weights) -> dict:
         """Worker ``k``'s slice; if the actor died, a new one collects it again (see the module's doc)."""

@@ -266,8 +266,9 @@ class SeedGroup:
                 run.collector.reports_infos = reports
         live = [run for run in self.runs if run.index not in self.stacked.frozen]
         args = self.args
-        self.console = ProgressReport(args.num_updates * args.batch_size, args.num_updates, quiet=args.run.quiet,
-                                      seeds=len(self.runs))  # fmt: skip
+        self.console = ProgressReport(
+            args.num_updates * args.batch_size, args.num_updates, quiet=args.run.quiet, seeds=len(self.runs)
+        )
         for note in self.notes:
             self.console.message(note)
         # a seed finished before a resume never opens its Evaluation
@@ -282,8 +283,10 @@ class SeedGroup:
     def stopping(self, run: SeedRun, result: UpdateResult) -> None:
         value = result.record.get("eval_return")
         said = "no evaluation" if value is None else f"eval_return {value:.1f}"
-        self.console.message(f"seed {run.args.run.seed} stopped after update {run.updates_done}: "
-                             f"{run.global_step:,} steps, {said}")  # fmt: skip
+        self.console.message(
+            f"seed {run.args.run.seed} stopped after update {run.updates_done}: "
+            f"{run.global_step:,} steps, {said}"
+        )
 
     def leave(self, runs: list[SeedRun]) -> None:
         """Seeds that end: their candidates rescored at once, each finished and frozen, its snapshot kept for
@@ -319,8 +322,11 @@ class SeedGroup:
         runs, elapsed = self.runs, updated[0][0].elapsed
         steps_done = sum(run.global_step for run in runs)
         returns = [r for _, res in updated for r in res.episode_returns]
-        record = {"global_step": max(run.global_step for run in runs), "sps": steps_done / elapsed,
-                  "episodic_return": float(np.mean(returns)) if returns else None}  # fmt: skip
+        record = {
+            "global_step": max(run.global_step for run in runs),
+            "sps": steps_done / elapsed,
+            "episodic_return": float(np.mean(returns)) if returns else None,
+        }
         self.console.update(max(run.updates_done for run in runs), record, returns)
 
     def save(self, live: list[SeedRun]) -> None:
@@ -381,9 +387,14 @@ def checkpoint_the_rest(runs: Sequence[Run]) -> None:
 
 def check_seeds(args: PPOArgs, env) -> None:
     """What a batched run (``--num-seeds``) cannot do yet, refused in one line each."""
-    refused = ((args.env.rollout_workers, "--rollout-workers"),
-               (isinstance(env, gym.vector.VectorEnv), "a VectorEnv instance (give a class or function that makes one env)"),
-               (is_selfplay_id(args.env.env_id), "a self-play env"))  # fmt: skip
+    refused = (
+        (args.env.rollout_workers, "--rollout-workers"),
+        (
+            isinstance(env, gym.vector.VectorEnv),
+            "a VectorEnv instance (give a class or function that makes one env)",
+        ),
+        (is_selfplay_id(args.env.env_id), "a self-play env"),
+    )
     for asked, what in refused:
         if asked:
             raise UserError(
@@ -401,12 +412,20 @@ def _seed_dirs(args: PPOArgs, parent: str) -> list[str]:
 
 def _seed_args(args: PPOArgs, parent: str) -> list[PPOArgs]:
     """Each seed's own settings: an ordinary run of its seed in ``parent/seedS``."""
-    return [args.replace(seed=args.run.seed + j, num_seeds=1, run_dir=run_dir, quiet=True)
-            for j, run_dir in enumerate(_seed_dirs(args, parent))]  # fmt: skip
+    return [
+        args.replace(seed=args.run.seed + j, num_seeds=1, run_dir=run_dir, quiet=True)
+        for j, run_dir in enumerate(_seed_dirs(args, parent))
+    ]
 
 
-def _seed_group(args: PPOArgs, parent: str, device: torch.device, env=None, start: bool = True,
-                resumed: list | None = None) -> tuple[SeedGroup, list[str]]:  # fmt: skip
+def _seed_group(
+    args: PPOArgs,
+    parent: str,
+    device: torch.device,
+    env=None,
+    start: bool = True,
+    resumed: list | None = None,
+) -> tuple[SeedGroup, list[str]]:
     """The envs (of ``env``, an env object, where given), the seeds' runs (each model initialized as its solo
     run's, from ``--init-from``'s agent where a run ``start``s) and their group. ``resumed``: each seed's
     checkpoint header, where the group resumes."""
@@ -417,11 +436,24 @@ def _seed_group(args: PPOArgs, parent: str, device: torch.device, env=None, star
     ]
     backend = args.env.env_backend
     if env is None:  # auto chooses by the env count: each seed's envs are of its solo run's backend
-        backend = resolve_backend(args.env.env_id, backend, asynchronous=args.env.async_envs, num_envs=rows,
-                                  video=args.env.capture_video, env_kwargs=bool(args.env.env_kwargs))  # fmt: skip
-    envs = make_envs(args.env.env_id if env is None else env, n * rows, env_kwargs=args.env.env_kwargs, backend=backend,
-                     seed=env_seeds, asynchronous=args.env.async_envs, device=device,
-                     video_dir=_seed_videos(args, parent, resumed))  # fmt: skip
+        backend = resolve_backend(
+            args.env.env_id,
+            backend,
+            asynchronous=args.env.async_envs,
+            num_envs=rows,
+            video=args.env.capture_video,
+            env_kwargs=bool(args.env.env_kwargs),
+        )
+    envs = make_envs(
+        args.env.env_id if env is None else env,
+        n * rows,
+        env_kwargs=args.env.env_kwargs,
+        backend=backend,
+        seed=env_seeds,
+        asynchronous=args.env.async_envs,
+        device=device,
+        video_dir=_seed_videos(args, parent, resumed),
+    )
     try:
         args = resolve_args_precision(args, envs, device)
         seed_args = _seed_args(args, parent)
@@ -465,14 +497,21 @@ def _seed_videos(args: PPOArgs, parent: str, resumed: list | None = None) -> dic
     if not args.env.capture_video:
         return None
     seeds = _seed_dirs(args, parent)
-    dirs = {j * args.env.num_envs: run_video_dir(run_dir, meta)
-            for j, (run_dir, meta) in enumerate(zip(seeds, resumed or [None] * len(seeds), strict=True))
-            if meta is None or not meta["finished"]}  # fmt: skip
+    dirs = {
+        j * args.env.num_envs: run_video_dir(run_dir, meta)
+        for j, (run_dir, meta) in enumerate(zip(seeds, resumed or [None] * len(seeds), strict=True))
+        if meta is None or not meta["finished"]
+    }
     return dirs or None
 
 
-def train_seeds(args: PPOArgs, callbacks: list[Callback] | None = None, env=None, requeued: bool = False,
-                parent: str | None = None) -> list[Agent]:  # fmt: skip
+def train_seeds(
+    args: PPOArgs,
+    callbacks: list[Callback] | None = None,
+    env=None,
+    requeued: bool = False,
+    parent: str | None = None,
+) -> list[Agent]:
     """``train`` with ``num_seeds`` > 1: seeds ``seed`` … ``seed + num_seeds - 1`` as one batched computation.
     Returns each seed's agent; each seed's run directory is ``RUN_DIR/seedS``, an ordinary run's.
     ``requeued``: ``requeue`` has cleared RUN_DIR of a run's files (others, a scheduler's log, may stay).
@@ -516,8 +555,15 @@ def holding(run_dirs: list[str], wait_s: float = 0.0):
         yield
 
 
-def resume_seeds(parent: str, quiet: bool = False, callbacks: list[Callback] | None = None, env=None,
-                 torch_threads: int | None = None, trust_code: bool = False, named: dict | None = None) -> list[Agent]:  # fmt: skip
+def resume_seeds(
+    parent: str,
+    quiet: bool = False,
+    callbacks: list[Callback] | None = None,
+    env=None,
+    torch_threads: int | None = None,
+    trust_code: bool = False,
+    named: dict | None = None,
+) -> list[Agent]:
     """Continue a batched run from its seeds' checkpoints: exactly, on native envs. ``env``: the env object the
     run was trained on, given again. ``torch_threads``: another thread count than the run's (written to its
     seeds.json; the continuation then rounds differently). ``trust_code``, ``named``: as ``resuming``'s. This
@@ -532,7 +578,9 @@ def resume_seeds(parent: str, quiet: bool = False, callbacks: list[Callback] | N
         args = stored.replace(run_dir=parent, quiet=quiet)
         checkpoint_path = os.path.join(parent, CHECKPOINT)
         if not os.path.exists(checkpoint_path):
-            raise UserError(f"{checkpoint_path} is missing: the run stopped before its first checkpoint; start it again")  # fmt: skip
+            raise UserError(
+                f"{checkpoint_path} is missing: the run stopped before its first checkpoint; start it again"
+            )
         saved = checkpoint.read_group(checkpoint_path)
         names = [os.path.basename(run_dir) for run_dir in _seed_dirs(args, parent)]
         if sorted(names) != sorted(saved):
@@ -556,8 +604,14 @@ def resume_seeds(parent: str, quiet: bool = False, callbacks: list[Callback] | N
             group.envs.close()
 
 
-def _train_group(group: SeedGroup, args: PPOArgs, parent: str, user: list[Callback], notes: list[str],
-                 pending: list[tuple[dict, dict]] | None = None) -> list[Agent]:  # fmt: skip
+def _train_group(
+    group: SeedGroup,
+    args: PPOArgs,
+    parent: str,
+    user: list[Callback],
+    notes: list[str],
+    pending: list[tuple[dict, dict]] | None = None,
+) -> list[Agent]:
     """``steps`` of ``group``, each seed with its callbacks. ``pending``: each seed's ``(meta, states)`` in the
     group's checkpoint, where the group resumes."""
     group.args, group.parent, group.notes = args, parent, notes
@@ -598,8 +652,14 @@ class _SeedEvaluations:
         if not due:
             return
         first = self.of[due[0].index]
-        returns = deterministic_returns([run.model for run in due], self.make, first.episodes, first.episodes,
-                                        [self.of[run.index].seed for run in due], first.env_id)  # fmt: skip
+        returns = deterministic_returns(
+            [run.model for run in due],
+            self.make,
+            first.episodes,
+            first.episodes,
+            [self.of[run.index].seed for run in due],
+            first.env_id,
+        )
         for run, r in zip(due, returns, strict=True):
             self.of[run.index].given = r
 
@@ -631,12 +691,20 @@ def _summarize_seeds(parent: str, runs: list[SeedRun]) -> None:
     rows = []
     for run in runs:
         final = final_return(run.run_dir)
-        rows.append({"seed": run.args.run.seed, "run_dir": os.path.relpath(run.run_dir, parent),
-                     "global_step": run.global_step, "stopped_early": run.updates_done < run.args.num_updates,
-                     "final_return": None if np.isnan(final) else final})  # fmt: skip
+        rows.append(
+            {
+                "seed": run.args.run.seed,
+                "run_dir": os.path.relpath(run.run_dir, parent),
+                "global_step": run.global_step,
+                "stopped_early": run.updates_done < run.args.num_updates,
+                "final_return": None if np.isnan(final) else final,
+            }
+        )
     write_json(os.path.join(parent, RESULTS_JSON), {"seeds": rows})
     lines = ["| seed | steps | stopped early | final return (last 20 episodes) |", "|---|---|---|---|"]
     for r in rows:
         shown = "–" if r["final_return"] is None else f"{r['final_return']:.1f}"
-        lines.append(f"| {r['seed']} | {r['global_step']:,} | {'yes' if r['stopped_early'] else 'no'} | {shown} |")  # fmt: skip
+        lines.append(
+            f"| {r['seed']} | {r['global_step']:,} | {'yes' if r['stopped_early'] else 'no'} | {shown} |"
+        )
     write_text(os.path.join(parent, RESULTS_MD), "\n".join(lines) + "\n")

@@ -64,12 +64,15 @@ def parse_seeds(text: str) -> list[int]:
             first, dash, last = part.partition("-")
             seeds += range(int(first), int(last) + 1) if dash else [int(first)]
     except ValueError:
-        raise UserError(f"--seeds expects a count (5: seeds 1-5) or ranges and lists like 1-10 or 1,3,5, got "
-                        f"{text!r}") from None  # fmt: skip
+        raise UserError(
+            f"--seeds expects a count (5: seeds 1-5) or ranges and lists like 1-10 or 1,3,5, got {text!r}"
+        ) from None
     if count:
         if seeds[0] < 1:
-            raise UserError(f"--seeds expects a positive count of seeds (5: seeds 1-5), or ranges and lists like "
-                            f"0-0 or 0,1; got {text!r}")  # fmt: skip
+            raise UserError(
+                f"--seeds expects a positive count of seeds (5: seeds 1-5), or ranges and lists like "
+                f"0-0 or 0,1; got {text!r}"
+            )
         return list(range(1, seeds[0] + 1))
     if not seeds or min(seeds) < 0:
         raise UserError(f"--seeds expects non-negative integers and ranges like 1-10 or 1,3,5, got {text!r}")
@@ -97,10 +100,12 @@ def grid_settings(grid: dict[str, list]) -> list[tuple[str, dict]]:
     ent_coef=0"``); an empty grid is one setting, the base one."""
     names = list(grid)
     return [
-        (",".join(f"{n}={show_value(v)}" for n, v in zip(names, values, strict=True)) or "base",
-         dict(zip(names, values, strict=True)))
+        (
+            ",".join(f"{n}={show_value(v)}" for n, v in zip(names, values, strict=True)) or "base",
+            dict(zip(names, values, strict=True)),
+        )
         for values in itertools.product(*(grid[n] for n in names))
-    ]  # fmt: skip
+    ]
 
 
 def sweep(
@@ -138,25 +143,43 @@ def sweep(
     seed_list = _seed_list(seeds, batched)
     if settings is None:
         if args is not None and "algo" in (grid or {}):
-            raise UserError("an algo in the grid needs its defaults: give config and overrides, not a PPOArgs")  # fmt: skip
+            raise UserError(
+                "an algo in the grid needs its defaults: give config and overrides, not a PPOArgs"
+            )
         settings = [
-            (label, resolve_args(args, **setting) if args is not None
-             else resolve_args(config=config, **{**overrides, **setting}))
+            (
+                label,
+                resolve_args(args, **setting)
+                if args is not None
+                else resolve_args(config=config, **{**overrides, **setting}),
+            )
             for label, setting in grid_settings(grid or {})
-        ]  # fmt: skip
+        ]
     if any(base.run.num_seeds != 1 for _, base in settings):
-        raise UserError("a sweep trains the seeds that --seeds names; for one batched run of them per setting give "
-                        "--batched, not --num-seeds")  # fmt: skip
+        raise UserError(
+            "a sweep trains the seeds that --seeds names; for one batched run of them per setting give "
+            "--batched, not --num-seeds"
+        )
     if gpus_per_trial and not all(base.run.cuda for _, base in settings):
-        raise UserError("--gpus-per-trial gives each run a GPU to train on; drop --no-cuda or --gpus-per-trial")  # fmt: skip
+        raise UserError(
+            "--gpus-per-trial gives each run a GPU to train on; drop --no-cuda or --gpus-per-trial"
+        )
     out = os.path.abspath(output_dir or default_output_dir(settings[0][1].env.env_id))
     check_output_dir_free(out)
     threads = {"torch_threads": cpus_per_trial} if executor == "ray" else {}
     trials, groups = _plan_trials(settings, seed_list, out, threads, batched)
-    plan = {"format": FORMAT, "version": VERSION, "title": run_title(settings[0][1]),
-            "cpus_per_trial": cpus_per_trial, "gpus_per_trial": gpus_per_trial, "max_concurrent": max_concurrent,
-            "executor": executor, "batched": batched,
-            "trials": trials, **({"groups": groups} if batched else {})}  # fmt: skip
+    plan = {
+        "format": FORMAT,
+        "version": VERSION,
+        "title": run_title(settings[0][1]),
+        "cpus_per_trial": cpus_per_trial,
+        "gpus_per_trial": gpus_per_trial,
+        "max_concurrent": max_concurrent,
+        "executor": executor,
+        "batched": batched,
+        "trials": trials,
+        **({"groups": groups} if batched else {}),
+    }
     with files.lock_directory(
         out, "sweep directory", "--output-dir"
     ):  # removed again where made and left empty
@@ -178,8 +201,10 @@ def check_trial_resources(
     if not gpus_per_trial >= 0:
         raise UserError(f"gpus_per_trial must be a non-negative number, got {gpus_per_trial}")
     if gpus_per_trial and executor != "ray":
-        raise UserError("--gpus-per-trial reserves GPUs for Ray trials; a local sweep's runs use a GPU where --cuda "
-                        "says so: drop --gpus-per-trial or give --executor ray")  # fmt: skip
+        raise UserError(
+            "--gpus-per-trial reserves GPUs for Ray trials; a local sweep's runs use a GPU where --cuda "
+            "says so: drop --gpus-per-trial or give --executor ray"
+        )
     if max_concurrent is not None and max_concurrent < 1:
         raise UserError(f"max_concurrent must be a positive integer or None (no limit), got {max_concurrent}")
 
@@ -187,14 +212,23 @@ def check_trial_resources(
 def _seed_list(seeds: int | str | Iterable[int], batched: bool) -> list[int]:
     """``sweep``'s ``seeds`` as the seeds themselves: at least one, and consecutive where ``batched``."""
     if isinstance(seeds, int) and seeds < 1:
-        raise UserError(f"seeds must be a positive count, or the seeds themselves (range(1, 11)), got {seeds}")  # fmt: skip
-    listed = (list(range(1, seeds + 1)) if isinstance(seeds, int) else parse_seeds(seeds) if isinstance(seeds, str)
-              else list(seeds))  # fmt: skip
+        raise UserError(
+            f"seeds must be a positive count, or the seeds themselves (range(1, 11)), got {seeds}"
+        )
+    listed = (
+        list(range(1, seeds + 1))
+        if isinstance(seeds, int)
+        else parse_seeds(seeds)
+        if isinstance(seeds, str)
+        else list(seeds)
+    )
     if not listed:
         raise UserError("give at least one seed")
     if batched and listed != list(range(listed[0], listed[0] + len(listed))):
-        raise UserError(f"--batched trains each setting's seeds S to S+N-1 as one run: give consecutive seeds in "
-                        f"order, such as {listed[0]}-{listed[0] + len(listed) - 1}, not {','.join(map(str, listed))}")  # fmt: skip
+        raise UserError(
+            f"--batched trains each setting's seeds S to S+N-1 as one run: give consecutive seeds in "
+            f"order, such as {listed[0]}-{listed[0] + len(listed) - 1}, not {','.join(map(str, listed))}"
+        )
     return listed
 
 
@@ -215,8 +249,14 @@ def _plan_trials(
             trials.append({"name": name, "setting": label, "seed": seed, "config": config})
         if batched:  # one seed is an ordinary run, in its seedS directory as a batched run's seeds are
             name = _dir_name(label) if len(seeds) > 1 else trials[-1]["name"]
-            run = resolve_args(base, **threads, seed=seeds[0], num_seeds=len(seeds),
-                               run_dir=os.path.join(out, name), quiet=True).validate()  # fmt: skip
+            run = resolve_args(
+                base,
+                **threads,
+                seed=seeds[0],
+                num_seeds=len(seeds),
+                run_dir=os.path.join(out, name),
+                quiet=True,
+            ).validate()
             check_seeds(run, None)
             config = run.to_json()
             config["run"]["run_dir"] = name
@@ -232,14 +272,21 @@ def check_output_dir_free(out: str) -> None:
         raise UserError(f"output directory {out!r} already exists and is not empty; give a new --output-dir")
 
 
-def resume_sweep(output_dir: str, executor: str | None = None, address: str | None = None,
-                 max_concurrent: int | None = None, trust_code: bool = False) -> SweepResults:  # fmt: skip
+def resume_sweep(
+    output_dir: str,
+    executor: str | None = None,
+    address: str | None = None,
+    max_concurrent: int | None = None,
+    trust_code: bool = False,
+) -> SweepResults:
     """Finish the sweep in ``output_dir``: trials that finished or failed are not run again, interrupted
     ones resume from their checkpoints, the others start. sweep.json's settings name no code that is imported
     unless ``trust_code`` (docs/SECURITY.md): registered env ids and proxima's own encoders need no switch."""
     path = os.path.join(output_dir, files.SWEEP_JSON)
     if not os.path.isdir(output_dir):
-        raise UserError(f"sweep directory {output_dir!r} does not exist; give a directory written by proxima sweep")  # fmt: skip
+        raise UserError(
+            f"sweep directory {output_dir!r} does not exist; give a directory written by proxima sweep"
+        )
     with files.lock_directory(output_dir, "sweep directory", None):  # before the plan is read
         plan = read_plan(
             path, "sweep", VERSION, "run the sweep again, or finish it with the proxima that started it"
@@ -259,7 +306,9 @@ def read_plan(path: str, kind: str, version: int, again: str) -> dict:
     if plan.get("format") != f"proxima-{kind}":
         raise UserError(f"{path} is not a proxima {kind} plan")
     if plan.get("version") != version:
-        raise UserError(f"{path} has {kind} plan version {plan.get('version')}; this proxima reads version {version} only ({again})")  # fmt: skip
+        raise UserError(
+            f"{path} has {kind} plan version {plan.get('version')}; this proxima reads version {version} only ({again})"
+        )
     return plan
 
 
@@ -301,22 +350,38 @@ def _run(
                 return
             row = row or {"status": "failed", "error": error}
             final = row.get("final_return")
-            said = (f"failed: {row['error']}" if row["status"] == "failed" else "finished, final return "
-                    + ("none (no episode finished)" if final is None else f"{final:.1f}"))  # fmt: skip
+            said = (
+                f"failed: {row['error']}"
+                if row["status"] == "failed"
+                else "finished, final return "
+                + ("none (no episode finished)" if final is None else f"{final:.1f}")
+            )
             print(f"{names[run_dir]}: {said}", flush=True)
 
     if todo and executor == "ray":
-        executors.run_ray(run_trial, todo, on_done, storage=out, cpus_per_trial=plan["cpus_per_trial"],
-                          max_concurrent=max_concurrent, address=address, gpus_per_trial=plan["gpus_per_trial"],
-                          worker_cpus=lambda config: config["env"]["rollout_workers"] * TRIAL_ACTOR_CPUS,
-                          name_of=trial_name if plan["batched"] else None)  # fmt: skip
+        executors.run_ray(
+            run_trial,
+            todo,
+            on_done,
+            storage=out,
+            cpus_per_trial=plan["cpus_per_trial"],
+            max_concurrent=max_concurrent,
+            address=address,
+            gpus_per_trial=plan["gpus_per_trial"],
+            worker_cpus=lambda config: config["env"]["rollout_workers"] * TRIAL_ACTOR_CPUS,
+            name_of=trial_name if plan["batched"] else None,
+        )
     elif todo:
         executors.run_local(run_trial, todo, on_done)
     return summarize(out, plan, errors)
 
 
-def run_trial(config: dict, report: Callable[[dict], None] | None = None, node: str | None = None,
-              stop: Callable[[], int | None] | None = None) -> dict:  # fmt: skip
+def run_trial(
+    config: dict,
+    report: Callable[[dict], None] | None = None,
+    node: str | None = None,
+    stop: Callable[[], int | None] | None = None,
+) -> dict:
     """Train, resume or skip one trial by what its run directory holds; return its row, also written to
     its ``trial.json``. proxima's own errors (a NaN, a crashed env) fail the trial with their one line.
     ``stop``: polled after each update; a signal number stops the run as that signal would (a checkpoint,
@@ -350,11 +415,15 @@ def run_trial(config: dict, report: Callable[[dict], None] | None = None, node: 
         for seed_dir in seed_dirs:  # the group's row last: a kill before it leaves the trial to run again
             own = {"final_return": final_return(seed_dir)} if row["status"] == "finished" else {}
             os.makedirs(seed_dir, exist_ok=True)
-            files.write_json(os.path.join(seed_dir, files.TRIAL_JSON),
-                       _finite({**row, **own, "wall_s": _elapsed(seed_dir), "node": node}))  # fmt: skip
+            files.write_json(
+                os.path.join(seed_dir, files.TRIAL_JSON),
+                _finite({**row, **own, "wall_s": _elapsed(seed_dir), "node": node}),
+            )
         if batched:
-            files.write_json(os.path.join(run_dir, files.TRIAL_JSON),
-                       _finite({**row, "wall_s": _elapsed(seed_dirs[0]), "node": node}))  # fmt: skip
+            files.write_json(
+                os.path.join(run_dir, files.TRIAL_JSON),
+                _finite({**row, "wall_s": _elapsed(seed_dirs[0]), "node": node}),
+            )
         written = trial_row(run_dir)
         assert written is not None  # the row written just now
         return written
@@ -402,11 +471,19 @@ def summarize(out: str, plan: dict, errors: dict[str, str] | None = None) -> Swe
     for trial in plan["trials"]:
         run_dir = trial["config"]["run"]["run_dir"]
         status = trial_row(run_dir) or (
-            {"status": "failed", "error": errors[run_dir]} if errors and run_dir in errors
+            {"status": "failed", "error": errors[run_dir]}
+            if errors and run_dir in errors
             else {"status": "not run"}
-        )  # fmt: skip
-        rows.append({"name": trial["name"], "setting": trial["setting"], "seed": trial["seed"],
-                     "run_dir": run_dir, **status})  # fmt: skip
+        )
+        rows.append(
+            {
+                "name": trial["name"],
+                "setting": trial["setting"],
+                "seed": trial["seed"],
+                "run_dir": run_dir,
+                **status,
+            }
+        )
     labels = list(dict.fromkeys(t["setting"] for t in plan["trials"]))
     settings = [_summary(label, [r for r in rows if r["setting"] == label]) for label in labels]
     finished = [r for r in rows if r["status"] == "finished"]
@@ -438,10 +515,16 @@ def _summary(label: str, rows: list[dict]) -> dict:
     finals = np.array([r["final_return"] for r in rows if r["status"] == "finished"], dtype=np.float64)
     finals = finals[np.isfinite(finals)]
     walls = [r["wall_s"] for r in rows if r.get("wall_s") is not None]
-    return {"setting": label, "seeds": len(rows), "finished": sum(r["status"] == "finished" for r in rows),
-            **{f"final_return_{name}": float(f(finals)) if len(finals) else None
-               for name, f in (("mean", np.mean), ("std", np.std), ("min", np.min), ("max", np.max))},
-            "wall_s_mean": float(np.mean(walls)) if walls else None}  # fmt: skip
+    return {
+        "setting": label,
+        "seeds": len(rows),
+        "finished": sum(r["status"] == "finished" for r in rows),
+        **{
+            f"final_return_{name}": float(f(finals)) if len(finals) else None
+            for name, f in (("mean", np.mean), ("std", np.std), ("min", np.min), ("max", np.max))
+        },
+        "wall_s_mean": float(np.mean(walls)) if walls else None,
+    }
 
 
 def results_table(settings: list[dict], rows: list[dict], title: str) -> str:
@@ -454,15 +537,19 @@ def results_table(settings: list[dict], rows: list[dict], title: str) -> str:
     ]
     for s in settings:
         per_seed = ", ".join(
-            f"{r['final_return']:.1f}" if r["status"] == "finished" and r["final_return"] is not None
+            f"{r['final_return']:.1f}"
+            if r["status"] == "finished" and r["final_return"] is not None
             else r["status"]
-            for r in rows if r["setting"] == s["setting"]
-        )  # fmt: skip
+            for r in rows
+            if r["setting"] == s["setting"]
+        )
         if s["final_return_mean"] is None:
             stats = "–", "–"
         else:
-            stats = (f"{s['final_return_mean']:.1f} ± {s['final_return_std']:.1f}",
-                     f"{s['final_return_min']:.1f} – {s['final_return_max']:.1f}")  # fmt: skip
+            stats = (
+                f"{s['final_return_mean']:.1f} ± {s['final_return_std']:.1f}",
+                f"{s['final_return_min']:.1f} – {s['final_return_max']:.1f}",
+            )
         wall = "–" if s["wall_s_mean"] is None else f"{s['wall_s_mean']:.1f}"
         lines.append(
             f"| {s['setting']} | {s['finished']}/{s['seeds']} | {stats[0]} | {stats[1]} | {per_seed} | {wall} |"

@@ -82,8 +82,17 @@ def train(
     (called with ``env_kwargs`` once per sub-env), or a ``gymnasium.vector.VectorEnv`` in any autoreset mode
     (``env_id=`` takes the same); config.json records what it can of it (docs/ENVS.md).
     """
-    return run_to_end(training(args, config=config, resume=resume, resume_if_exists=resume_if_exists,
-                               callbacks=callbacks, env=env, **overrides))  # fmt: skip
+    return run_to_end(
+        training(
+            args,
+            config=config,
+            resume=resume,
+            resume_if_exists=resume_if_exists,
+            callbacks=callbacks,
+            env=env,
+            **overrides,
+        )
+    )
 
 
 def training(
@@ -125,8 +134,12 @@ def training(
         run_dir = default_run_dir(args)
     # One writer: a requeued job may start while the old one, in its grace period, finishes its last update.
     waiting = None if args.run.quiet else (lambda text: print(text, flush=True))
-    with lock_directory(run_dir, instead=None if resume_if_exists else "--run-dir",
-                        wait_s=WRITER_WAIT_S if resume_if_exists else 0.0, waiting=waiting):  # fmt: skip
+    with lock_directory(
+        run_dir,
+        instead=None if resume_if_exists else "--run-dir",
+        wait_s=WRITER_WAIT_S if resume_if_exists else 0.0,
+        waiting=waiting,
+    ):
         if resume_if_exists:
             agent = requeue(args, callbacks, env)
             if agent is not None:
@@ -232,8 +245,16 @@ def resume(
     return run_to_end(resuming(run_dir, quiet, callbacks, total_timesteps, env, torch_threads, trust_code))
 
 
-def resuming(run_dir: str, quiet: bool = False, callbacks: list[Callback] | None = None, total_timesteps: int | None = None,
-             env=None, torch_threads: int | None = None, trust_code: bool = False, named: dict | None = None) -> Updates:  # fmt: skip
+def resuming(
+    run_dir: str,
+    quiet: bool = False,
+    callbacks: list[Callback] | None = None,
+    total_timesteps: int | None = None,
+    env=None,
+    torch_threads: int | None = None,
+    trust_code: bool = False,
+    named: dict | None = None,
+) -> Updates:
     """``resume`` one update at a time, as ``training`` is ``train``; ``named``: the settings that name code
     (``trust.SETTINGS``) as the user gave them again, which config.json may then name."""
     callbacks = user_callbacks(callbacks)
@@ -243,7 +264,9 @@ def resuming(run_dir: str, quiet: bool = False, callbacks: list[Callback] | None
     with lock_directory(run_dir, instead=None):  # before the checkpoint is read: another may be writing it
         if os.path.exists(os.path.join(run_dir, SEEDS_JSON)):
             if total_timesteps is not None:
-                raise UserError("a batched run (--num-seeds) resumes to the steps it was started for: drop total_timesteps")  # fmt: skip
+                raise UserError(
+                    "a batched run (--num-seeds) resumes to the steps it was started for: drop total_timesteps"
+                )
             return resume_seeds(run_dir, quiet, callbacks, env, torch_threads, trust_code, named)
         with resumed_run(
             run_dir, quiet, callbacks, total_timesteps, env, torch_threads, trust_code, named
@@ -252,9 +275,16 @@ def resuming(run_dir: str, quiet: bool = False, callbacks: list[Callback] | None
 
 
 @contextlib.contextmanager
-def resumed_run(run_dir: str, quiet: bool = False, callbacks: list[Callback] | None = None,
-                total_timesteps: int | None = None, env=None, torch_threads: int | None = None, trust_code: bool = False,
-                named: dict | None = None) -> Iterator[Run]:  # fmt: skip
+def resumed_run(
+    run_dir: str,
+    quiet: bool = False,
+    callbacks: list[Callback] | None = None,
+    total_timesteps: int | None = None,
+    env=None,
+    torch_threads: int | None = None,
+    trust_code: bool = False,
+    named: dict | None = None,
+) -> Iterator[Run]:
     """The ``Run`` in ``run_dir`` (one run's, which this process holds) as its checkpoint left it, with its
     callbacks, for ``steps`` to train on (``resume`` says how); its envs and console closed after."""
     links_inside(run_dir)  # a resume appends to and cuts back its logs: none of them may be a file elsewhere
@@ -263,7 +293,9 @@ def resumed_run(run_dir: str, quiet: bool = False, callbacks: list[Callback] | N
     trust.check_settings(config_path, saved, env=env, trusted=trust_code, named=named)
     path = os.path.join(run_dir, CHECKPOINT)
     if not os.path.exists(path):
-        raise UserError(f"{path} is missing: the run stopped before its first checkpoint (see --checkpoint-every)")  # fmt: skip
+        raise UserError(
+            f"{path} is missing: the run stopped before its first checkpoint (see --checkpoint-every)"
+        )
     meta, states = checkpoint.read(path)
     checkpoint.check_counters(meta, saved, path)
     if total_timesteps is not None:
@@ -343,7 +375,11 @@ def requeue(args: PPOArgs, callbacks: list[Callback] | None = None, env=None) ->
             runs = checkpoint.read_group_header(path).values() if group else [checkpoint.read_header(path)]
             steps = "+".join(str(m["global_step"]) for m in runs)
             # a batched run trains to the steps it started for: it has no further to go
-            further = "" if group else f" (train it further with: proxima train --resume {run_dir} --total-timesteps N)"  # fmt: skip
+            further = (
+                ""
+                if group
+                else f" (train it further with: proxima train --resume {run_dir} --total-timesteps N)"
+            )
             say(f"{run_dir}: the run already finished ({steps} steps); nothing to train{further}")
             trust.check_settings(config_path, saved, env=env, named=named)
             return [Agent.load(d) for d in seed_run_dirs(run_dir)] if group else Agent.load(run_dir)
@@ -385,6 +421,13 @@ def make_run_envs(args: PPOArgs, run_dir: str, device: torch.device, env=None, r
     ``resumed``: the checkpoint's header, where the run resumes."""
     if args.env.rollout_workers:
         return WorkerPool(args, env)
-    return make_envs(args.env.env_id if env is None else env, args.env.num_envs, env_kwargs=args.env.env_kwargs,
-                     backend=args.env.env_backend, seed=args.run.seed, asynchronous=args.env.async_envs, device=device,
-                     video_dir=run_video_dir(run_dir, resumed) if args.env.capture_video else None)  # fmt: skip
+    return make_envs(
+        args.env.env_id if env is None else env,
+        args.env.num_envs,
+        env_kwargs=args.env.env_kwargs,
+        backend=args.env.env_backend,
+        seed=args.run.seed,
+        asynchronous=args.env.async_envs,
+        device=device,
+        video_dir=run_video_dir(run_dir, resumed) if args.env.capture_video else None,
+    )

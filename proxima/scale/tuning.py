@@ -82,12 +82,16 @@ def parse_space_item(item: str, read: Callable[[str, str], object]) -> tuple[str
     name = name.strip().replace("-", "_")
     kind, _, rest = spec.partition(":")
     kind = kind.strip()
-    accepted = "NAME=uniform:LOW:HIGH, NAME=loguniform:LOW:HIGH, NAME=randint:LOW:HIGH or NAME=choice:V1,V2,..."  # fmt: skip
+    accepted = (
+        "NAME=uniform:LOW:HIGH, NAME=loguniform:LOW:HIGH, NAME=randint:LOW:HIGH or NAME=choice:V1,V2,..."
+    )
     if not equals or kind not in DISTRIBUTIONS or not rest.strip():
         raise UserError(f"--space expects {accepted}, got {item!r}")
     if name not in GROUP_OF or name in RUN_ONLY:
-        raise UserError(f"--space: {name!r} is not a setting a search can vary; accepted: the names of the train "
-                        "flags (proxima train --help), such as learning_rate, apart from seed and run_dir")  # fmt: skip
+        raise UserError(
+            f"--space: {name!r} is not a setting a search can vary; accepted: the names of the train "
+            "flags (proxima train --help), such as learning_rate, apart from seed and run_dir"
+        )
     if kind == "choice":
         return name, ["choice", [read(name, text.strip()) for text in rest.split(",")]]
     parts = rest.split(":")
@@ -106,7 +110,9 @@ def _checked(name: str, spec: list) -> list:
     low, high = spec[1], spec[2]
     ints = all(isinstance(v, int) for v in (low, high))
     if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (low, high)):
-        raise UserError(f"--space {name}: {kind} needs numbers, got {low!r} and {high!r}; use choice:V1,V2,...")  # fmt: skip
+        raise UserError(
+            f"--space {name}: {kind} needs numbers, got {low!r} and {high!r}; use choice:V1,V2,..."
+        )
     if kind == "randint" and not ints:
         raise UserError(f"--space {name}: randint is for whole-number settings; use uniform or loguniform")
     if kind != "randint" and ints and type(PPOArgs().flat()[name]) is int:
@@ -134,8 +140,10 @@ def spec_of(name: str, value) -> list:
     if isinstance(value, sample.Float):
         log = isinstance(value.get_sampler(), sample.LogUniform)
         return _checked(name, ["loguniform" if log else "uniform", value.lower, value.upper])
-    raise UserError(f"space[{name!r}]: give a Tune distribution (tune.uniform, tune.loguniform, tune.randint, "
-                    f"tune.choice), a list of values or text such as 'loguniform:1e-5:1e-2', got {value!r}")  # fmt: skip
+    raise UserError(
+        f"space[{name!r}]: give a Tune distribution (tune.uniform, tune.loguniform, tune.randint, "
+        f"tune.choice), a list of values or text such as 'loguniform:1e-5:1e-2', got {value!r}"
+    )
 
 
 def _number(text: str):
@@ -217,16 +225,32 @@ def tune(
     refuse_objects(overrides, "proxima.tune")
     base = resolve_args(args, **overrides) if args is not None else resolve_args(config=config, **overrides)
     if not space:
-        raise UserError("give at least one setting to search: --space NAME=loguniform:LOW:HIGH (or space={...})")  # fmt: skip
+        raise UserError(
+            "give at least one setting to search: --space NAME=loguniform:LOW:HIGH (or space={...})"
+        )
     spec = {name: spec_of(name, value) for name, value in space.items()}
-    plan = _plan(base, spec, search, num_samples, metric, mode, seeds, scheduler, perturbation_interval,
-                 cpus_per_trial, max_concurrent, gpus_per_trial)  # fmt: skip
+    plan = _plan(
+        base,
+        spec,
+        search,
+        num_samples,
+        metric,
+        mode,
+        seeds,
+        scheduler,
+        perturbation_interval,
+        cpus_per_trial,
+        max_concurrent,
+        gpus_per_trial,
+    )
     executors.check_executor("ray", "proxima tune")
     if search == "optuna":
         try:
             import optuna  # noqa: F401
         except ImportError:
-            raise UserError("--search optuna needs Optuna: pip install 'proxima[ray]' (make installs it)") from None  # fmt: skip
+            raise UserError(
+                "--search optuna needs Optuna: pip install 'proxima[ray]' (make installs it)"
+            ) from None
     out = os.path.abspath(output_dir or default_output_dir(base.env.env_id, "tune"))
     check_output_dir_free(out)
     with files.lock_directory(out, "tune directory", "--output-dir"):
@@ -235,11 +259,26 @@ def tune(
         return _run(out, plan, address)
 
 
-def _plan(base: PPOArgs, spec: dict, search: str, num_samples: int, metric: str, mode: str, seeds: int,
-          scheduler: str, perturbation_interval: int | None, cpus_per_trial: int,
-          max_concurrent: int | None, gpus_per_trial: float = 0) -> dict:  # fmt: skip
-    for value, accepted, what in ((search, SEARCHES, "search"), (scheduler, SCHEDULERS, "scheduler"),
-                                  (metric, METRICS_, "metric"), (mode, MODES, "mode")):  # fmt: skip
+def _plan(
+    base: PPOArgs,
+    spec: dict,
+    search: str,
+    num_samples: int,
+    metric: str,
+    mode: str,
+    seeds: int,
+    scheduler: str,
+    perturbation_interval: int | None,
+    cpus_per_trial: int,
+    max_concurrent: int | None,
+    gpus_per_trial: float = 0,
+) -> dict:
+    for value, accepted, what in (
+        (search, SEARCHES, "search"),
+        (scheduler, SCHEDULERS, "scheduler"),
+        (metric, METRICS_, "metric"),
+        (mode, MODES, "mode"),
+    ):
         if value not in accepted:
             raise UserError(f"unknown {what} {value!r}; accepted: {', '.join(accepted)}")
     for count, what in ((num_samples, "num_samples"), (seeds, "seeds"), (cpus_per_trial, "cpus_per_trial")):
@@ -260,21 +299,35 @@ def _plan(base: PPOArgs, spec: dict, search: str, num_samples: int, metric: str,
         for value in values:
             base.replace(**{name: _typed(name, value)}).validate()
     if scheduler == "pbt" and not set(spec) & set(PBT_SETTINGS):
-        raise UserError(f"pbt perturbs {', '.join(PBT_SETTINGS)} during training; put at least one of them in the "
-                        "space (--space learning_rate=loguniform:1e-5:1e-2)")  # fmt: skip
+        raise UserError(
+            f"pbt perturbs {', '.join(PBT_SETTINGS)} during training; put at least one of them in the "
+            "space (--space learning_rate=loguniform:1e-5:1e-2)"
+        )
     num_updates = base.num_updates
     interval = perturbation_interval or max(1, num_updates // 8)
     if interval < 1:
         raise UserError(f"perturbation_interval must be a positive number of updates, got {interval}")
     return {
-        "format": FORMAT, "version": VERSION, "title": run_title(base),
+        "format": FORMAT,
+        "version": VERSION,
+        "title": run_title(base),
         "base": base.replace(quiet=True, torch_threads=cpus_per_trial).to_json(),
-        "space": spec, "search": search, "num_samples": num_samples, "metric": metric, "mode": mode,
-        "seeds": [base.run.seed + k for k in range(seeds)], "scheduler": scheduler,
-        "perturbation_interval": interval, "perturbation_steps": interval * base.batch_size,
-        "total_timesteps": base.algorithm.total_timesteps, "num_updates": num_updates, "cpus_per_trial": cpus_per_trial,
-        "gpus_per_trial": gpus_per_trial, "max_concurrent": max_concurrent, "samples": [],
-    }  # fmt: skip
+        "space": spec,
+        "search": search,
+        "num_samples": num_samples,
+        "metric": metric,
+        "mode": mode,
+        "seeds": [base.run.seed + k for k in range(seeds)],
+        "scheduler": scheduler,
+        "perturbation_interval": interval,
+        "perturbation_steps": interval * base.batch_size,
+        "total_timesteps": base.algorithm.total_timesteps,
+        "num_updates": num_updates,
+        "cpus_per_trial": cpus_per_trial,
+        "gpus_per_trial": gpus_per_trial,
+        "max_concurrent": max_concurrent,
+        "samples": [],
+    }
 
 
 def _typed(name: str, value):
@@ -289,7 +342,9 @@ def resume_tune(output_dir: str, address: str | None = None, *, trust_code: bool
     (docs/SECURITY.md): registered env ids and proxima's own encoders need no switch."""
     path = os.path.join(output_dir, files.TUNE_JSON)
     if not os.path.isdir(output_dir) or not os.path.exists(path):
-        raise UserError(f"{output_dir!r} is not a tune directory (no {files.TUNE_JSON}); give one written by proxima tune")  # fmt: skip
+        raise UserError(
+            f"{output_dir!r} is not a tune directory (no {files.TUNE_JSON}); give one written by proxima tune"
+        )
     with files.lock_directory(output_dir, "tune directory", None):  # before the plan is read
         plan = read_plan(path, "tune", VERSION, "run the search again")
         out = os.path.abspath(output_dir)
@@ -343,13 +398,21 @@ def _run(out: str, plan: dict, address: str | None) -> TuneResults:
     # beside its CPUs, each trial reserves its GPUs and a CPU for each of its seeds' rollout workers
     workers = plan["base"]["env"]["rollout_workers"] * TRIAL_ACTOR_CPUS * len(plan["seeds"])
     run_ray = functools.partial(
-        executors.run_ray, trial, on_done=on_done, storage=out, cpus_per_trial=plan["cpus_per_trial"],
-        max_concurrent=plan["max_concurrent"], address=address, gpus_per_trial=plan["gpus_per_trial"],
+        executors.run_ray,
+        trial,
+        on_done=on_done,
+        storage=out,
+        cpus_per_trial=plan["cpus_per_trial"],
+        max_concurrent=plan["max_concurrent"],
+        address=address,
+        gpus_per_trial=plan["gpus_per_trial"],
         worker_cpus=lambda _: workers,
-    )  # fmt: skip
+    )
     if unfinished:
-        run_ray([{"__name": s["name"], **s["settings"]} for s in unfinished],
-                name_of=lambda t: t.config["config"]["__name"])  # fmt: skip
+        run_ray(
+            [{"__name": s["name"], **s["settings"]} for s in unfinished],
+            name_of=lambda t: t.config["config"]["__name"],
+        )
     if plan["num_samples"] > len(plan["samples"]):
         done = []  # the samples whose every seed ended with a score
         for s in plan["samples"]:
@@ -368,9 +431,16 @@ def _run(out: str, plan: dict, address: str | None) -> TuneResults:
             return names[trial.trial_id]
 
         space = {name: domain(spec) for name, spec in plan["space"].items()}
-        run_ray(None, param_space=space, search_alg=make_searcher(plan, done), scheduler=_scheduler(plan, space),
-                num_samples=plan["num_samples"] - len(plan["samples"]), metric="score", mode=plan["mode"],
-                name_of=name_of)  # fmt: skip
+        run_ray(
+            None,
+            param_space=space,
+            search_alg=make_searcher(plan, done),
+            scheduler=_scheduler(plan, space),
+            num_samples=plan["num_samples"] - len(plan["samples"]),
+            metric="score",
+            mode=plan["mode"],
+            name_of=name_of,
+        )
     _rows_of_stopped(out, plan)
     return summarize(out, plan)
 
@@ -398,10 +468,12 @@ def make_searcher(plan: dict, done: list[tuple[dict, float]]):
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)  # proxima says one line per sample instead
         return OptunaSearch(
-            metric="score", mode=plan["mode"], seed=seed,
+            metric="score",
+            mode=plan["mode"],
+            seed=seed,
             points_to_evaluate=[settings for settings, _ in done] or None,
             evaluated_rewards=[score for _, score in done] or None,
-        )  # fmt: skip
+        )
     from ray.tune.search import BasicVariantGenerator  # random search, seeded: the same samples again
 
     return BasicVariantGenerator(random_state=seed + len(plan["samples"]))
@@ -414,8 +486,9 @@ def _scheduler(plan: dict, space: dict):
     total = plan["total_timesteps"]
     if plan["scheduler"] == "asha":
         # max_t past the last step: at max_t ASHA stops a trial, which would end a finished one as "stopped"
-        return ASHAScheduler(time_attr="global_step", max_t=total + 1, grace_period=max(1, total // 8),
-                             reduction_factor=3)  # fmt: skip
+        return ASHAScheduler(
+            time_attr="global_step", max_t=total + 1, grace_period=max(1, total // 8), reduction_factor=3
+        )
     if plan["scheduler"] == "pbt":
         return PopulationBasedTraining(
             time_attr="global_step",
@@ -451,7 +524,11 @@ class Score(Callback):
         from proxima.run.plotting import read_episodes
 
         if self.metric == "eval_return":
-            evaluations = [r["eval_return"] for r in files.read_jsonl(os.path.join(run_dir, files.METRICS)) if "eval_return" in r]  # fmt: skip
+            evaluations = [
+                r["eval_return"]
+                for r in files.read_jsonl(os.path.join(run_dir, files.METRICS))
+                if "eval_return" in r
+            ]
             self.value = evaluations[-1] if evaluations else None
         else:
             self.returns.extend(read_episodes(run_dir)[1][-WINDOW:].tolist())
@@ -475,8 +552,12 @@ class Perturb(Callback):
         run.set(**self.settings)
         if self.origin is None:  # restarted from its own checkpoint: nothing changed
             return
-        line = {"update": run.updates_done, "global_step": run.global_step, "from": self.origin,
-                "settings": self.settings}  # fmt: skip
+        line = {
+            "update": run.updates_done,
+            "global_step": run.global_step,
+            "from": self.origin,
+            "settings": self.settings,
+        }
         with open(os.path.join(run.run_dir, files.PERTURBATIONS), "a") as f:
             f.write(json.dumps(line) + "\n")
         run.console.message(f"PBT: continuing from {self.origin} with {label(self.settings)}")
@@ -516,9 +597,15 @@ def run_sample(out: str, plan: dict, name: str, settings: dict, report=None, nod
         finally:
             for k, (run_dir, score, _) in enumerate(runs):
                 if status is not None and os.path.isdir(run_dir):
-                    row = {"status": status, "score": score.value, "settings": settings, "node": node,
-                           "updates": getattr(sample.last.get(k), "updates_done", None),
-                        "sample_cpu_s": time.process_time() - cpu_start, **({"error": error} if error else {})}  # fmt: skip
+                    row = {
+                        "status": status,
+                        "score": score.value,
+                        "settings": settings,
+                        "node": node,
+                        "updates": getattr(sample.last.get(k), "updates_done", None),
+                        "sample_cpu_s": time.process_time() - cpu_start,
+                        **({"error": error} if error else {}),
+                    }
                     files.write_json(os.path.join(run_dir, files.TRIAL_JSON), _finite(row))
         return {"status": status, "error": error}
 
@@ -691,15 +778,19 @@ def summarize(out: str, plan: dict) -> TuneResults:
         ended = [trial_row(run_dir) for run_dir in runs]
         scores = [(t or {}).get("score") for t in ended]
         known = [s for s in scores if s is not None]
-        rows.append({
-            "name": sample["name"], "settings": sample["settings"],
-            "status": _sample_status(ended) or "not run",
-            "score_mean": float(np.mean(known)) if known else None,
-            "score_std": float(np.std(known)) if known else None,
-            "scores": scores, "runs": [os.path.basename(r) for r in runs],
-            "cpu_s": (ended[0] or {}).get("sample_cpu_s"),
-            "perturbations": sum(_count_lines(os.path.join(r, files.PERTURBATIONS)) for r in runs),
-        })  # fmt: skip
+        rows.append(
+            {
+                "name": sample["name"],
+                "settings": sample["settings"],
+                "status": _sample_status(ended) or "not run",
+                "score_mean": float(np.mean(known)) if known else None,
+                "score_std": float(np.std(known)) if known else None,
+                "scores": scores,
+                "runs": [os.path.basename(r) for r in runs],
+                "cpu_s": (ended[0] or {}).get("sample_cpu_s"),
+                "perturbations": sum(_count_lines(os.path.join(r, files.PERTURBATIONS)) for r in runs),
+            }
+        )
     sign = 1 if plan["mode"] == "max" else -1
     rows.sort(
         key=lambda r: (r["status"] != "finished", r["score_mean"] is None, -sign * (r["score_mean"] or 0.0))
@@ -724,7 +815,7 @@ def best_preset(plan: dict, row: dict) -> dict:
         f"samples of {len(plan['seeds'])} seed(s), metric {plan['metric']}): sample {row['name']} scored "
         f"{row['score_mean']:.1f} ± {row['score_std']:.1f}",
         "algo": base.algorithm.algo,
-    }  # fmt: skip
+    }
     for name, value in values.items():
         if name not in (*RUN_ONLY, "algo") and (value != algo_defaults[name] or name in row["settings"]):
             preset[name] = list(value) if isinstance(value, tuple) else value
@@ -743,13 +834,16 @@ def results_table(plan: dict, rows: list[dict]) -> str:
         "last evaluation" if plan["metric"] == "eval_return" else f"mean return of the last {WINDOW} episodes"
     )
     lines = [
-        plan["title"], "",
+        plan["title"],
+        "",
         f"{plan['search']} search, {plan['scheduler']} scheduler, {len(plan['samples'])} of {plan['num_samples']} "
-        f"samples, seeds {', '.join(map(str, plan['seeds']))}; score = {metric}, {plan['mode']} is best", "",
-        f"CPU time of the samples' processes, all samples: {sum(r.get('cpu_s') or 0.0 for r in rows):.0f} s", "",
+        f"samples, seeds {', '.join(map(str, plan['seeds']))}; score = {metric}, {plan['mode']} is best",
+        "",
+        f"CPU time of the samples' processes, all samples: {sum(r.get('cpu_s') or 0.0 for r in rows):.0f} s",
+        "",
         "| rank | sample | settings | status | score, mean ± std over seeds | per seed |",
         "|---|---|---|---|---|---|",
-    ]  # fmt: skip
+    ]
     for i, row in enumerate(rows, 1):
         score = "–" if row["score_mean"] is None else f"{row['score_mean']:.1f} ± {row['score_std']:.1f}"
         per_seed = ", ".join("–" if s is None else f"{s:.1f}" for s in row["scores"])
