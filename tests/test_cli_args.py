@@ -108,6 +108,15 @@ def test_train_help_shows_one_section_per_group_with_flat_flags_and_the_resolved
     assert "Pendulum-v1" in sections["env"] and "CartPole-v1" not in out  # the preset's default, not PPOArgs'
 
 
+@pytest.mark.parametrize("preset", sorted(proxima.run.config.preset_names()))
+def test_every_presets_help_prints_with_its_own_defaults(preset, capsys):
+    # A preset's whole-number value for a float setting (cartpole-fast's "stop_return": 498) once crashed --help.
+    assert main(["train", "--config", preset, "--help"]) == 0
+    out = capsys.readouterr().out
+    env_id = proxima.run.config.read_preset(preset).get("env_id")
+    assert env_id is None or env_id in out, (preset, env_id)
+
+
 def test_flags_on_a_preset_give_the_layered_settings(monkeypatch):
     seen = []
     monkeypatch.setattr(proxima.scale.trainer, "train", lambda args, **_: seen.append(args))
