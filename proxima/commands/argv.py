@@ -208,12 +208,12 @@ def parse(cls, argv: list[str], prog: str, description: str | None = None, hidde
         # its text is not read here; PROXIMA_DEBUG=1 lets it through.
         mistake.fail(f"cannot parse the arguments {' '.join(argv)!r}", generic=True)
     mistake.check_positionals(parsed)
-    from proxima.run.config import check_fields, declared
+    from proxima.run.config import GROUPS, check_fields, declared
 
-    # the constraints declared in the flags (proxima.run.config.Must), the settings' and the command's own, in
-    # the flags' words
+    # the constraints declared in a command's own flags (proxima.run.config.Must), in the flags' words; the
+    # settings' groups are checked once, when their PPOArgs is made (sweep's and tune's by name, as typed)
     for value in (parsed, *(getattr(parsed, f.name) for f in dataclasses.fields(parsed))):
-        if not dataclasses.is_dataclass(value) or isinstance(value, type):
+        if not dataclasses.is_dataclass(value) or isinstance(value, type) or type(value) in GROUPS.values():
             continue
         if any(musts for _, musts in declared(type(value)).values()):
             try:
