@@ -183,22 +183,29 @@ BREAKS = {
 }
 
 
-def _probe_atari_agent(precision: str = "float32") -> dict:
+def _probe_atari_agent(precision: str = "float32", names: list[str] | None = None) -> dict:
     args = resolve_args(config="atari", cuda=False, quiet=True, torch_threads=1, precision=precision)
-    return {r.probe.name: r.passed for r in run_probes(args)}
+    return {r.probe.name: r.passed for r in run_probes(args, names)}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
-def test_the_atari_agent_passes_the_image_probes_at_their_budgets(precision):
-    assert _probe_atari_agent(precision) == {"image-value": True, "image-policy": True}
+def test_the_atari_agent_passes_the_image_probes_at_their_budgets():
+    assert _probe_atari_agent() == {"image-value": True, "image-policy": True}
+
+
+@pytest.mark.slow
+def test_the_atari_agent_learns_the_image_values_with_bfloat16_convolutions():
+    # bf16 is the convolutions' alone (the heads stay float32), and the value probe is the one that needs the
+    # CNN's bits (docs/ATARI.md); emulated on an AVX2 CPU it takes 9x float32's time, so the policy probe, whose
+    # CNN path is the same, runs in float32 only
+    assert _probe_atari_agent("bfloat16", ["image-value"]) == {"image-value": True}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("broken", BREAKS)
 def test_the_image_probes_catch_a_broken_cnn_path(broken, monkeypatch):
     monkeypatch.setattr(NatureCNN, *BREAKS[broken])
-    assert _probe_atari_agent()["image-value"] is False, broken
+    assert _probe_atari_agent(names=["image-value"]) == {"image-value": False}, broken
 
 
 def test_the_ram_as_observation_goes_by_an_env_object_and_env_kwargs_on_an_ale_id_say_so(tmp_path, capsys):

@@ -68,19 +68,19 @@ def _with_values(
     unscaled rewards)."""
     if model.critic is None or args.network.norm_reward:
         return _verdict(expected, learned, policy_ok)
-    atol = _value_atol(model, atol)
+    atol = _value_atol(args, atol)
     value_ok = bool(((values - value).abs() <= atol).all())
     return _verdict(
         f"{expected}, V = {value:g} ± {atol:g}", f"{learned}, V = {_fmt(values)}", policy_ok, value_ok
     )
 
 
-def _value_atol(model: ActorCritic, atol: float) -> float:
-    """The tolerance on a value of magnitude about 1 for ``model``: ``atol``, or bf16's relative step 2^-8
-    where the model computes in bf16. Its features are rounded to 8 significant bits at every forward, so the
+def _value_atol(args: PPOArgs, atol: float) -> float:
+    """The tolerance on a value of magnitude about 1: ``atol``, or bf16's relative step 2^-8 where the agent
+    computes in bf16 (``args`` as it trained, ``auto`` resolved). Its features are rounded to 8 significant bits at every forward, so the
     critic's fit jitters at that scale: the image-value probe's V(left bright) = 1 ± 0.001 learned 1.0015 with
     --precision bfloat16 on an AVX2 CPU (2026-12-03), and passed on one with AVX512-BF16."""
-    return max(atol, 2.0**-8) if model.spec.network.precision == "bfloat16" else atol
+    return max(atol, 2.0**-8) if args.network.precision == "bfloat16" else atol
 
 
 def _not_applicable(expected: str, model: ActorCritic):
@@ -122,7 +122,7 @@ def _obs(obs: list[float]) -> str:
 
 def _values(obs: list[float], targets: Callable[[PPOArgs], list[float]], atol: float, episode: bool = False):
     def check(model: ActorCritic, args: PPOArgs):
-        target, tol = torch.tensor(targets(args)), _value_atol(model, atol)
+        target, tol = torch.tensor(targets(args)), _value_atol(args, atol)
         values, _ = _query(model, obs, episode)
         expected = f"V({_obs(obs)}) = {_obs(target.tolist())} ± {tol:g}"
         if model.critic is None or args.network.norm_reward:
@@ -227,7 +227,7 @@ def _images():
 
 def _image_values(model: ActorCritic, args: PPOArgs):
     """V(left half bright) = 1, V(right half bright) = -1: the value reads the pixels through the CNN."""
-    atol = _value_atol(model, 1e-3)
+    atol = _value_atol(args, 1e-3)
     expected = f"V(left bright, right bright) = 1, -1 ± {atol:g}"
     if args.network.norm_reward:
         return expected, "n/a: values are scaled", None, None
@@ -476,6 +476,8 @@ def run_probes(
             agent = train(probe_args)
             assert not isinstance(agent, list), "a probe trains one seed"
             model = agent.model.cpu()
+            # the precision it trained in: --precision auto is resolved by then (the value tolerances follow it)
+            probe_args = probe_args.replace(precision=model.spec.network.precision)
             expected, learned, passed, blame = probe.check(model, probe_args)
             results.append(ProbeResult(probe, expected, learned, passed, blame or probe.blame))
     if run_dir is not None:  # the table, for `proxima report RUN_DIR`
