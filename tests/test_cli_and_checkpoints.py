@@ -67,6 +67,28 @@ def test_tensorboard_has_every_debug_variable(trained_run):
     assert TB_TAGS <= set(events.Tags()["scalars"])
 
 
+def test_tensorboard_says_that_the_value_loss_is_normalized_where_it_is(trained_run, tmp_path):
+    """The scalar keeps its tag, losses/value_loss; a text beside it says what it is measured in, written once
+    by a run with norm_value (the default) and not by one without it or without a critic."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from proxima.run.logger import VALUE_LOSS_TAG
+
+    def texts(run_dir):  # tag -> its texts; torch's add_text files a text under TAG/text_summary
+        events = EventAccumulator(run_dir)
+        events.Reload()
+        tags = events.Tags()["tensors"]
+        return {t.removesuffix("/text_summary"): [e.tensor_proto.string_val[0].decode() for e in events.Tensors(t)] for t in tags}  # fmt: skip
+
+    note = texts(trained_run)[VALUE_LOSS_TAG]
+    assert len(note) == 1 and note[0].startswith("value_loss is normalized (norm_value)")
+    assert "standard deviations of its value targets" in note[0]
+    for flags in (["--no-norm-value"], ["--algo", "reinforce"]):
+        run_dir = str(tmp_path / flags[-1])
+        assert main(["train", "--run-dir", run_dir, *TINY, *flags, "--no-plot", "--no-report"]) == 0
+        assert "hyperparameters" in texts(run_dir) and VALUE_LOSS_TAG not in texts(run_dir), flags
+
+
 def test_load_predict_single_and_batch(trained_run):
     agent = proxima.load(trained_run)
     obs = np.zeros(4, dtype=np.float32)

@@ -127,6 +127,30 @@ def test_a_run_page_has_every_chart_the_run_logged_and_marks_non_default_setting
     }
 
 
+def test_the_value_loss_chart_says_when_it_is_normalized(tmp_path):
+    """norm_value (the default) titles the chart "value_loss (normalized)" with a note under it; a page of runs
+    without it keeps the plain title, and a page of both says how many of them are normalized."""
+
+    def value_chart(*runs):
+        assert main(["report", *runs, "--output", str(tmp_path / "page.html")]) == 0
+        charts = page_data(tmp_path / "page.html")["charts"]
+        return next(c for c in charts if c["key"] == "value_loss")
+
+    normalized = fake_run(tmp_path / "normalized", updates=5)
+    raw = fake_run(tmp_path / "raw", updates=5, norm_value=False)
+    reinforce = fake_run(tmp_path / "reinforce", updates=5, algo="reinforce")  # no critic: nothing normalized
+    chart = value_chart(normalized)
+    assert chart["title"] == "value_loss (normalized)"
+    assert chart["note"].startswith(
+        "value_loss is normalized (norm_value): the critic's errors are measured in"
+    )
+    for plain in ([raw], [reinforce], [raw, reinforce]):
+        chart = value_chart(*plain)
+        assert chart["title"] == "value_loss" and "note" not in chart, plain
+    chart = value_chart(normalized, raw, reinforce)
+    assert chart["title"] == "value_loss (normalized in 1 of the 3 runs: those with norm_value)"
+
+
 def test_a_page_loads_nothing_from_the_network(tmp_path):
     run = fake_run(tmp_path / "run", updates=5)
     main(["report", run])

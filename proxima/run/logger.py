@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from proxima.algo.algorithms import ALGORITHMS
 from proxima.base.errors import UserError
 from proxima.base.files import EPISODES, FULL_DISK, MACHINE_JSON, METRICS, REFUSED, writing
 
@@ -37,6 +38,23 @@ LOSSES = (
 )
 TB_TAGS = {"sps": "charts/SPS", **{key: f"losses/{key}" for key in LOSSES}}
 NOT_SCALARS = {"global_step", "time_s"}  # the x-axis, and a time TensorBoard records itself
+# TensorBoard's text of what value_loss is measured in, where it is not the returns' units (value_loss_note)
+VALUE_LOSS_TAG = "notes/value_loss"
+
+
+def value_loss_note(config: dict) -> str | None:
+    """What a run of these flat settings logs as ``value_loss`` where it is not in the returns' units: with
+    ``norm_value`` and a critic, ``proxima.algo.update`` divides the critic's errors by the value targets'
+    running std, so the numbers are not comparable with a run without it. None otherwise."""
+    algorithm = ALGORITHMS.get(config.get("algo", "ppo"))
+    if not config.get("norm_value") or (algorithm is not None and not algorithm.has_critic):
+        return None
+    return (
+        "value_loss is normalized (norm_value): the critic's errors are measured in standard deviations of its "
+        "value targets (their running std), not in the returns' units, so it does not compare with the value_loss "
+        "of a run without norm_value; times that std squared it is in the returns' units. --no-norm-value logs it "
+        "in the returns' units."
+    )
 
 
 def info_number(value) -> float | None:
@@ -87,6 +105,9 @@ class RunLogger:
                 self._writer = SummaryWriter(run_dir)
                 rows = "\n".join(f"|{k}|{v}|" for k, v in config.items())
                 self._writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n{rows}")
+                note = value_loss_note(config)
+                if note is not None:  # the scalar's own tag stays losses/value_loss, which users read
+                    self._writer.add_text(VALUE_LOSS_TAG, note)
             else:  # TensorBoard hides what the interrupted process logged after the checkpoint
                 self._writer = SummaryWriter(run_dir, purge_step=resume_from["global_step"] + 1)
             found = glob.glob(os.path.join(run_dir, f"events.out.tfevents.*.{os.getpid()}.*"))

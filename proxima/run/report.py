@@ -50,6 +50,7 @@ from proxima.base.files import (
 )
 from proxima.run.config import PPOArgs, resolve_args, show_value
 from proxima.run.health import HEALTHY
+from proxima.run.logger import value_loss_note
 from proxima.run.plotting import held, mean_of_last, on_grid
 
 # Charts against env steps, in the page's order: the debug variables (detail 12 in docs/SEEDS.md) and the
@@ -426,8 +427,23 @@ def _charts(runs: list[RunData], groups: list[str]) -> list[dict]:
         - set(CHARTS)
     )
     for key in [*CHARTS[1:], *others]:
-        charts.append(_chart(key, key, "env steps", runs, groups, lambda r, k=key: _metric(r, k)))
+        title, note = (key, None) if key != "value_loss" else _value_loss_title(runs)
+        chart = _chart(key, title, "env steps", runs, groups, lambda r, k=key: _metric(r, k))
+        if chart is not None and note is not None:
+            chart["note"] = note
+        charts.append(chart)
     return [c for c in charts if c is not None]
+
+
+def _value_loss_title(runs: list[RunData]) -> tuple[str, str | None]:
+    """The value loss chart's title and the note under it: "normalized" where the runs' value_loss is in
+    standardized units (``value_loss_note``), so that it is not read in the returns' units."""
+    notes = [note for note in map(value_loss_note, (r.config for r in runs)) if note is not None]
+    if not notes:
+        return "value_loss", None
+    if len(notes) == len(runs):
+        return "value_loss (normalized)", notes[0]
+    return f"value_loss (normalized in {len(notes)} of the {len(runs)} runs: those with norm_value)", notes[0]
 
 
 def _settings(config: dict) -> list[list]:
