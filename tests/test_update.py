@@ -223,6 +223,27 @@ def test_value_normalization_lets_the_critic_fit_targets_far_from_zero(one_threa
     assert explained[True] > 0.95 and explained[False] < 0.2, explained
 
 
+def test_value_is_in_reward_units_where_the_critic_network_is_standardized():
+    """Probe 1 without training: its targets are all 1, and a critic that has learned them standardized outputs 0.
+    ``value`` is then 1, in the rewards' units, while ``critic`` says 0 (the PPO tutorial's check written with it
+    would fail); with statistics of mean 100 and std 10, a network output of 0.5 is the value 105."""
+    model = _norm_value_model()
+    obs = torch.zeros(3, 4)
+    last = model.critic[-1]
+    with torch.no_grad():
+        last.weight.zero_(), last.bias.zero_()  # the network outputs 0 for every observation
+        model.update_value_normalization(torch.ones(512))  # probe 1's targets
+        critic = model.critic(obs).squeeze(-1)
+        assert critic.tolist() == [0.0, 0.0, 0.0]
+        torch.testing.assert_close(model.value(obs), torch.ones(3), rtol=0, atol=1e-6)
+        model.normalization.value_mean.fill_(100.0), model.normalization.value_std.fill_(10.0)
+        last.bias.fill_(0.5)
+        assert model.critic(obs).squeeze(-1).tolist() == [0.5, 0.5, 0.5]
+        assert model.value(obs).tolist() == [105.0, 105.0, 105.0]
+        raw = _norm_value_model(norm_value=False)  # no statistics: the critic's network outputs the value
+        torch.testing.assert_close(raw.value(obs), raw.critic(obs).squeeze(-1), rtol=0, atol=0)
+
+
 def test_value_statistics_change_without_moving_any_value():
     """PopArt's output preservation: the critic's last layer absorbs each change of mean and std."""
     for shared in (False, True):

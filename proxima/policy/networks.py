@@ -376,6 +376,11 @@ class ActorCritic(nn.Module):
     ``shared=True`` they share one trunk and differ only in their output layers. One agent per row:
     ``proxima.policy.multiagent.MultiAgentActorCritic`` overrides the seams below (``_inputs``, ``_network``,
     ``_features``, ``_logits``, ``_value``, ``_sample``, ...) for rows that are agents of a game.
+
+    V(s) in the rewards' units is ``value(obs)``. ``critic`` is the critic's network alone: with ``norm_value``
+    (the default) its output is the value standardized by the running mean and std of the value targets, so
+    ``critic(obs)`` is about 0 where ``value(obs)`` is 1 (probe 1; docs/tutorials/probes.md). ``value`` maps
+    it back (``normalization.value``); without ``norm_value`` the two are equal.
     """
 
     # --num-seeds: the LSTM's recurrence in plain torch ops (``lstm_by_steps``), which vmap batches over seeds
@@ -385,7 +390,10 @@ class ActorCritic(nn.Module):
     lstm: nn.LSTM | None
     trunk: nn.Module
     actor: nn.Module
-    critic: nn.Module | None  # None without a value function (REINFORCE)
+    critic: nn.Module | None
+    """the critic's network on the encoder's features: with ``norm_value`` its output is the value standardized
+    by the targets' running mean and std, not V(s), which is ``value(obs)``; None without a value function
+    (REINFORCE)"""
 
     def __init__(self, spec: NetworkSpec, head: Head):
         super().__init__()
@@ -476,6 +484,9 @@ class ActorCritic(nn.Module):
         return self.normalization.value(forward_skipping_hooks(self.critic, features).squeeze(-1))
 
     def value(self, obs: Tensor) -> Tensor:
+        """V(s) ``(B,)`` in the rewards' units, for a batch of observations already normalized (as the rollout
+        stores them; ``normalization.obs`` normalizes raw ones with ``--norm-obs``). Not ``critic(obs)``, which
+        with ``norm_value`` is in standardized units; 0 everywhere without a critic (REINFORCE)."""
         return self._value(self._features(obs), obs)
 
     @torch.no_grad()
