@@ -1,6 +1,7 @@
 """Your env as you have it (docs/ENVS.md): env objects, factories and VectorEnvs in every autoreset mode,
 env_kwargs, resume and evaluation of such runs, module:Env-v0 from the working directory, and check-env."""
 
+import dataclasses
 import functools
 import json
 import os
@@ -19,6 +20,7 @@ from proxima import commands as cli
 from proxima.base.errors import UserError
 from proxima.commands.common import parse_train_args
 from proxima.envs import make_envs, make_vec_env
+from proxima.envs.user import describe_env, made_from_id
 from tests.fixtures import wild_envs
 from tests.fixtures.wild_envs import EPISODE, Float64Obs
 
@@ -65,7 +67,7 @@ def test_a_vector_env_that_cannot_reset_ended_envs_alone_is_refused_in_one_line(
     )  # Gymnasium's CartPoleVectorEnv: reset_mask resets them all
     with pytest.raises(UserError, match="reset every env when asked to reset env 0 alone") as e:
         proxima.train(env=envs, **TINY)
-    assert "\n" not in str(e.value)
+    assert "\n" not in str(e.value) and str(e.value).endswith("or its id: env_id='CartPole-v1', num_envs=2")
 
 
 @pytest.mark.parametrize("mode", list(AutoresetMode))
@@ -79,11 +81,75 @@ def test_a_short_training_run_on_a_vector_env_in_each_mode(mode, tmp_path):
     )
     agent = proxima.train(env=envs, run_dir=str(tmp_path / "run"), **TINY)
     config = json.loads((tmp_path / "run" / "config.json").read_text())
-    assert config["env"]["env_id"] == "object:CartPole-v1" and config["env"]["env_factory"] == "<VectorEnv>"
+    # made by make_vec from a registered id: the id and its kwargs are recorded, the vectorization is not
+    assert config["env"]["env_id"] == "CartPole-v1" and config["env"]["env_factory"] is None
+    assert config["env"]["env_kwargs"] == {"max_episode_steps": LIMIT}
     lengths = [json.loads(line)["length"] for line in open(tmp_path / "run" / "episodes.jsonl")]
     assert lengths and max(lengths) <= LIMIT
     returns = proxima.evaluate(agent, 4, env=envs)
     assert len(returns) == 4 and returns.max() <= LIMIT
+
+
+def _limit(env):
+    return gym.wrappers.TimeLimit(env, LIMIT)
+
+
+@pytest.mark.parametrize(
+    "make, made",
+    [
+        (lambda: gym.make_vec("CartPole-v1", 2, vectorization_mode="sync"), ("CartPole-v1", None)),
+        (lambda: gym.make_vec("CartPole-v1", 2), ("CartPole-v1", None)),  # Gymnasium's CartPoleVectorEnv
+        (
+            lambda: gym.make_vec("CartPole-v1", 2, vectorization_mode="sync", render_mode="rgb_array"),
+            ("CartPole-v1", None),
+        ),
+        (
+            lambda: gym.make_vec("CartPole-v1", 2, vectorization_mode="async", sutton_barto_reward=True),
+            ("CartPole-v1", {"sutton_barto_reward": True}),
+        ),
+        (lambda: gym.make_vec("CartPole-v1", 2, vectorization_mode="sync", wrappers=[_limit]), None),
+        (
+            lambda: gym.wrappers.vector.RecordEpisodeStatistics(
+                gym.make_vec("CartPole-v1", 2, vectorization_mode="sync")
+            ),
+            None,
+        ),
+        (lambda: gym.vector.SyncVectorEnv([_short_cartpole] * 2), None),
+    ],
+    ids=["sync", "native", "render-mode", "kwargs", "sub-env-wrappers", "vector-wrapper", "no-spec"],
+)
+def test_a_vector_env_made_from_a_registered_id_is_that_id_and_no_other(make, made):
+    envs = make()
+    try:
+        assert made_from_id(envs) == made
+        label = "object:" + (envs.spec.id if envs.spec else "gymnasium.vector.sync_vector_env.SyncVectorEnv")
+        assert describe_env(envs) == ((made[0], None) if made else (label, "<VectorEnv>"))
+    finally:
+        envs.close()
+
+
+def test_a_vector_env_whose_kwargs_json_cannot_hold_keeps_its_label():
+    envs = gym.make_vec("CartPole-v1", 2, vectorization_mode="sync")
+    envs.unwrapped.spec = dataclasses.replace(envs.spec, kwargs={"sutton_barto_reward": object()})
+    assert made_from_id(envs) is None and describe_env(envs) == ("object:CartPole-v1", "<VectorEnv>")
+    envs.close()
+
+
+def test_a_run_on_a_vector_env_made_from_an_id_evaluates_and_resumes_without_it(tmp_path, capsys):
+    """SB3's users' way: make_vec, train on it, evaluate the agent (issue 65)."""
+    run = str(tmp_path / "run")
+    envs = gym.make_vec("CartPole-v1", 2, vectorization_mode="sync", max_episode_steps=LIMIT)
+    agent = proxima.train(env=envs, run_dir=run, **TINY)
+    assert agent.env_id == "CartPole-v1" and agent.env_source == {"env_kwargs": {"max_episode_steps": LIMIT}}
+    returns = proxima.evaluate(agent, 3)
+    assert len(returns) == 3 and returns.max() <= LIMIT
+    assert cli.main(["eval", run, "--episodes", "2"]) == 0
+    assert capsys.readouterr().out.startswith("CartPole-v1: mean_return=")
+    proxima.resume(run, total_timesteps=1024)  # on envs that the id makes again
+    assert json.loads(open(os.path.join(run, "agent.json")).read())["global_step"] == 1024
+    with pytest.raises(UserError, match="proxima cannot add env_kwargs to it"):
+        proxima.train(env=envs, env_kwargs={"max_episode_steps": 9}, **TINY)
+    envs.close()
 
 
 class CountedEnv(Float64Obs):

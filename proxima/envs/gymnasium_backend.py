@@ -403,7 +403,15 @@ class VectorEnvAdapter(Unrestorable):
                 f"{self.label}'s reset(options={{'reset_mask': ...}}) raised {raised(e)}; {PARTIAL_RESET}"
             ) from None
         if not _same(stepped[1:], after[1:]):
-            raise UserError(f"{self.label} reset every env when asked to reset env 0 alone; {PARTIAL_RESET}")
+            # gymnasium.make_vec(ID) gives such an env for CartPole: the id itself gives proxima's own
+            own = (
+                f"; or its id: env_id={self.label!r}, num_envs={self.num_envs}"
+                if self.label in gym.registry
+                else ""
+            )
+            raise UserError(
+                f"{self.label} reset every env when asked to reset env 0 alone; {PARTIAL_RESET}{own}"
+            )
 
     def _run(self, method, *args, **kwargs):
         """``method(...)`` of the vector env, as this adapter calls it (``GymnasiumVecEnv``: workers quiet)."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import json
 import sys
 from typing import cast
 
@@ -25,6 +26,7 @@ import torch
 from proxima.base import trust
 from proxima.base.errors import EnvError, UserError
 from proxima.base.spaces import MASK_KEY, ObsLayout, mask_count
+from proxima.envs.atari import atari_game
 from proxima.envs.gymnasium_backend import GymnasiumVecEnv, VectorEnvAdapter, construct
 from proxima.envs.interface import Seeds, VideoDirs
 from proxima.envs.pettingzoo_backend import PettingZooVecEnv, is_pettingzoo_env
@@ -43,11 +45,15 @@ def is_env_object(env) -> bool:  # what make_envs takes besides an id string
     return env is not None and not isinstance(env, str)
 
 
-def describe_env(env) -> tuple[str, str]:
+def describe_env(env) -> tuple[str, str | None]:
     """``(label, env_factory)`` of an env object for config.json: a label that names it (``object:...``, never a
     makeable id, so nothing mistakes it for one), and the ``module:qualname`` of a class or module-level
-    function, from which ``load_env_factory`` makes it again, or one of ``NOT_REBUILDABLE``."""
+    function, from which ``load_env_factory`` makes it again, or one of ``NOT_REBUILDABLE``. A VectorEnv that
+    ``made_from_id`` finds made from a registered id is that id, with no factory: the id makes it again."""
     if isinstance(env, gym.vector.VectorEnv):
+        made = made_from_id(env)
+        if made is not None:
+            return made[0], None
         spec = getattr(env, "spec", None)
         name = spec.id if spec is not None else f"{type(env).__module__}.{type(env).__qualname__}"
         return f"object:{name}", "<VectorEnv>"
@@ -72,6 +78,40 @@ def describe_env(env) -> tuple[str, str]:
         trust.remember("env_factory", f"{module}:{qualname}")
         return label, f"{module}:{qualname}"
     return label, "<callable>"  # defined in a function or a script: nothing to import it from
+
+
+# What gymnasium.make_vec adds to the spec's kwargs besides the env constructor's: how the envs are vectorized,
+# which an evaluation's or a resume's own envs decide again, and wrappers (callables: refused by made_from_id).
+VECTOR_KWARGS = ("num_envs", "vectorization_mode", "vector_kwargs", "wrappers")
+
+
+def made_from_id(envs: gym.vector.VectorEnv) -> tuple[str, dict | None] | None:
+    """``(id, env_kwargs)`` of a VectorEnv that ``gymnasium.make_vec`` made from a registered id, which proxima
+    makes again as the same envs (``proxima eval RUN_DIR``, a resume): its spec's id, with the constructor's
+    kwargs where there are any (None: none); None where the id would make other envs. That is an env in
+    vector wrappers (the spec passes through them, the wrappers are not in it), sub-envs in ``wrappers``, an
+    id registered otherwise since, an Atari id (proxima adds its preprocessing), or kwargs that JSON cannot
+    hold (config.json keeps them). The spec is data that Gymnasium wrote: nothing is imported or pickled."""
+    spec = envs.spec
+    if spec is None or envs.unwrapped is not envs or not isinstance(spec.id, str):
+        return None
+    registered = gym.registry.get(spec.id)
+    if registered is None or spec.kwargs.get("wrappers") or atari_game(spec.id) is not None:
+        return None
+    if (registered.entry_point, registered.additional_wrappers) != (
+        spec.entry_point,
+        spec.additional_wrappers,
+    ):
+        return None
+    kwargs = {k: v for k, v in spec.kwargs.items() if k not in VECTOR_KWARGS}
+    if "max_episode_steps" in kwargs and kwargs["max_episode_steps"] == registered.max_episode_steps:
+        del kwargs["max_episode_steps"]  # make_vec's native vector envs get the registered limit in kwargs
+    kwargs.pop("render_mode", None)  # how the env draws, not what it does: video asks for its own
+    try:
+        plain = json.loads(json.dumps(kwargs, allow_nan=False)) == kwargs
+    except (TypeError, ValueError):
+        plain = False
+    return (spec.id, kwargs or None) if plain else None
 
 
 def env_note(factory: str | None) -> list[str]:

@@ -49,7 +49,7 @@ from proxima.base.files import (
 )
 from proxima.base.spaces import space_to_json
 from proxima.envs.interface import agent_spec, obs_layout
-from proxima.envs.user import describe_env, is_env_object, load_env_factory
+from proxima.envs.user import describe_env, is_env_object, load_env_factory, made_from_id
 from proxima.policy.distributions import make_head
 from proxima.policy.encoders import choose_encoder, resolve_precision
 from proxima.policy.networks import NetworkSpec, make_policy
@@ -555,6 +555,10 @@ def take_env(env, args: PPOArgs | None, overrides: dict):
     label, factory = describe_env(env)
     overrides = {**overrides, "env_id": label, "env_factory": factory}
     if isinstance(env, gym.vector.VectorEnv):
+        made = made_from_id(env)
+        asked = overrides.get("env_kwargs") or (args is not None and args.env.env_kwargs)
+        if made is not None and not asked:  # kwargs given besides are refused as the envs are made
+            overrides["env_kwargs"] = made[1]  # recorded with the id, for the envs that it makes again
         if overrides.get("num_envs", env.num_envs) != env.num_envs:
             raise UserError(
                 f"num_envs is {overrides['num_envs']}, but the VectorEnv given has {env.num_envs} envs"

@@ -32,7 +32,7 @@ from proxima.base.files import (
 )
 from proxima.envs import make_envs
 from proxima.envs.interface import obs_layout
-from proxima.envs.user import describe_env, env_note, env_source
+from proxima.envs.user import describe_env, env_note, env_source, made_from_id
 from proxima.policy.encoders import check_spaces, encoder_note, hardware_notes
 from proxima.run import checkpoint
 from proxima.run.agent import Agent
@@ -421,10 +421,13 @@ def make_run_envs(args: PPOArgs, run_dir: str, device: torch.device, env=None, r
     ``resumed``: the checkpoint's header, where the run resumes."""
     if args.env.rollout_workers:
         return WorkerPool(args, env)
+    kwargs = args.env.env_kwargs
+    if isinstance(env, gym.vector.VectorEnv) and (made_from_id(env) or ("", None))[1] == kwargs:
+        kwargs = None  # the VectorEnv's own, which take_env recorded: it was made with them
     return make_envs(
         args.env.env_id if env is None else env,
         args.env.num_envs,
-        env_kwargs=args.env.env_kwargs,
+        env_kwargs=kwargs,
         backend=args.env.env_backend,
         seed=args.run.seed,
         asynchronous=args.env.async_envs,
