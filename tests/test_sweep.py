@@ -485,6 +485,33 @@ def test_without_an_address_ray_starts_here_and_never_joins_the_cluster_its_file
     assert asked == ["local", "auto", "local", "ray://head:10001", "ray://head:10001"]
 
 
+@needs_ray
+@pytest.mark.parametrize("command", ["sweep", "tune"])
+def test_sweep_and_tune_say_that_ray_starts_before_it_does_unless_quiet(
+    command, tmp_path, monkeypatch, capsys
+):
+    """Ray says nothing while it starts (issue 65: a minute of silence on two cores looked like a hang)."""
+    import ray
+
+    said = []
+
+    def init(**kwargs):  # the line is out before Ray is asked
+        said.append(capsys.readouterr().out)
+        raise ConnectionError("not started in this test")
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", init)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    space = ["--space", "ent_coef=uniform:0:0.1"] if command == "tune" else []
+    for k, extra in enumerate(([], ["--address", "auto"], ["--quiet"])):
+        argv = [command, *SMALL, *space, "--output-dir", str(tmp_path / str(k)), *extra]
+        assert main(argv) == 2
+        assert "cannot reach Ray" in capsys.readouterr().err
+        assert not (tmp_path / str(k)).exists()  # refused before anything ran: nothing written
+    cpus = f", {int(ray._private.utils.get_num_cpus())} CPUs"
+    assert said == [f"starting Ray (local{cpus})...\n", "joining Ray at auto...\n", ""]
+
+
 def test_a_trial_killed_from_outside_says_so_in_its_row():
     from proxima.scale.executors import error_line
 

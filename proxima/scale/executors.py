@@ -112,6 +112,7 @@ def run_ray(
     num_samples: int = 1,
     metric: str | None = None,
     mode: str | None = None,
+    announce: bool = True,
 ) -> None:
     """Every config as one Ray Tune trial of ``trial_fn`` with ``cpus_per_trial`` CPUs and ``gpus_per_trial``
     GPUs, at most ``max_concurrent`` at once (None: as many as the cluster's CPUs allow), and
@@ -122,7 +123,7 @@ def run_ray(
     ``name_of(trial)``: a trial's name and folder (default: its run directory's name). A search instead of a
     grid (``proxima tune``): ``configs`` None, and ``param_space``'s ``num_samples`` draws by ``search_alg``,
     under ``scheduler``, judged by ``metric`` and ``mode``; ``trial_fn`` and ``on_done`` then get the drawn
-    settings with the trial's name under ``"__name"``."""
+    settings with the trial's name under ``"__name"``. ``announce``: say so where Ray starts or is joined."""
     # Tune's console tables and tracebacks would bury proxima's one line per trial; PROXIMA_DEBUG shows them.
     quiet = os.environ.get("PROXIMA_DEBUG", "") in ("", "0")
     if quiet:
@@ -132,7 +133,7 @@ def run_ray(
 
     worker_cpus = worker_cpus or (lambda _: 0)
     try:
-        started = start_ray(address)
+        started = start_ray(address, announce)
     except (ConnectionError, ValueError, RuntimeError) as e:
         given = (
             f"--address {address!r}"
@@ -220,9 +221,10 @@ def run_ray(
         raise TrialsStopped(stopping.signals[0])
 
 
-def start_ray(address: str | None = None) -> bool:
+def start_ray(address: str | None = None, announce: bool = False) -> bool:
     """Join or start Ray where this process has not (``address``: ``run_ray``'s); whether it was started here
-    (then this process shuts it down)."""
+    (then this process shuts it down). ``announce``: one line first, since Ray says nothing while it starts,
+    which on a small machine takes long enough to look like a hang."""
     import ray
 
     if ray.is_initialized():
@@ -231,8 +233,23 @@ def start_ray(address: str | None = None) -> bool:
     # "local", not None: with None, Ray joins the cluster that its file /tmp/ray/ray_current_cluster names, left
     # by the last `ray start` or by a test's ray.cluster_utils.Cluster, alive or dying
     target = address or os.environ.get("RAY_ADDRESS") or "local"
+    if announce:
+        print(
+            f"starting Ray (local{_local_cpus()})..." if target == "local" else f"joining Ray at {target}...",
+            flush=True,
+        )
     ray.init(address=target, include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False)
     return True
+
+
+def _local_cpus() -> str:
+    """``, N CPUs``: the CPUs a local Ray instance takes, as Ray counts them (a container's quota, not the
+    host's cores); nothing where this Ray does not say."""
+    try:
+        from ray._private.utils import get_num_cpus
+    except ImportError:  # Ray's private helper: a later Ray may move it
+        return ""
+    return f", {int(get_num_cpus(override_docker_cpu_warning=True))} CPUs"
 
 
 class _Stopping:

@@ -186,7 +186,9 @@ def sweep(
         check_output_dir_free(out)  # again, held: of two sweeps started into it, the second finds it taken
         files.write_json(os.path.join(out, files.SWEEP_JSON), plan)
         try:
-            return _run(out, _located(plan, out), executor, address, max_concurrent)
+            # --quiet (every setting's) quiets what the sweep says of itself too
+            loud = not all(base.run.quiet for _, base in settings)
+            return _run(out, _located(plan, out), executor, address, max_concurrent, loud)
         except UserError:  # Ray was out of reach or has no node for a trial: refused before any trial ran
             os.remove(os.path.join(out, files.SWEEP_JSON))
             raise
@@ -328,7 +330,12 @@ def _located(plan: dict, out: str) -> dict:
 
 
 def _run(
-    out: str, plan: dict, executor: str, address: str | None, max_concurrent: int | None
+    out: str,
+    plan: dict,
+    executor: str,
+    address: str | None,
+    max_concurrent: int | None,
+    announce: bool = True,
 ) -> SweepResults:
     units = plan["groups"] if plan["batched"] else plan["trials"]
     todo = [t["config"] for t in units if trial_row(t["config"]["run"]["run_dir"]) is None]
@@ -370,6 +377,7 @@ def _run(
             gpus_per_trial=plan["gpus_per_trial"],
             worker_cpus=lambda config: config["env"]["rollout_workers"] * TRIAL_ACTOR_CPUS,
             name_of=trial_name if plan["batched"] else None,
+            announce=announce,
         )
     elif todo:
         executors.run_local(run_trial, todo, on_done)

@@ -256,7 +256,12 @@ def tune(
     with files.lock_directory(out, "tune directory", "--output-dir"):
         check_output_dir_free(out)  # again, held: of two searches started into it, the second finds it taken
         files.write_json(os.path.join(out, files.TUNE_JSON), plan)
-        return _run(out, plan, address)
+        try:
+            return _run(out, plan, address, announce=not base.run.quiet)
+        except UserError:  # Ray was out of reach or has no node for a sample: refused before any sample ran
+            if not plan["samples"]:
+                os.remove(os.path.join(out, files.TUNE_JSON))
+            raise
 
 
 def _plan(
@@ -365,7 +370,7 @@ def resume_tune(output_dir: str, address: str | None = None, *, trust_code: bool
         return _run(out, plan, address)
 
 
-def _run(out: str, plan: dict, address: str | None) -> TuneResults:
+def _run(out: str, plan: dict, address: str | None, announce: bool = True) -> TuneResults:
     """Run what is left of ``plan``: first the samples that were interrupted, to their end with the settings
     they had, then new ones."""
     started = {s["name"]: s for s in plan["samples"]}
@@ -407,6 +412,7 @@ def _run(out: str, plan: dict, address: str | None) -> TuneResults:
         address=address,
         gpus_per_trial=plan["gpus_per_trial"],
         worker_cpus=lambda _: workers,
+        announce=announce,
     )
     if unfinished:
         run_ray(
