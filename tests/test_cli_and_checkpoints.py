@@ -341,14 +341,15 @@ def test_capture_video_logs_the_episodes_to_tensorboard_as_its_reader_shows_them
 
 
 @pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1"])
-def test_eval_video_writes_an_mp4_per_episode_of_env_0(env_id, tmp_path, capsys):
+def test_eval_video_writes_an_mp4_per_episode(env_id, tmp_path, capsys):
     run_dir = tmp_path / "run"
     proxima.train(env_id=env_id, total_timesteps=1024, quiet=True, run_dir=str(run_dir))
-    assert main(["eval", str(run_dir), "--episodes", "2", "--video"]) == 0
+    assert main(["eval", str(run_dir), "--episodes", "3", "--video"]) == 0
     videos = sorted(p.name for p in (run_dir / "eval-videos").iterdir())
-    assert videos == ["rl-video-episode-0.mp4"]  # 2 episodes over 2 envs: env 0 plays one
-    assert (run_dir / "eval-videos" / videos[0]).stat().st_size > 1000
-    assert "eval-videos/rl-video-episode-0.mp4" in capsys.readouterr().out
+    assert videos == [f"rl-video-episode-{i}.mp4" for i in range(3)]  # every episode: on one env, in turn
+    assert all((run_dir / "eval-videos" / v).stat().st_size > 1000 for v in videos)
+    assert "eval-videos/rl-video-episode-2.mp4" in capsys.readouterr().out
+    assert len(json.loads((run_dir / "eval.json").read_text())["returns"]) == 3
 
 
 def test_eval_video_episodes_records_that_many_and_each_evaluation_replaces_the_last(tmp_path, capsys):
@@ -367,7 +368,7 @@ def test_eval_video_episodes_records_that_many_and_each_evaluation_replaces_the_
     assert len(json.loads((run_dir / "eval.json").read_text())["returns"]) == 6
     # a later evaluation's videos replace these: none of the 3 is taken for one of its own
     assert main(["eval", str(run_dir), "--episodes", "2", "--video"]) == 0
-    assert recorded() == (films[:1], films[:1])
+    assert recorded() == (films[:2], films[:2])
     capsys.readouterr()
     # refused in one line, and the last evaluation's videos stay, with nothing half-recorded beside them
     for argv, error in [
@@ -382,5 +383,5 @@ def test_eval_video_episodes_records_that_many_and_each_evaluation_replaces_the_
     ]:
         assert main(["eval", str(run_dir), *argv]) == 2
         assert error in capsys.readouterr().err
-        assert recorded() == (films[:1], films[:1])
+        assert recorded() == (films[:2], films[:2])
         assert not [p for p in run_dir.iterdir() if p.name.startswith(".eval-videos")]

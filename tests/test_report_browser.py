@@ -8,10 +8,13 @@ screenshots (docs/REPORT.md's is one).
 import json
 import os
 
+import numpy as np
 import pytest
 
 import proxima
+from proxima.base.files import SOLVE_JSON
 from proxima.commands import main
+from proxima.run.evaluate import save_evaluation
 from tests.test_report import fake_run
 
 sync_api = pytest.importorskip(
@@ -67,6 +70,11 @@ def test_a_run_page_draws_every_chart_shows_values_on_hover_and_plays_its_video(
     proxima.train(total_timesteps=4096, eval_every=2, eval_episodes=2, capture_video=True, run_dir=str(run_dir),
                   quiet=True)  # fmt: skip
     assert main(["eval", str(run_dir), "--episodes", "2", "--video"]) == 0
+    # proxima solve's verdict, which its own file keeps beside the last proxima eval's
+    returns = np.array([20.0, 30.0])
+    save_evaluation(
+        str(run_dir), returns, deterministic=True, seed=1, into=SOLVE_JSON, threshold=475, solved=False
+    )
     assert main(["report", str(run_dir)]) == 0
     page = open_page(browser, run_dir / "report.html", tmp_path, "run")
     charts = page.evaluate(CHARTS_DRAWN)
@@ -90,6 +98,8 @@ def test_a_run_page_draws_every_chart_shows_values_on_hover_and_plays_its_video(
     videos = page.evaluate("[...document.querySelectorAll('video')].map(v => [v.readyState, v.duration])")
     assert videos and all(state >= 1 and duration > 0 for state, duration in videos), videos
     assert "over 2 sampled episodes" in page.inner_text("body")
+    solved = "task's score (proxima solve)\t25 ± 5 over 2 deterministic episodes (threshold 475: not solved)"
+    assert solved in page.inner_text("body")
 
 
 def test_a_multi_run_page_has_one_legend_entry_per_run_bands_and_warning_marks(browser, tmp_path):

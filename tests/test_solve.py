@@ -92,7 +92,26 @@ def test_proxima_solve_scores_the_best_agent_when_the_run_keeps_one(rescore, tmp
         assert len(best["rescored"]) == 2 and best["rescore_episodes"] == 10
     assert f"(scored: {run_dir / 'best'}, {chosen}, from step {best['global_step']:,})" in line
     assert code == 0 and float(line.split(": ")[1].split(" ")[0]) >= 475
-    assert json.loads((run_dir / "eval.json").read_text())["solved"] is True
+    assert json.loads((run_dir / "solve.json").read_text())["solved"] is True
+
+
+def test_a_short_evaluation_after_solve_leaves_solves_score_as_it_was(tmp_path, capsys):
+    """solve.json keeps the verdict on 100 episodes; eval.json is the last proxima eval's (issue 65): a video of
+    two episodes must not replace the task's score on the report."""
+    from proxima.run.report import read_run
+
+    run_dir = tmp_path / "run"
+    flags = ["--total-timesteps", "2048", "--run-dir", str(run_dir), "--quiet", "--torch-threads", "1"]
+    assert main(["solve", "CartPole-v1", *flags]) == 1  # 2048 steps: not solved
+    verdict = (run_dir / "solve.json").read_text()
+    assert json.loads(verdict)["episodes"] == 100 and json.loads(verdict)["threshold"] == 475
+    assert not (run_dir / "eval.json").exists()
+    assert main(["eval", str(run_dir), "--episodes", "2"]) == 0
+    assert (run_dir / "solve.json").read_text() == verdict
+    assert json.loads((run_dir / "eval.json").read_text())["episodes"] == 2
+    run = read_run(str(run_dir))
+    assert run.solve == json.loads(verdict) and run.evaluation["episodes"] == 2
+    capsys.readouterr()
 
 
 # (task, steps or None for the preset's own budget and stop, what is measured, the bar, what a random policy

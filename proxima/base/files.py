@@ -41,7 +41,10 @@ CHECKPOINT = "checkpoint.safetensors"  # what --resume continues from (proxima.r
 VIDEOS = "videos"  # --capture-video's episodes
 LEARNING_CURVE = "learning_curve.png"  # the plot extra's curve, at the end
 REPORT = "report.html"  # `proxima report`'s page (and the live one during training)
-EVAL_JSON = "eval.json"  # `proxima eval`'s (and `proxima solve`'s) verdict
+EVAL_JSON = "eval.json"  # the last `proxima eval`'s returns
+# `proxima solve`'s verdict on its 100 episodes, apart from eval.json: a later short `proxima eval` (to watch a
+# video, to try another env) replaces eval.json, and must not erase the score against the task's threshold
+SOLVE_JSON = "solve.json"
 EVAL_VIDEOS = "eval-videos"  # `proxima eval --video`'s episodes
 PROBES_JSON = "probes.json"  # `proxima probe`'s results
 BEST = "best"  # --save-best's agent (an agent directory)
@@ -77,6 +80,7 @@ RUN_FILES = (
     LEARNING_CURVE,
     REPORT,
     EVAL_JSON,
+    SOLVE_JSON,
     EVAL_VIDEOS,
     PROBES_JSON,
     BEST,

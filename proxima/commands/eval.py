@@ -27,12 +27,12 @@ class EvalArgs:
     seed: int = 0
     """seed of the evaluation envs"""
     video: bool = False
-    """record env 0's episodes as MP4 into RUN_DIR/eval-videos, replacing the last evaluation's (needs the
-    video extra)"""
+    """record every episode as an MP4 into RUN_DIR/eval-videos, replacing the last evaluation's (needs the video
+    extra); the episodes then run one after another on one env, which plays other episodes than 16 envs would,
+    so the returns differ from those without it"""
     video_episodes: Annotated[int | None, tyro.conf.arg(metavar="N")] = None
-    """with --video: record N episodes, running the evaluation on fewer envs so that env 0 plays them (without
-    it: env 0's share of --episodes over up to 16 envs); fewer envs play other episodes, so the returns differ
-    from those without it"""
+    """with --video: record N of the episodes, running the evaluation on fewer envs so that env 0 plays N
+    (default: all of them, on one env)"""
     env_id: str | None = None
     """evaluate on this env instead of the run's: an id, or module:EnvName-v0 to import module first (the run's
     env kwargs still apply unless --env-kwargs is given)"""
@@ -88,7 +88,10 @@ def run(argv: list[str]) -> int:
             deterministic=args.deterministic,
             seed=args.seed,
             video_dir=video_dir,
-            video_episodes=args.video_episodes,
+            # every episode by default: --video --episodes 5 films 5, not env 0's share of 5 envs' (one)
+            video_episodes=args.episodes
+            if args.video and args.video_episodes is None
+            else args.video_episodes,
             env_id=args.env_id,
             env_kwargs=args.env_kwargs,
             env=env,

@@ -86,12 +86,13 @@ def run(argv: list[str]) -> int:
         f"(threshold {threshold:g}), after {steps:,} steps{scored}; trained in {trained:.1f} s from process start "
         f"({process_seconds():.1f} s with the evaluation); run directory: {args.run.run_dir}",
         flush=True,
-    )  # before eval.json, whose write may fail
+    )  # before solve.json, whose write may fail
     save_evaluation(
         args.run.run_dir,
         returns,
         deterministic=deterministic,
         seed=args.run.seed,
+        into=files.SOLVE_JSON,  # a later proxima eval, of a few episodes maybe, keeps to eval.json
         threshold=threshold,
         solved=bool(solved),
     )

@@ -191,11 +191,14 @@ def evaluate(
         envs.close()
 
 
-def save_evaluation(run_dir: str, returns: np.ndarray, *, deterministic: bool, seed: int, **extra) -> None:
-    """``RUN_DIR/eval.json``: the last evaluation on Gymnasium's env (``proxima eval``, ``proxima solve``), which
-    ``proxima report`` shows; ``extra`` adds keys (a threshold, the videos)."""
+def save_evaluation(
+    run_dir: str, returns: np.ndarray, *, deterministic: bool, seed: int, into: str = EVAL_JSON, **extra
+) -> None:
+    """``RUN_DIR/eval.json``: the last evaluation on Gymnasium's env (``proxima eval``), which ``proxima
+    report`` shows; ``into``: another of the run's files (``proxima solve``'s ``solve.json``); ``extra`` adds
+    keys (a threshold, the videos)."""
     write_json(
-        os.path.join(run_dir, EVAL_JSON),
+        os.path.join(run_dir, into),
         {
             "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "episodes": len(returns),

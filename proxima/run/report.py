@@ -38,6 +38,7 @@ from proxima.base.files import (
     METRICS,
     PERTURBATIONS,
     PROBES_JSON,
+    SOLVE_JSON,
     SWEEP_JSON,
     TRIAL_JSON,
     VIDEOS,
@@ -114,6 +115,7 @@ class RunData:
     returns: np.ndarray
     machine: list[dict]
     evaluation: dict | None
+    solve: dict | None  # proxima solve's verdict (solve.json), which a later proxima eval leaves as it is
     status: str  # finished, in progress, stopped, failed
     group: str = ""
     videos: list[str] = field(default_factory=list)
@@ -197,6 +199,7 @@ def read_run(run_dir: str, label: str | None = None) -> RunData:
         returns=np.array([e["return"] for e in episodes], dtype=np.float64),
         machine=machine,
         evaluation=evaluation,
+        solve=_read_json(os.path.join(run_dir, SOLVE_JSON)),
         status=_status(run_dir, machine),
         videos=sorted((v for v in own if os.path.isfile(v)), key=_episode_number),
         perturbations=read_jsonl(os.path.join(run_dir, PERTURBATIONS)),  # [] where none was written
@@ -514,6 +517,7 @@ def report_data(runs: list[RunData], title: str, probes: list[dict], live: bool 
             "settings": _settings(r.config),
             "machine": r.machine,
             "evaluation": r.evaluation,
+            "solve": r.solve,
         }
         for r in runs
     ]
