@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import re
 import sys
 
 import pytest
@@ -13,7 +14,7 @@ import proxima.run.config
 import proxima.scale.trainer
 from proxima.base.errors import EnvError, NonFiniteError, UserError
 from proxima.commands import main
-from proxima.commands.common import parse_train_args
+from proxima.commands.common import SECTIONS, parse_train_args
 from proxima.run.config import GROUPS, PPOArgs, resolve_args
 
 
@@ -90,22 +91,49 @@ def test_a_parser_failure_the_check_misses_is_one_generic_line(monkeypatch, caps
     assert err.startswith("proxima eval: error: cannot parse the arguments 'run' (see proxima eval --help")
 
 
-def test_train_help_shows_one_section_per_group_with_flat_flags_and_the_resolved_defaults(capsys):
+def help_sections(out: str, names: list[str]) -> dict[str, str]:
+    """``--help``'s text of each section titled ``NAME options``, which must stand in the order of ``names``."""
+    starts = [out.index(f"{name.replace('_', '-')} options") for name in names]
+    assert starts == sorted(starts), (names, starts)
+    ends = [*starts[1:], len(out)]
+    return {name: out[a:b] for name, a, b in zip(names, starts, ends, strict=True)}
+
+
+def help_flags(text: str) -> list[str]:
+    """The flags that open a row of ``--help``'s ``text`` (a help text wrapped onto its own row stands indented)."""
+    return re.findall(r"^.{1,2}(--[a-z][a-z0-9-]*)", text, re.MULTILINE)
+
+
+def test_train_help_lists_the_documents_flags_first_and_then_the_rest_by_topic(capsys):
     assert main(["train", "--config", "pendulum", "--help"]) == 0
     out = capsys.readouterr().out
-    names = [*GROUPS, "instructions"]
-    starts = [out.index(f"{name} options") for name in names]
-    assert starts == sorted(starts), starts
-    ends = [*starts[1:], len(out)]
-    sections = {name: out[a:b] for name, a, b in zip(names, starts, ends, strict=True)}
-    for group, cls in GROUPS.items():
-        assert cls.__doc__ in sections[group]  # the group's own docstring says what the section is
-        for field in dataclasses.fields(cls):
-            assert "--" + field.name.replace("_", "-") in sections[group], (group, field.name)
-    assert "--env-id" in sections["env"] and "--learning-rate" in sections["algorithm"]
+    titles = [title for title, _, _ in SECTIONS]
+    sections = help_sections(out, [titles[0], "train", *titles[1:], "instructions"])
+    # the first section is the PPO tutorial's PPOArgs and CleanRL ppo.py's flags (docs/SEEDS.md), nothing else
+    documents = ["--env-id", "--algo", "--total-timesteps", "--learning-rate", "--num-envs", "--num-steps",
+                 "--anneal-lr", "--gamma", "--gae-lambda", "--num-minibatches", "--update-epochs", "--norm-adv",
+                 "--clip-coef", "--clip-vloss", "--ent-coef", "--vf-coef", "--max-grad-norm", "--target-kl", "--seed",
+                 "--torch-deterministic", "--cuda", "--track", "--wandb-project-name", "--wandb-entity",
+                 "--capture-video", "--exp-name"]  # fmt: skip
+    assert help_flags(sections["core"]) == documents
+    assert "the settings of the source documents (docs/SEEDS.md)" in sections["core"]
+    later = help_flags(out[out.index("train options") :])
+    assert {"--resume-if-exists", "--self-play-every", "--team-reward", "--rollout-workers"} <= set(later)
+    # every setting is a flag of exactly one section, and each section says what it holds
+    settings = [f.name for cls in GROUPS.values() for f in dataclasses.fields(cls)]
+    placed = [name for _, _, names in SECTIONS for name in names]
+    assert sorted(placed) == sorted(settings) and "other options" not in out
+    rows = help_flags(out)
+    for title, about, names in SECTIONS:
+        assert " ".join(about.split()[:4]) in sections[title], title
+        assert help_flags(sections[title]) == ["--" + name.replace("_", "-") for name in names], title
+    assert sorted(rows) == sorted([*(f"--{n.replace('_', '-')}" for n in placed), "--resume-if-exists",
+                                   "--config", "--resume"])  # fmt: skip
     assert "--config NAME|FILE" in sections["instructions"] and "--resume RUN_DIR" in sections["instructions"]
-    assert "--env.env-id" not in out
-    assert "Pendulum-v1" in sections["env"] and "CartPole-v1" not in out  # the preset's default, not PPOArgs'
+    assert "--env.env-id" not in out and "--core.env-id" not in out
+    assert (
+        "Pendulum-v1" in sections["core"] and "CartPole-v1" not in out
+    )  # the preset's default, not PPOArgs'
 
 
 @pytest.mark.parametrize("preset", sorted(proxima.run.config.preset_names()))
@@ -186,14 +214,13 @@ def test_output_piped_into_a_reader_that_stops_early_gives_no_traceback():
      (["solve"], ["ENV_ID", "CartPole-v1"])],
 )  # fmt: skip
 def test_the_commands_that_train_show_their_own_flags_and_every_train_flag(command, own, capsys):
-    """sweep, probe and solve parse as train does: their own dataclass composed with PPOArgs' groups."""
+    """sweep, probe and solve parse as train does: their own dataclass composed with the sections of PPOArgs' settings."""
     assert main([*command, "--help"]) == 0
     out = capsys.readouterr().out
     assert all(flag in out for flag in own), out
-    if command != ["solve"]:  # solve's own flag is its positional ENV_ID
-        assert f"{command[0]} options" in out
-    for group in GROUPS:
-        assert f"{group} options" in out
+    titles = [title for title, _, _ in SECTIONS]
+    own_section = [command[0]] if command != ["solve"] else []  # solve's own flag is its positional ENV_ID
+    help_sections(out, [titles[0], *own_section, *titles[1:]])
     assert "--learning-rate" in out and "--hidden-sizes" in out and "--env.env-id" not in out
 
 

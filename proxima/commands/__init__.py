@@ -3,7 +3,8 @@
 
 Every command's flags are a dataclass parsed by ``proxima.commands.argv.parse`` (tyro): ``EvalArgs``, ``ExportArgs``, ...
 and, for the commands that train (train, probe, solve, sweep), the command's own flags composed with
-``PPOArgs``' groups by ``common.parse_command``. So ``--help`` is their field docs, and every user error
+``PPOArgs``' settings by ``common.parse_command``, in the help's sections (``common.SECTIONS``: the source
+documents' settings first). So ``--help`` is their field docs, and every user error
 becomes one line on stderr and exit status 2 (``PROXIMA_DEBUG=1`` adds the traceback).
 """
 

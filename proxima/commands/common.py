@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import sys
+import typing
 from typing import TYPE_CHECKING, Annotated, Any
 
 import tyro
 
 from proxima.base import files, trust
 from proxima.base.errors import TrainingInterrupted, UserError
-from proxima.commands.argv import parse
+from proxima.commands.argv import field_docs, parse
 
 if TYPE_CHECKING:  # imported lazily at run time: the CLI starts fast
     from proxima.run.config import PPOArgs
@@ -46,13 +48,112 @@ INSTRUCTION_FLAGS = {
 }
 
 
-def command_flags(defaults: PPOArgs, instructions: dict[str, str | None], own: type | None = None):
-    """A dataclass of a command's own flags (``own``, a dataclass named after the command), of ``PPOArgs``'
-    groups and of the ``instructions``: one ``--help`` section each, titled by its docstring, with
-    ``defaults`` as the settings' defaults, so that ``--help`` shows the values a run would get. The flags are
-    flat (``--env-id``): ``parse`` puts the dataclass under ``OmitArgPrefixes``."""
-    from proxima.run.config import GROUPS
+# --help's sections, in order: (title, what it holds, the settings by their flat names). First the settings of the
+# three source documents (docs/SEEDS.md), which a learner types: the PPO tutorial's PPOArgs and CleanRL ppo.py's
+# Args beside it, its algorithm's settings before its run's as CleanRL orders them, with the homework's --algo; then
+# the rest by topic. The command's own flags follow the first section. The flags are the same in any section: the
+# sections are the help's and the parser's, and parse_command puts each setting back into its PPOArgs group.
+SECTIONS: tuple[tuple[str, str, list[str]], ...] = (
+    (
+        "core",
+        "the settings of the source documents (docs/SEEDS.md): the PPO tutorial's and CleanRL's ppo.py's, and "
+        "the policy-gradient homework's --algo",
+        "env_id algo total_timesteps learning_rate num_envs num_steps anneal_lr gamma gae_lambda num_minibatches "
+        "update_epochs norm_adv clip_coef clip_vloss ent_coef vf_coef max_grad_norm target_kl seed "
+        "torch_deterministic cuda track wandb_project_name wandb_entity capture_video exp_name".split(),
+    ),
+    (
+        "env",
+        "how the environment is made and stepped (docs/ENVS.md)",
+        "env_kwargs env_factory env_backend async_envs".split(),
+    ),
+    (
+        "network",
+        "the networks (docs/NETWORKS.md)",
+        "encoder hidden_sizes activation critic_hidden_sizes critic_activation layer_norm init shared_network "
+        "recurrent lstm_hidden_size lstm_layers action_dist precision".split(),
+    ),
+    (
+        "normalization",
+        "the running normalization of observations, rewards and value targets",
+        "norm_obs norm_reward norm_value value_norm_horizon clip_obs clip_reward".split(),
+    ),
+    (
+        "optimization",
+        "the optimizer and the advantage estimator, beyond the core settings",
+        "value_learning_rate adam_eps advantage".split(),
+    ),
+    (
+        "schedules",
+        "settings changed linearly over the run (docs/TRAINING.md)",
+        "learning_rate_end clip_coef_end ent_coef_end action_std_end".split(),
+    ),
+    (
+        "evaluation",
+        "evaluation during training, stopping early and keeping the best agent",
+        "eval_every eval_episodes stop_return save_best rescore_best rescore_episodes".split(),
+    ),
+    (
+        "output",
+        "the run directory: where it is, what it starts from, what is written there and to the console",
+        "run_dir init_from checkpoint_every plot report log_info quiet".split(),
+    ),
+    (
+        "scale",
+        "scaling out: seeds batched in one process, threads, Ray rollout workers (docs/SCALING.md)",
+        "num_seeds torch_threads rollout_workers".split(),
+    ),
+    (
+        "multi_agent",
+        "many agents (docs/MULTIAGENT.md)",
+        "team_reward centralized_critic share_params actor_agent_index critic_agent_index".split(),
+    ),
+    (
+        "self_play",
+        "self-play in two-player selfplay: games (docs/MULTIAGENT.md)",
+        "self_play_every self_play_pool self_play_latest self_play_random_moves".split(),
+    ),
+)
 
+
+@functools.cache
+def section_classes() -> tuple[type, ...]:
+    """A frozen dataclass per section of ``SECTIONS``, its fields those of PPOArgs' groups (their types, tyro's
+    markers, docs and defaults), in the section's order; a setting no section names is kept in a last one,
+    ``other``, so that it stays a flag. The settings' constraints are left out: they are checked once, when the
+    PPOArgs is made (``parse``)."""
+    from proxima.run.config import GROUPS, Must
+
+    settings = {}
+    for cls in GROUPS.values():
+        hints, docs = typing.get_type_hints(cls, include_extras=True), field_docs(cls)
+        for f in dataclasses.fields(cls):
+            hint, markers = hints[f.name], []
+            if typing.get_origin(hint) is Annotated:
+                hint, *markers = typing.get_args(hint)
+            markers = [m for m in markers if not isinstance(m, Must)]
+            kept = Annotated[(hint, *markers, tyro.conf.arg(help=docs.get(f.name)))]  # type: ignore[valid-type]
+            settings[f.name] = (
+                f.name,
+                kept,
+                dataclasses.field(default=f.default, default_factory=f.default_factory),
+            )
+    named = {name for *_, names in SECTIONS for name in names}
+    rest = [name for name in settings if name not in named]
+    layout = (*SECTIONS, *([("other", "the settings no section above names", rest)] if rest else []))
+    classes = []
+    for title, about, names in layout:
+        made = dataclasses.make_dataclass(title, [settings[n] for n in names], frozen=True)
+        made.__doc__ = about
+        classes.append(made)
+    return tuple(classes)
+
+
+def command_flags(defaults: PPOArgs, instructions: dict[str, str | None], own: type | None = None):
+    """A dataclass of ``SECTIONS``, the command's own flags (``own``, a dataclass named after the command) and
+    the ``instructions``: one ``--help`` section each, titled by its docstring, with ``defaults`` as the
+    settings' defaults, so that ``--help`` shows the values a run would get. The flags are flat (``--env-id``):
+    ``parse`` puts the dataclass under ``OmitArgPrefixes``."""
     instruction_fields = [
         (
             n,
@@ -65,11 +166,30 @@ def command_flags(defaults: PPOArgs, instructions: dict[str, str | None], own: t
     ]
     made = dataclasses.make_dataclass("instructions", instruction_fields, frozen=True)
     made.__doc__ = "what to start from, rather than settings"
-    groups = [(g, cls, dataclasses.field(default=getattr(defaults, g))) for g, cls in GROUPS.items()]
-    mine = [(own.__name__.lower().removesuffix("flags"), own)] if own is not None else []
+    values = defaults.flat()
+    sections = [
+        (
+            cls.__name__,
+            cls,
+            dataclasses.field(default=cls(**{f.name: values[f.name] for f in dataclasses.fields(cls)})),
+        )
+        for cls in section_classes()
+    ]
+    mine = [(own_name(own), own)] if own is not None else []
     return dataclasses.make_dataclass(
-        "flags", [*mine, *groups, ("instructions", made, dataclasses.field(default_factory=made))]
+        "flags",
+        [
+            *sections[:1],
+            *mine,
+            *sections[1:],
+            ("instructions", made, dataclasses.field(default_factory=made)),
+        ],
+        kw_only=True,  # the command's own flags may have no default (solve's ENV_ID), and follow the first section
     )
+
+
+def own_name(own: type) -> str:
+    return own.__name__.lower().removesuffix("flags")
 
 
 def parse_command(
@@ -95,8 +215,12 @@ def parse_command(
     chosen: dict[str, Any] = {"algo": algo} if algo is not None else {}
     defaults = resolve_args(config=config, named=named, **chosen)
     parsed = parse(command_flags(defaults, given, own), argv, prog, description, hidden)
-    args = PPOArgs(**{g: getattr(parsed, g) for g in GROUPS})
-    return (getattr(parsed, dataclasses.fields(parsed)[0].name) if own is not None else None), args
+    sections = [getattr(parsed, cls.__name__) for cls in section_classes()]
+    values = {f.name: getattr(s, f.name) for s in sections for f in dataclasses.fields(s)}
+    args = PPOArgs(
+        **{g: cls(**{f.name: values[f.name] for f in dataclasses.fields(cls)}) for g, cls in GROUPS.items()}
+    )
+    return (getattr(parsed, own_name(own)) if own is not None else None), args
 
 
 def parse_train_args(argv: list[str]) -> PPOArgs:
