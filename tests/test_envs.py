@@ -1,3 +1,5 @@
+import re
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -115,6 +117,28 @@ def test_module_prefixed_env_id_imports_the_module():
 def test_bad_env_ids(env_id, match):
     with pytest.raises(UserError, match=match):
         make_vec_env(env_id, 2)
+
+
+def test_an_unknown_id_near_a_registered_one_names_it(tmp_path, capsys):
+    """proxima's envs are registered in Gymnasium's proxima/ namespace; the id without it is named, in one line."""
+    import proxima
+    from proxima.commands import main
+
+    run_dir = tmp_path / "run"
+    said = "unknown env id 'Probe1-v0' (Environment `Probe1` doesn't exist.); did you mean proxima/Probe1-v0? Or give"
+    with pytest.raises(UserError, match=f"^{re.escape(said)} a registered Gymnasium id"):
+        proxima.train(env_id="Probe1-v0", run_dir=str(run_dir), total_timesteps=512, quiet=True)
+    assert (
+        main(["train", "--env-id", "Probe1-v0", "--run-dir", str(run_dir), "--total-timesteps", "512"]) == 2
+    )
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and err.startswith(f"proxima train: error: {said} "), err
+    assert not run_dir.exists()
+    with pytest.raises(UserError, match="did you mean CartPole-v1[?]"):
+        make_vec_env("CartPol-v1", 2)
+    with pytest.raises(UserError) as far:  # no registered id is near: no guess
+        make_vec_env("Zzqxw-v0", 2)
+    assert "did you mean" not in str(far.value) and "give a registered Gymnasium id" in str(far.value)
 
 
 def test_unsupported_spaces_are_refused_before_the_run_directory_exists(tmp_path):

@@ -8,6 +8,7 @@ step API. Each is either handled here or refused with one line that says what Gy
 from __future__ import annotations
 
 import contextlib
+import difflib
 import functools
 import inspect
 import os
@@ -64,6 +65,14 @@ def _unknown_id(error: Exception, env_id: str) -> bool:
     )
 
 
+def _close_id(env_id: str) -> str | None:
+    """The registered id nearest ``env_id`` by spelling (``Probe1-v0``: ``proxima/Probe1-v0``, whose namespace
+    proxima's envs are registered in), with ``env_id``'s ``module:`` prefix; None if none is near."""
+    module, _, name = env_id.rpartition(":")
+    close = difflib.get_close_matches(name, list(gym.registry), n=1)
+    return (f"{module}:{close[0]}" if module else close[0]) if close else None
+
+
 def make_single_env(
     env_id: str, kwargs: dict, render_mode: str | None = None, disable_env_checker: bool = False
 ) -> gym.Env:
@@ -89,7 +98,9 @@ def make_single_env(
         except (gym.error.Error, ModuleNotFoundError, ImportError) as e:
             message = str(e).splitlines()[0] if str(e) else type(e).__name__
             if _unknown_id(e, env_id):
-                raise UserError(f"unknown env id {env_id!r} ({message}); give {ENV_ID_FORMS}") from None
+                close = _close_id(env_id) if not isinstance(e, ImportError) else None
+                hint = f"did you mean {close}? Or " if close and close not in message else ""
+                raise UserError(f"unknown env id {env_id!r} ({message}); {hint}give {ENV_ID_FORMS}") from None
             raise UserError(f"gymnasium.make({env_id!r}) failed: {message}") from None
 
     return _construct(make, env_id, render_mode, kwargs)
