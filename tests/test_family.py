@@ -4,6 +4,8 @@ loops, per-network architectures, separate optimizers, presets, and the
 modified Pendulum."""
 
 import json
+import pathlib
+import re
 
 import gymnasium as gym
 import numpy as np
@@ -23,7 +25,7 @@ from proxima.envs.pendulum import DiscreteTorques, ScaleAngularVelocity, ScaleRe
 from proxima.policy.distributions import CategoricalHead
 from proxima.policy.networks import ActorCritic, NetworkSettings, NetworkSpec
 from proxima.run.callbacks import Callback
-from proxima.run.config import PPOArgs, load_preset, preset_names, resolve_args
+from proxima.run.config import PPOArgs, load_preset, preset_names, read_preset, resolve_args
 
 
 def _homework_traj_data(ppo: bool = False):
@@ -342,6 +344,35 @@ def test_presets_command_lists_every_preset(capsys):
     assert all(name in out for name in REQUIRED_PRESETS)
     assert main(["presets", "cartpole-ppo-fullbatch"]) == 0
     assert "--update-epochs 10" in capsys.readouterr().out
+
+
+def test_every_preset_says_how_long_it_took_and_where_that_was_measured(capsys):
+    """``typical``: the steps and wall time of a results table, citing it by file and date, with the preset named
+    there (by name, by the old name it had then, or by the quoted section); `proxima presets` and the docs' table
+    of presets show it."""
+    root = pathlib.Path(__file__).parent.parent
+    assert main(["presets"]) == 0
+    listed = capsys.readouterr().out
+    page = (root / "docs" / "ALGORITHMS.md").read_text()
+    for name in preset_names():
+        typical = read_preset(name)["typical"]
+        cited = re.findall(
+            r"(docs/RESULTS\.md|docs/journal/benchmarks\.md)(?:, [^;)]*)?, (\d{4}-\d\d-\d\d)", typical
+        )
+        assert cited, (name, typical)  # a number always comes with its table and date
+        assert re.search(r"\d[\d,.]*[kM]? steps", typical) and re.search(r"\d s\b|minutes|\d h\b", typical), (
+            typical
+        )
+        for table, _ in cited:
+            text = (root / table).read_text()
+            # a row of the preset (`cartpole-fast`, `vmas-fast: mappo float32`, `cartpole-fast --torch-threads 1`)
+            named = [rf"`{re.escape(name)}[`: ]"]
+            named += [re.escape(n) for n in re.findall(r"as (seed[\w-]+)[;,]", typical)]
+            named += [re.escape(n) for n in re.findall(r"'([A-Z][^']*)'", typical)]
+            assert any(re.search(n, text) for n in named), (name, table, named)
+        assert "typical" not in load_preset(name)  # it describes the preset and sets nothing
+        assert f"how long: {typical}\n" in listed, name
+        assert f"| `{name}` | " in page and f" | {typical} |" in page, name
 
 
 def test_invalid_family_settings_are_one_line_errors(tmp_path, capsys):

@@ -11,7 +11,8 @@ def run(argv: list[str]) -> int:
 
     if helping(argv):
         print(
-            "usage: proxima presets [NAME]\n\nWithout NAME: every preset, with what it is for. With NAME: that "
+            "usage: proxima presets [NAME]\n\nWithout NAME: every preset, with what it is for and how long it took "
+            "where a results table measured it (docs/RESULTS.md, docs/journal/benchmarks.md). With NAME: that "
             "preset's settings, as the train flags it stands for (proxima train --config NAME takes them; any "
             "flag given beside it wins)."
         )
@@ -26,5 +27,7 @@ def run(argv: list[str]) -> int:
             print(f"--{key.replace('_', '-')} {value}")
         return 0
     for name in preset_names():
-        print(f"{name:30s} {read_preset(name).get('description', '')}")
+        preset = read_preset(name)
+        print(f"{name:30s} {preset.get('description', '')}")
+        print(f"{'':30s} how long: {preset.get('typical', 'not measured')}")
     return 0

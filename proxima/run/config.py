@@ -525,9 +525,11 @@ def preset_names() -> list[str]:
     return sorted(f.name[: -len(".json")] for f in files if f.name.endswith(".json"))
 
 
-# Keys of a preset that describe it rather than set anything: its one-line description, and for the presets
-# that `proxima solve` uses, the score that counts as solving the task ({"threshold": R, "deterministic": B}).
-PRESET_METADATA = ("description", "solve")
+# Keys of a preset that describe it rather than set anything: its one-line description, how long it takes
+# (``typical``: the steps and wall time a results table measured, with the table and date, or "not measured"),
+# and for the presets that `proxima solve` uses, the score that counts as solving the task ({"threshold": R,
+# "deterministic": B}).
+PRESET_METADATA = ("description", "typical", "solve")
 
 
 def load_preset(name_or_path: str) -> dict:
