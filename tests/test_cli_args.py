@@ -214,7 +214,7 @@ def test_output_piped_into_a_reader_that_stops_early_gives_no_traceback():
      (["solve"], ["ENV_ID", "CartPole-v1"])],
 )  # fmt: skip
 def test_the_commands_that_train_show_their_own_flags_and_every_train_flag(command, own, capsys):
-    """sweep, probe and solve parse as train does: their own dataclass composed with the sections of PPOArgs' settings."""
+    """sweep, probe and solve parse as train does: their own dataclass beside the settings' sections."""
     assert main([*command, "--help"]) == 0
     out = capsys.readouterr().out
     assert all(flag in out for flag in own), out

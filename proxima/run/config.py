@@ -287,7 +287,7 @@ class RunSettings:
             raise UserError("rescore_best chooses the agent in RUN_DIR/best: give --save-best as well")
 
 
-# Each group by its attribute in PPOArgs, in the order of config.json and flat() (--help's sections: commands.common.SECTIONS).
+# Each group by its attribute in PPOArgs, in config.json's order (--help's sections are commands.common.SECTIONS).
 GROUPS: dict[str, type] = {
     "env": EnvSettings,
     "network": NetworkSettings,
