@@ -121,29 +121,6 @@ def in_flags(message: str, cls, typed: set[str] | None = None) -> str:
     return message
 
 
-# The flags that Stable-Baselines3, rl-zoo and CleanRL users type first, and proxima's that do their job (said
-# where difflib's spelling match would point elsewhere: --normalize is not --norm-value).
-FOREIGN = {
-    "--n-steps": "--num-steps",
-    "--n-envs": "--num-envs",
-    "--n-epochs": "--update-epochs",
-    "--lr": "--learning-rate",
-    "--clip-range": "--clip-coef",
-    "--net-arch": "--hidden-sizes",
-    "--batch-size": "--num-minibatches (a minibatch is num_envs x num_steps / num_minibatches samples)",
-    "--minibatch-size": "--num-minibatches (a minibatch is num_envs x num_steps / num_minibatches samples)",
-    "--device": "--cuda or --no-cuda",
-    "--eval-freq": "--eval-every (in updates)",
-    "--save-freq": "--checkpoint-every (in updates)",
-    "--tensorboard-log": "--run-dir (TensorBoard's events are written there)",
-    "--verbose": "--quiet (the console output is on by default)",
-    "--normalize": "--norm-obs and --norm-reward",
-    "--norm-advantages": "--norm-adv",
-    "--normalize-advantage": "--norm-adv",
-    "--policy": "--hidden-sizes and --encoder",
-}
-
-
 def _is_flag(token: str) -> bool:
     """Whether the parser reads ``token`` as a flag: negative numbers are values, as they are for tyro."""
     try:
@@ -264,6 +241,8 @@ class _Mistakes:
 
     def unrecognized(self, token: str) -> NoReturn:
         if _is_flag(token):
+            from proxima.run.config import FOREIGN
+
             name = token.partition("=")[0]
             foreign = FOREIGN.get(name.replace("_", "-"))
             if foreign is not None and foreign.split()[0] in self.flags:

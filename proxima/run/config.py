@@ -4,8 +4,8 @@ Names and defaults of the seed's fields follow seed 000 (and CleanRL's ppo.py); 
 group is a frozen dataclass that validates itself and goes where it is used: ``args.env`` (``EnvSettings``),
 ``args.network`` (``proxima.policy.networks.NetworkSettings``, which the network's ``NetworkSpec`` holds),
 ``args.algorithm`` (``AlgoSettings``) and ``args.run`` (``RunSettings``). The names stay flat where a user
-gives them (flags, keyword arguments, presets, ``args.replace``): every field name is unique across the
-groups. Derived sizes are properties, never written back into the object.
+gives them (flags, keyword arguments, presets, ``PPOArgs(...)``, ``args.replace``) and reads them
+(``args.env_id``): every field name is unique across the groups. Derived sizes are properties, never written back into the object.
 
 Where a value comes from, lowest priority first: the field defaults here, then the chosen algorithm's
 defaults (``proxima.algo.algorithms``), then a preset (``config``), then explicit flags or keyword arguments
@@ -16,9 +16,11 @@ not written to ``config.json``.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import json
 import os
+import re
 import types
 import typing
 from collections.abc import Callable
@@ -300,6 +302,92 @@ TUPLES = ("hidden_sizes", "critic_hidden_sizes", "log_info")  # JSON has lists
 PATHS = ("run_dir", "init_from")  # a pathlib.Path is written down as its string
 TYPED_BY_GROUP = ("encoder",)  # its group's validate() says more than its type can (it may be a class)
 
+# The flags that Stable-Baselines3, rl-zoo and CleanRL users type first, and proxima's that do their job (said
+# where difflib's spelling match would point elsewhere: --normalize is not --norm-value). `proxima train` says
+# them for an unknown flag (proxima.commands.argv), PPOArgs and proxima.train for an unknown keyword, as
+# keywords (``unknown_words``). Said, never mapped, even where the meaning is the same (n_steps): each setting
+# has one name, in flags, keywords, presets and config.json alike, and several of them differ in meaning
+# (SB3's batch_size is samples per minibatch, proxima's knob num_minibatches; SB3's learning rate is constant,
+# proxima's annealed by default).
+FOREIGN = {
+    "--n-steps": "--num-steps",
+    "--n-envs": "--num-envs",
+    "--n-epochs": "--update-epochs",
+    "--lr": "--learning-rate",
+    "--clip-range": "--clip-coef",
+    "--net-arch": "--hidden-sizes",
+    "--batch-size": "--num-minibatches (a minibatch is num_envs x num_steps / num_minibatches samples)",
+    "--minibatch-size": "--num-minibatches (a minibatch is num_envs x num_steps / num_minibatches samples)",
+    "--device": "--cuda or --no-cuda",
+    "--eval-freq": "--eval-every (in updates)",
+    "--save-freq": "--checkpoint-every (in updates)",
+    "--tensorboard-log": "--run-dir (TensorBoard's events are written there)",
+    "--verbose": "--quiet (the console output is on by default)",
+    "--normalize": "--norm-obs and --norm-reward",
+    "--norm-advantages": "--norm-adv",
+    "--normalize-advantage": "--norm-adv",
+    "--policy": "--hidden-sizes and --encoder",
+}
+# CleanRL's names of sizes that proxima derives too: read (args.minibatch_size), never given. CleanRL's ppo.py
+# computes minibatch_size from num_minibatches as well; given, it would be a second setting of one size, and the
+# two would disagree as soon as a replace(num_envs=...) changed the batch. So a tutorial's reads work, and its
+# value is refused with the setting that makes it (FOREIGN's --minibatch-size).
+ALIASES = {"minibatch_size": "samples_per_minibatch"}
+
+
+def _keyword(flag: re.Match) -> str:
+    """A FOREIGN flag as a keyword: ``--num-steps`` is num_steps, a switch ``--cuda`` cuda=True, ``--no-cuda``
+    cuda=False."""
+    name = flag.group(2).replace("-", "_")
+    if declared(GROUPS[GROUP_OF[name]])[name][0] is not bool:
+        return name
+    return f"{name}={not flag.group(1)}"
+
+
+def unknown_words(names: list[str], source: str | None = None) -> str:
+    """The one line for settings given by names that no group has: each with the proxima setting that does its
+    job (FOREIGN, as keywords: --no-cuda is cuda=False) or its close spelling, else the accepted names."""
+    hints, plain = [], []
+    for name in names:
+        foreign = FOREIGN.get("--" + name.replace("_", "-"))
+        close = difflib.get_close_matches(name, GROUP_OF, n=1, cutoff=0.75)
+        if foreign is not None:
+            hint = f"in proxima: {re.sub(r'--(no-)?([a-z][a-z-]*)', _keyword, foreign)}"
+        elif close:
+            hint = f"did you mean {close[0]}?"
+        else:
+            plain.append(name)
+            continue
+        if name in ALIASES:
+            hint += f"; read it as args.{name} or args.{ALIASES[name]}"
+        hints.append(hint if len(names) == 1 else f"{name}: {hint}")
+    if plain:
+        hints.append(
+            "the accepted names are the fields of proxima.PPOArgs' groups "
+            f"({', '.join(f'{g}: {c.__name__}' for g, c in GROUPS.items())})"
+        )
+    return f"{source + ' has unknown' if source else 'unknown'} settings {names}; {'; '.join(hints)}"
+
+
+def by_group(values: dict, source: str | None = None) -> dict[str, dict]:
+    """Settings by their flat names, sorted into their groups, as the groups' fields hold them (a list of
+    hidden_sizes as a tuple, a path as its string); an unknown name is refused (``unknown_words``)."""
+    unknown = sorted(set(values) - set(GROUP_OF))
+    if unknown:
+        raise UserError(unknown_words(unknown, source))
+    out: dict[str, dict] = {}
+    for name, value in values.items():
+        if name in TUPLES and isinstance(value, list):
+            value = tuple(value)
+        if name == "encoder" and isinstance(value, type):  # its import path, which config.json records
+            value = class_path(value)
+        if name in PATHS and isinstance(value, os.PathLike):
+            value = os.fspath(value)
+        if isinstance(value, np.generic):  # as config.json writes it
+            value = value.item()
+        out.setdefault(GROUP_OF[name], {})[name] = value
+    return out
+
 
 @functools.cache
 def declared(cls: type) -> dict[str, tuple[Any, tuple[Must, ...]]]:
@@ -389,18 +477,61 @@ def check_fields(settings) -> None:
 @read_only
 @dataclass(frozen=True)
 class PPOArgs:
-    """Every setting of a run, in four groups; ``PPOArgs.of(env_id=..., seed=...)`` and ``args.replace(...)``
-    take the settings' flat names."""
+    """Every setting of a run, in four groups. ``PPOArgs(env_id=..., clip_coef=...)`` (as CleanRL's ``Args``),
+    ``PPOArgs.of(...)`` and ``args.replace(...)`` take the settings' flat names, and ``args.env_id`` reads one
+    (``args.env.env_id``); ``PPOArgs(env=EnvSettings(...))`` takes a group whole."""
 
     env: EnvSettings = field(default_factory=EnvSettings)
     network: NetworkSettings = field(default_factory=NetworkSettings)
     algorithm: AlgoSettings = field(default_factory=AlgoSettings)
     run: RunSettings = field(default_factory=RunSettings)
 
-    def __post_init__(self) -> None:
+    def __init__(
+        self,
+        env: EnvSettings | None = None,
+        network: NetworkSettings | None = None,
+        algorithm: AlgoSettings | None = None,
+        run: RunSettings | None = None,
+        **flat: Any,
+    ) -> None:
+        # The dataclass's own __init__ would take the groups only. A setting by its flat name beside its group
+        # given whole is refused: one of the two would be dropped without a word.
+        given = {"env": env, "network": network, "algorithm": algorithm, "run": run}
+        values = by_group(flat)
+        both = [(name, GROUP_OF[name]) for name in flat if given[GROUP_OF[name]] is not None]
+        if both:
+            name, group = both[0]
+            raise UserError(
+                f"PPOArgs got {name} beside {group}={GROUPS[group].__name__}(...), which holds it: give it inside "
+                f"the group ({GROUPS[group].__name__}({name}=...)) or drop {group}= and give every setting by its flat name"
+            )
+        for group, cls in GROUPS.items():
+            settings = given[group]
+            object.__setattr__(self, group, cls(**values.get(group, {})) if settings is None else settings)
         # every setting, however the PPOArgs was made; the checks across them: validate()
         for group in GROUPS:
             check_fields(getattr(self, group))
+
+    # Reads by flat name, as a CleanRL script reads its args: args.env_id is args.env.env_id. mypy types any
+    # attribute that PPOArgs does not declare as Any through this (a misspelt one too); proxima's own code reads
+    # the groups (args.env.env_id), whose fields stay typed.
+    def __getattr__(self, name: str) -> Any:
+        group = GROUP_OF.get(name)
+        if group is not None:
+            return getattr(getattr(self, group), name)
+        if name in ALIASES:
+            return getattr(self, ALIASES[name])
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}", name=name, obj=self)
+
+    def how_to_change(self, name: str) -> str:
+        """The words of ``read_only``'s refusal of ``args.NAME = ...``."""
+        if name in GROUPS:
+            return (
+                f"make new ones with dataclasses.replace(args, {name}=...) or args.replace(...) by flat names"
+            )
+        if name in GROUP_OF:  # the group's words: run.set for a setting that a run adjusts
+            return getattr(self, GROUP_OF[name]).how_to_change(name)
+        return f"make new ones with args.replace({name}=...)"
 
     @property
     def batch_size(self) -> int:
@@ -424,25 +555,9 @@ class PPOArgs:
 
     def replace(self, _source: str | None = None, **values) -> PPOArgs:
         """A copy with the settings given by their flat names changed: ``args.replace(seed=2, num_envs=8)``."""
-        unknown = sorted(set(values) - set(GROUP_OF))
-        if unknown:
-            raise UserError(
-                f"{_source + ' has unknown' if _source else 'unknown'} settings {unknown}; the accepted names are the fields of proxima.PPOArgs' "
-                f"groups ({', '.join(f'{g}: {c.__name__}' for g, c in GROUPS.items())})"
-            )
-        by_group: dict[str, dict] = {}
-        for name, value in values.items():
-            if name in TUPLES and isinstance(value, list):
-                value = tuple(value)
-            if name == "encoder" and isinstance(value, type):  # its import path, which config.json records
-                value = class_path(value)
-            if name in PATHS and isinstance(value, os.PathLike):
-                value = os.fspath(value)
-            if isinstance(value, np.generic):  # as config.json writes it
-                value = value.item()
-            by_group.setdefault(GROUP_OF[name], {})[name] = value
+        groups = by_group(values, _source)
         return dataclasses.replace(
-            self, **{g: dataclasses.replace(getattr(self, g), **v) for g, v in by_group.items()}
+            self, **{g: dataclasses.replace(getattr(self, g), **v) for g, v in groups.items()}
         )
 
     def flat(self) -> dict:
