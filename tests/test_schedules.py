@@ -152,7 +152,7 @@ class Assign(Callback):
     [
         (lambda run: setattr(run.args.algorithm, "ent_coef", 0.05), r"AlgoSettings.ent_coef cannot be assigned: .*run.set\(ent_coef=...\)"),
         (lambda run: setattr(run.args.algorithm, "gamma", 0.9), r"AlgoSettings.gamma cannot be assigned: .*args.replace\(gamma=...\)"),
-        (lambda run: setattr(run.args, "network", None), r"PPOArgs.network cannot be assigned: .*args.replace\(network=...\)"),
+        (lambda run: setattr(run.args, "network", None), r"PPOArgs.network cannot be assigned: .*dataclasses.replace\(args, network=...\)"),
         (lambda run: run.optimizer.param_groups[0].update(lr=1.0), r"outside run.set.*run.set\(learning_rate=...\)"),
     ],
 )  # fmt: skip
