@@ -120,6 +120,21 @@ def differences(a: str, b: str) -> list[str]:
     return found
 
 
+def settings_only(tmp: str) -> None:
+    """Point RUNS at copies of their preset files without the presets' own metadata (``load_preset`` drops it
+    before training), so that a commit from before a metadata key (``typical``) reads the same settings."""
+    for flags in RUNS.values():
+        for i, flag in enumerate(flags):
+            if flag.startswith(PRESETS):
+                with open(flag) as f:
+                    data = {
+                        k: v for k, v in json.load(f).items() if k not in ("description", "typical", "solve")
+                    }
+                flags[i] = os.path.join(tmp, os.path.basename(flag))
+                with open(flags[i], "w") as f:
+                    json.dump(data, f)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -134,6 +149,7 @@ def main() -> int:
     )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
+        settings_only(tmp)
         root = args.keep or tmp
         outputs = {}
         for label, commit in (("base", args.base), ("other", args.other)):
