@@ -309,10 +309,12 @@ def test_vmas_games_record_video_in_training_and_in_proxima_eval(tmp_path, capsy
     assert proxima.commands.main(argv) == 0
     # game 0's episodes 0 and 1 (Gymnasium's schedule: 0, 1, 8, ...), each from its reset to its end
     assert sorted(os.listdir(run_dir / "videos")) == ["rl-video-episode-0.mp4", "rl-video-episode-1.mp4"]
-    # 4 episodes of 3 agents' rows: 2 games, each one episode, recorded whole and nothing after it
+    # 4 episodes of 3 agents' rows: 2 games, which --video plays in turn on one env, each filmed whole
     assert proxima.commands.main(["eval", str(run_dir), "--video", "--episodes", "4"]) == 0
-    assert os.listdir(run_dir / "eval-videos") == ["rl-video-episode-0.mp4"]
-    assert f"videos: {run_dir / 'eval-videos' / 'rl-video-episode-0.mp4'}" in capsys.readouterr().out
+    films = ["rl-video-episode-0.mp4", "rl-video-episode-1.mp4"]
+    assert sorted(os.listdir(run_dir / "eval-videos")) == films
+    said = ", ".join(str(run_dir / "eval-videos" / f) for f in films)
+    assert f"videos: {said}" in capsys.readouterr().out
 
 
 def test_a_team_reward_is_the_mean_over_the_agents_present():

@@ -432,11 +432,13 @@ def test_resume_starts_new_games_and_eval_films_the_games(tmp_path, capsys):
     assert "resuming" in said and "they start new episodes" in said
     steps = [json.loads(line)["global_step"] for line in open(run / "metrics.jsonl")]
     assert steps == [32, 64, 96, 128]
-    # proxima eval plays the resumed agent's games, and films game 0 as mpe2 renders it
+    # proxima eval plays the resumed agent's games and films each as mpe2 renders it: 6 episodes of 3 agents'
+    # rows are 2 games, which --video plays in turn on one env
     pytest.importorskip("moviepy")
     assert main(["eval", str(run), "--video", "--episodes", "6"]) == 0
-    assert os.listdir(run / "eval-videos") == ["rl-video-episode-0.mp4"]
-    assert (run / "eval-videos" / "rl-video-episode-0.mp4").stat().st_size > 0
+    films = ["rl-video-episode-0.mp4", "rl-video-episode-1.mp4"]
+    assert sorted(os.listdir(run / "eval-videos")) == films
+    assert all((run / "eval-videos" / f).stat().st_size > 0 for f in films)
 
 
 def test_an_aec_env_enters_where_its_conversion_is_exact():
