@@ -84,27 +84,6 @@ def test_an_image_agent_keeps_bytes_in_the_buffer_and_round_trips(tmp_path):
     assert loaded.predict(images[0], deterministic=True) in (0, 1)  # one observation, as the env gives it
 
 
-@pytest.mark.slow
-def test_the_image_probes_learn_through_the_cnn(tmp_path):
-    """Probes 2 and 5, in pixels: the value and the policy must both read the image."""
-    images = _images()
-    value = proxima.train(
-        env_id="proxima/ProbeImageValue-v0", total_timesteps=10_000, run_dir=str(tmp_path / "v"), plot=False,
-        quiet=True, norm_value=False,
-    )  # fmt: skip
-    with torch.no_grad():
-        torch.testing.assert_close(value.model.value(images), torch.tensor([1.0, -1.0]), rtol=0, atol=1e-3)
-    policy = proxima.train(
-        env_id="proxima/ProbeImagePolicy-v0", total_timesteps=20_000, run_dir=str(tmp_path / "p"), plot=False,
-        quiet=True, norm_value=False,
-    )  # fmt: skip
-    with torch.no_grad():
-        probs = policy.model.head.probs(policy.model.logits(images))
-        values = policy.model.value(images)
-    assert probs[0, 0] >= 0.99 and probs[1, 1] >= 0.99, probs
-    torch.testing.assert_close(values, torch.ones(2), rtol=0, atol=1e-2)
-
-
 def test_bfloat16_precision_runs_the_cnn_under_autocast_and_hands_float32_on():
     torch.manual_seed(0)
     full, half = NatureCNN((4, 84, 84)), NatureCNN((4, 84, 84), "bfloat16")
