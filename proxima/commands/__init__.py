@@ -62,6 +62,7 @@ commands:
   presets list the presets that `proxima train --config NAME` accepts; `proxima presets NAME` shows one
   export  write a trained agent's deterministic policy as one ONNX or TorchScript file (proxima export --help)
   check-env  check that proxima will train on ENV_ID (or module:ID) and say what it will make of it
+  check   grade your own functions (the source documents' compute_advantages, ...): proxima check MODULE[:FUNCTION]
 
 proxima --version prints the version.
 """
@@ -81,17 +82,21 @@ COMMANDS = {
     "tune": "tune",
     "export": "export",
     "check-env": "check_env",
+    "check": "check",
 }
 
 
 def _working_directory_on_path(command: str, rest: list[str], own_process: bool) -> None:
     """A command whose settings the user types (``train``, not ``--resume``; ``check-env``; a new sweep or
-    search) imports ``module:Env-v0``'s module from the working directory, as ``python -m`` would (and not under
+    search; ``check``, whose MODULE is the learner's) imports ``module:Env-v0``'s module from the working
+    directory, as ``python -m`` would (and not under
     ``-P``/PYTHONSAFEPATH). Every other command reads a run's files, and finds no module there: the working
     directory is taken off the path where ``python -m proxima`` put it, in a process of the command's own
     (``own_process``: a caller of ``main``, a test or a notebook, keeps its path as it is)."""
     cwd = os.getcwd()
-    typed = command in ("train", "check-env", "sweep", "tune") and flag_value(rest, "--resume") is None
+    typed = (
+        command in ("train", "check-env", "check", "sweep", "tune") and flag_value(rest, "--resume") is None
+    )
     if typed and not sys.flags.safe_path:
         if "" not in sys.path and cwd not in sys.path:
             sys.path.insert(0, cwd)
