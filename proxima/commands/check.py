@@ -31,7 +31,7 @@ _FUNCTION = re.compile(r"(?P<module>.+):(?P<function>[A-Za-z_]\w*(?:\.[A-Za-z_]\
 
 
 def run(argv: list[str]) -> int:
-    from proxima.run.grading import check, grader_named, iter_lines
+    from proxima.run.grading import check, grader_named
 
     args = parse(CheckArgs, argv, "proxima check", description=CHECK_ABOUT)
     split = _FUNCTION.fullmatch(args.target)
@@ -39,6 +39,7 @@ def run(argv: list[str]) -> int:
     if function is not None:
         grader_named(function)  # an unknown name is refused before the module runs
     grades = check(module, only=function)
-    for line in iter_lines(grades):
+    print(grades.found_line())
+    for line in grades.lines():
         print(line)
     return grades.exit_status
