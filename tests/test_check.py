@@ -175,3 +175,70 @@ def test_the_command_exits_0_1_2_from_a_process_of_its_own(target, status, strea
     assert any(line.startswith(start) for line in lines), lines
     if status == 2:
         assert len(lines) == 1 and done.stdout == ""
+
+
+def test_the_tutorials_skeleton_of_pass_bodies_fails_every_grader_in_one_line():
+    import gymnasium as gym
+
+    def left_as_pass(**kwargs):
+        pass
+
+    class PPOScheduler:
+        def __init__(self, optimizer, initial_lr, end_lr, num_updates):
+            self.optimizer = optimizer
+
+        def step(self):
+            pass
+
+    class TrajData:
+        def __init__(self, n_steps, n_envs, n_obs, n_actions):
+            pass
+
+        def calc_returns(self, gamma=0.99):
+            pass
+
+        def calc_gae(self, values, gamma=0.99, lam=0.95):
+            pass
+
+    class Agent(nn.Module):
+        def __init__(self, n_obs, n_actions):
+            super().__init__()
+            self.name = "PPO"
+
+        def get_loss(self, traj_data):
+            pass
+
+    class DiscreteActionWrapper(gym.ActionWrapper):
+        def __init__(self, env, n_actions=5):
+            super().__init__(env)
+            self.action_space = gym.spaces.Discrete(n_actions)
+
+        def action(self, action):
+            pass
+
+    class ObservationWrapper(gym.ObservationWrapper):
+        def observation(self, observation):
+            pass
+
+    class RewardScalingWrapper(gym.RewardWrapper):
+        def __init__(self, env, scaling_factor=0.1):
+            super().__init__(env)
+
+        def reward(self, reward):
+            pass
+
+    classes = [PPOScheduler, TrajData, Agent, DiscreteActionWrapper, ObservationWrapper, RewardScalingWrapper]
+    functions = {g.name: left_as_pass for g in GRADERS.values() if g.owner is None and g.name[0].islower()}
+    grades = check({**functions, **{c.__name__: c for c in classes}})
+    assert [r.name for r in grades.results] == list(GRADERS)
+    assert all(r.passed is False and r.case for r in grades.results), grades.lines()
+    lines = dict(line.split(": ", 1) for line in grades.lines() if not line.startswith("  hint"))
+    assert lines["FAIL compute_advantages"] == (
+        'case "no episode ends": advantages is None (yours) vs a tensor of shape (8, 3) (proxima\'s)'
+    )
+    assert lines["FAIL minibatch_indexes"].startswith(
+        'case "batch_size 64, minibatch_size 16": returned None, which is not the document\'s answer (TypeError: '
+    )
+    assert lines["FAIL DiscreteActionWrapper"] == (
+        'case "the 5 torques": torque of action is None (yours) vs a tensor of shape (5,) (proxima\'s)'
+    )
