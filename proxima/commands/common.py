@@ -43,7 +43,8 @@ INSTRUCTION_FLAGS = {
         "continue the interrupted run in RUN_DIR from its last checkpoint, with its saved settings; only "
         "--quiet, --total-timesteps N (continue it, finished or not, to N steps) and --torch-threads N (another "
         "thread count, which rounds differently) may be given with it, and --trust-code or the run's own "
-        "--env-id, --env-factory and --encoder named again, to import the code its files name (docs/SECURITY.md)",
+        "--env-id, --env-factory, --encoder and --actor-critic named again, to import the code its files name "
+        "(docs/SECURITY.md)",
     ),
 }
 
@@ -70,7 +71,7 @@ SECTIONS: tuple[tuple[str, str, list[str]], ...] = (
     (
         "network",
         "the networks (docs/NETWORKS.md)",
-        "encoder hidden_sizes activation critic_hidden_sizes critic_activation layer_norm init shared_network "
+        "encoder actor_critic hidden_sizes activation critic_hidden_sizes critic_activation layer_norm init shared_network "
         "recurrent lstm_hidden_size lstm_layers action_dist precision".split(),
     ),
     (

@@ -46,8 +46,10 @@ class EvalArgs:
     factory named again, which proxima does not import because agent.json names it (docs/SECURITY.md)"""
     encoder: Annotated[str | None, tyro.conf.arg(metavar="MODULE:CLASS")] = None
     """build the network with this encoder class: the run's own named again, which proxima does not import because agent.json names it (docs/SECURITY.md)"""
+    actor_critic: Annotated[str | None, tyro.conf.arg(metavar="MODULE:CLASS")] = None
+    """build the network with this actor-critic class (--actor-critic): the run's own named again, which proxima does not import because agent.json names it (docs/SECURITY.md)"""
     trust_code: bool = False
-    """import the code that the run's files name (an env factory, a module:ID env id, an encoder class) without its being named again; only for files you trust (docs/SECURITY.md)"""
+    """import the code that the run's files name (an env factory, a module:ID env id, an encoder or actor-critic class) without its being named again; only for files you trust (docs/SECURITY.md)"""
 
 
 def run(argv: list[str]) -> int:
@@ -61,7 +63,9 @@ def run(argv: list[str]) -> int:
         raise UserError("give the env once: --env-id or --env-factory, not both")
     trust.remember("env_id", args.env_id)  # typed: the user's own
     trust.remember("env_factory", args.env_factory)
-    agent = load(args.run_dir, encoder=args.encoder, trust_code=args.trust_code)
+    agent = load(
+        args.run_dir, encoder=args.encoder, actor_critic=args.actor_critic, trust_code=args.trust_code
+    )
     env = None
     if args.env_factory is not None and args.env_factory != agent.env_source.get("env_factory"):
         from proxima.envs.user import load_env_factory

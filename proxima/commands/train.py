@@ -22,6 +22,7 @@ class ResumeArgs:  # their help is train's: the settings' own, and --resume's
     env_id: str | None = None
     env_factory: Annotated[str | None, tyro.conf.arg(metavar="MODULE:NAME")] = None
     encoder: Annotated[str | None, tyro.conf.arg(metavar="MODULE:CLASS")] = None
+    actor_critic: Annotated[str | None, tyro.conf.arg(metavar="MODULE:CLASS")] = None
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,14 @@ class TrainFlags:
 
 
 # the flags that name code again, or trust it, which a resume takes beside its own (docs/SECURITY.md)
-_NAMING_FLAGS = (trust.TRUST_FLAG, "--no-trust-code", "--env-id", "--env-factory", "--encoder")
+_NAMING_FLAGS = (
+    trust.TRUST_FLAG,
+    "--no-trust-code",
+    "--env-id",
+    "--env-factory",
+    "--encoder",
+    "--actor-critic",
+)
 
 
 def run(argv: list[str]) -> int:
@@ -46,7 +54,7 @@ def run(argv: list[str]) -> int:
             "proxima train",
             ("--quiet", "--no-quiet", "--total-timesteps", "--torch-threads", *_NAMING_FLAGS),
             f"--quiet, --total-timesteps, --torch-threads, {trust.TRUST_FLAG} and the run's own --env-id, "
-            "--env-factory and --encoder",
+            "--env-factory, --encoder and --actor-critic",
             "the run's config.json holds its settings",
         )
         args = parse(ResumeArgs, argv, "proxima train")

@@ -359,15 +359,23 @@ def encoder_for(layout: ObsLayout) -> str:
 _UNIMPORTABLE: dict[str, type[nn.Module]] = {}
 
 
-def class_path(cls: type) -> str:
-    """``cls``'s import path, ``package.module:ClassName``, which config.json and agent.json record; a class that
-    importing the path would not give back is kept here, so that this process can still build it."""
+# The settings that name an nn.Module class by its import path (``NetworkSettings``' fields): what each takes
+_NOT_A_CLASS = {
+    "encoder": "an nn.Module class or an encoder's name",
+    "actor_critic": "an nn.Module class with actor and critic attributes, or its module:ClassName",
+}
+
+
+def class_path(cls: type, setting: str = "encoder") -> str:
+    """``cls``'s import path, ``package.module:ClassName``, which config.json and agent.json record as
+    ``setting`` (``encoder`` or ``actor_critic``); a class that importing the path would not give back is kept here, so that
+    this process can still build it."""
     if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
-        raise UserError(f"encoder must be an nn.Module class or an encoder's name, got {cls!r}")
+        raise UserError(f"{setting} must be {_NOT_A_CLASS[setting]}, got {cls!r}")
     path = f"{cls.__module__}:{cls.__qualname__}"
-    trust.remember("encoder", path)  # given by the user: a run's files may name it in this process
+    trust.remember(setting, path)  # given by the user: a run's files may name it in this process
     try:
-        found = _import_class(path)
+        found = import_class(path, setting)
     except UserError:
         found = None
     if found is not cls:
@@ -375,45 +383,49 @@ def class_path(cls: type) -> str:
     return path
 
 
-def encoder_note(name: str) -> list[str]:
-    """A line for a run whose encoder class another process cannot import, said at the start."""
+def encoder_note(name: str | None, setting: str = "encoder") -> list[str]:
+    """A line for a run whose encoder class (or other ``setting``'s class) another process cannot import, said
+    at the start."""
     if name not in _UNIMPORTABLE:
         return []
     return [
-        f"note: the encoder {name} cannot be imported by its path (it is defined in the script run as __main__ "
-        "or inside a function): this process uses it, but proxima.load elsewhere, proxima eval and --resume "
-        "cannot re-create it; define it in a module on PYTHONPATH to make the agent loadable (docs/NETWORKS.md)"
+        f"note: the {setting} {name} cannot be imported by its path (it is defined in the script "
+        "run as __main__ or inside a function): this process uses it, but proxima.load elsewhere, proxima eval "
+        "and --resume cannot re-create it; define it in a module on PYTHONPATH to make the agent loadable "
+        "(docs/NETWORKS.md)"
     ]
 
 
-def _import_class(path: str) -> type[nn.Module]:
-    """The class at ``module:Qual.Name``, or a one-line ``UserError`` saying how to make it importable."""
+def import_class(path: str, setting: str = "encoder") -> type[nn.Module]:
+    """The class at ``module:Qual.Name`` that ``setting`` names, or a one-line ``UserError`` saying how to make it
+    importable."""
     module_name, _, qualname = path.partition(":")
     if module_name == "__main__" or "<locals>" in qualname:
         raise UserError(
-            f"encoder {path} was defined in the script run as __main__ or inside a function, so no other process "
+            f"{setting} {path} was defined in the script run as __main__ or inside a function, so no other process "
             "can import it: move the class into a module on PYTHONPATH and put that module:Class in agent.json's "
-            '"network" -> "network" -> "encoder" (and config.json\'s "network" -> "encoder")'
+            f'"network" -> "network" -> "{setting}" (and config.json\'s "network" -> "{setting}")'
         )
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as e:
         if e.name is not None and module_name.startswith(e.name):
             raise UserError(
-                f"encoder {path}: module {module_name!r} cannot be imported; put the directory that holds it on "
+                f"{setting} {path}: module {module_name!r} cannot be imported; put the directory that holds it on "
                 f"PYTHONPATH (PYTHONPATH=DIR proxima ...) or install the package that has it"
             ) from None
-        raise UserError(f"encoder {path}: importing module {module_name!r} failed: {e}") from None
+        raise UserError(f"{setting} {path}: importing module {module_name!r} failed: {e}") from None
     found: object = module
     for part in qualname.split("."):
         found = getattr(found, part, None)
     if not (isinstance(found, type) and issubclass(found, nn.Module)):
-        raise UserError(f"encoder {path}: module {module_name!r} has no nn.Module class {qualname!r}")
+        raise UserError(f"{setting} {path}: module {module_name!r} has no nn.Module class {qualname!r}")
     return found
 
 
-def _encoder_class(path: str) -> type[nn.Module]:
-    return _UNIMPORTABLE.get(path) or _import_class(path)
+def user_class(path: str, setting: str = "encoder") -> type[nn.Module]:
+    """The class ``path`` names: one this process was given (``class_path``), else imported."""
+    return _UNIMPORTABLE.get(path) or import_class(path, setting)
 
 
 def choose_encoder(requested: str, layout: ObsLayout) -> str:
@@ -423,7 +435,7 @@ def choose_encoder(requested: str, layout: ObsLayout) -> str:
     if requested == "auto":
         return encoder_for(layout)
     if ":" in requested:  # module:ClassName, a user's class (a registered name has no colon)
-        _encoder_class(requested)
+        user_class(requested)
         return requested
     if requested not in ENCODERS:
         raise UserError(
@@ -447,7 +459,7 @@ def make_encoder(name: str, layout: ObsLayout, precision: str = "float32") -> nn
     """Build the encoder ``name``: a registered one, or a user's class ``module:ClassName``, built as
     ``cls(layout)`` (``cls(layout, precision)`` if its ``__init__`` takes a ``precision``)."""
     if ":" in name:
-        cls = _encoder_class(name)
+        cls = user_class(name)
         takes_precision = "precision" in inspect.signature(cls).parameters
         encoder = cls(layout, precision) if takes_precision else cls(layout)
         features = getattr(encoder, "features_dim", None)

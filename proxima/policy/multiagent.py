@@ -85,7 +85,7 @@ class MultiAgentActorCritic(ActorCritic):
         critic_features = None if self.critic_encoder is None else self.critic_encoder.features_dim
         return actor_layout, cast(int | None, critic_features)
 
-    def _network(self, make: Callable[[], nn.Module]) -> nn.Module:
+    def _network(self, make: Callable[[], nn.Module], role: str) -> nn.Module:
         """One network per group of agents: the one itself, or the ``Grouped`` of several."""
         count = 1 if self.group_of_agent is None else int(self.group_of_agent.max()) + 1
         return make() if count == 1 else Grouped([make() for _ in range(count)])

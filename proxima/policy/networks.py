@@ -172,6 +172,12 @@ class NetworkSettings:
     multi-input for Dict and other spaces), the name of an encoder registered with
     proxima.policy.encoders.register_encoder, or a class as module:ClassName (from Python, the class itself);
     docs/NETWORKS.md"""
+    actor_critic: str | None = None
+    """your own actor and critic instead of proxima's MLPs, as the PPO tutorial's Agent: an nn.Module class as
+    module:ClassName (from Python, the class itself), built with an object that has the env's
+    single_observation_space, single_action_space and num_envs; its actor maps the flattened observations to the
+    logits, its critic to the value; --hidden-sizes and the other MLP settings then do not apply
+    (docs/NETWORKS.md)"""
     hidden_sizes: tuple[int, ...] = (64, 64)
     """hidden layer sizes of the policy network (and of the shared trunk with --shared-network); none: the heads
     are linear layers on the encoder's features (the Nature CNN's 512, as for Atari)"""
@@ -288,6 +294,50 @@ class NetworkSettings:
             raise UserError(
                 f"lstm_hidden_size and lstm_layers must be positive, got {self.lstm_hidden_size} and {self.lstm_layers}"
             )
+        if self.actor_critic is not None:
+            self._check_actor_critic()
+
+    def _check_actor_critic(self) -> None:
+        """A ``UserError`` for a setting that ``actor_critic``, which gives the whole actor and critic, leaves
+        without effect, or a network it cannot be part of."""
+        if not isinstance(self.actor_critic, str) or ":" not in self.actor_critic:
+            raise UserError(
+                "actor_critic must be an nn.Module class with actor and critic attributes, or its "
+                f"module:ClassName, got {self.actor_critic!r}"
+            )
+        defaults = NetworkSettings()
+        mlp_settings = (
+            "hidden_sizes",
+            "activation",
+            "critic_hidden_sizes",
+            "critic_activation",
+            "layer_norm",
+        )
+        ignored = [n for n in (*mlp_settings, "init") if getattr(self, n) != getattr(defaults, n)]
+        if self.precision == "bfloat16":
+            ignored.append("precision")
+        if ignored:
+            flag = f"--{ignored[0].replace('_', '-')}"
+            raise UserError(
+                f"--actor-critic gives the whole actor and critic, so {flag} (of proxima's own MLPs) would be "
+                f"ignored; drop {flag}, or build it into {self.actor_critic}"
+            )
+        unsupported = {
+            "shared_network": "a shared trunk (--shared-network)",
+            "recurrent": "an LSTM (--recurrent)",
+            "centralized_critic": "a centralized critic (--centralized-critic, --algo mappo)",
+        }
+        given = [words for name, words in unsupported.items() if getattr(self, name)]
+        if given:
+            raise UserError(
+                f"--actor-critic takes a separate actor and critic on the observations, without {given[0]} "
+                "between: drop it, or use proxima's own networks"
+            )
+        if self.encoder not in ("auto", "flatten-mlp"):
+            raise UserError(
+                f"--actor-critic's actor and critic take the observations flattened (flatten-mlp), so --encoder "
+                f"{self.encoder} would be ignored; drop --encoder"
+            )
 
     @classmethod
     def from_json(cls, data: dict) -> NetworkSettings:
@@ -347,11 +397,17 @@ def _whole(cls, data: dict) -> None:
         )
 
 
-def make_policy(spec: NetworkSpec, head: Head) -> ActorCritic:
+def make_policy(spec: NetworkSpec, head: Head, envs=None) -> ActorCritic:
     """The model a run, a saved agent or an export builds from ``spec``: the one place that chooses it, so that
-    a multi-agent policy (``spec.agents`` not None) is a class of its own."""
-    from proxima.policy.multiagent import MultiAgentActorCritic  # it builds on this module's ActorCritic
+    a multi-agent policy (``spec.agents`` not None) and a user's actor and critic (``actor_critic``) are classes
+    of their own. ``envs``: what a user's class is built with, an object with ``single_observation_space``,
+    ``single_action_space`` and ``num_envs`` (``proxima.policy.user.EnvSpaces``, or the run's vector env)."""
+    # they build on this module's ActorCritic
+    from proxima.policy.multiagent import MultiAgentActorCritic
+    from proxima.policy.user import UserActorCritic
 
+    if spec.network.actor_critic is not None:
+        return UserActorCritic(spec, head, envs)
     return ActorCritic(spec, head) if spec.agents is None else MultiAgentActorCritic(spec, head)
 
 
@@ -361,9 +417,13 @@ def network_shapes(spec: NetworkSpec, action_space: gym.Space) -> Shapes | None:
     spec of any size (a file edited to ask for 40 GB) costs nothing to check before the real one is built.
     None where it cannot be built there (a user's encoder that reads its own tensors' values as it is made):
     the real network's strict ``load_state_dict`` is then the check."""
+    from proxima.policy.user import EnvSpaces  # it builds on this module's ActorCritic
+
+    # a user's class gets the observations' shape, which is all that shapes can depend on (not their bounds)
+    envs = EnvSpaces(spec.layout().space, action_space)
     try:
         with torch.device("meta"):
-            model = make_policy(spec, make_head(action_space, spec.network.action_dist))
+            model = make_policy(spec, make_head(action_space, spec.network.action_dist), envs)
     except (RuntimeError, NotImplementedError):
         return None
     return shapes_of(model.state_dict())
@@ -434,18 +494,23 @@ class ActorCritic(nn.Module):
             self.critic = initialized(nn.Linear(sizes[-1], 1), 1.0, net.init) if spec.has_critic else None
         else:
             self.trunk = nn.Identity()
-            self.actor = self._network(lambda: layers([*sizes, spec.logits_dim], net.activation, 0.01))
+            self.actor = self._network(
+                lambda: layers([*sizes, spec.logits_dim], net.activation, 0.01), "actor"
+            )
             self.critic = None
             if spec.has_critic:
-                self.critic = self._network(lambda: layers([*critic_sizes, 1], critic_activation, 1.0))
+                self.critic = self._network(
+                    lambda: layers([*critic_sizes, 1], critic_activation, 1.0), "critic"
+                )
 
     def _inputs(self, layout: ObsLayout) -> tuple[ObsLayout, int | None]:
         """The layout of what the encoder takes, and the critic's input size where it is not the encoder's (or
         the LSTM's) features (None). A row is one agent's observation: all of it, the critic on its features."""
         return layout, None
 
-    def _network(self, make: Callable[[], nn.Module]) -> nn.Module:
-        """The actor's or the critic's network (without a shared trunk), ``make``'s."""
+    def _network(self, make: Callable[[], nn.Module], role: str) -> nn.Module:
+        """The actor's or the critic's network (``role``: "actor" or "critic", without a shared trunk),
+        ``make``'s."""
         return make()
 
     def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:

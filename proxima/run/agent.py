@@ -34,6 +34,7 @@ from proxima.envs.interface import env_actions
 from proxima.policy.distributions import make_head
 from proxima.policy.encoders import class_path
 from proxima.policy.networks import ActorCritic, NetworkSpec, make_policy, network_shapes
+from proxima.policy.user import EnvSpaces
 
 FORMAT = "proxima-agent"
 VERSION = 3
@@ -52,6 +53,11 @@ class Agent:
         self.source = "the agent's agent.json"  # the file it was loaded from, which errors name
         self.observation_space, self.action_space = observation_space, action_space
         self.layout = model.spec.layout()
+
+    def env_spaces(self) -> EnvSpaces:
+        """What a user's actor-critic class is built with again (``NetworkSettings.actor_critic``): the spaces
+        agent.json holds, and one env."""
+        return EnvSpaces(self.observation_space, self.action_space)
 
     @property
     def device(self) -> torch.device:
@@ -184,13 +190,20 @@ class Agent:
 
     @classmethod
     def load(
-        cls, run_dir: str, device: str | torch.device = "cpu", *, encoder=None, trust_code: bool = False
+        cls,
+        run_dir: str,
+        device: str | torch.device = "cpu",
+        *,
+        encoder=None,
+        actor_critic=None,
+        trust_code: bool = False,
     ) -> Agent:
         """Rebuild the agent saved in ``run_dir``; a ``UserError`` says what is wrong with a bad directory.
 
-        agent.json may name code: an encoder class (``module:Class``) and the env's factory or module. None of
-        it is imported unless you name it again or pass ``trust_code`` (docs/SECURITY.md): ``encoder``, the
-        class (or its ``module:Class``) to build the network with; the env is named to ``evaluate``."""
+        agent.json may name code: an encoder class or an actor-critic class (``module:Class``) and the env's
+        factory or module. None of it is imported unless you name it again or pass ``trust_code``
+        (docs/SECURITY.md): ``encoder`` and ``actor_critic``, the classes (or their ``module:Class``) to build
+        the network with; the env is named to ``evaluate``."""
         if os.path.isfile(run_dir):
             raise UserError(
                 f"{run_dir!r} is a file; give the directory that holds it, as written by `proxima train`"
@@ -217,11 +230,13 @@ class Agent:
             env_source = meta.get("env_source", {})
             if not isinstance(meta["env_id"], str) or not isinstance(env_source, dict):
                 raise TypeError("env_id must be a string and env_source an object")
-            if encoder is not None:  # named again: the weights must still fit it (check_shapes says)
-                given = class_path(encoder) if isinstance(encoder, type) else encoder
-                trust.remember("encoder", given)
-                spec = dataclasses.replace(spec, network=dataclasses.replace(spec.network, encoder=given))
-            names: dict[str, str | None] = {"encoder": spec.network.encoder}
+            for setting, value in (("encoder", encoder), ("actor_critic", actor_critic)):
+                if value is not None:  # named again: the weights must still fit it (check_shapes says)
+                    given = class_path(value, setting) if isinstance(value, type) else value
+                    trust.remember(setting, given)
+                    network = dataclasses.replace(spec.network, **{setting: given})  # type: ignore[arg-type]
+                    spec = dataclasses.replace(spec, network=network)
+            names: dict[str, str | None] = {s: getattr(spec.network, s) for s in ("encoder", "actor_critic")}
             if trust_code:  # the env's names too, so that evaluate(agent) may make them later in this process
                 names |= {"env_id": meta["env_id"], "env_factory": env_source.get("env_factory")}
             # before the network is built, even on the meta device: building it imports its encoder
@@ -239,7 +254,11 @@ class Agent:
             check_shapes(tensor_shapes(path), expected, path, source)
         tensors = read_tensors(path)
         check_finite(tensors, path)
-        model = make_policy(spec, make_head(action_space, spec.network.action_dist))
+        model = make_policy(
+            spec,
+            make_head(action_space, spec.network.action_dist),
+            EnvSpaces(observation_space, action_space),
+        )
         if expected is None:  # the network itself, then: load_state_dict would convert another dtype
             check_shapes(shapes_of(tensors), shapes_of(model.state_dict()), path, source)
         load_module_state(model, tensors, path)
@@ -337,8 +356,13 @@ def _no_agent_yet(run_dir: str) -> None:
 
 
 def load(
-    run_dir: str, device: str | torch.device = "cpu", *, encoder=None, trust_code: bool = False
+    run_dir: str,
+    device: str | torch.device = "cpu",
+    *,
+    encoder=None,
+    actor_critic=None,
+    trust_code: bool = False,
 ) -> Agent:
-    """Load the agent that ``proxima train`` saved in ``run_dir``; ``encoder`` and ``trust_code`` as
-    ``Agent.load``'s (docs/SECURITY.md)."""
-    return Agent.load(run_dir, device, encoder=encoder, trust_code=trust_code)
+    """Load the agent that ``proxima train`` saved in ``run_dir``; ``encoder``, ``actor_critic`` and
+    ``trust_code`` as ``Agent.load``'s (docs/SECURITY.md)."""
+    return Agent.load(run_dir, device, encoder=encoder, actor_critic=actor_critic, trust_code=trust_code)

@@ -300,7 +300,7 @@ GROUPS: dict[str, type] = {
 GROUP_OF: dict[str, str] = {f.name: group for group, cls in GROUPS.items() for f in dataclasses.fields(cls)}
 TUPLES = ("hidden_sizes", "critic_hidden_sizes", "log_info")  # JSON has lists
 PATHS = ("run_dir", "init_from")  # a pathlib.Path is written down as its string
-TYPED_BY_GROUP = ("encoder",)  # its group's validate() says more than its type can (it may be a class)
+TYPED_BY_GROUP = ("encoder", "actor_critic")  # its group's validate() says more than its type can (a class)
 
 # The flags that Stable-Baselines3, rl-zoo and CleanRL users type first, and proxima's that do their job (said
 # where difflib's spelling match would point elsewhere: --normalize is not --norm-value). `proxima train` says
@@ -379,8 +379,10 @@ def by_group(values: dict, source: str | None = None) -> dict[str, dict]:
     for name, value in values.items():
         if name in TUPLES and isinstance(value, list):
             value = tuple(value)
-        if name == "encoder" and isinstance(value, type):  # its import path, which config.json records
-            value = class_path(value)
+        if name in ("encoder", "actor_critic") and isinstance(
+            value, type
+        ):  # the import path config.json records
+            value = class_path(value, name)
         if name in PATHS and isinstance(value, os.PathLike):
             value = os.fspath(value)
         if isinstance(value, np.generic):  # as config.json writes it

@@ -180,7 +180,7 @@ def policy_of(agent: Agent) -> ExportedPolicy:
     with: a bfloat16 CNN's convolutions then compute in float32 (an ONNX runtime's CPU kernels have no bf16)."""
     spec = agent.model.spec
     spec = dataclasses.replace(spec, network=dataclasses.replace(spec.network, precision="float32"))
-    model = make_policy(spec, make_head(agent.action_space, spec.network.action_dist))
+    model = make_policy(spec, make_head(agent.action_space, spec.network.action_dist), agent.env_spaces())
     model.load_state_dict({k: v.detach().cpu() for k, v in agent.model.state_dict().items()})
     model.requires_grad_(False)  # a user's call of the TorchScript file returns plain tensors
     return ExportedPolicy(model.eval(), agent.observation_space, agent.action_space).eval()
@@ -192,6 +192,7 @@ def export(
     output: str | None = None,
     *,
     encoder=None,
+    actor_critic=None,
     trust_code: bool = False,
 ) -> str:
     """Write the deterministic policy of an agent (or of the run directory ``proxima train`` wrote) as one file
@@ -199,8 +200,8 @@ def export(
 
     ``output`` defaults to ``RUN_DIR/policy.onnx`` (``policy.pt`` for TorchScript), or ``policy.onnx`` here
     for an ``Agent``. Both files are written whole or not at all. docs/EXPORT.md shows how to run them.
-    ``encoder``, ``trust_code``: as ``proxima.load``'s, for a run directory whose agent.json names an encoder
-    class (docs/SECURITY.md).
+    ``encoder``, ``actor_critic``, ``trust_code``: as ``proxima.load``'s, for a run directory whose agent.json
+    names an encoder or an actor-critic class (docs/SECURITY.md).
     """
     if format not in FORMATS:
         raise UserError(f"unknown export format {format!r}; accepted: {', '.join(FORMATS)}")
@@ -210,7 +211,7 @@ def export(
         agent, default_dir = agent_or_run_dir, "."
     else:
         default_dir = os.fspath(agent_or_run_dir)
-        agent = Agent.load(default_dir, encoder=encoder, trust_code=trust_code)
+        agent = Agent.load(default_dir, encoder=encoder, actor_critic=actor_critic, trust_code=trust_code)
     path = output if output is not None else os.path.join(default_dir, "policy" + FORMATS[format])
     other = next((f for f, ext in FORMATS.items() if f != format and path.endswith(ext)), None)
     if other is not None:  # an ONNX file named .pt would not load where the name says it should

@@ -53,6 +53,7 @@ from proxima.envs.user import describe_env, is_env_object, load_env_factory, mad
 from proxima.policy.distributions import make_head
 from proxima.policy.encoders import choose_encoder, resolve_precision
 from proxima.policy.networks import NetworkSpec, make_policy
+from proxima.policy.user import env_spaces
 from proxima.run import checkpoint
 from proxima.run.agent import Agent
 from proxima.run.callbacks import Callback, UpdateResult, wanted_infos
@@ -175,7 +176,7 @@ class Run:
     ):
         self.args, self.envs, self.run_dir, self.device, self.env = args, envs, run_dir, device, env
         head, algo = make_head(envs.single_action_space, args.network.action_dist), args.algorithm
-        self.model = make_policy(network_spec(args, envs), head).to(device)
+        self.model = make_policy(network_spec(args, envs), head, env_spaces(envs)).to(device)
         groups = self.model.param_groups(algo.learning_rate, algo.value_learning_rate)
         self.optimizer = make_adam(groups, algo.learning_rate, eps=algo.adam_eps)
         self.settings = UpdateSettings.from_args(args)

@@ -47,6 +47,7 @@ from proxima.envs.user import factory_backend
 from proxima.policy.distributions import make_head
 from proxima.policy.networks import ActorCritic, NetworkSpec, make_policy
 from proxima.policy.protocol import Policy
+from proxima.policy.user import env_spaces
 from proxima.run.config import PPOArgs
 from proxima.run.multiagent import collector_of, resized
 from proxima.run.rollout import RolloutCollector
@@ -163,7 +164,9 @@ class RolloutWorker:
         algo, env = self.args.algorithm, self.args.env
         net_spec = NetworkSpec.from_json(spec)
         self.model = make_policy(
-            net_spec, make_head(self.envs.single_action_space, net_spec.network.action_dist)
+            net_spec,
+            make_head(self.envs.single_action_space, net_spec.network.action_dist),
+            env_spaces(self.envs),
         )
         collector, options = collector_of(self.envs, self.args)
         self.collector = slicing(collector)(

@@ -484,6 +484,7 @@ def _seed_group(
         notes += thread_notes(args.replace(num_envs=n * rows), envs, saved)
         if start:
             notes += encoder_note(args.network.encoder) + env_note(args.env.env_factory)
+            notes += encoder_note(args.network.actor_critic, "actor_critic")
         return SeedGroup(runs, envs, env_seeds), notes
     except BaseException:
         envs.close()

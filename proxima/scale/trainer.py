@@ -195,6 +195,7 @@ def new_run(
         notes += (
             thread_notes(args, envs) + encoder_note(args.network.encoder) + env_note(args.env.env_factory)
         )
+        notes += encoder_note(args.network.actor_critic, "actor_critic")
         run = Run(args, envs, run_dir, device, env=env)
         run.agent.env_source = env_source(args.env.env_id, args.env.env_kwargs, args.env.env_factory)
         if args.run.init_from is not None:
