@@ -196,6 +196,8 @@ class Shared(nn.Module):
         (Agent, {"shared_network": True}, r"without a shared trunk \(--shared-network\)"),
         (Agent, {"encoder": "nature-cnn"}, r"so --encoder nature-cnn would be ignored"),
         (Agent, {"env_id": "proxima/ProbeCoordination-v0", "algo": "mappo"}, r"without a centralized critic"),
+        (Agent, {"env_id": "proxima/ProbeCoordination-v0", "algo": "ippo"}, r"trains one agent per env; this env "
+                                                                            r"has several agents"),
         (Agent, {"env_id": "tests.fixtures.space_envs:DictObs-v0"}, r"takes Box observations, flattened into a "
                                                                    r"vector; this env's go through the multi-input"),
         (int, {}, r"^actor_critic must be an nn.Module class with actor and critic attributes, or its "
