@@ -385,8 +385,8 @@ def _kill_session(sid: int) -> None:
 def test_a_sweep_killed_with_sigkill_finishes_on_resume_and_reruns_nothing_finished(tmp_path):
     out = tmp_path / "sweep"
     # 24 updates per run and a checkpoint after each: the kill lands in seed 2 after seed 1 finished
-    argv = ["--env-id", "CartPole-v1", "--total-timesteps", "49152", "--num-envs", "16", "--checkpoint-every", "1",
-            "--no-plot", "--seeds", "1-2", "--max-concurrent", "1", "--output-dir", str(out)]  # fmt: skip
+    argv = ["--env-id", "CartPole-v1", "--total-timesteps", "6144", "--num-envs", "4", "--num-steps", "64",
+            "--checkpoint-every", "1", "--no-plot", "--seeds", "1-2", "--max-concurrent", "1", "--output-dir", str(out)]  # fmt: skip
     proc = subprocess.Popen([sys.executable, "-m", "proxima.commands", "sweep", *argv], start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     first, second = out / "base__seed1", out / "base__seed2"
