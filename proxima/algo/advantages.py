@@ -14,8 +14,13 @@ truncated step (see ``proxima.run.rollout``), after which a truncation is an ord
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor
+
+# An estimator as a function of ``gae``'s signature: your own compute_advantages, adapted (proxima.algo.custom)
+Estimator = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor, float, float], Tensor]
 
 
 def _then(x: Tensor, last: Tensor) -> Tensor:
@@ -158,7 +163,7 @@ ESTIMATORS = ("gae", "returns")
 
 
 def estimate_advantages(
-    estimator: str,
+    estimator: str | Estimator,
     rewards: Tensor,
     values: Tensor,
     dones: Tensor,
@@ -174,7 +179,14 @@ def estimate_advantages(
     lambda 1).
 
     Either way the value targets are ``advantages + values``: the lambda-returns, or the rewards-to-go.
+    ``estimator`` may be a function of ``gae``'s signature too (not for turn-based games).
     """
+    if callable(estimator):
+        if acting is not None:
+            raise ValueError(
+                "an estimator function takes every step as acting: a turn-based game's steps are not"
+            )
+        return estimator(rewards, values, dones, next_value, next_done, gamma, gae_lambda)
     if acting is not None and estimator in ESTIMATORS:
         lam = gae_lambda if estimator == "gae" else 1.0
         return gae_by_turns(rewards, values, dones, next_value, next_done, acting, gamma, lam, next_acting)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, fields
 import torch
 from torch import Tensor
 
-from proxima.algo.advantages import estimate_advantages
+from proxima.algo.advantages import Estimator, estimate_advantages
 from proxima.policy.protocol import Learned
 
 
@@ -144,10 +144,15 @@ class RolloutBuffer:
         self.episode_infos: dict[tuple[int, int], dict] | None = None
 
     def advantages(
-        self, estimator: str, next_value: Tensor, next_done: Tensor, gamma: float, gae_lambda: float
+        self,
+        estimator: str | Estimator,
+        next_value: Tensor,
+        next_done: Tensor,
+        gamma: float,
+        gae_lambda: float,
     ) -> Tensor:
-        """The rollout's advantages by ``estimator`` (``estimate_advantages``), bootstrapped from ``next_value``
-        where the rollout cuts an episode off."""
+        """The rollout's advantages by ``estimator`` (``estimate_advantages``: a name, or your own function
+        adapted), bootstrapped from ``next_value`` where the rollout cuts an episode off."""
         return estimate_advantages(
             estimator, self.rewards, self.values, self.dones, next_value, next_done, gamma, gae_lambda
         )

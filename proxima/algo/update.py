@@ -5,7 +5,8 @@ from ``proxima.algo.algorithms``): PPO's clipped surrogate, or the policy-gradie
 whose weights are R - V(s) for VPG and R for REINFORCE (a model without a critic predicts V = 0).
 
 ``learn`` is the update, written once; what differs between one model (``Solo``) and N stacked seeds
-(``proxima.scale.batched.SeedLearner``, ``--num-seeds``) enters through a ``Learner``.
+(``proxima.scale.batched.SeedLearner``, ``--num-seeds``) enters through a ``Learner``. Your own loss functions,
+written to the PPO tutorial's signatures, enter through ``UpdateSettings.own`` (``proxima.algo.custom``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from torch import Tensor
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from proxima.algo.algorithms import PolicyLoss, get_algorithm
+from proxima.algo.custom import OnMinibatch, OwnTerms
 from proxima.algo.losses import clipped_value_loss, entropy_bonus, ratio_diagnostics, value_loss
 from proxima.algo.optim import Adam, clip_grad_norm
 from proxima.algo.storage import Batch
@@ -41,16 +43,19 @@ class UpdateSettings:
     max_grad_norm: float = 0.5
     target_kl: float | None = None
     value_norm_horizon: int = 10
+    # your loss functions, adapted (proxima.algo.custom.in_the_loop); None: proxima's own terms
+    own: OwnTerms | None = None
 
     @classmethod
-    def from_args(cls, args) -> UpdateSettings:
-        """From a ``PPOArgs``: its algorithm's settings, and the value normalization's horizon."""
-        own = ("policy_loss", "value_norm_horizon")
+    def from_args(cls, args, own: OwnTerms | None = None) -> UpdateSettings:
+        """From a ``PPOArgs``: its algorithm's settings, and the value normalization's horizon; ``own``: your
+        loss functions, adapted."""
+        not_args = ("policy_loss", "value_norm_horizon", "own")
         settings = {
-            f.name: getattr(args.algorithm, f.name) for f in dataclasses.fields(cls) if f.name not in own
+            f.name: getattr(args.algorithm, f.name) for f in dataclasses.fields(cls) if f.name not in not_args
         }
         loss, horizon = get_algorithm(args.algorithm.algo).policy_loss, args.network.value_norm_horizon
-        return cls(loss, **settings, value_norm_horizon=horizon)
+        return cls(loss, **settings, value_norm_horizon=horizon, own=own)
 
 
 class Learner(Protocol):
@@ -147,10 +152,16 @@ class Solo:
         return (self.batch[index] for index in indices)
 
     def loss(self, mb: Batch) -> tuple[Tensor, Tensor, Tensor, Tensor, dict[str, Tensor]]:
-        logprobs, entropy, values = mb.evaluate(self.model)
+        own, on = self.settings.own, None
+        if own is None:
+            logprobs, entropy, values = mb.evaluate(self.model)
+        else:  # the same, and the policy on the minibatch as your functions take it
+            (logprobs, entropy, values), on = own.evaluate(self.model, mb, self.scale)
         mb, (logprobs, entropy, values) = mb.samples(logprobs, entropy, values)  # sequences: their samples
         critic = self.model.critic is not None
-        return one_member(minibatch_loss(logprobs, entropy, values, mb, self.settings, self.scale, critic))
+        return one_member(
+            minibatch_loss(logprobs, entropy, values, mb, self.settings, self.scale, critic, on)
+        )
 
     def clip(self, max_norm: float) -> Tensor:
         return clip_grad_norm(self.params, max_norm).unsqueeze(0)
@@ -173,11 +184,12 @@ def minibatch_loss(
     settings: UpdateSettings,
     scale: Tensor | None,
     has_critic: bool,
+    on: OnMinibatch | None = None,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, dict[str, Tensor]]:
     """One minibatch's loss from the policy's log-probs, entropies and values on it, and what an update reports
     of it: ``(loss, policy loss, value loss, entropy, ratio_diagnostics)``, all but the loss detached.
     ``scale``: the value targets' std (``--norm-value``), which ``mb``'s values and returns are already divided
-    by."""
+    by. ``on``: the policy on ``mb`` as ``settings.own``'s functions take it, whose terms replace proxima's."""
     pg_loss = settings.policy_loss(logprobs, mb, settings.clip_coef, settings.norm_adv)
     if scale is not None:
         values = values / scale
@@ -188,7 +200,11 @@ def minibatch_loss(
     else:
         v_loss = value_loss(values, mb.returns)
     ent = entropy_bonus(entropy)
-    loss = pg_loss + settings.vf_coef * v_loss - settings.ent_coef * ent  # detail 10: the bonus is subtracted
+    if on is None:  # detail 10: the bonus is subtracted
+        loss = pg_loss + settings.vf_coef * v_loss - settings.ent_coef * ent
+    else:
+        assert settings.own is not None  # on is the policy as its functions take it
+        loss, pg_loss, v_loss = settings.own.loss(on, pg_loss, v_loss, ent, settings)
     diagnostics = ratio_diagnostics(logprobs.detach(), mb.logprobs, settings.clip_coef)
     return loss, pg_loss.detach(), v_loss.detach(), ent.detach(), diagnostics
 

@@ -4,16 +4,18 @@ or calls it because they do.
 A run's JSON files (``agent.json``, ``config.json``, ``seeds.json``, ``sweep.json``, ``tune.json``, a ``--config``
 file) record how the env and the network were made: an env id, which can name a module to import first
 (``module:Env-v0``, ``pettingzoo:MODULE``, ``selfplay:MODULE``), the ``module:name`` of an env factory that is
-called with the run's ``env_kwargs``, and the ``module:Class`` of an encoder or of a whole actor-critic. A
-stranger's copy can name any module there (``subprocess:run``), so each reader of such a file calls ``check``
-before it makes anything, and ``check`` passes a name only where
+called with the run's ``env_kwargs``, the ``module:Class`` of an encoder or of a whole actor-critic, the
+``module:Name`` of an algorithm and the ``module:function`` of each of your functions in the loop
+(proxima.algo.custom). A stranger's copy can name any module there (``subprocess:run``), so each reader of such a
+file calls ``check`` before it makes anything, and ``check`` passes a name only where
 
 - nothing is imported for it: an id without a module (looked up in Gymnasium's registry, which only code already
   imported fills), a module already imported (``module:Env-v0`` then only looks up the id it registered), or a
   module of a package that proxima itself runs envs from (``KNOWN_PACKAGES``: its own code and no one else's);
 - the user gave that same name in this process: on the command line (``--env-id``, ``--env-factory``,
-  ``--encoder``, ``--actor-critic``) or from Python (``env=``, ``encoder=``, ``actor_critic=``, or an earlier
-  ``train`` that was given the object; ``remember`` records those);
+  ``--encoder``, ``--actor-critic``, ``--algo``, ``--policy-loss`` and the like) or from Python (``env=``,
+  ``encoder=``, ``actor_critic=``, ``policy_loss=``, or an earlier ``train`` that was given the object;
+  ``remember`` records those);
 - or the user passed the trust switch for that one command: ``--trust-code``, ``trust_code=True``.
 
 Otherwise it refuses in one line that names the module and how to give it.
@@ -40,7 +42,18 @@ SETTINGS = {
     "env_factory": ("env factory", "--env-factory MODULE:NAME (Python: `env=...`)"),
     "encoder": ("encoder", "--encoder MODULE:CLASS (Python: `encoder=...`)"),
     "actor_critic": ("actor-critic class", "--actor-critic MODULE:CLASS (Python: `actor_critic=...`)"),
+    "algo": ("algorithm", "--algo MODULE:NAME (Python: `algo=...`)"),
 }
+# Your functions in the loop (proxima.algo.custom), each named by its own flag, or a module's all by --algo MODULE
+FUNCTIONS = ("advantages", "policy_loss", "value_loss", "entropy_loss")
+SETTINGS.update(
+    {
+        name: (words, f"--{name.replace('_', '-')} MODULE:FUNCTION or --algo MODULE (Python: `{name}=...`)")
+        for name, words in zip(
+            FUNCTIONS, ("advantage estimator", "policy loss", "value loss", "entropy loss"), strict=True
+        )
+    }
+)
 
 # Names given by the user in this process (setting -> the names), which a run's file may then name too.
 _GIVEN: dict[str, set[str]] = {setting: set() for setting in SETTINGS}
@@ -75,9 +88,11 @@ def _passes_unnamed(setting: str, name: str, module: str) -> bool:
         if name.startswith(MODULE_PREFIXES):  # its module's env() is called: a known package's only
             return top in KNOWN_PACKAGES
         return module in sys.modules or top in KNOWN_PACKAGES  # imported, then the id looked up
-    if setting in ("encoder", "actor_critic"):  # a class built from the network's sizes: proxima's own only
-        return top == "proxima"
-    return False  # an env factory is called with the file's env_kwargs: always named
+    if setting == "env_factory":  # called with the file's env_kwargs: always named
+        return False
+    return (
+        top == "proxima"
+    )  # an encoder or actor-critic class, an algorithm, a function in the loop: proxima's own only
 
 
 def check(
@@ -118,12 +133,14 @@ def check(
 
 def names_of(args) -> dict[str, str | None]:
     """The settings of a ``PPOArgs`` that can name code."""
-    net = args.network
+    env, algorithm = args.env, args.algorithm
     return {
-        "env_id": args.env.env_id,
-        "env_factory": args.env.env_factory,
-        "encoder": net.encoder,
-        "actor_critic": net.actor_critic,
+        "env_id": env.env_id,
+        "env_factory": env.env_factory,
+        "encoder": args.network.encoder,
+        "actor_critic": args.network.actor_critic,
+        "algo": algorithm.algo,
+        **{name: getattr(algorithm, name) for name in FUNCTIONS},
     }
 
 

@@ -19,6 +19,39 @@ if TYPE_CHECKING:  # imported lazily at run time: the CLI starts fast
     from proxima.run.config import PPOArgs
 
 
+def with_module_functions(argv: list[str]) -> list[str]:
+    """``argv`` with ``--algo MODULE``, a module of your functions named as the PPO tutorial's (not a name of the
+    algorithm table, nor MODULE:NAME), as the flags it stands for: ``--algo ppo`` and ``--advantages
+    MODULE:compute_advantages`` and so on for each function the module has that no flag typed names
+    (``proxima.algo.algorithms.given_algorithm``; docs/ALGORITHMS.md)."""
+    algo = flag_value(argv, "--algo")
+    if algo is None or ":" in algo:
+        return argv
+    from proxima.algo.algorithms import given_algorithm
+    from proxima.algo.custom import FUNCTIONS
+
+    flags = {name: "--" + name.replace("_", "-") for name in FUNCTIONS}
+    given = {"algo": algo, **{name: flag_value(argv, flag) for name, flag in flags.items()}}
+    values = given_algorithm(given)
+    if values["algo"] == algo:
+        return argv
+    kept, skip = [], False
+    for arg in argv:  # every --algo (the last one won), then the flags it stands for
+        if skip:
+            skip = False
+        elif arg == "--algo":
+            skip = True
+        elif not arg.startswith("--algo="):
+            kept.append(arg)
+    added = [
+        x
+        for name, flag in flags.items()
+        if given[name] is None and values.get(name)
+        for x in (flag, values[name])
+    ]
+    return [*kept, "--algo", values["algo"], *added]
+
+
 def flag_value(argv: list[str], flag: str) -> str | None:
     """The value of ``--flag VALUE`` or ``--flag=VALUE`` in ``argv`` (the last one wins), else None."""
     value = None
@@ -209,10 +242,13 @@ def parse_command(
     ``hidden``, the settings the command sets itself (``parse``)."""
     from proxima.run.config import GROUPS, PPOArgs, resolve_args
 
+    argv = with_module_functions(argv)
     given = {name: flag_value(argv, "--" + name) for name in instructions}
     algo = flag_value(argv, "--algo")
     config = given.get("config") or preset
     named = {name: flag_value(argv, "--" + name.replace("_", "-")) for name in trust.SETTINGS}  # typed again
+    for setting, name in named.items():  # typed by the user: the settings may name them
+        trust.remember(setting, name)
     chosen: dict[str, Any] = {"algo": algo} if algo is not None else {}
     defaults = resolve_args(config=config, named=named, **chosen)
     parsed = parse(command_flags(defaults, given, own), argv, prog, description, hidden)

@@ -9,7 +9,7 @@ import tyro
 
 from proxima.base import trust
 from proxima.commands.argv import helping, parse
-from proxima.commands.common import flag_value, parse_command, refuse_beside_resume
+from proxima.commands.common import flag_value, parse_command, refuse_beside_resume, with_module_functions
 
 
 @dataclass
@@ -23,6 +23,11 @@ class ResumeArgs:  # their help is train's: the settings' own, and --resume's
     env_factory: Annotated[str | None, tyro.conf.arg(metavar="MODULE:NAME")] = None
     encoder: Annotated[str | None, tyro.conf.arg(metavar="MODULE:CLASS")] = None
     actor_critic: Annotated[str | None, tyro.conf.arg(metavar="MODULE:CLASS")] = None
+    algo: Annotated[str | None, tyro.conf.arg(metavar="MODULE:NAME")] = None
+    advantages: Annotated[str | None, tyro.conf.arg(metavar="MODULE:FUNCTION")] = None
+    policy_loss: Annotated[str | None, tyro.conf.arg(metavar="MODULE:FUNCTION")] = None
+    value_loss: Annotated[str | None, tyro.conf.arg(metavar="MODULE:FUNCTION")] = None
+    entropy_loss: Annotated[str | None, tyro.conf.arg(metavar="MODULE:FUNCTION")] = None
 
 
 @dataclass(frozen=True)
@@ -37,10 +42,7 @@ class TrainFlags:
 _NAMING_FLAGS = (
     trust.TRUST_FLAG,
     "--no-trust-code",
-    "--env-id",
-    "--env-factory",
-    "--encoder",
-    "--actor-critic",
+    *("--" + name.replace("_", "-") for name in trust.SETTINGS),
 )
 
 
@@ -54,10 +56,11 @@ def run(argv: list[str]) -> int:
             "proxima train",
             ("--quiet", "--no-quiet", "--total-timesteps", "--torch-threads", *_NAMING_FLAGS),
             f"--quiet, --total-timesteps, --torch-threads, {trust.TRUST_FLAG} and the run's own --env-id, "
-            "--env-factory, --encoder and --actor-critic",
+            "--env-factory, --encoder, --actor-critic, --algo and functions (--advantages, --policy-loss, "
+            "--value-loss, --entropy-loss)",
             "the run's config.json holds its settings",
         )
-        args = parse(ResumeArgs, argv, "proxima train")
+        args = parse(ResumeArgs, with_module_functions(argv), "proxima train")
         named = {name: getattr(args, name) for name in trust.SETTINGS if getattr(args, name) is not None}
         run_to_end(
             resuming(

@@ -30,7 +30,8 @@ from typing import Annotated, Any, Literal
 
 import numpy as np
 
-from proxima.algo.algorithms import get_algorithm
+from proxima.algo import custom
+from proxima.algo.algorithms import Algorithm, get_algorithm, register_algorithm
 from proxima.algo.schedules import ADJUSTABLE
 from proxima.base import trust
 from proxima.base.errors import UserError, read_only
@@ -204,6 +205,20 @@ class AlgoSettings:
     actions to their bounds, so a wider Gaussian costs the policy nothing there and its std tends to grow; the
     ceiling keeps the late policy precise (BipedalWalker, docs/journal/benchmarks.md). The fall spans --total-timesteps,
     so a shorter run falls faster, and one stopped early by --stop-return ends above this. Off by default"""
+    advantages: str | None = None
+    """your own advantage estimator instead of --advantage's: MODULE:FUNCTION of a function written as the PPO
+    tutorial's compute_advantages(next_value, next_done, rewards, values, dones, device, gamma, gae_lambda),
+    checked against proxima's GAE before training (from Python, the function itself); --algo MODULE gives a
+    module's functions of the tutorial's names (docs/ALGORITHMS.md)"""
+    policy_loss: str | None = None
+    """your own policy term: MODULE:FUNCTION of calc_policy_loss(probs, mb_action, mb_advantages, mb_logprobs,
+    clip_coef), which normalizes the advantages itself (from Python, the function itself)"""
+    value_loss: str | None = None
+    """your own value term: MODULE:FUNCTION of calc_value_function_loss(critic, mb_obs, mb_returns, v_coef),
+    weighted by v_coef (from Python, the function itself)"""
+    entropy_loss: str | None = None
+    """your own entropy term: MODULE:FUNCTION of calc_entropy_loss(probs, ent_coef), signed and weighted
+    (negative to raise the entropy; from Python, the function itself)"""
 
     def validate(self) -> None:
         algo = get_algorithm(self.algo)  # a UserError naming the accepted ones
@@ -383,6 +398,12 @@ def by_group(values: dict, source: str | None = None) -> dict[str, dict]:
             value, type
         ):  # the import path config.json records
             value = class_path(value, name)
+        if (
+            name in custom.FUNCTIONS and value is not None and not isinstance(value, str)
+        ):  # a function: its name
+            value = custom.function_name(name, value)
+        if name == "algo" and isinstance(value, Algorithm):  # registered: config.json records its name
+            value = register_algorithm(value)
         if name in PATHS and isinstance(value, os.PathLike):
             value = os.fspath(value)
         if isinstance(value, np.generic):  # as config.json writes it
@@ -709,10 +730,12 @@ def resolve_args(
     preset = load_preset(config) if config else {}
     if config and is_preset_file(config):  # a file may come from anyone: it names no code the user did not
         named = overrides if named is None else named
-        trust.check(
-            f"config {config!r}", {k: preset.get(k) for k in trust.SETTINGS}, named=named, switch=False
-        )
-    algo = get_algorithm(overrides.get("algo", preset.get("algo", "ppo")))
+        names = {k: preset.get(k) for k in trust.SETTINGS}
+        if trust.module_of("algo", names["algo"]) is None:  # a name of the table: chosen over, as any setting
+            del names["algo"]
+        trust.check(f"config {config!r}", names, named=named, switch=False)
+    algo = overrides.get("algo", preset.get("algo", "ppo"))
+    algo = get_algorithm(register_algorithm(algo) if isinstance(algo, Algorithm) else algo)
     return PPOArgs.of(**{**algo.defaults, **preset, **overrides})
 
 

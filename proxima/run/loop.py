@@ -21,7 +21,9 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from proxima.algo.advantages import Estimator
 from proxima.algo.algorithms import get_algorithm
+from proxima.algo.custom import in_the_loop
 from proxima.algo.losses import explained_variance
 from proxima.algo.optim import make_adam
 from proxima.algo.schedules import ADJUSTABLE, VALUE_LR, Schedules
@@ -179,7 +181,10 @@ class Run:
         self.model = make_policy(network_spec(args, envs), head, env_spaces(envs)).to(device)
         groups = self.model.param_groups(algo.learning_rate, algo.value_learning_rate)
         self.optimizer = make_adam(groups, algo.learning_rate, eps=algo.adam_eps)
-        self.settings = UpdateSettings.from_args(args)
+        # your functions in the loop, adapted and checked (proxima.algo.custom); a run without any: proxima's own
+        yours = in_the_loop(args, get_algorithm(algo.algo), self.model)
+        self.settings = UpdateSettings.from_args(args, yours.terms)
+        self.estimator = yours.estimator
         self.schedules = Schedules.from_args(args)
         value_lr = algo.value_learning_rate if len(self.optimizer.param_groups) > 1 else None
         self._value_lr_ratio = None if value_lr is None else value_lr / algo.learning_rate
@@ -192,7 +197,7 @@ class Run:
         self.updates_done = self.global_step = 0
         self.elapsed = 0.0
         self._apply()
-        self.notes: list[str] = []  # shown when training starts
+        self.notes: list[str] = [*yours.notes]  # shown when training starts
         self.callbacks: list[Callback] = []
         self.logger = RunLogger(run_dir, args.flat()) if logger is None else logger
         # last: a progress bar starts as it is made
@@ -258,7 +263,9 @@ class Run:
         args = self.args
         in_force = self._apply()
         learning_rate = self.optimizer.param_groups[0]["lr"]
-        buf, advantages, returns = rollout(self.collector, self.model, args, self.updates_done + 1)
+        buf, advantages, returns = rollout(
+            self.collector, self.model, args, self.updates_done + 1, self.estimator
+        )
         batch = (buf.sequences if args.network.recurrent else buf.flatten)(advantages, returns)
         stats = update(self.model, self.optimizer, batch, self.settings, self.streams.minibatches)
         stats.update(buf.diagnostics(self.model, batch))  # a multi-agent run's: each network's
@@ -408,13 +415,17 @@ class Run:
             )
 
 
-def rollout(collector: Collector, model, args: PPOArgs, update: int) -> tuple:
-    """``(buffer, advantages, returns)`` of update ``update``'s rollout, checked for NaNs (returns: the value targets)."""
+def rollout(
+    collector: Collector, model, args: PPOArgs, update: int, estimator: str | Estimator | None = None
+) -> tuple:
+    """``(buffer, advantages, returns)`` of update ``update``'s rollout, checked for NaNs (returns: the value
+    targets); ``estimator``: the run's (your compute_advantages, adapted), else the one ``--advantage`` names."""
     next_value, next_done = collector.collect(model)
     buf = collector.buffer
     check_rollout(buf, update)
     algo = args.algorithm
-    advantages = buf.advantages(algo.advantage, next_value, next_done, algo.gamma, algo.gae_lambda)
+    estimator = algo.advantage if estimator is None else estimator
+    advantages = buf.advantages(estimator, next_value, next_done, algo.gamma, algo.gae_lambda)
     return buf, advantages, advantages + buf.values
 
 

@@ -19,7 +19,7 @@ from typing import cast
 import torch
 from torch import Tensor
 
-from proxima.algo.advantages import estimate_advantages, open_moves
+from proxima.algo.advantages import Estimator, estimate_advantages, open_moves
 from proxima.algo.algorithms import get_algorithm
 from proxima.algo.losses import explained_variance, value_loss
 from proxima.algo.storage import Batch, RolloutBuffer, SequenceBatch, minibatches
@@ -54,7 +54,12 @@ class MultiAgentBuffer(RolloutBuffer):
         return self.spec.num_agents
 
     def advantages(
-        self, estimator: str, next_value: Tensor, next_done: Tensor, gamma: float, gae_lambda: float
+        self,
+        estimator: str | Estimator,
+        next_value: Tensor,
+        next_done: Tensor,
+        gamma: float,
+        gae_lambda: float,
     ) -> Tensor:
         """A turn-based game's advantages run from each move to the player's next (``gae_by_turns``); the moves
         whose transitions run past the rollout are then no samples."""

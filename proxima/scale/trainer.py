@@ -14,6 +14,8 @@ from collections.abc import Iterator
 import gymnasium as gym
 import torch
 
+from proxima.algo.algorithms import given_algorithm
+from proxima.algo.custom import FUNCTIONS
 from proxima.base import trust
 from proxima.base.errors import UserError
 from proxima.base.files import (
@@ -115,14 +117,17 @@ def training(
                 "give resume=RUN_DIR (continue that run) or run_dir=RUN_DIR with resume_if_exists=True (start it or "
                 "continue it), not both"
             )
+        naming = {k: overrides.pop(k) for k in RENAMED if k in overrides}
         others = sorted(set(overrides) - {"quiet", "total_timesteps", "torch_threads", "trust_code"})
         if others or args is not None or config is not None:
             given = others[0] if others else "args" if args is not None else "config"
             raise UserError(
-                f"train(resume=...) takes only quiet, total_timesteps, torch_threads and trust_code besides callbacks (the "
-                f"run's config.json holds its settings), not {given}"
+                f"train(resume=...) takes only quiet, total_timesteps, torch_threads and trust_code besides callbacks, "
+                f"and the run's own algo and functions ({', '.join(RENAMED[1:])}) given again (the run's config.json "
+                f"holds its settings), not {given}"
             )
-        return (yield from resuming(resume, callbacks=callbacks, env=env, **overrides))
+        named = named_again(naming)
+        return (yield from resuming(resume, callbacks=callbacks, env=env, named=named, **overrides))
     args, env = checked(args, config, env, **overrides)
     run_dir = args.run.run_dir
     if run_dir is None:
@@ -150,10 +155,28 @@ def training(
             return (yield from steps(run))
 
 
+# What train(resume=...) takes again of the run's settings that name code: its algorithm and your functions
+RENAMED = ("algo", *FUNCTIONS)
+
+
+def named_again(values: dict) -> dict:
+    """Settings that name code, given again by the user (``train``'s keywords), as config.json records them:
+    functions by their names, an ``Algorithm`` by its name, ``algo=MODULE`` as the module's functions."""
+    values = given_algorithm(values)
+    named = PPOArgs.of(**{k: v for k, v in values.items() if v is not None})  # functions by their names
+    return {k: getattr(named.algorithm, k) for k in values if values[k] is not None}
+
+
 def checked(args: PPOArgs | None, config: str | None = None, env=None, **overrides) -> tuple[PPOArgs, object]:
     """``train``'s settings, layered and checked before anything is made, and the env object they train on (None:
     ``args.env.env_id``)."""
     env, args, overrides = take_env(env, args, overrides)
+    overrides = given_algorithm(overrides)  # algo=MODULE: its functions; an Algorithm object: its name
+    # the user's own, which the settings may name (get_algorithm imports an algo's MODULE:NAME)
+    given = {**(trust.names_of(args) if args is not None else {}), **overrides}
+    for setting in trust.SETTINGS:
+        if isinstance(given.get(setting), str):
+            trust.remember(setting, given[setting])
     args = resolve_args(args, config=config, **overrides).validate()
     for setting, name in trust.names_of(args).items():  # the user's own: a run's files may name them later
         trust.remember(setting, name)
