@@ -36,6 +36,7 @@ import pytest
 
 import proxima.scale.seedgroup
 import proxima.scale.trainer
+from proxima.algo.algorithms import ALGORITHMS
 from proxima.commands import main
 from proxima.envs.registry import _BACKENDS
 from proxima.policy.encoders import ENCODERS
@@ -247,10 +248,10 @@ def one_run_dir_per_second(monkeypatch) -> None:
 
 @pytest.fixture
 def own_registries():
-    """What a page registers (an encoder, an env backend) is its own: other tests in this process list these
-    registries' contents, so each is put back as it was. Gymnasium's ids stay: a module that registers one on
-    import (tests.fixtures.info_envs) is not imported again, and no test lists them."""
-    registries = (ENCODERS, _BACKENDS)
+    """What a page registers (an encoder, an env backend, an algorithm) is its own: other tests in this process
+    list these registries' contents, so each is put back as it was. Gymnasium's ids stay: a module that registers
+    one on import (tests.fixtures.info_envs) is not imported again, and no test lists them."""
+    registries = (ENCODERS, _BACKENDS, ALGORITHMS)
     saved = [dict(registry) for registry in registries]
     yield
     for registry, contents in zip(registries, saved, strict=True):

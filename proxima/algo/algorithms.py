@@ -147,7 +147,8 @@ def get_algorithm(name: str) -> Algorithm:
     if ":" not in name:
         raise UserError(
             f"unknown algo {name!r}; accepted: {', '.join(ALGORITHMS)}, MODULE:NAME of an Algorithm, or (given to "
-            "--algo or train(algo=...)) a module of your functions named as the PPO tutorial's (docs/ALGORITHMS.md)"
+            "--algo or train(algo=...)) a module on PYTHONPATH of your functions of the PPO tutorial's names "
+            "(docs/ALGORITHMS.md)"
         )
     if name not in _IMPORTED:
         trust.check("the settings", {"algo": name})

@@ -118,6 +118,12 @@ SECTIONS: tuple[tuple[str, str, list[str]], ...] = (
         "value_learning_rate adam_eps advantage".split(),
     ),
     (
+        "your_functions",
+        "your own functions in the loop, written to the PPO tutorial's signatures, in place of proxima's: "
+        "MODULE:FUNCTION each, or --algo MODULE for a module's functions of the tutorial's names (docs/ALGORITHMS.md)",
+        "advantages policy_loss value_loss entropy_loss".split(),
+    ),
+    (
         "schedules",
         "settings changed linearly over the run (docs/TRAINING.md)",
         "learning_rate_end clip_coef_end ent_coef_end action_std_end".split(),
