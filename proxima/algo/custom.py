@@ -572,17 +572,21 @@ def _refuse_unsupported(args, algorithm, model: Learned, functions: dict[str, Ca
     """A one-line ``UserError`` for a run your functions cannot train, before it starts."""
     named = ", ".join(PIECES[s].tutorial for s in functions)
     if args.run.num_seeds > 1:
-        raise UserError(f"your {named} train one seed per run: drop --num-seeds, or sweep the seeds")
+        raise UserError(
+            f"your functions in the loop ({named}) train one seed per run: drop --num-seeds, or sweep the seeds"
+        )
     if algorithm.multi_agent:
-        raise UserError(f"your {named} train one agent per env: --algo {algorithm.name} has many")
+        raise UserError(
+            f"your functions in the loop ({named}) train one agent per env: --algo {algorithm.name} has many"
+        )
     losses = [s for s in functions if s != "advantages"]
     if not losses:
         return
     if args.network.recurrent:
-        raise UserError(f"your {named} take flat minibatches: drop --recurrent")
+        raise UserError(f"your functions in the loop ({named}) take flat minibatches: drop --recurrent")
     if type(model).evaluate is not ActorCritic.evaluate:
         raise UserError(
-            f"your {named} train proxima's ActorCritic; this run's model is {type(model).__name__}"
+            f"your functions in the loop ({named}) train proxima's ActorCritic; this run's model is {type(model).__name__}"
         )
     if "value_loss" in functions and model.critic is None:
         raise UserError(
@@ -591,7 +595,7 @@ def _refuse_unsupported(args, algorithm, model: Learned, functions: dict[str, Ca
     takes_probs = [PIECES[s].tutorial for s in ("policy_loss", "entropy_loss") if s in functions]
     if takes_probs and type(model.head) not in DISTRIBUTIONS:
         raise UserError(
-            f"your {' and '.join(takes_probs)} take the policy's torch distribution, which proxima gives for a Discrete "
+            f"your {' and '.join(takes_probs)} take{'s' if len(takes_probs) == 1 else ''} the policy's torch distribution, which proxima gives for a Discrete "
             f"action space (Categorical) and a Box with the Gaussian head (Normal); this run's head is "
             f"{type(model.head).__name__}: keep proxima's own terms"
         )
