@@ -113,8 +113,8 @@ def test_advantages_are_checked_on_a_known_case():
 
 
 def test_a_wrong_sign_policy_loss_trains_and_logs_its_own_number(plain, tmp_path):
-    """proxima trains what it is given (the grader, `proxima check`, judges it): the first minibatch's loss is
-    the negative of proxima's, and from there the two runs part."""
+    """proxima trains what it is given (the grader, `proxima check`, judges it, and probe 4 below shows it):
+    the run goes on to its end, and its logged losses are its own."""
     _, losses = _trained(tmp_path / "run", policy_loss=student.policy_loss_wrong_sign)
     assert len(losses) == len(plain[1]) and losses != plain[1]
 
@@ -186,3 +186,12 @@ def test_a_lambda_is_recorded_as_a_placeholder_that_a_resume_asks_for_again(tmp_
         proxima.train(resume=str(run), total_timesteps=512, quiet=True)
     agent = proxima.train(resume=str(run), total_timesteps=512, quiet=True, value_loss=loss)
     assert agent is not None
+
+
+def test_probe_4_blames_a_wrong_sign_policy_loss_on_the_policy_loss(capsys):
+    wrong = "tests.fixtures.student_ppo:policy_loss_wrong_sign"
+    assert main(["probe", "--policy-loss", wrong, "--probes", "4"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL" in out and "first failure: probe 4, which points to the advantages or policy loss" in out, (
+        out
+    )
