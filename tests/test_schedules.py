@@ -215,7 +215,8 @@ def test_resume_with_total_timesteps_continues_a_finished_run_and_stretches_the_
 def test_only_quiet_total_timesteps_and_torch_threads_go_with_resume(tmp_path):
     with pytest.raises(
         UserError,
-        match="only --quiet, --total-timesteps, --torch-threads, --trust-code and the run.s own --env-id, --env-factory and --encoder may be given.*not --seed",
+        match="only --quiet, --total-timesteps, --torch-threads, --trust-code and the run.s own --env-id, --env-factory, "
+        "--encoder, --actor-critic, --algo and functions .* may be given, not --seed",
     ):
         from proxima.commands.train import run as cmd_train
 
