@@ -33,9 +33,14 @@ demo: $(STAMP)
 # gives no address joins it and dies with it. proxima starts Ray with address "local" and never joins it, so the
 # sweep killed with SIGKILL and resumed runs with the others (docs/journal/benchmarks.md, the Ray flake under load).
 TEST_WORKERS := $(shell echo $$(( $$(nproc) + 1 )))
+# OpenMP threads that wait passively: the suite keeps every core busy, and a 2-thread run's threads spinning for
+# each other there took 3x the CPU (71 core-seconds against 25 for the 2-thread cartpole-fast test beside one
+# busy process). The wait policy changes no result (docs/journal/benchmarks.md); a lone run spins, which is faster
+# on free cores, so proxima leaves it to the user. tests/conftest.py sets the same for a bare pytest.
+TEST_ENV := OMP_WAIT_POLICY=PASSIVE
 test: $(STAMP) browser $(MERMAID)
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not serial"
-	$(PY) -m pytest -q -m serial
+	$(TEST_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not serial"
+	$(TEST_ENV) $(PY) -m pytest -q -m serial
 
 # tests/test_report_browser.py opens `proxima report`'s page in Debian's Chromium (Playwright drives it; the dev
 # extra installs Playwright). As root, install Chromium with apt-get; otherwise that test is skipped, saying how.
@@ -63,7 +68,7 @@ $(MERMAID):
 
 # Everything except the learning tests that train agents for several seconds.
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not slow and not serial"
+	$(TEST_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not slow and not serial"
 
 # ruff (with C901's complexity limit), no hand layout in proxima/, mypy, then the import layers (import-linter):
 # no cycles, envs never import the policy, the CLI on top. .pre-commit-config.yaml runs the same five

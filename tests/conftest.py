@@ -1,4 +1,9 @@
-import shutil
+import os
+
+# Before torch loads OpenMP, which reads it once: see the Makefile's TEST_ENV (a busy suite's spinning threads).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import shutil  # noqa: E402
 
 import gymnasium as gym
 import numpy as np
