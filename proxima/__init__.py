@@ -16,7 +16,7 @@ try:
     from proxima.run.config import PPOArgs
     from proxima.run.evaluate import evaluate
     from proxima.run.export import export
-    from proxima.run.grading import check
+    from proxima.scale.checking import check
     from proxima.scale.sweeps import resume_sweep, sweep
     from proxima.scale.trainer import resume, train
     from proxima.scale.tuning import resume_tune, tune

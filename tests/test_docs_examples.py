@@ -3,7 +3,8 @@
 Each page's blocks run in the page's order, in a fresh temporary working directory:
 - a ```python block runs in the page's one namespace, as a script (``__name__ == "__main__"``);
 - in a ```bash (or ```sh, ```console) block, each line that starts with ``proxima`` (or ``python -m proxima``,
-  after optional ``VAR=value`` assignments) runs as ``proxima.commands.main(argv)`` in this process and must exit 0;
+  after optional ``VAR=value`` assignments) runs as ``proxima.commands.main(argv)`` in this process and must exit 0
+  (or the status its ``exit`` marker gives);
   other lines (``make``, ``pip install``) are not run;
 - an untagged block that holds a ``proxima`` command fails the test: tag it ``bash``, or ``text`` for output.
 
@@ -16,6 +17,8 @@ An HTML comment on the lines right before a block changes what happens to it:
 - ``<!-- docs-test: skip: REASON -->``: never run; the reason is required;
 - ``<!-- docs-test: file NAME -->``: written to NAME in the working directory, a module later blocks import;
 - ``<!-- docs-test: budget N -->``: this block's budget (a preset with bigger batches needs one);
+- ``<!-- docs-test: exit N -->``: this block's ``proxima`` commands must exit N, not 0 (a ``proxima check`` of an
+  answer the page shows wrong on purpose exits 1);
 - ``<!-- docs-test: slow -->``: run only by the page's second test, marked slow, which runs all its blocks (a
   block that needs a slow one's output is slow too).
 
@@ -58,6 +61,7 @@ class Block:
     skip: str | None = None
     file: str | None = None
     budget: int = BUDGET
+    exit: int = 0  # the status its proxima commands must exit with
     slow: bool = False
     commands: list[list[str]] = field(default_factory=list)  # shell blocks: the argv of each proxima line
 
@@ -109,11 +113,13 @@ def apply_marker(block: Block, marker: str) -> None:
         block.file = rest.strip()
     elif word == "budget":
         block.budget = int(rest)
+    elif word == "exit":
+        block.exit = int(rest)
     elif word == "slow":
         block.slow = True
     else:
         raise AssertionError(
-            f"{block.where}: unknown marker {marker!r}: skip: REASON, file NAME, budget N, slow"
+            f"{block.where}: unknown marker {marker!r}: skip: REASON, file NAME, budget N, exit N, slow"
         )
 
 
@@ -215,8 +221,9 @@ def run_shell(block: Block, cwd: Path, monkeypatch, capsys) -> None:
             except SystemExit as e:  # --help
                 status = e.code or 0
         out = capsys.readouterr()
-        assert status == 0, (
-            f"{block.where}: `proxima {shlex.join(argv)}` exited {status}\n{out.out[-2000:]}{out.err[-2000:]}"
+        assert status == block.exit, (
+            f"{block.where}: `proxima {shlex.join(argv)}` exited {status}, not {block.exit}\n"
+            f"{out.out[-2000:]}{out.err[-2000:]}"
         )
 
 

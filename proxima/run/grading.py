@@ -34,6 +34,7 @@ from torch import Tensor, nn
 from torch.distributions import Categorical
 
 from proxima.algo.advantages import discounted_returns, gae
+from proxima.algo.custom import PIECES
 from proxima.algo.losses import (
     clipped_surrogate_loss,
     entropy_bonus,
@@ -45,6 +46,7 @@ from proxima.algo.optim import make_adam
 from proxima.algo.schedules import Schedules
 from proxima.base.errors import UserError, raised
 from proxima.policy.encoders import layer_init
+from proxima.policy.user import EnvSpaces
 
 TUTORIAL, HOMEWORK, WALKTHROUGH = (
     "the PPO tutorial",
@@ -85,10 +87,15 @@ class Grades:
     source: str
     results: list[Result]
     missing: list[str] = field(default_factory=list)
+    # the graded objects proxima's loop takes in place of its own pieces, by proxima.train's keyword
+    # (advantages=, policy_loss=, value_loss=, entropy_loss=, actor_critic=): what ``--probes`` trains
+    pieces: dict[str, Any] = field(default_factory=dict)
+    # proxima.scale.probe.ProbeResult of each probe trained with those pieces (check's probes=...)
+    probes: list[Any] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
-        return all(r.passed is not False for r in self.results)
+        return all(r.passed is not False for r in [*self.results, *self.probes])
 
     @property
     def exit_status(self) -> int:
@@ -127,6 +134,9 @@ class Grader:
     signature: str  # the document's, as the hint for a call that does not bind shows it
     cases: Callable[[Any], list[Case]]  # of the learner's object (a function or a class)
     owner: str | None = None  # the class whose method this is (TrajData.calc_returns), else None
+    not_if: str | None = (
+        None  # an attribute of another document's class of the same name (the homework's Agent)
+    )
 
     @property
     def attribute(self) -> str:
@@ -650,6 +660,90 @@ def _layer_init_cases(fn: Callable) -> list[Case]:
     return cases
 
 
+def _cartpole() -> EnvSpaces:
+    """CartPole's spaces, as the tutorial's ``Agent(envs)`` reads a vector env of 4 of them."""
+    import gymnasium as gym
+
+    env = gym.make("CartPole-v1")
+    try:
+        return EnvSpaces(env.observation_space, env.action_space, num_envs=4)
+    finally:
+        env.close()
+
+
+def _output_layer(net: Any, role: str, outputs: int) -> nn.Linear:
+    """The layer that gives ``net``'s output: a Sequential's last module, else the last ``nn.Linear`` it holds;
+    ``Mismatch`` where that is not an ``nn.Linear`` (an activation after it bounds the output)."""
+    if not isinstance(net, nn.Module):
+        raise Mismatch(f"agent.{role} is {_kind(net)} (yours) vs an nn.Module (the tutorial's nn.Sequential)")
+    last: Any = net
+    while isinstance(last, nn.Sequential) and len(last):
+        last = last[-1]
+    if last is net:  # a module of its own forward: its last Linear, in the order it made them
+        last = next((m for m in reversed(list(net.modules())) if isinstance(m, nn.Linear)), None)
+    if not isinstance(last, nn.Linear):
+        why = "logits, which the Categorical normalizes" if role == "actor" else "a value of either sign"
+        raise Mismatch(
+            f"the {role} ends in {type(last).__name__} (yours) vs an nn.Linear with {outputs} output"
+            f"{'s' if outputs > 1 else ''} (the tutorial's: {why})"
+        )
+    return last
+
+
+DEFAULT_NORM = "the rows have norm sqrt(2), layer_init's default: pass row_norm="
+
+
+def _agent_cases(cls: Any) -> list[Case]:
+    """The tutorial's ``Agent(envs)`` built on CartPole's spaces: the shapes of ``actor(obs)`` and
+    ``critic(obs)``, and its init (the diagram's): the output layers' rows of norm 0.01 (the actor's) and 1
+    (the critic's). Orthogonal rows of a float32 layer have their norm to about 1e-6: rtol 1e-4."""
+    envs = _cartpole()
+    actions = int(envs.single_action_space.n)  # type: ignore[attr-defined]  # CartPole's: Discrete(2)
+    bound(cls, "Agent", GRADERS["Agent"].signature, dict(envs=envs))
+    obs = torch.randn(5, *(envs.single_observation_space.shape or ()), generator=_generator(81))
+
+    def build() -> Any:
+        return cls(envs=envs)
+
+    def outputs() -> Any:
+        agent = build()
+        with torch.no_grad():
+            return agent.actor(obs.clone()), agent.critic(obs.clone())
+
+    def shapes(out: Any) -> None:
+        for label, value, shape in [("actor(obs)", out[0], (5, actions)), ("critic(obs)", out[1], (5, 1))]:
+            got = tuple(value.shape) if isinstance(value, Tensor) else None
+            if got != shape:
+                what = f"shape {got}" if got is not None else _kind(value)
+                raise Mismatch(f"{label} has {what} (yours) vs shape {shape} (the tutorial's)")
+
+    cases = [Case("actor(obs) and critic(obs) of 5 CartPole observations", outputs, shapes)]
+    for role, outputs_, norm in [("actor", actions, 0.01), ("critic", 1, 1.0)]:
+
+        def run(role=role, outputs_=outputs_) -> Any:
+            layer = _output_layer(getattr(build(), role, None), role, outputs_)
+            return layer.weight.detach().norm(dim=1)
+
+        def check(norms: Tensor, role=role, norm=norm) -> None:
+            problem = differ(
+                f"the {role}'s output layer's row norm",
+                norms,
+                torch.full_like(norms, norm),
+                1e-4,
+                1e-7,
+                whose=f"the tutorial's, layer_init(..., row_norm={norm:g})",
+            )
+            if problem:
+                raise Mismatch(problem)
+
+        def default(norms: Tensor) -> bool:
+            return bool(torch.allclose(norms, torch.full_like(norms, math.sqrt(2)), rtol=1e-4))
+
+        name = f"the {role}'s output layer: rows of norm {norm:g}"
+        cases.append(Case(name, run, check, {f"{DEFAULT_NORM}{norm:g} for the {role}'s output": default}))
+    return cases
+
+
 def _minibatch_indexes_cases(fn: Callable) -> list[Case]:
     signature = GRADERS["minibatch_indexes"].signature
     cases = []
@@ -1155,6 +1249,7 @@ GRADERS: dict[str, Grader] = {
             "layer_init(layer, row_norm=np.sqrt(2), bias_const=0.0)",
             _layer_init_cases,
         ),
+        Grader("Agent", TUTORIAL, "Agent(envs)", _agent_cases, not_if="get_loss"),
         Grader(
             "compute_advantages",
             TUTORIAL,
@@ -1231,6 +1326,11 @@ GRADERS: dict[str, Grader] = {
 }
 
 
+# The documents' names whose objects proxima's loop takes in place of its own pieces, and proxima.train's keyword
+# for each: the PPO tutorial's four functions (proxima.algo.custom) and its Agent (proxima.policy.user)
+IN_THE_LOOP = {piece.tutorial: setting for setting, piece in PIECES.items()} | {"Agent": "actor_critic"}
+
+
 def grader_named(name: str) -> Grader:
     """The grader of a document's name: ``calc_gae`` or ``TrajData.calc_gae``, ``get_loss`` for the homework's
     ``Agent.get_loss``."""
@@ -1303,6 +1403,8 @@ def _lookup(grader: Grader, names: Mapping[str, Any], own: str | None) -> Any:
         return None  # absent, or imported from elsewhere (gymnasium's ObservationWrapper)
     if grader.owner is not None and not callable(getattr(obj, grader.attribute, None)):
         return None  # the tutorial's Agent has no get_loss
+    if grader.not_if is not None and hasattr(obj, grader.not_if):
+        return None  # the homework's Agent, which has one
     return obj
 
 
@@ -1321,4 +1423,5 @@ def check(source: Any, only: str | None = None) -> Grades:
     with torch.random.fork_rng(devices=[]):
         results = [grade(GRADERS[name], obj) for name, obj in found.items()]
     missing = [g.name for g in wanted if g.name not in found]
-    return Grades(label, results, missing)
+    pieces = {IN_THE_LOOP[name]: obj for name, obj in found.items() if name in IN_THE_LOOP}
+    return Grades(label, results, missing, pieces)
