@@ -91,7 +91,7 @@ def test_a_piece_the_loop_refuses_is_a_fail_line_and_no_probe_runs(capsys, tmp_p
     out, err = capsys.readouterr()
     lines = out.splitlines()
     assert lines[-1].startswith(
-        "FAIL probes: not run: proxima's loop refuses your pieces: compute_advantages differs from proxima's GAE "
+        "FAIL probes: proxima's loop refuses your pieces: compute_advantages differs from proxima's GAE "
     ) and lines[-1].endswith("it is GAE where the bootstrap from next_value, V(obs_T), is missing"), out
     assert "hint: your advantages do not bootstrap from next_value" in out and err == ""
     assert "probe 2:" not in out and _rows(out) == {}  # refused as the first probe started

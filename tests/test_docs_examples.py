@@ -16,6 +16,7 @@ Budgets are made small, and only budgets: ``total_timesteps`` (a keyword of any 
 An HTML comment on the lines right before a block changes what happens to it:
 - ``<!-- docs-test: skip: REASON -->``: never run; the reason is required;
 - ``<!-- docs-test: file NAME -->``: written to NAME in the working directory, a module later blocks import;
+  ``<!-- docs-test: append NAME -->``: added to the end of NAME (an exercise page's stubs, one by one);
 - ``<!-- docs-test: budget N -->``: this block's budget (a preset with bigger batches needs one);
 - ``<!-- docs-test: exit N -->``: this block's ``proxima`` commands must exit N, not 0 (a ``proxima check`` of an
   answer the page shows wrong on purpose exits 1);
@@ -60,6 +61,7 @@ class Block:
     code: str
     skip: str | None = None
     file: str | None = None
+    append: bool = False  # to the end of the file, not in its place
     budget: int = BUDGET
     exit: int = 0  # the status its proxima commands must exit with
     slow: bool = False
@@ -109,8 +111,8 @@ def apply_marker(block: Block, marker: str) -> None:
         reason = rest.strip(" :")
         assert reason, f"{block.where}: a skip marker says why: <!-- docs-test: skip: REASON -->"
         block.skip = reason
-    elif word == "file":
-        block.file = rest.strip()
+    elif word in ("file", "append"):
+        block.file, block.append = rest.strip(), word == "append"
     elif word == "budget":
         block.budget = int(rest)
     elif word == "exit":
@@ -119,7 +121,7 @@ def apply_marker(block: Block, marker: str) -> None:
         block.slow = True
     else:
         raise AssertionError(
-            f"{block.where}: unknown marker {marker!r}: skip: REASON, file NAME, budget N, exit N, slow"
+            f"{block.where}: unknown marker {marker!r}: skip: REASON, file NAME, append NAME, budget N, exit N, slow"
         )
 
 
@@ -281,7 +283,8 @@ def test_the_examples_of_a_page_run(page, slow_too, tmp_path, monkeypatch, capsy
             if block.skip or (block.slow and not slow_too):
                 continue
             if block.file:
-                (tmp_path / block.file).write_text(block.code)
+                with open(tmp_path / block.file, "a" if block.append else "w") as f:
+                    f.write(("\n\n" if block.append else "") + block.code)
             elif block.lang == "python":
                 run_python(block, script)
             elif block.lang in SHELL:
@@ -310,6 +313,10 @@ def test_the_runner_shrinks_budgets_and_only_budgets():
         {"PYTHONPATH": "."}, ["train", "--env-kwargs", '{"a": 1}'],
     )  # fmt: skip
     assert proxima_command("make demo") is None
+    marked = Block("page.md", 1, "bash", "")
+    for marker in ("exit 1", "append my_ppo.py"):
+        apply_marker(marked, marker)
+    assert (marked.exit, marked.file, marked.append) == (1, "my_ppo.py", True)
     assert looks_like_a_command("proxima eval runs/a") and not looks_like_a_command("a run directory's files")
     tree = Budget(2048).visit(
         ast.parse("proxima.train(env_id='x')\nf(total_timesteps=10**6)\nresume(total_timesteps=30_000)")

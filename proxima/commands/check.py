@@ -34,7 +34,7 @@ class CheckArgs:
     probes: Annotated[tuple[str, ...] | None, tyro.conf.arg(metavar="[NAME ...]")] = None
     """after grading, train these probes (none named: 1 2 3 4 5) with MODULE's pieces in proxima's loop"""
 
-    total_timesteps: int | None = None
+    total_timesteps: Annotated[int | None, tyro.conf.arg(metavar="N")] = None
     """with --probes: every probe's budget in env steps (default: each probe's own, as proxima probe's)"""
 
 

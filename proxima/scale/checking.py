@@ -61,7 +61,7 @@ def probe_pieces(
             args = PPOArgs().replace(**grades.pieces)
             results = run_probes(args, names, total_timesteps, norm_value=False)
     except UserError as e:
-        refused = f"not run: proxima's loop refuses your pieces: {e}"
+        refused = f"proxima's loop refuses your pieces: {e}"
         return dataclasses.replace(
             grades, results=[*grades.results, Result("probes", False, 0, detail=refused)]
         )
@@ -90,7 +90,8 @@ def chosen_probes(names: Sequence[str] | None, total_timesteps: int | None = Non
 def in_the_loop_line(grades: Grades, names: Sequence[str] | None = None) -> str:
     """The line said before the probes train: which probes, and whose pieces."""
     yours = [name for name, setting in IN_THE_LOOP.items() if setting in grades.pieces]
+    chosen = chosen_probes(names)
     return (
-        f"probes {', '.join(chosen_probes(names))} with your {', '.join(yours)} in proxima's loop "
+        f"probe{'s' if len(chosen) > 1 else ''} {', '.join(chosen)} with your {', '.join(yours)} in proxima's loop "
         "(proxima's own for the rest)"
     )
