@@ -78,7 +78,7 @@ def test_a_critic_that_ends_in_a_relu_fails_its_grader_and_probe_2_names_the_net
     assert not grades.passed and grades.exit_status == 1
 
 
-def test_a_piece_the_loop_refuses_is_a_fail_line_and_no_probe_runs(capsys, tmp_path):
+def test_a_piece_the_loop_refuses_is_a_fail_line_and_the_probes_stop(capsys, tmp_path):
     mine = tmp_path / "mine.py"
     mine.write_text(
         "from tests.fixtures import student_ppo\n\n\n"

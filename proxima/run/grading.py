@@ -134,9 +134,8 @@ class Grader:
     signature: str  # the document's, as the hint for a call that does not bind shows it
     cases: Callable[[Any], list[Case]]  # of the learner's object (a function or a class)
     owner: str | None = None  # the class whose method this is (TrajData.calc_returns), else None
-    not_if: str | None = (
-        None  # an attribute of another document's class of the same name (the homework's Agent)
-    )
+    # an attribute of another document's class of the same name: the homework's Agent has a get_loss
+    not_if: str | None = None
 
     @property
     def attribute(self) -> str:

@@ -49,7 +49,7 @@ def probe_pieces(
     settings with ``grades.pieces`` in the loop, and the critic unnormalized, as the tutorial's is (and as
     ``proxima probe`` probes it). A piece the loop refuses (an estimator that is not GAE on its known case, a
     function of other parameter names, an Agent whose outputs have the wrong shapes), or that raises while it
-    trains, is one ``FAIL probes`` line, and no probe runs; nothing of the loop's to probe is a ``SKIP`` line."""
+    trains, is one ``FAIL probes`` line, and the probes stop there; nothing of the loop's to probe is a ``SKIP`` line."""
     names = chosen_probes(names, total_timesteps)
     if not grades.pieces:
         takes = ", ".join(IN_THE_LOOP)
