@@ -292,6 +292,12 @@ def _known_case() -> dict[str, Any]:
     }
 
 
+def _gae_args(case: dict[str, Any]) -> tuple:
+    """``gae``'s arguments for a case of the tutorial's tensors, at the known case's gamma and lambda."""
+    keys = ("rewards", "values", "dones", "next_value", "next_done")
+    return (*(case[k] for k in keys), KNOWN_GAMMA, KNOWN_LAMBDA)
+
+
 def check_advantages(fn: Callable) -> Advantages:
     """Your ``compute_advantages`` adapted for the loop, once it gives ``proxima.algo.advantages.gae``'s advantages
     on a known case: as it is, or, where it reads ``dones`` as the policy-gradient homework does, with the dones
@@ -299,28 +305,12 @@ def check_advantages(fn: Callable) -> Advantages:
     advantage that differs, or the shape that is wrong."""
     check_signature("advantages", fn)
     case = _known_case()
-    ours = gae(
-        case["rewards"],
-        case["values"],
-        case["dones"],
-        case["next_value"],
-        case["next_done"],
-        KNOWN_GAMMA,
-        KNOWN_LAMBDA,
-    )
+    ours = gae(*_gae_args(case))
     theirs = {}
     for shifted in (False, True):
         adapter = Advantages(fn, shifted)
         try:
-            theirs[shifted] = adapter(
-                case["rewards"],
-                case["values"],
-                case["dones"],
-                case["next_value"],
-                case["next_done"],
-                KNOWN_GAMMA,
-                KNOWN_LAMBDA,
-            )
+            theirs[shifted] = adapter(*_gae_args(case))
         except UserError:
             raise
         except Exception as e:  # your function's own error, on the known case: one line, and how to see more
@@ -351,15 +341,7 @@ def check_advantages(fn: Callable) -> Advantages:
         for adv in theirs.values()
         if close(
             adv,
-            gae(
-                c["rewards"],
-                c["values"],
-                c["dones"],
-                c["next_value"],
-                c["next_done"],
-                KNOWN_GAMMA,
-                KNOWN_LAMBDA,
-            ),
+            gae(*_gae_args(c)),
         )
     ]
     raise UserError(
