@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install -c constraints.txt -e ".[video,track,plot,mujoco,box2d,atari,ray,export,multiagent,docs,dev]" 2>&1 | grep -v "^WARNING: Location" || true
+	$(PIP) install -c constraints.txt -e ".[video,track,plot,mujoco,box2d,atari,ray,export,multiagent,stats,docs,dev]" 2>&1 | grep -v "^WARNING: Location" || true
 	$(PY) -c "import torch, gymnasium, proxima; assert torch.__version__.startswith('2.13.0'), torch.__version__"
 	touch $(STAMP)
 

@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 
-from scipy.stats import mannwhitneyu  # the dev extra
+from scipy.stats import mannwhitneyu  # the stats extra
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -1,7 +1,7 @@
 """A bounded fuzz of a small run's files (docs/SECURITY.md): each case mutates one JSON or safetensors file of a
 copy of a real run (types, missing and extra keys, shapes, dtypes, non-finite values, counters, paths, module
-names), and ``eval``, ``export``, ``report``, ``train --resume`` and ``proxima.load`` each either work or refuse
-in one line with exit status 2: no traceback, no code run, nothing outside the run written."""
+names), and ``eval``, ``export``, ``report``, ``stats``, ``train --resume`` and ``proxima.load`` each either work
+or refuse in one line with exit status 2: no traceback, no code run, nothing outside the run written."""
 
 import json
 import os
@@ -18,7 +18,7 @@ from proxima.base.errors import UserError
 from proxima.base.files import read_checkpoint, write_checkpoint, write_tensors
 from proxima.commands import main
 
-# bounded: each case runs five commands on a copy of the run. A deeper search: PROXIMA_FUZZ_CASES=1000
+# bounded: each case runs six commands on a copy of the run. A deeper search: PROXIMA_FUZZ_CASES=1000
 # PROXIMA_FUZZ_SEED=64 (1000 cases of seeds 63 and 64 passed)
 CASES = int(os.environ.get("PROXIMA_FUZZ_CASES", 60))
 SEED = int(os.environ.get("PROXIMA_FUZZ_SEED", 63))
@@ -143,6 +143,7 @@ def test_mutated_run_files_are_used_or_refused_in_one_line(run, tmp_path, capsys
             "eval": ["eval", str(copy), "--episodes", "1"],
             "export": ["export", str(copy), "--format", "torchscript"],
             "report": ["report", str(copy)],
+            "stats": ["stats", str(copy)],
             "resume": ["train", "--resume", str(copy), "--total-timesteps", "384", "--quiet"],
         }
         for name, argv in commands.items():

@@ -59,6 +59,7 @@ commands:
   probe   train the agent on the probe envs and name the component a failure points to (proxima probe --help)
   solve   train ENV_ID with its fast preset until solved, then score it on Gymnasium's env (proxima solve --help)
   report  one self-contained HTML page of runs, a sweep or a comparison: proxima report RUN_DIR... (--help)
+  stats   IQM, median, mean and optimality gap of runs' final scores, with bootstrap CIs: proxima stats DIR...
   presets list the presets that `proxima train --config NAME` accepts; `proxima presets NAME` shows one
   export  write a trained agent's deterministic policy as one ONNX or TorchScript file (proxima export --help)
   check-env  check that proxima will train on ENV_ID (or module:ID) and say what it will make of it
@@ -78,6 +79,7 @@ COMMANDS = {
     "plot": "plot",
     "probe": "probe",
     "report": "report",
+    "stats": "stats",
     "sweep": "sweep",
     "tune": "tune",
     "export": "export",

@@ -22,6 +22,7 @@ import platform
 import re
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 
@@ -226,15 +227,15 @@ def _episode_number(path: str) -> tuple:
     return (EVAL_VIDEOS not in path, *(int(found.group(1)) if found else 0 for found in numbers))
 
 
-def find_runs(paths: list[str]) -> tuple[list[RunData], str, list[dict]]:
+def read_runs(paths: list[str]) -> tuple[list[RunData], list[str], list[dict]]:
     """The runs that ``paths`` name, each a run directory, a sweep or compare directory, or a directory of run
-    directories (``proxima probe --run-dir``'s); and the page's title and the probe tables found. Each run is
-    read once, in the order first named, however many of ``paths`` name it."""
+    directories (``proxima probe --run-dir``'s, a ``--num-seeds`` run's, a search's); a sweep's runs with their
+    setting as their group, the others with none yet; and the sweeps' titles and the probe tables found. Each
+    run is read once, in the order first named, however many of ``paths`` name it."""
     runs: list[RunData] = []
     titles: list[str] = []
     probes: list[dict] = []
-    paths = distinct_dirs(paths)
-    for path in paths:
+    for path in distinct_dirs(paths):
         if not os.path.isdir(path):
             raise UserError(
                 f"{path!r} is not a directory; give run directories, or a sweep or compare directory"
@@ -264,21 +265,29 @@ def find_runs(paths: list[str]) -> tuple[list[RunData], str, list[dict]]:
     first: dict[str, RunData] = {}
     for run in runs:  # a run named again inside a sweep or a directory of runs also given
         first.setdefault(os.path.realpath(run.run_dir), run)
-    runs = list(first.values())
+    return list(first.values()), titles, probes
+
+
+def find_runs(paths: list[str]) -> tuple[list[RunData], str, list[dict]]:
+    """The runs that ``paths`` name (``read_runs``), each labelled and in its group; and the page's title and
+    the probe tables found."""
+    runs, titles, probes = read_runs(paths)
     if not runs:
         raise UserError("no run has logged an update yet: there is nothing to report")
     labels = [r.label for r in runs]
     if len(set(labels)) < len(labels):  # same last component: label by the whole path
         for r in runs:
             r.label = r.run_dir
-    _group(runs)
+    group_runs(runs)
     env_ids = sorted({r.config.get("env_id", "?") for r in runs})
-    title = titles[0] if len(titles) == 1 and len(paths) == 1 else ", ".join(env_ids)
+    title = titles[0] if len(titles) == 1 and len(distinct_dirs(paths)) == 1 else ", ".join(env_ids)
     return runs, title, probes
 
 
-def _group(runs: list[RunData]) -> None:
-    """Runs that differ only in their seed form a group, named by the settings that tell the groups apart."""
+def group_runs(runs: list[RunData], alone: Callable[[RunData], str] | None = None) -> None:
+    """Runs that differ only in their seed form a group, named by the settings that tell the groups apart;
+    where all are one group, by ``alone(run)`` (default: "ppo on CartPole-v1"). A run with a group (a sweep's
+    setting) keeps it."""
     ungrouped = [r for r in runs if not r.group]
     keys = {
         r.run_dir: json.dumps({k: v for k, v in r.config.items() if k not in NOT_SETTINGS}, sort_keys=True)
@@ -289,7 +298,11 @@ def _group(runs: list[RunData]) -> None:
         return
     if len(distinct) == 1:
         for r in ungrouped:
-            r.group = f"{r.config.get('algo', 'ppo')} on {r.config.get('env_id', '?')}"
+            r.group = (
+                alone(r)
+                if alone is not None
+                else f"{r.config.get('algo', 'ppo')} on {r.config.get('env_id', '?')}"
+            )
         return
     configs = [json.loads(k) for k in distinct]
     differ = [k for k in configs[0] if any(c.get(k) != configs[0].get(k) for c in configs)]

@@ -81,7 +81,8 @@ from proxima.run.loop import (
 )
 from proxima.run.plotting import final_return, plot_runs
 from proxima.run.progress import ProgressReport
-from proxima.run.report import write_report
+from proxima.run.report import read_run, write_report
+from proxima.run.scores import seeds_iqm
 from proxima.run.threads import choose_threads
 from proxima.scale.batched import SeedCollector, SeedModel, SeedRecurrentCollector, seed_batches, update_seeds
 
@@ -688,7 +689,9 @@ class _SeedEvaluations:
 
 def _summarize_seeds(parent: str, runs: list[SeedRun]) -> None:
     """``RESULTS_JSON`` and ``RESULTS_MD`` in the batched run's directory: each seed's steps, whether it stopped
-    early, its final return and its last evaluation."""
+    early and its final return; and the IQM of the seeds' scores with its 95% interval (each seed's
+    ``proxima.run.scores.final_score``: its last deterministic evaluation where it evaluated, else its final
+    return)."""
     rows = []
     for run in runs:
         final = final_return(run.run_dir)
@@ -701,11 +704,13 @@ def _summarize_seeds(parent: str, runs: list[SeedRun]) -> None:
                 "final_return": None if np.isnan(final) else final,
             }
         )
-    write_json(os.path.join(parent, RESULTS_JSON), {"seeds": rows})
+    iqm, said = seeds_iqm([read_run(run.run_dir) for run in runs], parent)
+    write_json(os.path.join(parent, RESULTS_JSON), {"seeds": rows, **({"iqm": iqm} if iqm else {})})
     lines = ["| seed | steps | stopped early | final return (last 20 episodes) |", "|---|---|---|---|"]
     for r in rows:
         shown = "–" if r["final_return"] is None else f"{r['final_return']:.1f}"
         lines.append(
             f"| {r['seed']} | {r['global_step']:,} | {'yes' if r['stopped_early'] else 'no'} | {shown} |"
         )
+    lines += ["", said]
     write_text(os.path.join(parent, RESULTS_MD), "\n".join(lines) + "\n")

@@ -1,0 +1,282 @@
+"""Each run's final score, the runs grouped by setting and task, the reference scores that normalize a task's
+scores, and the statistics of ``proxima.run.statistics`` over them (``proxima stats``, a batched run's results).
+
+A run's score is the first of these that its directory holds (``--score auto``), or the one asked for:
+
+1. ``solve.json``: ``proxima solve``'s 100 deterministic episodes of Gymnasium's env;
+2. ``eval.json``: the last ``proxima eval --deterministic`` on the run's own env (a sampled one, or one on
+   another env, does not count);
+3. ``eval_return``: the last deterministic evaluation during training (``--eval-every``), of
+   ``--eval-episodes`` episodes;
+4. ``training``: the mean return of the run's last 20 training episodes, which the policy sampled its actions
+   in; the sweeps' tables show the same number.
+
+Runs are found as ``proxima report`` finds them (``report.read_runs``). On each task, the runs that differ only
+in their seed form a setting, named as the report names its groups: a sweep's or a comparison's runs by the
+sweep's setting, the others by the settings that tell them apart on that task, or by their algorithm where all
+of the task's runs share their settings. So the same algorithm's runs on several tasks form one setting, whose
+statistics over the tasks are of normalized scores.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from importlib import resources
+
+import numpy as np
+
+from proxima.base.errors import UserError
+from proxima.run import statistics
+from proxima.run.report import WINDOW, RunData, group_runs, read_runs
+
+# --score's choices, each with the words that name it in a table, in auto's order
+SOURCES = {
+    "solve": "solve.json",
+    "eval": "eval.json",
+    "eval-return": "eval_return",
+    "training": "training return",
+}
+REFERENCE_SCORES = "reference_scores.json"  # in this package: the tasks' random and reference scores
+
+
+@dataclass(frozen=True)
+class RunScore:
+    run_dir: str
+    score: float
+    source: str  # one of SOURCES
+    steps: int  # env steps trained, at the last update logged
+    status: str  # finished, in progress, stopped (report._status)
+
+
+@dataclass
+class Group:
+    """The scored runs of one setting on one task."""
+
+    setting: str
+    task: str
+    runs: list[RunScore] = field(default_factory=list)
+
+    @property
+    def scores(self) -> np.ndarray:
+        return np.array([r.score for r in self.runs], dtype=np.float64)
+
+
+def _number(value) -> float | None:
+    """A finite JSON number (not a boolean), else None: a run's files may come from a stranger."""
+    return float(value) if type(value) in (int, float) and math.isfinite(value) else None
+
+
+def _deterministic_mean(evaluation: dict | None) -> float | None:
+    if evaluation is None or evaluation.get("deterministic") is not True:
+        return None
+    if "env_id" in evaluation or "env_kwargs" in evaluation:  # played on another env than the run's
+        return None
+    return _number(evaluation.get("mean"))
+
+
+def final_score(run: RunData, source: str = "auto") -> tuple[float, str] | None:
+    """The run's score and its source (a key of ``SOURCES``): the first that it holds, for ``"auto"``; None
+    where it holds none (or not the one asked for)."""
+    found = {
+        "solve": lambda: _deterministic_mean(run.solve),
+        "eval": lambda: _deterministic_mean(run.evaluation),
+        "eval-return": lambda: next(
+            (v for v in (_number(m.get("eval_return")) for m in reversed(run.metrics)) if v is not None), None
+        ),
+        "training": lambda: float(run.returns[-WINDOW:].mean()) if len(run.returns) else None,
+    }
+    for name in SOURCES if source == "auto" else [source]:
+        value = found[name]()
+        if value is not None and math.isfinite(value):
+            return value, name
+    return None
+
+
+def task_of(config: dict) -> str:
+    """A run's task: its env id, with its env kwargs where it has any (they may change the task's scale)."""
+    env_id, kwargs = str(config.get("env_id", "?")), config.get("env_kwargs")
+    return f"{env_id} {json.dumps(kwargs, sort_keys=True)}" if kwargs else env_id
+
+
+def _missing(run: RunData, source: str) -> str:
+    what = {
+        "solve": "no deterministic solve.json (proxima solve writes it)",
+        "eval": "no deterministic eval.json of its own env (proxima eval RUN_DIR --deterministic writes it)",
+        "eval-return": "no eval_return in its metrics.jsonl (train with --eval-every N)",
+        "training": "no finished training episode",
+    }[source]
+    return (
+        f"{run.run_dir} has {what}; give --score auto to take each run's first score of: {', '.join(SOURCES)}"
+    )
+
+
+def scored_groups(paths: list[str], source: str = "auto") -> tuple[list[Group], list[str]]:
+    """The groups of the runs under ``paths`` with their scores, in the order first found; and notes on the
+    runs left out (failed, or with no score) and the groups whose runs are not all finished."""
+    runs, _, _ = read_runs(paths)
+    if not runs:
+        raise UserError(
+            f"no run found under {', '.join(paths)}: give run, sweep, compare or tune directories"
+        )
+    by_task: dict[str, list[RunData]] = {}
+    for run in runs:
+        by_task.setdefault(task_of(run.config), []).append(run)
+    for task_runs in by_task.values():
+        group_runs(task_runs, alone=lambda r: str(r.config.get("algo", "ppo")))
+    groups: dict[tuple[str, str], Group] = {}
+    notes, failed, unscored = [], 0, 0
+    for run in runs:
+        if run.status == "failed":
+            failed += 1
+            continue
+        scored = final_score(run, source)
+        if scored is None:
+            if source != "auto":
+                raise UserError(_missing(run, source))
+            unscored += 1
+            continue
+        steps = run.metrics[-1].get("global_step", 0) if run.metrics else 0
+        key = (run.group, task_of(run.config))
+        groups.setdefault(key, Group(*key)).runs.append(
+            RunScore(run.run_dir, scored[0], scored[1], int(steps) if _number(steps) else 0, run.status)
+        )
+    if failed:
+        notes.append(f"{failed} failed run{'s' if failed > 1 else ''} left out")
+    if unscored:
+        notes.append(f"{unscored} run{'s' if unscored > 1 else ''} with no finished episode left out")
+    if not groups:
+        raise UserError(f"none of the {len(runs)} runs found has a score: {'; '.join(notes)}")
+    for g in groups.values():
+        sources = {r.source for r in g.runs}
+        if len(sources) > 1:
+            notes.append(
+                f"{g.setting} on {g.task}: its runs' scores are of different kinds ({', '.join(SOURCES[s] for s in sorted(sources))}); "
+                "--score names one"
+            )
+        unfinished = sum(r.status != "finished" for r in g.runs)
+        if unfinished:
+            notes.append(
+                f"{g.setting} on {g.task}: {unfinished} of its {len(g.runs)} runs did not finish (in progress or "
+                "stopped): scored as they stand"
+            )
+    return list(groups.values()), notes
+
+
+def reference_scores() -> dict[str, dict]:
+    """The tasks' random and reference scores (``proxima/run/reference_scores.json``, docs/STATISTICS.md): the
+    scores that normalize a task's scores to 0 and 1."""
+    text = (resources.files("proxima.run") / REFERENCE_SCORES).read_text()
+    return json.loads(text)["tasks"]
+
+
+def _range(values: list[int]) -> list[int]:
+    return [min(values), max(values)]
+
+
+def summarize(
+    groups: list[Group], *, baseline: str | None = None, seed: int = 0, table: dict[str, dict] | None = None
+) -> dict:
+    """The statistics of ``groups``, as ``proxima stats --json`` writes them: per setting and task in the task's
+    own units (the optimality gap against the task's reference score, where ``table`` has one); per setting over
+    every task, of normalized scores, where there are several tasks, each with its reference, and the setting has
+    runs on all; and each setting's probability of improvement over ``baseline`` (default: the first setting) on
+    the tasks both have runs on."""
+    table = reference_scores() if table is None else table
+    settings = list(dict.fromkeys(g.setting for g in groups))
+    tasks = list(dict.fromkeys(g.task for g in groups))
+    if baseline is not None and baseline not in settings:
+        raise UserError(
+            f"--baseline {baseline!r} is not a setting of these runs; they are: {', '.join(settings)}"
+        )
+    rows = []
+    for g in groups:
+        known = table.get(g.task)
+        rows.append(
+            {
+                "setting": g.setting,
+                "task": g.task,
+                "runs": len(g.runs),
+                "steps": _range([r.steps for r in g.runs]),
+                "score": sorted({SOURCES[r.source] for r in g.runs}),
+                "random": known["random"] if known else None,
+                "reference": known["reference"] if known else None,
+                **{
+                    name: e.to_json()
+                    for name, e in statistics.estimates(
+                        [g.scores], gamma=known["reference"] if known else None, seed=seed
+                    ).items()
+                },
+                "per_run": [
+                    {"run_dir": r.run_dir, "score": r.score, "source": SOURCES[r.source], "status": r.status}
+                    for r in g.runs
+                ],
+            }
+        )
+    aggregates = []
+    if len(tasks) > 1 and all(t in table for t in tasks):
+        for s in settings:
+            mine = {g.task: g for g in groups if g.setting == s}
+            if set(mine) != set(tasks):
+                continue
+            scores = [
+                statistics.normalized(mine[t].scores, table[t]["random"], table[t]["reference"])
+                for t in tasks
+            ]
+            aggregates.append(
+                {
+                    "setting": s,
+                    "tasks": tasks,
+                    "runs": sum(len(x) for x in scores),
+                    **{n: e.to_json() for n, e in statistics.estimates(scores, gamma=1.0, seed=seed).items()},
+                }
+            )
+    improvements = []
+    base = baseline or settings[0]
+    of = {(g.setting, g.task): g for g in groups}
+    for s in settings:
+        common = [t for t in tasks if (s, t) in of and (base, t) in of]
+        if s == base or not common:
+            continue
+        p = statistics.improvement(
+            [of[s, t].scores for t in common], [of[base, t].scores for t in common], seed=seed
+        )
+        improvements.append({"setting": s, "baseline": base, "tasks": common, "probability": p.to_json()})
+    return {
+        "format": "proxima-stats",
+        "version": 1,
+        "confidence": statistics.CONFIDENCE,
+        "interval": f"stratified bootstrap, percentile (scipy.stats.bootstrap, {statistics.RESAMPLES} resamples, seed {seed})",
+        "groups": rows,
+        "aggregates": aggregates,
+        "improvements": improvements,
+    }
+
+
+def seeds_iqm(runs: list[RunData], parent: str) -> tuple[dict | None, str]:
+    """A batched run's seeds' IQM with its 95% interval, for its ``results.json`` (None where no seed has a
+    score, or SciPy is missing), and the line that says it in its ``results.md``."""
+    scored = [s for s in (final_score(r) for r in runs) if s is not None]
+    if not scored:
+        return None, "No seed has a score (no evaluation, no finished episode): no IQM"
+    try:
+        estimate = statistics.interval("iqm", [[s for s, _ in scored]])
+    except UserError as e:  # no SciPy: each seed's own files are what matter
+        return None, f"No IQM of the seeds' scores: {e}"
+    kinds = sorted({SOURCES[k] for _, k in scored})
+    ci = "" if estimate.low is None else f", 95% CI [{number(estimate.low)}, {number(estimate.high)}]"
+    said = (
+        f"IQM of the {len(scored)} seeds' scores ({', '.join(kinds)}): {number(estimate.value)}{ci} (stratified "
+        f"bootstrap); `proxima stats {parent}` adds the median, mean and optimality gap (docs/STATISTICS.md)"
+    )
+    return {"score": kinds, "seeds": len(scored), **estimate.to_json()}, said
+
+
+def number(value: float | None) -> str:
+    """Four significant digits, with no exponent: 487.3, 3542, 0.9532, -3.752; None as a dash."""
+    if value is None:
+        return "–"
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    return f"{value:.{max(0, 3 - math.floor(math.log10(abs(value))))}f}"

@@ -1,0 +1,264 @@
+"""``proxima stats`` and ``proxima.run.statistics``: the estimators on fixed data against hand-computed values,
+the stratified bootstrap's intervals, the reference scores, the command on run directories written by hand (no
+training), and a batched run's IQM in its results."""
+
+import json
+import os
+import re
+import sys
+from types import SimpleNamespace
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import scipy.stats
+import torch
+from safetensors.torch import save_file
+
+from proxima.commands import main
+from proxima.run import statistics
+from proxima.run.config import read_preset, resolve_args
+from proxima.run.scores import number, reference_scores
+from proxima.scale.seedgroup import _summarize_seeds
+
+DOCS = os.path.join(os.path.dirname(__file__), "..", "docs")
+
+
+def test_the_estimators_on_fixed_data_are_the_hand_computed_values():
+    assert statistics.iqm([range(1, 9)]) == 4.5  # 1..8: the middle half 3..6
+    assert statistics.iqm([range(1, 11)]) == 5.5  # 1..10: floor(10 / 4) = 2 cut at each end, 3..8 left
+    assert statistics.iqm([[1, 2, 3, 4], [5, 6, 7, 8]]) == 4.5  # the runs of every task pooled
+    rng = np.random.default_rng(3)
+    ragged = [rng.normal(size=7), rng.normal(size=4), rng.normal(size=9)]
+    assert statistics.iqm(ragged) == pytest.approx(scipy.stats.trim_mean(np.concatenate(ragged), 0.25))
+    assert statistics.median([[1, 2, 10]]) == 2  # one task: the median of its runs
+    assert statistics.median([[1, 3], [10, 20], [0, 2]]) == 2  # the task means 2, 15 and 1
+    assert statistics.mean([[1, 3], [10, 20, 30]]) == 11  # the task means 2 and 20 (pooled: 12.8)
+    assert statistics.optimality_gap([[0.5, 1.2], [0.0, 0.9]]) == pytest.approx(0.4)  # 1 - (0.5+1+0+0.9)/4
+    assert statistics.optimality_gap([[400, 500]], gamma=475) == 37.5  # 475 - (400 + 475) / 2
+    assert statistics.normalized([22, 475, 248.5], 22, 475).tolist() == [0.0, 1.0, 0.5]
+    with pytest.raises(ValueError, match="at least one run"):
+        statistics.iqm([[1.0], []])
+
+
+def test_the_probability_of_improvement_counts_wins_and_half_the_ties():
+    assert statistics.probability_of_improvement([[10, 11, 12]], [[1, 2, 3]]) == 1.0
+    assert statistics.probability_of_improvement([[1, 2, 3]], [[10, 11, 12]]) == 0.0
+    assert statistics.probability_of_improvement([[1, 2, 3]], [[1, 2, 3]]) == 0.5
+    assert statistics.probability_of_improvement([[1, 3]], [[2, 2]]) == 0.5  # 3 wins twice, 1 loses twice
+    assert statistics.probability_of_improvement([[2, 3]], [[2]]) == 0.75  # a tie and a win
+    # two tasks: 1 on the first, 0.5 on the second
+    assert statistics.probability_of_improvement([[5, 6], [1, 2]], [[1, 2], [1, 2]]) == 0.75
+    rng = np.random.default_rng(4)
+    x, y = rng.normal(size=8), rng.normal(0.3, size=6)
+    u = scipy.stats.mannwhitneyu(x, y, alternative="greater").statistic
+    assert statistics.probability_of_improvement([x], [y]) == pytest.approx(u / (8 * 6))  # rliable's way
+    separated = statistics.improvement([[10, 11, 12], [5, 6]], [[1, 2, 3], [0, 1]])
+    assert (separated.value, separated.low, separated.high) == (1.0, 1.0, 1.0)
+    same = statistics.improvement([[1, 2, 3, 4]], [[1, 2, 3, 4]])
+    assert same.value == 0.5 and same.low < 0.5 < same.high
+
+
+def test_the_interval_contains_the_estimate_and_narrows_with_more_runs():
+    rng = np.random.default_rng(0)
+    few, many = rng.normal(100, 20, size=(2, 5)), rng.normal(100, 20, size=(2, 50))
+    for name in statistics.NAMES:
+        narrow = statistics.interval(name, many, gamma=110)
+        wide = statistics.interval(name, few, gamma=110)
+        for e in (narrow, wide):
+            assert e.low <= e.value <= e.high, (name, e)
+        assert narrow.high - narrow.low < (wide.high - wide.low) / 2, name
+    one = statistics.interval("iqm", [[3.0], [4.0, 5.0]])  # a task with one run: nothing to resample
+    assert (one.value, one.low, one.high) == (4.0, None, None)
+
+
+def test_the_bootstrap_resamples_each_task_on_its_own():
+    """Stratified: each resample keeps a task's number of runs, so tasks whose runs agree give a mean that no
+    resample moves. Resampling the pooled runs would mix the tasks' shares and spread it."""
+    mean = statistics.interval("mean", [[0.0] * 5, [1.0] * 5])
+    assert (mean.value, mean.low, mean.high) == (0.5, 0.5, 0.5)
+
+
+def test_a_stratified_bootstrap_interval_on_fixed_data_is_its_known_answer():
+    """The known answer: ``scipy.stats.bootstrap`` (SciPy 1.17.1) with the data as one sample per task,
+    ``method="percentile"``, 9999 resamples and ``rng=np.random.default_rng(0)``, computed once by
+    ``statistics.interval("iqm", SCORES)`` and written down; the IQM itself is the mean of the pooled middle
+    half, [0.6, 0.7, 0.8, 0.8, 0.9, 0.9], by hand."""
+    scores = [[0.2, 0.9, 0.8, 0.6, 1.0], [0.1, 0.7, 0.9, 0.8, 0.5]]
+    e = statistics.interval("iqm", scores)
+    assert e.value == pytest.approx(0.7833333333333333)
+    assert (e.low, e.high) == pytest.approx(KNOWN_IQM_INTERVAL, abs=1e-12)
+
+
+KNOWN_IQM_INTERVAL = (None, None)
+
+
+def test_the_reference_scores_are_the_ones_their_sources_give():
+    table = reference_scores()
+    for env_id, task in table.items():
+        assert isinstance(task["random"], float) and task["random"] < task["reference"], env_id
+        if task["reference_source"].startswith("Gymnasium's reward_threshold"):
+            assert gym.spec(env_id).reward_threshold == task["reference"], env_id
+    assert table["Pendulum-v1"]["reference"] == read_preset("pendulum-fast")["solve"]["threshold"]
+    assert gym.spec("Pendulum-v1").reward_threshold is None
+    # docs/STATISTICS.md shows the same table
+    page = open(os.path.join(DOCS, "STATISTICS.md")).read()
+    rows = dict(re.findall(r"^\| `([^`]+)` \| (-?[\d.]+ \| -?[\d.]+) \|", page, re.M))
+    assert rows == {k: f"{number(t['random'])} | {number(t['reference'])}" for k, t in table.items()}
+
+
+def _finished(run_dir):
+    """The header of a finished run's checkpoint, which the report reads for the run's status."""
+    save_file({"x": torch.zeros(1)}, os.path.join(run_dir, "checkpoint.safetensors"),
+              metadata={"proxima": json.dumps({"finished": True})})  # fmt: skip
+
+
+def fake_run(path, score, env_id="CartPole-v1", seed=1, finished=True, evaluation=True, **settings):
+    """A run directory as training and ``proxima eval --deterministic`` write it, without training: its
+    config, two updates, four episodes and an eval.json whose mean is ``score``."""
+    os.makedirs(path)
+    config = resolve_args(env_id=env_id, seed=seed, run_dir=str(path), **settings).to_json()
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump(config, f)
+    with open(os.path.join(path, "metrics.jsonl"), "w") as f:
+        for step in (512, 1024):
+            f.write(json.dumps({"global_step": step, "time_s": step / 1000, "episodic_return": 20.0}) + "\n")
+    with open(os.path.join(path, "episodes.jsonl"), "w") as f:
+        for r in (10.0, 20.0, 30.0, 40.0):
+            f.write(json.dumps({"global_step": 1024, "return": r, "length": 10}) + "\n")
+    if evaluation:
+        with open(os.path.join(path, "eval.json"), "w") as f:
+            json.dump({"episodes": 10, "deterministic": True, "seed": 0, "mean": score, "std": 0.0}, f)
+    if finished:
+        _finished(str(path))
+    return str(path)
+
+
+@pytest.fixture
+def two_settings(tmp_path):
+    """Two learning rates on two tasks, five seeds each: the higher one wins on both."""
+    scores = {
+        ("CartPole-v1", 0.001): [500, 500, 480, 490, 470],
+        ("CartPole-v1", 0.0003): [200, 250, 150, 300, 220],
+        ("Acrobot-v1", 0.001): [-80, -85, -90, -75, -95],
+        ("Acrobot-v1", 0.0003): [-200, -150, -300, -250, -180],
+    }
+    for (env_id, lr), values in scores.items():
+        for seed, score in enumerate(values, 1):
+            fake_run(tmp_path / f"{env_id}-{lr}" / f"seed{seed}", score, env_id, seed, learning_rate=lr)
+    return tmp_path
+
+
+def test_stats_prints_the_tables_and_writes_every_number(two_settings, capsys):
+    dirs = sorted(str(p) for p in two_settings.iterdir())
+    out = two_settings / "stats.json"
+    assert main(["stats", *dirs, "--baseline", "learning_rate=0.0003", "--json", str(out)]) == 0
+    printed, err = capsys.readouterr()
+    assert err == ""  # every run finished, with a score of one kind
+    for words in ("final scores", "IQM", "optimality gap", "normalized", "P(setting > learning_rate=0.0003)"):
+        assert words in printed, words
+    data = json.loads(out.read_text())
+    cartpole = next(
+        g for g in data["groups"] if g["setting"] == "learning_rate=0.001" and g["task"] == "CartPole-v1"
+    )
+    assert cartpole["runs"] == 5 and cartpole["score"] == ["eval.json"] and cartpole["steps"] == [1024, 1024]
+    assert cartpole["iqm"]["value"] == 490  # 470 and 500 cut: the mean of 480, 490, 500
+    assert cartpole["median"]["value"] == 490 and cartpole["mean"]["value"] == 488
+    assert cartpole["optimality_gap"]["value"] == pytest.approx(1.0)  # 475 - (4 * 475 + 470) / 5
+    assert "490.0 [" in printed
+    assert len(data["groups"]) == 4 and [a["setting"] for a in data["aggregates"]] == [
+        "learning_rate=0.0003", "learning_rate=0.001",
+    ]  # fmt: skip
+    assert data["aggregates"][0]["runs"] == 10 and sorted(data["aggregates"][0]["tasks"]) == [
+        "Acrobot-v1",
+        "CartPole-v1",
+    ]
+    (better,) = data["improvements"]
+    assert better["setting"] == "learning_rate=0.001" and better["probability"] == {
+        "value": 1.0,
+        "low": 1.0,
+        "high": 1.0,
+    }
+
+
+def test_stats_takes_the_score_asked_for_and_says_which_runs_lack_it(tmp_path, capsys):
+    for seed in (1, 2, 3):
+        fake_run(tmp_path / "runs" / f"seed{seed}", 100.0 * seed, seed=seed, finished=seed != 3)
+    out = tmp_path / "stats.json"
+    assert main(["stats", str(tmp_path / "runs"), "--score", "training", "--json", str(out)]) == 0
+    (group,) = json.loads(out.read_text())["groups"]
+    assert group["setting"] == "ppo" and group["score"] == ["training return"]
+    assert group["iqm"]["value"] == 25.0  # each run's mean of its four episodes
+    assert capsys.readouterr().err == (
+        "note: ppo on CartPole-v1: 1 of its 3 runs did not finish (in progress or stopped): scored as they stand\n"
+    )
+    assert main(["stats", str(tmp_path / "runs"), "--score", "solve"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        f"proxima stats: error: {tmp_path / 'runs' / 'seed1'} has no deterministic solve.json"
+    )
+    assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["stats", "{tmp}/nowhere"], "'{tmp}/nowhere' is not a directory"),
+        (["stats", "{tmp}/empty"], "'{tmp}/empty' holds no proxima run"),
+        (
+            ["stats", "{tmp}/runs", "--baseline", "sgd"],
+            "--baseline 'sgd' is not a setting of these runs; they are: 'ppo'",
+        ),
+        (["stats", "{tmp}/runs", "--json", "{tmp}/stats.txt"], "--json must be a .json file"),
+        (["stats", "{tmp}/runs", "--score", "best"], "--score"),
+    ],
+    ids=["missing", "no-runs", "baseline", "json", "score"],
+)
+def test_bad_input_is_one_line_and_exit_2(argv, said, tmp_path, capsys):
+    os.makedirs(tmp_path / "empty")
+    fake_run(tmp_path / "runs" / "seed1", 1.0)
+    assert main([a.format(tmp=tmp_path) for a in argv]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1
+    assert err.startswith("proxima stats: error: ") and said.format(tmp=tmp_path) in err
+
+
+def test_without_scipy_stats_names_the_extra_and_a_batched_run_still_ends(tmp_path, monkeypatch, capsys):
+    fake_run(tmp_path / "runs" / "seed1", 1.0)
+    monkeypatch.setitem(sys.modules, "scipy.stats", None)  # import scipy.stats fails
+    assert main(["stats", str(tmp_path / "runs")]) == 2
+    assert capsys.readouterr().err == (
+        "proxima stats: error: the statistics need SciPy, which the stats extra installs: pip install 'proxima[stats]'\n"
+    )
+    _summarize_seeds(str(tmp_path / "runs"), [_seed_run(tmp_path / "runs" / "seed1", 1)])
+    assert (
+        (tmp_path / "runs" / "results.md")
+        .read_text()
+        .endswith(
+            "No IQM of the seeds' scores: the statistics need SciPy, which the stats extra installs: pip install "
+            "'proxima[stats]'\n"
+        )
+    )
+
+
+def _seed_run(run_dir, seed):
+    """What ``_summarize_seeds`` reads of a seed's ``SeedRun``."""
+    return SimpleNamespace(run_dir=str(run_dir), args=SimpleNamespace(run=SimpleNamespace(seed=seed), num_updates=2),
+                           global_step=1024, updates_done=2)  # fmt: skip
+
+
+def test_a_batched_runs_results_give_the_iqm_of_its_seeds_with_its_interval(tmp_path):
+    parent = tmp_path / "group"
+    seeds = [_seed_run(fake_run(parent / f"seed{s}", 0.0, seed=s, evaluation=False), s) for s in range(1, 5)]
+    for s, run in enumerate(seeds, 1):  # the seeds' last --eval-every evaluations: 10, 20, 30, 40
+        with open(os.path.join(run.run_dir, "metrics.jsonl"), "a") as f:
+            f.write(json.dumps({"global_step": 1536, "eval_return": 10.0 * s}) + "\n")
+    _summarize_seeds(str(parent), seeds)
+    iqm = json.loads((parent / "results.json").read_text())["iqm"]
+    assert (
+        iqm["value"] == 25.0 and iqm["score"] == ["eval_return"] and iqm["seeds"] == 4
+    )  # the mean of 20, 30
+    assert iqm["low"] <= 25.0 <= iqm["high"]
+    line = (parent / "results.md").read_text().splitlines()[-1]
+    assert line.startswith("IQM of the 4 seeds' scores (eval_return): 25.00, 95% CI [")
+    assert main(["stats", str(parent)]) == 0  # the same number from the command
