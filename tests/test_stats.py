@@ -18,7 +18,7 @@ from safetensors.torch import save_file
 from proxima.commands import main
 from proxima.run import statistics
 from proxima.run.config import read_preset, resolve_args
-from proxima.run.scores import number, reference_scores
+from proxima.run.scores import reference_scores
 from proxima.scale.seedgroup import _summarize_seeds
 
 DOCS = os.path.join(os.path.dirname(__file__), "..", "docs")
@@ -82,15 +82,15 @@ def test_the_bootstrap_resamples_each_task_on_its_own():
 def test_a_stratified_bootstrap_interval_on_fixed_data_is_its_known_answer():
     """The known answer: ``scipy.stats.bootstrap`` (SciPy 1.17.1) with the data as one sample per task,
     ``method="percentile"``, 9999 resamples and ``rng=np.random.default_rng(0)``, computed once by
-    ``statistics.interval("iqm", SCORES)`` and written down; the IQM itself is the mean of the pooled middle
-    half, [0.6, 0.7, 0.8, 0.8, 0.9, 0.9], by hand."""
+    ``statistics.interval("iqm", scores)`` and written down; the IQM itself is the mean of the pooled middle
+    half, 0.5, 0.6, 0.7, 0.8, 0.8 and 0.9 (10 scores: 2 cut at each end), 4.3 / 6, by hand."""
     scores = [[0.2, 0.9, 0.8, 0.6, 1.0], [0.1, 0.7, 0.9, 0.8, 0.5]]
     e = statistics.interval("iqm", scores)
-    assert e.value == pytest.approx(0.7833333333333333)
+    assert e.value == pytest.approx(4.3 / 6)
     assert (e.low, e.high) == pytest.approx(KNOWN_IQM_INTERVAL, abs=1e-12)
 
 
-KNOWN_IQM_INTERVAL = (None, None)
+KNOWN_IQM_INTERVAL = (0.45, 0.85)
 
 
 def test_the_reference_scores_are_the_ones_their_sources_give():
@@ -104,7 +104,7 @@ def test_the_reference_scores_are_the_ones_their_sources_give():
     # docs/STATISTICS.md shows the same table
     page = open(os.path.join(DOCS, "STATISTICS.md")).read()
     rows = dict(re.findall(r"^\| `([^`]+)` \| (-?[\d.]+ \| -?[\d.]+) \|", page, re.M))
-    assert rows == {k: f"{number(t['random'])} | {number(t['reference'])}" for k, t in table.items()}
+    assert rows == {k: f"{t['random']:g} | {t['reference']:g}" for k, t in table.items()}
 
 
 def _finished(run_dir):
@@ -165,7 +165,7 @@ def test_stats_prints_the_tables_and_writes_every_number(two_settings, capsys):
     assert cartpole["iqm"]["value"] == 490  # 470 and 500 cut: the mean of 480, 490, 500
     assert cartpole["median"]["value"] == 490 and cartpole["mean"]["value"] == 488
     assert cartpole["optimality_gap"]["value"] == pytest.approx(1.0)  # 475 - (4 * 475 + 470) / 5
-    assert "490.0 [" in printed
+    assert "490.0 [473.3, 500.0]" in printed  # the interval's ends as the value: 4 digits
     assert len(data["groups"]) == 4 and [a["setting"] for a in data["aggregates"]] == [
         "learning_rate=0.0003", "learning_rate=0.001",
     ]  # fmt: skip
@@ -203,6 +203,7 @@ def test_stats_takes_the_score_asked_for_and_says_which_runs_lack_it(tmp_path, c
 @pytest.mark.parametrize(
     ("argv", "said"),
     [
+        (["stats"], "missing DIR [DIR ...]"),
         (["stats", "{tmp}/nowhere"], "'{tmp}/nowhere' is not a directory"),
         (["stats", "{tmp}/empty"], "'{tmp}/empty' holds no proxima run"),
         (
@@ -212,7 +213,7 @@ def test_stats_takes_the_score_asked_for_and_says_which_runs_lack_it(tmp_path, c
         (["stats", "{tmp}/runs", "--json", "{tmp}/stats.txt"], "--json must be a .json file"),
         (["stats", "{tmp}/runs", "--score", "best"], "--score"),
     ],
-    ids=["missing", "no-runs", "baseline", "json", "score"],
+    ids=["no-dir", "missing", "no-runs", "baseline", "json", "score"],
 )
 def test_bad_input_is_one_line_and_exit_2(argv, said, tmp_path, capsys):
     os.makedirs(tmp_path / "empty")
@@ -260,5 +261,8 @@ def test_a_batched_runs_results_give_the_iqm_of_its_seeds_with_its_interval(tmp_
     )  # the mean of 20, 30
     assert iqm["low"] <= 25.0 <= iqm["high"]
     line = (parent / "results.md").read_text().splitlines()[-1]
-    assert line.startswith("IQM of the 4 seeds' scores (eval_return): 25.00, 95% CI [")
+    assert line.startswith(
+        "IQM of the 4 seeds' scores (the last --eval-every evaluation, deterministic) [95% CI, stratified "
+        "bootstrap]: 25.00 ["
+    )
     assert main(["stats", str(parent)]) == 0  # the same number from the command

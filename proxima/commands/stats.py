@@ -50,23 +50,13 @@ def run(argv: list[str]) -> int:
         files.output_directory(args.json)
     groups, notes = scored_groups(list(args.paths), args.score)
     summary = summarize(groups, baseline=args.baseline)
-    for note in notes:
+    for note in notes + summary["notes"]:
         print(f"note: {note}", file=sys.stderr)
     print_tables(summary)
     if args.json is not None:
         files.write_json(args.json, summary)
         print(f"wrote {args.json}")
     return 0
-
-
-def with_interval(estimate: dict | None) -> str:
-    from proxima.run.scores import number
-
-    if estimate is None:
-        return "–"
-    if estimate["low"] is None:
-        return f"{number(estimate['value'])} (one run: no CI)"
-    return f"{number(estimate['value'])} [{number(estimate['low'])}, {number(estimate['high'])}]"
 
 
 def _steps(steps: list[int]) -> str:
@@ -77,6 +67,8 @@ def _steps(steps: list[int]) -> str:
 def print_tables(summary: dict) -> None:
     from rich.console import Console
     from rich.table import Table
+
+    from proxima.run.scores import with_interval
 
     console = Console(width=200) if not Console().is_terminal else Console()
     names = ("IQM", "median", "mean", "optimality gap")

@@ -38,6 +38,13 @@ SOURCES = {
     "eval-return": "eval_return",
     "training": "training return",
 }
+# the same, in a sentence
+SAID = {
+    "solve": "solve.json's deterministic episodes",
+    "eval": "eval.json's deterministic episodes",
+    "eval-return": "the last --eval-every evaluation, deterministic",
+    "training": "the mean return of the last 20 training episodes",
+}
 REFERENCE_SCORES = "reference_scores.json"  # in this package: the tasks' random and reference scores
 
 
@@ -181,14 +188,14 @@ def summarize(
     """The statistics of ``groups``, as ``proxima stats --json`` writes them: per setting and task in the task's
     own units (the optimality gap against the task's reference score, where ``table`` has one); per setting over
     every task, of normalized scores, where there are several tasks, each with its reference, and the setting has
-    runs on all; and each setting's probability of improvement over ``baseline`` (default: the first setting) on
-    the tasks both have runs on."""
+    runs on all; each setting's probability of improvement over ``baseline`` (default: the first setting) on the
+    tasks both have runs on; and notes on the statistics over the tasks that could not be computed."""
     table = reference_scores() if table is None else table
     settings = list(dict.fromkeys(g.setting for g in groups))
     tasks = list(dict.fromkeys(g.task for g in groups))
     if baseline is not None and baseline not in settings:
         raise UserError(
-            f"--baseline {baseline!r} is not a setting of these runs; they are: {', '.join(settings)}"
+            f"--baseline {baseline!r} is not a setting of these runs; they are: {', '.join(map(repr, settings))}"
         )
     rows = []
     for g in groups:
@@ -214,11 +221,20 @@ def summarize(
                 ],
             }
         )
-    aggregates = []
-    if len(tasks) > 1 and all(t in table for t in tasks):
+    aggregates, notes = [], []
+    unknown = [t for t in tasks if t not in table]
+    if len(tasks) > 1 and unknown:
+        notes.append(
+            f"no statistics over the tasks: {', '.join(unknown)} {'has' if len(unknown) == 1 else 'have'} no "
+            "reference score to normalize by (docs/STATISTICS.md)"
+        )
+    if len(tasks) > 1 and not unknown:
         for s in settings:
             mine = {g.task: g for g in groups if g.setting == s}
             if set(mine) != set(tasks):
+                notes.append(
+                    f"{s} has runs on {len(mine)} of the {len(tasks)} tasks: no statistics over the tasks"
+                )
                 continue
             scores = [
                 statistics.normalized(mine[t].scores, table[t]["random"], table[t]["reference"])
@@ -251,6 +267,7 @@ def summarize(
         "groups": rows,
         "aggregates": aggregates,
         "improvements": improvements,
+        "notes": notes,
     }
 
 
@@ -265,18 +282,33 @@ def seeds_iqm(runs: list[RunData], parent: str) -> tuple[dict | None, str]:
     except UserError as e:  # no SciPy: each seed's own files are what matter
         return None, f"No IQM of the seeds' scores: {e}"
     kinds = sorted({SOURCES[k] for _, k in scored})
-    ci = "" if estimate.low is None else f", 95% CI [{number(estimate.low)}, {number(estimate.high)}]"
+    said_kinds = "; ".join(SAID[k] for k in sorted({k for _, k in scored}))
     said = (
-        f"IQM of the {len(scored)} seeds' scores ({', '.join(kinds)}): {number(estimate.value)}{ci} (stratified "
-        f"bootstrap); `proxima stats {parent}` adds the median, mean and optimality gap (docs/STATISTICS.md)"
+        f"IQM of the {len(scored)} seeds' scores ({said_kinds}) [95% CI, stratified bootstrap]: "
+        f"{with_interval(estimate.to_json())}; `proxima stats {parent}` adds the median, mean and optimality gap "
+        "(docs/STATISTICS.md)"
     )
     return {"score": kinds, "seeds": len(scored), **estimate.to_json()}, said
 
 
-def number(value: float | None) -> str:
-    """Four significant digits, with no exponent: 487.3, 3542, 0.9532, -3.752; None as a dash."""
+def number(value: float | None, scale: float | None = None) -> str:
+    """Four significant digits of ``scale`` (default: of the value itself), with no exponent: 487.3, 3542,
+    0.9532, -3.752; None as a dash. An interval's ends take its value's or its widest end's scale, so that
+    all three have as many decimals."""
     if value is None:
         return "–"
-    if value == 0 or not math.isfinite(value):
+    scale = abs(value if scale is None else scale)
+    if not math.isfinite(value):
         return f"{value:g}"
-    return f"{value:.{max(0, 3 - math.floor(math.log10(abs(value))))}f}"
+    return f"{value:.{max(0, 3 - math.floor(math.log10(scale))) if scale else 0}f}"
+
+
+def with_interval(estimate: dict | None) -> str:
+    """``value [low, high]``, with as many decimals each; a value alone where there is no interval."""
+    if estimate is None:
+        return "–"
+    if estimate["low"] is None:
+        return f"{number(estimate['value'])} (one run: no CI)"
+    scale = max(abs(estimate[k]) for k in ("value", "low", "high"))
+    low, value, high = (number(estimate[k], scale) for k in ("low", "value", "high"))
+    return f"{value} [{low}, {high}]"
