@@ -266,3 +266,23 @@ def test_a_batched_runs_results_give_the_iqm_of_its_seeds_with_its_interval(tmp_
         "bootstrap]: 25.00 ["
     )
     assert main(["stats", str(parent)]) == 0  # the same number from the command
+
+
+def test_two_sweeps_settings_of_one_name_are_one_setting_with_a_note(tmp_path, capsys):
+    """A sweep's runs are grouped by its setting's name, as the report groups them: two grid-less sweeps are
+    both "base", and a note says that their runs differ."""
+    for name, lr in (("a", 0.001), ("b", 0.0003)):
+        trials = []
+        for seed in (1, 2):
+            fake_run(tmp_path / name / f"base__seed{seed}", 100.0 + seed, seed=seed, learning_rate=lr)
+            trials.append({"name": f"base__seed{seed}", "setting": "base", "seed": seed})
+        plan = {"format": "proxima-sweep", "title": name, "trials": trials}
+        (tmp_path / name / "sweep.json").write_text(json.dumps(plan))
+    out = tmp_path / "stats.json"
+    assert main(["stats", str(tmp_path / "a"), str(tmp_path / "b"), "--json", str(out)]) == 0
+    (group,) = json.loads(out.read_text())["groups"]
+    assert group["setting"] == "base" and group["runs"] == 4
+    assert capsys.readouterr().err == (
+        "note: base on CartPole-v1: its runs differ in more than their seed (learning_rate): settings of one name "
+        "from different sweeps or comparisons, whose statistics are of them all\n"
+    )

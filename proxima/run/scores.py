@@ -29,7 +29,7 @@ import numpy as np
 
 from proxima.base.errors import UserError
 from proxima.run import statistics
-from proxima.run.report import WINDOW, RunData, group_runs, read_runs
+from proxima.run.report import NOT_SETTINGS, WINDOW, RunData, group_runs, read_runs
 
 # --score's choices, each with the words that name it in a table, in auto's order
 SOURCES = {
@@ -133,6 +133,7 @@ def scored_groups(paths: list[str], source: str = "auto") -> tuple[list[Group], 
     for task_runs in by_task.values():
         group_runs(task_runs, alone=lambda r: str(r.config.get("algo", "ppo")))
     groups: dict[tuple[str, str], Group] = {}
+    configs: dict[tuple[str, str], dict[str, dict]] = {}  # each group's distinct settings, but the seed's
     notes, failed, unscored = [], 0, 0
     for run in runs:
         if run.status == "failed":
@@ -149,26 +150,40 @@ def scored_groups(paths: list[str], source: str = "auto") -> tuple[list[Group], 
         groups.setdefault(key, Group(*key)).runs.append(
             RunScore(run.run_dir, scored[0], scored[1], int(steps) if _number(steps) else 0, run.status)
         )
+        settings = {k: v for k, v in run.config.items() if k not in NOT_SETTINGS}
+        configs.setdefault(key, {})[json.dumps(settings, sort_keys=True)] = settings
     if failed:
         notes.append(f"{failed} failed run{'s' if failed > 1 else ''} left out")
     if unscored:
         notes.append(f"{unscored} run{'s' if unscored > 1 else ''} with no finished episode left out")
     if not groups:
         raise UserError(f"none of the {len(runs)} runs found has a score: {'; '.join(notes)}")
-    for g in groups.values():
-        sources = {r.source for r in g.runs}
-        if len(sources) > 1:
-            notes.append(
-                f"{g.setting} on {g.task}: its runs' scores are of different kinds ({', '.join(SOURCES[s] for s in sorted(sources))}); "
-                "--score names one"
-            )
-        unfinished = sum(r.status != "finished" for r in g.runs)
-        if unfinished:
-            notes.append(
-                f"{g.setting} on {g.task}: {unfinished} of its {len(g.runs)} runs did not finish (in progress or "
-                "stopped): scored as they stand"
-            )
+    for key, g in groups.items():
+        notes += _group_notes(g, list(configs[key].values()))
     return list(groups.values()), notes
+
+
+def _group_notes(g: Group, configs: list[dict]) -> list[str]:
+    """What a reader of ``g``'s statistics should know: its runs' scores are of different kinds, its runs
+    differ in more than their seed (two sweeps' settings of one name), or some did not finish."""
+    notes, where = [], f"{g.setting} on {g.task}"
+    sources = sorted({r.source for r in g.runs})
+    if len(sources) > 1:
+        kinds = ", ".join(SOURCES[s] for s in sources)
+        notes.append(f"{where}: its runs' scores are of different kinds ({kinds}); --score names one")
+    if len(configs) > 1:
+        differ = sorted({k for c in configs for k in c if any(c.get(k) != o.get(k) for o in configs)})
+        notes.append(
+            f"{where}: its runs differ in more than their seed ({', '.join(differ)}): settings of one name from "
+            "different sweeps or comparisons, whose statistics are of them all"
+        )
+    unfinished = sum(r.status != "finished" for r in g.runs)
+    if unfinished:
+        notes.append(
+            f"{where}: {unfinished} of its {len(g.runs)} runs did not finish (in progress or stopped): scored as "
+            "they stand"
+        )
+    return notes
 
 
 def reference_scores() -> dict[str, dict]:

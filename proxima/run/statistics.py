@@ -135,7 +135,7 @@ def probability_of_improvement(x, y) -> float:
 
 def _bootstrap(
     samples: list[np.ndarray], statistic, seed: int, confidence: float, resamples: int, batch=None
-):
+) -> Estimate:
     """The statistic on ``samples`` and its stratified bootstrap interval (None where a sample has one run)."""
     value = float(statistic(*samples))
     if min(len(s) for s in samples) < 2:
@@ -200,6 +200,6 @@ def improvement(
 
 def normalized(scores: Sequence[float] | np.ndarray, random: float, reference: float) -> np.ndarray:
     """``(score - random) / (reference - random)``: 0 is the random policy's score, 1 the reference's."""
-    if not math.isfinite(reference - random) or reference == random:
-        raise ValueError(f"a task's random ({random}) and reference ({reference}) scores must differ")
+    if not (math.isfinite(reference - random) and reference > random):
+        raise ValueError(f"a task's reference score ({reference}) must be above its random score ({random})")
     return (np.asarray(scores, dtype=np.float64) - random) / (reference - random)
