@@ -34,9 +34,10 @@ demo: $(STAMP)
 # sweep killed with SIGKILL and resumed runs with the others (docs/journal/benchmarks.md, the Ray flake under load).
 TEST_WORKERS := $(shell echo $$(( $$(nproc) + 1 )))
 # OpenMP threads that wait passively: the suite keeps every core busy, and a 2-thread run's threads spinning for
-# each other there took 3x the CPU (71 core-seconds against 25 for the 2-thread cartpole-fast test beside one
-# busy process). The wait policy changes no result (docs/journal/benchmarks.md); a lone run spins, which is faster
-# on free cores, so proxima leaves it to the user. tests/conftest.py sets the same for a bare pytest.
+# each other there took twice the CPU (the 2-thread cartpole-fast test beside one busy process: 61 core-seconds
+# with libgomp's default wait, 25-29 passive). The wait policy changes no result (docs/journal/benchmarks.md); a
+# lone run spins, which is faster on free cores, so proxima leaves it to the user. tests/conftest.py sets the
+# same for a bare pytest.
 TEST_ENV := OMP_WAIT_POLICY=PASSIVE
 test: $(STAMP) browser $(MERMAID)
 	$(TEST_ENV) $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup -m "not serial"
