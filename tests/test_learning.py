@@ -116,7 +116,8 @@ def test_cartpole_ppo_fullbatch_preset_learns_on_a_short_budget(tmp_path):
 def test_pendulum_discrete_single_env_preset_learns_its_value_function_on_a_short_budget(tmp_path):
     # The PPO-from-scratch walk-through's set-up (one gradient step per 64 samples) improves its policy only
     # slowly: -25 takes about 690k steps (docs/journal/benchmarks.md). On a short budget its separately optimized
-    # critic must already fit.
+    # critic must already fit: at 1,000 updates the value loss of seeds 1-6 measured 0.14-0.37 of its start (seed
+    # 1: 0.24), and a critic that barely learns (value learning rate 1e-7, seed 2) 1.28.
     proxima.train(
         config="pendulum-discrete-single-env", total_timesteps=64 * 1000, run_dir=str(tmp_path / "run")
     )
@@ -124,7 +125,7 @@ def test_pendulum_discrete_single_env_preset_learns_its_value_function_on_a_shor
     assert len(metrics) == 1000 and metrics[0]["learning_rate"] == 3e-4
     first = np.mean([m["value_loss"] for m in metrics[:5]])
     last = np.mean([m["value_loss"] for m in metrics[-20:]])
-    assert last < 0.25 * first
+    assert last < 0.5 * first
 
 
 @pytest.mark.parametrize("algo", ["reinforce", "vpg"])
