@@ -95,7 +95,8 @@ def git_commit() -> tuple[str | None, bool]:
         head = subprocess.run(
             ["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True, text=True, check=True
         )
-        rendered = [":(exclude)README.md", ":(exclude)docs/RESULTS.md", ":(exclude)docs/results"]
+        rendered = [":(exclude)README.md", ":(exclude)docs/RESULTS.md", ":(exclude)docs/results",
+                    ":(exclude)docs/journal/results-history.md"]  # fmt: skip
         dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no", "--", ".",
                                 *rendered], capture_output=True, text=True, check=True)  # fmt: skip
     except (OSError, subprocess.CalledProcessError):
@@ -204,7 +205,7 @@ class Batch:
 
     def finish(self, render: bool | None = None) -> str | None:
         """Measure the raw rate again, write the file, and (by default, where the batch went to the docs' data
-        folder) render docs/RESULTS.md and the README's table from every record there."""
+        folder) render docs/RESULTS.md, its history page and the README's table from every record there."""
         if self.measure_reference:
             self.record["reference_sps"]["after"] = reference_sps()
         if not self.record["rows"]:

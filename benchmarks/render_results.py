@@ -1,9 +1,18 @@
-"""Render docs/RESULTS.md and the README's results table from the records in docs/results/data.
+"""Render docs/RESULTS.md, its history page and the README's results table from the records in docs/results/data.
 
-One table per topic. Each row is the newest batch's measurement of one (task, preset or settings, peer), its
+RESULTS.md opens with a summary, one row per task: proxima's best preset beside each peer measured side by side.
+Then one table per topic. Each row is the newest batch's measurement of one (task, preset or settings, peer), its
 seeds together: numbers over several seeds read as their range. Peers sit in the rows just below proxima's for
-the same task. The README's table (between its `<!-- results:start -->` and `<!-- results:end -->` lines) is the
-solve topic with the peers side by side in one row per task. Standard library only, like benchmarks/records.py.
+the same task. Every measurement not shown there, replaced by a newer batch of the same key or moved by hand,
+goes to docs/journal/results-history.md with the reason. The README's table (between its
+`<!-- results:start -->` and `<!-- results:end -->` lines) is the solve topic with the peers side by side in one
+row per task. Standard library only, like benchmarks/records.py.
+
+What the summary shows and what was moved are choices, not measurements: they live in docs/results/page.json
+(PAGE_FORMAT below), beside the records folder. Its "summary" rows name, per task, the topic, proxima's rows (by
+their preset and settings), the peers whose rows stand beside them, and cells quoted from a journal section for
+what no record holds. Its "moved" entries name a batch's rows (topic, task, settings, peer, batch date) and why
+they left the page.
 
     .venv/bin/python benchmarks/render_results.py [--data DIR] [--results FILE] [--readme FILE]
 
@@ -14,8 +23,11 @@ removing a record.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
 import sys
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -26,6 +38,9 @@ RESULTS_MD = os.path.join(records.ROOT, "docs", "RESULTS.md")
 README = os.path.join(records.ROOT, "README.md")
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 PROXIMA = "proxima"
+PAGE_FORMAT = "proxima-results-page/1"
+HISTORY = os.path.join("journal", "results-history.md")  # beside RESULTS.md, in the journal's folder
+JOURNAL = "journal/benchmarks.md"  # the dated journal, as RESULTS.md links to it
 
 
 @dataclass
@@ -38,6 +53,12 @@ class Topic:
     extras: list[tuple[str, str, Callable[[float], str]]] = field(default_factory=list)
     # a table of its own, from the topic's groups, where one row per group does not fit the measurement
     table: Callable[[list[dict]], list[str]] | None = None
+    # the summary's cells: keys of COMMON or of this topic's extras, shown in this order; and what they are
+    summary: tuple[str, ...] = ()
+    statistic: str = ""
+    short: str = ""  # the summary's name for the topic's table
+    per: str | None = None  # an "extra" field that keys rows too: a newer batch replaces only its own values
+    by_task: bool = False  # a table per task, under its own heading: many rows a task
 
 
 def _steps(v: float) -> str:
@@ -60,37 +81,65 @@ def _percent(v: float) -> str:
     return f"{v:.1%}"
 
 
+def over_n(commands: dict[int, str]) -> str:
+    """One command for a way's runs of several seed counts: the largest count's, with that count written N where
+    the others differ from it only there; else each count's own."""
+    if len(commands) == 1:
+        return f"`{next(iter(commands.values()))}`"
+    largest = max(commands)
+    template = re.sub(rf"(?<!\d)(?<!\d\.){largest}(?!\d)", "N", commands[largest])
+    if "N" not in commands[largest] and all(template.replace("N", str(n)) == c for n, c in commands.items()):
+        return f"`{template}` (N: the seeds)"
+    return "; ".join(f"{n}: `{c}`" for n, c in sorted(commands.items()))
+
+
+def seeds_column(row: dict | None, n: int, one: float | None) -> str:
+    """A way's cell for N seeds: its wall time (over ``one`` seed's of the same way), seeds solved, steps, rate."""
+    if row is None:
+        return ""
+    solved, wall = row["extra"].get("seeds_solved"), row.get("wall_s")
+    parts = [span([wall], _seconds) + (f" ({wall / one:.1f}×)" if one and wall and n != 1 else ""),
+             "" if solved is None else f"{solved}/{n} solved",
+             f"{_steps(row['steps'])} steps" if row.get("steps") else "",
+             f"{_int(row['extra']['sps'])}/s" if row["extra"].get("sps") else ""]  # fmt: skip
+    return ", ".join(p for p in parts if p)
+
+
 def num_seeds_table(topic_groups: list[dict]) -> list[str]:
-    """One row per (task, number of seeds, who, preset, way): the ways of training N seeds together for each N.
-    "× 1 seed": the wall time over that of the same way's one seed in the same batch."""
-    head = ["task", "who", "preset", "how", "seeds", "wall time", "× 1 seed", "steps", "steps/s", "solved",
-            "date", "commit", "machine", "raw CartPole steps/s", "command"]  # fmt: skip
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    ordered = []
-    for g in topic_groups:
-        ones = [r["wall_s"] for r in g["rows"] if r["extra"].get("num_seeds") == 1 and r.get("wall_s")]
-        for row in g["rows"]:
-            ordered.append((g, row, ones[0] if ones else None))
-    ordered.sort(key=lambda x: (x[1]["task"], x[1]["extra"].get("num_seeds") or 0, x[1].get("peer") or "",
-                                x[1].get("preset") or "", x[1].get("settings") or ""))  # fmt: skip
-    for g, row, one in ordered:
-        n, solved = row["extra"].get("num_seeds"), row["extra"].get("seeds_solved")
+    """One row per (task, who, preset, way), one column per number of seeds N: the way's wall time for N seeds,
+    that over its one seed's in the same batch ("×"), the seeds solved, all seeds' steps and their rate."""
+    counts = sorted(
+        {r["extra"]["num_seeds"] for g in topic_groups for r in g["rows"] if r["extra"].get("num_seeds")}
+    )
+    head = ["task", "who", "preset", "how", *(f"{n} seed{'s' * (n > 1)}" for n in counts), "date", "commit",
+            "machine", "raw CartPole steps/s", "command"]  # fmt: skip
+    why = any("why" in g for g in topic_groups)
+    lines = table_head(head + ["moved because"] * why)
+    for g in sorted(topic_groups, key=_order):
+        by_n = {r["extra"].get("num_seeds"): r for r in g["rows"]}
+        one = by_n[1]["wall_s"] if 1 in by_n and by_n[1].get("wall_s") else None
+        first = g["rows"][0]
+        commands = {r["extra"].get("num_seeds"): r["command"] for r in g["rows"] if r.get("command")}
         cells = [
-            row["task"],
-            row.get("peer") or PROXIMA,
-            f"`{row['preset']}`" if row.get("preset") else "",
-            row.get("settings") or "",
-            str(n),
-            span([row.get("wall_s")], _seconds),
-            f"{row['wall_s'] / one:.1f}×" if one and row.get("wall_s") else "",
-            span([row.get("steps")], _steps),
-            span([row["extra"].get("sps")], _int),
-            "" if solved is None else f"{solved}/{n}",
+            first["task"],
+            first.get("peer") or PROXIMA,
+            f"`{first['preset']}`" if first.get("preset") else "",
+            first.get("settings") or "",
+            *(seeds_column(by_n.get(n), n, one) for n in counts),
             *batch_cells(g["batch"]),
-            f"`{row['command']}`" if row.get("command") else "",
+            over_n(commands) if commands else "",
+            *([g.get("why", "")] if why else []),
         ]
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+        lines.append(table_row(cells))
     return lines
+
+
+def table_head(head: list[str]) -> list[str]:
+    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+
+
+def table_row(cells: list[str]) -> str:
+    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
 
 TOPICS = {
@@ -104,6 +153,9 @@ TOPICS = {
         "`python benchmarks/solve_suite.py --record`; for the peers, `benchmarks/peers/sb3_zoo_solve.py "
         "--record` and `benchmarks/peers/purejaxrl_solve.py --record` in their venvs",
         extras=[("peak_rss_mb", "peak RSS MB", _int)],
+        summary=("solved", "score", "steps", "wall"),
+        statistic="seeds solved, their score (100 deterministic episodes), steps, wall time",
+        short="solved",
     ),
     "tuned": Topic(
         "Settings found by `proxima tune`, trained longer",
@@ -118,6 +170,9 @@ TOPICS = {
             ("samples", "samples", _int),
             ("search_cpu_s", "search CPU s", _int),
         ],
+        summary=("score", "steps", "wall"),
+        statistic="score (100 deterministic episodes), steps, wall time",
+        short="tuned",
     ),
     "throughput": Topic(
         "Throughput: env steps per second of the whole loop",
@@ -146,9 +201,12 @@ TOPICS = {
         "`jax.vmap`ped over N seeds. Wall time: from the first process's start to the last one's exit (imports, "
         "Ray's start-up and jit compile included); steps/s: all seeds' env steps over it. Solved: proxima's seeds "
         "whose run stopped early on the preset's stop_return; PureJaxRL's seeds (which never stop early) whose "
-        "final policy reaches the task's threshold on 100 deterministic episodes.",
+        "final policy reaches the task's threshold on 100 deterministic episodes. One row per way of running, one "
+        "column per N: the wall time, in brackets that over the same way's one seed in the same batch, the seeds "
+        "solved, all seeds' env steps and their rate.",
         "`python benchmarks/num_seeds.py --peers --record`",
         table=num_seeds_table,
+        per="num_seeds",
     ),
     "multiagent": Topic(
         "Many agents: IPPO and MAPPO on VMAS against BenchMARL",
@@ -159,6 +217,10 @@ TOPICS = {
         "`python benchmarks/vmas_side_by_side.py --record`",
         common=("seeds", "steps", "wall"),
         extras=[("mean_return", "mean agent return", lambda v: f"{v:.3f}")],
+        summary=("mean_return", "steps", "wall"),
+        statistic="mean agent return (last iteration's training episodes), frames, wall time",
+        short="VMAS",
+        by_task=True,
     ),
     "mpe": Topic(
         "Many agents: MPE simple_spread against the MAPPO paper",
@@ -175,6 +237,10 @@ TOPICS = {
             ("train_return", "training return (last 21 updates)", lambda v: f"{v:.2f}"),
             ("paper_scale", "on the paper's scale", lambda v: f"{v:.1f}"),
         ],
+        summary=("score", "paper_scale", "steps", "wall"),
+        statistic="deterministic score (agent episodes), the training return on the MAPPO paper's scale, steps, "
+        "training time",
+        short="MPE",
     ),
     "selfplay": Topic(
         "Connect Four by self-play: against the random and the one-step lookahead player",
@@ -193,6 +259,9 @@ TOPICS = {
             ("wins_taken", "wins taken", _percent),
             ("blocked", "blocked", _percent),
         ],
+        summary=("win_lookahead", "win_random", "steps", "wall"),
+        statistic="games won against the one-step lookahead and against the random player, steps, wall time",
+        short="Connect Four",
     ),
 }
 
@@ -215,19 +284,37 @@ def label(row: dict) -> str:
     return " ".join(str(part) for part in (row.get("preset"), row.get("settings")) if part)
 
 
-def groups(batches: list[dict], topic: str) -> list[dict]:
-    """The newest batch's rows for each (task, preset or settings, peer) of ``topic``, with that batch."""
-    newest: dict[tuple, tuple[dict, list[dict]]] = {}
+def all_groups(batches: list[dict], topic: str) -> list[dict]:
+    """Every batch's rows for each (task, preset or settings, peer) of ``topic``, oldest batch first; ``newest``
+    marks the rows that no later batch replaces. Where the topic keys its rows by one more field (``per``: the
+    many-seeds topic's number of seeds), a later batch replaces only the rows of the values it measured."""
+    per = TOPICS[topic].per if topic in TOPICS else None
+    units: list[dict] = []
+    latest: dict[tuple, dict] = {}
     for batch in batches:  # oldest first: a newer batch replaces the rows of the same key
         if batch["topic"] != topic:
             continue
         keyed: dict[tuple, list[dict]] = {}
         for row in batch["rows"]:
-            keyed.setdefault((row["task"], label(row), row.get("peer")), []).append(row)
-        for key, rows in keyed.items():
-            newest[key] = (batch, rows)
-    out = [{"key": key, "batch": batch, "rows": rows} for key, (batch, rows) in newest.items()]
-    return sorted(out, key=lambda g: (g["key"][0], g["key"][2] is not None, g["key"][2] or "", g["key"][1]))
+            unit = (row["task"], label(row), row.get("peer"), row["extra"].get(per) if per else None)
+            keyed.setdefault(unit, []).append(row)
+        for unit, rows in keyed.items():
+            if unit in latest:
+                latest[unit]["replaced_by"] = batch
+            latest[unit] = {"unit": unit, "batch": batch, "rows": rows}
+            units.append(latest[unit])
+    merged: dict[tuple, dict] = {}
+    for u in units:  # the units of one key, batch and fate form one group
+        replaced = u.get("replaced_by")
+        fate = (u["unit"][:3], id(u["batch"]), id(replaced) if replaced else None)
+        group = merged.setdefault(fate, {"key": u["unit"][:3], "batch": u["batch"], "rows": [],
+                                         "newest": replaced is None, "replaced_by": replaced})  # fmt: skip
+        group["rows"] += u["rows"]
+    return list(merged.values())
+
+
+def _order(g: dict) -> tuple:
+    return (g["key"][0], g["key"][2] is not None, g["key"][2] or "", g["key"][1], g["batch"]["date"])
 
 
 def score_cell(rows: list[dict]) -> str:
@@ -275,7 +362,8 @@ COMMON: dict[str, tuple[str, Callable[[list[dict]], str]]] = {
 def topic_table(topic: Topic, topic_groups: list[dict]) -> list[str]:
     head = ["task", "who", "preset / settings", *(COMMON[c][0] for c in topic.common),
             *(h for _, h, _ in topic.extras), "date", "commit", "machine", "raw CartPole steps/s", "command"]  # fmt: skip
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    why = any("why" in g for g in topic_groups)
+    lines = table_head(head + ["moved because"] * why)
     for g in topic_groups:
         rows, (task, preset, peer) = g["rows"], g["key"]
         cells = [
@@ -286,52 +374,245 @@ def topic_table(topic: Topic, topic_groups: list[dict]) -> list[str]:
             *(span([r["extra"].get(key) for r in rows], fmt) for key, _, fmt in topic.extras),
             *batch_cells(g["batch"]),
             f"`{g['batch']['command']}`",
+            *([g.get("why", "")] if why else []),
         ]
-        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+        lines.append(table_row(cells))
     return lines
 
 
-def results_page(batches: list[dict]) -> str:
+def tables(topic: Topic, topic_groups: list[dict]) -> list[str]:
+    """The topic's table of these groups, or one table per task under the task's heading."""
+    table = topic.table or (lambda gs: topic_table(topic, gs))
+    if not topic.by_task:
+        return table(topic_groups)
+    out: list[str] = []
+    for task in sorted({g["key"][0] for g in topic_groups}):
+        out += (
+            ([""] if out else [])
+            + [f"### {task}", ""]
+            + table([g for g in topic_groups if g["key"][0] == task])
+        )
+    return out
+
+
+def slug(title: str) -> str:
+    """The anchor that the docs' Markdown (Python-Markdown's toc, mkdocs' default) gives a heading."""
+    text = unicodedata.normalize("NFKD", title.replace("`", "")).encode("ascii", "ignore").decode("ascii")
+    return re.sub(r"[-\s]+", "-", re.sub(r"[^\w\s-]", "", text).strip().lower())
+
+
+def load_page(path: str | None) -> dict:
+    """The page's choices (docs/results/page.json): its summary rows and the groups moved off the page; none
+    where there is no such file."""
+    if not path or not os.path.exists(path):
+        return {"summary": [], "moved": []}
+    with open(path) as f:
+        page = json.load(f)
+    if page.get("format") != PAGE_FORMAT:
+        raise SystemExit(f"{path}: format {page.get('format')!r}, this renderer takes {PAGE_FORMAT!r}")
+    return page
+
+
+def split(batches: list[dict], page: dict) -> tuple[dict[str, list[dict]], dict[str, list[dict]]]:
+    """Each topic's groups on the page (the newest of each key, less those the page moves) and in the history
+    (every other, with why it left), both in the tables' order. A "moved" entry that names no group is refused:
+    a typo there would keep a row on the page unnoticed."""
+    moved = {
+        (m["topic"], m["task"], m["settings"], m.get("peer"), m["date"]): m["why"] for m in page["moved"]
+    }
+    found: set[tuple] = set()
+    current: dict[str, list[dict]] = {}
+    history: dict[str, list[dict]] = {}
+    for topic in [*TOPICS, *sorted({b["topic"] for b in batches} - set(TOPICS))]:
+        for g in all_groups(batches, topic):
+            entry = (topic, *g["key"], g["batch"]["date"])
+            plain = {"key": g["key"], "batch": g["batch"], "rows": g["rows"]}
+            if entry in moved:
+                found.add(entry)
+                history.setdefault(topic, []).append({**plain, "why": moved[entry]})
+            elif not g["newest"]:
+                why = f"replaced by the batch of {g['replaced_by']['date'][:10]} (the same task, settings and who)"
+                history.setdefault(topic, []).append({**plain, "why": why})
+            else:
+                current.setdefault(topic, []).append(plain)
+    if set(moved) - found:
+        raise SystemExit(f"page.json moves what no record holds: {next(iter(set(moved) - found))}")
+    return ({t: sorted(gs, key=_order) for t, gs in current.items()},
+            {t: sorted(gs, key=_order) for t, gs in history.items()})  # fmt: skip
+
+
+def summary_cell(topic: Topic, chosen: list[dict], named: bool) -> str:
+    """The summary's cell of one library for a task: for each of its groups (a peer's IPPO and MAPPO, say), the
+    topic's summary fields in order; led by the preset or settings where ``named``."""
+    extras = {key: fmt for key, _, fmt in topic.extras}
+    out = []
+    for g in chosen:
+        rows, parts = g["rows"], []
+        for key in topic.summary:
+            text = (
+                COMMON[key][1](rows)
+                if key in COMMON
+                else span([r["extra"].get(key) for r in rows], extras[key])
+            )
+            parts.append(text + {"solved": " solved", "steps": " steps"}.get(key, "") if text else "")
+        text = ", ".join(p for p in parts if p)
+        out.append(f"`{g['key'][1]}`: {text}" if named and g["key"][1] else text)
+    return "<br>".join(out)
+
+
+def summary_table(page: dict, current: dict[str, list[dict]]) -> list[str]:
+    """One row per task of page.json's summary: proxima's chosen rows beside each peer's current rows for the
+    task, in the same topic, then cells quoted from the journal; and where each came from."""
+    peers: list[str] = []
+    for spec in page["summary"]:
+        for who in [*spec.get("peers", []), *(j["who"] for j in spec.get("journal", []))]:
+            if who != PROXIMA and who not in peers:
+                peers.append(who)
+    lines = table_head(["task", "statistic", PROXIMA, *peers, "measured"])
+    machines: set[str] = set()
+    notes: dict[str, list[str]] = {}  # a note under the table, with the tasks it is about
+    for spec in page["summary"]:
+        task, cells, measured = spec["task"], {}, []
+        topic = TOPICS[spec["topic"]] if spec.get("topic") else None
+        if topic is not None:
+            mine = [g for g in current.get(spec["topic"], []) if g["key"][0] == task]
+            chosen = []
+            for settings in spec.get("proxima", []):
+                match = [g for g in mine if g["key"][1:] == (settings, None)]
+                if not match:
+                    raise SystemExit(f"page.json: no current {spec['topic']} row of {task} with {settings!r}")
+                chosen += match
+            cells[PROXIMA] = summary_cell(topic, chosen, named=True)
+            used = list(chosen)
+            for who in spec.get("peers", []):
+                theirs = [g for g in mine if g["key"][2] == who]
+                if not theirs:
+                    raise SystemExit(f"page.json: no current {spec['topic']} row of {task} by {who!r}")
+                cells[who] = summary_cell(topic, theirs, named=len(theirs) > 1)
+                used += theirs
+            dates = ", ".join(sorted({g["batch"]["date"][:10] for g in used}))
+            measured.append(f"[{topic.short}](#{slug(topic.title)}), {dates}")
+            machines |= {machine_cell(g["batch"]["machine"]) for g in used}
+        sections: dict[str, list[str]] = {}
+        for quoted in spec.get("journal", []):
+            cells[quoted["who"]] = quoted["cell"]
+            sections.setdefault(quoted["section"], []).append(quoted["who"])
+        for section, whos in sections.items():
+            date = re.findall(r"\d{4}-\d\d-\d\d", section)
+            link = f"[journal{', ' + date[0] if date else ''}]({JOURNAL}#{slug(section)})"
+            measured.append(f"{', '.join(whos)}: {link}")
+        statistic = spec.get("statistic") or (topic.statistic if topic else "")
+        if spec.get("note"):
+            notes.setdefault(spec["note"], []).append(task)
+        lines.append(table_row([task, statistic, cells.get(PROXIMA, ""), *(cells.get(p, "") for p in peers),
+                                "; ".join(measured)]))  # fmt: skip
+    lines.append("")
+    lines += [f"- {', '.join(tasks)}: {note}." for note, tasks in notes.items()]
+    if machines:
+        lines.append(f"- The cells from the tables below were measured on {'; '.join(sorted(machines))}.")
+    return lines
+
+
+def results_page(batches: list[dict], page: dict | None = None) -> str:
+    page = page or {"summary": [], "moved": []}
+    current, history = split(batches, page)
     out = [
         "# Results",
         "",
-        "<!-- Written by benchmarks/render_results.py from docs/results/data: edit the scripts, not this page. -->",
+        "<!-- Written by benchmarks/render_results.py from docs/results/data and docs/results/page.json: edit "
+        "those and the scripts, not this page. -->",
         "",
-        "The current numbers, one table per topic, written by the benchmark scripts themselves: each script run "
-        "with `--record` adds one JSON file to `docs/results/data/` (the format is in `benchmarks/records.py`), "
-        "and this page shows each task's newest measurement. Numbers over several seeds read as their range. "
-        "Every row names the command that measured it, the commit, the date, the machine and the raw Gymnasium "
-        "CartPole rate measured in the same batch (`benchmarks/reference.py`): these machines' speed varies up "
-        "to 4x from day to day, so compare times only beside that rate. How the numbers came about, and older "
-        "ones, are in the [journal](journal/benchmarks.md).",
+        "The numbers, written by the benchmark scripts themselves: each script run with `--record` adds one JSON "
+        "file to `docs/results/data/` (the format is in `benchmarks/records.py`). The summary comes first: one row "
+        "per task, proxima's best preset beside each library measured side by side with it. Then one table per "
+        "topic, one row per task, preset or settings, and way of running: its newest measurement. Numbers over "
+        "several seeds read as their range. Every row names the command that measured it, the commit, the date, "
+        "the machine and the raw Gymnasium CartPole rate measured in the same batch (`benchmarks/reference.py`): "
+        "these machines' speed varies up to 4x from day to day, so compare times only beside that rate. How the "
+        "numbers came about is in the [journal](journal/benchmarks.md); the measurements these tables replaced "
+        f"are in the [results history]({HISTORY}).",
     ]
+    if page["summary"]:
+        out += ["", "## Summary: proxima beside its peers, task by task", "",
+                "Each cell: the statistic the row names, over the seeds shown in the table it comes from (a range "
+                "where there are several), then the steps and the wall time. proxima's cell names its preset; a "
+                "peer's, its settings where it has several rows. Cells quoted from the journal are of the day "
+                "its section names, and say what they measured where that differs.", ""]  # fmt: skip
+        out += summary_table(page, current)
     for name, topic in TOPICS.items():
-        topic_groups = groups(batches, name)
+        topic_groups = current.get(name, [])
         out += ["", f"## {topic.title}", "", topic.about, ""]
         if not topic_groups:
             out.append(f"To be measured: {topic.measure}.")
         else:
-            out += topic.table(topic_groups) if topic.table else topic_table(topic, topic_groups)
-    extra_topics = sorted({b["topic"] for b in batches} - set(TOPICS))
-    for name in extra_topics:  # a topic recorded by a script this renderer has no description for
-        out += ["", f"## {name}", ""] + topic_table(Topic(name, "", ""), groups(batches, name))
+            out += tables(topic, topic_groups)
+        if history.get(name):
+            out += [
+                "",
+                f"Older measurements of this topic: the [results history]({HISTORY}#{slug(topic.title)}).",
+            ]
+    for name in sorted(
+        {b["topic"] for b in batches} - set(TOPICS)
+    ):  # recorded by a script this renderer has no description for
+        out += ["", f"## {name}", ""] + topic_table(Topic(name, "", ""), current.get(name, []))
     return "\n".join(out) + "\n"
 
 
-def readme_table(batches: list[dict]) -> str:
-    """The solve topic, one row per task: proxima's preset and result, then each peer's, side by side."""
-    solve = groups(batches, "solve")
+def history_page(batches: list[dict], page: dict | None = None) -> str:
+    """The measurements RESULTS.md no longer shows, each with its batch's date, commit, machine and command as
+    recorded, and why it left."""
+    _, history = split(batches, page or {"summary": [], "moved": []})
+    out = [
+        "# Results history",
+        "",
+        "<!-- Written by benchmarks/render_results.py from docs/results/data and docs/results/page.json: edit "
+        "those and the scripts, not this page. -->",
+        "",
+        "Every recorded measurement that the [results](../RESULTS.md) no longer show, in the tables of the topic it "
+        "belongs to: those a newer batch of the same task, settings and library replaced, and those that "
+        "`docs/results/page.json` moved off the page, each with the reason in its last column. Each keeps the "
+        "date, commit, machine and command of its batch as recorded. Why the page was arranged so: the "
+        "[journal](benchmarks.md).",
+    ]
+    for name in [*TOPICS, *sorted(set(history) - set(TOPICS))]:
+        if not history.get(name):
+            continue
+        topic = TOPICS.get(name) or Topic(name, "", "")
+        out += ["", f"## {topic.title}", ""]
+        out += tables(topic, history[name])
+    if len(out) == 6:
+        out += ["", "Nothing yet: every measurement is on the results page."]
+    return "\n".join(out) + "\n"
+
+
+def readme_table(batches: list[dict], page: dict | None = None) -> str:
+    """The solve topic, one row per task: proxima's preset and result, then each peer's, side by side. proxima's
+    row of a task is the one the page's summary names, else the newest."""
+    page = page or {"summary": [], "moved": []}
+    solve = split(batches, page)[0].get("solve", [])
     if not solve:
         return (
             "| task | preset | proxima | SB3 (zoo settings) | PureJaxRL |\n|---|---|---|---|---|\n"
             "| to be measured | | `python benchmarks/solve_suite.py --record` | | |"
         )
+    chosen = {
+        (s["task"], name)
+        for s in page["summary"]
+        if s.get("topic") == "solve"
+        for name in s.get("proxima", [])
+    }
     peers = sorted({g["key"][2] for g in solve if g["key"][2] is not None})
+
+    def rank(g: dict) -> tuple:
+        return (g["key"][2] is None and (g["key"][0], g["key"][1]) in chosen, g["batch"]["date"])
+
     tasks: dict[str, dict] = {}
-    for g in solve:  # a task's rows may come from several presets or settings: keep the newest batch's
-        task, preset, peer = g["key"]
+    for g in (
+        solve
+    ):  # a task's rows may come from several presets or settings: keep the chosen one, else the newest
+        task, _, peer = g["key"]
         current = tasks.setdefault(task, {}).get(peer)
-        if current is None or g["batch"]["date"] >= current["batch"]["date"]:
+        if current is None or rank(g) >= rank(current):
             tasks[task][peer] = g
 
     def cell(g: dict | None) -> str:
@@ -350,8 +631,9 @@ def readme_table(batches: list[dict]) -> str:
         lines.append(
             "| " + " | ".join([task, preset, cell(ours), *(cell(by_peer.get(p)) for p in peers)]) + " |"
         )
-    dates = sorted({g["batch"]["date"][:10] for g in solve})
-    machines = sorted({machine_cell(g["batch"]["machine"]) for g in solve})
+    shown = [g for by_peer in tasks.values() for g in by_peer.values()]
+    dates = sorted({g["batch"]["date"][:10] for g in shown})
+    machines = sorted({machine_cell(g["batch"]["machine"]) for g in shown})
     lines += ["", f"Seeds solved (100 deterministic episodes at or above the task's threshold), steps and wall time "
               f"(ranges over the seeds); measured {', '.join(dates)} on {'; '.join(machines)}. Commands, commits "
               f"and the day's raw rate: [docs/RESULTS.md](docs/RESULTS.md)."]  # fmt: skip
@@ -372,11 +654,18 @@ def render_readme(path: str, table: str) -> None:
 def render_all(
     data_dir: str = records.DATA_DIR, results: str = RESULTS_MD, readme: str | None = README
 ) -> None:
+    """Write ``results``, its history page (journal/results-history.md beside it) and the README's table, from
+    the records in ``data_dir`` and the page's choices in page.json beside that folder."""
     batches = records.load(data_dir)
+    page = load_page(os.path.join(os.path.dirname(os.path.abspath(data_dir)), "page.json"))
     with open(results, "w") as f:
-        f.write(results_page(batches))
+        f.write(results_page(batches, page))
+    history = os.path.join(os.path.dirname(os.path.abspath(results)), HISTORY)
+    os.makedirs(os.path.dirname(history), exist_ok=True)
+    with open(history, "w") as f:
+        f.write(history_page(batches, page))
     if readme:
-        render_readme(readme, readme_table(batches))
+        render_readme(readme, readme_table(batches, page))
 
 
 def main() -> None:

@@ -157,9 +157,10 @@ def seeds_row(n, how, wall, solved, peer=None, preset="fast"):
                 command=f"run {how} {n}", num_seeds=n, seeds_solved=solved, sps=round(40_000 * n / wall))  # fmt: skip
 
 
-def test_num_seeds_table_puts_the_ways_side_by_side_for_each_number_of_seeds(tmp_path):
+def test_num_seeds_table_puts_each_way_in_one_row_and_each_number_of_seeds_in_a_column(tmp_path):
     data = tmp_path / "data"
-    batch(data, "num_seeds", "2026-01-01T00:00:00Z", [seeds_row(4, "one process", 99.0, 0)])  # replaced below
+    old = [seeds_row(4, "one process", 99.0, 0), seeds_row(64, "one process", 50.0, 64)]
+    batch(data, "num_seeds", "2026-01-01T00:00:00Z", old)  # its 4 seeds are replaced below, its 64 are not
     rows = [seeds_row(1, "one process", 3.0, 1), seeds_row(16, "one process", 6.0, 15),
             seeds_row(4, "one process", 4.5, 4), seeds_row(1, "processes", 3.5, 1),
             seeds_row(4, "processes", 8.75, 3), seeds_row(16, "processes", 28.0, 16)]  # fmt: skip
@@ -168,19 +169,100 @@ def test_num_seeds_table_puts_the_ways_side_by_side_for_each_number_of_seeds(tmp
     batch(data, "num_seeds", "2026-02-02T00:00:00Z", peer)
     results = tmp_path / "RESULTS.md"
     render_results.render_all(str(data), str(results), None)
-    section = results.read_text().split("## Many seeds")[1]
-    table = [line.split(" | ") for line in section.splitlines() if line.startswith("| CartPole-v1")]
-    # by number of seeds, proxima's ways before the peer's
-    assert [(r[4], r[1], r[3]) for r in table] == [
-        ("1", "proxima", "one process"), ("1", "proxima", "processes"), ("1", "PureJaxRL", "jax.vmap"),
-        ("4", "proxima", "one process"), ("4", "proxima", "processes"), ("4", "PureJaxRL", "jax.vmap"),
-        ("16", "proxima", "one process"), ("16", "proxima", "processes"),
+    section = results.read_text().split("## Many seeds")[1].split("\n## ")[0]
+    lines = [line for line in section.splitlines() if line.startswith("| ")]
+    assert lines[0].startswith(
+        "| task | who | preset | how | 1 seed | 4 seeds | 16 seeds | 64 seeds | date |"
+    )
+    table = [line.split(" | ") for line in lines[1:] if line.startswith("| CartPole-v1")]
+    # proxima's ways before the peer's; the way whose counts came from two batches has a row for each
+    assert [(r[1], r[3], r[8]) for r in table] == [
+        ("proxima", "one process", "2026-01-01"), ("proxima", "one process", "2026-02-01"),
+        ("proxima", "processes", "2026-02-01"), ("PureJaxRL", "jax.vmap", "2026-02-02"),
     ]  # fmt: skip
-    assert table[3][5:10] == ["4.5 s", "1.5×", "160k", "35,556", "4/4"]  # 4.5 s against one seed's 3.0 s
-    assert table[7][5:10] == ["28.0 s", "8.0×", "640k", "22,857", "16/16"]
-    assert table[5][5:7] == ["16.0 s", "2.0×"] and table[5][2] == ""  # the peer: its own one seed, no preset
-    assert "99.0 s" not in section  # the older batch's row of the same way is gone
-    assert "2026-02-01" in " ".join(table[0]) and "`run one process 1`" in " ".join(table[0])
+    assert table[0][4:8] == [
+        "",
+        "",
+        "",
+        "50.0 s, 64/64 solved, 2.56M steps, 51,200/s",
+    ]  # no one seed of its own
+    assert table[1][4:8] == ["3.0 s, 1/1 solved, 40k steps, 13,333/s", "4.5 s (1.5×), 4/4 solved, 160k steps, 35,556/s",
+                             "6.0 s (2.0×), 15/16 solved, 640k steps, 106,667/s", ""]  # fmt: skip
+    assert (
+        table[2][6] == "28.0 s (8.0×), 16/16 solved, 640k steps, 22,857/s"
+    )  # 28.0 s against one seed's 3.5 s
+    assert (
+        table[3][5] == "16.0 s (2.0×), 4/4 solved, 160k steps, 10,000/s" and table[3][2] == ""
+    )  # its own one seed
+    assert table[1][-1] == "`run one process N` (N: the seeds) |"  # the counts' commands differ only in N
+    assert "99.0 s" not in section  # the older batch's 4 seeds of the same way are gone from the page
+    history = (tmp_path / "journal" / "results-history.md").read_text()
+    assert "99.0 s (×" not in history and "| 99.0 s, 0/4 solved, 160k steps, 1,616/s |" in history
+    assert "replaced by the batch of 2026-02-01 (the same task, settings and who)" in history
+
+
+def test_the_summary_puts_the_chosen_rows_beside_the_peers_and_the_history_keeps_what_left(tmp_path):
+    data = tmp_path / "data"
+    batch(
+        data,
+        "solve",
+        "2026-01-01T00:00:00Z",
+        [solve_row("Acrobot-v1", 1, -80.0, 20_000, 2.5, threshold=-100)],
+    )
+    new = [solve_row("CartPole-v1", 1, 490.0, 40_000, 3.6), solve_row("CartPole-v1", 2, 470.0, 98_000, 6.8)]
+    batch(data, "solve", "2026-02-01T00:00:00Z", new)
+    peer = [dict(solve_row("CartPole-v1", 1, 500.0, 100_000, 13.0), preset=None, settings="zoo")]
+    batch(data, "solve", "2026-02-02T00:00:00Z", peer, peer="SB3 (zoo settings)")
+    journal = {
+        "who": "CleanRL",
+        "cell": "speed only: 25.8 s",
+        "section": "CleanRL, back to back (2026-01-05)",
+    }
+    summary = [{"task": "CartPole-v1", "topic": "solve", "proxima": ["fast"], "peers": ["SB3 (zoo settings)"],
+                "journal": [journal], "note": "a note"},
+               {"task": "Breakout", "statistic": "steps/s", "journal": [dict(journal, who="proxima", cell="338")]}]  # fmt: skip
+    moved = [{"topic": "solve", "task": "Acrobot-v1", "settings": "fast", "peer": None,
+              "date": "2026-01-01T00:00:00Z", "why": "measured again elsewhere"}]  # fmt: skip
+    page = {"format": render_results.PAGE_FORMAT, "summary": summary, "moved": moved}
+    (tmp_path / "page.json").write_text(json.dumps(page))
+    results = tmp_path / "RESULTS.md"
+    render_results.render_all(str(data), str(results), None)
+    text = results.read_text()
+    assert text.index("## Summary") < text.index("## Classic tasks solved")
+    table = [
+        line for line in text.split("## Summary")[1].split("\n## ")[0].splitlines() if line.startswith("| ")
+    ]
+    assert table[0] == "| task | statistic | proxima | SB3 (zoo settings) | CleanRL | measured |"
+    assert table[1] == (
+        "| CartPole-v1 | seeds solved, their score (100 deterministic episodes), steps, wall time | "
+        "`fast`: 1/2 solved, 470.0–490.0, 40k–98k steps, 3.6–6.8 s | 1/1 solved, 500.0 ± 1.0, 100k steps, 13.0 s | "
+        "speed only: 25.8 s | [solved](#classic-tasks-solved-proxima-solve), 2026-02-01, 2026-02-02; CleanRL: "
+        "[journal, 2026-01-05](journal/benchmarks.md#cleanrl-back-to-back-2026-01-05) |"
+    )
+    assert table[2] == ("| Breakout | steps/s | 338 |  |  | proxima: [journal, 2026-01-05]"
+                        "(journal/benchmarks.md#cleanrl-back-to-back-2026-01-05) |")  # fmt: skip
+    assert "- CartPole-v1: a note." in text
+    # the moved Acrobot row left the page for the history, with its command, date and reason
+    assert "| Acrobot-v1 |" not in text
+    history = (tmp_path / "journal" / "results-history.md").read_text()
+    assert "| Acrobot-v1 | proxima | `fast` | 1 | -80.0 ± 1.0 | 1/1 |" in history
+    assert (
+        "| 2026-01-01 | `0123456` |" in history
+        and "`python bench.py solve` | measured again elsewhere |" in history
+    )
+    assert "Older measurements of this topic: the [results history](journal/results-history.md#" in text
+    # what page.json names must exist: a stale choice is refused, not silently dropped
+    for broken in ({**page, "moved": [{**moved[0], "date": "2026-01-09T00:00:00Z"}]},
+                   {**page, "summary": [{**summary[0], "proxima": ["slow"]}]}):  # fmt: skip
+        (tmp_path / "page.json").write_text(json.dumps(broken))
+        with pytest.raises(SystemExit, match="page.json"):
+            render_results.render_all(str(data), str(results), None)
+
+
+def test_a_page_file_of_another_format_is_refused(tmp_path):
+    (tmp_path / "page.json").write_text(json.dumps({"format": "other/2", "summary": [], "moved": []}))
+    with pytest.raises(SystemExit, match="format 'other/2'"):
+        render_results.render_all(str(tmp_path / "data"), str(tmp_path / "RESULTS.md"), None)
 
 
 def test_num_seeds_counts_a_seed_solved_where_its_run_stopped_on_its_stop_return(tmp_path):
