@@ -20,7 +20,17 @@ from proxima.commands import main
 from proxima.run.checkpoint import read_header
 from proxima.run.config import resolve_args
 from proxima.scale import executors
-from proxima.scale.tuning import _plan, domain, make_searcher, parse_space_item, run_sample, spec_of
+from proxima.scale.tuning import (
+    _plan,
+    _scheduler,
+    domain,
+    evaluation_points,
+    make_searcher,
+    parse_space_item,
+    run_sample,
+    sample_score,
+    spec_of,
+)
 from tests.test_sweep import _json, _kill_session, _metrics
 
 pytestmark = pytest.mark.xdist_group("ray")  # Ray tests share the machine's Ray processes (see test_sweep.py)
@@ -119,6 +129,53 @@ def test_a_samples_seeds_in_lockstep_compute_exactly_what_solo_runs_compute(tmp_
         assert row["status"] == "finished" and row["updates"] == 8
         returns = [json.loads(line)["return"] for line in open(solo / "episodes.jsonl")][-20:]
         assert row["score"] == pytest.approx(np.mean(returns))
+
+
+def test_the_default_score_is_the_deterministic_evaluation_at_the_rungs_and_the_final_budget(tmp_path):
+    """final_eval plays --eval-episodes deterministic episodes after the first update past each ASHA rung and
+    after the last: at the end, what a solo run's --eval-every evaluation at its last update gives. It changes
+    nothing in the training."""
+    base = resolve_args(env_id="CartPole-v1", env_backend="native", num_envs=4, num_steps=64,
+                        total_timesteps=2048, eval_episodes=8, plot=False, report=False, seed=3)  # fmt: skip
+    plan = _plan(base, {"learning_rate": ["choice", [1e-3]]}, "random", 1, "final_eval", "max", 1, "asha", None,
+                 1, None)  # fmt: skip
+    assert evaluation_points(plan) == (256, 768)  # a grace period of 2048 // 8 steps, then 3x
+    out = tmp_path / "tune"
+    out.mkdir()
+    assert run_sample(str(out), plan, "s001", {"learning_rate": 1e-3})["status"] == "finished"
+    sample = _metrics(out / "s001__seed3")
+    assert [m["global_step"] for m in sample if "tune_eval" in m] == [256, 768, 2048]
+    solo = tmp_path / "solo"
+    proxima.train(
+        base.replace(learning_rate=1e-3, eval_every=8, run_dir=str(solo), torch_threads=1, quiet=True)
+    )
+    theirs = _metrics(solo)
+    assert sample[-1]["tune_eval"] == theirs[-1]["eval_return"]
+    assert _json(out / "s001__seed3" / "trial.json")["score"] == theirs[-1]["eval_return"]
+    drop = ("tune_eval", "eval_return", "sps", "time_s")
+    assert [{k: v for k, v in m.items() if k not in drop} for m in sample] == [
+        {k: v for k, v in m.items() if k not in drop} for m in theirs
+    ]
+
+
+@needs_ray
+def test_the_evaluation_points_are_where_tunes_asha_places_its_rungs():
+    for total in (2048, 100_000, 1_000_000):
+        base = resolve_args(env_id="CartPole-v1", num_envs=4, num_steps=64, total_timesteps=total)
+        plan = _plan(base, {"learning_rate": ["choice", [1e-3]]}, "random", 1, "final_eval", "max", 1, "asha",
+                     None, 1, None)  # fmt: skip
+        asha = _scheduler(plan, {})
+        rungs = sorted(milestone for milestone, _ in asha._brackets[0]._rungs)  # Tune keeps them private
+        assert list(evaluation_points(plan)) == rungs, total
+
+
+def test_a_samples_score_is_the_interquartile_mean_of_its_seeds():
+    import scipy.stats
+
+    assert sample_score([3.0, 1.0, 2.0]) == 2.0  # up to 3 seeds: the mean
+    assert sample_score([1.0, 2.0, 3.0, 100.0]) == 2.5  # 1 and 100 cut
+    scores = [5.0, -3.0, 8.0, 1.5, 9.0, 2.0, 7.0, 0.5, 4.0, 6.0]
+    assert sample_score(scores) == pytest.approx(scipy.stats.trim_mean(scores, 0.25))
 
 
 def test_a_resumed_samples_seeds_at_different_updates_each_train_to_their_end_as_solo_runs(tmp_path):

@@ -23,12 +23,12 @@ class TuneFlags:
     """random: Tune's random search; optuna: Tune's Optuna searcher (TPE)"""
     num_samples: int = 8
     """how many settings to draw"""
-    metric: Annotated[str, tyro.conf.arg(metavar="return|eval_return")] = "return"
-    """return: mean return of the last 20 episodes; eval_return: the last deterministic evaluation (needs --eval-every)"""
+    metric: Annotated[str, tyro.conf.arg(metavar="final_eval|return|eval_return")] = "final_eval"
+    """final_eval: the deterministic policy on --eval-episodes episodes at the final budget (and at each ASHA rung or PBT interval); return: mean return of the last 20 episodes; eval_return: the last evaluation of --eval-every"""
     mode: Annotated[str, tyro.conf.arg(metavar="max|min")] = "max"
     """whether a higher or a lower metric is better"""
     seeds: int = 1
-    """seeds per sample (from --seed on), trained in lockstep; a sample's score is their mean"""
+    """seeds per sample (from --seed on), trained in lockstep; a sample's score is their interquartile mean (IQM: the mean for up to 3 seeds)"""
     scheduler: Annotated[str, tyro.conf.arg(metavar="fifo|asha|pbt")] = "fifo"
     """fifo: every sample to its end; asha: stop samples behind at ASHA's rungs; pbt: population-based training (perturbs learning_rate, ent_coef, clip_coef)"""
     perturbation_interval: int | None = None
@@ -51,7 +51,7 @@ class TuneFlags:
 
 TUNE_ABOUT = """Searches the --space for the settings that score best: each sample is one Ray Tune trial that trains
 --seeds seeds of it as ordinary `proxima train` runs under the tune directory. Writes results.md (the samples
-ranked, mean ± std over seeds), results.json, report.html and best.json, the best settings as a preset for
+ranked by the IQM of their seeds' scores), results.json, report.html and best.json, the best settings as a preset for
 `proxima train --config TUNE_DIR/best.json`. Exit status 1 if no sample finished."""
 
 

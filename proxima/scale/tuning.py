@@ -3,8 +3,8 @@ or population-based training (PBT).
 
 A *sample* is one draw of the search space. It is one Tune trial, which trains the sample's ``seeds`` seeds
 (``seed`` … ``seed + seeds - 1``) in lockstep, one update of each in turn (a ``Sample``, which ``loop.steps``
-drives), and reports their mean score after each round, so that the searcher and the scheduler judge a setting
-and not a lucky seed. Each seed's run is an ordinary run directory (``OUT/s003__seed2``) that draws from random
+drives), and reports the interquartile mean (IQM) of their scores after each round, so that the searcher and the scheduler
+judge a setting and not a lucky seed. Each seed's run is an ordinary run directory (``OUT/s003__seed2``) that draws from random
 generators of its own (``seeding.RunStreams``), so it computes exactly what ``proxima train --seed 2`` with the
 sample's settings computes alone.
 
@@ -14,6 +14,10 @@ A trial ASHA stops raises ``SystemExit`` out of ``tune.report``: its runs end wh
 on from it with perturbed ``learning_rate``, ``ent_coef`` or ``clip_coef`` (``run.set``), and each of its run
 directories logs that in ``perturbations.jsonl``. ASHA's and PBT's time is env steps, since samples may differ
 in their batch size.
+
+The default score (``final_eval``) is what a search is for: the deterministic policy on ``eval_episodes`` fresh
+episodes at the sample's final budget, and at each ASHA rung or PBT interval on the way, since those decide
+which samples go on. Training returns at a rung favour settings that learn fast and then stall or collapse.
 
 ``OUT/tune.json`` holds the plan and every sample drawn, so ``resume_tune`` finishes a killed search from the
 run directories, never from Tune's own (pickled) state: interrupted samples resume from their checkpoints, and
@@ -40,7 +44,7 @@ from proxima.base import files, trust
 from proxima.base.errors import EnvError, NonFiniteError, TrainingInterrupted, UserError
 from proxima.run import checkpoint
 from proxima.run.agent import Agent
-from proxima.run.callbacks import Callback, UpdateResult
+from proxima.run.callbacks import Callback, Evaluation, UpdateResult
 from proxima.run.config import GROUP_OF, PPOArgs, resolve_args, show_value
 from proxima.run.loop import Run, run_to_end, steps
 from proxima.scale import executors
@@ -63,11 +67,12 @@ from proxima.scale.trainer import checked, new_run, resumed_run
 FORMAT, VERSION = "proxima-tune", 1
 SEARCHES = ("random", "optuna")
 SCHEDULERS = ("fifo", "asha", "pbt")
-METRICS_ = ("eval_return", "return")
+METRICS_ = ("final_eval", "eval_return", "return")
 MODES = ("max", "min")
 DISTRIBUTIONS = ("uniform", "loguniform", "randint", "choice")
 PBT_SETTINGS = ("learning_rate", "ent_coef", "clip_coef")  # what PBT perturbs (run.set changes them mid-run)
 WINDOW = 20  # episodes in the "return" metric
+REDUCTION_FACTOR = 3  # ASHA's: a third of the samples at a rung go on to the next
 # Settings a preset must not carry: they belong to one run, not to the settings found
 RUN_ONLY = ("seed", "run_dir", "quiet", "torch_threads", "init_from", "resume")
 
@@ -197,7 +202,7 @@ def tune(
     config: str | None = None,
     search: str = "random",
     num_samples: int = 8,
-    metric: str = "return",
+    metric: str = "final_eval",
     mode: str = "max",
     seeds: int = 1,
     scheduler: str = "fifo",
@@ -214,9 +219,10 @@ def tune(
     and the best settings as a preset (``best.json``, for ``proxima train --config``) to ``output_dir``.
 
     The base settings are layered as for ``train`` (``config`` and ``overrides``, or ``args``). ``search``:
-    ``random`` or ``optuna`` (Tune's OptunaSearch, seeded with the base seed). ``metric``: ``return`` (mean
-    of the last 20 episodes) or ``eval_return`` (the last deterministic evaluation; needs ``eval_every``), and
-    ``mode`` ``max`` or ``min``. ``scheduler``: ``fifo`` (every sample to its end), ``asha`` (stops samples
+    ``random`` or ``optuna`` (Tune's OptunaSearch, seeded with the base seed). ``metric``: ``final_eval`` (the
+    deterministic policy on ``eval_episodes`` episodes at the final budget, and at each ASHA rung or PBT
+    interval), ``return`` (mean of the last 20 episodes) or ``eval_return`` (the last evaluation of
+    ``eval_every``); a sample scores the IQM of its seeds' scores. ``mode``: ``max`` or ``min``. ``scheduler``: ``fifo`` (every sample to its end), ``asha`` (stops samples
     behind at its rungs) or ``pbt`` (perturbs ``learning_rate``, ``ent_coef``, ``clip_coef`` of the space
     every ``perturbation_interval`` updates; default an eighth of the run). Each trial gets ``cpus_per_trial``
     CPUs and as many torch threads, ``gpus_per_trial`` GPUs (with any, its runs train on CUDA), and a CPU for
@@ -397,7 +403,7 @@ def _run(out: str, plan: dict, address: str | None, announce: bool = True) -> Tu
         scores = [float(r["score"]) for r in rows if r and r.get("score") is not None]
         ended = "ended" if plan["scheduler"] == "fifo" else f"stopped by {plan['scheduler'].upper()}"
         said = ", ".join(sorted({(r or {}).get("status", ended) for r in rows}))  # its rows may come later
-        score = f"{np.mean(scores):.1f}" if scores else "none"
+        score = f"{sample_score(scores):.1f}" if scores else "none"
         print(f"{name}: {said}, score {score} ({label(started[name]['settings'])})", flush=True)
 
     # beside its CPUs, each trial reserves its GPUs and a CPU for each of its seeds' rollout workers
@@ -424,7 +430,7 @@ def _run(out: str, plan: dict, address: str | None, announce: bool = True) -> Tu
         for s in plan["samples"]:
             scores: list = [(r or {}).get("score") for r in _rows(out, plan, s["name"])]
             if None not in scores:
-                done.append((s["settings"], float(np.mean(scores))))
+                done.append((s["settings"], sample_score(scores)))
         first = 1 + max((int(s["name"][1:]) for s in plan["samples"]), default=0)
         names: dict[str, str] = {}
 
@@ -489,11 +495,10 @@ def _scheduler(plan: dict, space: dict):
     from ray.tune.schedulers import ASHAScheduler, FIFOScheduler, PopulationBasedTraining
 
     # Env steps, not Tune's iterations: a sample with bigger batches makes fewer updates of the same steps
-    total = plan["total_timesteps"]
     if plan["scheduler"] == "asha":
-        # max_t past the last step: at max_t ASHA stops a trial, which would end a finished one as "stopped"
+        grace, max_t = _asha_times(plan)
         return ASHAScheduler(
-            time_attr="global_step", max_t=total + 1, grace_period=max(1, total // 8), reduction_factor=3
+            time_attr="global_step", max_t=max_t, grace_period=grace, reduction_factor=REDUCTION_FACTOR
         )
     if plan["scheduler"] == "pbt":
         return PopulationBasedTraining(
@@ -514,27 +519,33 @@ def _run_dir(out: str, sample: str, seed: int) -> str:
 
 
 class Score(Callback):
-    """A run's score after each update: its last evaluation, or the mean return of its last 20 episodes."""
+    """A run's score after each update: its last evaluation (``eval_return``, or ``final_eval``'s, logged as
+    ``tune_eval``), or the mean return of its last 20 episodes (``return``). ``final_eval`` evaluates after the
+    first update at or past each of ``points`` (global steps: the scheduler's rungs) and after the last update."""
 
-    def __init__(self, metric: str):
-        self.metric = metric
+    def __init__(self, metric: str, points: tuple[int, ...] = ()):
+        self.metric, self.points = metric, points
         self.value: float | None = None
         self.returns: collections.deque = collections.deque(maxlen=WINDOW)
+        self.evaluation: Evaluation | None = None
+        self.passed = 0  # how many of points the run has passed
 
     def on_train_start(self, run) -> None:
         """A resumed run (interrupted, or PBT's copy of a better one) goes on from its logs' score."""
         if run.updates_done:
             self.from_logs(run.run_dir)
+        if self.metric == "final_eval":
+            self.passed = sum(p <= run.global_step for p in self.points)
+            # the evaluation of --eval-every: the same seed apart from training's, the same starts each time
+            self.evaluation = Evaluation(1, run.args.run.eval_episodes)
+            self.evaluation.open(run.args, run.device, run.env)
 
     def from_logs(self, run_dir: str) -> None:
         from proxima.run.plotting import read_episodes
 
-        if self.metric == "eval_return":
-            evaluations = [
-                r["eval_return"]
-                for r in files.read_jsonl(os.path.join(run_dir, files.METRICS))
-                if "eval_return" in r
-            ]
+        if self.metric in EVALUATED:
+            key = EVALUATED[self.metric]
+            evaluations = [r[key] for r in files.read_jsonl(os.path.join(run_dir, files.METRICS)) if key in r]
             self.value = evaluations[-1] if evaluations else None
         else:
             self.returns.extend(read_episodes(run_dir)[1][-WINDOW:].tolist())
@@ -542,10 +553,57 @@ class Score(Callback):
 
     def on_update_end(self, run, result) -> None:
         self.returns.extend(result.episode_returns)
-        if self.metric == "eval_return":
+        if self.evaluation is not None:
+            passed = sum(p <= run.global_step for p in self.points)
+            if passed > self.passed or run.updates_done >= run.args.num_updates:
+                self.passed = passed
+                self.value = float(self.evaluation.evaluate(run.model).mean())
+                result.record[EVALUATED["final_eval"]] = self.value
+        elif self.metric == "eval_return":
             self.value = result.record.get("eval_return", self.value)
         elif self.returns:
             self.value = float(np.mean(self.returns))
+
+    def on_train_end(self, run) -> None:
+        # a run that stopped early (--stop-return) is scored at the budget it ended at
+        if self.evaluation is not None and run.updates_done < run.args.num_updates:
+            self.value = float(self.evaluation.evaluate(run.model).mean())
+
+    def close(self, run) -> None:
+        if self.evaluation is not None:
+            self.evaluation.close(run)
+
+
+# the metrics that are evaluations, by the key of metrics.jsonl that logs them
+EVALUATED = {"eval_return": "eval_return", "final_eval": "tune_eval"}
+
+
+def sample_score(scores: list[float]) -> float:
+    """A sample's score from its seeds': their interquartile mean, the mean of all but the ``floor(n / 4)``
+    lowest and highest (``proxima.run.statistics.iqm``'s, without SciPy, which a search does not need)."""
+    x = np.sort(np.asarray(scores, dtype=np.float64))
+    cut = len(x) // 4
+    return float(x[cut : len(x) - cut].mean())
+
+
+def evaluation_points(plan: dict) -> tuple[int, ...]:
+    """The global steps where the scheduler judges samples: ASHA's rungs (as Tune's ``ASHAScheduler`` places
+    them) or PBT's intervals; none for FIFO."""
+    total = plan["total_timesteps"]
+    if plan["scheduler"] == "asha":
+        grace, max_t = _asha_times(plan)
+        rungs = int(np.log(max_t / grace) / np.log(REDUCTION_FACTOR) + 1)
+        return tuple(grace * REDUCTION_FACTOR**k for k in range(rungs))
+    if plan["scheduler"] == "pbt":
+        return tuple(range(plan["perturbation_steps"], total + 1, plan["perturbation_steps"]))
+    return ()
+
+
+def _asha_times(plan: dict) -> tuple[int, int]:
+    """ASHA's grace period and ``max_t``, in env steps. ``max_t`` is past the last step: at ``max_t`` ASHA stops a
+    trial, which would end a finished one as "stopped"."""
+    total = plan["total_timesteps"]
+    return max(1, total // 8), total + 1
 
 
 class Perturb(Callback):
@@ -627,7 +685,7 @@ def _seed_runs(out: str, plan: dict, name: str, settings: dict, exploiting: bool
     runs: list[tuple[str, Score, contextlib.AbstractContextManager[Run] | None]] = []
     for seed in plan["seeds"]:
         run_dir = _run_dir(out, name, seed)
-        score = Score(plan["metric"])
+        score = Score(plan["metric"], evaluation_points(plan))
         callbacks: list[Callback] = [score, *([StopWhenAsked(stop)] if stop is not None else [])]
         made: contextlib.AbstractContextManager[Run] | None = None
         if exploit is not None:
@@ -713,7 +771,7 @@ class Sample:
         values = [s.value for s in self.scores if s.value is not None]
         if not values:  # no score yet (no episode ended, no evaluation): Tune takes only results with one
             return
-        metrics = {"global_step": step, "score": float(np.mean(values)), "score_std": float(np.std(values))}
+        metrics = {"global_step": step, "score": sample_score(values), "score_std": float(np.std(values))}
         # none after the last update: a trial that went on from it would have nothing left to train
         left = any(r.updates_done < r.args.num_updates for r in runs.values())
         if plan["scheduler"] != "pbt" or mark <= self.mark or not left:
@@ -789,6 +847,7 @@ def summarize(out: str, plan: dict) -> TuneResults:
                 "name": sample["name"],
                 "settings": sample["settings"],
                 "status": _sample_status(ended) or "not run",
+                "score_iqm": sample_score(known) if known else None,  # what ranks it
                 "score_mean": float(np.mean(known)) if known else None,
                 "score_std": float(np.std(known)) if known else None,
                 "scores": scores,
@@ -799,9 +858,9 @@ def summarize(out: str, plan: dict) -> TuneResults:
         )
     sign = 1 if plan["mode"] == "max" else -1
     rows.sort(
-        key=lambda r: (r["status"] != "finished", r["score_mean"] is None, -sign * (r["score_mean"] or 0.0))
+        key=lambda r: (r["status"] != "finished", r["score_iqm"] is None, -sign * (r["score_iqm"] or 0.0))
     )
-    best = next((r for r in rows if r["status"] == "finished" and r["score_mean"] is not None), None)
+    best = next((r for r in rows if r["status"] == "finished" and r["score_iqm"] is not None), None)
     preset = None
     if best is not None:
         preset = os.path.join(out, files.BEST_PRESET)
@@ -819,7 +878,7 @@ def best_preset(plan: dict, row: dict) -> dict:
     preset: dict[str, object] = {
         "description": f"found by proxima tune ({plan['search']} search, {plan['scheduler']}, {plan['num_samples']} "
         f"samples of {len(plan['seeds'])} seed(s), metric {plan['metric']}): sample {row['name']} scored "
-        f"{row['score_mean']:.1f} ± {row['score_std']:.1f}",
+        f"{_score_text(row)}",
         "algo": base.algorithm.algo,
     }
     for name, value in values.items():
@@ -835,10 +894,19 @@ def _count_lines(path: str) -> int:
         return sum(1 for _ in f)
 
 
+def _score_text(row: dict) -> str:
+    """The IQM over seeds, and their mean ± std: "412.3 (398.1 ± 40.2)"."""
+    if row["score_iqm"] is None:
+        return "–"
+    return f"{row['score_iqm']:.1f} ({row['score_mean']:.1f} ± {row['score_std']:.1f})"
+
+
 def results_table(plan: dict, rows: list[dict]) -> str:
-    metric = (
-        "last evaluation" if plan["metric"] == "eval_return" else f"mean return of the last {WINDOW} episodes"
-    )
+    metric = {
+        "final_eval": "deterministic evaluation at the final budget",
+        "eval_return": "last evaluation",
+        "return": f"mean return of the last {WINDOW} episodes",
+    }[plan["metric"]]
     lines = [
         plan["title"],
         "",
@@ -847,11 +915,11 @@ def results_table(plan: dict, rows: list[dict]) -> str:
         "",
         f"CPU time of the samples' processes, all samples: {sum(r.get('cpu_s') or 0.0 for r in rows):.0f} s",
         "",
-        "| rank | sample | settings | status | score, mean ± std over seeds | per seed |",
+        "| rank | sample | settings | status | score, IQM (mean ± std) over seeds | per seed |",
         "|---|---|---|---|---|---|",
     ]
     for i, row in enumerate(rows, 1):
-        score = "–" if row["score_mean"] is None else f"{row['score_mean']:.1f} ± {row['score_std']:.1f}"
+        score = _score_text(row)
         per_seed = ", ".join("–" if s is None else f"{s:.1f}" for s in row["scores"])
         status = row["status"] + (f" ({row['perturbations']} PBT steps)" if row.get("perturbations") else "")
         lines.append(f"| {i} | {row['name']} | {label(row['settings'])} | {status} | {score} | {per_seed} |")
