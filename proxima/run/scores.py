@@ -189,8 +189,19 @@ def _group_notes(g: Group, configs: list[dict]) -> list[str]:
 def reference_scores() -> dict[str, dict]:
     """The tasks' random and reference scores (``proxima/run/reference_scores.json``, docs/STATISTICS.md): the
     scores that normalize a task's scores to 0 and 1."""
-    text = (resources.files("proxima.run") / REFERENCE_SCORES).read_text()
-    return json.loads(text)["tasks"]
+    data = json.loads((resources.files("proxima.run") / REFERENCE_SCORES).read_text())
+    atari, tasks = data["atari"], dict(data["tasks"])
+    for game, known in atari["games"].items():
+        # a human-normalized score: 0 the random agent's, 1 the human tester's
+        entry = {
+            "random": known["random"],
+            "reference": known["human"],
+            "random_source": f"the random agent's score of {game} in {atari['source']}",
+            "reference_source": f"the human tester's score of {game} in {atari['source']}",
+        }
+        for env_id in (f"ALE/{game}-v5", f"{game}NoFrameskip-v4"):
+            tasks.setdefault(env_id, entry)
+    return tasks
 
 
 def _range(values: list[int]) -> list[int]:
