@@ -55,6 +55,9 @@ CHARTS_DRAWN = """() => window.proximaReport.charts.map(c => {
 })"""
 
 
+STATISTICS_CHARTS = ("performance_profile", "iqm_return")  # a multi-run page's, of each group's seeds
+
+
 def hover(page, index):
     """Move the mouse over chart ``index``'s middle; return its readout."""
     over = page.locator(".chart .u-over").nth(index)
@@ -113,11 +116,17 @@ def test_a_multi_run_page_has_one_legend_entry_per_run_bands_and_warning_marks(b
     assert entries.count() == 4
     assert sorted(entries.all_inner_texts()) == ["lr0.00025-s1", "lr0.00025-s2", "lr0.001-s1", "lr0.001-s2"]
     charts = page.evaluate(CHARTS_DRAWN)
-    for chart in charts:  # 4 runs, and each group's mean, lowest and highest
-        assert chart["drawn"] >= 1 and chart["series"] == 4 + 2 * 3 and chart["filled"] == chart["series"], (
-            chart
-        )
+    for chart in charts:  # 4 runs, and each group's mean, lowest and highest; the statistics' groups alone
+        runs = 0 if chart["key"] in STATISTICS_CHARTS else 4
+        assert (
+            chart["drawn"] >= 1 and chart["series"] == runs + 2 * 3 and chart["filled"] == chart["series"]
+        ), chart
         assert chart["coloured"] > 50, chart
+    keys = [c["key"] for c in charts]
+    assert keys[2:4] == list(STATISTICS_CHARTS)  # after the returns against steps and against time
+    assert "τ " in hover(page, 2) and "learning_rate=0.001 IQM: " in hover(page, 3)
+    body = page.inner_text("body")
+    assert "Statistics over seeds" in body and "P(setting > learning_rate=0.00025)" in body
     readout = hover(page, [c["key"] for c in charts].index("approx_kl"))
     assert "lr0.001-s2: " in readout, readout
     # the warning is drawn on approx_kl's chart, in red, and listed with its step
@@ -129,7 +138,7 @@ def test_a_multi_run_page_has_one_legend_entry_per_run_bands_and_warning_marks(b
     # a legend click hides that run in every chart
     entries.nth(0).click()
     shown = page.evaluate("() => window.proximaReport.charts.map(c => c.u.series[1].show)")
-    assert shown == [False] * len(charts)
+    assert shown == [key in STATISTICS_CHARTS for key in keys]  # theirs are the groups' lines
 
 
 def test_a_page_of_pbt_runs_lists_each_perturbation(browser, tmp_path):

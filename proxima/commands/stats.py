@@ -35,12 +35,16 @@ class StatsArgs:
     """the setting that the others' probability of improvement is against (default: the first setting)"""
     json: Annotated[str | None, tyro.conf.arg(metavar="FILE")] = None
     """also write every number, and each run's score, to this JSON file"""
+    plot: Annotated[str | None, tyro.conf.arg(metavar="FILE")] = None
+    """also draw the performance profiles and each setting's IQM over steps with their 95% bands in this PNG
+    (needs matplotlib)"""
 
 
 def run(argv: list[str]) -> int:
     from proxima.base import files
     from proxima.run import statistics
-    from proxima.run.scores import scored_groups, summarize
+    from proxima.run.plotting import plot_statistics, pyplot
+    from proxima.run.scores import iqm_curves, profiles, scored_groups, summarize
 
     args = parse(StatsArgs, argv, "proxima stats", description=STATS_ABOUT)
     statistics.scipy_stats()  # before the runs are read: without SciPy there is nothing to compute
@@ -48,6 +52,11 @@ def run(argv: list[str]) -> int:
         if not args.json.endswith(".json"):
             raise UserError(f"--json must be a .json file, got {args.json!r}")
         files.output_directory(args.json)
+    if args.plot is not None:
+        if not args.plot.endswith(".png"):
+            raise UserError(f"--plot must be a .png file, got {args.plot!r}")
+        files.output_directory(args.plot)
+        pyplot()  # before the runs are read, as SciPy
     groups, notes = scored_groups(list(args.paths), args.score)
     summary = summarize(groups, baseline=args.baseline)
     for note in notes + summary["notes"]:
@@ -56,57 +65,22 @@ def run(argv: list[str]) -> int:
     if args.json is not None:
         files.write_json(args.json, summary)
         print(f"wrote {args.json}")
+    if args.plot is not None:
+        plot_statistics(profiles(groups), iqm_curves(groups), args.plot)
+        print(f"wrote {args.plot}")
     return 0
-
-
-def _steps(steps: list[int]) -> str:
-    low, high = steps
-    return f"{low:,}" if low == high else f"{low:,}–{high:,}"
 
 
 def print_tables(summary: dict) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from proxima.run.scores import with_interval
+    from proxima.run.scores import footnote, tables
 
     console = Console(width=200) if not Console().is_terminal else Console()
-    names = ("IQM", "median", "mean", "optimality gap")
-    keys = ("iqm", "median", "mean", "optimality_gap")
-    table = Table(
-        "setting", "task", "runs", "steps", "score", *names, title="final scores, in each task's units"
-    )
-    for g in summary["groups"]:
-        table.add_row(
-            g["setting"],
-            g["task"],
-            str(g["runs"]),
-            _steps(g["steps"]),
-            ", ".join(g["score"]),
-            *(with_interval(g.get(k)) for k in keys),
-        )
-    console.print(table)
-    if summary["aggregates"]:
-        table = Table(
-            "setting",
-            "tasks",
-            "runs",
-            *names,
-            title="over every task, normalized (0: random, 1: reference score)",
-        )
-        for a in summary["aggregates"]:
-            table.add_row(
-                a["setting"], str(len(a["tasks"])), str(a["runs"]), *(with_interval(a[k]) for k in keys)
-            )
+    for t in tables(summary):
+        table = Table(*t["head"], title=t["title"])
+        for row in t["rows"]:
+            table.add_row(*row)
         console.print(table)
-    if summary["improvements"]:
-        base = summary["improvements"][0]["baseline"]
-        table = Table("setting", "tasks", f"P(setting > {base})", title="probability of improvement")
-        for i in summary["improvements"]:
-            table.add_row(i["setting"], str(len(i["tasks"])), with_interval(i["probability"]))
-        console.print(table)
-    console.print(
-        f"[…]: {summary['confidence']:.0%} confidence intervals, {summary['interval']}; optimality gap: how far the "
-        "scores fall short of the task's reference score, on average (– where the task has none); docs/STATISTICS.md",
-        markup=False,
-    )
+    console.print(footnote(summary), markup=False)

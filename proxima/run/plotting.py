@@ -81,15 +81,32 @@ def final_return(run_dir: str, window: int = 20) -> float:
     return float(returns.mean()) if len(returns) else float("nan")
 
 
-def plot_runs(groups: dict[str, list[str]], output: str, title: str = "", points: int = 200) -> None:
-    """One line per group (the mean over its runs) with a band from the lowest to the highest run."""
+def pyplot():
+    """matplotlib's pyplot, drawing to files only (Agg: never needs a display), or a one-line ``UserError``
+    naming the extra that installs it."""
     try:
         import matplotlib
 
-        matplotlib.use("Agg")  # files only; never needs a display
+        matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         raise UserError("plots need matplotlib: pip install 'proxima[plot]'") from None
+    return plt
+
+
+def _save(fig, output: str) -> None:
+    plt = pyplot()
+    try:
+        with replacing(output) as (fd, tmp):
+            os.close(fd)  # matplotlib writes to a path, in the format of output's name (tmp's may be cut)
+            fig.savefig(tmp, format=os.path.splitext(output)[1][1:] or None)
+    finally:
+        plt.close(fig)
+
+
+def plot_runs(groups: dict[str, list[str]], output: str, title: str = "", points: int = 200) -> None:
+    """One line per group (the mean over its runs) with a band from the lowest to the highest run."""
+    plt = pyplot()
     output_directory(output)
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
     for label, runs in groups.items():
@@ -103,9 +120,43 @@ def plot_runs(groups: dict[str, list[str]], output: str, title: str = "", points
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    try:
-        with replacing(output) as (fd, tmp):
-            os.close(fd)  # matplotlib writes to a path, in the format of output's name (tmp's may be cut)
-            fig.savefig(tmp, format=os.path.splitext(output)[1][1:] or None)
-    finally:
-        plt.close(fig)
+    _save(fig, output)
+
+
+def plot_statistics(profiles: list[dict], curves: list[dict], output: str) -> None:
+    """``proxima stats --plot``: a panel per performance profile (``scores.profiles``) and per task's IQM over
+    steps (``scores.iqm_curves``), each setting's line with its 95% band, one colour per setting throughout."""
+    plt = pyplot()
+    output_directory(output)
+    panels = [("profile", p) for p in profiles] + [("curve", c) for c in curves]
+    columns = min(3, len(panels))
+    rows = -(-len(panels) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(5.5 * columns, 4 * rows), dpi=120, squeeze=False)
+    settings = list(dict.fromkeys(line["setting"] for _, p in panels for line in p["settings"]))
+    colours = {s: f"C{i % 10}" for i, s in enumerate(settings)}
+    for ax, (kind, panel) in zip(axes.flat, panels, strict=False):
+        task = "every task" if panel["task"] is None else panel["task"]
+        for line in panel["settings"]:
+            x = panel["taus"] if kind == "profile" else line["steps"]
+            y = line["fraction"] if kind == "profile" else line["iqm"]
+            colour = colours[line["setting"]]
+            ax.plot(x, y, color=colour, label=f"{line['setting']} (n={line['runs']})")
+            if line["low"] is not None:
+                ax.fill_between(x, line["low"], line["high"], color=colour, alpha=0.2, linewidth=0)
+        if kind == "profile":
+            ax.set_xlabel(
+                "normalized score τ (0: random, 1: reference)" if panel["normalized"] else "score τ"
+            )
+            ax.set_ylabel("fraction of runs with score > τ")
+            ax.set_title(f"performance profile, {task}")
+        else:
+            ax.set_xlabel("environment steps")
+            ax.set_ylabel("IQM of the return (mean of last 20 episodes)")
+            ax.set_title(f"IQM over seeds, {task}")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize="small")
+    for ax in list(axes.flat)[len(panels) :]:
+        ax.set_visible(False)
+    fig.suptitle("bands: 95% confidence intervals (stratified bootstrap)", fontsize="small")
+    fig.tight_layout()
+    _save(fig, output)

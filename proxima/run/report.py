@@ -341,7 +341,7 @@ def _metric(run: RunData, key: str) -> tuple[np.ndarray, np.ndarray]:
     )
 
 
-def _running_return(run: RunData) -> np.ndarray:
+def running_return(run: RunData) -> np.ndarray:
     """The mean of the last ``WINDOW`` returns at each finished episode."""
     return mean_of_last(run.steps, run.returns, run.steps, WINDOW) if len(run.steps) else run.returns
 
@@ -409,7 +409,7 @@ def _charts(runs: list[RunData], groups: list[str]) -> list[dict]:
             "env steps",
             runs,
             groups,
-            lambda r: (r.steps, _running_return(r) if many else r.returns),
+            lambda r: (r.steps, running_return(r) if many else r.returns),
         ),
         _chart(
             "episodic_return",
@@ -417,7 +417,7 @@ def _charts(runs: list[RunData], groups: list[str]) -> list[dict]:
             "training seconds",
             runs,
             groups,
-            lambda r: (_seconds_at(r, r.steps), _running_return(r)),
+            lambda r: (_seconds_at(r, r.steps), running_return(r)),
         ),
     ]
     if not many:
@@ -429,7 +429,7 @@ def _charts(runs: list[RunData], groups: list[str]) -> list[dict]:
                 "env steps",
                 runs,
                 groups,
-                lambda r: (r.steps, _running_return(r)),
+                lambda r: (r.steps, running_return(r)),
             ),
         )
     others = sorted(
@@ -534,6 +534,12 @@ def report_data(runs: list[RunData], title: str, probes: list[dict], live: bool 
         }
         for r in runs
     ]
+    charts = _charts(runs, groups)
+    found = None if live else _statistics(runs)  # a live page is rewritten every REWRITE_S: kept cheap
+    statistics = None
+    if found is not None:
+        charts[2:2] = _statistics_charts(found, groups)  # after the returns against steps and time
+        statistics = {k: found[k] for k in ("tables", "footnote", "notes")}
     return {
         "title": title,
         "generated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -542,10 +548,85 @@ def report_data(runs: list[RunData], title: str, probes: list[dict], live: bool 
         "window": WINDOW,
         "groups": groups,
         "runs": shown,
-        "charts": _charts(runs, groups),
+        "statistics": statistics,
+        "charts": charts,
         "probes": probes,
         "videos": videos,
         "videos_left": videos_left,
+    }
+
+
+def _statistics(runs: list[RunData]) -> dict | None:
+    """``scores.page_statistics``: imported here, as that module reads runs with this one's functions."""
+    from proxima.run.scores import page_statistics
+
+    return page_statistics(runs)
+
+
+def _statistics_charts(found: dict, groups: list[str]) -> list[dict]:
+    """The performance profiles and the IQM curves of ``scores.page_statistics`` as charts of bands alone: each
+    group's line is its statistic, its band the statistic's 95% interval."""
+    charts = []
+    for p in found["profiles"]:
+        task = "every task" if p["task"] is None else p["task"]
+        lines = [
+            (line["setting"], p["taus"], line["fraction"], line["low"], line["high"])
+            for line in p["settings"]
+        ]
+        note = "Each run's final score, as in the statistics' tables" + (
+            " (normalized: 0 random, 1 the reference score)" if p["normalized"] else ""
+        )
+        charts.append(
+            _band_chart(
+                "performance_profile",
+                f"performance profile, {task}: fraction of runs scoring above τ",
+                "normalized score τ" if p["normalized"] else f"score τ on {task}",
+                "τ",
+                "fraction of runs",
+                note,
+                lines,
+                groups,
+            )
+        )
+    for c in found["curves"]:
+        lines = [
+            (line["setting"], line["steps"], line["iqm"], line["low"], line["high"]) for line in c["settings"]
+        ]
+        charts.append(
+            _band_chart(
+                "iqm_return",
+                f"IQM of the seeds' episodic return (mean of the last {WINDOW}), {c['task']}",
+                "env steps",
+                "step",
+                "IQM",
+                "a run that ended before the others keeps its last value",
+                lines,
+                groups,
+            )
+        )
+    return charts
+
+
+def _band_chart(key, title, xlabel, xname, what, note, lines, groups) -> dict:
+    """A chart with no run's line: per group (``lines``: its name, x, y and the interval's ends, None where
+    it has none) its statistic ``what`` and its interval as the band."""
+    bands = []
+    for setting, x, y, low, high in lines:
+        ends = [np.full(len(y), np.nan) if e is None else e for e in (low, high)]
+        bands.append(
+            {"group": groups.index(setting), "table": [_numbers(x), _numbers(y), *map(_numbers, ends)]}
+        )
+    return {
+        "key": key,
+        "title": title,
+        "xlabel": xlabel,
+        "xname": xname,
+        "healthy": None,
+        "note": f"{note}. Thick lines: each group's {what}; bands: its 95% confidence interval (stratified bootstrap).",
+        "band_labels": [what, "CI low", "CI high"],
+        "tables": [],
+        "bands": bands,
+        "markers": [],
     }
 
 

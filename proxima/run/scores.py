@@ -29,7 +29,17 @@ import numpy as np
 
 from proxima.base.errors import UserError
 from proxima.run import statistics
-from proxima.run.report import NOT_SETTINGS, WINDOW, RunData, group_runs, read_runs
+from proxima.run.plotting import held, on_grid
+from proxima.run.report import (
+    GRID,
+    NOT_SETTINGS,
+    WINDOW,
+    RunData,
+    group_runs,
+    read_run,
+    read_runs,
+    running_return,
+)
 
 # --score's choices, each with the words that name it in a table, in auto's order
 SOURCES = {
@@ -46,6 +56,7 @@ SAID = {
     "training": "the mean return of the last 20 training episodes",
 }
 REFERENCE_SCORES = "reference_scores.json"  # in this package: the tasks' random and reference scores
+PROFILE_POINTS = 101  # the taus of a performance profile
 
 
 @dataclass(frozen=True)
@@ -55,6 +66,7 @@ class RunScore:
     source: str  # one of SOURCES
     steps: int  # env steps trained, at the last update logged
     status: str  # finished, in progress, stopped (report._status)
+    data: RunData = field(repr=False, compare=False)  # its curve, for the IQM over steps
 
 
 @dataclass
@@ -132,6 +144,12 @@ def scored_groups(paths: list[str], source: str = "auto") -> tuple[list[Group], 
         by_task.setdefault(task_of(run.config), []).append(run)
     for task_runs in by_task.values():
         group_runs(task_runs, alone=lambda r: str(r.config.get("algo", "ppo")))
+    return score_runs(runs, source)
+
+
+def score_runs(runs: list[RunData], source: str = "auto") -> tuple[list[Group], list[str]]:
+    """``scored_groups`` of runs already in their groups (``RunData.group``): a sweep's settings, a search's
+    samples, a report page's groups."""
     groups: dict[tuple[str, str], Group] = {}
     configs: dict[tuple[str, str], dict[str, dict]] = {}  # each group's distinct settings, but the seed's
     notes, failed, unscored = [], 0, 0
@@ -148,7 +166,7 @@ def scored_groups(paths: list[str], source: str = "auto") -> tuple[list[Group], 
         steps = run.metrics[-1].get("global_step", 0) if run.metrics else 0
         key = (run.group, task_of(run.config))
         groups.setdefault(key, Group(*key)).runs.append(
-            RunScore(run.run_dir, scored[0], scored[1], int(steps) if _number(steps) else 0, run.status)
+            RunScore(run.run_dir, scored[0], scored[1], int(steps) if _number(steps) else 0, run.status, run)
         )
         settings = {k: v for k, v in run.config.items() if k not in NOT_SETTINGS}
         configs.setdefault(key, {})[json.dumps(settings, sort_keys=True)] = settings
@@ -294,6 +312,186 @@ def summarize(
         "aggregates": aggregates,
         "improvements": improvements,
         "notes": notes,
+    }
+
+
+def profiles(groups: list[Group], table: dict[str, dict] | None = None) -> list[dict]:
+    """The performance profiles of ``groups``' settings (``statistics.performance_profile``): one over every
+    task, of normalized scores, where there are several tasks each with its reference score (of the settings
+    with runs on all, as ``summarize``'s statistics over the tasks), else one per task in the task's units.
+    Each: its ``task`` (None: every task), ``normalized``, the ``taus`` (from the lowest score to the highest;
+    normalized, from 0 to 1 at least) and per setting its ``fraction`` above each tau, with ``low`` and
+    ``high`` (None: no interval)."""
+    table = reference_scores() if table is None else table
+    tasks = list(dict.fromkeys(g.task for g in groups))
+    of = {(g.setting, g.task): g for g in groups}
+    panels: list[tuple[str | None, dict[str, list[np.ndarray]]]]
+    panels = [(t, {g.setting: [g.scores] for g in groups if g.task == t}) for t in tasks]
+    if len(tasks) > 1 and all(t in table for t in tasks):
+        norm = {t: (table[t]["random"], table[t]["reference"]) for t in tasks}
+        every = {
+            s: [statistics.normalized(of[s, t].scores, *norm[t]) for t in tasks]
+            for s in dict.fromkeys(g.setting for g in groups)
+            if all((s, t) in of for t in tasks)
+        }
+        panels = [(None, every)] if every else panels
+    found = []
+    for task, scores in panels:
+        pooled = np.concatenate([x for tasks_of in scores.values() for x in tasks_of])
+        low, high = pooled.min(), pooled.max()
+        if task is None:
+            low, high = min(low, 0.0), max(high, 1.0)
+        elif low == high:  # every run scored the same
+            low, high = low - 1, high + 1
+        taus = np.linspace(low, high, PROFILE_POINTS)
+        lines = []
+        for setting, x in scores.items():
+            fraction, lo, hi = statistics.performance_profile(x, taus)
+            lines.append(
+                {"setting": setting, "runs": sum(map(len, x)), "fraction": fraction, "low": lo, "high": hi}
+            )
+        found.append({"task": task, "normalized": task is None, "taus": taus, "settings": lines})
+    return found
+
+
+def iqm_curves(groups: list[Group], points: int = GRID) -> list[dict]:
+    """The IQM over each setting's runs of their running return (the mean of their last ``WINDOW`` episodes,
+    as the report draws it) at each of ``points`` steps from 0 to the setting's last, with its 95% band
+    (``statistics.iqm_over_steps``); a run that ended before the others keeps its last value, as in the
+    report's bands (``plotting.held``). One per task: its ``task`` and per setting its ``steps``, ``iqm``,
+    ``low`` and ``high`` (None: one run, no band)."""
+    found = []
+    for task in dict.fromkeys(g.task for g in groups):
+        lines = []
+        for g in (g for g in groups if g.task == task):
+            runs = [r.data for r in g.runs if len(r.data.steps)]
+            if not runs:
+                continue
+            grid = np.linspace(0.0, max(r.steps.max() for r in runs), points)
+            curves = np.stack([held(on_grid(r.steps, running_return(r), grid)) for r in runs])
+            iqm, low, high = statistics.iqm_over_steps(curves)
+            lines.append(
+                {"setting": g.setting, "runs": len(runs), "steps": grid, "iqm": iqm, "low": low, "high": high}
+            )
+        if lines:
+            found.append({"task": task, "settings": lines})
+    return found
+
+
+def steps_range(steps: list[int]) -> str:
+    low, high = steps
+    return f"{low:,}" if low == high else f"{low:,}–{high:,}"
+
+
+def tables(summary: dict) -> list[dict]:
+    """``summarize``'s numbers as the tables that ``proxima stats`` prints, the results files write and the
+    report page shows: each a ``title``, its ``head`` and its ``rows``, of strings."""
+    names = ["IQM", "median", "mean", "optimality gap"]
+    found = [
+        {
+            "title": "final scores, in each task's units",
+            "head": ["setting", "task", "runs", "steps", "score", *names],
+            "rows": [
+                [g["setting"], g["task"], str(g["runs"]), steps_range(g["steps"]), ", ".join(g["score"])]
+                + [with_interval(g.get(k)) for k in statistics.NAMES]
+                for g in summary["groups"]
+            ],
+        }
+    ]
+    if summary["aggregates"]:
+        found.append(
+            {
+                "title": "over every task, normalized (0: random, 1: reference score)",
+                "head": ["setting", "tasks", "runs", *names],
+                "rows": [
+                    [a["setting"], str(len(a["tasks"])), str(a["runs"])]
+                    + [with_interval(a[k]) for k in statistics.NAMES]
+                    for a in summary["aggregates"]
+                ],
+            }
+        )
+    if summary["improvements"]:
+        base = summary["improvements"][0]["baseline"]
+        found.append(
+            {
+                "title": "probability of improvement",
+                "head": ["setting", "tasks", f"P(setting > {base})"],
+                "rows": [
+                    [i["setting"], str(len(i["tasks"])), with_interval(i["probability"])]
+                    for i in summary["improvements"]
+                ],
+            }
+        )
+    return found
+
+
+def footnote(summary: dict) -> str:
+    return (
+        f"[…]: {summary['confidence']:.0%} confidence intervals, {summary['interval']}; optimality gap: how far the "
+        "scores fall short of the task's reference score, on average (– where the task has none); docs/STATISTICS.md"
+    )
+
+
+def markdown(summary: dict) -> list[str]:
+    """``tables(summary)`` in Markdown, with the footnote and the notes."""
+    lines = []
+    for t in tables(summary):
+        lines += [f"{t['title']}:", "", "| " + " | ".join(t["head"]) + " |", "|" + "---|" * len(t["head"])]
+        lines += ["| " + " | ".join(row) + " |" for row in t["rows"]] + [""]
+    return [*lines, footnote(summary), *(line for n in summary["notes"] for line in ("", f"note: {n}"))]
+
+
+def results_statistics(named: dict[str, list[str]]) -> tuple[dict | None, str]:
+    """The statistics of a sweep's or a search's runs (``named``: each setting's or sample's finished run
+    directories), as ``proxima stats`` computes them, each setting against the first: for its
+    ``results.json`` (None where no run has a score, or SciPy is missing), and the section of its
+    ``results.md`` that gives them."""
+    heading = "## Statistics of the final scores\n\n"
+    if not any(named.values()):
+        return None, f"{heading}No run finished: no statistics.\n"
+    try:
+        statistics.scipy_stats()
+        runs = []
+        for name, run_dirs in named.items():
+            for run_dir in run_dirs:
+                runs.append(read_run(run_dir))
+                runs[-1].group = name
+        groups, notes = score_runs(runs)
+    except UserError as e:  # no SciPy, or no score: the table above is still the result
+        return None, f"{heading}No statistics: {e}\n"
+    summary = summarize(groups)
+    summary["notes"] = notes + summary["notes"]
+    kinds = {r.source for g in groups for r in g.runs}
+    said = "; ".join(SAID[k] for k in SOURCES if k in kinds)
+    text = (
+        f"{heading}Of each setting's final scores ({said}), over its runs that finished, as `proxima stats` "
+        "computes them: the IQM, median, mean and optimality gap with their 95% confidence intervals, and "
+        "each setting's probability of improving on the first one above.\n\n"
+    )
+    return summary, text + "\n".join(markdown(summary)) + "\n"
+
+
+def page_statistics(runs: list[RunData]) -> dict | None:
+    """The statistics that the report page shows where one of its groups has several runs on a task: the
+    ``tables``, the ``footnote``, the ``notes``, the ``profiles`` and the IQM ``curves`` of its runs in their
+    groups; only a note where SciPy is missing; None where no group has several runs, or no run a score."""
+    try:
+        groups, notes = score_runs(runs)
+    except UserError:  # no run with a score
+        return None
+    if not any(len(g.runs) > 1 for g in groups):
+        return None
+    try:
+        statistics.scipy_stats()
+    except UserError as e:
+        return {"tables": [], "footnote": "", "notes": [str(e)], "profiles": [], "curves": []}
+    summary = summarize(groups)
+    return {
+        "tables": tables(summary),
+        "footnote": footnote(summary),
+        "notes": notes + summary["notes"],
+        "profiles": profiles(groups),
+        "curves": iqm_curves(groups),
     }
 
 

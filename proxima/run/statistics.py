@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -137,9 +138,21 @@ def _bootstrap(
     samples: list[np.ndarray], statistic, seed: int, confidence: float, resamples: int, batch=None
 ) -> Estimate:
     """The statistic on ``samples`` and its stratified bootstrap interval (None where a sample has one run)."""
-    value = float(statistic(*samples))
-    if min(len(s) for s in samples) < 2:
-        return Estimate(value)
+    value, low, high = _bootstrap_arrays(samples, statistic, seed, confidence, resamples, batch)
+    if low is None or high is None:
+        return Estimate(float(value))
+    return Estimate(float(value), float(low), float(high))
+
+
+def _bootstrap_arrays(
+    samples: list[np.ndarray], statistic, seed: int, confidence: float, resamples: int, batch=None
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """``_bootstrap`` of a statistic of several values (the samples' leading axes, or the statistic's own
+    leading axis): its values and their intervals' ends, each an array (no interval where a sample has one
+    run). SciPy computes every value's interval from the same resamples."""
+    value = np.asarray(statistic(*samples, axis=-1), dtype=np.float64)
+    if min(s.shape[-1] for s in samples) < 2:
+        return value, None, None
     result = scipy_stats().bootstrap(
         samples,
         statistic,
@@ -152,8 +165,8 @@ def _bootstrap(
         method="percentile",
         rng=np.random.default_rng(seed),
     )
-    low, high = (float(v) for v in result.confidence_interval)
-    return Estimate(value, low, high)
+    low, high = (np.asarray(v, dtype=np.float64) for v in result.confidence_interval)
+    return value, low, high
 
 
 def interval(
@@ -196,6 +209,49 @@ def improvement(
     pairs = sum(len(a) * len(b) for a, b in zip(xs, ys, strict=True))
     batch = max(1, min(resamples, PAIRS_PER_BATCH // pairs))
     return _bootstrap([*xs, *ys], _improvement, seed, confidence, resamples, batch)
+
+
+def _above(*tasks: np.ndarray, taus: np.ndarray, axis: int = -1) -> np.ndarray:
+    """The fraction of the runs of every task pooled whose score is above each of ``taus``: the taus first,
+    then the batch of resamples, as SciPy's bootstrap wants a statistic of several values."""
+    pooled = np.moveaxis(np.concatenate(tasks, axis=axis), axis, -1)
+    return (pooled[None] > taus.reshape(-1, *[1] * pooled.ndim)).mean(axis=-1)
+
+
+def performance_profile(
+    scores, taus, *, seed: int = 0, confidence: float = CONFIDENCE, resamples: int = RESAMPLES
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """The paper's performance profile (its section 5, rliable's ``run_score_distribution``): the fraction of
+    the runs of every task pooled whose score is above each ``tau`` of ``taus``, with each fraction's stratified
+    bootstrap interval. ``(fractions, lows, highs)``, one value per tau; no interval (None) where a task has one
+    run."""
+    tasks, taus = _tasks(scores), np.asarray(taus, dtype=np.float64).ravel()
+    batch = max(1, min(resamples, PAIRS_PER_BATCH // (sum(len(t) for t in tasks) * len(taus))))
+    return _bootstrap_arrays(tasks, partial(_above, taus=taus), seed, confidence, resamples, batch)
+
+
+def iqm_over_steps(
+    curves, *, seed: int = 0, confidence: float = CONFIDENCE, resamples: int = RESAMPLES
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """The IQM over runs at each step of ``curves`` (runs × steps: each run's curve on one grid), with its
+    bootstrap interval: the runs are resampled whole, the same runs at every step, so the band is of curves.
+    ``(iqm, lows, highs)``, one value per step; NaN at a step where a run has no value (before its first
+    episode); no interval (None) with one run."""
+    curves = np.asarray(curves, dtype=np.float64)
+    if curves.ndim != 2 or not curves.size:
+        raise ValueError("curves needs at least one run and one step, as runs × steps")
+    keep = np.isfinite(curves).all(axis=0)
+    out = np.full((3, curves.shape[1]), np.nan)
+    if not keep.any():
+        return out[0], None, None
+    sample = curves[:, keep].T  # steps × runs: SciPy resamples the last axis
+    batch = max(1, min(resamples, PAIRS_PER_BATCH // sample.size))
+    value, low, high = _bootstrap_arrays([sample], _iqm, seed, confidence, resamples, batch)
+    out[0, keep] = value
+    if low is None or high is None:
+        return out[0], None, None
+    out[1, keep], out[2, keep] = low, high
+    return out[0], out[1], out[2]
 
 
 def normalized(scores: Sequence[float] | np.ndarray, random: float, reference: float) -> np.ndarray:

@@ -30,6 +30,7 @@ from proxima.run.config import PPOArgs, resolve_args, show_value
 from proxima.run.loop import run_to_end
 from proxima.run.plotting import final_return, plot_runs
 from proxima.run.report import write_report
+from proxima.run.scores import results_statistics
 from proxima.scale import executors
 from proxima.scale.rollout_workers import TRIAL_ACTOR_CPUS
 from proxima.scale.seedgroup import check_seeds
@@ -498,7 +499,11 @@ def summarize(out: str, plan: dict, errors: dict[str, str] | None = None) -> Swe
     groups = {label: [r["run_dir"] for r in finished if r["setting"] == label] for label in labels}
     groups = {label: runs for label, runs in groups.items() if runs}
     table = results_table(settings, rows, plan["title"])
-    write_results(out, {"title": plan["title"], "settings": settings, "trials": rows}, table, bool(groups))
+    results = {"title": plan["title"], "settings": settings, "trials": rows}
+    found, said = results_statistics(groups)
+    if found is not None:
+        results["statistics"] = found
+    write_results(out, results, f"{table}\n{said}", bool(groups))
     if groups:
         try:
             plot_runs(groups, os.path.join(out, files.LEARNING_CURVES), title=plan["title"])

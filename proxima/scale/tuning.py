@@ -47,6 +47,7 @@ from proxima.run.agent import Agent
 from proxima.run.callbacks import Callback, Evaluation, UpdateResult
 from proxima.run.config import GROUP_OF, PPOArgs, resolve_args, show_value
 from proxima.run.loop import Run, run_to_end, steps
+from proxima.run.scores import results_statistics
 from proxima.scale import executors
 from proxima.scale.rollout_workers import TRIAL_ACTOR_CPUS
 from proxima.scale.seedgroup import checkpoint_the_rest, holding
@@ -866,7 +867,15 @@ def summarize(out: str, plan: dict) -> TuneResults:
         preset = os.path.join(out, files.BEST_PRESET)
         files.write_json(preset, best_preset(plan, best))
     trained = any(os.path.isdir(os.path.join(out, r)) for row in rows for r in row["runs"])
-    write_results(out, {"title": plan["title"], "samples": rows}, results_table(plan, rows), trained)
+    results = {"title": plan["title"], "samples": rows}
+    # of the samples that finished, best first: each against the best
+    finished = {
+        r["name"]: [os.path.join(out, d) for d in r["runs"]] for r in rows if r["status"] == "finished"
+    }
+    found, said = results_statistics(finished)
+    if found is not None:
+        results["statistics"] = found
+    write_results(out, results, f"{results_table(plan, rows)}\n{said}", trained)
     return TuneResults(out, rows, preset, plan)
 
 
