@@ -570,6 +570,11 @@ def test_each_seed_directory_is_an_ordinary_run(tmp_path, capsys):
     ]
     page = (group / "report.html").read_text()
     assert "seed1" in page and "seed2" in page
+    from tests.test_report import page_data
+
+    data = page_data(group / "report.html")  # with the seeds' statistics, profile and IQM over steps
+    assert data["statistics"]["tables"][0]["rows"][0][:3] == ["ppo on CartPole-v1", "CartPole-v1", "2"]
+    assert {"performance_profile", "iqm_return"} <= {c["key"] for c in data["charts"]}
     config = json.loads((group / "seed2" / "config.json").read_text())
     assert config["run"]["seed"] == 2 and config["run"]["num_seeds"] == 1
     own = {"agent.json", "checkpoint.safetensors", "config.json", "episodes.jsonl", "metrics.jsonl",

@@ -385,3 +385,47 @@ def test_a_groups_band_holds_a_seed_that_stopped_early_as_proxima_plot_does():
     grid, mean, low, high = _band([(np.array([0.0, 100.0, 200.0]), np.array([1.0, 1.0, 1.0])),
                                    (np.array([0.0, 100.0]), np.array([3.0, 3.0]))])  # fmt: skip
     assert grid[-1] == 200.0 and (mean[-1], low[-1], high[-1]) == (2.0, 1.0, 3.0)
+
+
+def test_a_page_with_several_seeds_of_a_setting_gives_their_statistics_profile_and_iqm_over_steps(tmp_path):
+    import scipy.stats
+
+    for lr in (2.5e-4, 1e-3):
+        for seed in (1, 2, 3, 4):
+            fake_run(tmp_path / "runs" / f"lr{lr}-s{seed}", updates=20, seed=seed, learning_rate=lr)
+    data = report_data(*find_runs([str(tmp_path / "runs")]))
+    finals = {}  # each group's runs' final scores: the mean return of their last 20 episodes
+    for run in sorted((tmp_path / "runs").iterdir()):
+        returns = [json.loads(line)["return"] for line in open(run / "episodes.jsonl")][-20:]
+        finals.setdefault(run.name.split("-")[0], []).append(np.mean(returns))
+    first, over = data["statistics"]["tables"]
+    assert first["head"][:6] == ["setting", "task", "runs", "steps", "score", "IQM"]
+    assert [row[:3] for row in first["rows"]] == [["learning_rate=0.00025", "CartPole-v1", "4"],
+                                                  ["learning_rate=0.001", "CartPole-v1", "4"]]  # fmt: skip
+    iqm = scipy.stats.trim_mean(finals["lr0.00025"], 0.25)  # the middle two of four
+    assert float(first["rows"][0][5].split(" [")[0]) == pytest.approx(iqm, abs=0.01)  # 4 digits
+    assert over["head"] == ["setting", "tasks", "P(setting > learning_rate=0.00025)"]
+    keys = [c["key"] for c in data["charts"]]
+    assert keys[:4] == ["episodic_return", "episodic_return", "performance_profile", "iqm_return"]
+    profile, curve = data["charts"][2:4]
+    assert profile["tables"] == [] and [b["group"] for b in profile["bands"]] == [0, 1]
+    assert profile["band_labels"] == ["fraction of runs", "CI low", "CI high"] and profile["healthy"] is None
+    taus, fraction, low, high = profile["bands"][0]["table"]
+    # the profile's taus run from the lowest run of all (fake_run's returns follow the seed: each group's
+    # lowest) to the highest: 3 of 4 above the first, none above the last
+    assert fraction[0] == 0.75 and fraction[-1] == 0.0
+    assert all(lo <= f <= hi for lo, f, hi in zip(low, fraction, high, strict=True))
+    for band, group in zip(curve["bands"], ("lr0.00025", "lr0.001"), strict=True):
+        steps, value, low, high = band["table"]
+        # at the runs' last step, their running return is their final score
+        assert steps[-1] == 20 * 512 and value[-1] == pytest.approx(
+            scipy.stats.trim_mean(finals[group], 0.25), rel=1e-3
+        )
+        assert low[-1] <= value[-1] <= high[-1]
+    # one run per setting, or a page that training rewrites as it goes: no statistics
+    one = report_data(
+        *find_runs([str(tmp_path / "runs" / "lr0.001-s1"), str(tmp_path / "runs" / "lr0.00025-s1")])
+    )
+    assert one["statistics"] is None and "iqm_return" not in [c["key"] for c in one["charts"]]
+    live = report_data(*find_runs([str(tmp_path / "runs")]), live=True)
+    assert live["statistics"] is None and "performance_profile" not in [c["key"] for c in live["charts"]]

@@ -224,8 +224,13 @@ def test_stats_takes_the_score_asked_for_and_says_which_runs_lack_it(tmp_path, c
         ),
         (["stats", "{tmp}/runs", "--json", "{tmp}/stats.txt"], "--json must be a .json file"),
         (["stats", "{tmp}/runs", "--score", "best"], "--score"),
+        (["stats", "{tmp}/runs", "--plot", "{tmp}/stats.pdf"], "--plot must be a .png file"),
+        (
+            ["stats", "{tmp}/runs", "--plot", "{tmp}/none/stats.png"],
+            "the directory {tmp}/none does not exist",
+        ),
     ],
-    ids=["no-dir", "missing", "no-runs", "baseline", "json", "score"],
+    ids=["no-dir", "missing", "no-runs", "baseline", "json", "score", "plot", "plot-dir"],
 )
 def test_bad_input_is_one_line_and_exit_2(argv, said, tmp_path, capsys):
     os.makedirs(tmp_path / "empty")
@@ -298,3 +303,114 @@ def test_two_sweeps_settings_of_one_name_are_one_setting_with_a_note(tmp_path, c
         "note: base on CartPole-v1: its runs differ in more than their seed (learning_rate): settings of one name "
         "from different sweeps or comparisons, whose statistics are of them all\n"
     )
+
+
+def test_a_performance_profile_on_hand_made_scores_is_the_exact_fractions():
+    fractions, _, _ = statistics.performance_profile([[0.0, 0.25, 0.5, 0.75, 1.0]], [-1, 0, 0.5, 0.99, 1])
+    assert fractions.tolist() == [1.0, 0.8, 0.4, 0.2, 0.0]  # strictly above: a run at tau is not counted
+    # the runs of every task pooled: 1 of the first task's and 2 of the second's are above 0.5, 3 of 5 (the
+    # mean of the tasks' fractions would be 0.583)
+    fractions, _, _ = statistics.performance_profile([[0.0, 1.0], [0.5, 0.6, 2.0]], [0.5])
+    assert fractions.tolist() == [0.6]
+    # stratified: where each task's runs agree, no resample moves the fraction
+    fractions, low, high = statistics.performance_profile([[1.0, 1.0, 1.0], [0.0, 0.0]], [0.5])
+    assert (fractions.tolist(), low.tolist(), high.tolist()) == ([0.6], [0.6], [0.6])
+    # each tau's interval is SciPy's of that fraction alone: the same 9999 resamples, drawn from seed 0
+    x, taus = np.random.default_rng(5).normal(size=8), [-0.5, 0.0, 0.5]
+    _, low, high = statistics.performance_profile([x], taus)
+    for i, tau in enumerate(taus):
+        alone = scipy.stats.bootstrap((x,), lambda s, axis, tau=tau: (s > tau).mean(axis=axis), vectorized=True,
+                                      method="percentile", rng=np.random.default_rng(0))  # fmt: skip
+        assert (low[i], high[i]) == pytest.approx(tuple(alone.confidence_interval))
+    assert statistics.performance_profile([[1.0], [2.0, 3.0]], [1.5])[1:] == (None, None)  # a task of one run
+
+
+def test_the_iqm_over_steps_is_each_steps_iqm_with_the_runs_resampled_whole():
+    curves = np.random.default_rng(6).normal(size=(6, 4))
+    curves[0, 0] = np.nan  # a run with no value yet at the first step
+    curves[:, 3] = 2.0  # every run at 2 at the last step
+    iqm, low, high = statistics.iqm_over_steps(curves)
+    assert np.isnan([iqm[0], low[0], high[0]]).all()
+    assert iqm[1:] == pytest.approx(scipy.stats.trim_mean(curves[:, 1:], 0.25, axis=0))
+    assert (iqm[3], low[3], high[3]) == (2.0, 2.0, 2.0)
+    for step in (1, 2):  # SciPy's interval of that step alone, from the same resamples of the runs
+        alone = scipy.stats.bootstrap((curves[:, step],), lambda s, axis: scipy.stats.trim_mean(s, 0.25, axis=axis),
+                                      vectorized=True, method="percentile", rng=np.random.default_rng(0))  # fmt: skip
+        assert (low[step], high[step]) == pytest.approx(tuple(alone.confidence_interval))
+    one = statistics.iqm_over_steps(curves[:1])
+    assert one[0][1:].tolist() == curves[0, 1:].tolist() and one[1:] == (None, None)
+
+
+def test_the_profiles_of_settings_on_several_tasks_are_of_normalized_scores(two_settings):
+    from proxima.run.scores import profiles, scored_groups
+
+    groups, _ = scored_groups(sorted(str(p) for p in two_settings.iterdir()))
+    (panel,) = profiles(groups)  # two tasks, each with its reference: one profile over both
+    assert panel["task"] is None and panel["normalized"]
+    table = reference_scores()
+    for line in panel["settings"]:
+        pooled = np.concatenate([(g.scores - table[g.task]["random"]) / (table[g.task]["reference"] - table[g.task]["random"])
+                                 for g in groups if g.setting == line["setting"]])  # fmt: skip
+        assert line["runs"] == 10
+        assert line["fraction"].tolist() == [np.mean(pooled > tau) for tau in panel["taus"]]
+        assert (line["low"] <= line["fraction"]).all() and (line["fraction"] <= line["high"]).all()
+    assert panel["taus"][0] == 0.0 and panel["taus"][-1] > 1.0  # from random to past the best run
+    cartpole = [g for g in groups if g.task == "CartPole-v1"]
+    (panel,) = profiles(cartpole)  # one task: in its own units
+    assert panel["task"] == "CartPole-v1" and not panel["normalized"]
+    assert (panel["taus"][0], panel["taus"][-1]) == (150.0, 500.0)
+    best = next(line for line in panel["settings"] if line["setting"] == "learning_rate=0.001")
+    assert (
+        best["fraction"][0] == 1.0 and best["fraction"][-1] == 0.0
+    )  # all above the worst run, none above 500
+
+
+def test_stats_plot_draws_the_profiles_and_the_iqm_over_steps(two_settings, capsys):
+    dirs = sorted(str(p) for p in two_settings.iterdir())
+    out = two_settings / "stats.png"
+    assert main(["stats", *dirs, "--plot", str(out)]) == 0
+    assert capsys.readouterr().out.endswith(f"wrote {out}\n")
+    assert out.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_sweeps_results_keep_their_table_and_add_the_statistics_of_each_setting(tmp_path):
+    """A sweep directory as a local sweep leaves it (runs, their trial.json, sweep.json), without training:
+    its summary adds the statistics of each setting's eval.json scores to results.json and results.md."""
+    from proxima.run.scores import with_interval
+    from proxima.scale.sweeps import summarize
+
+    scores = {"ppo": [100.0, 300.0, 200.0, 400.0], "vpg": [50.0, 150.0, 100.0, 350.0]}
+    trials = []
+    for setting, values in scores.items():
+        for seed, score in enumerate(values, 1):
+            run_dir = fake_run(tmp_path / f"{setting}__seed{seed}", score, seed=seed, algo=setting)
+            (tmp_path / f"{setting}__seed{seed}" / "trial.json").write_text(
+                json.dumps({"status": "finished", "final_return": 25.0, "wall_s": 1.0})
+            )
+            trials.append({"name": f"{setting}__seed{seed}", "setting": setting, "seed": seed,
+                           "config": {"run": {"run_dir": run_dir}}})  # fmt: skip
+    plan = {"format": "proxima-sweep", "title": "two algorithms", "trials": trials}
+    (tmp_path / "sweep.json").write_text(json.dumps(plan))
+    summarize(str(tmp_path), plan)
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert [s["setting"] for s in results["settings"]] == ["ppo", "vpg"]  # the old keys, as they were
+    assert results["settings"][0]["final_return_mean"] == 25.0 and len(results["trials"]) == 8
+    found = results["statistics"]
+    assert found["format"] == "proxima-stats" and [g["setting"] for g in found["groups"]] == ["ppo", "vpg"]
+    table = (tmp_path / "results.md").read_text()
+    assert table.startswith("two algorithms\n\nfinal return = mean return of a run's last 20 episodes")
+    for g in found["groups"]:
+        x = np.array(scores[g["setting"]])
+        assert g["score"] == ["eval.json"]
+        assert g["iqm"]["value"] == scipy.stats.trim_mean(x, 0.25)  # the middle two of four
+        assert g["median"]["value"] == np.median(x) and g["mean"]["value"] == x.mean()
+        assert g["optimality_gap"]["value"] == 475 - np.minimum(x, 475).mean()
+        row = f"| {g['setting']} | CartPole-v1 | 4 | 1,024 | eval.json | {with_interval(g['iqm'])} | "
+        assert row in table
+    (improvement,) = found["improvements"]
+    x, y = np.array(scores["vpg"]), np.array(scores["ppo"])
+    wins = (x[:, None] > y[None, :]).mean() + 0.5 * (x[:, None] == y[None, :]).mean()
+    assert wins == 4.5 / 16  # 150 > 100, 350 > 100, 200 and 300, and 100 = 100: 4 wins and a tie of 16 pairs
+    assert improvement["baseline"] == "ppo" and improvement["probability"]["value"] == wins
+    assert f"| vpg | 1 | {with_interval(improvement['probability'])} |" in table
+    assert "P(setting > ppo)" in table and "eval.json's deterministic episodes" in table

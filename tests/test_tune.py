@@ -31,6 +31,7 @@ from proxima.scale.tuning import (
     sample_score,
     spec_of,
 )
+from tests.test_report import page_data
 from tests.test_sweep import _json, _kill_session, _metrics
 
 pytestmark = pytest.mark.xdist_group("ray")  # Ray tests share the machine's Ray processes (see test_sweep.py)
@@ -265,6 +266,61 @@ def test_optuna_draws_near_the_settings_that_scored_well_and_is_told_those_of_a_
     assert spread(resumed) < 0.6 * spread(rates[:10])  # it went on from what it was told, not from scratch
 
 
+@needs_ray
+def test_a_searchs_results_and_proxima_stats_give_each_samples_statistics_over_its_seeds(tmp_path, capsys):
+    """A search of two samples of four seeds, each trained by run_sample as a Tune trial trains it (without
+    Ray, which takes longer to start than the search takes); ``proxima tune --resume`` finds nothing left to
+    run and writes the results."""
+    import scipy.stats
+
+    from proxima.run.scores import with_interval
+
+    base = resolve_args(env_id="CartPole-v1", env_backend="native", num_envs=4, num_steps=64,
+                        total_timesteps=1024, plot=False, report=False, seed=1)  # fmt: skip
+    plan = _plan(base, {"learning_rate": ["loguniform", 1e-4, 1e-2]}, "random", 2, "return", "max", 4, "fifo",
+                 None, 1, None)  # fmt: skip
+    out = tmp_path / "t"
+    out.mkdir()
+    for name, rate in (("s001", 1e-4), ("s002", 3e-3)):
+        plan["samples"].append({"name": name, "settings": {"learning_rate": rate}})
+        assert run_sample(str(out), plan, name, {"learning_rate": rate})["status"] == "finished"
+    (out / "tune.json").write_text(json.dumps(plan))
+    assert main(["tune", "--resume", str(out)]) == 0
+    results = _json(out / "results.json")
+    samples, found = results["samples"], results["statistics"]
+    table = (out / "results.md").read_text()
+    assert [g["setting"] for g in found["groups"]] == [s["name"] for s in samples]  # best first
+    for sample, group in zip(samples, found["groups"], strict=True):
+        # each seed's score, read from its files: the mean return of its last 20 episodes
+        finals = [np.mean([json.loads(line)["return"] for line in open(out / run / "episodes.jsonl")][-20:])
+                  for run in sample["runs"]]  # fmt: skip
+        assert finals == pytest.approx(sample["scores"])  # the search's own score of each seed
+        assert group["score"] == ["training return"] and group["runs"] == 4
+        assert group["iqm"]["value"] == pytest.approx(scipy.stats.trim_mean(finals, 0.25))
+        assert group["median"]["value"] == pytest.approx(np.median(finals))
+        assert group["mean"]["value"] == pytest.approx(sample["score_mean"])
+        assert group["optimality_gap"]["value"] == pytest.approx(475 - np.mean(np.minimum(finals, 475)))
+        assert (
+            f"| {sample['name']} | CartPole-v1 | 4 | 1,024 | training return | {with_interval(group['iqm'])} |"
+            in table
+        )
+    (improvement,) = found["improvements"]
+    assert improvement["setting"] == samples[1]["name"] and improvement["baseline"] == samples[0]["name"]
+    x, y = np.array(samples[1]["scores"]), np.array(samples[0]["scores"])
+    wins = (x[:, None] > y[None, :]).mean() + 0.5 * (x[:, None] == y[None, :]).mean()
+    assert improvement["probability"]["value"] == pytest.approx(wins)
+    # proxima stats on the tune directory: the same numbers, its settings named by what tells them apart
+    capsys.readouterr()
+    assert main(["stats", str(out), "--json", str(tmp_path / "stats.json")]) == 0
+    again = {frozenset(os.path.basename(r["run_dir"]) for r in g["per_run"]): g for g in
+             _json(tmp_path / "stats.json")["groups"]}  # fmt: skip
+    for sample, group in zip(samples, found["groups"], strict=True):
+        same = again[frozenset(sample["runs"])]
+        assert same["setting"] == f"learning_rate={sample['settings']['learning_rate']:g}"
+        assert same["iqm"] == group["iqm"] and same["optimality_gap"] == group["optimality_gap"]
+    assert "performance_profile" in [c["key"] for c in page_data(out / "report.html")["charts"]]
+
+
 @pytest.mark.slow
 @needs_ray
 def test_optuna_with_asha_stops_a_sample_and_the_best_settings_train_as_a_preset(tmp_path, capsys):
@@ -346,6 +402,9 @@ def test_a_killed_search_finishes_on_resume_without_rerunning_what_ended(tmp_pat
     assert main(["tune", "--resume", str(out)]) == 0
     samples = _json(out / "results.json")["samples"]
     assert sorted(s["name"] for s in samples) == ["s001", "s002", "s003"]
+    assert [g["setting"] for g in _json(out / "results.json")["statistics"]["groups"]] == [
+        s["name"] for s in samples
+    ]
     assert all(s["status"] == "finished" for s in samples)
     assert (out / f"{first}__seed1" / "metrics.jsonl").stat().st_mtime_ns == kept
 

@@ -7,8 +7,9 @@ from proxima.commands.common import flag_value, interrupted, parse_command, prin
 
 COMPARE_ABOUT = """Trains every algorithm of --algos with every seed on one env, each as an ordinary `proxima train`
 run in its own directory under the output directory (a sweep over the algorithms: Ray Tune trials where Ray is
-installed), then writes a table of the final returns over seeds per algorithm (results.md), the learning curves
-with bands (learning_curves.png) and results.json. Exit status 1 if a run failed or did not run."""
+installed), then writes a table of the final returns over seeds per algorithm with their IQM and its 95% CI
+(results.md), the learning curves with bands (learning_curves.png) and results.json. Exit status 1 if a run
+failed or did not run."""
 
 
 def run(argv: list[str]) -> int:

@@ -16,8 +16,9 @@ STATS_ABOUT = """The statistics of Agarwal et al., "Deep RL at the Edge of the S
 final scores of the runs under DIR...: per setting and task, the interquartile mean (IQM), the median, the mean and
 the optimality gap (against the task's reference score), each with its 95% stratified bootstrap confidence
 interval; over several tasks, the same of normalized scores (0: a random policy, 1: the task's reference score);
-and each setting's probability of improving on the baseline. docs/STATISTICS.md says how each is computed and
-where the reference scores come from. Needs SciPy (the stats extra)."""
+and each setting's probability of improving on the baseline; --plot draws the performance profiles and each
+setting's IQM over steps with their bands. docs/STATISTICS.md says how each is computed and where the reference
+scores come from. Needs SciPy (the stats extra)."""
 
 
 @dataclass

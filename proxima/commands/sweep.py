@@ -50,10 +50,10 @@ class SweepFlags:
 
 SWEEP_ABOUT = """Trains every combination of the --grid values with every seed, each as an ordinary `proxima train` run
 in its own directory under the sweep directory (as a Ray Tune trial, by default), then writes a table of the final
-returns over seeds per setting (results.md), the learning curves with bands (learning_curves.png) and
-results.json. Every run can be evaluated, plotted or resumed on its own. Exit status 1 if a run failed (a NaN, a
-crashed env: its reason is in results.md, and the other runs go on; --resume keeps it failed) or did not run. A run
-that crashed on anything else (a bug) runs again on --resume."""
+returns over seeds per setting with their IQM and its 95% CI (results.md), the learning curves with bands
+(learning_curves.png) and results.json. Every run can be evaluated, plotted or resumed on its own. Exit status 1
+if a run failed (a NaN, a crashed env: its reason is in results.md, and the other runs go on; --resume keeps it
+failed) or did not run. A run that crashed on anything else (a bug) runs again on --resume."""
 
 
 # What `proxima sweep --resume SWEEP_DIR` accepts beside it: where the rest runs, not what it is

@@ -51,8 +51,8 @@ class TuneFlags:
 
 TUNE_ABOUT = """Searches the --space for the settings that score best: each sample is one Ray Tune trial that trains
 --seeds seeds of it as ordinary `proxima train` runs under the tune directory. Writes results.md (the samples
-ranked by the IQM of their seeds' scores), results.json, report.html and best.json, the best settings as a preset for
-`proxima train --config TUNE_DIR/best.json`. Exit status 1 if no sample finished."""
+ranked by the IQM of their seeds' scores, each with its 95% CI), results.json, report.html and best.json, the
+best settings as a preset for `proxima train --config TUNE_DIR/best.json`. Exit status 1 if no sample finished."""
 
 
 def run(argv: list[str]) -> int:
