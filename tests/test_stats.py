@@ -257,6 +257,16 @@ def test_without_scipy_stats_names_the_extra_and_a_batched_run_still_ends(tmp_pa
             "'proxima[stats]'\n"
         )
     )
+    # a sweep's or a search's results, and a report page of several seeds, say so in a line
+    from proxima.run.report import find_runs
+    from proxima.run.scores import page_statistics, results_statistics
+
+    said = "the statistics need SciPy, which the stats extra installs: pip install 'proxima[stats]'"
+    fake_run(tmp_path / "runs" / "seed2", 2.0, seed=2)
+    assert results_statistics({"ppo": [str(tmp_path / "runs" / "seed1")]}) == (
+        None, f"## Statistics of the final scores\n\nNo statistics: {said}\n",
+    )  # fmt: skip
+    assert page_statistics(find_runs([str(tmp_path / "runs")])[0])["notes"] == [said]
 
 
 def _seed_run(run_dir, seed):

@@ -599,7 +599,7 @@ def _statistics_charts(found: dict, groups: list[str]) -> list[dict]:
                 "env steps",
                 "step",
                 "IQM",
-                "a run that ended before the others keeps its last value",
+                "A run that ended before the others keeps its last value",
                 lines,
                 groups,
             )

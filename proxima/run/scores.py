@@ -1,5 +1,6 @@
 """Each run's final score, the runs grouped by setting and task, the reference scores that normalize a task's
-scores, and the statistics of ``proxima.run.statistics`` over them (``proxima stats``, a batched run's results).
+scores, and the statistics of ``proxima.run.statistics`` over them: for ``proxima stats``, the results of a
+batched run, a sweep and a search, and the report page.
 
 A run's score is the first of these that its directory holds (``--score auto``), or the one asked for:
 

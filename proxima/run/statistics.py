@@ -13,7 +13,9 @@ arrays where tasks have different numbers of runs). The point estimates are rlia
 - ``optimality_gap``: how far the scores fall short of ``gamma`` on average, ``gamma - mean(min(x, gamma))``
   over all runs pooled (normalized scores: ``gamma`` 1, the reference score);
 - ``probability_of_improvement(x, y)``: P(X > Y) of a run of X against a run of Y on the same task, ties
-  counted half (the Mann-Whitney U statistic over ``n_x * n_y``), averaged over the tasks.
+  counted half (the Mann-Whitney U statistic over ``n_x * n_y``), averaged over the tasks;
+- ``performance_profile(scores, taus)``: the fraction of all runs pooled whose score is above each tau;
+- ``iqm_over_steps(curves)``: the IQM over runs at each step of their curves (runs × steps).
 
 The intervals are ``scipy.stats.bootstrap``'s percentile intervals (rliable's default method) of the data given
 as one sample per task: SciPy resamples each sample on its own, so each resample keeps every task's number of
@@ -35,7 +37,8 @@ from proxima.base.errors import UserError
 
 CONFIDENCE = 0.95
 RESAMPLES = 9999  # SciPy's default
-# the comparisons of a probability of improvement per batch of resamples: n_x * n_y booleans each
+# the values a statistic computes per batch of resamples, at most: a probability of improvement's n_x * n_y
+# comparisons, a performance profile's runs × taus, an IQM over steps' runs × steps, each per resample
 PAIRS_PER_BATCH = 2_000_000
 NAMES = ("iqm", "median", "mean", "optimality_gap")
 
