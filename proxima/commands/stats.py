@@ -29,9 +29,9 @@ class StatsArgs:
         tyro.conf.arg(metavar="DIR [DIR ...]", help_behavior_hint="(required)"),
     ]
     """run directories, a `--num-seeds` run's directory, sweep, compare or tune directories, or directories of runs"""
-    score: Literal["auto", "solve", "eval", "eval-return", "training"] = "auto"
+    score: Literal["auto", "solve", "eval", "tune-eval", "eval-return", "training"] = "auto"
     """each run's score: auto takes the first it has of solve (solve.json), eval (a deterministic eval.json),
-    eval-return (the last --eval-every evaluation) and training (the mean return of its last 20 episodes)"""
+    tune-eval (proxima tune's evaluation at the final budget), eval-return (the last --eval-every evaluation) and training (the mean return of its last 20 episodes)"""
     baseline: str | None = None
     """the setting that the others' probability of improvement is against (default: the first setting)"""
     json: Annotated[str | None, tyro.conf.arg(metavar="FILE")] = None

@@ -46,6 +46,7 @@ from proxima.run.report import (
 SOURCES = {
     "solve": "solve.json",
     "eval": "eval.json",
+    "tune-eval": "tune_eval",
     "eval-return": "eval_return",
     "training": "training return",
 }
@@ -53,6 +54,7 @@ SOURCES = {
 SAID = {
     "solve": "solve.json's deterministic episodes",
     "eval": "eval.json's deterministic episodes",
+    "tune-eval": "proxima tune's deterministic evaluation at the final budget",
     "eval-return": "the last --eval-every evaluation, deterministic",
     "training": "the mean return of the last 20 training episodes",
 }
@@ -96,15 +98,19 @@ def _deterministic_mean(evaluation: dict | None) -> float | None:
     return _number(evaluation.get("mean"))
 
 
+def _last(run: RunData, key: str) -> float | None:
+    """The last finite ``key`` that the run's metrics.jsonl logged."""
+    return next((v for v in (_number(m.get(key)) for m in reversed(run.metrics)) if v is not None), None)
+
+
 def final_score(run: RunData, source: str = "auto") -> tuple[float, str] | None:
     """The run's score and its source (a key of ``SOURCES``): the first that it holds, for ``"auto"``; None
     where it holds none (or not the one asked for)."""
     found = {
         "solve": lambda: _deterministic_mean(run.solve),
         "eval": lambda: _deterministic_mean(run.evaluation),
-        "eval-return": lambda: next(
-            (v for v in (_number(m.get("eval_return")) for m in reversed(run.metrics)) if v is not None), None
-        ),
+        "tune-eval": lambda: _last(run, "tune_eval"),
+        "eval-return": lambda: _last(run, "eval_return"),
         "training": lambda: float(run.returns[-WINDOW:].mean()) if len(run.returns) else None,
     }
     for name in SOURCES if source == "auto" else [source]:
@@ -124,6 +130,7 @@ def _missing(run: RunData, source: str) -> str:
     what = {
         "solve": "no deterministic solve.json (proxima solve writes it)",
         "eval": "no deterministic eval.json of its own env (proxima eval RUN_DIR --deterministic writes it)",
+        "tune-eval": "no tune_eval in its metrics.jsonl (proxima tune's default score logs it)",
         "eval-return": "no eval_return in its metrics.jsonl (train with --eval-every N)",
         "training": "no finished training episode",
     }[source]
