@@ -60,6 +60,7 @@ commands:
   solve   train ENV_ID with its fast preset until solved, then score it on Gymnasium's env (proxima solve --help)
   report  one self-contained HTML page of runs, a sweep or a comparison: proxima report RUN_DIR... (--help)
   stats   IQM, median, mean and optimality gap of runs' final scores, with bootstrap CIs: proxima stats DIR...
+  bench   train a suite's tasks x 10 seeds with their presets, beside published PPO numbers: proxima bench SUITE
   presets list the presets that `proxima train --config NAME` accepts; `proxima presets NAME` shows one
   export  write a trained agent's deterministic policy as one ONNX or TorchScript file (proxima export --help)
   check-env  check that proxima will train on ENV_ID (or module:ID) and say what it will make of it
@@ -80,6 +81,7 @@ COMMANDS = {
     "probe": "probe",
     "report": "report",
     "stats": "stats",
+    "bench": "bench",
     "sweep": "sweep",
     "tune": "tune",
     "export": "export",
