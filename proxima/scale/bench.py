@@ -273,8 +273,10 @@ def _train(out: str, task: Task, units: list[Unit]) -> None:
         if seeds > 1
         else "as one run"
     )
+    started = any(os.path.exists(os.path.join(out, u.name, files.CHECKPOINT)) for u in todo)
     print(
-        f"{task.env_id}: training {seeds} seed{'s' if seeds > 1 else ''} {how}, preset {task.preset}, at most "
+        f"{task.env_id}: {'resuming' if started else 'training'} {seeds} seed{'s' if seeds > 1 else ''} {how}, "
+        f"preset {task.preset}, at most "
         f"{todo[0].args.algorithm.total_timesteps:,} steps each (its page: proxima report {os.path.join(out, task.dir_name)})",
         flush=True,
     )
