@@ -171,6 +171,10 @@ def test_every_suite_plans_ten_batched_seeds_of_its_presets(tmp_path):
         assert read_preset(t.preset)["env_id"] == t.env_id and "solve" in read_preset(t.preset)
         assert t.total_timesteps == read_preset(t.preset)["total_timesteps"]
     assert {t.total_timesteps for t in bench.suite_tasks("mujoco")} == {1_000_000}
+    atari = bench.plan(bench.suite_tasks("atari5"), 10, None, str(tmp_path))
+    assert {u.args.network.precision for u in atari} == {
+        "float32"
+    }  # CleanRL's arithmetic; batched seeds need it
     # every classic task has a reference score, so the page has statistics over the tasks
     assert all(t.env_id in reference_scores() for t in bench.suite_tasks("classic"))
 

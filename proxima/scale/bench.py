@@ -21,7 +21,7 @@ import json
 import math
 import os
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 
 import numpy as np
@@ -47,6 +47,7 @@ class Task:
     env_id: str
     preset: str
     total_timesteps: int
+    settings: dict = field(default_factory=dict)  # over the preset's, by their flat names
 
     @property
     def dir_name(self) -> str:
@@ -115,6 +116,7 @@ def _units(task: Task, seeds: int, total_timesteps: int | None, out: str) -> lis
         env_id=task.env_id,
         total_timesteps=total_timesteps or task.total_timesteps,
         quiet=True,  # the bench says what each task did; each run's report.html shows it live
+        **task.settings,
     ).validate()
     if seeds > 1:
         group = base.replace(num_seeds=seeds, run_dir=os.path.join(out, task.dir_name)).validate()
@@ -225,6 +227,7 @@ def bench(
             {
                 "task": t.env_id,
                 "preset": t.preset,
+                "settings": t.settings,
                 "total_timesteps": total_timesteps or t.total_timesteps,
                 "runs": [u.name for u in units if u.task == t],
                 "batched": any(len(u.seeds) > 1 for u in units if u.task == t),
@@ -410,6 +413,7 @@ def results(out: str, tasks: list[Task], units: list[Unit], episodes: int) -> di
             {
                 "task": task.env_id,
                 "preset": task.preset,
+                "settings": task.settings,
                 "total_timesteps": mine[0].args.algorithm.total_timesteps,
                 "wall_s": sum(walls) if walls else None,
                 "seeds": seeds,
@@ -479,6 +483,12 @@ def _steps(values: list[int]) -> str:
     return f"{low:,}" if low == high else f"{low:,}–{high:,}"
 
 
+def _preset(task: dict) -> str:
+    """The preset and the task's own settings over it, as train flags."""
+    flags = [f"--{k.replace('_', '-')} {v}" for k, v in task["settings"].items()]
+    return " ".join([f"`{task['preset']}`", *(f"`{f}`" for f in flags)])
+
+
 def _peer(task: str, found: list[dict], peer: str) -> str:
     mine = [p for p in found if p["peer"] == peer]
     if not mine:
@@ -511,7 +521,7 @@ def page(record: dict) -> str:
         stats = t["statistics"] or {}
         steps = _steps([s["steps"] for s in scored if s["steps"] is not None])
         lines.append(
-            f"| {t['task']} | `{t['preset']}` | {steps} ({t['total_timesteps']:,}) | {len(scored)}/{len(t['seeds'])} "
+            f"| {t['task']} | {_preset(t)} | {steps} ({t['total_timesteps']:,}) | {len(scored)}/{len(t['seeds'])} "
             f"| {with_interval(stats.get('iqm'))} | {_peer(t['task'], t['published'], 'CleanRL')} | {_peer(t['task'], t['published'], 'RL Zoo')} |"
         )
     lines += [
@@ -535,15 +545,8 @@ def page(record: dict) -> str:
     lines += ["", "## Over the tasks, normalized (0: random, 1: the reference score)", ""]
     a = res["aggregate"]
     if a is None:
-        lines.append(
-            "None: "
-            + (
-                "; ".join(res["notes"])
-                if res["notes"]
-                else "a statistic over the tasks needs two or more tasks"
-            )
-            + "."
-        )
+        said = "; ".join(res["notes"]) or "none: a statistic over the tasks needs two or more tasks"
+        lines.append(said[0].upper() + said[1:] + ".")
     else:
         lines += [
             "| tasks | runs | IQM | median | mean | optimality gap |",
