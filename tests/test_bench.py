@@ -23,8 +23,9 @@ def _files(root):
         os.path.join(d, f): os.stat(os.path.join(d, f)).st_mtime_ns
         for d, _, names in os.walk(root)
         for f in names
-        if f not in (bench.BENCH_JSON, bench.BENCH_MD)
-    }
+        if os.path.join(d, f)
+        not in {os.path.join(root, n) for n in (bench.BENCH_JSON, bench.BENCH_MD, "report.html")}
+    }  # the bench's own pages are written again
 
 
 def _one_line(capsys):
@@ -83,6 +84,12 @@ def test_the_page_holds_the_statistics_of_the_seeds_scores_and_a_rerun_trains_an
     assert (
         record["command"] in page and record["results"]["aggregate"] is None
     )  # one task: nothing over tasks
+
+    numbers = tmp_path / "stats.json"  # proxima stats on the bench directory: the same numbers
+    assert main(["stats", out, "--json", str(numbers)]) == 0
+    (group,) = json.loads(numbers.read_text())["groups"]
+    assert group["runs"] == 4 and group["iqm"] == stats["iqm"]
+    capsys.readouterr()
 
     before = _files(out)
     assert main(argv) == 0

@@ -161,3 +161,22 @@ def test_a_page_of_pbt_runs_lists_each_perturbation(browser, tmp_path):
     assert len(tables) == 1
     rows = tables[0].strip().splitlines()
     assert rows[1].split("\t") == ["s002__seed1", "8", "4,096", "s001", "learning_rate=0.0012, ent_coef=0.01"]
+
+
+def test_a_benchs_page_draws_each_tasks_performance_profile_and_iqm_over_steps(browser, tmp_path, capsys):
+    out = tmp_path / "bench"
+    argv = ["bench", "classic", "--tasks", "CartPole-v1", "--seeds", "4", "--total-timesteps", "4096",
+            "--episodes", "8", "--output-dir", str(out)]  # fmt: skip
+    assert main(argv) == 0
+    assert "report.html" in (out / "bench.md").read_text()
+    page = open_page(browser, out / "report.html", tmp_path, "bench")
+    charts = {c["key"]: c for c in page.evaluate(CHARTS_DRAWN)}
+    for key in STATISTICS_CHARTS:  # the task's one group: its line and band (lowest, highest)
+        assert charts[key]["drawn"] >= 1 and charts[key]["filled"] == charts[key]["series"] == 3, charts[key]
+        assert charts[key]["coloured"] > 50, charts[key]
+    body = page.inner_text("body")
+    assert "Statistics over seeds" in body and "CartPole-v1" in body
+    # the page's IQM is the bench's
+    record = json.loads((out / "bench.json").read_text())
+    iqm = record["results"]["tasks"][0]["statistics"]["iqm"]["value"]
+    assert f"{iqm:.2f}" in body or f"{iqm:.1f}" in body, iqm

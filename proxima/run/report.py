@@ -256,6 +256,14 @@ def read_runs(paths: list[str]) -> tuple[list[RunData], list[str], list[dict]]:
         else:
             subs = sorted(os.path.join(path, d) for d in os.listdir(path))
             inner = [read_run(d) for d in subs if os.path.isdir(d) and is_run(d)]
+            if not inner:  # a directory of --num-seeds runs (a bench's tasks): each one's seeds
+                inner = [
+                    read_run(os.path.join(d, e))
+                    for d in subs
+                    if os.path.isdir(d)
+                    for e in sorted(os.listdir(d))
+                    if is_run(os.path.join(d, e))
+                ]
             if not inner and not found:
                 raise UserError(
                     f"{path!r} holds no proxima run: give run directories (with config.json and metrics.jsonl), "

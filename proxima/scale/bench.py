@@ -29,6 +29,7 @@ import numpy as np
 from proxima.base import files
 from proxima.base.errors import UserError
 from proxima.run.config import PPOArgs, resolve_args
+from proxima.run.report import read_run, write_report
 from proxima.run.scores import Group, RunScore, number, summarize, with_interval
 from proxima.scale.seedgroup import check_seeds
 from proxima.scale.sweeps import run_trial, trial_row
@@ -250,6 +251,8 @@ def bench(
         record["results"] = results(out, chosen, units, episodes)
         files.write_json(os.path.join(out, BENCH_JSON), record)
         files.write_text(os.path.join(out, BENCH_MD), page(record))
+        # the plots: each task's performance profile and IQM over steps, with the runs' curves
+        write_report([out], os.path.join(out, files.REPORT))
     return record
 
 
@@ -386,7 +389,7 @@ def _seed_row(out: str, seed_dir: str, seed: int, episodes: int) -> tuple[dict, 
         "agent_step": _count(done.get("agent_step")),
         "steps": steps,
     }
-    return row, RunScore(seed_dir, float(returns.mean()), "eval", steps or 0, "finished")
+    return row, RunScore(seed_dir, float(returns.mean()), "eval", steps or 0, "finished", read_run(seed_dir))
 
 
 def results(out: str, tasks: list[Task], units: list[Unit], episodes: int) -> dict:
@@ -511,7 +514,8 @@ def page(record: dict) -> str:
         f"proxima {res['proxima']}, {res['date']}, {res['machine']}. Each task's {request['seeds']} seeds trained "
         f"with its preset; each seed's agent (its best, where the preset keeps one, else its final agent) scored on "
         f"{res['episodes']} deterministic episodes of Gymnasium's env. [95% CI]: {res['interval'] or 'none'}. The "
-        "published numbers are of other kinds of score, and some of other versions of the env (below).",
+        "published numbers are of other kinds of score, and some of other versions of the env (below). The plots "
+        "(each task's performance profile and IQM over steps, with every seed's curves) are on `report.html`.",
         "",
         "| task | preset | steps (budget) | seeds scored | IQM [95% CI] | CleanRL PPO | RL Zoo PPO |",
         "|---|---|---|---|---|---|---|",
