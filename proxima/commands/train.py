@@ -48,6 +48,7 @@ _NAMING_FLAGS = (
 
 def run(argv: list[str]) -> int:
     from proxima.run.loop import run_to_end
+    from proxima.scale.distributed import refuse_unasked
     from proxima.scale.trainer import resuming, train
 
     if flag_value(argv, "--resume") is not None and not helping(argv):  # train's help lists --resume too
@@ -74,5 +75,6 @@ def run(argv: list[str]) -> int:
         )
     else:
         flags, args = parse_command(argv, "proxima train", TrainFlags, instructions=("config", "resume"))
+        refuse_unasked(args)
         train(args, resume_if_exists=flags.resume_if_exists)
     return 0

@@ -243,6 +243,10 @@ class RunSettings:
     num_seeds: Annotated[int, SEEDS] = 1
     """train seeds seed ... seed+N-1 as N independent agents in one process, as one batched computation; each
     writes its own run directory, RUN_DIR/seedS (docs/TRAINING.md)"""
+    distributed: bool = False
+    """train this one run on the processes that torchrun or SLURM started (their RANK and WORLD_SIZE), each
+    stepping num_envs / WORLD_SIZE of its envs, with the gradients averaged across them: the run a single process
+    would train, on many (docs/SCALING.md)"""
     torch_deterministic: bool = True
     """if toggled, `torch.backends.cudnn.deterministic=True` and torch picks deterministic algorithms"""
     cuda: bool = True

@@ -267,9 +267,14 @@ class Run:
             self.collector, self.model, args, self.updates_done + 1, self.estimator
         )
         batch = (buf.sequences if args.network.recurrent else buf.flatten)(advantages, returns)
-        stats = update(self.model, self.optimizer, batch, self.settings, self.streams.minibatches)
+        stats = self.learn(batch)
         stats.update(buf.diagnostics(self.model, batch))  # a multi-agent run's: each network's
         return self.result(buf, batch, stats, learning_rate, in_force)
+
+    def learn(self, batch) -> dict:
+        """The update's gradient steps on ``batch``; their debug variables. A run on many processes
+        (``proxima.scale.distributed``) has each rank learn on its share of every minibatch instead."""
+        return update(self.model, self.optimizer, batch, self.settings, self.streams.minibatches)
 
     def result(self, buf, batch, stats: dict, learning_rate: float, in_force: dict) -> UpdateResult:
         """Count the update done; return what the callbacks get of it."""

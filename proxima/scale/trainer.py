@@ -9,7 +9,8 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import gymnasium as gym
 import torch
@@ -56,6 +57,7 @@ from proxima.run.loop import (
     take_env,
     thread_notes,
 )
+from proxima.scale import distributed
 from proxima.scale.rollout_workers import WorkerPool
 from proxima.scale.seedgroup import check_seeds, resume_seeds, train_seeds
 
@@ -137,6 +139,8 @@ def training(
                 "on every start of the job"
             )
         run_dir = default_run_dir(args)
+    if args.run.distributed:  # this process is one rank of the run (proxima.scale.distributed)
+        return (yield from distributed.training(args, callbacks, env, resume_if_exists, new_run, run_dir))
     # One writer: a requeued job may start while the old one, in its grace period, finishes its last update.
     waiting = None if args.run.quiet else (lambda text: print(text, flush=True))
     with lock_directory(
@@ -185,16 +189,25 @@ def checked(args: PPOArgs | None, config: str | None = None, env=None, **overrid
         args = args.replace(env_id=describe_env(env)[0])
     if args.run.num_seeds > 1:
         check_seeds(args, env)
+    if args.run.distributed:
+        distributed.check(args, env)
     return args, env
 
 
 @contextlib.contextmanager
 def new_run(
-    args: PPOArgs, run_dir: str, callbacks: list[Callback], env=None, requeued: bool = False
+    args: PPOArgs,
+    run_dir: str,
+    callbacks: list[Callback],
+    env=None,
+    requeued: bool = False,
+    run_type: Callable[..., Run] = Run,
+    envs_of: Callable[..., Any] | None = None,
 ) -> Iterator[Run]:
     """The ``Run`` of ``checked`` settings in ``run_dir``, which this process holds, with its callbacks and its
     config.json written, for ``steps`` to train; its envs and console closed after. ``requeued``: ``requeue``
-    found no run there (its files may be others'), else ``run_dir`` must be free."""
+    found no run there (its files may be others'), else ``run_dir`` must be free. ``run_type`` and ``envs_of``:
+    one rank's run and its share of the envs, where the run is on many processes (``proxima.scale.distributed``)."""
     if not requeued:  # held, as another run would find a run that it writes now stopped before its checkpoint
         check_run_dir_free(run_dir)
     device, notes = setup(args)
@@ -203,7 +216,7 @@ def new_run(
     try:
         # Built before the run directory, so a bad env id or unsupported space leaves nothing behind (but
         # --capture-video's recorder makes RUN_DIR/videos as it is built: removed below if the run never starts).
-        envs = make_run_envs(args, run_dir, device, env)
+        envs = (envs_of or make_run_envs)(args, run_dir, device, env)
         check_spaces(obs_layout(envs), envs.single_action_space, args.network.encoder)
         if args.algorithm.action_std_end is not None and not isinstance(
             envs.single_action_space, gym.spaces.Box
@@ -219,7 +232,7 @@ def new_run(
             thread_notes(args, envs) + encoder_note(args.network.encoder) + env_note(args.env.env_factory)
         )
         notes += encoder_note(args.network.actor_critic, "actor_critic")
-        run = Run(args, envs, run_dir, device, env=env)
+        run = run_type(args, envs, run_dir, device, env=env)
         run.agent.env_source = env_source(args.env.env_id, args.env.env_kwargs, args.env.env_factory)
         if args.run.init_from is not None:
             init_from_agent(run, args.run.init_from)
@@ -315,6 +328,8 @@ def resumed_run(
     config_path = os.path.join(run_dir, CONFIG_JSON)
     saved = PPOArgs.from_json(read_json(config_path), config_path)
     trust.check_settings(config_path, saved, env=env, trusted=trust_code, named=named)
+    if saved.run.distributed:
+        raise distributed.refuse_resume(run_dir)
     path = os.path.join(run_dir, CHECKPOINT)
     if not os.path.exists(path):
         raise UserError(
