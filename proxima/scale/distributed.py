@@ -88,10 +88,12 @@ def ranks_from_environment(environ=os.environ) -> Ranks:
     )
     missing = [name for name in (*names[:2], "MASTER_ADDR", "MASTER_PORT") if name not in environ]
     if missing:
+        launched = "RANK" in environ or "SLURM_PROCID" in environ
         raise UserError(
-            f"--distributed takes its ranks from the launcher, and {missing[0]} is not set; launch it with "
-            "torchrun --nproc-per-node N -m proxima train --distributed ..., or under SLURM's srun with "
-            "MASTER_ADDR and MASTER_PORT exported (docs/SCALING.md)"
+            f"--distributed takes its ranks from the launcher, and {missing[0]} is not set"
+            f"{'' if launched else ' (nor RANK, which torchrun sets)'}; launch it with torchrun "
+            "--nproc-per-node N -m proxima train --distributed ..., or under SLURM's srun with MASTER_ADDR and "
+            "MASTER_PORT exported (docs/SCALING.md)"
         )
     try:
         rank, size, local = (int(environ.get(name, "0")) for name in names)
