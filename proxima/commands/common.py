@@ -140,8 +140,9 @@ SECTIONS: tuple[tuple[str, str, list[str]], ...] = (
     ),
     (
         "scale",
-        "scaling out: seeds batched in one process, threads, Ray rollout workers (docs/SCALING.md)",
-        "num_seeds torch_threads rollout_workers".split(),
+        "scaling out: seeds batched in one process, threads, Ray rollout workers, one run on many processes "
+        "(docs/SCALING.md)",
+        "num_seeds torch_threads rollout_workers distributed".split(),
     ),
     (
         "multi_agent",
