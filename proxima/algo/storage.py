@@ -143,6 +143,12 @@ class RolloutBuffer:
         # (step, env) -> the env's info where an episode ended there; None: the run asked for no infos
         self.episode_infos: dict[tuple[int, int], dict] | None = None
 
+    def rows_by_step(self) -> dict[str, tuple[Tensor, ...]]:
+        """Each of ``STEPS``' tensors as its steps' rows, views that a rollout writes in place: one ``unbind`` per
+        tensor and rollout rather than an index at each write (at a few envs, a step's time is the fixed cost of
+        its ops)."""
+        return {name: getattr(self, name).unbind(0) for name in self.STEPS}
+
     def advantages(
         self,
         estimator: str | Estimator,

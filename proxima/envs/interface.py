@@ -68,12 +68,13 @@ class Step(NamedTuple):
     def done(self) -> Tensor:
         return self.terminated | self.truncated
 
-    def stats(self) -> tuple[Tensor, Tensor]:
-        """``(score, game_over)``: what episode statistics count, whole games with their raw scores."""
-        return (
-            self.reward if self.score is None else self.score,
-            self.done if self.game_over is None else self.game_over,
-        )
+    def stats(self, done: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """``(score, game_over)``: what episode statistics count, whole games with their raw scores. ``done``:
+        ``self.done``, where the caller has it already (each is an op, at every step of a rollout)."""
+        over = self.game_over
+        if over is None:
+            over = self.done if done is None else done
+        return self.reward if self.score is None else self.score, over
 
 
 class VecEnv(Protocol):

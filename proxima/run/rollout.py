@@ -84,20 +84,24 @@ class RolloutCollector:
         buf, norm = self.buffer, model.normalization
         if self._infos is not None:
             buf.episode_infos = {}
+        at = buf.rows_by_step()  # each step's rows, written in place
         for t in range(buf.obs.shape[0]):
             if self.raw_obs is not None:
                 self.raw_obs[t] = self.next_obs
             rows = self._present(t)  # the statistics take in the rows present (None: all)
             obs = norm.obs(self.next_obs, update=not self.frozen_stats, rows=rows)
-            buf.obs[t] = obs
-            buf.dones[t] = self.next_done
+            at["obs"][t].copy_(obs)
+            at["dones"][t].copy_(self.next_done)
             # One forward pass over the whole batch gives the actions, their log-probs and the values.
-            actions, buf.logprobs[t], buf.values[t] = self._act(model, obs)
-            buf.actions[t] = actions  # as sampled: a Box action is clipped only on its way into the env
+            actions, logprobs, values = self._act(model, obs)
+            at["logprobs"][t].copy_(logprobs)
+            at["values"][t].copy_(values)
+            # as sampled: a Box action is clipped only on its way into the env
+            at["actions"][t].copy_(actions)
             step = env_call(self.envs.step, actions)
             done = step.done
-            score, game_over = step.stats()
-            self._record_episodes(t, score, game_over, rows)
+            score, game_over = step.stats(done)
+            self._record_episodes(at, t, score, game_over, rows)
             if step.infos:
                 assert buf.episode_infos is not None  # envs report infos only once keep_infos asked for them
                 buf.episode_infos.update(((t, i), info) for i, info in step.infos.items())
@@ -109,14 +113,16 @@ class RolloutCollector:
                 reward = norm.reward(reward, self._discounted_return, update=not self.frozen_stats, rows=rows)
                 self._discounted_return.masked_fill_(done, 0.0)
             # A time-limit truncation is not the end of the task: the return goes on past the cut, so the
-            # target for this step is r + gamma * V(final_obs). A termination's future is worth 0.
-            cut = step.truncated & ~step.terminated
-            if cut.any():
-                rows = cut.nonzero().squeeze(-1)
-                reward = reward.index_add(
-                    0, rows, self.gamma * self._final_values(model, step.final_obs, rows)
-                )
-            buf.rewards[t] = reward
+            # target for this step is r + gamma * V(final_obs). A termination's future is worth 0. (Most steps
+            # truncate nothing: one test of the truncations, and the cut rows only where there are some.)
+            if step.truncated.any():
+                cut = step.truncated & ~step.terminated
+                if cut.any():
+                    rows = cut.nonzero().squeeze(-1)
+                    reward = reward.index_add(
+                        0, rows, self.gamma * self._final_values(model, step.final_obs, rows)
+                    )
+            at["rewards"][t].copy_(reward)
             self.next_obs = step.obs
             self.next_done = done.float()
             self._stepped(step)
@@ -167,16 +173,19 @@ class RolloutCollector:
             setattr(self, name, state[name.lstrip("_")].to(getattr(self, name)))
         self.envs.load_state_dict(state["env"])
 
-    def _record_episodes(self, t: int, score: Tensor, game_over: Tensor, rows: Tensor | None) -> None:
-        """Statistics of whole games: an Atari game goes on after a lost life, and its score is unclipped."""
-        buf = self.buffer
-        self._episode_return += score
-        self._episode_length += 1 if rows is None else rows  # a row that is not present takes no step
-        buf.episode_returns[t] = self._episode_return
-        buf.episode_lengths[t] = self._episode_length
-        buf.episode_ended[t] = game_over
-        self._episode_return.masked_fill_(game_over, 0.0)
-        self._episode_length.masked_fill_(game_over, 0)
+    def _record_episodes(
+        self, at: dict[str, tuple[Tensor, ...]], t: int, score: Tensor, game_over: Tensor, rows: Tensor | None
+    ) -> None:
+        """Statistics of whole games: an Atari game goes on after a lost life, and its score is unclipped.
+        ``at``: the buffer's rows by step (``RolloutBuffer.rows_by_step``)."""
+        # Each running statistic is summed into its row of the buffer, and that row with the ended games zeroed is
+        # the next running one: two ops each, where an add in place, a copy and a fill in place were three.
+        returns = torch.add(self._episode_return, score, out=at["episode_returns"][t])
+        self._episode_return = returns.masked_fill(game_over, 0.0)
+        # a row that is not present takes no step
+        lengths = torch.add(self._episode_length, 1 if rows is None else rows, out=at["episode_lengths"][t])
+        self._episode_length = lengths.masked_fill(game_over, 0)
+        at["episode_ended"][t].copy_(game_over)
 
     # The hooks of a collector with rows that come and go (proxima.run.multiagent): every row is present here.
     @staticmethod
