@@ -50,6 +50,7 @@ class CounterRNG:
         self.num_envs, self.device = num_envs, device
         self.key = torch.zeros(num_envs, dtype=torch.int64, device=device)
         self.counter = torch.zeros(num_envs, dtype=torch.int64, device=device)
+        self._offsets: dict[int, Tensor] = {}  # arange(size) by size: made once, not at every draw
 
     def seed(self, seed: int | list[int]) -> None:
         """Key env i's stream by ``seed + i``, or by ``seed[i]`` where ``seed`` is a list of one int per env."""
@@ -63,9 +64,12 @@ class CounterRNG:
     def uniform(self, size: int, low: float, high: float, advance: Tensor, dtype=torch.float64) -> Tensor:
         """``(num_envs, size)`` uniforms in [low, high); the streams of envs where ``advance`` is true move on
         by ``size`` draws (the other rows are to be discarded)."""
-        k = self.counter.unsqueeze(1) + torch.arange(size, device=self.device)
+        offsets = self._offsets.get(size)
+        if offsets is None:
+            offsets = self._offsets[size] = torch.arange(size, device=self.device)
+        k = self.counter.unsqueeze(1) + offsets
         bits = hash32(k * 0x9E3779B1 + self.key.unsqueeze(1))
-        self.counter += advance.to(torch.int64) * size
+        self.counter.add_(advance, alpha=size)  # one op for a bool's cast, the product and the sum
         return low + (high - low) * (bits >> 8).to(dtype) / float(1 << 24)
 
     def state_dict(self) -> dict[str, Tensor]:
@@ -100,7 +104,9 @@ class NativeVecEnv(NoEnvObjects):
         self._seed = row_seeds(seed, num_envs)
         self.rng = CounterRNG(num_envs, self.device)
         self.state = torch.zeros(num_envs, self.state_dim, dtype=torch.float64, device=self.device)
+        self._box_actions = False  # whether step clips the actions into a Box's bounds
         if isinstance(space := self.single_action_space, gym.spaces.Box):
+            self._box_actions = True
             self._action_low, self._action_high = (
                 torch.as_tensor(b, dtype=torch.float64, device=self.device) for b in (space.low, space.high)
             )
@@ -116,7 +122,7 @@ class NativeVecEnv(NoEnvObjects):
 
     def step(self, actions: Tensor) -> Step:
         actions = actions.to(self.device)
-        if isinstance(self.single_action_space, gym.spaces.Box):  # what a Gymnasium env would receive
+        if self._box_actions:  # what a Gymnasium env would receive
             actions = actions.to(torch.float64).clamp(self._action_low, self._action_high)
         state, reward, terminated = self._dynamics(self.state, actions)
         self.elapsed += 1
@@ -172,8 +178,13 @@ class CartPole(NativeVecEnv):
 
     def __init__(self, num_envs: int, *, seed: Seeds = None, device: torch.device | str = "cpu"):
         super().__init__(num_envs, seed=seed, device=device)
-        self._limits = torch.tensor(
-            [self.x_threshold, self.theta_threshold], dtype=torch.float64, device=device
+        # the bounds of |x|, |x_dot|, |theta|, |theta_dot|: no |velocity| is above infinity, so the test of
+        # the whole state is that of x and theta, without cutting them out of it first
+        bounds = [self.x_threshold, math.inf, self.theta_threshold, math.inf]
+        self._limits = torch.tensor(bounds, dtype=torch.float64, device=device)
+        # the force of actions 0 and 1, made once: where() of two Python numbers makes two tensors and casts
+        self._forces = tuple(
+            torch.tensor(f, dtype=torch.float64, device=device) for f in (-self.force_mag, self.force_mag)
         )
 
     def _initial_state(self, reset: Tensor) -> Tensor:
@@ -181,7 +192,7 @@ class CartPole(NativeVecEnv):
 
     def _dynamics(self, state: Tensor, actions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         x, x_dot, theta, theta_dot = state.unbind(1)
-        force = torch.where(actions == 1, self.force_mag, -self.force_mag).to(state.dtype)
+        force = torch.where(actions == 1, self._forces[1], self._forces[0])
         costheta, sintheta = torch.cos(theta), torch.sin(theta)
         temp = (force + self.polemass_length * theta_dot**2 * sintheta) / self.total_mass
         thetaacc = (self.gravity * sintheta - costheta * temp) / (
@@ -190,7 +201,7 @@ class CartPole(NativeVecEnv):
         xacc = temp - self.polemass_length * thetaacc * costheta / self.total_mass
         # Euler's step for all four variables at once: the same products and sums as one by one, in fewer ops
         next_state = state + self.tau * torch.stack((x_dot, xacc, theta_dot, thetaacc), dim=1)
-        terminated = (next_state[:, 0::2].abs() > self._limits).any(1)  # x or theta out of bounds
+        terminated = (next_state.abs() > self._limits).any(1)  # x or theta out of bounds
         reward = torch.ones(state.shape[0], dtype=torch.float32, device=state.device)
         return next_state, reward, terminated
 
