@@ -45,6 +45,28 @@ def test_cartpole_one_step_matches_gymnasium_from_random_states():
         assert reward[i].item() == r and bool(terminated[i]) == term
 
 
+def test_cartpole_ends_where_its_position_or_angle_leaves_its_bounds_whatever_its_velocities():
+    """Gymnasium's test, after the Euler step: |x| > 2.4 or |theta| > 12 degrees; no velocity is bounded. Here the
+    velocities are far outside the random states above, carrying x or theta back inside, or out."""
+    states = np.array(
+        [
+            [-2.0, 100.0, 0.0, 0.0],  # x: -2 + 0.02 * 100 = 0, x_dot about 100
+            [2.0, 100.0, 0.0, 0.0],  # x: 4
+            [0.0, 0.0, -0.1, 10.0],  # theta: -0.1 + 0.02 * 10 = 0.1, theta_dot about 10
+            [0.0, 0.0, 0.1, 10.0],  # theta: 0.3
+            [0.0, -1e6, 0.0, 0.0],  # x: -2e4
+        ]
+    )
+    native = CartPole(len(states), seed=0)
+    _, _, terminated = native._dynamics(torch.as_tensor(states), torch.zeros(len(states), dtype=torch.int64))
+    assert terminated.tolist() == [False, True, False, True, True]
+    ref = gym.make("CartPole-v1").unwrapped
+    ref.reset(seed=0)
+    for state, term in zip(states, terminated.tolist(), strict=True):
+        ref.state, ref.steps_beyond_terminated = state.copy(), None
+        assert ref.step(0)[2] == term
+
+
 def _controller(obs: np.ndarray, rng, noise: float) -> int:
     """Balances well with a little noise (episodes reach the 500-step limit), and falls with a lot."""
     if rng.random() < noise:
