@@ -84,14 +84,14 @@ class RolloutCollector:
         buf, norm = self.buffer, model.normalization
         if self._infos is not None:
             buf.episode_infos = {}
-        at = buf.rows_by_step()  # each step's rows, written in place
-        for t in range(buf.obs.shape[0]):
+        at, steps = buf.rows_by_step(), buf.obs.shape[0]  # each step's rows, written in place
+        at["dones"][0].copy_(self.next_done)
+        for t in range(steps):
             if self.raw_obs is not None:
                 self.raw_obs[t] = self.next_obs
             rows = self._present(t)  # the statistics take in the rows present (None: all)
             obs = norm.obs(self.next_obs, update=not self.frozen_stats, rows=rows)
             at["obs"][t].copy_(obs)
-            at["dones"][t].copy_(self.next_done)
             # One forward pass over the whole batch gives the actions, their log-probs and the values.
             actions, logprobs, values = self._act(model, obs)
             at["logprobs"][t].copy_(logprobs)
@@ -124,7 +124,9 @@ class RolloutCollector:
                     )
             at["rewards"][t].copy_(reward)
             self.next_obs = step.obs
-            self.next_done = done.float()
+            # 1 where next_obs begins an episode: the next step's row of dones, cast and copied there in one op
+            # (the rollout's last, which no row holds, cast alone)
+            self.next_done = at["dones"][t + 1].copy_(done) if t + 1 < steps else done.float()
             self._stepped(step)
         return self._values(model, norm.obs(self.next_obs)), self.next_done
 
