@@ -84,7 +84,7 @@ def test_an_image_agent_keeps_bytes_in_the_buffer_and_round_trips(tmp_path):
     assert loaded.predict(images[0], deterministic=True) in (0, 1)  # one observation, as the env gives it
 
 
-def test_bfloat16_precision_runs_the_cnn_under_autocast_and_hands_float32_on():
+def test_bfloat16_precision_runs_the_cnn_in_bf16_and_hands_float32_on():
     torch.manual_seed(0)
     full, half = NatureCNN((4, 84, 84)), NatureCNN((4, 84, 84), "bfloat16")
     half.load_state_dict(full.state_dict())
@@ -97,6 +97,30 @@ def test_bfloat16_precision_runs_the_cnn_under_autocast_and_hands_float32_on():
     assert (
         {p.dtype for p in half.parameters()} == {p.grad.dtype for p in half.parameters()} == {torch.float32}
     )
+
+
+def test_bfloat16_convolutions_compute_in_bf16_under_vmap_as_a_batched_runs_seeds_call_them():
+    """torch.autocast does not reach into torch.func.vmap (a --num-seeds run's update): the CNN casts its weights
+    itself, so each seed computes what the CNN alone computes, in bf16, where it once raised a dtype error."""
+    from torch.func import functional_call, stack_module_state, vmap
+
+    torch.manual_seed(0)
+    seeds = [NatureCNN((4, 84, 84), "bfloat16") for _ in range(2)]
+    for cnn in seeds:  # vmap's batched tensors are plain strided ones
+        cnn.convs.to(memory_format=torch.contiguous_format)
+        cnn.memory_format = torch.contiguous_format
+    params, buffers = stack_module_state(seeds)
+    pixels = torch.randint(0, 256, (2, 8, 4, 84, 84), dtype=torch.uint8)
+
+    def one(p, b, x):
+        return functional_call(seeds[0], (p, b), (x,))
+
+    out = vmap(one)(params, buffers, pixels)
+    full = NatureCNN((4, 84, 84))
+    for k, cnn in enumerate(seeds):
+        torch.testing.assert_close(out[k], cnn(pixels[k]), rtol=0.02, atol=0.02)  # bf16: 8 bits of mantissa
+        full.load_state_dict(cnn.state_dict())
+        assert not torch.equal(out[k], full(pixels[k]))  # in bf16, not float32
 
 
 def test_auto_precision_is_bfloat16_only_where_the_hardware_computes_it(monkeypatch, tmp_path):

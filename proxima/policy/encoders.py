@@ -120,7 +120,7 @@ class NatureCNN(nn.Module):
 
     def __init__(self, obs_shape: tuple[int, ...], precision: str = "float32"):
         super().__init__()
-        # "bfloat16": the convolutions compute under autocast (bf16 products, float32 weights and gradients);
+        # "bfloat16": the convolutions compute in bf16 (bf16 products, float32 weights and gradients);
         # the 512-unit layer, the heads, the losses and Adam stay float32 (--precision)
         if precision not in PRECISIONS:
             raise UserError(f"precision {precision!r} is not one of {', '.join(PRECISIONS)}")
@@ -164,8 +164,15 @@ class NatureCNN(nn.Module):
         half = self._half(obs.device)
         if half is None:
             return self.linear(self.convs(x))
-        with torch.autocast(obs.device.type, dtype=half):
-            x = self.convs(x)
+        # bf16 products with float32 weights and gradients: each convolution's weights cast as it runs, as autocast
+        # would cast them, but explicitly, since autocast does not reach into torch.func.vmap (--num-seeds)
+        for layer in self.convs:
+            if isinstance(layer, nn.Conv2d):
+                x = nn.functional.conv2d(
+                    x, layer.weight.to(half), layer.bias.to(half), layer.stride, layer.padding
+                )
+            else:
+                x = layer(x)
         return self.linear(x.to(torch.float32))  # the 512 units in float32: the critic's values need the bits
 
 
