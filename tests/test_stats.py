@@ -424,3 +424,28 @@ def test_a_sweeps_results_keep_their_table_and_add_the_statistics_of_each_settin
     assert improvement["baseline"] == "ppo" and improvement["probability"]["value"] == wins
     assert f"| vpg | 1 | {with_interval(improvement['probability'])} |" in table
     assert "P(setting > ppo)" in table and "eval.json's deterministic episodes" in table
+
+
+def test_the_iqm_curve_holds_a_run_whose_episodes_ended_at_one_step_and_leaves_out_one_with_none():
+    """A seed that solved its task in its first update has all its episodes at one step (or none): its curve is
+    its value there, held to the end; a seed with no episode has no curve and is left out."""
+    from proxima.run.report import RunData
+    from proxima.run.scores import Group, RunScore, iqm_curves
+
+    def run(steps, returns):
+        data = RunData(
+            "r", "r", {}, [], np.array(steps, float), np.array(returns, float), [], None, None, "finished"
+        )
+        return RunScore("r", 0.0, "training", 0, "finished", data)
+
+    group = Group("s", "Acrobot-v1")
+    group.runs = [run([110.0] * 3, [-90.0, -80.0, -70.0]), run([40.0, 200.0], [-300.0, -100.0]), run([], [])]
+    (curve,) = iqm_curves([group], points=5)
+    (line,) = curve["settings"]
+    assert line["runs"] == 2
+    assert list(line["steps"]) == [0.0, 50.0, 100.0, 110.0, 150.0, 200.0]  # the grid, and each run's end
+    # the first run: -80 (its three episodes' mean) from step 110 on; the second: its running return, -300 at
+    # step 40 to -200 at step 200 (the mean of both), linearly; two runs: their IQM is their mean
+    iqm = np.array(line["iqm"], dtype=float)
+    assert np.isnan(iqm[:3]).all()
+    assert iqm[3:] == pytest.approx([(-80 - 256.25) / 2, (-80 - 231.25) / 2, (-80 - 200) / 2])

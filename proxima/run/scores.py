@@ -372,10 +372,15 @@ def iqm_curves(groups: list[Group], points: int = GRID) -> list[dict]:
     for task in dict.fromkeys(g.task for g in groups):
         lines = []
         for g in (g for g in groups if g.task == task):
-            runs = [r.data for r in g.runs if len(r.data.steps)]
+            runs = [
+                r.data for r in g.runs if len(r.data.steps)
+            ]  # a run with no finished episode has no curve
             if not runs:
                 continue
-            grid = np.linspace(0.0, max(r.steps.max() for r in runs), points)
+            # and each run's last episode, as seeds_curve's grid has them: a run whose episodes all ended at
+            # one step (its envs' first episodes, in one update) has a value there to hold, not none
+            ends = [float(r.steps.max()) for r in runs]
+            grid = np.union1d(np.linspace(0.0, max(ends), points), ends)
             curves = np.stack([held(on_grid(r.steps, running_return(r), grid)) for r in runs])
             iqm, low, high = statistics.iqm_over_steps(curves)
             lines.append(
