@@ -530,7 +530,9 @@ def results_page(batches: list[dict], page: dict | None = None) -> str:
         "the machine and the raw Gymnasium CartPole rate measured in the same batch (`benchmarks/reference.py`): "
         "these machines' speed varies up to 4x from day to day, so compare times only beside that rate. How the "
         "numbers came about is in the [journal](journal/benchmarks.md); the measurements these tables replaced "
-        f"are in the [results history]({HISTORY}).",
+        f"are in the [results history]({HISTORY}). Whole suites, 10 seeds of each task scored with the IQM and "
+        "its 95% interval beside the published numbers (`proxima bench`, [BENCH.md](BENCH.md)): "
+        "[classic](results/bench-classic.md).",
     ]
     if page["summary"]:
         out += ["", "## Summary: proxima beside its peers, task by task", "",
