@@ -168,9 +168,8 @@ class NatureCNN(nn.Module):
         # would cast them, but explicitly, since autocast does not reach into torch.func.vmap (--num-seeds)
         for layer in self.convs:
             if isinstance(layer, nn.Conv2d):
-                x = nn.functional.conv2d(
-                    x, layer.weight.to(half), layer.bias.to(half), layer.stride, layer.padding
-                )
+                bias = None if layer.bias is None else layer.bias.to(half)
+                x = nn.functional.conv2d(x, layer.weight.to(half), bias, layer.stride, layer.padding)
             else:
                 x = layer(x)
         return self.linear(x.to(torch.float32))  # the 512 units in float32: the critic's values need the bits
