@@ -141,6 +141,10 @@ def test_the_default_score_is_the_deterministic_evaluation_at_the_rungs_and_the_
     plan = _plan(base, {"learning_rate": ["choice", [1e-3]]}, "random", 1, "final_eval", "max", 1, "asha", None,
                  1, None)  # fmt: skip
     assert evaluation_points(plan) == (256, 768)  # a grace period of 2048 // 8 steps, then 3x
+    pbt = _plan(
+        base, {"learning_rate": ["choice", [1e-3]]}, "random", 1, "final_eval", "max", 1, "pbt", 3, 1, None
+    )
+    assert evaluation_points(pbt) == (768, 1536)  # every 3 updates of 256 steps, before the end
     out = tmp_path / "tune"
     out.mkdir()
     assert run_sample(str(out), plan, "s001", {"learning_rate": 1e-3})["status"] == "finished"
@@ -360,7 +364,10 @@ def test_optuna_with_asha_stops_a_sample_and_the_best_settings_train_as_a_preset
 def test_pbt_continues_a_sample_from_a_better_ones_checkpoint_with_perturbed_settings(tmp_path):
     out = tmp_path / "t"
     argv = ["tune", *SMALL, "--total-timesteps", "3072", "--space", "learning_rate=choice:1e-6,1e-5,3e-3",
-            "--scheduler", "pbt", "--perturbation-interval", "3", "--num-samples", "2", "--output-dir", str(out)]  # fmt: skip
+            "--scheduler", "pbt", "--perturbation-interval", "3", "--num-samples", "2", "--metric", "return",
+            "--output-dir", str(out)]  # fmt: skip
+    # Training returns: the two samples draw the same rate, and their deterministic evaluations at each interval
+    # (final_eval) tie exactly, so PBT would find no sample behind the other
     assert main(argv) == 0
     lines = []
     for run in sorted(os.listdir(out)):
